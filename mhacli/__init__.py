@@ -1,0 +1,37 @@
+"""mhacli: make multi-head attention visible, one step at a time.
+
+The command line lives in :mod:`mhacli.cli`; the numbers come from
+:func:`mhacli.run`, which returns one immutable :class:`mhacli.core.Trace`.
+``import mhacli`` stays cheap (no numpy) so that ``mha --help`` starts fast;
+the numerical names are loaded on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "run", "Config", "Trace", "load_trace"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mhacli.config import Config
+    from mhacli.core import Trace, run
+    from mhacli.export import load_trace
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy attributes (PEP 562): the CLI imports this package on every start.
+    if name == "run" or name == "Trace":
+        from mhacli import core
+
+        return getattr(core, name)
+    if name == "Config":
+        from mhacli.config import Config
+
+        return Config
+    if name == "load_trace":
+        from mhacli.export import load_trace
+
+        return load_trace
+    raise AttributeError(f"module 'mhacli' has no attribute {name!r}")

@@ -1,0 +1,238 @@
+"""The walkthrough in the terminal: Rich tables that only read a Trace.
+
+Every function returns renderables instead of printing, so tests can render
+them into a plain 80-column console and read the text.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+from rich import box
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from mhacli import theme
+from mhacli.analysis import summarize_heads
+from mhacli.core import Trace
+from mhacli.steps import ParameterCount, Step
+from mhacli.tokenize import label
+
+SHOW_VALUES_MAX_TOKENS = 12
+SHOW_VALUES_MAX_D = 16
+
+
+def _heading(text: str) -> Text:
+    return Text(text, style=theme.STYLE_TITLE)
+
+
+def _note(text: str | Text) -> RenderableType:
+    """A dim explanatory line, indented and wrapped as a block."""
+    body = text if isinstance(text, Text) else Text(text, style=theme.STYLE_DIM)
+    return Padding(body, (0, 0, 0, 2))
+
+
+def header(trace: Trace) -> RenderableType:
+    """What was run: the sentence as tokens and the configuration."""
+    c = trace.config
+    lines = Text()
+    lines.append(f"N = {trace.n_tokens} tokens   d = {c.d_model}   h = {c.heads}   d/h = {c.d_k}\n")
+    where = f"loaded from {trace.source}" if trace.source else (
+        f"seed {c.seed}   tokenizer {c.tokenizer}   positions {'on' if c.positions else 'off'}")
+    lines.append(f"{where}   {'causal' if c.causal else 'bidirectional'}   "
+                 f"weights {c.weights}   {c.dtype}", style=theme.STYLE_DIM)
+    return Panel(lines, title="Multi-head attention, step by step", title_align="left",
+                 box=box.ROUNDED, expand=False)
+
+
+def tokens_table(trace: Trace, max_tokens: int) -> RenderableType:
+    """Step 1: position, token and vocabulary id of each token (windowed when long)."""
+    table = Table(title=_heading("1. Tokens"), title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("pos", justify="right")
+    table.add_column("token", overflow="fold")
+    table.add_column("vocab id", justify="right")
+    shown = min(trace.n_tokens, max_tokens)
+    for p in range(shown):
+        table.add_row(str(p), Text(label(trace.tokens[p], 24)), str(int(trace.token_ids[p])))
+    parts: list[RenderableType] = [table]
+    if shown < trace.n_tokens:
+        parts.append(_note(f"… {trace.n_tokens - shown} more tokens not listed "
+                           f"(--max-tokens {max_tokens})."))
+    distinct = len(set(trace.tokens))
+    parts.append(_note(f"{trace.n_tokens} tokens, {distinct} distinct: the same string always "
+                       "gets the same vocabulary id and the same embedding row."))
+    return Group(*parts)
+
+
+def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps") -> RenderableType:
+    """Step 2: formula, shape in symbols and numbers, multiply-adds."""
+    table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("step", overflow="fold", ratio=2)
+    table.add_column("formula", style=theme.STYLE_FORMULA, overflow="fold", ratio=3)
+    table.add_column("shape", style=theme.STYLE_SHAPE, overflow="fold", ratio=2)
+    table.add_column("mult-adds", justify="right", style=theme.STYLE_NUMBER, ratio=1)
+    for s in steps:
+        name = s.name + (f" (×{heads})" if s.per_head and heads > 1 else "")
+        # Text, not str: formulas contain brackets that Rich would read as markup.
+        table.add_row(Text(name), Text(s.formula), Text(f"{s.shape} = {s.shape_numeric}"), f"{s.madds:,}")
+    total = sum(s.madds for s in steps)
+    table.add_section()
+    table.add_row("total", "", "", f"{total:,}")
+    note = _note("(×h) steps run once per head; shapes are per head. Multiply-adds count all heads.")
+    return Group(table, note)
+
+
+def parameters_panel(params: ParameterCount, title: str = "3. Parameters") -> RenderableType:
+    """Step 3: one wide head against h narrow heads, same count, plus W^O."""
+    single, multi = params.arithmetic()
+    table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD, show_header=True)
+    table.add_column("projections W_q, W_k, W_v", overflow="fold")
+    table.add_column("count", justify="right", overflow="fold")
+    table.add_row(f"1 head, each d×d = {params.d_model}×{params.d_model}", single)
+    table.add_row(f"{params.heads} heads, each d×d/h = {params.d_model}×{params.d_k}", multi)
+    table.add_row(f"W^O, d×d = {params.d_model}×{params.d_model}", f"{params.w_o:,}")
+    table.add_section()
+    table.add_row("total with W^O", f"{params.total:,}")
+    verdict = Text("Same number of parameters: ", style=theme.STYLE_DIM)
+    verdict.append("yes" if params.equal else "NO", style=theme.STYLE_OK if params.equal else theme.STYLE_BAD)
+    verdict.append(" — splitting into heads changes the shape of the work, not its size.",
+                   style=theme.STYLE_DIM)
+    return Group(table, _note(verdict))
+
+
+def claim_panel(trace: Trace) -> RenderableType:
+    """Step 4: building Q^i directly equals cutting block i out of the full Q."""
+    diff = trace.split_equals_direct()
+    d, dk = trace.d_model, trace.d_k
+    text = Text()
+    text.append("Q^i = X W_q^i", style=theme.STYLE_FORMULA)
+    text.append(f" (X is N×d, W_q^i is d×d/h = {d}×{dk}) against block i of ")
+    text.append("Q = X W_qᵀ", style=theme.STYLE_FORMULA)
+    text.append(f" (columns i·{dk} … i·{dk}+{dk - 1}), for every head and for K and V too.\n")
+    text.append("largest difference: ")
+    text.append(f"{diff:.3g}", style=theme.STYLE_OK if diff < 1e-9 else theme.STYLE_BAD)
+    text.append("  → building the heads directly is the same as splitting the full matrices.")
+    return Group(_heading("4. Split or direct?"), text)
+
+
+def heads_panel(trace: Trace, title: str = "5. Each head is its own magnifier") -> RenderableType:
+    """Step 5: per head, where it looks most and how focused it is."""
+    table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("head")
+    table.add_column("looks most at", overflow="fold")
+    table.add_column("share", justify="right")
+    table.add_column("entropy", justify="right")
+    table.add_column("focus", overflow="fold")
+    if trace.rules:
+        table.add_column("rule", overflow="fold")
+    for s in summarize_heads(np.asarray(trace.weights), trace.config.causal):
+        row: list[RenderableType] = [
+            Text(f"● {s.head + 1}", style=theme.head_style(s.head)),
+            Text(f"{label(trace.tokens[s.top_key], 14)} (pos {s.top_key})"),
+            f"{s.top_share:.0%}",
+            f"{s.mean_entropy:.2f}/{s.max_entropy:.2f} b",
+            s.describe(),
+        ]
+        if trace.rules:
+            row.append(Text(trace.rules[s.head]))
+        table.add_row(*row)
+    note = _note("share: part of all the head's attention that lands on that token; entropy: mean "
+                 "per query, in bits, against the uniform maximum (lower = sharper).")
+    return Group(table, note)
+
+
+def causal_note(trace: Trace) -> RenderableType | None:
+    """Step 6: what the causal mask blocked."""
+    if not trace.config.causal:
+        return None
+    n = trace.n_tokens
+    blocked = n * (n - 1) // 2
+    text = Text()
+    text.append("6. Causal mask", style=theme.STYLE_TITLE)
+    text.append(f"\nEach token sees only itself and earlier tokens: {blocked:,} of {n * n:,} "
+                f"query–key pairs per head ({blocked / (n * n):.0%}) were set to −∞ before the softmax, "
+                "so their weights are exactly 0. The first token can only attend to itself.")
+    return text
+
+
+def _matrix(title: str, m: np.ndarray, rows: Sequence[str], cols: Sequence[str] | None) -> Table:
+    table = Table(title=title, title_justify="left", box=box.MINIMAL, pad_edge=False, padding=(0, 1))
+    table.add_column("")
+    for j in range(m.shape[1]):
+        table.add_column(Text(label(cols[j], 6)) if cols else str(j), justify="right")
+    for r, row in enumerate(m):
+        table.add_row(Text(label(rows[r], 8)), *("−∞" if np.isneginf(v) else f"{v:.2f}" for v in row))
+    return table
+
+
+def values_panel(trace: Trace) -> RenderableType:
+    """``--show-values``: the actual matrices, rounded, for short inputs."""
+    n, d = trace.n_tokens, trace.d_model
+    if n > SHOW_VALUES_MAX_TOKENS or d > SHOW_VALUES_MAX_D:
+        return Text(f"--show-values prints matrices only for up to {SHOW_VALUES_MAX_TOKENS} tokens "
+                    f"and --d-model {SHOW_VALUES_MAX_D}; use --save-npz or --json for the full numbers.",
+                    style=theme.STYLE_DIM)
+    toks = trace.tokens
+    parts: list[RenderableType] = [_heading("Values (rounded to 2 decimals)"),
+                                   _matrix("X (N×d)", np.asarray(trace.X), toks, None)]
+    for i in range(trace.num_heads):
+        style = theme.head_style(i)
+        parts.append(Text(f"head {i + 1}", style=style))
+        parts.append(_matrix(f"Q^{i + 1} (N×d/h)", np.asarray(trace.Q[i]), toks, None))
+        parts.append(_matrix(f"S^{i + 1} (N×N)", np.asarray(trace.scores[i]), toks, toks))
+        parts.append(_matrix(f"A^{i + 1} (N×N)", np.asarray(trace.weights[i]), toks, toks))
+    parts.append(_matrix("O (N×d)", np.asarray(trace.output), toks, None))
+    return Group(*parts)
+
+
+def walkthrough(trace: Trace, *, max_tokens: int = 40, show_values: bool = False) -> list[RenderableType]:
+    """The whole explanation, in the issue's order."""
+    parts: list[RenderableType | None] = [
+        header(trace),
+        tokens_table(trace, max_tokens),
+        steps_table(trace.steps, trace.num_heads),
+        parameters_panel(trace.parameters),
+        claim_panel(trace),
+        heads_panel(trace),
+        causal_note(trace),
+        values_panel(trace) if show_values else None,
+    ]
+    return [p for p in parts if p is not None]
+
+
+def files_written(paths: Iterable[str]) -> RenderableType:
+    """The closing list of every file a command wrote."""
+    text = Text("Wrote:", style=theme.STYLE_TITLE)
+    for p in paths:
+        text.append(f"\n  {p}")
+    return text
+
+
+def verify_table(trace: Trace, checks: Sequence) -> RenderableType:
+    """``mha verify``: one row per array and reference, with a verdict."""
+    table = Table(title=_heading(f"Verify {trace.source or 'trace'}"), title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    table.add_column("reference")
+    table.add_column("array")
+    table.add_column("largest |diff|", justify="right")
+    table.add_column("ok")
+    for c in checks:
+        table.add_row(c.reference, c.array, f"{c.max_diff:.2e}",
+                      Text("yes", style=theme.STYLE_OK) if c.ok else Text("NO", style=theme.STYLE_BAD))
+    refs = sorted({c.reference for c in checks})
+    failed = [c for c in checks if not c.ok]
+    tol = checks[0].tolerance if checks else 0.0
+    if failed:
+        verdict = Text(f"{len(failed)} of {len(checks)} arrays differ by more than {tol:g}.",
+                       style=theme.STYLE_BAD)
+    else:
+        verdict = Text(f"All {len(checks)} arrays agree within {tol:g} ({', '.join(refs)}).",
+                       style=theme.STYLE_OK)
+    parts: list[RenderableType] = [table, _note(verdict)]
+    if "PyTorch" not in refs:
+        parts.append(_note("PyTorch is not installed, so only the plain loop was compared."))
+    return Group(*parts)

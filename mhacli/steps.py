@@ -1,0 +1,135 @@
+"""The steps of multi-head attention as data: formula, shapes, cost.
+
+Pure Python, a function of (N, d, h) alone, so ``mha shapes`` can print the
+table for a slide with no text and no numpy. Every renderer (terminal, JSON,
+HTML, demo) reads the same list, so they can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the computation, as the article writes it."""
+
+    key: str  # stable identifier, also used in docs and JSON
+    name: str  # short human name
+    formula: str  # in the article's notation
+    shape: str  # symbolic shape of the result, e.g. "N×d/h"
+    dims: tuple[int, ...]  # numeric shape of the result (per head where marked)
+    per_head: bool  # True when the step is done once per head (h times)
+    madds: int  # multiply-adds over all heads
+    madds_formula: str  # how madds was counted, symbolically
+    field: str  # the Trace / npz field that holds the result
+
+    @property
+    def shape_numeric(self) -> str:
+        """Numeric shape, e.g. ``6×4``."""
+        return "×".join(str(n) for n in self.dims)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        out = asdict(self)
+        out["dims"] = list(self.dims)
+        out["shape_numeric"] = self.shape_numeric
+        return out
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    """The article's claim: h heads of width d/h cost what one head of width d costs."""
+
+    d_model: int
+    heads: int
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.heads
+
+    @property
+    def single_head_qkv(self) -> int:
+        """One head: W_q, W_k, W_v, each d×d."""
+        return 3 * self.d_model * self.d_model
+
+    @property
+    def per_head_qkv(self) -> int:
+        """One of h heads: W_q^i, W_k^i, W_v^i, each d×d/h."""
+        return 3 * self.d_model * self.d_k
+
+    @property
+    def multi_head_qkv(self) -> int:
+        """All h heads together."""
+        return self.heads * self.per_head_qkv
+
+    @property
+    def w_o(self) -> int:
+        """The output projection W^O, d×d."""
+        return self.d_model * self.d_model
+
+    @property
+    def total(self) -> int:
+        return self.multi_head_qkv + self.w_o
+
+    @property
+    def equal(self) -> bool:
+        return self.single_head_qkv == self.multi_head_qkv
+
+    def arithmetic(self) -> tuple[str, str]:
+        """The two sides of the equality, written out with numbers."""
+        d, h, dk = self.d_model, self.heads, self.d_k
+        single = f"3 · d · d = 3 · {d} · {d} = {self.single_head_qkv:,}"
+        multi = f"h · 3 · d · d/h = {h} · 3 · {d} · {dk} = {self.multi_head_qkv:,}"
+        return single, multi
+
+    def to_dict(self) -> dict[str, Any]:
+        single, multi = self.arithmetic()
+        return {
+            "single_head_qkv": self.single_head_qkv,
+            "per_head_qkv": self.per_head_qkv,
+            "multi_head_qkv": self.multi_head_qkv,
+            "w_o": self.w_o,
+            "total": self.total,
+            "equal": self.equal,
+            "single_head_arithmetic": single,
+            "multi_head_arithmetic": multi,
+        }
+
+
+def steps_for(n_tokens: int, d_model: int, heads: int, causal: bool = False) -> list[Step]:
+    """The step table for N tokens, width d and h heads (masking only when causal)."""
+    n, d, h = n_tokens, d_model, heads
+    dk = d // h
+    steps = [
+        Step("embed", "Embed", "X = E[tokens] + P", "N×d", (n, d), False, 0,
+             "0 (a look-up and an addition)", "X"),
+        Step("query", "Queries", "Q^i = X W_q^i", "N×d/h", (n, dk), True, n * d * d,
+             "h · N · d · d/h = N·d²", "Q"),
+        Step("key", "Keys", "K^i = X W_k^i", "N×d/h", (n, dk), True, n * d * d,
+             "h · N · d · d/h = N·d²", "K"),
+        Step("value", "Values", "V^i = X W_v^i", "N×d/h", (n, dk), True, n * d * d,
+             "h · N · d · d/h = N·d²", "V"),
+        Step("scores", "Scores", "S^i = Q^i K^iᵀ / √(d/h)", "N×N", (n, n), True, h * n * n * dk,
+             "h · N · N · d/h = N²·d", "scores"),
+    ]
+    if causal:
+        steps.append(Step("mask", "Causal mask", "S^i[q, k] = −∞ where k > q", "N×N", (n, n), True, 0,
+                          "0 (a comparison)", "scores"))
+    steps += [
+        Step("softmax", "Softmax", "A^i = softmax(S^i) per row", "N×N", (n, n), True, 0,
+             "0 (h·N² exponentials)", "weights"),
+        Step("weighted", "Weighted values", "head_i = A^i V^i", "N×d/h", (n, dk), True, h * n * n * dk,
+             "h · N · N · d/h = N²·d", "heads"),
+        Step("concat", "Concatenate", "H = [head_1 … head_h]", "N×d", (n, d), False, 0,
+             "0 (heads side by side)", "concat"),
+        Step("output", "Output W^O", "O = H W^Oᵀ", "N×d", (n, d), False, n * d * d,
+             "N · d · d", "output"),
+    ]
+    return steps
+
+
+def total_madds(steps: list[Step]) -> int:
+    """Sum of multiply-adds over the whole table."""
+    return sum(s.madds for s in steps)

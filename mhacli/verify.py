@@ -1,0 +1,102 @@
+"""Recompute a saved trace independently and report the largest difference of each array.
+
+The reference is deliberately plain: one head at a time, one query row at a
+time, sharing no code with :mod:`mhacli.core`.  When PyTorch happens to be
+installed, its ``multi_head_attention_forward`` is asked too (never required).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mhacli.core import Trace
+
+TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One compared array: who computed the reference, and the largest |difference|."""
+
+    reference: str
+    array: str
+    max_diff: float
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return self.max_diff <= self.tolerance
+
+
+def reference_loop(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray,
+                   w_o: np.ndarray, heads: int, causal: bool) -> dict[str, np.ndarray]:
+    """Multi-head attention the slow, obvious way, in float64."""
+    x = x.astype(np.float64)
+    n, d = x.shape
+    d_k = d // heads
+    out: dict[str, list] = {k: [] for k in ("Q", "K", "V", "scores", "weights", "heads")}
+    for i in range(heads):
+        rows = slice(i * d_k, (i + 1) * d_k)
+        q = x @ w_q[rows].astype(np.float64).T  # the article's X W_q^i
+        k = x @ w_k[rows].astype(np.float64).T
+        v = x @ w_v[rows].astype(np.float64).T
+        s = np.empty((n, n))
+        a = np.zeros((n, n))
+        for r in range(n):
+            for c in range(n):
+                s[r, c] = -math.inf if causal and c > r else float(q[r] @ k[c]) / math.sqrt(d_k)
+            top = max(s[r])
+            exps = [0.0 if s[r, c] == -math.inf else math.exp(s[r, c] - top) for c in range(n)]
+            total = sum(exps)
+            a[r] = [e / total for e in exps]
+        for name, value in zip(("Q", "K", "V", "scores", "weights", "heads"), (q, k, v, s, a, a @ v)):
+            out[name].append(value)
+    result = {name: np.stack(values) for name, values in out.items()}
+    result["concat"] = np.concatenate(out["heads"], axis=1)
+    result["output"] = result["concat"] @ w_o.astype(np.float64).T
+    return result
+
+
+def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    same_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
+    diff = np.where(same_inf, 0.0, np.abs(a - b))
+    return float(np.nan_to_num(diff, nan=np.inf).max(initial=0.0))
+
+
+def torch_reference(trace: Trace) -> dict[str, np.ndarray] | None:
+    """PyTorch's own multi-head attention on the same X and weights, or None without torch."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    d, h, n = trace.d_model, trace.num_heads, trace.n_tokens
+    x = torch.from_numpy(np.array(trace.X, dtype=np.float64))[:, None, :]  # (N, 1, d): (L, batch, E)
+    in_proj = torch.from_numpy(np.concatenate([trace.W_q, trace.W_k, trace.W_v]).astype(np.float64))
+    mask = torch.from_numpy(np.triu(np.ones((n, n), dtype=bool), 1)) if trace.config.causal else None
+    out, weights = F.multi_head_attention_forward(
+        x, x, x, d, h, in_proj, None, None, None, False, 0.0,
+        torch.from_numpy(np.array(trace.W_o, dtype=np.float64)), None,
+        training=False, need_weights=True, attn_mask=mask, average_attn_weights=False,
+    )
+    return {"weights": weights[0].numpy(), "output": out[:, 0, :].numpy()}
+
+
+def verify(trace: Trace, use_torch: bool = True) -> list[Check]:
+    """Every array of the trace against the plain loop (and PyTorch when present)."""
+    tol = TOLERANCE[trace.config.dtype]
+    ref = reference_loop(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o,
+                         trace.num_heads, trace.config.causal)
+    checks = [Check("per-head loop", name, _max_diff(getattr(trace, name), value), tol)
+              for name, value in ref.items()]
+    if use_torch:
+        theirs = torch_reference(trace)
+        if theirs is not None:
+            checks += [Check("PyTorch", name, _max_diff(getattr(trace, name), value), tol)
+                       for name, value in theirs.items()]
+    return checks

@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - older Typer on top of click
     from click import exceptions as click_exceptions
 
 from mhacli import __version__
-from mhacli.config import DTYPES, TOKENIZERS, Config
+from mhacli.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
 from mhacli.errors import ExitCode, MhaError, UsageError
 from mhacli.files import check_target
 from mhacli.inputs import resolve_text
@@ -128,6 +128,10 @@ TextArg = Annotated[Optional[str], typer.Argument(
     help="The text to explain, in quotes; '-' reads standard input.", show_default=False)]
 FileOpt = Annotated[Optional[Path], typer.Option(
     "--file", "-f", help="Read the text from a UTF-8 file.", show_default=False, dir_okay=True)]
+SampleOpt = Annotated[Optional[str], typer.Option(
+    "--sample", help="Use one of the ready-made texts (see 'mha samples').", show_default=False)]
+WeightsOpt = Annotated[str, typer.Option(
+    "--weights", "-w", help=f"Weights: {', '.join(WEIGHT_KINDS)} (designed = heads built by hand to follow named rules).")]
 HeadsOpt = Annotated[int, typer.Option("--heads", "-H", help="Number of heads h.")]
 DModelOpt = Annotated[int, typer.Option("--d-model", "-d", help="Model width d (divisible by --heads).")]
 SeedOpt = Annotated[int, typer.Option("--seed", "-s", help="Seed for the embedding and the weights.")]
@@ -160,12 +164,14 @@ def _print(*renderables: Any) -> None:
 def explain(
     text: TextArg = None,
     file: FileOpt = None,
+    sample: SampleOpt = None,
     heads: HeadsOpt = 4,
     d_model: DModelOpt = 16,
     seed: SeedOpt = 0,
     tokenizer: TokenizerOpt = "word",
     positions: PositionsOpt = True,
     causal: CausalOpt = False,
+    weights: WeightsOpt = "random",
     dtype: DtypeOpt = "float64",
     show_values: ShowValuesOpt = False,
     save_npz: SaveNpzOpt = None,
@@ -179,9 +185,9 @@ def explain(
 
     Example: [bold]mha explain "The animal didn't cross the street because it was too tired" --heads 4[/bold]
     """
-    body = resolve_text(text, file)
+    body = resolve_text(text, file, sample)
     config = Config(heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer,
-                    positions=positions, causal=causal, dtype=dtype)
+                    positions=positions, causal=causal, weights=weights, dtype=dtype)
     if save_npz is not None:
         check_target(save_npz, "--save-npz")
 

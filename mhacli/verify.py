@@ -64,7 +64,8 @@ def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     same_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
-    diff = np.where(same_inf, 0.0, np.abs(a - b))
+    with np.errstate(invalid="ignore"):  # −∞ − (−∞) is NaN; those cells are equal, set to 0 below
+        diff = np.where(same_inf, 0.0, np.abs(a - b))
     return float(np.nan_to_num(diff, nan=np.inf).max(initial=0.0))
 
 

@@ -202,7 +202,7 @@ def explain(
     else:
         from mhacli.render_terminal import walkthrough
 
-        _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values))
+        _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
     if save_npz is not None:
         from mhacli.export import save_npz as write_npz
 
@@ -239,7 +239,7 @@ def show(
     from mhacli.render_terminal import walkthrough
 
     trace = load_trace(trace_file)
-    _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values))
+    _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
 
 
 @app.command()

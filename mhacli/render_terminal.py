@@ -41,30 +41,46 @@ def header(trace: Trace) -> RenderableType:
     c = trace.config
     lines = Text()
     lines.append(f"N = {trace.n_tokens} tokens   d = {c.d_model}   h = {c.heads}   d/h = {c.d_k}\n")
-    where = f"loaded from {trace.source}" if trace.source else (
-        f"seed {c.seed}   tokenizer {c.tokenizer}   positions {'on' if c.positions else 'off'}")
-    lines.append(f"{where}   {'causal' if c.causal else 'bidirectional'}   "
-                 f"weights {c.weights}   {c.dtype}", style=theme.STYLE_DIM)
+    if trace.source:
+        lines.append(f"loaded from {label(trace.source, 60)}\n", style=theme.STYLE_DIM)
+    else:
+        lines.append(f"seed {c.seed} · tokenizer {c.tokenizer} · positions "
+                     f"{'on' if c.positions else 'off'}\n", style=theme.STYLE_DIM)
+    lines.append(f"{'causal' if c.causal else 'bidirectional'} · weights {c.weights} · {c.dtype}",
+                 style=theme.STYLE_DIM)
     return Panel(lines, title="Multi-head attention, step by step", title_align="left",
                  box=box.ROUNDED, expand=False)
 
 
-def tokens_table(trace: Trace, max_tokens: int) -> RenderableType:
-    """Step 1: position, token and vocabulary id of each token (windowed when long)."""
-    table = Table(title=_heading("1. Tokens"), title_justify="left", box=box.SIMPLE_HEAD)
+def _token_block(trace: Trace, positions: range) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("pos", justify="right")
-    table.add_column("token", overflow="fold")
-    table.add_column("vocab id", justify="right")
+    table.add_column("token", overflow="fold", max_width=16)
+    table.add_column("id", justify="right")
+    for p in positions:
+        table.add_row(str(p), Text(label(trace.tokens[p], 14)), str(int(trace.token_ids[p])))
+    return table
+
+
+def tokens_table(trace: Trace, max_tokens: int, width: int = 80) -> RenderableType:
+    """Step 1: position, token and vocabulary id of each token, side by side when many (windowed when long)."""
     shown = min(trace.n_tokens, max_tokens)
-    for p in range(shown):
-        table.add_row(str(p), Text(label(trace.tokens[p], 24)), str(int(trace.token_ids[p])))
-    parts: list[RenderableType] = [table]
+    # Up to three blocks side by side keep a long sentence on one projector screen.
+    blocks = 1 if shown <= 8 else min(3, max(1, width // 26))
+    per_block = -(-shown // blocks)
+    tables = [_token_block(trace, range(start, min(start + per_block, shown)))
+              for start in range(0, shown, per_block)]
+    grid = Table.grid(padding=(0, 3))
+    for _ in tables:
+        grid.add_column(vertical="top")
+    grid.add_row(*tables)
+    parts: list[RenderableType] = [_heading("1. Tokens"), grid]
     if shown < trace.n_tokens:
         parts.append(_note(f"… {trace.n_tokens - shown} more tokens not listed "
                            f"(--max-tokens {max_tokens})."))
     distinct = len(set(trace.tokens))
-    parts.append(_note(f"{trace.n_tokens} tokens, {distinct} distinct: the same string always "
-                       "gets the same vocabulary id and the same embedding row."))
+    parts.append(_note(f"{trace.n_tokens} tokens, {distinct} distinct. id is the vocabulary id: the same "
+                       "string always gets the same id and the same embedding row."))
     return Group(*parts)
 
 
@@ -189,11 +205,12 @@ def values_panel(trace: Trace) -> RenderableType:
     return Group(*parts)
 
 
-def walkthrough(trace: Trace, *, max_tokens: int = 40, show_values: bool = False) -> list[RenderableType]:
-    """The whole explanation, in the issue's order."""
+def walkthrough(trace: Trace, *, max_tokens: int = 40, show_values: bool = False,
+                width: int = 80) -> list[RenderableType]:
+    """The whole explanation, in the issue's order, a blank line between sections."""
     parts: list[RenderableType | None] = [
         header(trace),
-        tokens_table(trace, max_tokens),
+        tokens_table(trace, max_tokens, width),
         steps_table(trace.steps, trace.num_heads),
         parameters_panel(trace.parameters),
         claim_panel(trace),
@@ -201,7 +218,11 @@ def walkthrough(trace: Trace, *, max_tokens: int = 40, show_values: bool = False
         causal_note(trace),
         values_panel(trace) if show_values else None,
     ]
-    return [p for p in parts if p is not None]
+    spaced: list[RenderableType] = []
+    for p in parts:
+        if p is not None:
+            spaced += [p, Text("")]
+    return spaced
 
 
 def files_written(paths: Iterable[str]) -> RenderableType:

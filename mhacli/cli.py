@@ -131,7 +131,8 @@ FileOpt = Annotated[Optional[Path], typer.Option(
 SampleOpt = Annotated[Optional[str], typer.Option(
     "--sample", help="Use one of the ready-made texts (see 'mha samples').", show_default=False)]
 WeightsOpt = Annotated[str, typer.Option(
-    "--weights", "-w", help=f"Weights: {', '.join(WEIGHT_KINDS)} (designed = heads built by hand to follow named rules).")]
+    "--weights", "-w",
+    help=f"Weights: {', '.join(WEIGHT_KINDS)} (designed = heads built by hand to follow named rules).")]
 HeadsOpt = Annotated[int, typer.Option("--heads", "-H", help="Number of heads h.")]
 DModelOpt = Annotated[int, typer.Option("--d-model", "-d", help="Model width d (divisible by --heads).")]
 SeedOpt = Annotated[int, typer.Option("--seed", "-s", help="Seed for the embedding and the weights.")]

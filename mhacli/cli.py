@@ -33,32 +33,60 @@ _debug = False
 
 
 def _error_line(message: str, hint: str | None = None) -> None:
-    """Print one line on stderr: ``mha: error: …`` (plain text, never markup)."""
+    """Print one line on stderr: ``mha: error: …`` (plain text, never markup, never an escape code)."""
+    from mhacli.messages import one_line
+
     line = Text("mha: error: ", style="bold red")
-    line.append(message)
+    line.append(one_line(message))
     if hint:
-        line.append(f" {hint}", style="dim")
-    err_console.print(line, soft_wrap=True, highlight=False)
+        line.append(f" {one_line(hint)}", style="dim")
+    err_console.print(line, soft_wrap=True, highlight=False, markup=False)
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so Python's exit-time flush stays quiet."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (e.g. under CliRunner)
+        pass
+
+
+def _os_error_line(exc: OSError) -> str:
+    """An OSError that escaped the writers (disk full, a vanished folder) as one plain line."""
+    import errno
+
+    where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+    if exc.errno == errno.ENOSPC:
+        return f"the disk is full{where}; free some space and run the command again."
+    return f"{exc.strerror or exc}{where}; check the path and permissions and run the command again."
 
 
 class MhaGroup(TyperGroup):
-    """Turns every failure into one line on stderr and a named exit code."""
+    """Turns every failure into one line on stderr and a named exit code.
+
+    Exit codes: 0 ok, 1 a failure at run time, 2 a usage error (fix the
+    command), 130 interrupted.  ``mha --debug …`` adds the traceback.
+    """
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
         try:
             rv = super().main(args=args, prog_name=prog_name or "mha", complete_var=complete_var,
                               standalone_mode=False, **extra)
+            sys.stdout.flush()  # a closed pipe shows up here rather than at exit
         except click_exceptions.NoArgsIsHelpError:
             # Typer has already printed the help while building this error; as click
             # does, a bare command is a usage error (exit 2) after showing it.
             code = ExitCode.USAGE
         except click_exceptions.ClickException as exc:
-            hint = None
+            from mhacli.messages import click_message
+
             ctx = getattr(exc, "ctx", None)
-            if ctx is not None:
-                hint = f"(see '{ctx.command_path} --help')"
-            _error_line(exc.format_message(), hint)
+            argv = list(sys.argv[1:] if args is None else args)
+            _error_line(click_message(exc, ctx.command_path if ctx is not None else None, self, argv))
             code = ExitCode.USAGE if isinstance(exc, click_exceptions.UsageError) else ExitCode.FAILURE
         except MhaError as exc:
             if _debug:
@@ -70,8 +98,18 @@ class MhaGroup(TyperGroup):
             code = ExitCode.INTERRUPTED
         except BrokenPipeError:
             # stdout closed early (e.g. piped into `head`): not an error worth a message.
-            sys.stderr.close()
+            _silence_stdout()
             code = ExitCode.OK
+        except MemoryError:
+            if _debug:
+                traceback.print_exc()
+            _error_line("ran out of memory; use a shorter text, fewer --heads or a smaller --d-model.")
+            code = ExitCode.FAILURE
+        except OSError as exc:
+            if _debug:
+                traceback.print_exc()
+            _error_line(_os_error_line(exc))
+            code = ExitCode.FAILURE
         except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
             if _debug:
                 traceback.print_exc()

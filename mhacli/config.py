@@ -16,23 +16,130 @@ TOKENIZERS = ("word", "char", "whitespace")
 WEIGHT_KINDS = ("random", "designed")
 DTYPES = ("float64", "float32")
 
-# Numbers kept in memory per run, in units of one float, used to refuse a
-# size before allocating it (a MemoryError half-way is the worst answer).
+# Bytes per float of the core; the memory plan below is in these units.
 _DTYPE_BYTES = {"float64": 8, "float32": 4}
+
+# What one run keeps alive at its peak, measured with ru_maxrss (see
+# tests/test_properties_cli.py::test_planned_bytes_covers_the_measured_peak):
+# scores and weights are (h, N, N) and, with the softmax temporaries, the
+# read-only copies the Trace keeps and the float64 entropy of the head
+# summaries, about 4.2 such arrays are alive at once; 5 leaves a margin.
+# Every (N, d) array exists about twice (the trace keeps copies) and there are
+# ~11 of them; the four d x d weights exist three times (draw, cast, copy).
+_ATTENTION_COPIES = 5
+_PER_TOKEN_COPIES = 24
+_WEIGHT_COPIES = 12
+# --json turns every number into a Python float in a list and then into text:
+# measured at ~120 bytes per number for each of scores and weights.
+_JSON_BYTES_PER_NUMBER = 150
+_BASELINE_BYTES = 256 * 2**20  # Python, numpy, Rich and matplotlib themselves
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as handle:
+            value = handle.read().strip()
+    except OSError:
+        return None
+    return int(value) if value.isdigit() else None
+
+
+def _meminfo_bytes(key: str) -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def memory_limit_bytes() -> int:
-    """Three quarters of physical memory: the most one run may plan to use."""
+    """The most one run may plan to use: 3/4 of physical memory, less if a cgroup or rlimit says so.
+
+    Linux overcommits memory, so a run that does not fit is often killed
+    without a word rather than given a MemoryError; refusing up front is the
+    only way to answer with a message.
+    """
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
         total = 8 * 2**30
-    return int(total * 0.75)
+    limits = [int(total * 0.75)]
+    available = _meminfo_bytes("MemAvailable")
+    if available:
+        limits.append(int(available * 0.9))
+    for cgroup in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        value = _read_int(cgroup)
+        if value and value < total:
+            limits.append(int(value * 0.9))
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
+            limits.append(int(soft * 0.9))
+    except (ImportError, ValueError, OSError):  # pragma: no cover - non-POSIX
+        pass
+    return min(limits)
+
+
+def human_bytes(n: int | float) -> str:
+    """A size for people: ``3.9 GiB``, ``512 MiB``; astronomically large sizes say so."""
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    value = float(n)
+    for unit in units:
+        if value < 1024 or unit == units[-1]:
+            break
+        value /= 1024
+    if unit == "bytes":
+        return f"{int(n)} bytes"
+    if unit == units[-1] and value >= 1024:
+        return "over 1,000 EiB"
+    return f"{value:.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
+
+
+def _n(value: object) -> str:
+    """A number as typed, shortened when absurdly long so the message stays one readable line."""
+    text = repr(value) if not isinstance(value, int) else str(value)
+    if len(text) > 24:
+        return f"{text[:12]}…({len(text)} digits)" if isinstance(value, int) else text[:23] + "…"
+    return text
+
+
+def _about(n: int | float) -> str:
+    """``about 3.9 GiB``, or ``over 1,000 EiB`` for sizes beyond any machine."""
+    size = human_bytes(n)
+    return size if size.startswith("over") else f"about {size}"
 
 
 def divisors(n: int) -> list[int]:
-    """All head counts h that split d_model = n into equal heads."""
-    return [k for k in range(1, n + 1) if n % k == 0]
+    """All head counts h that split d_model = n into equal heads (O(sqrt n), so any n is quick)."""
+    small, large = [], []
+    k = 1
+    while k * k <= n:
+        if n % k == 0:
+            small.append(k)
+            if k * k != n:
+                large.append(n // k)
+        k += 1
+    return small + large[::-1]
+
+
+def _list_heads(d_model: int, asked: int | None = None) -> str:
+    """The head counts that work for ``d_model`` (nearest to ``asked`` first), shortened when many."""
+    ok = divisors(d_model)
+    if len(ok) > 12:
+        ok_text = ", ".join(str(k) for k in ok[:10]) + f" … {ok[-1]}, {len(ok)} in all"
+    else:
+        ok_text = ", ".join(str(k) for k in ok)
+    if asked is not None:
+        below = [k for k in ok if k < asked]
+        above = [k for k in ok if k > asked]
+        near = [str(k) for k in (below[-1:] + above[:1])]
+        return f"try --heads {' or '.join(near)} (all that work for --d-model {d_model}: {ok_text})"
+    return f"head counts that work for --d-model {d_model}: {ok_text}"
 
 
 @dataclass(frozen=True)
@@ -61,19 +168,13 @@ class Config:
         for name in ("heads", "d_model", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise UsageError(f"--{name.replace('_', '-')} must be a whole number, got {value!r}.")
+                raise UsageError(f"--{name.replace('_', '-')} must be a whole number, got {_n(value)}.")
         if self.heads < 1:
-            raise UsageError(f"--heads must be at least 1, got {self.heads}.")
+            raise UsageError(f"--heads must be at least 1, got {_n(self.heads)}.")
         if self.d_model < 1:
-            raise UsageError(f"--d-model must be at least 1, got {self.d_model}.")
+            raise UsageError(f"--d-model must be at least 1, got {_n(self.d_model)}.")
         if self.seed < 0 or self.seed >= 2**63:
-            raise UsageError(f"--seed must be between 0 and 2**63-1, got {self.seed}.")
-        if self.d_model % self.heads:
-            ok = ", ".join(str(k) for k in divisors(self.d_model))
-            raise UsageError(
-                f"--d-model {self.d_model} is not divisible by --heads {self.heads}; "
-                f"head counts that work for d_model {self.d_model}: {ok}."
-            )
+            raise UsageError(f"--seed must be between 0 and 2**63-1, got {_n(self.seed)}.")
         if self.tokenizer not in TOKENIZERS:
             raise UsageError(
                 f"unknown tokenizer {self.tokenizer!r}; choose one of: {', '.join(TOKENIZERS)}."
@@ -84,22 +185,56 @@ class Config:
             )
         if self.dtype not in DTYPES:
             raise UsageError(f"unknown dtype {self.dtype!r}; choose one of: {', '.join(DTYPES)}.")
-        self.check_fits(1)
-
-    def planned_bytes(self, n_tokens: int) -> int:
-        """Memory a run over ``n_tokens`` keeps: weights, per-token and per-head arrays."""
-        n, d, h = n_tokens, self.d_model, self.heads
-        floats = 4 * d * d + 9 * n * d + 2 * h * n * n
-        return floats * _DTYPE_BYTES[self.dtype]
-
-    def check_fits(self, n_tokens: int) -> None:
-        """Refuse, before allocating, a run that would not fit in memory."""
-        need, limit = self.planned_bytes(n_tokens), memory_limit_bytes()
-        if need > limit:
+        if self.heads > self.d_model:
             raise UsageError(
-                f"{n_tokens} tokens with --d-model {self.d_model} and --heads {self.heads} "
-                f"need about {need / 2**30:.1f} GiB, more than the {limit / 2**30:.1f} GiB "
-                "this machine allows; use a smaller --d-model or a shorter text."
+                f"--heads {_n(self.heads)} is more than --d-model {_n(self.d_model)}: every head needs at "
+                f"least one of the d dimensions; {_list_heads(self.d_model)}."
+            )
+        # Size before divisibility: listing the divisors of an absurd d_model is pointless.
+        self.check_fits(1)
+        if self.d_model % self.heads:
+            raise UsageError(
+                f"--d-model {_n(self.d_model)} is not divisible by --heads {_n(self.heads)}; "
+                f"{_list_heads(self.d_model, self.heads)}."
+            )
+
+    def weight_bytes(self) -> int:
+        """Memory the four d x d weight matrices take at their peak (drawn, cast, kept)."""
+        return _WEIGHT_COPIES * self.d_model * self.d_model * 8
+
+    def planned_bytes(self, n_tokens: int, json: bool = False) -> int:
+        """Peak memory of a run over ``n_tokens``, rendering included (``json``: also ``--json``).
+
+        Deliberately a little above the measured peak: under-planning means the
+        kernel kills the run without a message.
+        """
+        n, d, h = n_tokens, self.d_model, self.heads
+        f = max(_DTYPE_BYTES[self.dtype], 8)  # the head summaries work in float64 anyway
+        need = (_BASELINE_BYTES + self.weight_bytes() + _PER_TOKEN_COPIES * n * d * f
+                + _ATTENTION_COPIES * h * n * n * f + n * n)  # + the (N, N) boolean mask
+        if json:
+            need += _JSON_BYTES_PER_NUMBER * (2 * h * n * n + 12 * n * d + 4 * d * d)
+        return need
+
+    def check_fits(self, n_tokens: int, json: bool = False) -> None:
+        """Refuse, before allocating, a run that would not fit in memory (a usage error, never a MemoryError)."""
+        limit = memory_limit_bytes()
+        if _BASELINE_BYTES + self.weight_bytes() > limit:
+            raise UsageError(
+                f"--d-model {_n(self.d_model)} needs {_about(self.weight_bytes())} for its weights "
+                f"alone, more than the {human_bytes(limit)} this machine can spare; "
+                "use a smaller --d-model (16 to 512 is plenty to see the heads)."
+            )
+        need = self.planned_bytes(n_tokens, json=json)
+        if need > limit:
+            if json and self.planned_bytes(n_tokens) <= limit:
+                fix = "drop --json and use --save-npz FILE, which stores the same arrays compactly"
+            else:
+                fix = "use a shorter text, fewer --heads or a smaller --d-model"
+            raise UsageError(
+                f"{n_tokens:,} tokens with --d-model {_n(self.d_model)} and --heads {_n(self.heads)}"
+                f"{' and --json' if json else ''} need {_about(need)}, more than the "
+                f"{human_bytes(limit)} this machine can spare; {fix}."
             )
 
     def to_dict(self) -> dict[str, Any]:

@@ -177,7 +177,7 @@ def test_verify_against_pytorch_when_installed(tmp_path):
     (["hi", "--heads", "0"], "--heads must be at least 1"),
     (["hi", "--heads", "-2"], "--heads must be at least 1"),
     (["hi", "--d-model", "0"], "--d-model must be at least 1"),
-    (["hi", "--heads", "3"], "head counts that work for d_model 16: 1, 2, 4, 8, 16"),
+    (["hi", "--heads", "3"], "all that work for --d-model 16: 1, 2, 4, 8, 16"),
     (["hi", "--heads", "x"], "--heads"),
     (["hi", "--tokenizer", "nope"], "unknown tokenizer"),
     (["--file", "/definitely/not/here.txt"], "does not exist"),

@@ -6,9 +6,8 @@ them into a plain 80-column console and read the text.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-import numpy as np
 from rich import box
 from rich.console import Group, RenderableType
 from rich.padding import Padding
@@ -17,10 +16,13 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli import theme
-from mhacli.analysis import summarize_heads
-from mhacli.core import Trace
 from mhacli.steps import ParameterCount, Step
 from mhacli.tokenize import label
+
+if TYPE_CHECKING:  # numpy stays unloaded until a trace is drawn: 'mha shapes' never needs it
+    import numpy as np
+
+    from mhacli.core import Trace
 
 SHOW_VALUES_MAX_TOKENS = 12
 SHOW_VALUES_MAX_D = 16
@@ -137,6 +139,10 @@ def claim_panel(trace: Trace) -> RenderableType:
 
 def heads_panel(trace: Trace, title: str = "5. Each head is its own magnifier") -> RenderableType:
     """Step 5: per head, where it looks most and how focused it is."""
+    import numpy as np
+
+    from mhacli.analysis import summarize_heads
+
     table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("head")
     table.add_column("looks most at", overflow="fold")
@@ -176,6 +182,8 @@ def causal_note(trace: Trace) -> RenderableType | None:
 
 
 def _matrix(title: str, m: np.ndarray, rows: Sequence[str], cols: Sequence[str] | None) -> Table:
+    import numpy as np
+
     table = Table(title=title, title_justify="left", box=box.MINIMAL, pad_edge=False, padding=(0, 1))
     table.add_column("")
     for j in range(m.shape[1]):
@@ -187,6 +195,8 @@ def _matrix(title: str, m: np.ndarray, rows: Sequence[str], cols: Sequence[str] 
 
 def values_panel(trace: Trace) -> RenderableType:
     """``--show-values``: the actual matrices, rounded, for short inputs."""
+    import numpy as np
+
     n, d = trace.n_tokens, trace.d_model
     if n > SHOW_VALUES_MAX_TOKENS or d > SHOW_VALUES_MAX_D:
         return Text(f"--show-values prints matrices only for up to {SHOW_VALUES_MAX_TOKENS} tokens "

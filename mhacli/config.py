@@ -174,7 +174,7 @@ class Config:
         if self.d_model < 1:
             raise UsageError(f"--d-model must be at least 1, got {_n(self.d_model)}.")
         if self.seed < 0 or self.seed >= 2**63:
-            raise UsageError(f"--seed must be between 0 and 2**63-1, got {_n(self.seed)}.")
+            raise UsageError(f"--seed must be a whole number from 0 to 2**63-1, got {_n(self.seed)}.")
         if self.tokenizer not in TOKENIZERS:
             raise UsageError(
                 f"unknown tokenizer {self.tokenizer!r}; choose one of: {', '.join(TOKENIZERS)}."
@@ -216,7 +216,18 @@ class Config:
             need += _JSON_BYTES_PER_NUMBER * (2 * h * n * n + 12 * n * d + 4 * d * d)
         return need
 
-    def check_fits(self, n_tokens: int, json: bool = False) -> None:
+    def max_tokens(self, limit: int | None = None, json: bool = False) -> int:
+        """The most tokens whose run fits in ``limit`` bytes (default: this machine's limit)."""
+        limit = memory_limit_bytes() if limit is None else limit
+        lo, hi = 0, 1
+        while self.planned_bytes(hi, json=json) <= limit:
+            lo, hi = hi, hi * 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.planned_bytes(mid, json=json) <= limit else (lo, mid)
+        return lo
+
+    def check_fits(self, n_tokens: int, json: bool = False, at_least: bool = False) -> None:
         """Refuse, before allocating, a run that would not fit in memory (a usage error, never a MemoryError)."""
         limit = memory_limit_bytes()
         if _BASELINE_BYTES + self.weight_bytes() > limit:
@@ -230,9 +241,11 @@ class Config:
             if json and self.planned_bytes(n_tokens) <= limit:
                 fix = "drop --json and use --save-npz FILE, which stores the same arrays compactly"
             else:
-                fix = "use a shorter text, fewer --heads or a smaller --d-model"
+                most = self.max_tokens(limit, json=json)
+                fix = (f"at most {most:,} tokens fit with these settings: use a shorter text, "
+                       "fewer --heads or a smaller --d-model")
             raise UsageError(
-                f"{n_tokens:,} tokens with --d-model {_n(self.d_model)} and --heads {_n(self.heads)}"
+                f"{'at least ' if at_least else ''}{n_tokens:,} tokens with --d-model {_n(self.d_model)} and --heads {_n(self.heads)}"
                 f"{' and --json' if json else ''} need {_about(need)}, more than the "
                 f"{human_bytes(limit)} this machine can spare; {fix}."
             )

@@ -46,30 +46,65 @@ def save_npz(trace: Trace, path: Path) -> Path:
 
 
 def _shape_error(path: Path, detail: str) -> UsageError:
-    return UsageError(f"{str(path)!r} is not a valid mha trace: {detail}.")
+    from mhacli.messages import shown
+
+    return UsageError(f"{shown(str(path), 80)} is not a valid mha trace: {detail}.")
+
+
+def _describe_read_error(exc: BaseException) -> str:
+    """Why numpy could not open the file, in words a student can act on."""
+    text = str(exc)
+    if isinstance(exc, (zipfile.BadZipFile, EOFError)) or "zip" in text.lower():
+        return "it is truncated or damaged (was it copied before 'mha explain' finished?); write it again"
+    if "Object arrays" in text:
+        return "it holds Python objects, which mha never writes"
+    if "pickle" in text.lower():
+        return "it is not an npz file (text or another format)"
+    return f"it cannot be read as npz ({type(exc).__name__})"
 
 
 def load_trace(path: Path) -> Trace:
     """Read an npz written by ``mha explain --save-npz`` back into a Trace (no recomputation)."""
+    from mhacli.config import memory_limit_bytes
+    from mhacli.messages import shown
+
     path = Path(path)
-    if not path.exists():
-        raise UsageError(f"trace file {str(path)!r} does not exist; write one with 'mha explain TEXT --save-npz FILE'.")
-    if path.is_dir():
-        raise UsageError(f"trace file {str(path)!r} is a folder, not an npz file.")
+    where = shown(str(path), 80)
+    hint = "write one with 'mha explain TEXT --save-npz FILE'"
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise _shape_error(path, "it holds a single array, not an npz archive")
+        exists, is_dir = path.exists(), path.is_dir()
+    except OSError as exc:
+        raise UsageError(f"trace file {where} cannot be used: {exc.strerror or exc}.") from None
+    if not exists:
+        raise UsageError(f"trace file {where} does not exist; {hint}.")
+    if is_dir:
+        raise UsageError(f"trace file {where} is a folder, not an npz file; {hint}.")
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                # Refuse a (tampered) archive that would unpack beyond memory, before unpacking it.
+                unpacked = sum(info.file_size for info in archive.infolist())
+            if unpacked > memory_limit_bytes():
+                raise _shape_error(path, "its arrays would not fit in this machine's memory")
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise _shape_error(path, f"it is a single .npy array, not an npz archive; {hint}")
+        with data:
             missing = [k for k in NPZ_KEYS if k not in data.files]
+            if len(missing) == len(NPZ_KEYS):
+                found = ", ".join(sorted(data.files)[:6]) or "nothing"
+                raise _shape_error(path, f"it was not written by mha (it holds {found}); {hint}")
             if missing:
                 raise _shape_error(path, f"missing {', '.join(missing)}")
             arrays = {k: data[k] for k in NPZ_KEYS}
     except UsageError:
         raise
     except PermissionError:
-        raise UsageError(f"trace file {str(path)!r} cannot be read (permission denied).") from None
+        raise UsageError(f"trace file {where} cannot be read (permission denied).") from None
+    except MemoryError:
+        raise _shape_error(path, "its arrays would not fit in this machine's memory") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-        raise _shape_error(path, f"it cannot be read as npz ({type(exc).__name__})") from None
+        raise _shape_error(path, _describe_read_error(exc)) from None
     return _trace_from_arrays(path, arrays)
 
 

@@ -3,67 +3,162 @@
 Every file the tool writes goes through :func:`atomic_write`: the bytes go to
 a temporary file in the same folder, are flushed to disk, and only then
 renamed over the target, so a crash or Ctrl-C leaves either the old file or
-the new one, never a broken mix.
+the new one, never a broken mix, and no temporary file behind.
+
+Targets are checked before any work (:func:`check_target`,
+:func:`prepare_out_dir`): a folder, a missing folder, a device such as
+``/dev/null`` or a file name the file system refuses is a usage error, said
+before the run rather than after it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import IO, Callable
 
 from mhacli.errors import RunError, UsageError
 
+TEMP_SUFFIX = ".tmp"
+
+
+def _shown(path: Path | str) -> str:
+    from mhacli.messages import shown
+
+    return shown(str(path), 80)
+
+
+def _stat(path: Path, what: str) -> os.stat_result | None:
+    """``os.stat`` of ``path`` or None when it does not exist; a name the OS rejects is a usage error."""
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise UsageError(f"{what} {_shown(path)}: a part of that path is a file, not a folder.") from None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise UsageError(f"{what} {_shown(path)}: the name is too long for this file system; "
+                             "choose a shorter one.") from None
+        raise UsageError(f"{what} {_shown(path)} cannot be used: {exc.strerror or exc}.") from None
+
 
 def check_target(path: Path, what: str) -> None:
-    """Refuse a target that is a folder or whose folder is missing, before any work is done."""
-    if path.is_dir():
-        raise UsageError(f"{what} {str(path)!r} is a folder; give a file name such as {str(path / 'trace.npz')!r}.")
+    """Refuse, before any work, a target that is a folder, a device, in a missing folder or unwritable."""
+    path = Path(path)
+    info = _stat(path, what)
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"{what} {_shown(path)} is a folder; give a file name such as "
+                         f"{_shown(path / 'trace.npz')}.")
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        # Replacing /dev/null (as root) or a named pipe with a file would break the system.
+        raise UsageError(f"{what} {_shown(path)} is not a regular file (a device or a pipe); "
+                         "give a file name.")
     parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"{what} {str(path)!r}: folder {str(parent)!r} does not exist; create it first.")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"{what} {str(path)!r}: folder {str(parent)!r} is not writable.")
+    parent_info = _stat(parent, what)
+    if parent_info is None:
+        raise UsageError(f"{what} {_shown(path)}: folder {_shown(parent)} does not exist; "
+                         f"create it first (mkdir -p {_shown(parent)}).")
+    if not stat.S_ISDIR(parent_info.st_mode):
+        raise UsageError(f"{what} {_shown(path)}: {_shown(parent)} is a file, not a folder.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {_shown(path)}: folder {_shown(parent)} is not writable; "
+                         "choose another place.")
+    try:
+        name_max = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    # The temporary sibling is longer than the name itself; both must fit.
+    if len(os.fsencode(_temp_prefix(path.name))) + 8 + len(TEMP_SUFFIX) > name_max:
+        raise UsageError(f"{what} {_shown(path)}: the file name is too long for this file system; "
+                         "choose a shorter name.")
 
 
-def prepare_out_dir(path: Path) -> Path:
-    """Create the figures folder if missing; refuse a file or an unwritable folder."""
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"--out {str(path)!r} is a file, not a folder; choose another --out.")
+def prepare_out_dir(path: Path, what: str = "--out") -> Path:
+    """Create the output folder if missing; refuse a file, a device or an unwritable folder."""
+    path = Path(path)
+    info = _stat(path, what)
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"{what} {_shown(path)} is a file, not a folder; choose another {what}.")
     try:
         path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{what} {_shown(path)}: a part of that path is a file, not a folder.") from None
     except OSError as exc:
-        raise UsageError(f"--out {str(path)!r} cannot be created: {exc.strerror or exc}.") from None
-    if not os.access(path, os.W_OK):
-        raise UsageError(f"--out {str(path)!r} is not writable; choose another --out.")
+        raise UsageError(f"{what} {_shown(path)} cannot be created: {exc.strerror or exc}; "
+                         f"choose another {what}.") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {_shown(path)} is not writable; choose another {what}.")
     return path
 
 
+def _temp_prefix(name: str) -> str:
+    return f".{name}."
+
+
+def _new_file_mode() -> int:
+    """The mode a plain ``open(path, 'w')`` would give: 0o666 less the umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
-    """Write ``path`` through ``write(fileobj)`` into a temporary sibling, then rename it into place."""
-    path = Path(path)
+    """Write ``path`` through ``write(fileobj)`` into a temporary sibling, then rename it into place.
+
+    The target is replaced only as a whole; on any failure (an error, Ctrl-C)
+    the temporary file is removed and the target is left exactly as it was.
+    A symbolic link is followed, so the file it points to is the one replaced.
+    """
+    given = path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     folder = path.parent if str(path.parent) else Path(".")
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        existing = path.stat()
+    except OSError:
+        existing = None
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        raise UsageError(f"{_shown(path)} is not a regular file; give a file name.")
+    mode = stat.S_IMODE(existing.st_mode) if existing is not None else _new_file_mode()
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=TEMP_SUFFIX, dir=folder)
     except OSError as exc:
-        raise RunError(f"cannot write {str(path)!r}: {exc.strerror or exc}.") from None
+        raise RunError(f"cannot write {_shown(path)}: {exc.strerror or exc}.") from None
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise RunError(f"cannot write {str(path)!r}: {exc.strerror or exc}.") from None
+        raise RunError(f"cannot write {_shown(path)}: {exc.strerror or exc}.") from None
     except BaseException:
         # Ctrl-C or any other failure: the temporary file goes, the target is untouched.
         tmp.unlink(missing_ok=True)
         raise
-    return path
+    _sync_folder(folder)
+    return given
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename itself durable (best effort: not every system can fsync a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def atomic_write_text(path: Path, text: str) -> Path:

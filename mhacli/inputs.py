@@ -1,57 +1,120 @@
 """Where the text comes from: the argument, ``--file``, standard input or a sample.
 
-Every way a file can be wrong becomes one :class:`UsageError` line.
+Every way a file can be wrong becomes one :class:`UsageError` line, and a
+text too long for this machine is refused before any array is made.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from mhacli.errors import UsageError
 
-MAX_INPUT_BYTES = 50 * 2**20  # far beyond any sentence a class would read; refuse a stray dump
+if TYPE_CHECKING:  # pragma: no cover
+    from mhacli.config import Config
+
+# 1 MiB is ~180,000 English words: far more than attention over N x N fits in
+# memory (~10,000 tokens at 4 heads), yet small enough that the tokenizer
+# counts it in a few seconds before the size is refused.
+MAX_INPUT_BYTES = 2**20
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_UTF32_BOMS = (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")
 
 
 def decode(data: bytes, where: str) -> str:
     """UTF-8 text from bytes (a BOM is dropped; CRLF is fine); refuse binary or other encodings."""
+    if data.startswith(_UTF32_BOMS) or data.startswith(_UTF16_BOMS):
+        kind = "UTF-32" if data.startswith(_UTF32_BOMS) else "UTF-16"
+        raise UsageError(
+            f"{where} is {kind}, not UTF-8; save it as UTF-8 "
+            f"(e.g. iconv -f {kind} -t UTF-8 FILE > FILE.utf8.txt)."
+        )
     if b"\x00" in data[:8192]:
         raise UsageError(f"{where} looks like a binary file (it has NUL bytes); give a UTF-8 text file.")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
         raise UsageError(
-            f"{where} is not valid UTF-8 (byte {exc.start}); save it as UTF-8, "
-            "e.g. iconv -f latin1 -t utf-8 FILE > FILE.txt."
+            f"{where} is not valid UTF-8 (byte 0x{data[exc.start]:02x} on line {line}); save it as UTF-8, "
+            "e.g. iconv -f latin1 -t utf-8 FILE > FILE.utf8.txt."
         ) from None
 
 
+def _too_big(where: str) -> UsageError:
+    return UsageError(
+        f"{where} is larger than {MAX_INPUT_BYTES // 2**20} MiB, far more text than attention can "
+        "show (every token looks at every other); give an excerpt of a few paragraphs."
+    )
+
+
 def read_file(path: Path) -> str:
-    """Text of ``--file PATH``."""
-    where = f"--file {str(path)!r}"
-    if not path.exists():
-        raise UsageError(f"{where} does not exist.")
-    if path.is_dir():
-        raise UsageError(f"{where} is a folder; give a text file.")
+    """Text of ``--file PATH`` (``--file -`` reads standard input)."""
+    if str(path) == "-":
+        return read_stream(_stdin(), "standard input")
+    where = f"--file {_quoted(path)}"
+    try:
+        exists, is_dir = path.exists(), path.is_dir()
+    except OSError as exc:  # e.g. a name too long for the file system
+        raise UsageError(f"{where} cannot be used: {exc.strerror or exc}.") from None
+    if not exists:
+        hint = _did_you_mean(path)
+        raise UsageError(f"{where} does not exist{hint}; check the name and the folder you are in.")
+    if is_dir:
+        raise UsageError(f"{where} is a folder; give a text file inside it.")
     try:
         with path.open("rb") as handle:
             data = handle.read(MAX_INPUT_BYTES + 1)
     except PermissionError:
-        raise UsageError(f"{where} cannot be read (permission denied).") from None
+        raise UsageError(f"{where} cannot be read (permission denied); check its permissions "
+                         "(e.g. chmod u+r FILE).") from None
     except OSError as exc:
         raise UsageError(f"{where} cannot be read: {exc.strerror or exc}.") from None
     if len(data) > MAX_INPUT_BYTES:
-        raise UsageError(f"{where} is larger than {MAX_INPUT_BYTES // 2**20} MiB; give a shorter text.")
+        raise _too_big(where)
     return decode(data, where)
 
 
-def read_stream(stream: BinaryIO) -> str:
+def _quoted(path: Path | str) -> str:
+    from mhacli.messages import shown
+
+    return shown(str(path), 80)
+
+
+def _did_you_mean(path: Path) -> str:
+    """``(did you mean 'notes.txt'?)`` when a file with a close name sits in the same folder."""
+    import difflib
+
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        names = [p.name for p in folder.iterdir()][:2000] if folder.is_dir() else []
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.75)
+    return f" (did you mean {_quoted(folder / close[0])}?)" if close else ""
+
+
+def _stdin() -> BinaryIO:
+    stream = sys.stdin
+    if stream is None or getattr(stream, "closed", False):
+        raise UsageError("standard input is closed; pass the text as TEXT or with --file PATH.")
+    return stream.buffer if hasattr(stream, "buffer") else stream  # type: ignore[return-value]
+
+
+def read_stream(stream: BinaryIO, where: str = "standard input") -> str:
     """Text piped on standard input (``TEXT`` given as ``-``)."""
+    isatty = getattr(stream, "isatty", None)
+    if callable(isatty) and isatty():
+        # Waiting silently for a terminal looks like a hang: say what to do.
+        sys.stderr.write("mha: reading the text from the keyboard; press Ctrl-D on a new line when done.\n")
+        sys.stderr.flush()
     data = stream.read(MAX_INPUT_BYTES + 1)
     if len(data) > MAX_INPUT_BYTES:
-        raise UsageError(f"standard input is larger than {MAX_INPUT_BYTES // 2**20} MiB.")
-    return decode(data, "standard input")
+        raise _too_big(where)
+    return decode(data, where)
 
 
 def resolve_text(text: str | None, file: Path | None, sample: str | None = None) -> str:
@@ -59,9 +122,11 @@ def resolve_text(text: str | None, file: Path | None, sample: str | None = None)
     given = [name for name, value in (("TEXT", text), ("--file", file), ("--sample", sample))
              if value is not None]
     if not given:
-        raise UsageError("no text given; pass TEXT, --file PATH, --sample NAME, or '-' to read standard input.")
+        raise UsageError("no text given; pass TEXT in quotes, --file PATH, --sample NAME, "
+                         "or '-' to read standard input.")
     if len(given) > 1:
         raise UsageError(f"give only one of TEXT, --file and --sample (got {' and '.join(given)}).")
+    from_stdin = text == "-" or (file is not None and str(file) == "-")
     if file is not None:
         body = read_file(file)
     elif sample is not None:
@@ -69,12 +134,33 @@ def resolve_text(text: str | None, file: Path | None, sample: str | None = None)
 
         body = load_sample(sample).text
     elif text == "-":
-        body = read_stream(sys.stdin.buffer)
+        body = read_stream(_stdin(), "standard input")
     else:
         body = str(text)
+        if len(body.encode("utf-8", "surrogatepass")) > MAX_INPUT_BYTES:
+            raise _too_big("the text")
     if not body.strip():
-        source = {"TEXT": "the text", "--file": f"--file {str(file)!r}", "--sample": "the sample"}[given[0]]
-        if text == "-":
+        source = {"TEXT": "the text", "--file": f"--file {_quoted(file or '')}", "--sample": "the sample"}[given[0]]
+        if from_stdin:
             source = "standard input"
         raise UsageError(f"{source} is empty or only white space; give at least one word.")
     return body
+
+
+def count_tokens(body: str, config: "Config", json: bool = False) -> int:
+    """Tokens of ``body`` under ``config``; refuse no tokens, or more than fit in memory, before any array.
+
+    A cheap lower bound (every white-space separated chunk is at least one
+    token) refuses a book at once; otherwise the exact count decides.
+    """
+    from mhacli.tokenize import tokenize
+
+    config.check_fits(len(body.split()), json=json, at_least=True)
+    n = len(tokenize(body, config.tokenizer))
+    if n == 0:
+        raise UsageError(
+            f"the text has no tokens under the {config.tokenizer!r} tokenizer: it holds only spaces, "
+            "control or invisible characters; give some words."
+        )
+    config.check_fits(n, json=json)
+    return n

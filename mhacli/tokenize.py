@@ -16,6 +16,14 @@ from mhacli.errors import UsageError
 ZWJ = "\u200d"
 ZWNJ = "\u200c"
 _KEEP_FORMAT = {ZWJ, ZWNJ}
+DOTTED_CIRCLE = "\u25cc"  # shows where a mark with nothing to sit on would go
+MAX_MARKS_SHOWN = 3  # combining marks drawn per character in a label ("Zalgo" text stays in its cell)
+
+# Letters and symbols that draw nothing: fillers used to make "invisible" names.
+# They separate words like spaces; as tokens they would be blank cells.
+_BLANK = {"\u115f", "\u1160", "\u3164", "\uffa0", "\u2800", "\u180e"}
+# Zero-width space marks a word break (Thai, Khmer, web text): a separator, not a letter.
+_ZERO_WIDTH_BREAKS = {"\u200b"}
 
 
 def _is_tag(ch: str) -> bool:
@@ -30,16 +38,25 @@ def _is_modifier(ch: str) -> bool:
     return 0x1F3FB <= ord(ch) <= 0x1F3FF
 
 
+def _is_mark(ch: str) -> bool:
+    return unicodedata.category(ch) in ("Mn", "Mc", "Me")
+
+
 def clean(text: str) -> str:
-    """NFC-normalise; turn control characters into spaces; drop invisible format characters."""
+    """NFC-normalise; control characters and blank fillers become spaces; invisible format characters go.
+
+    After this no character can act on a terminal: C0/C1 controls (ESC, BEL,
+    CR…) are spaces, bidi overrides and isolates are gone, and unpaired
+    surrogates or private-use code points are U+FFFD.
+    """
     out = []
     for ch in unicodedata.normalize("NFC", text):
         cat = unicodedata.category(ch)
-        if cat == "Cc" or ch in "\u2028\u2029":
+        if cat == "Cc" or ch in "\u2028\u2029" or ch in _BLANK or ch in _ZERO_WIDTH_BREAKS:
             out.append(" ")
         elif cat == "Cf" and ch not in _KEEP_FORMAT and not _is_tag(ch):
-            # Zero-width spaces, BOMs, bidi overrides: invisible, and bidi
-            # controls could reorder what the terminal shows.
+            # BOMs, soft hyphens, word joiners, bidi overrides: invisible, and
+            # bidi controls could reorder what the terminal shows.
             continue
         elif cat in ("Cs", "Co", "Cn"):
             out.append("\ufffd")
@@ -83,12 +100,17 @@ def _is_ideographic(ch: str) -> bool:
     return name.startswith(("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH", "HIRAGANA", "KATAKANA"))
 
 
+def _visible(piece: str) -> bool:
+    """False for a piece that draws nothing: only joiners and tag characters."""
+    return any(ch not in _KEEP_FORMAT and not _is_tag(ch) for ch in piece)
+
+
 def tokenize(text: str, tokenizer: str = "word") -> list[str]:
     """Tokens of ``text`` under ``tokenizer`` (may be empty: the caller decides)."""
     text = clean(text)
     if tokenizer == "whitespace":
-        return [t for t in text.split() if t.strip(ZWJ + ZWNJ)]
-    clusters = [c for c in graphemes(text) if not c.isspace() and c.strip(ZWJ + ZWNJ)]
+        return [t for t in text.split() if _visible(t)]
+    clusters = [c for c in graphemes(text) if not c.isspace() and _visible(c)]
     if tokenizer == "char":
         return clusters
     if tokenizer != "word":
@@ -102,17 +124,51 @@ def tokenize(text: str, tokenizer: str = "word") -> list[str]:
         if word:
             tokens.append("".join(word))
             word = []
-        if not cluster.isspace() and cluster.strip(ZWJ + ZWNJ):
+        if not cluster.isspace() and _visible(cluster):
             tokens.append(cluster)
     if word:
         tokens.append("".join(word))
     return tokens
 
 
+def printable(text: str) -> str:
+    """``text`` with everything that could act on a terminal written as an escape (``\\x1b``).
+
+    For any string shown to a person (tokens, file names): control characters,
+    bidi controls, surrogates and other invisible code points are spelled out;
+    joiners and tag characters stay (they belong to emoji).
+    """
+    out = []
+    for ch in text:
+        if ch.isprintable() or ch in _KEEP_FORMAT or _is_tag(ch):
+            out.append(ch)
+        elif ord(ch) < 0x100:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return "".join(out)
+
+
+def _tame(cluster: str) -> str:
+    """One cluster as drawn in a label: a lone mark gets a dotted circle; marks are capped."""
+    if _is_mark(cluster[0]):
+        cluster = DOTTED_CIRCLE + cluster
+    base, marks = cluster[0], [ch for ch in cluster[1:] if _is_mark(ch)]
+    if len(marks) <= MAX_MARKS_SHOWN:
+        return cluster
+    rest = [ch for ch in cluster[1:] if not _is_mark(ch)]
+    return base + "".join(marks[:MAX_MARKS_SHOWN]) + "".join(rest)
+
+
 def label(token: str, max_chars: int = 12) -> str:
-    """A token as safe, short text for a table cell or a tick label."""
-    shown = "".join(ch if ch.isprintable() or ch in _KEEP_FORMAT else f"\\u{ord(ch):04x}" for ch in token)
-    clusters = graphemes(shown)
+    """A token as safe, short text for a table cell or a tick label.
+
+    Never contains a control character or an escape sequence; at most
+    ``max_chars`` user-perceived characters (the last one an ellipsis when cut).
+    """
+    clusters = [_tame(c) for c in graphemes(printable(token))]
     if len(clusters) > max_chars:
-        return "".join(clusters[: max_chars - 1]) + "…"
-    return shown
+        return "".join(clusters[: max(max_chars - 1, 0)]) + "…"
+    return "".join(clusters)

@@ -92,12 +92,14 @@ def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps") -> R
     table.add_column("step", overflow="fold", ratio=2)
     table.add_column("formula", style=theme.STYLE_FORMULA, overflow="fold", ratio=3)
     table.add_column("shape", style=theme.STYLE_SHAPE, overflow="fold", ratio=2)
-    table.add_column("mult-adds", justify="right", style=theme.STYLE_NUMBER, ratio=1)
+    total = sum(s.madds for s in steps)
+    # Never cut a count short: the column is at least as wide as the total (`mha shapes` reaches 10^14).
+    table.add_column("mult-adds", justify="right", style=theme.STYLE_NUMBER, ratio=1,
+                     min_width=len(f"{total:,}"), no_wrap=True)
     for s in steps:
         name = s.name + (f" (×{heads})" if s.per_head and heads > 1 else "")
         # Text, not str: formulas contain brackets that Rich would read as markup.
         table.add_row(Text(name), Text(s.formula), Text(f"{s.shape} = {s.shape_numeric}"), f"{s.madds:,}")
-    total = sum(s.madds for s in steps)
     table.add_section()
     table.add_row("total", "", "", f"{total:,}")
     note = _note("(×h) steps run once per head; shapes are per head. Multiply-adds count all heads.")

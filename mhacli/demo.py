@@ -1,0 +1,558 @@
+"""Classroom mode in the terminal: the sample list, shapes for slides, the paced lesson, the quiz.
+
+Like :mod:`mhacli.render_terminal`, every function here only reads a trace (or
+plain numbers) and returns Rich renderables; the one exception is
+:func:`present`, which prints the lesson and waits for Enter between steps.
+numpy is imported inside the functions that read arrays, so ``mha samples``
+and ``mha shapes`` start without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from mhacli import theme
+from mhacli.render_terminal import parameters_panel, steps_table
+from mhacli.steps import ParameterCount, steps_for, total_madds
+from mhacli.tokenize import label
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from mhacli.core import Trace
+    from mhacli.quiz import Question
+    from mhacli.samples import Sample
+
+TOP_KEYS = 3  # keys listed per head when the lesson zooms in on one query
+MASK_GRID_MAX = 10  # tokens drawn in the causal-mask grid
+DECODE_MAX_ROWS = 12  # tokens listed when the designed output is read back as words
+
+
+def _note(text: str | Text) -> RenderableType:
+    body = text if isinstance(text, Text) else Text(text, style=theme.STYLE_DIM)
+    return Padding(body, (0, 0, 0, 2))
+
+
+def _heading(text: str) -> Text:
+    return Text(text, style=theme.STYLE_TITLE)
+
+
+# --------------------------------------------------------------------------
+# mha samples
+# --------------------------------------------------------------------------
+
+
+def samples_table(samples: Sequence[Sample], tokenizer: str = "word") -> RenderableType:
+    """Name, token count and what each sample shows, in a table that fits 80 columns."""
+    table = Table(title=_heading("Ready-made texts"), title_justify="left", box=box.SIMPLE_HEAD,
+                  padding=(0, 1))
+    table.add_column("name", no_wrap=True, style=theme.STYLE_FORMULA)
+    table.add_column("tokens", justify="right", no_wrap=True, style=theme.STYLE_NUMBER)
+    table.add_column("what it shows", overflow="fold")
+    for s in samples:
+        table.add_row(s.name, str(len(s.tokens(tokenizer))), Text(s.description))
+    note = _note(Text.assemble(
+        ("Use one with ", theme.STYLE_DIM), ("mha explain --sample NAME", theme.STYLE_FORMULA),
+        (" (also demo, quiz, compare); see its text with ", theme.STYLE_DIM),
+        ("mha samples NAME", theme.STYLE_FORMULA), (". Tokens counted with the ", theme.STYLE_DIM),
+        (tokenizer, theme.STYLE_DIM), (" tokenizer.", theme.STYLE_DIM)))
+    return Group(table, note)
+
+
+def sample_view(sample: Sample, tokenizer: str = "word") -> RenderableType:
+    """One sample: its description, its text, and its tokens."""
+    tokens = sample.tokens(tokenizer)
+    body = Text(sample.text)
+    shown = " · ".join(label(t, 16) for t in tokens)
+    return Group(
+        Panel(body, title=f"{sample.name}: {len(tokens)} tokens", title_align="left", box=box.ROUNDED),
+        _note(sample.description),
+        _note(Text.assemble(("tokens: ", theme.STYLE_DIM), (shown, ""))),
+    )
+
+
+def sample_table_or_view(name: str | None, tokenizer: str = "word") -> RenderableType:
+    """``mha samples``: the table, or one sample when named."""
+    from mhacli.samples import list_samples, load_sample
+
+    if name is None:
+        return samples_table(list_samples(), tokenizer)
+    return sample_view(load_sample(name), tokenizer)
+
+
+# --------------------------------------------------------------------------
+# mha shapes
+# --------------------------------------------------------------------------
+
+
+def shapes_view(n_tokens: int, d_model: int, heads: int, causal: bool) -> list[RenderableType]:
+    """The step table and parameter count for N, d, h alone: no text, no numpy."""
+    dk = d_model // heads
+    head = Text()
+    head.append(f"N = {n_tokens:,} tokens   d = {d_model:,}   h = {heads:,}   d/h = {dk:,}\n")
+    head.append(("causal (later keys masked)" if causal else "bidirectional (no mask)")
+                + " · every number follows from N, d and h alone", style=theme.STYLE_DIM)
+    steps = steps_for(n_tokens, d_model, heads, causal)
+    return [
+        Panel(head, title="Shapes of multi-head attention", title_align="left", box=box.ROUNDED, expand=False),
+        Text(),
+        steps_table(steps, heads, title="Steps"),
+        Text(),
+        parameters_panel(ParameterCount(d_model, heads), title="Parameters"),
+    ]
+
+
+def shapes_markdown(n_tokens: int, d_model: int, heads: int, causal: bool) -> str:
+    """The same numbers as a Markdown table, to paste into slides or notes."""
+    steps = steps_for(n_tokens, d_model, heads, causal)
+    pc = ParameterCount(d_model, heads)
+    single, multi = pc.arithmetic()
+    lines = [
+        f"N = {n_tokens:,}, d = {d_model:,}, h = {heads:,}, d/h = {pc.d_k:,}"
+        + (" (causal)" if causal else ""),
+        "",
+        "| step | formula | shape | numbers | mult-adds |",
+        "|---|---|---|---|---:|",
+    ]
+    for s in steps:
+        per = " (×h)" if s.per_head and heads > 1 else ""
+        lines.append(f"| {s.name}{per} | {s.formula} | {s.shape} | {s.shape_numeric} | {s.madds:,} |")
+    lines += [
+        f"| **total** | | | | **{total_madds(steps):,}** |",
+        "",
+        "| parameters | count |",
+        "|---|---:|",
+        f"| 1 head, W_q, W_k, W_v each d×d | {single} |",
+        f"| {heads} heads, W_q^i, W_k^i, W_v^i each d×d/h | {multi} |",
+        f"| W^O, d×d | {pc.w_o:,} |",
+        f"| **total with W^O** | **{pc.total:,}** |",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------
+# mha quiz
+# --------------------------------------------------------------------------
+
+
+def quiz_view(questions: Sequence[Question], answers: bool, title: str, check_command: str) -> list[RenderableType]:
+    """The questions, numbered; with ``answers`` each is followed by its answer and where to see it."""
+    parts: list[RenderableType] = [Panel(Text(title), title="Quiz", title_align="left", box=box.ROUNDED,
+                                         expand=False), Text()]
+    for n, q in enumerate(questions, 1):
+        # A two-column grid so wrapped lines hang under the question, not under its number.
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True, justify="right")
+        grid.add_column(overflow="fold")
+        grid.add_row(Text(f"{n}.", style=theme.STYLE_TITLE),
+                     Text.assemble((f"[{q.topic}] ", theme.STYLE_DIM), (q.prompt, "")))
+        if answers:
+            grid.add_row("", Text.assemble(("answer: ", theme.STYLE_OK), (q.answer, "")))
+            grid.add_row("", Text(f"see it in: {q.check}", style=theme.STYLE_DIM))
+        parts += [grid, Text()]
+    tail = Text("Check your answers by running ", style=theme.STYLE_DIM)
+    tail.append(check_command, style=theme.STYLE_FORMULA)
+    if not answers:
+        tail.append(", or print them with ", style=theme.STYLE_DIM)
+        tail.append("--answers", style=theme.STYLE_FORMULA)
+    tail.append(".", style=theme.STYLE_DIM)
+    parts.append(tail)
+    return parts
+
+
+# --------------------------------------------------------------------------
+# mha demo: the lesson
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LessonStep:
+    """One stop of the lesson: a short narration, then what shows it."""
+
+    key: str
+    title: str
+    narration: str
+    shows: RenderableType | None
+
+
+def focus_query(trace: Trace) -> int:
+    """The query the lesson zooms in on: the second copy of the first repeated word, else the last word."""
+    seen: set[str] = set()
+    for p, t in enumerate(trace.tokens):
+        if t in seen:
+            return p
+        seen.add(t)
+    words = [p for p, t in enumerate(trace.tokens) if any(ch.isalnum() for ch in t)]
+    return words[-1] if words else trace.n_tokens - 1
+
+
+def _tok(trace: Trace, p: int) -> str:
+    return f"'{label(trace.tokens[p], 14)}' ({p})"
+
+
+def _nonzero_columns(m: np.ndarray | None, count: int) -> list[int]:
+    """The first ``count`` columns of ``m`` that are not all zero (the first ones if all are)."""
+    import numpy as np
+
+    if m is None:
+        return []
+    used = [j for j in range(m.shape[1]) if np.any(m[:, j] != 0)]
+    return (used or list(range(m.shape[1])))[:count]
+
+
+def _cols(cols: Sequence[int]) -> str:
+    if cols and list(cols) == list(range(cols[0], cols[-1] + 1)):
+        return f"{cols[0]}:{cols[-1] + 1}"
+    return ",".join(map(str, cols))
+
+
+def positions_table(trace: Trace, rows: int = 6) -> RenderableType:
+    """The first rows of E and P (their first non-zero columns), and two copies of a word told apart by X."""
+    import numpy as np
+
+    e = np.asarray(trace.embeddings) if trace.embeddings is not None else None
+    p = np.asarray(trace.positions) if trace.positions is not None else None
+    x = np.asarray(trace.X)
+    e_cols, p_cols = _nonzero_columns(e, 4), _nonzero_columns(p, 4)
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("pos", justify="right")
+    table.add_column("token", max_width=12, overflow="ellipsis")
+    if e is not None:
+        table.add_column(Text(f"E[pos, {_cols(e_cols)}]"), no_wrap=True)
+    if p is not None:
+        table.add_column(Text(f"P[pos, {_cols(p_cols)}]"), style=theme.STYLE_NUMBER, no_wrap=True)
+    for i in range(min(rows, trace.n_tokens)):
+        cells: list[RenderableType] = [str(i), Text(label(trace.tokens[i], 12))]
+        if e is not None:
+            cells.append(" ".join(f"{v:+.2f}" for v in e[i, e_cols]))
+        if p is not None:
+            cells.append(" ".join(f"{v:+.2f}" for v in p[i, p_cols]))
+        table.add_row(*cells)
+    parts: list[RenderableType] = [table]
+    first: dict[str, int] = {}
+    for i, t in enumerate(trace.tokens):
+        if t in first and e is not None:
+            a = first[t]
+            same = float(np.abs(e[a] - e[i]).max())
+            apart = float(np.linalg.norm(x[a] - x[i]))
+            parts.append(_note(
+                f"{_tok(trace, a)} and {_tok(trace, i)} are the same word: their E rows differ by "
+                f"{same:.2g}, but their rows of X = E + P are {apart:.2f} apart, thanks to P."))
+            break
+        first.setdefault(t, i)
+    if not trace.config.positions:
+        parts.append(_note("Positions are off (--no-positions): P is zero, so X = E and word order is invisible."))
+    return Group(*parts)
+
+
+def per_head_table(trace: Trace) -> RenderableType:
+    """Where each head's W_q^i lives in PyTorch's stacked W_q, and the shapes it makes."""
+    d, dk, n = trace.d_model, trace.d_k, trace.n_tokens
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("head")
+    table.add_column("W_q^i =", overflow="fold")
+    table.add_column("shape", style=theme.STYLE_SHAPE)
+    table.add_column("Q^i = X W_q^i", style=theme.STYLE_SHAPE)
+    if trace.rules:
+        table.add_column("rule", overflow="fold")
+    for i in range(trace.num_heads):
+        row = [Text(f"● {i + 1}", style=theme.head_style(i)),
+               Text(f"W_q[{i * dk}:{(i + 1) * dk}]ᵀ"),
+               f"{d}×{dk}", f"{n}×{dk}"]
+        if trace.rules:
+            row.append(Text(trace.rules[i]))
+        table.add_row(*row)
+    return Group(table, _note(f"W_q[a:b] is rows a … b−1, as numpy and PyTorch slice. The same holds for "
+                              f"W_k^i and W_v^i: {3 * trace.num_heads} matrices of {d}×{dk} in all."))
+
+
+def _top(row: Sequence[float], k: int) -> list[int]:
+    import numpy as np
+
+    return [int(j) for j in np.argsort(-np.asarray(row), kind="stable")[:k]]
+
+
+def query_table(trace: Trace, q: int, what: str) -> RenderableType:
+    """For one query: each head's top keys by score (``what='scores'``) or by weight (``'weights'``)."""
+    import numpy as np
+
+    m = np.asarray(trace.scores if what == "scores" else trace.weights, dtype=np.float64)  # (h, N, N)
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("head")
+    table.add_column(f"top keys by {'score' if what == 'scores' else 'weight'}", overflow="fold")
+    if what == "weights":
+        table.add_column("row sum", justify="right")
+    for i in range(trace.num_heads):
+        row = m[i, q]
+        cells = []
+        for j in _top(row, min(TOP_KEYS, trace.n_tokens)):
+            v = row[j]
+            shown = "−∞" if np.isneginf(v) else (f"{v:.0%}" if what == "weights" else f"{v:.2f}")
+            cells.append(f"{_tok(trace, j)} {shown}")
+        out = [Text(f"● {i + 1}", style=theme.head_style(i)), Text("   ".join(cells))]
+        if what == "weights":
+            out.append(f"{row.sum():.3f}")
+        table.add_row(*out)
+    return table
+
+
+def mask_grid(trace: Trace) -> RenderableType:
+    """Which keys each query may see under a causal mask (first few tokens): ✓ may look, · blocked."""
+    n = min(trace.n_tokens, MASK_GRID_MAX)
+    table = Table(box=box.MINIMAL, padding=(0, 1), pad_edge=False)
+    table.add_column("query \\ key")
+    for k in range(n):
+        table.add_column(str(k), justify="center")
+    for qpos in range(n):
+        table.add_row(Text(f"{qpos} {label(trace.tokens[qpos], 8)}"),
+                      *(Text("✓", style=theme.STYLE_OK) if k <= qpos else Text("·", style=theme.STYLE_DIM)
+                        for k in range(n)))
+    parts: list[RenderableType] = [table]
+    if n < trace.n_tokens:
+        parts.append(_note(f"(first {n} of {trace.n_tokens} tokens)"))
+    parts.append(_note("mask[q, k] = True (blocked) where k > q: the '·' cells, PyTorch's attn_mask polarity."))
+    return Group(*parts)
+
+
+def values_table(trace: Trace, q: int) -> RenderableType:
+    """For one query: what each head's output row is mostly made of, and the row itself."""
+    import numpy as np
+
+    w = np.asarray(trace.weights, dtype=np.float64)
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("head")
+    table.add_column("head_i row is mostly", overflow="fold")
+    table.add_column(Text(f"head_i[{q}] (first {min(4, trace.d_k)})"), no_wrap=True, style=theme.STYLE_NUMBER)
+    for i in range(trace.num_heads):
+        j = int(np.argmax(w[i, q]))
+        vals = " ".join(f"{v:+.2f}" for v in np.asarray(trace.heads[i, q])[:4])
+        table.add_row(Text(f"● {i + 1}", style=theme.head_style(i)),
+                      Text(f"{w[i, q, j]:.0%} of V^{i + 1} of {_tok(trace, j)}"), vals)
+    return table
+
+
+def concat_table(trace: Trace) -> RenderableType:
+    """Which columns of H each head fills."""
+    dk = trace.d_k
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("head")
+    table.add_column("its output")
+    table.add_column("becomes columns of H", style=theme.STYLE_SHAPE)
+    for i in range(trace.num_heads):
+        table.add_row(Text(f"● {i + 1}", style=theme.head_style(i)), f"{trace.n_tokens}×{dk}",
+                      f"{i * dk}–{(i + 1) * dk - 1}")
+    table.add_section()
+    table.add_row("H", "", f"{trace.n_tokens}×{trace.d_model} (all {trace.d_model})")
+    return table
+
+
+def output_table(trace: Trace) -> RenderableType:
+    """W^O at work: the words each head brought back (designed), or how every output column mixes heads."""
+    import numpy as np
+
+    h, dk = trace.num_heads, trace.d_k
+    if trace.rules and trace.embeddings is not None:
+        from mhacli.designed import decode_output
+
+        found = decode_output(np.asarray(trace.output), np.asarray(trace.embeddings), trace.tokens, h)
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
+        table.add_column("token")
+        for i in range(h):
+            table.add_column(Text(f"{i + 1}: {trace.rules[i]}", style=theme.head_style(i)), overflow="fold")
+        rows = min(trace.n_tokens, DECODE_MAX_ROWS)
+        for p in range(rows):
+            table.add_row(Text(_tok(trace, p)), *(Text(label(w, 12)) for w in found[p]))
+        parts: list[RenderableType] = [table]
+        if rows < trace.n_tokens:
+            parts.append(_note(f"(first {rows} of {trace.n_tokens} tokens)"))
+        parts.append(_note("Each cell: the word whose code is closest to that head's block of O[token]."))
+        return Group(*parts)
+    w_o = np.abs(np.asarray(trace.W_o, dtype=np.float64))  # (d, d): output column j reads row j
+    share = np.stack([w_o[:, i * dk : (i + 1) * dk].sum(axis=1) for i in range(h)], axis=1)  # (d, h)
+    share /= share.sum(axis=1, keepdims=True)
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("output column")
+    for i in range(h):
+        table.add_column(Text(f"head {i + 1}", style=theme.head_style(i)), justify="right")
+    for j in range(min(4, trace.d_model)):
+        table.add_row(f"O[:, {j}]", *(f"{s:.0%}" for s in share[j]))
+    return Group(table, _note("Share of |W^O| weight that each output column takes from each head's block: "
+                              "every column draws on every head."))
+
+
+def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int = 80) -> list[LessonStep]:
+    """The article's steps, in order, each narrated in a few sentences and shown with this run's numbers."""
+    import numpy as np
+
+    from mhacli.analysis import mean_pairwise_js
+    from mhacli.render_terminal import claim_panel, header, heads_panel, tokens_table
+
+    n, d, h, dk = trace.n_tokens, trace.d_model, trace.num_heads, trace.d_k
+    q = focus_query(trace) if query is None else query
+    designed = bool(trace.rules)
+    rules = ""
+    if designed:
+        rules = " Here the weights were built by hand so each head follows a rule you can name: " + "; ".join(
+            f"head {i + 1}, {r}" for i, r in enumerate(trace.rules)) + "."
+    pc = trace.parameters
+    steps = [
+        LessonStep(
+            "why", "Why more than one head?",
+            "Reading with one attention head is like reading through one magnifier: wherever you hold it, "
+            "one part of the text comes into focus. Multi-head attention gives the model "
+            f"h = {h} smaller magnifiers at once. Every head looks at the same {n} tokens, but each can "
+            "look for something different, like a panel of experts who each check one thing and then "
+            f"pool their notes. {intro}".rstrip() + rules,
+            header(trace)),
+        LessonStep(
+            "tokens", "Tokens and embeddings",
+            f"First the text is cut into N = {n} tokens. Each distinct token is looked up in a table E "
+            f"that holds one row of d = {d} numbers per token, so the same string always gets the same "
+            f"row. Stacked, the rows make an N×d = {n}×{d} matrix."
+            + (" (Designed weights use a hand-made E: a 1 in one column and a code for the word in three "
+               "others.)" if designed else " (This toy E is random, seeded by a hash of each token.)"),
+            tokens_table(trace, max_tokens=24, width=width)),
+        LessonStep(
+            "positions", "Positions",
+            "Attention on its own ignores order: shuffle the rows and each head gives the same answers, "
+            "only shuffled. So a position vector P[p] is added to the row of the token at position p: "
+            "X = E + P. Now two copies of the same word get different rows of X, and 'dog bites man' "
+            "differs from 'man bites dog'.",
+            positions_table(trace)),
+        LessonStep(
+            "plan", "The whole plan",
+            "Here is every step of this run with the shape it produces and its cost in multiply-adds. "
+            f"Steps marked (×{h}) happen once per head, side by side; d/h = {dk} is the width of one head.",
+            steps_table(trace.steps, h, title="Steps")),
+        LessonStep(
+            "projections", "Each head gets its own W_q^i, W_k^i, W_v^i",
+            "A single head multiplies X by three d×d matrices W_q, W_k and W_v to get queries, keys and "
+            f"values. With {h} heads, head i gets three smaller matrices W_q^i, W_k^i, W_v^i of size "
+            f"d×d/h = {d}×{dk}: {3 * h} matrices in all. Head i's queries are Q^i = X W_q^i, an N×d/h = "
+            f"{n}×{dk} matrix, and likewise K^i and V^i. PyTorch stores the h small matrices stacked in "
+            "one d×d weight, so W_q^i is a block of rows of W_q, transposed.",
+            per_head_table(trace)),
+        LessonStep(
+            "parameters", "More matrices, the same number of parameters",
+            f"{h} heads × 3 matrices × d·d/h numbers = 3·d·d = {pc.multi_head_qkv:,}: exactly what one "
+            "full-width head costs. Splitting changes the shape of the work, not its size. The output "
+            f"matrix W^O adds d·d = {pc.w_o:,} once, either way.",
+            parameters_panel(pc, title="Parameters")),
+        LessonStep(
+            "split", "Split the big matrix, or build each head directly?",
+            f"You could also compute the full Q = X W_qᵀ ({n}×{d}) and cut its columns into {h} blocks of "
+            f"{dk}. Block i is exactly Q^i, because those columns only ever use head i's rows of W_q. The "
+            "tool does it both ways, for Q, K and V, and compares.",
+            claim_panel(trace)),
+        LessonStep(
+            "scores", "Scores, scaled",
+            f"Each head now compares every query with every key: S^i = Q^i K^iᵀ, an N×N = {n}×{n} table "
+            f"per head. The dot products are divided by √(d/h) = √{dk} = {np.sqrt(dk):.3g}, so their "
+            "spread does not grow with the head width and the softmax does not saturate. Below, for the "
+            f"query {_tok(trace, q)}, the keys each head scores highest."
+            + (" (Designed heads use huge scales on purpose, so each rule wins by a wide margin.)"
+               if designed else ""),
+            query_table(trace, q, "scores")),
+        LessonStep(
+            "mask", "The causal mask",
+            "A model that writes one token at a time must not peek at later tokens. The causal mask "
+            "sets every score of a key after its query to −∞ before the softmax, so those keys get "
+            "weight exactly 0. Mind the polarity: in PyTorch's nn.MultiheadAttention a boolean attn_mask "
+            "means True = blocked, but F.scaled_dot_product_attention reads a boolean mask as "
+            "True = may attend. This tool stores True = blocked. "
+            + ("This run is causal." if trace.config.causal
+               else "This run is bidirectional (no mask); add --causal to switch it on."),
+            mask_grid(trace)),
+        LessonStep(
+            "softmax", "Softmax: scores become weights",
+            "The softmax turns each row of scores into weights that are positive and add up to 1: the "
+            "shares of that query's attention. A key scored far above the rest takes nearly all of it. "
+            "The tool subtracts each row's largest score first, which changes nothing but keeps exp() "
+            f"from overflowing. The same query {_tok(trace, q)}:",
+            query_table(trace, q, "weights")),
+        LessonStep(
+            "weighted", "Weighted values",
+            "Each head now blends the value vectors: head_i = A^i V^i. Row p of head_i is the average "
+            "of all tokens' values, weighted by how much token p attends to each; it is N×d/h = "
+            f"{n}×{dk}. For {_tok(trace, q)}:",
+            values_table(trace, q)),
+        LessonStep(
+            "concat", "Concatenate",
+            f"The {h} head outputs, each {n}×{dk}, are laid side by side: H = [head_1 … head_h] is "
+            f"N×d = {n}×{d} again, with head i in its own block of columns.",
+            concat_table(trace)),
+        LessonStep(
+            "output", "W^O mixes the heads",
+            f"Last, one d×d = {d}×{d} matrix W^O mixes the heads: O = H W^Oᵀ, N×d = {n}×{d}, the same "
+            "shape as X, ready for the next layer. Each output column can draw on every head, so what "
+            "one head found can be combined with what another found."
+            + (" Here W^O is the identity, so each head's finding stays readable in its own block: the "
+               "table reads back the word each head brought to each token." if designed else ""),
+            output_table(trace)),
+        LessonStep(
+            "magnifiers", "Each head is its own magnifier",
+            f"Back to the magnifiers: {h} heads, {h} places in focus. The table says where each head "
+            "looks most and how sharply; heads that looked at the same things would be wasted. On "
+            f"average the heads here differ by {mean_pairwise_js(np.asarray(trace.weights)):.2f} bits "
+            "(Jensen–Shannon divergence: 0 = identical, 1 = no overlap).",
+            heads_panel(trace, title="Heads")),
+    ]
+    return steps
+
+
+def step_panel(step: LessonStep, number: int, total: int) -> Panel:
+    """The narration box for one step."""
+    return Panel(Text(step.narration), title=f"Step {number} of {total} · {step.title}", title_align="left",
+                 box=box.ROUNDED, border_style=theme.STYLE_FORMULA, padding=(0, 1))
+
+
+def present(console: Console, steps: Sequence[LessonStep], pause: bool, start: int = 1,
+            wait: Callable[[str], str] | None = None, closing: RenderableType | None = None) -> None:
+    """Print the lesson from step ``start``; when ``pause``, wait for Enter (q quits) between steps."""
+    total = len(steps)
+    ask = wait or (lambda prompt: console.input(prompt))
+    for number in range(start, total + 1):
+        step = steps[number - 1]
+        console.print(step_panel(step, number, total))
+        if step.shows is not None:
+            console.print(step.shows)
+        if pause and number < total:
+            try:
+                reply = ask(f"[dim]Enter: step {number + 1} of {total} · q: quit[/dim] ")
+            except EOFError:  # input closed: finish without stopping again
+                pause = False
+                console.print()
+                continue
+            if reply.strip().lower() in ("q", "quit", "exit"):
+                return
+        console.print()
+    if closing is not None:
+        console.print(closing)
+
+
+def next_steps(trace: Trace, source: str, options: str) -> RenderableType:
+    """Where to go after the lesson: ``source`` and ``options`` as typed (without --weights)."""
+    c = trace.config
+    weights = c.weights
+    other = "random" if weights == "designed" else "designed"
+    shapes = f"mha shapes --tokens {trace.n_tokens} --d-model {c.d_model} --heads {c.heads}" + (
+        " --causal" if c.causal else "")
+    same = f"{source} {options}".strip()
+    text = Text("What next\n", style=theme.STYLE_TITLE)
+    for cmd, why in (
+        (f"mha explain {same} --weights {weights}", "the same run as one walkthrough, plus --save-npz"),
+        (f"mha demo {same} --weights {other}", "the lesson again with the other weights"),
+        (f"mha quiz {same} --weights {weights}", "homework about this run (--answers prints the answers)"),
+        (shapes, "the shapes table for a slide, no text needed"),
+    ):
+        text.append(f"  {cmd}", style=theme.STYLE_FORMULA)
+        text.append(f"\n      {why}\n", style=theme.STYLE_DIM)
+    return text

@@ -192,6 +192,29 @@ MaxTokensOpt = Annotated[int, typer.Option(
     "--max-tokens", min=1, help="Show at most this many tokens in tables and figures (long texts are windowed).")]
 TraceArg = Annotated[Path, typer.Argument(help="An .npz file written by 'mha explain --save-npz'.",
                                           show_default=False, dir_okay=True)]
+SampleNameArg = Annotated[Optional[str], typer.Argument(
+    help="Show this sample's text and tokens instead of the list.", show_default=False)]
+TokensOpt = Annotated[int, typer.Option("--tokens", "-n", help="Number of tokens N (no text needed).")]
+MarkdownOpt = Annotated[bool, typer.Option(
+    "--markdown", help="Print the tables as Markdown, to paste into slides or notes.")]
+PauseOpt = Annotated[bool, typer.Option(
+    "--pause/--no-pause", help="Wait for Enter between steps (only when standard input is a terminal).")]
+StepOpt = Annotated[int, typer.Option("--step", help="Start the lesson at this step (1 = the beginning).")]
+LessonQueryOpt = Annotated[Optional[str], typer.Option(
+    "--query", "-q", help="The token the lesson zooms in on: a 0-based position or the token's text "
+    "(default: the second copy of the first repeated word, else the last word).", show_default=False)]
+OutOpt = Annotated[Path, typer.Option(
+    "--out", "-o", help="Folder for the figures (created if missing); only the tool's own file names "
+    "are written there.", dir_okay=True, file_okay=True)]
+PlotsOpt = Annotated[bool, typer.Option(
+    "--plots/--no-plots", help="Save the figures (heatmap per head, all heads, magnifiers) into --out.")]
+FormatOpt = Annotated[str, typer.Option("--format", help="Figure format: png, svg or pdf.")]
+DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of png figures, in dots per inch (30 to 600).")]
+QueryOpt = Annotated[Optional[str], typer.Option(
+    "--query", "-q", help="Shade the magnifier picture by what this token looks at: a 0-based position "
+    "or the token's text (default: averaged over all queries).", show_default=False)]
+QuestionsOpt = Annotated[int, typer.Option("--questions", help="How many questions to ask (1 to 20).")]
+AnswersOpt = Annotated[bool, typer.Option("--answers", help="Print the answers under the questions.")]
 
 
 def _print(*renderables: Any) -> None:
@@ -300,6 +323,166 @@ def verify(trace_file: TraceArg) -> None:
     _print(verify_table(trace, checks))
     if not all(c.ok for c in checks):
         raise typer.Exit(int(ExitCode.FAILURE))
+
+
+DEFAULT_SAMPLE = "cat"
+
+
+def _source_args(text: str | None, file: Path | None, sample: str | None) -> str:
+    """How the text was given, as it would be typed again (for 'what next' hints)."""
+    import shlex
+
+    if file is not None:
+        return f"--file {shlex.quote(str(file))}"
+    if sample is not None:
+        return f"--sample {shlex.quote(sample)}"
+    return shlex.quote(text or "")
+
+
+def _config_args(config: Config, skip: tuple[str, ...] = ()) -> str:
+    """The options that differ from the defaults, as they would be typed again."""
+    default = Config()
+    out = []
+    for name in ("heads", "d_model", "seed", "tokenizer", "weights"):
+        if name not in skip and getattr(config, name) != getattr(default, name):
+            out.append(f"--{name.replace('_', '-')} {getattr(config, name)}")
+    if config.causal:
+        out.append("--causal")
+    if not config.positions:
+        out.append("--no-positions")
+    return " ".join(out)
+
+
+@app.command()
+def samples(name: SampleNameArg = None, tokenizer: TokenizerOpt = "word") -> None:
+    """List the ready-made texts, each chosen to teach one thing (or show one of them).
+
+    Example: [bold]mha samples[/bold]   then   [bold]mha explain --sample repeated --weights designed[/bold]
+    """
+    from mhacli.config import TOKENIZERS as known
+    from mhacli.demo import sample_table_or_view
+
+    if tokenizer not in known:
+        raise UsageError(f"unknown tokenizer {tokenizer!r}; choose one of: {', '.join(known)}.")
+    _print(sample_table_or_view(name, tokenizer))
+
+
+@app.command()
+def shapes(
+    tokens: TokensOpt = 9,
+    d_model: DModelOpt = 16,
+    heads: HeadsOpt = 4,
+    causal: CausalOpt = False,
+    markdown: MarkdownOpt = False,
+) -> None:
+    """Print every step's shape, multiply-adds and the parameter count for N, d and h: no text needed.
+
+    For preparing slides: symbolic shapes (N×d/h) next to the numbers.
+
+    Example: [bold]mha shapes --tokens 9 --d-model 16 --heads 4[/bold]
+    """
+    if isinstance(tokens, bool) or tokens < 1:
+        raise UsageError(f"--tokens must be at least 1, got {tokens}.")
+    Config(heads=heads, d_model=d_model)  # the same checks (and messages) as every other command
+    from mhacli.demo import shapes_markdown, shapes_view
+
+    if markdown:
+        sys.stdout.write(shapes_markdown(tokens, d_model, heads, causal))
+    else:
+        _print(*shapes_view(tokens, d_model, heads, causal))
+
+
+@app.command()
+def demo(
+    text: TextArg = None,
+    file: FileOpt = None,
+    sample: SampleOpt = None,
+    weights: WeightsOpt = "random",
+    heads: HeadsOpt = 4,
+    d_model: DModelOpt = 16,
+    seed: SeedOpt = 0,
+    tokenizer: TokenizerOpt = "word",
+    positions: PositionsOpt = True,
+    causal: CausalOpt = False,
+    query: LessonQueryOpt = None,
+    pause: PauseOpt = True,
+    step: StepOpt = 1,
+) -> None:
+    """A guided lesson: every step of multi-head attention, narrated, then shown on a real run.
+
+    Waits for Enter between steps when run in a terminal (q quits); runs straight
+    through with --no-pause or when standard input is not a terminal. Without a
+    text it uses the sample 'cat'.
+
+    Example: [bold]mha demo --sample repeated --weights designed[/bold]
+    """
+    if text is None and file is None and sample is None:
+        sample = DEFAULT_SAMPLE
+    body = resolve_text(text, file, sample)
+    config = Config(heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer,
+                    positions=positions, causal=causal, weights=weights)
+    count_tokens(body, config)
+
+    from mhacli.core import run
+    from mhacli.demo import lesson, next_steps, present
+    from mhacli.figures import resolve_query
+
+    trace = run(body, **vars_of(config))
+    intro = ""
+    if sample is not None:
+        from mhacli.samples import load_sample
+
+        intro = f"The text is the sample '{sample}': {load_sample(sample).description}"
+    steps = lesson(trace, intro=intro, query=resolve_query(trace.tokens, query), width=console.width)
+    if not 1 <= step <= len(steps):
+        raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
+    source = _source_args(text, file, sample)
+    present(console, steps, pause=pause and sys.stdin.isatty(), start=step,
+            closing=next_steps(trace, source, _config_args(config, skip=("weights",))))
+
+
+@app.command()
+def quiz(
+    text: TextArg = None,
+    file: FileOpt = None,
+    sample: SampleOpt = None,
+    seed: SeedOpt = 0,
+    weights: WeightsOpt = "random",
+    heads: HeadsOpt = 4,
+    d_model: DModelOpt = 16,
+    causal: CausalOpt = False,
+    questions: QuestionsOpt = 5,
+    answers: AnswersOpt = False,
+) -> None:
+    """Homework: questions about one real run (shapes, parameters, where a head looks).
+
+    The seed picks the questions and the weights, so the same seed gives the same
+    quiz; --answers prints the answers, read from the run itself. Without a text
+    it uses the sample 'cat'.
+
+    Example: [bold]mha quiz --sample repeated --seed 7[/bold], then the same with [bold]--answers[/bold]
+    """
+    from mhacli.quiz import MAX_QUESTIONS
+
+    if isinstance(questions, bool) or not 1 <= questions <= MAX_QUESTIONS:
+        raise UsageError(f"--questions must be from 1 to {MAX_QUESTIONS}, got {questions}.")
+    if text is None and file is None and sample is None:
+        sample = DEFAULT_SAMPLE
+    body = resolve_text(text, file, sample)
+    config = Config(heads=heads, d_model=d_model, seed=seed, causal=causal, weights=weights)
+    count_tokens(body, config)
+
+    from mhacli.core import run
+    from mhacli.demo import quiz_view
+    from mhacli.quiz import make_quiz
+
+    trace = run(body, **vars_of(config))
+    asked = make_quiz(trace, seed, questions)
+    source = _source_args(text, file, sample)
+    title = (f"{len(asked)} questions about {source}: N = {trace.n_tokens} tokens, d = {d_model}, "
+             f"h = {heads}, {'causal' if causal else 'bidirectional'}, {weights} weights, seed {seed}")
+    check = f"mha explain {source} {_config_args(config)}".rstrip()
+    _print(*quiz_view(asked, answers, title, check))
 
 
 def main() -> None:

@@ -328,6 +328,17 @@ def verify(trace_file: TraceArg) -> None:
 DEFAULT_SAMPLE = "cat"
 
 
+def _check_size(body: str, config: Config) -> None:
+    """Refuse an empty or oversized text before any array exists (and designed weights' limits)."""
+    from mhacli.inputs import count_tokens
+
+    n = count_tokens(body, config)
+    if config.weights == "designed":
+        from mhacli.designed import check_designable
+
+        check_designable(n, config)
+
+
 def _source_args(text: str | None, file: Path | None, sample: str | None) -> str:
     """How the text was given, as it would be typed again (for 'what next' hints)."""
     import shlex
@@ -421,7 +432,7 @@ def demo(
     body = resolve_text(text, file, sample)
     config = Config(heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer,
                     positions=positions, causal=causal, weights=weights)
-    count_tokens(body, config)
+    _check_size(body, config)
 
     from mhacli.core import run
     from mhacli.demo import lesson, next_steps, present
@@ -470,7 +481,7 @@ def quiz(
         sample = DEFAULT_SAMPLE
     body = resolve_text(text, file, sample)
     config = Config(heads=heads, d_model=d_model, seed=seed, causal=causal, weights=weights)
-    count_tokens(body, config)
+    _check_size(body, config)
 
     from mhacli.core import run
     from mhacli.demo import quiz_view

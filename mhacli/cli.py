@@ -188,6 +188,9 @@ SaveNpzOpt = Annotated[Optional[Path], typer.Option(
     dir_okay=True)]
 JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document (config, steps, arrays) and nothing else.")]
+HtmlOpt = Annotated[Optional[Path], typer.Option(
+    "--html", help="Also write one self-contained interactive page (opens offline in any browser; "
+    "up to 200 tokens, or --max-tokens when given).", show_default=False, dir_okay=True)]
 MaxTokensOpt = Annotated[int, typer.Option(
     "--max-tokens", min=1, help="Show at most this many tokens in tables and figures (long texts are windowed).")]
 TraceArg = Annotated[Path, typer.Argument(help="An .npz file written by 'mha explain --save-npz'.",
@@ -224,6 +227,7 @@ def _print(*renderables: Any) -> None:
 
 @app.command()
 def explain(
+    ctx: typer.Context,
     text: TextArg = None,
     file: FileOpt = None,
     sample: SampleOpt = None,
@@ -239,6 +243,7 @@ def explain(
     save_npz: SaveNpzOpt = None,
     json_out: JsonOpt = False,
     max_tokens: MaxTokensOpt = 40,
+    html: HtmlOpt = None,
 ) -> None:
     """Walk through multi-head attention on TEXT, step by step.
 
@@ -252,6 +257,8 @@ def explain(
                     positions=positions, causal=causal, weights=weights, dtype=dtype)
     if save_npz is not None:
         check_target(save_npz, "--save-npz")
+    if html is not None:
+        check_target(html, "--html")
 
     from mhacli.core import run
 
@@ -269,7 +276,19 @@ def explain(
         from mhacli.export import save_npz as write_npz
 
         written.append(str(write_npz(trace, save_npz)))
+    if html is not None:
+        from mhacli.html import write_html
+
+        written.append(str(write_html(trace, html, max_tokens=_html_max_tokens(ctx, max_tokens))))
     _report_written(written, to_stderr=json_out)
+
+
+def _html_max_tokens(ctx: typer.Context | None, max_tokens: int) -> int:
+    """The page's window: 200 tokens (it stays quick up to there) unless --max-tokens was given."""
+    from mhacli.html import DEFAULT_MAX_TOKENS
+
+    given = ctx is not None and ctx.get_parameter_source("max_tokens").name != "DEFAULT"
+    return max_tokens if given else DEFAULT_MAX_TOKENS
 
 
 def vars_of(config: Config) -> dict[str, Any]:
@@ -289,19 +308,29 @@ def _report_written(paths: list[str], to_stderr: bool = False) -> None:
 
 @app.command()
 def show(
+    ctx: typer.Context,
     trace_file: TraceArg,
     max_tokens: MaxTokensOpt = 40,
     show_values: ShowValuesOpt = False,
+    html: HtmlOpt = None,
 ) -> None:
     """Re-render the walkthrough from a saved .npz, without recomputing anything.
 
-    Example: [bold]mha explain "the cat sat on the mat" --save-npz cat.npz && mha show cat.npz[/bold]
+    Example: [bold]mha explain "the cat sat on the mat" --save-npz cat.npz && mha show cat.npz --html cat.html[/bold]
     """
+    if html is not None:
+        check_target(html, "--html")
     from mhacli.export import load_trace
     from mhacli.render_terminal import walkthrough
 
     trace = load_trace(trace_file)
     _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
+    written: list[str] = []
+    if html is not None:
+        from mhacli.html import write_html
+
+        written.append(str(write_html(trace, html, max_tokens=_html_max_tokens(ctx, max_tokens))))
+    _report_written(written)
 
 
 @app.command()

@@ -1,0 +1,309 @@
+"""Classroom commands: shapes for slides, the paced lesson, the quiz."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+from io import StringIO
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from mhacli.cli import app
+
+
+@pytest.fixture(autouse=True)
+def _elsewhere(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing a command writes by default lands in the work tree
+
+
+def _lines_fit(text: str, width: int = 80) -> None:
+    too_long = [line for line in text.splitlines() if len(line) > width]
+    assert not too_long, too_long[:3]
+
+
+# --------------------------------------------------------------------------
+# mha shapes
+# --------------------------------------------------------------------------
+
+
+def test_shapes_matches_the_math_by_hand(runner):
+    result = runner.invoke(app, ["shapes", "--tokens", "9", "--d-model", "16", "--heads", "4"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    # N = 9, d = 16, h = 4, d/h = 4.  Projections: h·N·d·(d/h) = 9·16·16 = 2,304 each (Q, K, V) and
+    # W^O: N·d·d = 2,304.  Scores and weighted values: h·N·N·(d/h) = 4·9·9·4 = 1,296 each.
+    rows = {
+        "Queries": ("N×d/h = 9×4", "2,304"),
+        "Keys": ("N×d/h = 9×4", "2,304"),
+        "Values": ("N×d/h = 9×4", "2,304"),
+        "Scores": ("N×N = 9×9", "1,296"),
+        "Softmax": ("N×N = 9×9", "0"),
+        "Weighted values": ("N×d/h = 9×4", "1,296"),
+        "Concatenate": ("N×d = 9×16", "0"),
+        "Output W^O": ("N×d = 9×16", "2,304"),
+    }
+    for name, (shape, madds) in rows.items():
+        line = next(li for li in out.splitlines() if li.strip().startswith(name))
+        assert shape in line and line.rstrip().endswith(madds), line
+    assert re.search(r"total\s+11,808", out)  # 4·2,304 + 2·1,296
+    # Parameters: 3·16·16 = 768 for one wide head, 4·3·16·4 = 768 for four heads, W^O 256, 1,024 in all.
+    assert "3 · d · d = 3 · 16 · 16 = 768" in out
+    assert "4 · 3 · 16 · 4 = 768" in out
+    assert re.search(r"W\^O, d×d = 16×16\s+256", out)
+    assert re.search(r"total with W\^O\s+1,024", out)
+    assert "Causal mask" not in out
+    _lines_fit(out)
+
+
+def test_shapes_causal_adds_the_mask_row_and_huge_numbers_are_never_cut(runner):
+    out = runner.invoke(app, ["shapes", "-n", "9", "--causal"]).output
+    assert "Causal mask" in out and "−∞" in out
+    big = runner.invoke(app, ["shapes", "-n", "100000", "-d", "4096", "-H", "32"])
+    assert big.exit_code == 0
+    total = 3 * 100000 * 4096 * 4096 + 2 * 100000 * 100000 * 4096 + 100000 * 4096 * 4096
+    assert f"{total:,}" in big.output
+    _lines_fit(big.output)
+
+
+def test_shapes_markdown_for_slides(runner):
+    out = runner.invoke(app, ["shapes", "-n", "9", "--markdown"]).output
+    assert "| Queries (×h) | Q^i = X W_q^i | N×d/h | 9×4 | 2,304 |" in out
+    assert "| **total** | | | | **11,808** |" in out
+    assert "| **total with W^O** | **1,024** |" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--tokens", "0"], "--tokens must be at least 1"),
+    (["--heads", "3"], "not divisible"),
+    (["--d-model", "0"], "--d-model"),
+])
+def test_shapes_refuses_bad_sizes(runner, args, message):
+    result = runner.invoke(app, ["shapes", *args])
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+# --------------------------------------------------------------------------
+# mha demo
+# --------------------------------------------------------------------------
+
+# Each step of the article, and a phrase of the narration that must explain it.
+ARTICLE_STEPS = {
+    "magnifier analogy": "magnifier",
+    "tokens and embedding": "table E",
+    "positions": "X = E + P",
+    "per-head projections": "W_q^i, W_k^i, W_v^i",
+    "per-head shapes": "Q^i = X W_q^i",
+    "parameter count": "3·d·d",
+    "split equals direct": "Q = X W_qᵀ",
+    "scores": "S^i = Q^i K^iᵀ",
+    "scaling": "√(d/h)",
+    "causal mask": "−∞",
+    "mask polarity": "scaled_dot_product_attention",
+    "softmax": "softmax",
+    "weighted values": "head_i = A^i V^i",
+    "concatenation": "H = [head_1 … head_h]",
+    "output projection": "O = H W^Oᵀ",
+}
+
+
+def test_demo_runs_to_the_end_and_narrates_every_step(runner):
+    result = runner.invoke(app, ["demo", "--no-pause"])
+    assert result.exit_code == 0, result.output
+    out = re.sub(r"\s*│\s*", " ", result.output)  # narration wraps inside panel borders
+    out = re.sub(r"\s+", " ", out)
+    for step, phrase in ARTICLE_STEPS.items():
+        assert phrase in out, step
+    total = len(re.findall(r"Step \d+ of (\d+)", result.output))
+    assert total == 14 and "Step 14 of 14" in result.output
+    assert "What next" in result.output
+
+
+def test_demo_narration_covers_the_article_in_the_lesson_data():
+    from mhacli.core import run
+    from mhacli.demo import lesson
+
+    steps = lesson(run("the cat sat on the mat"))
+    keys = [s.key for s in steps]
+    assert keys[0] == "why" and keys[-1] == "magnifiers"
+    assert {"mask", "softmax", "output", "parameters", "split", "concat", "weighted"} <= set(keys)
+    narration = " ".join(s.narration for s in steps)
+    for phrase in ARTICLE_STEPS.values():
+        assert phrase in narration
+    assert all(s.shows is not None for s in steps)
+
+
+@pytest.mark.parametrize("args", [
+    ["--sample", "repeated", "--weights", "designed"],
+    ["--sample", "paragraph", "--causal"],
+    ["--sample", "japanese", "--weights", "designed", "--heads", "2"],
+    ["dog bites man", "--heads", "1"],
+])
+def test_demo_fits_80_columns(runner, args):
+    result = runner.invoke(app, ["demo", "--no-pause", *args], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    _lines_fit(result.output)
+
+
+def test_demo_runs_straight_through_when_stdin_is_not_a_terminal(runner):
+    result = runner.invoke(app, ["demo", "--sample", "cat"], input="")
+    assert result.exit_code == 0
+    assert "Step 14 of 14" in result.output and "Enter:" not in result.output
+
+
+def test_demo_designed_reads_back_what_each_head_found(runner):
+    out = runner.invoke(app, ["demo", "--no-pause", "--sample", "repeated", "--weights", "designed"]).output
+    assert "W^O is the identity" in out
+    for rule in ("previous token", "first copy of word", "first token", "itself"):
+        assert rule in out
+
+
+def test_demo_step_and_query_options(runner):
+    result = runner.invoke(app, ["demo", "--no-pause", "--step", "14"])
+    assert result.exit_code == 0 and "Step 13 of" not in result.output and "Step 14 of 14" in result.output
+    result = runner.invoke(app, ["demo", "--no-pause", "--query", "mat"])
+    assert "for the query 'mat' (5)" in re.sub(r"\s*│\s*", " ", result.output)
+    result = runner.invoke(app, ["demo", "--no-pause", "--step", "99"])
+    assert result.exit_code == 2 and "--step must be from 1 to 14" in result.output
+
+
+def test_present_waits_between_steps_and_q_quits():
+    from mhacli.core import run
+    from mhacli.demo import lesson, present
+
+    steps = lesson(run("the cat sat on the mat"))
+    prompts: list[str] = []
+
+    def enter(prompt: str) -> str:
+        prompts.append(prompt)
+        return ""
+
+    console = Console(file=StringIO(), width=80, color_system=None)
+    present(console, steps, pause=True, wait=enter)
+    assert len(prompts) == len(steps) - 1  # never after the last step
+    assert "step 2 of 14" in prompts[0]
+
+    answers = iter(["", "q"])
+    console = Console(file=StringIO(), width=80, color_system=None)
+    present(console, steps, pause=True, wait=lambda p: next(answers))
+    assert "Step 2 of 14" in console.file.getvalue() and "Step 3 of 14" not in console.file.getvalue()
+
+    def closed(prompt: str) -> str:
+        raise EOFError
+
+    console = Console(file=StringIO(), width=80, color_system=None)
+    present(console, steps, pause=True, wait=closed)
+    assert "Step 14 of 14" in console.file.getvalue()
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty") or shutil.which("mha", path=os.path.dirname(sys.executable)) is None,
+                    reason="needs a pseudo-terminal and the installed mha")
+def test_demo_in_a_terminal_waits_for_enter_and_ctrl_c_exits_130(tmp_path):
+    """The installed ``mha`` on a real pseudo-terminal: it stops after step 1, Enter moves on, Ctrl-C ends it."""
+    mha = shutil.which("mha", path=os.path.dirname(sys.executable))
+    master, slave = os.openpty()
+    proc = subprocess.Popen([mha, "demo", "--sample", "cat"], stdin=slave, stdout=slave, stderr=subprocess.PIPE,
+                            cwd=tmp_path, env={**os.environ, "COLUMNS": "80", "TERM": "dumb"},
+                            start_new_session=True)
+    os.close(slave)
+
+    def read_until(marker: str) -> str:
+        seen = ""
+        while marker not in seen:
+            ready, _, _ = select.select([master], [], [], 60)
+            assert ready, f"no {marker!r} in {seen[-300:]!r}"
+            seen += os.read(master, 65536).decode("utf-8", "replace")
+        return seen
+
+    try:
+        first = read_until("Enter: step 2 of 14")
+        assert "Step 1 of 14" in first and "Step 2 of 14" not in first
+        os.write(master, b"\n")
+        read_until("Enter: step 3 of 14")
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+        assert "interrupted" in proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+
+
+# --------------------------------------------------------------------------
+# mha quiz
+# --------------------------------------------------------------------------
+
+
+def test_quiz_is_the_same_for_the_same_seed_and_differs_across_seeds(runner):
+    a = runner.invoke(app, ["quiz", "--sample", "repeated", "--seed", "3"])
+    b = runner.invoke(app, ["quiz", "--sample", "repeated", "--seed", "3"])
+    assert a.exit_code == 0 and a.output == b.output
+    others = {runner.invoke(app, ["quiz", "--sample", "repeated", "--seed", str(s)]).output for s in range(4, 8)}
+    assert len(others | {a.output}) > 1
+    assert "answer:" not in a.output
+
+
+def test_quiz_answers_are_printed_under_the_same_questions(runner):
+    plain = runner.invoke(app, ["quiz", "--sample", "list", "--seed", "2"]).output
+    answered = runner.invoke(app, ["quiz", "--sample", "list", "--seed", "2", "--answers"]).output
+    assert answered.count("answer:") == 5
+    for line in plain.splitlines():
+        if re.match(r"\s*\d\. \[", line):
+            assert line.strip() in answered
+
+
+def test_quiz_asks_a_shape_a_parameter_count_and_a_favourite_key():
+    from mhacli.core import run
+    from mhacli.quiz import make_quiz
+
+    trace = run("the cat sat on the mat", seed=5)
+    topics = {q.topic for q in make_quiz(trace, seed=5)}
+    assert {"shape", "parameters", "attention"} <= topics
+    assert len(make_quiz(trace, seed=5, count=20)) == 20
+
+
+def test_quiz_answers_come_from_the_trace():
+    from mhacli.core import run
+    from mhacli.quiz import _parameters, _shape, _top_key
+
+    for seed in range(6):
+        trace = run("the dog saw the cat and the cat saw the dog", seed=seed, heads=2, d_model=8)
+        q = _top_key(trace, random.Random(seed))
+        head, pos = map(int, re.search(r"head (\d+).*\(position (\d+)\)", q.prompt).groups())
+        best = int(np.argmax(trace.weights[head - 1, pos]))
+        assert q.answer.startswith(f"'{trace.tokens[best]}' (position {best})")
+        assert f"{trace.weights[head - 1, pos, best]:.2f}" in q.answer
+    trace = run("a b c", heads=2, d_model=8)
+    shape = _shape(trace, random.Random(0))
+    step = next(s for s in trace.steps if s.name in shape.prompt)
+    assert shape.answer == f"{step.shape} = {step.shape_numeric}"
+    for k in range(8):
+        q = _parameters(trace, random.Random(k))
+        numbers = {3 * 8 * 4, 3 * 8 * 8, 8 * 8, 4 * 8 * 8}
+        assert int(q.answer.split()[0].replace(",", "")) in numbers
+
+
+def test_quiz_on_designed_weights_follows_the_rules():
+    from mhacli.core import run
+    from mhacli.designed import expected_keys
+    from mhacli.quiz import _top_key
+
+    trace = run("the dog saw the cat and the cat saw the dog", weights="designed")
+    for seed in range(10):
+        q = _top_key(trace, random.Random(seed))
+        head, pos = map(int, re.search(r"head (\d+).*\(position (\d+)\)", q.prompt).groups())
+        key = expected_keys(trace.rules[head - 1], trace.tokens, False)[pos]
+        assert f"(position {key}), with weight 1.00" in q.answer
+
+
+def test_quiz_refuses_a_bad_question_count(runner):
+    result = runner.invoke(app, ["quiz", "--questions", "0"])
+    assert result.exit_code == 2 and "--questions must be from 1 to 20" in result.output

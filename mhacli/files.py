@@ -23,6 +23,7 @@ from typing import IO, Callable
 from mhacli.errors import RunError, UsageError
 
 TEMP_SUFFIX = ".tmp"
+_EXAMPLE_NAMES = {"--save-npz": "trace.npz", "--html": "attention.html"}
 
 
 def _shown(path: Path | str) -> str:
@@ -51,8 +52,9 @@ def check_target(path: Path, what: str) -> None:
     path = Path(path)
     info = _stat(path, what)
     if info is not None and stat.S_ISDIR(info.st_mode):
+        example = _EXAMPLE_NAMES.get(what, "output")
         raise UsageError(f"{what} {_shown(path)} is a folder; give a file name such as "
-                         f"{_shown(path / 'trace.npz')}.")
+                         f"{_shown(path / example)}.")
     if info is not None and not stat.S_ISREG(info.st_mode):
         # Replacing /dev/null (as root) or a named pipe with a file would break the system.
         raise UsageError(f"{what} {_shown(path)} is not a regular file (a device or a pipe); "

@@ -58,6 +58,8 @@ def read_file(path: Path) -> str:
     where = f"--file {_quoted(path)}"
     try:
         exists, is_dir = path.exists(), path.is_dir()
+    except PermissionError:  # a folder on the way may not be entered
+        raise UsageError(f"{where} cannot be read (permission denied on a folder of its path).") from None
     except OSError as exc:  # e.g. a name too long for the file system
         raise UsageError(f"{where} cannot be used: {exc.strerror or exc}.") from None
     if not exists:

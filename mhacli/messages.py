@@ -150,6 +150,9 @@ def click_message(exc: Any, command_path: str | None = None, group: Any = None,
         friendly = bad_parameter(exc)
         if friendly:
             return friendly
+        if getattr(exc, "param", None) is not None:
+            detail = one_line(str(getattr(exc, "message", "") or exc)).rstrip(".")
+            return f"{_option_name(exc.param)}: {_lower_first(detail)}{see}."
     if isinstance(exc, click_exceptions.NoSuchOption):
         opt = str(getattr(exc, "option_name", ""))
         text = _meant_as_text(argv, opt)

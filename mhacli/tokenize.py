@@ -73,6 +73,10 @@ def graphemes(text: str) -> list[str]:
         start = i
         ch = text[i]
         i += 1
+        if ch.isspace():
+            # White space never carries marks or joiners: they start their own cluster.
+            clusters.append(ch)
+            continue
         if _is_regional(ch) and i < n and _is_regional(text[i]):
             i += 1  # a flag is a pair of regional indicators
         while i < n:
@@ -102,7 +106,7 @@ def _is_ideographic(ch: str) -> bool:
 
 def _visible(piece: str) -> bool:
     """False for a piece that draws nothing: only joiners and tag characters."""
-    return any(ch not in _KEEP_FORMAT and not _is_tag(ch) for ch in piece)
+    return any(ch not in _KEEP_FORMAT and not _is_tag(ch) and not ch.isspace() for ch in piece)
 
 
 def tokenize(text: str, tokenizer: str = "word") -> list[str]:

@@ -25,7 +25,7 @@ from mhacli import __version__
 from mhacli.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
 from mhacli.errors import ExitCode, MhaError, UsageError
 from mhacli.files import check_target
-from mhacli.inputs import resolve_text
+from mhacli.inputs import count_tokens, resolve_text
 
 console = Console()
 err_console = Console(stderr=True)
@@ -244,6 +244,11 @@ def explain(
     json_out: JsonOpt = False,
     max_tokens: MaxTokensOpt = 40,
     html: HtmlOpt = None,
+    out: OutOpt = Path("mha-output"),
+    plots: PlotsOpt = True,
+    fmt: FormatOpt = "png",
+    dpi: DpiOpt = 150,
+    query: QueryOpt = None,
 ) -> None:
     """Walk through multi-head attention on TEXT, step by step.
 
@@ -259,10 +264,12 @@ def explain(
         check_target(save_npz, "--save-npz")
     if html is not None:
         check_target(html, "--html")
+    fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
 
     from mhacli.core import run
 
     trace = run(body, **vars_of(config))
+    position = _query_position(trace, query)
     written: list[str] = []
     if json_out:
         from mhacli.export import trace_json
@@ -272,6 +279,9 @@ def explain(
         from mhacli.render_terminal import walkthrough
 
         _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
+        _print_grids(trace, max_tokens, position, out if plots else None)
+    if plots:
+        written += _save_figures(trace, out, fmt, dpi, position, max_tokens)
     if save_npz is not None:
         from mhacli.export import save_npz as write_npz
 
@@ -306,6 +316,61 @@ def _report_written(paths: list[str], to_stderr: bool = False) -> None:
     (err_console if to_stderr else console).print(files_written(paths), highlight=False)
 
 
+def _check_figure_options(plots: bool, out: Path, fmt: str, dpi: int) -> tuple[str, int]:
+    """Refuse a bad --format, --dpi or --out before any work; create --out when figures are on."""
+    from mhacli.figures import check_dpi, check_format
+    from mhacli.files import prepare_out_dir
+
+    fmt, dpi = check_format(fmt), check_dpi(dpi)
+    if plots:
+        prepare_out_dir(out)
+    return fmt, dpi
+
+
+def _query_position(trace: Any, query: str | None) -> int | None:
+    from mhacli.figures import resolve_query
+
+    return resolve_query(trace.tokens, query)
+
+
+def _single_head(trace: Any) -> Any:
+    """The same X and weight matrices run as ONE head of size d: the magnifier's contrast."""
+    from dataclasses import replace
+
+    from mhacli.core import Trace, attend
+
+    parts = attend(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1, trace.config.causal)
+    return Trace(config=replace(trace.config, heads=1), tokens=trace.tokens, token_ids=trace.token_ids,
+                 X=trace.X, W_q=trace.W_q, W_k=trace.W_k, W_v=trace.W_v, W_o=trace.W_o,
+                 embeddings=trace.embeddings, positions=trace.positions, source=trace.source, **parts)
+
+
+def _print_grids(trace: Any, max_tokens: int, query: int | None, figures_at: Path | None) -> None:
+    from mhacli.terminal_grid import head_grids
+
+    console.print()
+    console.print(head_grids(trace, width=console.width, max_tokens=max_tokens, query=query,
+                             figures_at=str(figures_at) if figures_at is not None else None))
+    console.print()
+
+
+def _notes(notices: list[str]) -> None:
+    """Things worth knowing that are not errors (a missing glyph, leftover files): once each, on stderr."""
+    for notice in notices:
+        line = Text("mha: note: ", style="bold yellow")
+        line.append(notice)
+        err_console.print(line, soft_wrap=True, highlight=False)
+
+
+def _save_figures(trace: Any, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int) -> list[str]:
+    from mhacli.figures import save_figures
+
+    saved = save_figures(trace, _single_head(trace), out, fmt=fmt, dpi=dpi, query=query,
+                         max_tokens=max_tokens)
+    _notes(saved.notices)
+    return [str(p) for p in saved]
+
+
 @app.command()
 def show(
     ctx: typer.Context,
@@ -313,24 +378,103 @@ def show(
     max_tokens: MaxTokensOpt = 40,
     show_values: ShowValuesOpt = False,
     html: HtmlOpt = None,
+    out: OutOpt = Path("mha-output"),
+    plots: PlotsOpt = True,
+    fmt: FormatOpt = "png",
+    dpi: DpiOpt = 150,
+    query: QueryOpt = None,
 ) -> None:
-    """Re-render the walkthrough from a saved .npz, without recomputing anything.
+    """Re-render the walkthrough and the figures from a saved .npz, without recomputing attention.
 
     Example: [bold]mha explain "the cat sat on the mat" --save-npz cat.npz && mha show cat.npz --html cat.html[/bold]
     """
     if html is not None:
         check_target(html, "--html")
+    fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
     from mhacli.export import load_trace
     from mhacli.render_terminal import walkthrough
 
     trace = load_trace(trace_file)
+    position = _query_position(trace, query)
     _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
+    _print_grids(trace, max_tokens, position, out if plots else None)
     written: list[str] = []
+    if plots:
+        written += _save_figures(trace, out, fmt, dpi, position, max_tokens)
     if html is not None:
         from mhacli.html import write_html
 
         written.append(str(write_html(trace, html, max_tokens=_html_max_tokens(ctx, max_tokens))))
     _report_written(written)
+
+
+@app.command()
+def compare(
+    text: TextArg = None,
+    file: FileOpt = None,
+    sample: SampleOpt = None,
+    heads: HeadsOpt = 4,
+    d_model: DModelOpt = 16,
+    seed: SeedOpt = 0,
+    tokenizer: TokenizerOpt = "word",
+    positions: PositionsOpt = True,
+    causal: CausalOpt = False,
+    weights: WeightsOpt = "random",
+    max_tokens: MaxTokensOpt = 40,
+    out: OutOpt = Path("mha-output"),
+    plots: PlotsOpt = True,
+    fmt: FormatOpt = "png",
+    dpi: DpiOpt = 150,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print the measured numbers as one JSON document and nothing else.")] = False,
+) -> None:
+    """One magnifier against h: a single head of size d beside h heads of size d/h.
+
+    Same text, embedding, seed and weight matrices; prints how spread each head's
+    attention is (mean row entropy, in bits, against the uniform maximum) and how
+    different the heads are from each other (mean pairwise Jensen–Shannon
+    divergence; 0 for identical heads), and saves single-vs-multi.png.
+
+    Example: [bold]mha compare "the cat sat on the mat" --heads 4[/bold]
+    """
+    body = resolve_text(text, file, sample)
+    config = Config(heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer,
+                    positions=positions, causal=causal, weights=weights)
+    fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
+    count_tokens(body, config, json=json_out)
+
+    from mhacli.compare import compare as measure
+    from mhacli.core import run
+
+    trace = run(body, **vars_of(config))
+    single = _single_head(trace)
+    comparison = measure(trace, single)
+    written: list[str] = []
+    if plots:
+        from mhacli.figures import save_compare
+
+        saved = save_compare(trace, single, out, fmt=fmt, dpi=dpi, max_tokens=max_tokens,
+                             comparison=comparison)
+        _notes(saved.notices)
+        written += [str(p) for p in saved]
+    if json_out:
+        import json
+
+        sys.stdout.write(json.dumps({**comparison.to_dict(), "files": written}, ensure_ascii=False) + "\n")
+    else:
+        from mhacli.terminal_grid import comparison_panel, head_grids
+
+        _print(comparison_panel(comparison))
+        console.print()
+        _print(head_grids(single, width=console.width, max_tokens=max_tokens,
+                          figures_at=str(out) if plots else None,
+                          title=f"One head of size d = {trace.d_model}", single=True))
+        console.print()
+        _print(head_grids(trace, width=console.width, max_tokens=max_tokens,
+                          figures_at=str(out) if plots else None,
+                          title=f"{trace.num_heads} heads of size d/h = {trace.d_k}"))
+        console.print()
+    _report_written(written, to_stderr=json_out)
 
 
 @app.command()
@@ -350,8 +494,14 @@ def verify(trace_file: TraceArg) -> None:
     trace = load_trace(trace_file)
     checks = run_checks(trace)
     _print(verify_table(trace, checks))
-    if not all(c.ok for c in checks):
-        raise typer.Exit(int(ExitCode.FAILURE))
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        from mhacli.errors import RunError
+
+        names = ", ".join(sorted({c.array for c in failed}))
+        raise RunError(f"{len(failed)} of {len(checks)} checks differ by more than {failed[0].tolerance:g} "
+                       f"({names}): the arrays in this file are not what its weights compute; "
+                       "it was changed after 'mha explain' wrote it.")
 
 
 DEFAULT_SAMPLE = "cat"

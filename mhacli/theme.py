@@ -43,3 +43,73 @@ def head_color(i: int) -> str:
 def head_style(i: int) -> str:
     """Rich style for head i's label."""
     return f"bold {head_color(i)}" if head_color(i) != "#000000" else "bold"
+
+# The heatmap colour map, sampled at 0, 0.1, … 1 (matplotlib's viridis), so the
+# terminal grid can shade cells like the figures without importing matplotlib.
+HEATMAP_ANCHORS = (
+    "#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c",
+    "#22a884", "#44bf70", "#7ad151", "#bddf26", "#fde725",
+)
+HATCH_COLOR = "#777777"  # the hatch lines drawn over masked cells
+PAPER_COLOR = "#FFFFFF"  # figure background and the "no attention" end of a token shade
+LABEL_COLOR = "#222222"  # ordinary text in figures
+
+
+def _rgb(hex_color: str) -> tuple[float, float, float]:
+    h = hex_color.lstrip("#")
+    return tuple(int(h[k : k + 2], 16) / 255 for k in (0, 2, 4))  # type: ignore[return-value]
+
+
+def _hex(rgb: tuple[float, float, float]) -> str:
+    return "#" + "".join(f"{round(max(0.0, min(1.0, c)) * 255):02x}" for c in rgb)
+
+
+def heat_color(value: float) -> str:
+    """The heatmap colour of a weight in 0..1, as ``#rrggbb`` (linear between the viridis anchors)."""
+    v = max(0.0, min(1.0, float(value))) * (len(HEATMAP_ANCHORS) - 1)
+    k = min(int(v), len(HEATMAP_ANCHORS) - 2)
+    lo, hi = _rgb(HEATMAP_ANCHORS[k]), _rgb(HEATMAP_ANCHORS[k + 1])
+    t = v - k
+    return _hex(tuple(a + (b - a) * t for a, b in zip(lo, hi)))  # type: ignore[arg-type]
+
+
+def tint(color: str, amount: float) -> str:
+    """``color`` mixed into white: 0 gives white, 1 gives the colour itself (token shading)."""
+    a = max(0.0, min(1.0, float(amount)))
+    return _hex(tuple(1.0 + (c - 1.0) * a for c in _rgb(color)))  # type: ignore[arg-type]
+
+
+def luminance(color: str) -> float:
+    """Relative luminance (WCAG) of ``#rrggbb``: 0 black … 1 white."""
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (lin(c) for c in _rgb(color))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def ink_on(background: str) -> str:
+    """Black or white, whichever reads better on ``background`` (WCAG contrast)."""
+    lum = luminance(background)
+    return "#000000" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "#FFFFFF"
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG contrast ratio between two colours (1 … 21)."""
+    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def text_color(color: str, background: str = PAPER_COLOR, minimum: float = 3.0) -> str:
+    """``color`` darkened just enough to read as text on ``background`` (yellow on white would vanish)."""
+    rgb = _rgb(color)
+    for step in range(21):
+        shade = _hex(tuple(c * (1 - step / 20) for c in rgb))  # type: ignore[arg-type]
+        if contrast(shade, background) >= minimum:
+            return shade
+    return "#000000"
+
+
+def head_text_color(i: int) -> str:
+    """Head i's colour for text on white: the same hue, darkened when it is too pale to read."""
+    return text_color(head_color(i))

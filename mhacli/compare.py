@@ -1,0 +1,105 @@
+"""One magnifier against h: the two numbers behind ``mha compare``.
+
+Both read attention weights only (never recompute attention):
+
+* how spread each head's attention is — the mean over queries of the row
+  entropy in bits, against the uniform maximum (every visible key equal);
+* how different the heads are from each other — the mean Jensen–Shannon
+  divergence of their rows over all pairs of heads (0 = identical heads,
+  1 bit = heads that never look at the same key).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mhacli.analysis import max_row_entropy, mean_pairwise_js, row_entropy
+
+if TYPE_CHECKING:
+    from mhacli.core import Trace
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How widely one head (or the single head) spreads its attention."""
+
+    name: str  # "1 head" or "head 3"
+    head: int | None  # 0-based head index; None for the single head
+    d_k: int  # the head's width: d for the single head, d/h for each of h heads
+    mean_entropy: float  # bits, mean over queries
+    max_entropy: float  # bits, mean over queries of log2(visible keys)
+    top_key: int  # the key that receives the most attention, summed over queries
+
+    @property
+    def focus(self) -> float:
+        """1 − entropy / maximum: 0 = uniform, 1 = every query on one key."""
+        return 1.0 if self.max_entropy == 0 else 1.0 - self.mean_entropy / self.max_entropy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "head": None if self.head is None else self.head + 1,
+                "d_k": self.d_k, "mean_entropy_bits": self.mean_entropy,
+                "max_entropy_bits": self.max_entropy, "focus": self.focus, "top_key": self.top_key}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The single head and each of the h heads, side by side, with how different the heads are."""
+
+    tokens: tuple[str, ...]
+    d_model: int
+    causal: bool
+    single: Spread
+    heads: tuple[Spread, ...]
+    mean_pairwise_js: float  # bits; 0 for identical heads (and for h = 1)
+
+    @property
+    def mean_head_entropy(self) -> float:
+        return float(np.mean([s.mean_entropy for s in self.heads]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tokens": list(self.tokens),
+            "d_model": self.d_model,
+            "heads": len(self.heads),
+            "causal": self.causal,
+            "uniform_max_entropy_bits": self.single.max_entropy,
+            "single_head": self.single.to_dict(),
+            "per_head": [s.to_dict() for s in self.heads],
+            "mean_head_entropy_bits": self.mean_head_entropy,
+            "mean_pairwise_js_bits": self.mean_pairwise_js,
+        }
+
+
+def spread(weights: np.ndarray, causal: bool, name: str, head: int | None, d_k: int) -> Spread:
+    """The :class:`Spread` of one (N, N) weight matrix."""
+    n = weights.shape[-1]
+    return Spread(
+        name=name,
+        head=head,
+        d_k=d_k,
+        mean_entropy=float(row_entropy(weights).mean()),
+        max_entropy=float(max_row_entropy(n, causal).mean()),
+        top_key=int(np.argmax(weights.sum(axis=0))),  # (N, N) -> (N,): attention each key receives
+    )
+
+
+def compare(trace: Trace, single: Trace) -> Comparison:
+    """Measure ``trace`` (h heads) against ``single`` (one head of size d, same X and weights)."""
+    if single.num_heads != 1:
+        raise ValueError(f"the single-head trace has {single.num_heads} heads, expected 1")
+    if single.tokens != trace.tokens:
+        raise ValueError("the single-head trace was run on different tokens")
+    causal = trace.config.causal
+    weights = np.asarray(trace.weights)  # (h, N, N)
+    return Comparison(
+        tokens=trace.tokens,
+        d_model=trace.d_model,
+        causal=causal,
+        single=spread(np.asarray(single.weights[0]), causal, "1 head", None, single.d_k),
+        heads=tuple(spread(weights[i], causal, f"head {i + 1}", i, trace.d_k)
+                    for i in range(trace.num_heads)),
+        mean_pairwise_js=mean_pairwise_js(weights),
+    )

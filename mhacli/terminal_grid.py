@@ -1,0 +1,188 @@
+"""Each head's weights as a coloured grid in the terminal, and the ``mha compare`` table.
+
+Cells hold the weight in percent on a background from the same colour map as
+the figures (``theme.heat_color``), so the terminal and the PNGs read alike;
+without colour (``NO_COLOR``, a pipe) the numbers alone still carry everything.
+Functions return Rich renderables and never print.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+from rich import box
+from rich.cells import cell_len
+from rich.console import Group, RenderableType
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from mhacli import theme
+from mhacli.analysis import summarize_heads
+from mhacli.figures import token_view
+from mhacli.tokenize import graphemes, label
+
+if TYPE_CHECKING:
+    from mhacli.compare import Comparison
+    from mhacli.core import Trace
+
+CELL = 4  # cells are " 38" plus one space: room for "100"
+ROW_LABEL = 8  # terminal cells for a query token's label
+GAP = 3  # between grids placed side by side
+
+
+def fit(text: str, cells: int) -> str:
+    """``text`` cut (with …) or padded to exactly ``cells`` terminal cells; wide characters count 2."""
+    if cell_len(text) <= cells:
+        return text + " " * (cells - cell_len(text))
+    out, used = "", 0
+    for cluster in graphemes(text):
+        w = cell_len(cluster)
+        if used + w > cells - 1:
+            break
+        out += cluster
+        used += w
+    return out + "…" + " " * (cells - used - 1)
+
+
+def grid_width(n_tokens: int) -> int:
+    """Terminal cells one head's grid needs for ``n_tokens`` tokens."""
+    return len(str(max(n_tokens - 1, 0))) + 1 + ROW_LABEL + 1 + n_tokens * CELL
+
+
+def head_grid(weights: np.ndarray, tokens: Sequence[str], *, start: int = 0,
+              mask: np.ndarray | None = None, query: int | None = None,
+              title: Text | None = None) -> Text:
+    """One weight matrix (n, n) as text: keys across the top, queries down the side, weights in %."""
+    n = weights.shape[0]
+    pos_w = len(str(start + n - 1))
+    lead = " " * (pos_w + 1 + ROW_LABEL + 1)
+    out = Text()
+    if title is not None:
+        out.append_text(title)
+        out.append("\n")
+    out.append(lead)
+    for j in range(n):
+        out.append(" " + fit(label(tokens[j], 6), CELL - 1), style=theme.STYLE_DIM)
+    out.append("\n" + lead)
+    for j in range(n):
+        out.append(f"{start + j:>{CELL}}", style=theme.STYLE_DIM)
+    for r in range(n):
+        is_query = query is not None and start + r == query
+        out.append("\n")
+        out.append(f"{start + r:>{pos_w}} ", style=theme.STYLE_DIM)
+        out.append(fit(label(tokens[r], 16), ROW_LABEL), style="bold" if is_query else "")
+        out.append("▶" if is_query else " ")
+        for c in range(n):
+            out.append(" ")
+            if mask is not None and mask[r, c]:
+                out.append("  ·", style=theme.STYLE_DIM)
+                continue
+            v = float(weights[r, c])
+            bg = theme.heat_color(v)
+            out.append(f"{round(v * 100):>3d}", style=Style(color=theme.ink_on(bg), bgcolor=bg))
+    return out
+
+
+def legend() -> Text:
+    """The colour scale and how to read a grid, in one line."""
+    text = Text("0% ", style=theme.STYLE_DIM)
+    for k in range(11):
+        text.append(" ", style=Style(bgcolor=theme.heat_color(k / 10)))
+    text.append(" 100%", style=theme.STYLE_DIM)
+    text.append("  row = query, column = key; rows sum to 100", style=theme.STYLE_DIM)
+    return text
+
+
+def _mask(trace: Trace) -> np.ndarray | None:
+    if trace.mask is not None:
+        return np.asarray(trace.mask)
+    if trace.config.causal:
+        return np.triu(np.ones((trace.n_tokens, trace.n_tokens), dtype=bool), k=1)
+    return None
+
+
+def fits(trace: Trace, width: int, max_tokens: int = 40) -> bool:
+    """Whether one head's grid fits ``width`` terminal cells."""
+    return grid_width(min(trace.n_tokens, max_tokens)) <= width
+
+
+def head_grids(trace: Trace, *, width: int, max_tokens: int = 40, query: int | None = None,
+               figures_at: str | None = None, title: str = "Each head's weights",
+               single: bool = False) -> RenderableType:
+    """Every head as a coloured grid, side by side when they fit; otherwise one line saying where to look."""
+    heading = Text(title, style=theme.STYLE_TITLE)
+    view = token_view(trace.n_tokens, max_tokens, query)
+    start, stop, n = view.start, view.stop, view.n
+    if grid_width(n) > width:
+        where = (f"the heatmaps are in {figures_at}" if figures_at else
+                 "run without --no-plots to save them as figures")
+        return Text(f"The weight grids of {n} tokens need {grid_width(n)} columns and this terminal "
+                    f"has {width}; {where} (or widen the terminal, or lower --max-tokens).",
+                    style=theme.STYLE_DIM)
+    mask = _mask(trace)
+    if mask is not None:
+        mask = mask[start:stop, start:stop]
+    tokens = trace.tokens[start:stop]
+    summaries = summarize_heads(np.asarray(trace.weights), trace.config.causal)
+    grids = []
+    for i in range(trace.num_heads):
+        s = summaries[i]
+        rule = trace.rules[i] if trace.rules is not None and i < len(trace.rules) else None
+        head_title = (Text("● 1 head", style=f"bold {theme.SINGLE_HEAD_COLOR}") if single
+                      else Text(f"● head {i + 1}", style=theme.head_style(i)))
+        head_title.append(f"  {rule if rule else s.describe()}", style=theme.STYLE_DIM)
+        grids.append(head_grid(np.asarray(trace.weights[i])[start:stop, start:stop], tokens,
+                               start=start, mask=mask, query=query, title=head_title))
+    per_row = max(1, (width + GAP) // (grid_width(n) + GAP))
+    layout = Table.grid(padding=(0, GAP, 0, 0))
+    columns = min(per_row, len(grids))
+    for _ in range(columns):
+        layout.add_column()
+    for k in range(0, len(grids), per_row):
+        if k:
+            layout.add_row(*([""] * columns))  # a blank line between rows of grids
+        row = grids[k : k + per_row]
+        layout.add_row(*row, *([""] * (columns - len(row))))
+    parts: list[RenderableType] = [heading, layout, legend()]
+    if stop - start < trace.n_tokens:
+        parts.append(Text(f"Showing tokens {start}–{stop - 1} of {trace.n_tokens} (--max-tokens {n}).",
+                          style=theme.STYLE_DIM))
+    if query is not None:
+        parts.append(Text(f"▶ marks the query “{label(trace.tokens[query], 16)}” (position {query}).",
+                          style=theme.STYLE_DIM))
+    return Group(*parts)
+
+
+def comparison_panel(cmp: Comparison) -> RenderableType:
+    """``mha compare``: how spread the single head and each head are, and how different the heads are."""
+    h = len(cmp.heads)
+    table = Table(title=Text(f"One magnifier against {h}", style=theme.STYLE_TITLE),
+                  title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("magnifier", overflow="fold")
+    table.add_column("width", justify="right")
+    table.add_column("mean entropy", justify="right")
+    table.add_column("of max", justify="right")
+    table.add_column("focus", justify="right")
+    table.add_column("looks most at", overflow="fold")
+    rows = [(cmp.single, Text("● 1 head", style=f"bold {theme.SINGLE_HEAD_COLOR}"))]
+    rows += [(s, Text(f"● head {s.head + 1}", style=theme.head_style(s.head or 0))) for s in cmp.heads]
+    for k, (s, name) in enumerate(rows):
+        if k == 1:
+            table.add_section()
+        table.add_row(name, f"{'d' if s.head is None else 'd/h'} = {s.d_k}",
+                      Text(f"{s.mean_entropy:.2f} b", style=theme.STYLE_NUMBER),
+                      f"{s.max_entropy:.2f} b", f"{s.focus:.0%}",
+                      Text(f"{label(cmp.tokens[s.top_key], 14)} (pos {s.top_key})"))
+    js = Text("How different the heads are: mean pairwise Jensen–Shannon divergence ")
+    js.append(f"{cmp.mean_pairwise_js:.3f} bits", style=theme.STYLE_NUMBER)
+    js.append(" (0 = identical heads, 1 = heads that never look at the same token).")
+    sharper = sum(s.mean_entropy < cmp.single.mean_entropy for s in cmp.heads)
+    verdict = Text(f"{sharper} of {h} heads spread their attention less than the single head "
+                   f"(mean {cmp.mean_head_entropy:.2f} b against {cmp.single.mean_entropy:.2f} b).",
+                   style=theme.STYLE_DIM)
+    note = Text("Entropy: how spread a head's attention is, in bits, averaged over queries; "
+                "the maximum is every visible key weighted equally. Focus = 1 − entropy/max.",
+                style=theme.STYLE_DIM)
+    return Group(table, js, verdict, note)

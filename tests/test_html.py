@@ -288,3 +288,16 @@ def test_installed_mha_writes_the_page(runner, in_tmp):
     assert str(target) in p.stdout
     d = data_of(target.read_text(encoding="utf-8"))
     assert d["heads"] == 4 and d["causal"]
+
+
+def test_docs_snippet_reads_the_page_back(tmp_path):
+    """docs/html.md shows how to read the numbers out of a page; that snippet must keep working."""
+    docs = Path(__file__).resolve().parent.parent / "docs" / "html.md"
+    snippet = re.search(r"```python\n(.*?)```", docs.read_text(encoding="utf-8"), re.S).group(1)
+    t = run(SENTENCE, heads=4)
+    write_html(t, tmp_path / "animal.html")
+    p = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    token, row = p.stdout.strip().split(" ", 1)
+    assert token == "it" == t.tokens[9]
+    np.testing.assert_allclose(json.loads(row), t.weights[0, 9], atol=0.5e-4 + 1e-12)

@@ -175,7 +175,7 @@ def test_hovering_a_token_shows_its_weights_for_every_head(open_page):
         assert tops.count() == 4
         for h in range(4):
             best = int(np.argmax(w[h, q]))
-            assert f"{t.tokens[best]} {w[h, q, best]:.4f}" in tops.nth(h).inner_text()
+            assert f"\u201c{t.tokens[best]}\u201d {w[h, q, best]:.4f}" in tops.nth(h).inner_text()
         assert f"\u201c{t.tokens[q]}\u201d" in p.inner_text("#query-title")
 
 

@@ -31,16 +31,6 @@ DATA_PLACEHOLDER = "/*MHA_DATA_JSON*/"
 WEIGHT_DECIMALS = 4  # exact enough to read, small enough that 200 tokens stay a few MB
 SCORE_DECIMALS = 3
 
-# matplotlib's viridis (theme.HEATMAP_CMAP) at 17 evenly spaced points; linear
-# interpolation between them stays within 6/255 of the real map, so the page's
-# heatmaps match the figures without shipping matplotlib.  tests/test_html.py
-# checks these against matplotlib.
-VIRIDIS_STOPS = (
-    "#440154", "#48186a", "#472d7b", "#424086", "#3b528b", "#33638d", "#2c728e", "#26828e",
-    "#21918c", "#1fa088", "#28ae80", "#3fbc73", "#5ec962", "#84d44b", "#addc30", "#d8e219",
-    "#fde725",
-)
-
 # Written into a JSON string inside <script>: these must never appear raw.
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
@@ -89,7 +79,9 @@ def page_data(trace: Trace, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, A
         "colors": [theme.head_color(i) for i in range(trace.num_heads)],
         "average_color": theme.AVERAGE_COLOR,
         "mask_color": theme.MASK_COLOR,
-        "cmap": {"name": theme.HEATMAP_CMAP, "stops": list(VIRIDIS_STOPS)},
+        "hatch_color": theme.HATCH_COLOR,
+        # The same anchors the terminal grid interpolates, sampled from the figures' colour map.
+        "cmap": {"name": theme.HEATMAP_CMAP, "stops": list(theme.HEATMAP_ANCHORS)},
         "decimals": WEIGHT_DECIMALS,
         "weights": _rounded(window, WEIGHT_DECIMALS),
         "average": _rounded(average, WEIGHT_DECIMALS),

@@ -168,15 +168,18 @@ def test_max_tokens_must_be_positive():
         page_data(run("a b c"), max_tokens=0)
 
 
-def test_heatmap_stops_are_viridis():
+def test_heatmap_colours_come_from_the_theme():
     matplotlib = pytest.importorskip("matplotlib")
     from matplotlib.colors import to_hex
 
-    assert theme.HEATMAP_CMAP == "viridis"
-    stops = page_data(run("a b"))["cmap"]["stops"]
+    d = page_data(run("a b"))
+    # One palette: the page interpolates the theme's anchors, exactly as the terminal grid does …
+    assert d["cmap"] == {"name": theme.HEATMAP_CMAP, "stops": list(theme.HEATMAP_ANCHORS)}
+    assert d["mask_color"] == theme.MASK_COLOR and d["hatch_color"] == theme.HATCH_COLOR
+    # … and those anchors are the figures' colour map, sampled evenly.
     cmap = matplotlib.colormaps[theme.HEATMAP_CMAP]
-    expected = [to_hex(cmap(x)) for x in np.linspace(0, 1, len(stops))]
-    assert stops == expected
+    expected = [to_hex(cmap(x)) for x in np.linspace(0, 1, len(d["cmap"]["stops"]))]
+    assert [s.lower() for s in d["cmap"]["stops"]] == expected
 
 
 # ---------------------------------------------------------------------------

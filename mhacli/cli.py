@@ -165,7 +165,8 @@ def _root(
 TextArg = Annotated[Optional[str], typer.Argument(
     help="The text to explain, in quotes; '-' reads standard input.", show_default=False)]
 FileOpt = Annotated[Optional[Path], typer.Option(
-    "--file", "-f", help="Read the text from a UTF-8 file.", show_default=False, dir_okay=True)]
+    "--file", "-f", help="Read the text from a UTF-8 file.", show_default=False, dir_okay=True,
+    readable=False)]  # readable=False: mhacli.inputs says what is wrong, and how to fix it
 SampleOpt = Annotated[Optional[str], typer.Option(
     "--sample", help="Use one of the ready-made texts (see 'mha samples').", show_default=False)]
 WeightsOpt = Annotated[str, typer.Option(
@@ -185,16 +186,16 @@ ShowValuesOpt = Annotated[bool, typer.Option(
     "--show-values", help="Print the actual matrices (rounded) for short inputs.")]
 SaveNpzOpt = Annotated[Optional[Path], typer.Option(
     "--save-npz", help="Save every array of the run to this .npz file.", show_default=False,
-    dir_okay=True)]
+    dir_okay=True, readable=False)]
 JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document (config, steps, arrays) and nothing else.")]
 HtmlOpt = Annotated[Optional[Path], typer.Option(
     "--html", help="Also write one self-contained interactive page (opens offline in any browser; "
-    "up to 200 tokens, or --max-tokens when given).", show_default=False, dir_okay=True)]
+    "up to 200 tokens, or --max-tokens when given).", show_default=False, dir_okay=True, readable=False)]
 MaxTokensOpt = Annotated[int, typer.Option(
     "--max-tokens", min=1, help="Show at most this many tokens in tables and figures (long texts are windowed).")]
 TraceArg = Annotated[Path, typer.Argument(help="An .npz file written by 'mha explain --save-npz'.",
-                                          show_default=False, dir_okay=True)]
+                                          show_default=False, dir_okay=True, readable=False)]
 SampleNameArg = Annotated[Optional[str], typer.Argument(
     help="Show this sample's text and tokens instead of the list.", show_default=False)]
 TokensOpt = Annotated[int, typer.Option("--tokens", "-n", help="Number of tokens N (no text needed).")]
@@ -208,7 +209,7 @@ LessonQueryOpt = Annotated[Optional[str], typer.Option(
     "(default: the second copy of the first repeated word, else the last word).", show_default=False)]
 OutOpt = Annotated[Path, typer.Option(
     "--out", "-o", help="Folder for the figures (created if missing); only the tool's own file names "
-    "are written there.", dir_okay=True, file_okay=True)]
+    "are written there.", dir_okay=True, file_okay=True, readable=False)]
 PlotsOpt = Annotated[bool, typer.Option(
     "--plots/--no-plots", help="Save the figures (heatmap per head, all heads, magnifiers) into --out.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="Figure format: png, svg or pdf.")]
@@ -265,6 +266,7 @@ def explain(
     if html is not None:
         check_target(html, "--html")
     fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
+    count_tokens(body, config, json=json_out)  # refuse what would not fit before any array exists
 
     from mhacli.core import run
 
@@ -312,8 +314,12 @@ def _report_written(paths: list[str], to_stderr: bool = False) -> None:
     if not paths:
         return
     from mhacli.render_terminal import files_written
+    from mhacli.tokenize import printable
 
-    (err_console if to_stderr else console).print(files_written(paths), highlight=False)
+    # A file name may hold anything, escape sequences included: spell those out.
+    # soft_wrap: a long path stays on one line, so it can be copied whole.
+    (err_console if to_stderr else console).print(files_written([printable(p) for p in paths]),
+                                                  highlight=False, soft_wrap=True)
 
 
 def _check_figure_options(plots: bool, out: Path, fmt: str, dpi: int) -> tuple[str, int]:

@@ -96,7 +96,9 @@ def bad_parameter(exc: Any) -> str | None:
         bound = next(iter(ctx.values()), "?")
         rule = {"greater_than_equal": "at least", "greater_than": "more than",
                 "less_than_equal": "at most", "less_than": "less than"}[kind]
-        return f"{name} must be {rule} {bound}, got {shown(value)}."
+        plain = str(value).strip()
+        number = plain if plain.lstrip("-").isdigit() and len(plain) < 25 else shown(value)
+        return f"{name} must be {rule} {bound}, got {number}."
     if kind in ("enum", "literal_error"):
         expected = str(ctx.get("expected", "")).replace("'", "")
         expected = expected.replace(" or ", ", ")
@@ -160,8 +162,15 @@ def click_message(exc: Any, command_path: str | None = None, group: Any = None,
             # A negative number or a sentence starting with '-': it was meant as the text.
             return (f"{shown(text)} looks like an option; if it is the text, put -- before it: "
                     f"mha explain -- {shown(text, 60)}.")
-        guesses = sorted(getattr(exc, "possibilities", None) or [])
-        guess = f"; did you mean {' or '.join(guesses[:3])}?" if guesses else ""
+        if opt.lstrip("-").replace("colour", "color") in ("color", "no-color", "colors", "no-colors"):
+            return (f"no such option {shown(opt)}; colour follows the terminal: set NO_COLOR=1 to turn it "
+                    "off (it is off anyway when the output goes to a file or a pipe).")
+        import difflib
+
+        # Click suggests loosely ('--colour' -> '--out'); keep only close guesses.
+        guesses = difflib.get_close_matches(opt, sorted(getattr(exc, "possibilities", None) or []), n=3,
+                                            cutoff=0.7)
+        guess = f"; did you mean {' or '.join(guesses)}?" if guesses else ""
         return f"no such option {shown(opt)}{guess}{see if not guess else ''}".rstrip("?") + (
             "?" if guess else ".")
     if isinstance(exc, click_exceptions.BadOptionUsage):

@@ -1,0 +1,368 @@
+"""docs/errors.md cannot rot: every row's command really gets that message and exit code.
+
+The rows are listed once, below (ROWS). ``python tests/test_errors.py --write``
+runs each command in a folder of fixture files and rewrites the table in
+docs/errors.md from what ``mha`` actually printed; the tests then parse the
+table and run every row again.  Numbers that depend on the machine (how much
+memory it can spare, how many tokens fit) are compared as ``…``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "errors.md"
+MHA = Path(sys.executable).with_name("mha")
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+BEGIN, END = "<!-- errors-table:begin -->", "<!-- errors-table:end -->"
+
+# (what went wrong, the command a user typed)
+ROWS: list[tuple[str, str]] = [
+    # --- the text -----------------------------------------------------------
+    ("no text at all", "mha explain"),
+    ("empty text", 'mha explain ""'),
+    ("only white space", 'mha explain "   "'),
+    ("only invisible characters (zero-width spaces)", "mha explain --file invisible.txt"),
+    ("two sources of text", 'mha explain "the cat" --file notes.txt'),
+    ("several words without quotes", "mha explain the cat sat"),
+    ("a text that starts with a dash", 'mha explain "-5 degrees outside"'),
+    ("empty standard input", "mha explain - < empty.txt"),
+    ("unknown sample", "mha explain --sample dragons"),
+    ("unknown sample in the list command", "mha samples dragons"),
+    # --- --file ---------------------------------------------------------------
+    ("file does not exist", "mha explain --file missing.txt"),
+    ("file name mistyped", "mha explain --file note.txt"),
+    ("a folder instead of a file", "mha explain --file folder"),
+    ("a file that cannot be read (chmod 000)", "mha explain --file unreadable.txt"),
+    ("a binary file", "mha explain --file picture.png"),
+    ("a Latin-1 file", "mha explain --file latin1.txt"),
+    ("a UTF-16 file", "mha explain --file utf16.txt"),
+    ("an empty file", "mha explain --file empty.txt"),
+    ("a file of blank lines", "mha explain --file blank.txt"),
+    ("a file over 1 MiB", "mha explain --file huge.txt"),
+    ("a whole book: more tokens than memory allows", "mha explain --file book.txt"),
+    ("--json on a text whose JSON would not fit", "mha explain --file long.txt --json"),
+    # --- sizes ----------------------------------------------------------------
+    ("zero heads", 'mha explain "the cat" --heads 0'),
+    ("negative heads", 'mha explain "the cat" --heads -2'),
+    ("heads not a number", 'mha explain "the cat" --heads four'),
+    ("heads a fraction", 'mha explain "the cat" --heads 2.5'),
+    ("--heads without a value", 'mha explain "the cat" --heads'),
+    ("more heads than dimensions", 'mha explain "the cat" --heads 32 --d-model 16'),
+    ("d_model not divisible by heads", 'mha explain "the cat" --heads 3'),
+    ("d_model not divisible, many divisors", 'mha explain "the cat" --d-model 360 --heads 7'),
+    ("zero d_model", 'mha explain "the cat" --d-model 0'),
+    ("d_model not a number", 'mha explain "the cat" --d-model big'),
+    ("d_model too large for memory", 'mha explain "the cat" --d-model 10000000'),
+    ("d_model absurdly large", 'mha explain "the cat" --d-model 1000000000000000000000000000000'),
+    ("heads absurdly large", 'mha explain "the cat" --heads 99999999999999999999999999'),
+    ("negative seed", 'mha explain "the cat" --seed -1'),
+    ("--max-tokens zero", 'mha explain "the cat" --max-tokens 0'),
+    ("designed weights with too narrow heads", 'mha explain "the cat" --weights designed --heads 8'),
+    ("shapes with a size that would not fit", "mha shapes --d-model 10000000"),
+    ("shapes with zero tokens", "mha shapes --tokens 0"),
+    # --- names of things ------------------------------------------------------
+    ("unknown tokenizer", 'mha explain "the cat" --tokenizer bpe'),
+    ("unknown weights", 'mha explain "the cat" --weights trained'),
+    ("unknown dtype", 'mha explain "the cat" --dtype float16'),
+    ("unknown figure format", 'mha explain "the cat" --format jpg'),
+    ("dpi out of range", 'mha explain "the cat" --dpi 5'),
+    ("unknown command", "mha explian"),
+    ("unknown option", 'mha explain "the cat" --verbose'),
+    ("asking for no colour with an option", 'mha explain "the cat" --no-color'),
+    ("British spelling of an option", 'mha explain "the cat" --tokeniser char'),
+    ("option mistyped", 'mha explain "the cat" --head 2'),
+    ("a switch given a value", 'mha explain "the cat" --causal=yes'),
+    ("demo step out of range", 'mha demo "the cat" --step 99'),
+    ("quiz with too many questions", 'mha quiz "the cat" --questions 50'),
+    # --- --query --------------------------------------------------------------
+    ("--query past the end", 'mha explain "the cat sat" --query 7'),
+    ("--query negative", 'mha explain "the cat sat" --query -1'),
+    ("--query a word that is not there", 'mha explain "the cat sat" --query dog'),
+    # --- where output goes ----------------------------------------------------
+    ("--save-npz into a missing folder", 'mha explain "the cat" --save-npz nowhere/trace.npz'),
+    ("--save-npz onto a folder", 'mha explain "the cat" --save-npz folder'),
+    ("--save-npz onto a device", 'mha explain "the cat" --save-npz /dev/null'),
+    ("--save-npz under a file", 'mha explain "the cat" --save-npz notes.txt/trace.npz'),
+    ("--save-npz into a folder without write permission", 'mha explain "the cat" --save-npz locked/trace.npz'),
+    ("--save-npz with a name too long", 'mha explain "the cat" --save-npz ' + "n" * 260 + ".npz"),
+    ("--out an existing file", 'mha explain "the cat" --out notes.txt'),
+    ("--out a folder without write permission", 'mha explain "the cat" --out locked'),
+    ("--html onto a folder", 'mha explain "the cat" --html folder'),
+    # --- show and verify ------------------------------------------------------
+    ("show without a file", "mha show"),
+    ("show a missing file", "mha show missing.npz"),
+    ("show a folder", "mha show folder"),
+    ("show a truncated npz", "mha show truncated.npz"),
+    ("show a .npy array", "mha show array.npy"),
+    ("show someone else's npz", "mha show other.npz"),
+    ("show a text file named .npz", "mha show text.npz"),
+    ("show an npz holding pickled objects", "mha show pickled.npz"),
+    ("show an npz with an array cut short", "mha show tampered-shape.npz"),
+    ("show an npz whose head count does not divide d", "mha show tampered-heads.npz"),
+    ("show an npz whose weights are not probabilities", "mha show tampered-probs.npz"),
+    ("verify an npz whose weights were changed", "mha verify tampered-weights.npz"),
+    ("verify two files", "mha verify trace.npz other.npz"),
+]
+
+# Rows that need a user without root's powers (root may read and write anything).
+NEEDS_UNPRIVILEGED = ("unreadable.txt", "locked")
+
+
+# ---------------------------------------------------------------------------
+# Fixture files
+# ---------------------------------------------------------------------------
+
+def make_fixtures(folder: Path) -> None:
+    """The files the rows' commands name; made fresh for every run."""
+    import numpy as np
+
+    from mhacli.config import Config
+    from mhacli.core import run_tokens
+    from mhacli.export import npz_arrays, save_npz
+
+    (folder / "notes.txt").write_text("the cat sat on the mat\n", encoding="utf-8")
+    (folder / "invisible.txt").write_text("\u200b\u200b\u2060\n", encoding="utf-8")
+    (folder / "empty.txt").write_bytes(b"")
+    (folder / "blank.txt").write_text("\n   \n\t\n", encoding="utf-8")
+    (folder / "latin1.txt").write_bytes("the caf\u00e9 is open\n".encode("latin-1"))
+    (folder / "utf16.txt").write_bytes("the cat sat\n".encode("utf-16"))
+    (folder / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))
+    (folder / "huge.txt").write_bytes(b"the cat sat on the mat. " * 50_000)
+    (folder / "book.txt").write_text(" ".join(f"w{i % 5000}" for i in range(100_000)), encoding="utf-8")
+    (folder / "long.txt").write_text(" ".join(f"word{i % 997}" for i in range(5_000)), encoding="utf-8")
+    (folder / "folder").mkdir()
+    unreadable = folder / "unreadable.txt"
+    unreadable.write_text("the cat sat\n", encoding="utf-8")
+    unreadable.chmod(0o000)
+    (folder / "locked").mkdir()
+    (folder / "locked").chmod(0o555)
+
+    trace = run_tokens(["the", "cat", "sat", "on", "the", "mat"], Config())
+    save_npz(trace, folder / "trace.npz")
+    good = npz_arrays(trace)
+    (folder / "truncated.npz").write_bytes((folder / "trace.npz").read_bytes()[:1500])
+    np.save(folder / "array.npy", np.zeros(3))
+    np.savez(folder / "other.npz", images=np.zeros((2, 2)), labels=np.arange(2))
+    (folder / "text.npz").write_text("not an archive\n", encoding="utf-8")
+    np.savez(folder / "pickled.npz", **{**good, "tokens": np.array(["the", 3], dtype=object)})
+    np.savez(folder / "tampered-shape.npz", **{**good, "Q": good["Q"][:, :4]})
+    np.savez(folder / "tampered-heads.npz", **{**good, "num_heads": np.array(3)})
+    np.savez(folder / "tampered-probs.npz", **{**good, "weights": good["weights"] * 2})
+    np.savez(folder / "tampered-weights.npz", **{**good, "W_q": good["W_q"] + 0.1})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int
+    message: str  # the one line on stderr
+
+
+def _argv(command: str) -> tuple[list[str], str | None]:
+    words = shlex.split(command)
+    assert words[0] == "mha", command
+    stdin = None
+    if "<" in words:
+        at = words.index("<")
+        stdin, words = words[at + 1], words[:at]
+    return words[1:], stdin
+
+
+def _unprivileged(command: str) -> bool:
+    return any(name in shlex.split(command) or any(w.startswith(name + "/") for w in shlex.split(command))
+               for name in NEEDS_UNPRIVILEGED)
+
+
+def _as_nobody() -> list[str] | None:
+    setpriv = Path("/usr/bin/setpriv")
+    return [str(setpriv), "--reuid=65534", "--regid=65534", "--clear-groups"] if setpriv.exists() else None
+
+
+def _in_process(args: list[str], stdin: bytes | None, folder: Path) -> tuple[int, str]:
+    """The command through Typer's CliRunner (the app's own error handling runs inside it)."""
+    from typer.testing import CliRunner
+
+    from mhacli.cli import app
+
+    here = Path.cwd()
+    os.chdir(folder)
+    try:
+        result = CliRunner().invoke(app, args, input=stdin)
+    finally:
+        os.chdir(here)
+    return result.exit_code, result.stderr
+
+
+def _installed(args: list[str], stdin: Path | None, folder: Path, prefix: list[str]) -> tuple[int, str]:
+    """The command as a person runs it: the installed script in a real process."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "TERM")}
+    env.update(MPLBACKEND="Agg", MPLCONFIGDIR=str(folder / ".mpl"), HOME=str(folder))
+    with open(stdin, "rb") if stdin else open(os.devnull, "rb") as handle:
+        p = subprocess.run(prefix + [str(MHA), *args], stdin=handle, capture_output=True, text=True,
+                           cwd=folder, env=env, timeout=300)
+    return p.returncode, p.stderr
+
+
+def run_row(command: str, folder: Path, installed: bool = False) -> Outcome:
+    """Run one row's command in ``folder`` and return its exit code and its one line on stderr.
+
+    In-process by default (fast); rows that need an unprivileged user, and
+    ``installed=True``, run the installed ``mha`` in a real process.
+    """
+    args, stdin = _argv(command)
+    if _unprivileged(command) and IS_ROOT:
+        nobody = _as_nobody()
+        if nobody is None:
+            pytest.skip("root reads and writes anything, and setpriv is missing to drop to 'nobody'")
+        code, err = _installed(args, folder / stdin if stdin else None, folder, nobody)
+    elif installed:
+        code, err = _installed(args, folder / stdin if stdin else None, folder, [])
+    else:
+        code, err = _in_process(args, (folder / stdin).read_bytes() if stdin else None, folder)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, f"{command!r} printed {len(lines)} lines on stderr:\n{err}"
+    return Outcome(code, lines[0])
+
+
+def normalize(message: str) -> str:
+    """Machine-dependent numbers (free memory, tokens that fit) as '…'."""
+    message = re.sub(r"the [\d.,]+ [KMGTPE]iB this machine can spare", "the … this machine can spare", message)
+    message = re.sub(r"at most [\d,]+ tokens fit", "at most … tokens fit", message)
+    message = re.sub(r"need about [\d.,]+ [KMGTPE]iB", "need about …", message)
+    return message
+
+
+# ---------------------------------------------------------------------------
+# The table in docs/errors.md
+# ---------------------------------------------------------------------------
+
+def _cell(text: str) -> str:
+    return "`" + text.replace("|", "\\|") + "`"
+
+
+def _uncell(cell: str) -> str:
+    cell = cell.strip()
+    assert cell.startswith("`") and cell.endswith("`"), cell
+    return cell[1:-1].replace("\\|", "|")
+
+
+def render_table(outcomes: list[tuple[str, str, Outcome]]) -> str:
+    lines = ["| what went wrong | command | exit | message |", "| --- | --- | --- | --- |"]
+    for mistake, command, out in outcomes:
+        lines.append(f"| {mistake} | {_cell(command)} | {out.exit_code} | {_cell(out.message)} |")
+    return "\n".join(lines)
+
+
+def parse_table(doc: str) -> list[tuple[str, str, int, str]]:
+    """(mistake, command, exit code, message) of every row between the markers."""
+    body = doc.split(BEGIN, 1)[1].split(END, 1)[0]
+    rows = []
+    for line in body.strip().splitlines()[2:]:
+        cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+        assert len(cells) == 4, line
+        rows.append((cells[0].strip(), _uncell(cells[1]), int(cells[2]), _uncell(cells[3])))
+    return rows
+
+
+def fixture_folder() -> Path:
+    """A folder under /tmp that an unprivileged user may enter (pytest's tmp_path is root-only)."""
+    folder = Path(tempfile.mkdtemp(prefix="mha-errors-", dir="/tmp"))
+    folder.chmod(0o755)
+    make_fixtures(folder)
+    return folder
+
+
+def _remove(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        try:
+            path.chmod(0o755)
+        except OSError:
+            pass
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_doc() -> None:
+    folder = fixture_folder()
+    try:
+        outcomes = [(m, c, run_row(c, folder)) for m, c in ROWS]
+    finally:
+        _remove(folder)
+    doc = DOC.read_text(encoding="utf-8")
+    head, rest = doc.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    DOC.write_text(f"{head}{BEGIN}\n{render_table(outcomes)}\n{END}{tail}", encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------
+
+DOC_ROWS = parse_table(DOC.read_text(encoding="utf-8")) if DOC.exists() else []
+
+
+@pytest.fixture(scope="module")
+def folder():
+    made = fixture_folder()
+    yield made
+    _remove(made)
+
+
+def test_the_doc_lists_every_row_and_nothing_else():
+    assert [(m, c) for m, c, _, _ in DOC_ROWS] == ROWS, "run: python tests/test_errors.py --write"
+
+
+@pytest.mark.parametrize("mistake,command,exit_code,message", DOC_ROWS, ids=[r[0] for r in DOC_ROWS])
+def test_each_row_gets_its_documented_message(folder, mistake, command, exit_code, message):
+    got = run_row(command, folder)
+    assert got.exit_code == exit_code, got
+    assert normalize(got.message) == normalize(message)
+
+
+@pytest.mark.parametrize("mistake,command,exit_code,message", DOC_ROWS, ids=[r[0] for r in DOC_ROWS])
+def test_each_message_reads_as_one_sentence_with_a_fix(mistake, command, exit_code, message):
+    assert message.startswith("mha: error: ")
+    assert "Traceback" not in message and "this is a bug" not in message
+    assert not re.search(r"unexpected [A-Z]\w*(Error|Exception)", message), "a crash dressed as a message"
+    assert message.endswith((".", "?")), message
+    assert exit_code in (1, 2)
+    assert "\x1b" not in message
+    assert len(message) < 400, "one line a person reads, not a paragraph"
+
+
+# A sample of rows through the installed script, to show the in-process runs say the same.
+INSTALLED_SAMPLE = ["mha explain", 'mha explain "the cat" --heads four', "mha explain - < empty.txt",
+                    "mha explain --file latin1.txt", "mha show truncated.npz", "mha verify tampered-weights.npz",
+                    'mha explain "-5 degrees outside"', "mha explian"]
+
+
+@pytest.mark.skipif(not MHA.exists(), reason="the mha console script is not installed")
+@pytest.mark.parametrize("command", INSTALLED_SAMPLE)
+def test_the_installed_script_says_the_same(folder, command):
+    row = {c: (code, msg) for _, c, code, msg in DOC_ROWS}[command]
+    got = run_row(command, folder, installed=True)
+    assert (got.exit_code, normalize(got.message)) == (row[0], normalize(row[1]))
+
+
+def test_usage_errors_are_2_and_run_time_failures_are_1():
+    codes = {command: code for _, command, code, _ in DOC_ROWS}
+    assert codes["mha verify tampered-weights.npz"] == 1
+    assert sum(1 for c in codes.values() if c == 2) == len(codes) - 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        write_doc()
+        print(f"wrote {DOC.relative_to(ROOT)} ({len(ROWS)} rows)")
+    else:
+        print(__doc__)

@@ -307,3 +307,105 @@ def test_quiz_on_designed_weights_follows_the_rules():
 def test_quiz_refuses_a_bad_question_count(runner):
     result = runner.invoke(app, ["quiz", "--questions", "0"])
     assert result.exit_code == 2 and "--questions must be from 1 to 20" in result.output
+
+
+# --------------------------------------------------------------------------
+# The classroom docs: links that work on GitHub, answers that match the tool
+# --------------------------------------------------------------------------
+
+DOCS = ("lesson-plan.md", "lesson-map.md", "designed-heads.md", "conventions.md", "exercises.md",
+        "reading-heatmaps.md")
+
+
+def _docs_dir():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parent.parent / "docs"
+
+
+@pytest.mark.parametrize("name", DOCS)
+def test_classroom_docs_links_and_images_resolve(name):
+    docs = _docs_dir()
+    text = (docs / name).read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)]+)\)", text)
+    assert targets, name
+    for target in targets:
+        assert not target.startswith("/"), f"{name}: absolute link {target} breaks on GitHub"
+        if target.startswith(("http://", "https://", "#")):
+            continue
+        path = target.split("#")[0]
+        assert (docs / path).exists(), f"{name}: {target} does not exist"
+    for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
+        assert image.startswith("img/lesson-"), image  # the classroom pictures are ours: lesson-*
+
+
+def test_every_classroom_command_and_option_is_documented():
+    docs = " ".join((_docs_dir() / n).read_text(encoding="utf-8") for n in DOCS)
+    for phrase in ("mha samples", "mha shapes", "mha demo", "mha quiz", "--weights designed", "--markdown",
+                   "--no-pause", "--step", "--query", "--answers", "--seed", "--causal"):
+        assert phrase in docs, phrase
+
+
+def test_exercise_answers_match_the_tool(runner):
+    from mhacli.analysis import mean_pairwise_js, row_entropy, summarize_heads
+    from mhacli.core import attend, run
+
+    text = (_docs_dir() / "exercises.md").read_text(encoding="utf-8")
+    # 1-3: shapes, parameters, cost
+    out = runner.invoke(app, ["shapes", "--tokens", "12", "--d-model", "32", "--heads", "8"]).output
+    assert all(s in out for s in ("N×d/h = 12×4", "N×N = 12×12", "N×d = 12×32"))
+    out = runner.invoke(app, ["shapes", "--tokens", "1", "--d-model", "512", "--heads", "8"]).output
+    for number in ("786,432", "262,144", "1,048,576"):
+        assert number in out and number in text
+    assert "3 · 512 · 64 = 98,304" in text and 3 * 512 * 64 == 98_304
+    out = runner.invoke(app, ["shapes", "--tokens", "18"]).output
+    assert re.search(r"total\s+28,800", out) and "28,800" in text
+    # 5: the causal count
+    assert "36 of\n81 pairs, 44 %" in text or "36 of 81 pairs, 44 %" in text.replace("\n", " ")
+    assert 9 * 8 // 2 == 36 and round(36 / 81 * 100) == 44
+    # 8: without positions the row of 'dog' is the same in both orders
+    a = run("dog bites man", positions=False, d_model=4, heads=2)
+    b = run("man bites dog", positions=False, d_model=4, heads=2)
+    assert np.allclose(a.output[0], b.output[2])
+    assert "(0.86, −0.77,\n−0.74, 0.87" in text
+    assert [f"{v:.2f}" for v in a.output[0]] == ["0.86", "-0.77", "-0.74", "0.87"]
+    assert not np.allclose(run("dog bites man", d_model=4, heads=2).output[0],
+                           run("man bites dog", d_model=4, heads=2).output[2])
+    # 9-10: designed picks on the repeated sample
+    from mhacli.samples import load_sample
+
+    trace = run(load_sample("repeated").text, weights="designed")
+    picks = trace.weights.argmax(-1)
+    assert [int(picks[i, 7]) for i in range(4)] == [6, 4, 0, 7]
+    assert [p for p in range(11) if picks[1, p] == picks[3, p]] == [0, 1, 2, 4, 5]
+    # 13: one wide head against four designed heads
+    single = attend(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1, False)["weights"]
+    assert f"{row_entropy(single).mean():.2f}" == "0.06"
+    assert f"{mean_pairwise_js(np.asarray(trace.weights)):.3f}" == "0.788"
+    # 14: random head 2 on the repeated sample
+    random_trace = run(load_sample("repeated").text)
+    head2 = summarize_heads(np.asarray(random_trace.weights), False)[1]
+    assert (random_trace.tokens[head2.top_key], head2.top_key) == ("and", 5)
+    assert f"{head2.top_share:.0%}" == "34%" and f"{head2.mean_entropy:.2f}" == "2.81"
+
+
+def test_conventions_polarity_table_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    from mhacli.core import run
+
+    trace = run("a b c", causal=True, heads=1, d_model=4)
+    blocked = torch.from_numpy(np.array(trace.mask))  # a writable copy: the trace is read-only
+    assert blocked.tolist() == [[False, True, True], [False, False, True], [False, False, False]]
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 3, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    # scaled_dot_product_attention: True = may attend, so the tool's mask must be inverted.
+    assert torch.allclose(F.scaled_dot_product_attention(q, k, v, attn_mask=~blocked), causal)
+    assert not torch.allclose(F.scaled_dot_product_attention(q, k, v, attn_mask=blocked), causal)
+    # nn.MultiheadAttention: True = blocked, the tool's polarity as it is.
+    layer = torch.nn.MultiheadAttention(4, 1, bias=False, batch_first=True).double()
+    x = torch.randn(1, 3, 4, generator=g, dtype=torch.float64)
+    _, weights = layer(x, x, x, attn_mask=blocked)
+    assert torch.all(weights[0][blocked] == 0)

@@ -73,7 +73,7 @@ def sample_view(sample: Sample, tokenizer: str = "word") -> RenderableType:
     body = Text(sample.text)
     shown = " · ".join(label(t, 16) for t in tokens)
     return Group(
-        Panel(body, title=f"{sample.name}: {len(tokens)} tokens", title_align="left", box=box.ROUNDED),
+        Panel(body, title=f"{sample.name}: {_count(len(tokens), 'token')}", title_align="left", box=box.ROUNDED),
         _note(sample.description),
         _note(Text.assemble(("tokens: ", theme.STYLE_DIM), (shown, ""))),
     )
@@ -192,6 +192,11 @@ def focus_query(trace: Trace) -> int:
         seen.add(t)
     words = [p for p, t in enumerate(trace.tokens) if any(ch.isalnum() for ch in t)]
     return words[-1] if words else trace.n_tokens - 1
+
+
+def _count(n: int, word: str) -> str:
+    """'1 token', '6 tokens'."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 def _tok(trace: Trace, p: int) -> str:
@@ -403,18 +408,21 @@ def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int =
         rules = " Here the weights were built by hand so each head follows a rule you can name: " + "; ".join(
             f"head {i + 1}, {r}" for i, r in enumerate(trace.rules)) + "."
     pc = trace.parameters
+    if h == 1:
+        rules += (" This run has a single head, one magnifier: run it again with --heads 4 to hand out "
+                  "more.")
     steps = [
         LessonStep(
             "why", "Why more than one head?",
             "Reading with one attention head is like reading through one magnifier: wherever you hold it, "
-            "one part of the text comes into focus. Multi-head attention gives the model "
-            f"h = {h} smaller magnifiers at once. Every head looks at the same {n} tokens, but each can "
-            "look for something different, like a panel of experts who each check one thing and then "
+            "one part of the text comes into focus. Multi-head attention gives the model several smaller "
+            f"magnifiers at once (here h = {h}). Every head looks at the same {_count(n, 'token')}, but each "
+            "can look for something different, like a panel of experts who each check one thing and then "
             f"pool their notes. {intro}".rstrip() + rules,
             header(trace)),
         LessonStep(
             "tokens", "Tokens and embeddings",
-            f"First the text is cut into N = {n} tokens. Each distinct token is looked up in a table E "
+            f"First the text is cut into N = {_count(n, 'token')}. Each distinct token is looked up in a table E "
             f"that holds one row of d = {d} numbers per token, so the same string always gets the same "
             f"row. Stacked, the rows make an N×d = {n}×{d} matrix."
             + (" (Designed weights use a hand-made E: a 1 in one column and a code for the word in three "
@@ -435,14 +443,14 @@ def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int =
         LessonStep(
             "projections", "Each head gets its own W_q^i, W_k^i, W_v^i",
             "A single head multiplies X by three d×d matrices W_q, W_k and W_v to get queries, keys and "
-            f"values. With {h} heads, head i gets three smaller matrices W_q^i, W_k^i, W_v^i of size "
+            f"values. With h = {_count(h, 'head')}, head i gets three smaller matrices W_q^i, W_k^i, W_v^i of size "
             f"d×d/h = {d}×{dk}: {3 * h} matrices in all. Head i's queries are Q^i = X W_q^i, an N×d/h = "
             f"{n}×{dk} matrix, and likewise K^i and V^i. PyTorch stores the h small matrices stacked in "
             "one d×d weight, so W_q^i is a block of rows of W_q, transposed.",
             per_head_table(trace)),
         LessonStep(
             "parameters", "More matrices, the same number of parameters",
-            f"{h} heads × 3 matrices × d·d/h numbers = 3·d·d = {pc.multi_head_qkv:,}: exactly what one "
+            f"h = {h} × 3 matrices × d·d/h numbers = 3·d·d = {pc.multi_head_qkv:,}: exactly what one "
             "full-width head costs. Splitting changes the shape of the work, not its size. The output "
             f"matrix W^O adds d·d = {pc.w_o:,} once, either way.",
             parameters_panel(pc, title="Parameters")),
@@ -486,7 +494,7 @@ def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int =
             values_table(trace, q)),
         LessonStep(
             "concat", "Concatenate",
-            f"The {h} head outputs, each {n}×{dk}, are laid side by side: H = [head_1 … head_h] is "
+            f"The head outputs ({h} of them, each {n}×{dk}) go side by side: H = [head_1 … head_h] is "
             f"N×d = {n}×{d} again, with head i in its own block of columns.",
             concat_table(trace)),
         LessonStep(
@@ -499,8 +507,8 @@ def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int =
             output_table(trace)),
         LessonStep(
             "magnifiers", "Each head is its own magnifier",
-            f"Back to the magnifiers: {h} heads, {h} places in focus. The table says where each head "
-            "looks most and how sharply; heads that looked at the same things would be wasted. On "
+            f"Back to the magnifiers: {_count(h, 'head')}, {_count(h, 'place')} in focus. The table says "
+            "where each head looks most and how sharply; heads that looked at the same things would be wasted. On "
             f"average the heads here differ by {mean_pairwise_js(np.asarray(trace.weights)):.2f} bits "
             "(Jensen–Shannon divergence: 0 = identical, 1 = no overlap).",
             heads_panel(trace, title="Heads")),
@@ -548,7 +556,8 @@ def next_steps(trace: Trace, source: str, options: str) -> RenderableType:
     same = f"{source} {options}".strip()
     text = Text("What next\n", style=theme.STYLE_TITLE)
     for cmd, why in (
-        (f"mha explain {same} --weights {weights}", "the same run as one walkthrough, plus --save-npz"),
+        (f"mha explain {same} --weights {weights}", "the same run as one walkthrough; heat maps in mha-output/"),
+        (f"mha compare {same} --weights {weights}", "one wide head against these narrow ones"),
         (f"mha demo {same} --weights {other}", "the lesson again with the other weights"),
         (f"mha quiz {same} --weights {weights}", "homework about this run (--answers prints the answers)"),
         (shapes, "the shapes table for a slide, no text needed"),

@@ -117,7 +117,8 @@ def _top_key(trace: Trace, rng: random.Random) -> Question:
         "attention",
         f"In head {i + 1}{rule}, which token does {_where(trace, p)} attend to most?",
         answer,
-        f"the heat map of head {i + 1} (row {p}), or the JSON 'weights'")
+        f"row {p} of head {i + 1}'s heat map (mha-output/head-{i + 1}.png from 'mha explain'), or "
+        "--show-values for short texts")
 
 
 def _sharpest(trace: Trace, rng: random.Random) -> Question | None:

@@ -64,6 +64,18 @@ def _os_error_line(exc: OSError) -> str:
     return f"{exc.strerror or exc}{where}; check the path and permissions and run the command again."
 
 
+def _tolerant_streams() -> None:
+    """On a terminal that cannot show some character (PYTHONIOENCODING=ascii, an old console),
+    print it as an escape (\\u00e9) instead of failing with UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if encoding not in ("utf8", "utf16", "utf32"):
+            try:
+                stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+            except (AttributeError, ValueError, OSError):  # not a TextIOWrapper (e.g. CliRunner)
+                pass
+
+
 class MhaGroup(TyperGroup):
     """Turns every failure into one line on stderr and a named exit code.
 
@@ -73,6 +85,7 @@ class MhaGroup(TyperGroup):
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
+        _tolerant_streams()
         try:
             rv = super().main(args=args, prog_name=prog_name or "mha", complete_var=complete_var,
                               standalone_mode=False, **extra)

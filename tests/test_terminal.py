@@ -173,3 +173,10 @@ def test_json_to_a_closed_pipe_is_quiet(cwd):
     err = p.stderr.read().decode()
     p.wait(timeout=300)
     assert err == "" and p.returncode == 0
+
+
+def test_a_terminal_that_cannot_show_unicode_gets_escapes_not_a_crash(cwd):
+    p = _piped(["explain", "café 😀 日本", "--no-plots"], cwd, PYTHONIOENCODING="ascii")
+    assert p.returncode == 0, p.stderr
+    assert "caf\\xe9" in p.stdout and "\\U0001f600" in p.stdout
+    assert "Traceback" not in p.stderr and "UnicodeEncodeError" not in p.stderr

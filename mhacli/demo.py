@@ -405,8 +405,11 @@ def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int =
     designed = bool(trace.rules)
     rules = ""
     if designed:
+        from mhacli.designed import rules_note
+
         rules = " Here the weights were built by hand so each head follows a rule you can name: " + "; ".join(
-            f"head {i + 1}, {r}" for i, r in enumerate(trace.rules)) + "."
+            f"head {i + 1}, {r}" for i, r in enumerate(trace.rules)) + "." + (
+            f" {rules_note(h)}" if h != 4 else "")
     pc = trace.parameters
     if h == 1:
         rules += (" This run has a single head, one magnifier: run it again with --heads 4 to hand out "

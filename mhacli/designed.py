@@ -112,6 +112,19 @@ def rules_for(heads: int) -> tuple[str, ...]:
     return tuple(RULE_ORDER[i % len(RULE_ORDER)] for i in range(heads))
 
 
+def rules_note(heads: int) -> str:
+    """One sentence saying which rules ``heads`` heads get, for the lesson and the docs."""
+    n = len(RULE_ORDER)
+    if heads == 1:
+        return f"With 1 head the tool uses only the first of its {n} rules ({RULE_ORDER[0]})."
+    if heads < n:
+        return f"With {heads} heads the tool uses the first {heads} of its {n} rules ({', '.join(RULE_ORDER[:heads])})."
+    if heads == n:
+        return f"With {n} heads every one of the {n} rules is used once."
+    return (f"With {heads} heads the {n} rules are used in order and then repeat: head {n + 1} follows "
+            f"the rule of head 1 again.")
+
+
 def expected_keys(rule: str, tokens: Sequence[str], causal: bool) -> list[int]:
     """The key position each query should attend to most under ``rule``."""
     return RULES[rule].expected(tokens, causal)

@@ -23,6 +23,7 @@ from mhacli.designed import (
     length_class,
     position_code,
     rules_for,
+    rules_note,
     shift,
     token_codes,
 )
@@ -92,6 +93,17 @@ def test_four_heads_have_four_different_rules_and_others_are_said():
     assert rules_for(2) == ("previous token", "first copy of word")
     assert rules_for(5) == RULE_ORDER
     assert rules_for(8) == RULE_ORDER + RULE_ORDER[:3]  # past five, the rules repeat in order
+    assert "only the first" in rules_note(1) and "previous token" in rules_note(1)
+    assert "first copy of word" in rules_note(2) and "itself" not in rules_note(2)
+    assert "head 6 follows the rule of head 1" in rules_note(8)
+
+
+def test_the_lesson_says_which_rules_other_head_counts_use(runner, tmp_path, monkeypatch):
+    from mhacli.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    out = runner.invoke(app, ["demo", "--no-pause", "--weights", "designed", "--heads", "2", "--step", "1"]).output
+    assert "uses the first 2 of its 5" in " ".join(out.replace("│", " ").split())
 
 
 words = st.sampled_from(["the", "cat", "sat", "on", "a", "mat", ",", "The", "猫", "dog"])

@@ -44,11 +44,13 @@ def head_style(i: int) -> str:
     """Rich style for head i's label."""
     return f"bold {head_color(i)}" if head_color(i) != "#000000" else "bold"
 
-# The heatmap colour map, sampled at 0, 0.1, … 1 (matplotlib's viridis), so the
-# terminal grid can shade cells like the figures without importing matplotlib.
+# The heatmap colour map sampled at 0, 1/16, … 1 (matplotlib's viridis), so the
+# terminal grid shades cells like the figures without importing matplotlib;
+# linear between these stays within 6/255 of the real map.
 HEATMAP_ANCHORS = (
-    "#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c",
-    "#22a884", "#44bf70", "#7ad151", "#bddf26", "#fde725",
+    "#440154", "#48186a", "#472d7b", "#424086", "#3b528b", "#33638d", "#2c728e", "#26828e",
+    "#21918c", "#1fa088", "#28ae80", "#3fbc73", "#5ec962", "#84d44b", "#addc30", "#d8e219",
+    "#fde725",
 )
 HATCH_COLOR = "#777777"  # the hatch lines drawn over masked cells
 PAPER_COLOR = "#FFFFFF"  # figure background and the "no attention" end of a token shade

@@ -1,0 +1,664 @@
+"""Figures and the terminal grid: what is drawn is the trace, labelled, legible and written safely."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import subprocess
+import sys
+import warnings
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+from rich.console import Console
+
+from mhacli import figures, theme
+from mhacli.analysis import query_view
+from mhacli.cli import _single_head, app
+from mhacli.core import run
+from mhacli.errors import UsageError
+from mhacli.terminal_grid import grid_width, head_grid, head_grids
+
+CAT = "the cat sat on the mat"
+LONG30 = ("The animal did not cross the busy street because it was far too tired after walking "
+          "all day long under the hot summer sun near the old river bank")
+FAST_DPI = 30  # tests not about size draw small
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return run(CAT, heads=4, d_model=16)
+
+
+@pytest.fixture(scope="module")
+def cat_causal():
+    return run(CAT, heads=4, d_model=16, causal=True)
+
+
+def expected_names(h: int, fmt: str = "png") -> list[str]:
+    return [f"head-{i}.{fmt}" for i in range(1, h + 1)] + [f"heads.{fmt}", f"magnifiers.{fmt}"]
+
+
+def pixels(path: Path) -> np.ndarray:
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def head_map(trace, i: int, **kw):
+    """The per-head figure showing head i, and its heatmap artists."""
+    with figures.drawing() as pen:
+        hf = figures.HeadFigure(trace, figures.token_view(trace.n_tokens, kw.get("max_tokens", 40),
+                                                          kw.get("query")), pen)
+        hf.show(i)
+    return hf
+
+
+# ---------------------------------------------------------------------------
+# Files: names, sizes, content
+# ---------------------------------------------------------------------------
+
+
+def test_save_figures_writes_the_tools_names_at_figsize_times_dpi(cat, tmp_path):
+    dpi = 50
+    saved = figures.save_figures(cat, _single_head(cat), tmp_path, dpi=dpi)
+    assert [p.name for p in saved] == expected_names(4)
+    assert sorted(os.listdir(tmp_path)) == sorted(expected_names(4))  # no temp files left
+    sizes = {
+        "head-1.png": figures.head_figure(cat, 0).get_size_inches(),
+        "heads.png": figures.heads_figure(cat).get_size_inches(),
+        "magnifiers.png": figures.magnifiers_figure(cat, _single_head(cat)).get_size_inches(),
+    }
+    for name, (w, h) in sizes.items():
+        with Image.open(tmp_path / name) as im:
+            assert im.size == (int(w * dpi), int(h * dpi)), name
+            assert im.format == "PNG"
+            assert im.info["dpi"][0] == pytest.approx(dpi, abs=0.05)
+
+
+def test_default_dpi_gives_projector_sized_images(cat, tmp_path):
+    saved = figures.save_figures(cat, _single_head(cat), tmp_path)  # dpi 150
+    w, h = figures.head_figure(cat, 0).get_size_inches()
+    with Image.open(saved[0]) as im:
+        assert im.size == (int(w * 150), int(h * 150))
+        assert im.size[0] >= 800  # big enough to fill a slide
+
+
+def test_images_are_not_blank_and_heads_differ(cat, tmp_path):
+    saved = figures.save_figures(cat, _single_head(cat), tmp_path, dpi=FAST_DPI)
+    images = [pixels(p) for p in saved]
+    for p, a in zip(saved, images):
+        assert a.std() > 20, p.name  # not a flat page
+        assert len(np.unique(a.reshape(-1, 3), axis=0)) > 50, p.name
+    heads = images[:4]
+    for i in range(4):
+        for j in range(i + 1, 4):
+            assert heads[i].shape == heads[j].shape
+            assert np.abs(heads[i].astype(int) - heads[j].astype(int)).sum() > 0
+
+
+def test_redrawing_only_what_changes_gives_the_same_pixels_as_a_full_draw(cat, tmp_path):
+    """The per-head PNGs reuse one background; each must equal a figure drawn from scratch."""
+    saved = figures.save_figures(cat, _single_head(cat), tmp_path, dpi=FAST_DPI)
+    for i in (0, 2, 3):
+        fresh = tmp_path / f"fresh-{i}.png"
+        figures.save(figures.head_figure(cat, i), fresh, "png", FAST_DPI)
+        assert np.array_equal(pixels(saved[i]), pixels(fresh)), i
+
+
+def test_png_writer_round_trips_any_image():
+    rng = np.random.default_rng(1)
+    for shape in [(1, 1, 3), (7, 5, 3), (40, 33, 3)]:
+        a = rng.integers(0, 256, size=shape, dtype=np.uint8)
+        with Image.open(io.BytesIO(figures.png_bytes(a, 96))) as im:
+            assert np.array_equal(np.asarray(im.convert("RGB")), a)
+            assert im.info["dpi"][0] == pytest.approx(96, abs=0.05)
+
+
+@pytest.mark.parametrize("fmt", ["svg", "pdf"])
+def test_vector_formats_are_valid_files(cat, tmp_path, fmt):
+    saved = figures.save_figures(cat, _single_head(cat), tmp_path, fmt=fmt)
+    assert [p.name for p in saved] == expected_names(4, fmt)
+    for p in saved:
+        data = p.read_bytes()
+        if fmt == "svg":
+            root = ET.fromstring(data)
+            assert root.tag.endswith("svg")
+            assert len(list(root.iter())) > 50
+        else:
+            assert data.startswith(b"%PDF-") and data.rstrip().endswith(b"%%EOF")
+            assert len(data) > 5000
+
+
+def test_vector_output_is_reproducible(cat, tmp_path):
+    """Same figure, same bytes: no dates inside, so students can compare their outputs."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    figures.save_figures(cat, _single_head(cat), a, fmt="svg")
+    figures.save_figures(cat, _single_head(cat), b, fmt="svg")
+    for name in expected_names(4, "svg"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_other_files_in_out_are_never_touched(cat, tmp_path):
+    mine = tmp_path / "notes.txt"
+    mine.write_text("my homework")
+    also = tmp_path / "heads.png.bak"
+    also.write_bytes(b"keep")
+    stamp = mine.stat().st_mtime_ns
+    figures.save_figures(cat, _single_head(cat), tmp_path, dpi=FAST_DPI)
+    assert mine.read_text() == "my homework" and mine.stat().st_mtime_ns == stamp
+    assert also.read_bytes() == b"keep"
+    assert sorted(os.listdir(tmp_path)) == sorted(expected_names(4) + ["notes.txt", "heads.png.bak"])
+
+
+def test_an_existing_figure_is_replaced_whole(cat, tmp_path):
+    (tmp_path / "heads.png").write_bytes(b"an old broken image")
+    figures.save_figures(cat, _single_head(cat), tmp_path, dpi=FAST_DPI)
+    with Image.open(tmp_path / "heads.png") as im:
+        im.verify()
+
+
+def test_leftover_heads_from_a_bigger_run_are_named_not_deleted(cat, tmp_path):
+    run8 = run(CAT, heads=8, d_model=16)
+    figures.save_figures(run8, None, tmp_path, dpi=FAST_DPI)
+    saved = figures.save_figures(cat, None, tmp_path, dpi=FAST_DPI)
+    assert (tmp_path / "head-8.png").exists()
+    assert any("head-5.png … head-8.png" in n and "earlier run" in n for n in saved.notices)
+
+
+def test_interrupted_drawing_leaves_no_partial_file(cat, tmp_path, monkeypatch):
+    calls = {"n": 0}
+    real = figures.png_bytes
+
+    def flaky(rgb, dpi):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(rgb, dpi)
+
+    monkeypatch.setattr(figures, "png_bytes", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        figures.save_figures(cat, None, tmp_path, dpi=FAST_DPI)
+    names = os.listdir(tmp_path)
+    assert not [n for n in names if n.startswith(".") or n.endswith(".tmp")]
+    for n in names:
+        with Image.open(tmp_path / n) as im:
+            im.verify()
+
+
+# ---------------------------------------------------------------------------
+# What is drawn is the trace
+# ---------------------------------------------------------------------------
+
+
+def test_heatmap_array_equals_the_weights_and_labels_equal_the_tokens(cat):
+    for i in range(cat.num_heads):
+        hf = head_map(cat, i)
+        drawn = hf.map.cells.get_array()
+        assert drawn.shape == (6, 6)
+        assert np.array_equal(np.ma.getdata(drawn), cat.weights[i])
+        assert not np.ma.getmaskarray(drawn).any()
+        ax = hf.map.ax
+        assert [t.get_text() for t in ax.get_xticklabels()] == list(cat.tokens)
+        assert [t.get_text() for t in ax.get_yticklabels()] == list(cat.tokens)
+        assert "key" in ax.get_xlabel() and "query" in ax.get_ylabel()
+        assert hf.title.get_text().startswith(f"Head {i + 1} of 4")
+        assert "6×6" in hf.title.get_text()
+        assert hf.title.get_color() == theme.head_text_color(i)
+        assert {s.get_edgecolor()[:3] for s in ax.spines.values()} == {
+            tuple(int(theme.head_color(i)[k:k + 2], 16) / 255 for k in (1, 3, 5))}
+
+
+def test_cell_numbers_are_the_rounded_weights(cat):
+    hf = head_map(cat, 1)
+    expected = [f"{v:.2f}" for v in np.asarray(cat.weights[1]).ravel()]
+    assert hf.map.value_texts == expected
+
+
+def test_no_cell_numbers_when_the_cells_are_too_small():
+    trace = run(LONG30, heads=2, d_model=8)
+    hf = head_map(trace, 0)
+    assert hf.map.values is None
+
+
+def test_one_colour_scale_shared_by_every_head(cat):
+    fig = figures.heads_figure(cat)
+    panels = fig.mhacli_panels.maps
+    assert len(panels) == cat.num_heads + 1
+    for m in panels:
+        assert m.cells.get_clim() == (0.0, 1.0)
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(bars) == 1
+    for i in range(cat.num_heads):
+        assert np.array_equal(np.ma.getdata(panels[i].cells.get_array()), cat.weights[i])
+    average = np.ma.getdata(panels[-1].cells.get_array())
+    assert np.allclose(average, np.asarray(cat.weights).mean(axis=0))
+    text = " ".join(t.get_text() for t in fig.texts)
+    assert "average_attn_weights=False" in text and "PyTorch" in text
+
+
+def test_designed_weights_show_each_heads_rule(cat):
+    trace = run(CAT, heads=4, d_model=16, weights="designed")
+    for i in range(4):
+        assert f"rule: {trace.rules[i]}" in head_map(trace, i).subtitle.get_text()
+
+
+def test_causal_cells_are_masked_and_hatched(cat_causal):
+    hf = head_map(cat_causal, 2)
+    drawn = hf.map.cells.get_array()
+    assert np.array_equal(np.ma.getmaskarray(drawn), cat_causal.mask)
+    visible = ~cat_causal.mask
+    assert np.array_equal(np.ma.getdata(drawn)[visible], np.asarray(cat_causal.weights[2])[visible])
+    hatch = hf.map.hatch
+    assert hatch is not None and hatch.get_hatch() == theme.MASK_HATCH
+    path = hatch.get_path()
+    for r in range(6):
+        for c in range(6):
+            assert path.contains_point((c, r)) == bool(cat_causal.mask[r, c]), (r, c)
+    # Masked cells carry no number (they are not "0.00": they are not allowed at all).
+    texts = np.array(hf.map.value_texts).reshape(6, 6)
+    assert (texts[cat_causal.mask] == "").all() and (texts[visible] != "").all()
+    assert "masked" in " ".join(t.get_text() for t in hf.fig.texts)
+
+
+def test_masked_cells_are_drawn_grey_not_dark(cat_causal, tmp_path):
+    """A blocked cell must not look like a weight of 0 (the darkest colour)."""
+    hf = head_map(cat_causal, 0)
+    path = figures.save(hf.fig, tmp_path / "c.png", "png", 100)
+    img = pixels(path)
+    ax = hf.map.ax
+    to_px = ax.transData.transform
+    hf.fig.set_dpi(100)
+    x, y = to_px((4.25, 0.75))  # inside masked cell (row 0, key 4), off the hatch lines' centre
+    pixel = img[int(img.shape[0] - y), int(x)]
+    mask_rgb = np.array([int(theme.MASK_COLOR[k:k + 2], 16) for k in (1, 3, 5)])
+    hatch_rgb = np.array([int(theme.HATCH_COLOR[k:k + 2], 16) for k in (1, 3, 5)])
+    assert min(np.abs(pixel - mask_rgb).max(), np.abs(pixel - hatch_rgb).max()) < 60
+
+
+def test_magnifier_rows_are_shaded_by_the_attention_each_token_receives(cat):
+    single = _single_head(cat)
+    fig = figures.magnifiers_figure(cat, single, query=1)
+    rows = fig.mhacli_rows
+    assert [r.name for r in rows] == ["1 head", "Head 1", "Head 2", "Head 3", "Head 4"]
+    assert np.allclose(rows[0].weights, np.asarray(single.weights[0])[1])
+    expected = query_view(np.asarray(cat.weights), 1)
+    for i in range(4):
+        assert np.allclose(rows[i + 1].weights, expected[i])
+        assert rows[i + 1].color == theme.head_color(i)
+        assert [t.get_text() for t in rows[i + 1].labels] == list(cat.tokens)
+    vmax = max(float(r.weights.max()) for r in rows)
+    for r in rows:
+        for box, w in zip(r.boxes, r.weights):
+            want = np.array([int(theme.tint(r.color, w / vmax)[k:k + 2], 16) / 255 for k in (1, 3, 5)])
+            assert np.allclose(box.get_facecolor()[:3], want, atol=1 / 255)
+    # Averaged over all queries by default.
+    fig = figures.magnifiers_figure(cat, single)
+    assert np.allclose(fig.mhacli_rows[1].weights, np.asarray(cat.weights[0]).mean(axis=0))
+    assert "averaged" in " ".join(t.get_text() for t in fig.texts)
+
+
+def test_each_row_is_led_by_a_magnifier_in_its_heads_colour(cat):
+    from matplotlib.patches import Circle
+
+    fig = figures.magnifiers_figure(cat, _single_head(cat))
+    lenses = [p for p in fig.axes[0].patches if isinstance(p, Circle)]
+    colours = [theme.SINGLE_HEAD_COLOR] + [theme.head_color(i) for i in range(4)]
+    assert len(lenses) == 5
+    for lens, colour in zip(lenses, colours):
+        want = tuple(int(colour[k:k + 2], 16) / 255 for k in (1, 3, 5))
+        assert np.allclose(lens.get_edgecolor()[:3], want)
+    assert lenses[0].radius > lenses[1].radius  # one big magnifier against h small ones
+
+
+# ---------------------------------------------------------------------------
+# Legible: nothing cut off, nothing overlapping, long texts windowed
+# ---------------------------------------------------------------------------
+
+
+def _text_boxes(fig):
+    from matplotlib.text import Text
+
+    figures.render(fig, 72)
+    renderer = fig.canvas.get_renderer()
+    boxes = []
+    for t in fig.findobj(Text):
+        if t.get_visible() and t.get_text().strip() and t.get_figure() is not None:
+            boxes.append((t.get_text(), t.get_window_extent(renderer)))
+    return boxes
+
+
+def _assert_legible(fig):
+    boxes = _text_boxes(fig)
+    frame = fig.bbox
+    for text, b in boxes:
+        assert b.x0 >= frame.x0 - 1 and b.x1 <= frame.x1 + 1, f"{text!r} cut off at the side"
+        assert b.y0 >= frame.y0 - 1 and b.y1 <= frame.y1 + 1, f"{text!r} cut off at top/bottom"
+    for k, (ta, a) in enumerate(boxes):
+        for tb, b in boxes[k + 1:]:
+            overlap_w = min(a.x1, b.x1) - max(a.x0, b.x0)
+            overlap_h = min(a.y1, b.y1) - max(a.y0, b.y0)
+            assert overlap_w <= 1.0 or overlap_h <= 1.0, f"{ta!r} overlaps {tb!r}"
+
+
+@pytest.mark.parametrize("text, heads, causal", [
+    (CAT, 4, False),
+    (CAT, 1, True),
+    (LONG30, 4, True),
+    (" ".join(f"w{i}" for i in range(40)), 8, False),
+    ("我的猫 likes 🐈 and 👍🏽 café $5 naïve 🇫🇷 مرحبا extraordinarily-long-hyphenated-word", 2, False),
+])
+def test_nothing_cut_off_and_no_overlapping_labels(text, heads, causal):
+    trace = run(text, heads=heads, d_model=16, causal=causal)
+    single = _single_head(trace)
+    with figures.drawing() as pen:
+        view = figures.token_view(trace.n_tokens, 40)
+        hf = figures.HeadFigure(trace, view, pen)
+        _assert_legible(hf.show(heads - 1))
+        _assert_legible(figures._heads_figure(trace, view, pen))
+        _assert_legible(figures._magnifiers(trace, single, view, pen))
+        _assert_legible(figures.compare_figure(trace, single, pen=pen))
+
+
+def test_labels_are_readable_sizes_up_to_40_tokens():
+    trace = run(" ".join(f"tok{i}" for i in range(40)), heads=2, d_model=8)
+    hf = head_map(trace, 0)
+    sizes = {t.get_fontsize() for t in hf.map.ax.get_xticklabels()}
+    assert min(sizes) >= 7.5
+    assert len(hf.map.ax.get_xticklabels()) == 40  # every token labelled, none thinned
+
+
+def test_long_texts_are_windowed_and_the_title_says_so():
+    tokens = [f"t{i}" for i in range(100)]
+    trace = run(" ".join(tokens), heads=2, d_model=8)
+    hf = head_map(trace, 0, max_tokens=20)
+    assert [t.get_text() for t in hf.map.ax.get_xticklabels()] == tokens[:20]
+    assert np.array_equal(np.ma.getdata(hf.map.cells.get_array()), np.asarray(trace.weights[0])[:20, :20])
+    notes = " ".join(t.get_text() for t in hf.fig.texts)
+    assert "tokens 0–19 of 100" in notes and "--max-tokens 20" in notes
+    # A query beyond the first window moves the window to it.
+    hf = head_map(trace, 0, max_tokens=20, query=70)
+    labels = [t.get_text() for t in hf.map.ax.get_xticklabels()]
+    assert "t70" in labels and len(labels) == 20
+    assert figures.token_view(100, 20, 99).stop == 100
+
+
+def test_missing_glyphs_are_reported_once_and_never_crash(tmp_path):
+    trace = run("cat 🐈 and 🐈 again 猫", heads=2, d_model=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no matplotlib "Glyph missing" warning may escape
+        saved = figures.save_figures(trace, _single_head(trace), tmp_path, dpi=FAST_DPI)
+    pen = figures.Pen()
+    if pen.has_glyph("🐈"):
+        pytest.skip("this machine has an emoji font")
+    glyph_notes = [n for n in saved.notices if "no glyph" in n]
+    assert len(glyph_notes) == 1
+    assert "🐈" in glyph_notes[0] and glyph_notes[0].count("🐈") == 1
+    assert pen.shown("🐈") == "U+1F408"
+    assert pen.shown("café") == "café"
+    hf = head_map(trace, 0)
+    assert "U+1F408" in [t.get_text() for t in hf.map.ax.get_xticklabels()]
+
+
+def test_tokens_are_never_read_as_mathtext(tmp_path):
+    trace = run("pay $5 or $x^2$ now", heads=2, d_model=8, tokenizer="whitespace")
+    figures.save_figures(trace, _single_head(trace), tmp_path, dpi=FAST_DPI)
+    hf = head_map(trace, 0)
+    labels = [t.get_text() for t in hf.map.ax.get_xticklabels()]
+    assert "$x^2$" in labels
+    assert not any(t.get_parse_math() for t in hf.map.ax.get_xticklabels())
+
+
+def test_font_fallback_uses_only_installed_families():
+    from matplotlib import font_manager
+
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    faces = figures.font_faces()
+    assert faces and all(f.family in installed for f in faces)
+    assert faces[0].family == "DejaVu Sans"
+
+
+def test_measured_widths_match_the_text_engine():
+    """Layout trusts Pen.width; it must not underestimate what matplotlib draws."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    pen = figures.Pen()
+    for s in ["the cat sat", "Head 4 of 4 · A⁴ is 6×6", "attention weight", "WWWW iiii"]:
+        for bold in (False, True):
+            prop = FontProperties(family=list(pen.families), size=12, weight="bold" if bold else "normal")
+            true = text_to_path.get_text_width_height_descent(s, prop, ismath=False)[0] / 72
+            est = pen.width(s, 12, bold)
+            assert true * 0.99 <= est <= true * 1.08, (s, bold, true, est)
+
+
+def test_theme_heat_colours_follow_matplotlibs_colour_map():
+    import matplotlib
+    from matplotlib.colors import to_hex
+
+    cmap = matplotlib.colormaps[theme.HEATMAP_CMAP]
+    for v in np.linspace(0, 1, 101):
+        got = np.array([int(theme.heat_color(v)[k:k + 2], 16) for k in (1, 3, 5)])
+        want = np.array([int(to_hex(cmap(v))[k:k + 2], 16) for k in (1, 3, 5)])
+        assert np.abs(got - want).max() <= 6, v
+
+
+def test_head_text_colours_are_readable_on_white():
+    for i in range(8):
+        assert theme.contrast(theme.head_text_color(i), theme.PAPER_COLOR) >= 3.0
+
+
+# ---------------------------------------------------------------------------
+# Options
+# ---------------------------------------------------------------------------
+
+
+def test_query_is_a_position_or_a_token():
+    tokens = ("the", "cat", "sat", "on", "the", "mat")
+    assert figures.resolve_query(tokens, None) is None
+    assert figures.resolve_query(tokens, "2") == 2
+    assert figures.resolve_query(tokens, 5) == 5
+    assert figures.resolve_query(tokens, "the") == 0  # first copy
+    assert figures.resolve_query(tokens, "MAT") == 5  # any case when nothing matches exactly
+    with pytest.raises(UsageError, match=r"--query 6 is outside the sentence; give a position from 0 to 5"):
+        figures.resolve_query(tokens, "6")
+    with pytest.raises(UsageError, match=r"from 0 to 5"):
+        figures.resolve_query(tokens, "-1")
+    with pytest.raises(UsageError, match=r"'dog' is not a token of the text.*the, cat, sat, on, mat"):
+        figures.resolve_query(tokens, "dog")
+
+
+def test_format_and_dpi_are_checked():
+    assert figures.check_format("SVG") == "svg"
+    with pytest.raises(UsageError, match="png, svg, pdf"):
+        figures.check_format("bmp")
+    assert figures.check_dpi(72) == 72
+    for bad in (0, 10, 5000):
+        with pytest.raises(UsageError, match="--dpi"):
+            figures.check_dpi(bad)
+
+
+# ---------------------------------------------------------------------------
+# The terminal grid
+# ---------------------------------------------------------------------------
+
+
+def render(renderable, width=80, color_system=None) -> str:
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=color_system, legacy_windows=False).print(renderable)
+    return out.getvalue()
+
+
+def test_terminal_grid_shows_every_weight_in_percent(cat):
+    text = render(head_grids(cat, width=80))
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for i in range(4):
+        assert f"head {i + 1}" in text
+    # Read head 1's grid back: the numbers are the weights, rows sum to about 100.
+    grid = render(head_grid(np.asarray(cat.weights[0]), cat.tokens))
+    rows = [line for line in grid.splitlines()[2:] if line.strip()]
+    assert len(rows) == 6
+    for r, line in enumerate(rows):
+        numbers = [int(x) for x in line.split()[2:]]
+        assert numbers == [round(v * 100) for v in np.asarray(cat.weights[0])[r]]
+        assert abs(sum(numbers) - 100) <= 3
+
+
+def test_terminal_grid_colours_come_from_the_theme(cat):
+    text = render(head_grid(np.asarray(cat.weights[0]), cat.tokens), color_system="truecolor")
+    v = float(cat.weights[0][0, 0])
+    r, g, b = (int(theme.heat_color(v)[k:k + 2], 16) for k in (1, 3, 5))
+    assert f"48;2;{r};{g};{b}m" in text
+    plain = render(head_grid(np.asarray(cat.weights[0]), cat.tokens))
+    assert "\x1b" not in plain
+
+
+def test_terminal_grid_marks_masked_cells_and_the_query(cat_causal):
+    text = render(head_grid(np.asarray(cat_causal.weights[0]), cat_causal.tokens,
+                            mask=np.asarray(cat_causal.mask), query=1))
+    rows = text.splitlines()[2:]
+    assert rows[0].count("·") == 5 and "▶" in rows[1]
+
+
+def test_terminal_grid_steps_aside_when_the_sentence_is_too_wide():
+    trace = run(LONG30, heads=2, d_model=8)
+    assert grid_width(trace.n_tokens) > 80
+    text = render(head_grids(trace, width=80, figures_at="mha-output"))
+    assert "mha-output" in text and len(text.strip().splitlines()) <= 3
+    text = render(head_grids(trace, width=80, figures_at=None))
+    assert "--no-plots" in text
+    wide = render(head_grids(trace, width=200), width=200)
+    assert "head 2" in wide
+
+
+def test_terminal_grid_escapes_what_the_text_could_smuggle_in():
+    trace = run("a \x1b[31mred\x1b[0m b", heads=1, d_model=4)
+    assert "\x1b[31m" not in render(head_grids(trace, width=80))
+
+
+# ---------------------------------------------------------------------------
+# The CLI
+# ---------------------------------------------------------------------------
+
+
+def test_explain_saves_figures_and_lists_every_file(runner, tmp_path):
+    out = tmp_path / "figs"
+    result = runner.invoke(app, ["explain", CAT, "--out", str(out), "--dpi", str(FAST_DPI)])
+    assert result.exit_code == 0, result.output
+    assert sorted(os.listdir(out)) == sorted(expected_names(4))
+    for name in expected_names(4):
+        assert str(out / name) in result.output
+    assert "Each head's weights" in result.output  # the terminal grid
+
+
+def test_explain_query_and_format(runner, tmp_path):
+    result = runner.invoke(app, ["explain", CAT, "-o", str(tmp_path), "-q", "cat", "--format", "svg",
+                                 "--heads", "2", "--d-model", "8"])
+    assert result.exit_code == 0, result.output
+    assert sorted(os.listdir(tmp_path)) == sorted(expected_names(2, "svg"))
+    assert "▶" in result.output
+
+
+def test_explain_no_plots_writes_nothing(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["explain", CAT, "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert os.listdir(tmp_path) == []
+    assert "Wrote" not in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--format", "bmp"], "unknown figure format 'bmp'; choose one of: png, svg, pdf."),
+    (["--dpi", "5"], "--dpi must be a whole number from 30 to 600"),
+    (["-q", "9"], "--query 9 is outside the sentence; give a position from 0 to 5"),
+    (["-q", "dog"], "--query 'dog' is not a token of the text"),
+])
+def test_explain_refuses_bad_figure_options(runner, tmp_path, args, message):
+    result = runner.invoke(app, ["explain", CAT, "-o", str(tmp_path / "o"), *args])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "o").exists() or os.listdir(tmp_path / "o") == []
+
+
+def test_out_is_checked_before_anything_is_computed(runner, tmp_path, monkeypatch):
+    import mhacli.core
+
+    def boom(*a, **k):
+        raise AssertionError("computed before checking --out")
+
+    monkeypatch.setattr(mhacli.core, "run", boom)
+    afile = tmp_path / "file.txt"
+    afile.write_text("x")
+    result = runner.invoke(app, ["explain", CAT, "--out", str(afile)])
+    assert result.exit_code == 2
+    assert "is a file, not a folder" in result.output
+    assert afile.read_text() == "x"
+
+
+def test_show_draws_the_same_figures_from_an_npz(runner, tmp_path):
+    npz = tmp_path / "cat.npz"
+    result = runner.invoke(app, ["explain", CAT, "--no-plots", "--causal", "--save-npz", str(npz)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["show", str(npz), "-o", str(tmp_path / "o"), "--dpi", str(FAST_DPI)])
+    assert result.exit_code == 0, result.output
+    assert sorted(os.listdir(tmp_path / "o")) == sorted(expected_names(4))
+    assert "·" in result.output  # the causal mask in the terminal grid
+
+
+def test_explain_no_plots_never_imports_matplotlib():
+    code = ("import sys; from typer.testing import CliRunner; from mhacli.cli import app; "
+            "r = CliRunner().invoke(app, ['explain', 'the cat sat', '--no-plots']); "
+            "assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'PIL')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_drawing_never_uses_pyplot(tmp_path):
+    code = ("import sys; from mhacli.core import run; from mhacli import figures; "
+            f"figures.save_figures(run('the cat sat', heads=2, d_model=8), None, {str(tmp_path)!r}, dpi=30); "
+            "print('matplotlib.pyplot' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_installed_mha_draws_figures_in_a_real_process(tmp_path):
+    mha = Path(sys.executable).with_name("mha")
+    out = subprocess.run([str(mha), "explain", "the cat sat on the mat 🐈", "-o", str(tmp_path / "o"),
+                          "--dpi", "40", "--heads", "2", "--d-model", "8"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert sorted(os.listdir(tmp_path / "o")) == sorted(expected_names(2))
+    if not figures.Pen().has_glyph("🐈"):
+        assert out.stderr.count("no glyph") == 1  # reported once, as a note, not a warning per label
+    assert "Warning" not in out.stderr and "Traceback" not in out.stderr
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 60), st.integers(1, 80), st.one_of(st.none(), st.integers(0, 59)))
+def test_window_always_holds_the_query(n, max_tokens, query):
+    if query is not None and query >= n:
+        query = n - 1
+    v = figures.token_view(n, max_tokens, query)
+    assert 0 <= v.start < v.stop <= n
+    assert v.n == min(n, max_tokens)
+    if query is not None:
+        assert v.start <= query < v.stop
+
+
+def test_single_head_uses_the_same_input_and_weights(cat):
+    single = _single_head(cat)
+    assert single.num_heads == 1 and single.d_k == cat.d_model
+    assert np.array_equal(single.X, cat.X) and np.array_equal(single.W_q, cat.W_q)
+    again = run(CAT, heads=1, d_model=16)
+    assert np.allclose(single.weights, again.weights)
+    assert dataclasses.replace(cat.config, heads=1) == single.config

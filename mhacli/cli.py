@@ -116,7 +116,8 @@ class MhaGroup(TyperGroup):
         except MemoryError:
             if _debug:
                 traceback.print_exc()
-            _error_line("ran out of memory; use a shorter text, fewer --heads or a smaller --d-model.")
+            _error_line("ran out of memory; use a shorter text, a smaller --max-tokens (figures grow with it), "
+                        "fewer --heads or a smaller --d-model.")
             code = ExitCode.FAILURE
         except OSError as exc:
             if _debug:
@@ -286,17 +287,18 @@ def explain(
     trace = run(body, **vars_of(config))
     position = _query_position(trace, query)
     written: list[str] = []
-    if json_out:
-        from mhacli.export import trace_json
+    # The figures start drawing now (on a second core where there is one) while the walkthrough prints.
+    with _start_figures(trace, out, fmt, dpi, position, max_tokens, plots) as figures_job:
+        if json_out:
+            from mhacli.export import trace_json
 
-        sys.stdout.write(trace_json(trace) + "\n")
-    else:
-        from mhacli.render_terminal import walkthrough
+            sys.stdout.write(trace_json(trace) + "\n")
+        else:
+            from mhacli.render_terminal import walkthrough
 
-        _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
-        _print_grids(trace, max_tokens, position, out if plots else None)
-    if plots:
-        written += _save_figures(trace, out, fmt, dpi, position, max_tokens)
+            _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
+            _print_grids(trace, max_tokens, position, out if plots else None)
+        written += _finish_figures(figures_job)
     if save_npz is not None:
         from mhacli.export import save_npz as write_npz
 
@@ -381,11 +383,23 @@ def _notes(notices: list[str]) -> None:
         err_console.print(line, soft_wrap=True, highlight=False)
 
 
-def _save_figures(trace: Any, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int) -> list[str]:
-    from mhacli.figures import save_figures
+def _start_figures(trace: Any, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int,
+                   plots: bool) -> Any:
+    """The figure job (a context manager), or a stand-in that draws nothing with --no-plots."""
+    if not plots:
+        from contextlib import nullcontext
 
-    saved = save_figures(trace, _single_head(trace), out, fmt=fmt, dpi=dpi, query=query,
+        return nullcontext()
+    from mhacli.figures import start_figures
+
+    return start_figures(trace, _single_head(trace), out, fmt=fmt, dpi=dpi, query=query,
                          max_tokens=max_tokens)
+
+
+def _finish_figures(job: Any) -> list[str]:
+    if job is None:
+        return []
+    saved = job.finish()
     _notes(saved.notices)
     return [str(p) for p in saved]
 
@@ -415,11 +429,11 @@ def show(
 
     trace = load_trace(trace_file)
     position = _query_position(trace, query)
-    _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
-    _print_grids(trace, max_tokens, position, out if plots else None)
     written: list[str] = []
-    if plots:
-        written += _save_figures(trace, out, fmt, dpi, position, max_tokens)
+    with _start_figures(trace, out, fmt, dpi, position, max_tokens, plots) as figures_job:
+        _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
+        _print_grids(trace, max_tokens, position, out if plots else None)
+        written += _finish_figures(figures_job)
     if html is not None:
         from mhacli.html import write_html
 

@@ -366,3 +366,51 @@ if __name__ == "__main__":
         print(f"wrote {DOC.relative_to(ROOT)} ({len(ROWS)} rows)")
     else:
         print(__doc__)
+
+
+# ---------------------------------------------------------------------------
+# Failures no command line can cause on purpose: MhaGroup still gives one line
+# ---------------------------------------------------------------------------
+
+def _failing_run(exc: BaseException):
+    def run(*args, **kwargs):
+        raise exc
+    return run
+
+
+@pytest.mark.parametrize("exc,code,needle", [
+    (MemoryError(), 1, "ran out of memory; use a shorter text, a smaller --max-tokens"),
+    (OSError(28, "No space left on device"), 1, "the disk is full"),
+    (OSError(5, "Input/output error"), 1, "Input/output error; check the path and permissions"),
+    (KeyboardInterrupt(), 130, "interrupted; nothing half-written was left behind."),
+    (ZeroDivisionError("boom"), 1, "unexpected ZeroDivisionError: boom (this is a bug; rerun with --debug"),
+])
+def test_any_failure_inside_a_command_is_one_line_with_its_exit_code(monkeypatch, tmp_path, exc, code, needle):
+    from typer.testing import CliRunner
+
+    import mhacli.core
+    from mhacli.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(mhacli.core, "run", _failing_run(exc))
+    r = CliRunner().invoke(app, ["explain", "the cat", "--no-plots"])
+    assert r.exit_code == code
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mha: error: ") and needle in lines[0], r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_debug_adds_the_traceback(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    import mhacli.core
+    from mhacli.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(mhacli.core, "run", _failing_run(ZeroDivisionError("boom")))
+    r = CliRunner().invoke(app, ["--debug", "explain", "the cat", "--no-plots"])
+    assert r.exit_code == 1
+    assert "Traceback (most recent call last)" in r.stderr and "ZeroDivisionError: boom" in r.stderr
+    assert r.stderr.rstrip().splitlines()[-1].startswith("mha: error: unexpected ZeroDivisionError")
+    plain = CliRunner().invoke(app, ["explain", "", "--no-plots"])
+    assert "Traceback" not in plain.stderr, "--debug must not stick to later runs"

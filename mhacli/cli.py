@@ -604,10 +604,9 @@ def shapes(
 
     Example: [bold]mha shapes --tokens 9 --d-model 16 --heads 4[/bold]
     """
-    if isinstance(tokens, bool) or tokens < 1:
-        raise UsageError(f"--tokens must be at least 1, got {tokens}.")
-    Config(heads=heads, d_model=d_model)  # the same checks (and messages) as every other command
-    from mhacli.demo import shapes_markdown, shapes_view
+    from mhacli.demo import check_shapes, shapes_markdown, shapes_view
+
+    check_shapes(tokens, d_model, heads)  # no arrays are made, so no memory limit: sizes of real models work
 
     if markdown:
         sys.stdout.write(shapes_markdown(tokens, d_model, heads, causal))

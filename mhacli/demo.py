@@ -93,6 +93,29 @@ def sample_table_or_view(name: str | None, tokenizer: str = "word") -> Renderabl
 # --------------------------------------------------------------------------
 
 
+SHAPES_MAX_TOKENS = 10_000_000  # beyond any context length in use; keeps every number on one line
+SHAPES_MAX_D_MODEL = 1_000_000  # beyond any model width in use; keeps listing the head counts quick
+
+
+def check_shapes(n_tokens: int, d_model: int, heads: int) -> None:
+    """Refuse sizes ``mha shapes`` cannot tabulate, with the same wording as a run's checks."""
+    from mhacli.config import _list_heads
+    from mhacli.errors import UsageError
+
+    for flag, value, top in (("--tokens", n_tokens, SHAPES_MAX_TOKENS), ("--d-model", d_model, SHAPES_MAX_D_MODEL),
+                             ("--heads", heads, SHAPES_MAX_D_MODEL)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageError(f"{flag} must be a whole number, got {value!r}.")
+        if not 1 <= value <= top:
+            raise UsageError(f"{flag} must be from 1 to {top:,}, got {value:,}.")
+    if heads > d_model:
+        raise UsageError(f"--heads {heads:,} is more than --d-model {d_model:,}: every head needs at least one "
+                         f"of the d dimensions; {_list_heads(d_model)}.")
+    if d_model % heads:
+        raise UsageError(f"--d-model {d_model:,} is not divisible by --heads {heads:,}; "
+                         f"{_list_heads(d_model, heads)}.")
+
+
 def shapes_view(n_tokens: int, d_model: int, heads: int, causal: bool) -> list[RenderableType]:
     """The step table and parameter count for N, d, h alone: no text, no numpy."""
     dk = d_model // heads

@@ -81,14 +81,24 @@ def test_shapes_markdown_for_slides(runner):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--tokens", "0"], "--tokens must be at least 1"),
-    (["--heads", "3"], "not divisible"),
-    (["--d-model", "0"], "--d-model"),
+    (["--tokens", "0"], "--tokens must be from 1 to 10,000,000, got 0"),
+    (["--heads", "3"], "--d-model 16 is not divisible by --heads 3; try --heads 2 or 4"),
+    (["--heads", "32"], "--heads 32 is more than --d-model 16"),
+    (["--d-model", "0"], "--d-model must be from 1"),
+    (["--d-model", "2000000"], "--d-model must be from 1 to 1,000,000"),
 ])
 def test_shapes_refuses_bad_sizes(runner, args, message):
     result = runner.invoke(app, ["shapes", *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_shapes_tabulates_models_too_big_to_run(runner):
+    # No arrays are made, so a width whose weights would not fit in memory is still fine here.
+    result = runner.invoke(app, ["shapes", "--tokens", "8192", "--d-model", "65536", "--heads", "64"])
+    assert result.exit_code == 0, result.output
+    assert f"{3 * 65536 * 65536:,}" in result.output
+    assert runner.invoke(app, ["explain", "x", "--d-model", "65536", "--heads", "64"]).exit_code == 2
 
 
 # --------------------------------------------------------------------------

@@ -218,6 +218,10 @@ MarkdownOpt = Annotated[bool, typer.Option(
 PauseOpt = Annotated[bool, typer.Option(
     "--pause/--no-pause", help="Wait for Enter between steps (only when standard input is a terminal).")]
 StepOpt = Annotated[int, typer.Option("--step", help="Start the lesson at this step (1 = the beginning).")]
+DemoOutOpt = Annotated[Optional[Path], typer.Option(
+    "--out", "-o", help="Also save the figures (a heat map per head, all heads, the magnifiers) into this "
+    "folder, drawn while the lesson runs; nothing is written without it.", show_default=False,
+    dir_okay=True, file_okay=True, readable=False)]
 LessonQueryOpt = Annotated[Optional[str], typer.Option(
     "--query", "-q", help="The token the lesson zooms in on: a 0-based position or the token's text "
     "(default: the second copy of the first repeated word, else the last word).", show_default=False)]
@@ -629,6 +633,7 @@ def demo(
     query: LessonQueryOpt = None,
     pause: PauseOpt = True,
     step: StepOpt = 1,
+    out: DemoOutOpt = None,
 ) -> None:
     """A guided lesson: every step of multi-head attention, narrated, then shown on a real run.
 
@@ -643,6 +648,8 @@ def demo(
     body = resolve_text(text, file, sample)
     config = Config(heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer,
                     positions=positions, causal=causal, weights=weights)
+    if out is not None:
+        _check_figure_options(True, out, "png", 150)
     _check_size(body, config)
 
     from mhacli.core import run
@@ -655,12 +662,18 @@ def demo(
         from mhacli.samples import load_sample
 
         intro = f"The text is the sample '{sample}': {load_sample(sample).description}"
-    steps = lesson(trace, intro=intro, query=resolve_query(trace.tokens, query), width=console.width)
+    position = resolve_query(trace.tokens, query)
+    steps = lesson(trace, intro=intro, query=position, width=console.width,
+                   figures_at=str(out) if out is not None else None)
     if not 1 <= step <= len(steps):
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
     source = _source_args(text, file, sample)
-    present(console, steps, pause=pause and sys.stdin.isatty(), start=step,
-            closing=next_steps(trace, source, _config_args(config, skip=("weights",))))
+    # The figures draw in the background while the class reads the narration.
+    with _start_figures(trace, out, "png", 150, position, 40, out is not None) as figures_job:
+        present(console, steps, pause=pause and sys.stdin.isatty(), start=step,
+                closing=next_steps(trace, source, _config_args(config, skip=("weights",))))
+        written = _finish_figures(figures_job)
+    _report_written(written)
 
 
 @app.command()

@@ -416,8 +416,12 @@ def output_table(trace: Trace) -> RenderableType:
                               "every column draws on every head."))
 
 
-def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int = 80) -> list[LessonStep]:
-    """The article's steps, in order, each narrated in a few sentences and shown with this run's numbers."""
+def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int = 80,
+           figures_at: str | None = None) -> list[LessonStep]:
+    """The article's steps, in order, each narrated in a few sentences and shown with this run's numbers.
+
+    ``figures_at``: the folder the figures are being saved to, if any, so the narration can point at them.
+    """
     import numpy as np
 
     from mhacli.analysis import mean_pairwise_js
@@ -510,7 +514,9 @@ def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int =
             "The softmax turns each row of scores into weights that are positive and add up to 1: the "
             "shares of that query's attention. A key scored far above the rest takes nearly all of it. "
             "The tool subtracts each row's largest score first, which changes nothing but keeps exp() "
-            f"from overflowing. The same query {_tok(trace, q)}:",
+            f"from overflowing. The same query {_tok(trace, q)}:"
+            + (f" (Every head's whole weight matrix, as a heat map: {figures_at}/head-1.png … "
+               f"head-{h}.png.)" if figures_at else ""),
             query_table(trace, q, "weights")),
         LessonStep(
             "weighted", "Weighted values",
@@ -536,7 +542,9 @@ def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int =
             f"Back to the magnifiers: {_count(h, 'head')}, {_count(h, 'place')} in focus. The table says "
             "where each head looks most and how sharply; heads that looked at the same things would be wasted. On "
             f"average the heads here differ by {mean_pairwise_js(np.asarray(trace.weights)):.2f} bits "
-            "(Jensen–Shannon divergence: 0 = identical, 1 = no overlap).",
+            "(Jensen–Shannon divergence: 0 = identical, 1 = no overlap)."
+            + (f" The pictures: {figures_at}/heads.png (all heads side by side) and "
+               f"{figures_at}/magnifiers.png (each head as a magnifier over the text)." if figures_at else ""),
             heads_panel(trace, title="Heads")),
     ]
     return steps

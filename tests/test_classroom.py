@@ -419,3 +419,15 @@ def test_conventions_polarity_table_matches_pytorch():
     x = torch.randn(1, 3, 4, generator=g, dtype=torch.float64)
     _, weights = layer(x, x, x, attn_mask=blocked)
     assert torch.all(weights[0][blocked] == 0)
+
+
+def test_demo_writes_nothing_unless_asked_and_figures_with_out(runner, tmp_path):
+    result = runner.invoke(app, ["demo", "--no-pause", "--sample", "cat"])
+    assert result.exit_code == 0 and list(tmp_path.iterdir()) == []
+    result = runner.invoke(app, ["demo", "--no-pause", "--sample", "repeated", "--weights", "designed",
+                                 "--out", "lesson"])
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in (tmp_path / "lesson").iterdir())
+    assert names == ["head-1.png", "head-2.png", "head-3.png", "head-4.png", "heads.png", "magnifiers.png"]
+    flat = " ".join(result.output.replace("│", " ").split())
+    assert "lesson/heads.png" in flat and "Wrote:" in flat

@@ -32,8 +32,7 @@ def decode(data: bytes, where: str) -> str:
             f"{where} is {kind}, not UTF-8; save it as UTF-8 "
             f"(e.g. iconv -f {kind} -t UTF-8 FILE > FILE.utf8.txt)."
         )
-    if b"\x00" in data[:8192]:
-        raise UsageError(f"{where} looks like a binary file (it has NUL bytes); give a UTF-8 text file.")
+    _refuse_binary(data, where)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -42,6 +41,11 @@ def decode(data: bytes, where: str) -> str:
             f"{where} is not valid UTF-8 (byte 0x{data[exc.start]:02x} on line {line}); save it as UTF-8, "
             "e.g. iconv -f latin1 -t utf-8 FILE > FILE.utf8.txt."
         ) from None
+
+
+def _refuse_binary(data: bytes, where: str) -> None:
+    if b"\x00" in data[:8192]:
+        raise UsageError(f"{where} looks like a binary file (it has NUL bytes); give a UTF-8 text file.")
 
 
 def _too_big(where: str) -> UsageError:
@@ -76,6 +80,7 @@ def read_file(path: Path) -> str:
     except OSError as exc:
         raise UsageError(f"{where} cannot be read: {exc.strerror or exc}.") from None
     if len(data) > MAX_INPUT_BYTES:
+        _refuse_binary(data, where)  # /dev/zero is binary before it is big
         raise _too_big(where)
     return decode(data, where)
 
@@ -115,6 +120,7 @@ def read_stream(stream: BinaryIO, where: str = "standard input") -> str:
         sys.stderr.flush()
     data = stream.read(MAX_INPUT_BYTES + 1)
     if len(data) > MAX_INPUT_BYTES:
+        _refuse_binary(data, where)
         raise _too_big(where)
     return decode(data, where)
 

@@ -46,6 +46,7 @@ ROWS: list[tuple[str, str]] = [
     ("a folder instead of a file", "mha explain --file folder"),
     ("a file that cannot be read (chmod 000)", "mha explain --file unreadable.txt"),
     ("a binary file", "mha explain --file picture.png"),
+    ("a device that never ends", "mha explain --file /dev/zero"),
     ("a Latin-1 file", "mha explain --file latin1.txt"),
     ("a UTF-16 file", "mha explain --file utf16.txt"),
     ("an empty file", "mha explain --file empty.txt"),
@@ -70,7 +71,7 @@ ROWS: list[tuple[str, str]] = [
     ("negative seed", 'mha explain "the cat" --seed -1'),
     ("--max-tokens zero", 'mha explain "the cat" --max-tokens 0'),
     ("designed weights with too narrow heads", 'mha explain "the cat" --weights designed --heads 8'),
-    ("shapes with a size that would not fit", "mha shapes --d-model 10000000"),
+    ("shapes with an absurd d_model", "mha shapes --d-model 10000000"),
     ("shapes with zero tokens", "mha shapes --tokens 0"),
     # --- names of things ------------------------------------------------------
     ("unknown tokenizer", 'mha explain "the cat" --tokenizer bpe'),

@@ -173,7 +173,7 @@ def _decoded(trace: Trace, rng: random.Random) -> Question | None:
         f"output O hold what head {i + 1} ({trace.rules[i]}) found. Which word do they name for "
         f"{_where(trace, p)}?",
         f"'{label(word, 16)}'",
-        f"head {i + 1}'s rule in the heads table, or 'mha demo' step 'Output W^O'")
+        "'mha demo --weights designed --step 13' (the word each head brought back)")
 
 
 Generator = Callable[[Trace, random.Random], "Question | None"]

@@ -126,12 +126,19 @@ def test_term_dumb_gets_plain_text(cwd):
     ["explain", SENTENCE, "--no-plots"],
     ["explain", SENTENCE, "--no-plots", "--show-values", "-d", "8", "-H", "2"],
     ["explain", "x" * 300, "--no-plots"],
+    ["explain", "--sample", "japanese", "--no-plots"],
     ["--help"],
     ["explain", "--help"],
+    ["samples"],
+    ["shapes"],
+    ["quiz", "--sample", "cat", "--answers"],
+    ["compare", "--sample", "cat", "--no-plots"],
+    ["demo", "--sample", "cat", "--no-pause"],
 ], ids=lambda a: " ".join(a)[:30])
 def test_forty_columns_when_piped(cwd, args):
     p = _piped(args, cwd, COLUMNS="40")
     assert p.returncode == 0, p.stderr
+    assert "\x1b" not in p.stdout + p.stderr
     wide = [line for line in p.stdout.splitlines() if cell_len(line) > 40]
     assert wide == [], wide[:3]
 

@@ -274,3 +274,20 @@ def test_real_ctrl_c_exits_130_with_one_line(tmp_path):
     assert p.returncode == 130
     assert err.decode() == "mha: error: interrupted; nothing half-written was left behind.\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_figures_leave_the_rest_of_the_out_folder_alone(runner, tmp_path):
+    out = tmp_path / "slides"
+    out.mkdir()
+    (out / "lecture.pdf").write_bytes(b"%PDF-1.4 my lecture")
+    (out / "head-1.png.orig").write_bytes(b"keep")
+    (out / "notes").mkdir()
+    (out / "notes" / "head-1.png").write_bytes(b"a student's own picture, one folder down")
+    before = _listing(out)
+    r = runner.invoke(app, ["explain", "the cat sat", "--out", str(out), "--dpi", "40"])
+    assert r.exit_code == 0, r.output
+    after = _listing(out)
+    assert all(after[name] == before[name] for name in before)
+    new = set(after) - set(before)
+    assert new and all(name.endswith(".png") and "/" not in name for name in new), new
+    assert _temps(out) == []

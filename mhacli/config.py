@@ -245,7 +245,8 @@ class Config:
                 fix = (f"at most {most:,} tokens fit with these settings: use a shorter text, "
                        "fewer --heads or a smaller --d-model")
             raise UsageError(
-                f"{'at least ' if at_least else ''}{n_tokens:,} tokens with --d-model {_n(self.d_model)} and --heads {_n(self.heads)}"
+                f"{'at least ' if at_least else ''}{n_tokens:,} tokens with --d-model {_n(self.d_model)} "
+                f"and --heads {_n(self.heads)}"
                 f"{' and --json' if json else ''} need {_about(need)}, more than the "
                 f"{human_bytes(limit)} this machine can spare; {fix}."
             )

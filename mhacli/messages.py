@@ -108,6 +108,11 @@ def bad_parameter(exc: Any) -> str | None:
     return None
 
 
+def _is(exc: Any, name: str) -> bool:
+    """Whether ``exc`` is a Click exception of that kind (by name: only mhacli.cli imports Typer)."""
+    return any(cls.__name__ == name for cls in type(exc).__mro__)
+
+
 def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
 
@@ -134,28 +139,26 @@ def _meant_as_text(argv: list[str], opt: str) -> str | None:
 def click_message(exc: Any, command_path: str | None = None, group: Any = None,
                   argv: list[str] | None = None) -> str:
     """One line, in the tool's voice, for any Click/Typer usage exception."""
-    from typer._click import exceptions as click_exceptions  # noqa: PLC0415 - Typer is loaded anyway
-
     argv = list(argv or [])
     if command_path is None and group is not None:
         named = [a for a in argv if a in (getattr(group, "commands", {}) or {})][:1]
         command_path = " ".join(["mha", *named])
     see = f" (see '{command_path} --help')" if command_path else ""
-    if isinstance(exc, click_exceptions.MissingParameter):
+    if _is(exc, "MissingParameter"):
         name = _option_name(getattr(exc, "param", None))
         if name == "TRACE_FILE":
             return "missing the .npz file to read; give one written by 'mha explain TEXT --save-npz FILE'."
         if name.startswith("--"):
             return f"missing option {name}{see}."
         return f"missing {name}{see}."
-    if isinstance(exc, click_exceptions.BadParameter):
+    if _is(exc, "BadParameter"):
         friendly = bad_parameter(exc)
         if friendly:
             return friendly
         if getattr(exc, "param", None) is not None:
             detail = one_line(str(getattr(exc, "message", "") or exc)).rstrip(".")
             return f"{_option_name(exc.param)}: {_lower_first(detail)}{see}."
-    if isinstance(exc, click_exceptions.NoSuchOption):
+    if _is(exc, "NoSuchOption"):
         opt = str(getattr(exc, "option_name", ""))
         text = _meant_as_text(argv, opt)
         if text is not None:
@@ -173,7 +176,7 @@ def click_message(exc: Any, command_path: str | None = None, group: Any = None,
         guess = f"; did you mean {' or '.join(guesses)}?" if guesses else ""
         return f"no such option {shown(opt)}{guess}{see if not guess else ''}".rstrip("?") + (
             "?" if guess else ".")
-    if isinstance(exc, click_exceptions.BadOptionUsage):
+    if _is(exc, "BadOptionUsage"):
         opt = str(getattr(exc, "option_name", ""))
         param = _find_param(group, argv, opt)
         message = one_line(exc.format_message())

@@ -247,7 +247,8 @@ def files_written(paths: Iterable[str]) -> RenderableType:
 
 def verify_table(trace: Trace, checks: Sequence) -> RenderableType:
     """``mha verify``: one row per array and reference, with a verdict."""
-    table = Table(title=_heading(f"Verify {trace.source or 'trace'}"), title_justify="left",
+    table = Table(title=_heading(f"Verify {label(trace.source, 60) if trace.source else 'trace'}"),
+                  title_justify="left",
                   box=box.SIMPLE_HEAD)
     table.add_column("reference")
     table.add_column("array")

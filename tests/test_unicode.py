@@ -222,3 +222,21 @@ def test_hard_texts_run_end_to_end(runner, text):
     r = runner.invoke(app, ["explain", *NO_PLOTS, text, "--show-values", "-d", "8", "-H", "2"])
     assert r.exit_code == 0, r.output
     assert "Traceback" not in r.output
+
+
+def test_escape_sequences_in_a_trace_file_name_or_its_tokens_never_reach_the_output(runner, tmp_path):
+    import numpy as np
+
+    target = tmp_path / "e\x1b[31m.npz"
+    assert runner.invoke(app, ["explain", *NO_PLOTS, "the cat", "--save-npz", str(target)]).exit_code == 0
+    for command in (["show", str(target), *NO_PLOTS], ["verify", str(target)]):
+        r = runner.invoke(app, command)
+        assert r.exit_code == 0, r.output
+        assert not _has_control(r.stdout), command
+    arrays = dict(np.load(target))
+    arrays["tokens"] = np.array(["\x1b]0;pwned\x07", "\x1b[5mcat"], dtype=np.str_)  # a tampered file
+    tampered = tmp_path / "tampered.npz"
+    np.savez(tampered, **arrays)
+    r = runner.invoke(app, ["show", str(tampered), *NO_PLOTS, "--show-values"])
+    assert r.exit_code == 0, r.output
+    assert not _has_control(r.stdout) and "\\x1b" in r.stdout

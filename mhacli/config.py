@@ -230,7 +230,7 @@ class Config:
     def check_fits(self, n_tokens: int, json: bool = False, at_least: bool = False) -> None:
         """Refuse, before allocating, a run that would not fit in memory (a usage error, never a MemoryError)."""
         limit = memory_limit_bytes()
-        if _BASELINE_BYTES + self.weight_bytes() > limit:
+        if self.weight_bytes() > limit:
             raise UsageError(
                 f"--d-model {_n(self.d_model)} needs {_about(self.weight_bytes())} for its weights "
                 f"alone, more than the {human_bytes(limit)} this machine can spare; "

@@ -23,10 +23,11 @@ _DTYPE_BYTES = {"float64": 8, "float32": 4}
 # tests/test_properties_cli.py::test_planned_bytes_covers_the_measured_peak):
 # scores and weights are (h, N, N) and, with the softmax temporaries, the
 # read-only copies the Trace keeps and the float64 entropy of the head
-# summaries, about 4.2 such arrays are alive at once; 5 leaves a margin.
+# summaries, about 4.2 such arrays are alive at once (4.5 with the figures
+# drawing beside the walkthrough); 5.5 leaves a margin.
 # Every (N, d) array exists about twice (the trace keeps copies) and there are
 # ~11 of them; the four d x d weights exist three times (draw, cast, copy).
-_ATTENTION_COPIES = 5
+_ATTENTION_COPIES = 5.5
 _PER_TOKEN_COPIES = 24
 _WEIGHT_COPIES = 12
 # --json turns every number into a Python float in a list and then into text:
@@ -214,7 +215,7 @@ class Config:
                 + _ATTENTION_COPIES * h * n * n * f + n * n)  # + the (N, N) boolean mask
         if json:
             need += _JSON_BYTES_PER_NUMBER * (2 * h * n * n + 12 * n * d + 4 * d * d)
-        return need
+        return int(need)
 
     def max_tokens(self, limit: int | None = None, json: bool = False) -> int:
         """The most tokens whose run fits in ``limit`` bytes (default: this machine's limit)."""

@@ -150,11 +150,13 @@ def _peak_bytes(args: list[str], cwd: Path) -> int:
 
 
 @pytest.mark.skipif(not MHA.exists(), reason="the mha console script is not installed")
-@pytest.mark.parametrize("n,heads,json_out", [(2000, 4, False), (1200, 8, False), (600, 4, True)])
-def test_planned_bytes_covers_the_measured_peak(tmp_path, n, heads, json_out):
+@pytest.mark.parametrize("n,heads,json_out,plots", [(2000, 4, False, False), (2000, 4, False, True),
+                                                   (1200, 8, False, False), (600, 4, True, False)])
+def test_planned_bytes_covers_the_measured_peak(tmp_path, n, heads, json_out, plots):
     text = tmp_path / "text.txt"
     text.write_text(" ".join(f"w{i}" for i in range(n)))
-    args = ["explain", "--file", str(text), "--heads", str(heads), *NO_PLOTS] + (["--json"] if json_out else [])
+    args = ["explain", "--file", str(text), "--heads", str(heads), "--out", str(tmp_path / "figures")]
+    args += (["--dpi", "50"] if plots else NO_PLOTS) + (["--json"] if json_out else [])
     measured = _peak_bytes(args, tmp_path)
     planned = Config(heads=heads).planned_bytes(n, json=json_out)
     # Never under the real peak (under-planning means a silent OOM kill)…

@@ -143,6 +143,25 @@ def _list_heads(d_model: int, asked: int | None = None) -> str:
     return f"head counts that work for --d-model {d_model}: {ok_text}"
 
 
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    """Refuse a value outside ``choices``, suggesting the one a typo most likely meant."""
+    if value in choices:
+        return
+    import difflib
+
+    from mhacli.messages import shown
+
+    typed = str(value).strip().lower()
+    close = [c for c in choices if len(typed) >= 3 and (c.startswith(typed) or typed.startswith(c))]
+    if not close:
+        # A near spelling, but never one that changes a number (float16 is not float64).
+        digits = [ch for ch in typed if ch.isdigit()]
+        close = [c for c in difflib.get_close_matches(typed, choices, n=1, cutoff=0.8)
+                 if [ch for ch in c if ch.isdigit()] == digits]
+    guess = f"did you mean {' or '.join(close[:2])}? " if close else ""
+    raise UsageError(f"unknown {name} {shown(value)}; {guess}choose one of: {', '.join(choices)}.")
+
+
 @dataclass(frozen=True)
 class Config:
     """Everything that decides the numbers of a run (the trace records it)."""
@@ -176,16 +195,9 @@ class Config:
             raise UsageError(f"--d-model must be at least 1, got {_n(self.d_model)}.")
         if self.seed < 0 or self.seed >= 2**63:
             raise UsageError(f"--seed must be a whole number from 0 to 2**63-1, got {_n(self.seed)}.")
-        if self.tokenizer not in TOKENIZERS:
-            raise UsageError(
-                f"unknown tokenizer {self.tokenizer!r}; choose one of: {', '.join(TOKENIZERS)}."
-            )
-        if self.weights not in WEIGHT_KINDS:
-            raise UsageError(
-                f"unknown weights {self.weights!r}; choose one of: {', '.join(WEIGHT_KINDS)}."
-            )
-        if self.dtype not in DTYPES:
-            raise UsageError(f"unknown dtype {self.dtype!r}; choose one of: {', '.join(DTYPES)}.")
+        _check_choice("tokenizer", self.tokenizer, TOKENIZERS)
+        _check_choice("weights", self.weights, WEIGHT_KINDS)
+        _check_choice("dtype", self.dtype, DTYPES)
         if self.heads > self.d_model:
             raise UsageError(
                 f"--heads {_n(self.heads)} is more than --d-model {_n(self.d_model)}: every head needs at "

@@ -75,6 +75,7 @@ ROWS: list[tuple[str, str]] = [
     ("shapes with zero tokens", "mha shapes --tokens 0"),
     # --- names of things ------------------------------------------------------
     ("unknown tokenizer", 'mha explain "the cat" --tokenizer bpe'),
+    ("tokenizer with a capital letter", 'mha explain "the cat" --tokenizer Word'),
     ("unknown weights", 'mha explain "the cat" --weights trained'),
     ("unknown dtype", 'mha explain "the cat" --dtype float16'),
     ("unknown figure format", 'mha explain "the cat" --format jpg'),

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from matplotlib.collections import QuadMesh
-    from matplotlib.patches import PathPatch
+    from matplotlib.patches import PathPatch, Rectangle
     from matplotlib.text import Text
 
     from mhacli.compare import Comparison
@@ -361,13 +361,27 @@ def _snap(inches: float) -> float:
 
 
 class Sheet:
-    """A figure laid out by hand: positions in inches from the top-left corner."""
+    """A figure laid out by hand on one canvas: positions in inches from the top-left corner.
+
+    Everything is drawn into a single full-figure Axes whose data units are
+    inches (y grows downwards), with its own axis machinery switched off.  A
+    heatmap is then a QuadMesh, a frame and some texts at computed positions:
+    no Axes, ticks or layout engine per heatmap, which is most of what a
+    matplotlib figure costs to build and draw.
+    """
 
     def __init__(self, width: float, height: float) -> None:
         self.w, self.h = _snap(width), _snap(height)
         self.fig = _new_figure(self.w, self.h)
+        self.ax = self.fig.add_axes((0.0, 0.0, 1.0, 1.0))
+        self.ax.set_xlim(0.0, self.w)
+        self.ax.set_ylim(self.h, 0.0)
+        self.ax.set_axis_off()
+        self.colour_bars: list[ColourBar] = []
+        self.fig.mhacli_sheet = self  # type: ignore[attr-defined]  # for tests: what was laid out
 
     def axes(self, left: float, top: float, width: float, height: float) -> Axes:
+        """A real Axes at this place (for a chart with axes of its own)."""
         return self.fig.add_axes((left / self.w, 1 - (top + height) / self.h, width / self.w,
                                   height / self.h))
 
@@ -375,7 +389,7 @@ class Sheet:
         """Text anchored at (x, y) inches from the top-left; defaults: left, top aligned."""
         kw.setdefault("ha", "left")
         kw.setdefault("va", "top")
-        return self.fig.text(x / self.w, 1 - y / self.h, s, **kw)
+        return self.ax.text(x, y, s, **kw)
 
 
 def _sup(i: int) -> str:
@@ -391,6 +405,11 @@ def _line(size: float) -> float:
     return size * 1.3 * PT
 
 
+def _label_pad(frame_width: float) -> float:
+    """Gap between a heatmap's frame and its token labels, in inches (the frame straddles the edge)."""
+    return frame_width * PT / 2 + 3 * PT
+
+
 # --------------------------------------------------------------------------
 # The ax-first helper: one attention matrix as a heatmap
 # --------------------------------------------------------------------------
@@ -403,20 +422,20 @@ def _cmap() -> Any:
     return cmap
 
 
-def _mask_path(mask: np.ndarray) -> Any:
+def _mask_path(mask: np.ndarray, left: float, top: float, cell: float) -> Any:
     """One compound path covering every blocked cell: a rectangle per run of blocked keys in a row."""
     from matplotlib.path import Path as MplPath
 
     rects = []
     for r, row in enumerate(mask):
-        c = 0
-        n = len(row)
+        c, n = 0, len(row)
         while c < n:
             if row[c]:
                 start = c
                 while c < n and row[c]:
                     c += 1
-                x0, x1, y0, y1 = start - 0.5, c - 0.5, r - 0.5, r + 0.5
+                x0, x1 = left + start * cell, left + c * cell
+                y0, y1 = top + r * cell, top + (r + 1) * cell
                 rects.append(MplPath([(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)], closed=True))
             else:
                 c += 1
@@ -427,21 +446,24 @@ def _value_text(v: float) -> str:
     return f"{v:.2f}"
 
 
-class NumberPaths:
-    """Short numbers drawn as glyph outlines, all of a figure's numbers in one collection.
+class TextPaths:
+    """Short texts drawn as glyph outlines, many of them in one collection.
 
-    A matplotlib Text costs about half a millisecond to lay out and rasterise;
-    a heads grid has hundreds of cell values.  Digits are cut once from the
-    font as outlines and every number becomes one path of one
-    ``PathCollection`` (a single draw call), which looks the same and is far cheaper.
+    A matplotlib Text costs about a millisecond to lay out and rasterise; a
+    heads grid has hundreds of cell values and the magnifier picture repeats
+    every token once per head.  Each distinct string is cut once from the font
+    as an outline (numbers digit by digit, tokens whole, with font fallback),
+    and all of a figure's strings become the paths of one ``PathCollection``:
+    a single draw call that looks the same and costs far less.
     """
 
     FAMILY = "DejaVu Sans"  # ships with matplotlib and has every digit, "." and "%"
-    CAP = 0.729  # height of a digit in DejaVu Sans, in em: used to centre numbers vertically
+    CAP = 0.729  # height of a digit in DejaVu Sans, in em: used to centre texts vertically
+    DIGITS = frozenset("0123456789.%-")
 
     def __init__(self) -> None:
         self._glyphs: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
-        self._paths: dict[tuple[str, str], Any] = {}
+        self._paths: dict[tuple[str, str, tuple[str, ...]], Any] = {}
 
     def _glyph(self, ch: str) -> tuple[np.ndarray, np.ndarray, float]:
         if ch not in self._glyphs:
@@ -454,12 +476,9 @@ class NumberPaths:
             self._glyphs[ch] = (np.asarray(path.vertices), np.asarray(path.codes), advance)
         return self._glyphs[ch]
 
-    def path(self, text: str, align: str = "center") -> Any:
-        """``text`` as one path in points at size 1, centred (or top-aligned) on the origin."""
-        key = (text, align)
-        if key not in self._paths:
-            from matplotlib.path import Path as MplPath
-
+    def _outline(self, text: str, families: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, float]:
+        """Vertices, codes and advance width of ``text`` at size 1, baseline at y = 0."""
+        if set(text) <= self.DIGITS:  # numbers: compose cached digits (their advances are fixed)
             verts, codes, x = [], [], 0.0
             for ch in text:
                 v, c, advance = self._glyph(ch)
@@ -467,25 +486,42 @@ class NumberPaths:
                     verts.append(v + (x, 0.0))
                     codes.append(c)
                 x += advance
-            dy = -self.CAP / 2 if align == "center" else -self.CAP
             if not verts:
+                return np.zeros((0, 2)), np.zeros(0, np.uint8), x
+            return np.concatenate(verts), np.concatenate(codes), x
+        from matplotlib.font_manager import FontProperties
+        from matplotlib.textpath import TextPath
+
+        path = TextPath((0, 0), text, size=1.0, prop=FontProperties(family=list(families), size=1.0))
+        x = float(path.get_extents().x1) if len(path.vertices) else 0.0
+        return np.asarray(path.vertices), np.asarray(path.codes), x
+
+    def path(self, text: str, align: str = "center", families: Sequence[str] = ()) -> Any:
+        """``text`` as one path in points at size 1, centred (or top-aligned) on the origin."""
+        key = (text, align, tuple(families) or (self.FAMILY,))
+        if key not in self._paths:
+            from matplotlib.path import Path as MplPath
+
+            verts, codes, width = self._outline(text, key[2])
+            dy = -self.CAP / 2 if align == "center" else -self.CAP
+            if not len(verts):
                 self._paths[key] = MplPath(np.zeros((1, 2)), [MplPath.MOVETO])
             else:
-                self._paths[key] = MplPath(np.concatenate(verts) + (-x / 2, dy),
-                                           np.concatenate(codes))
+                self._paths[key] = MplPath(verts + (-width / 2, dy), codes)
         return self._paths[key]
 
     def collection(self, ax: Axes, xy: np.ndarray, texts: Sequence[str], size: float,
-                   colors: Sequence[str], align: str = "center", zorder: float = 3.0) -> Any:
+                   colors: Sequence[str], align: str = "center", zorder: float = 3.0,
+                   families: Sequence[str] = ()) -> Any:
         """One PathCollection drawing ``texts`` at data positions ``xy`` in ``size``-point type."""
         from matplotlib.collections import PathCollection
         from matplotlib.transforms import Affine2D
 
         points_to_pixels = Affine2D().scale(size / 72) + ax.figure.dpi_scale_trans
-        coll = PathCollection([self.path(t, align) for t in texts], offsets=np.asarray(xy, float),
-                              offset_transform=ax.transData, transform=points_to_pixels,
-                              facecolors=list(colors), edgecolors="none", linewidths=0.0,
-                              zorder=zorder)
+        coll = PathCollection([self.path(t, align, families) for t in texts],
+                              offsets=np.asarray(xy, float), offset_transform=ax.transData,
+                              transform=points_to_pixels, facecolors=list(colors),
+                              edgecolors="none", linewidths=0.0, zorder=zorder)
         coll.set_transform(points_to_pixels)
         ax.add_collection(coll, autolim=False)
         coll.mhacli_texts = list(texts)  # type: ignore[attr-defined]  # what was drawn, for tests
@@ -500,9 +536,9 @@ class NumberPaths:
 
 
 @functools.lru_cache(maxsize=1)
-def numbers() -> NumberPaths:
-    """The process-wide cache of number outlines."""
-    return NumberPaths()
+def numbers() -> TextPaths:
+    """The process-wide cache of text outlines."""
+    return TextPaths()
 
 
 def _cell_values(weights: np.ndarray, mask: np.ndarray | None) -> tuple[list[str], list[str]]:
@@ -510,7 +546,7 @@ def _cell_values(weights: np.ndarray, mask: np.ndarray | None) -> tuple[list[str
     flat = weights.ravel()
     blocked = mask.ravel() if mask is not None else np.zeros(flat.shape, bool)
     texts = ["" if b else _value_text(v) for v, b in zip(flat.tolist(), blocked.tolist())]
-    inks = [theme.ink_on(theme.heat_color(v)) for v in flat.tolist()]
+    inks = [theme.heat_ink(v) for v in flat.tolist()]
     return texts, inks
 
 
@@ -520,6 +556,12 @@ class Heatmap:
 
     ax: Axes
     cells: QuadMesh  # one coloured quad per weight; ``cells.get_array()`` is the matrix drawn
+    frame: Rectangle  # the border, in the head's colour
+    left: float  # top-left corner and cell size, in the canvas's inches
+    top: float
+    cell: float
+    x_labels: list[Text] = field(default_factory=list)  # keys, along the top
+    y_labels: list[Text] = field(default_factory=list)  # queries, down the left side
     values: Any | None = None  # PathCollection of the cell numbers, row-major; None when not shown
     hatch: PathPatch | None = None
     mask: np.ndarray | None = None
@@ -529,16 +571,18 @@ class Heatmap:
         """The numbers drawn in the cells, row-major ("" for blocked cells)."""
         return list(self.values.mhacli_texts) if self.values is not None else []
 
+    def cell_center(self, row: int, col: int) -> tuple[float, float]:
+        """Where the centre of cell (query ``row``, key ``col``) is, in the canvas's inches."""
+        return self.left + (col + 0.5) * self.cell, self.top + (row + 0.5) * self.cell
+
     def update(self, weights: np.ndarray, color: str | None = None) -> None:
-        """Show ``weights`` (same shape) in place: image, cell numbers and frame colour."""
-        data = np.ma.masked_array(weights, mask=self.mask if self.mask is not None else False)
-        self.cells.set_array(data)
+        """Show ``weights`` (same shape) in place: cells, cell numbers and frame colour."""
+        self.cells.set_array(np.ma.masked_array(weights, mask=self.mask if self.mask is not None else False))
         if self.values is not None:
             texts, inks = _cell_values(weights, self.mask)
             numbers().update(self.values, texts, inks)
         if color is not None:
-            for spine in self.ax.spines.values():
-                spine.set_edgecolor(color)
+            self.frame.set_edgecolor(color)
 
 
 def heatmap(
@@ -547,6 +591,9 @@ def heatmap(
     rows: Sequence[str],
     cols: Sequence[str],
     *,
+    left: float,
+    top: float,
+    cell: float,
     mask: np.ndarray | None = None,
     color: str | None = None,
     tick_size: float = 10.0,
@@ -557,66 +604,83 @@ def heatmap(
     show_y: bool = True,
     frame_width: float = 3.0,
 ) -> Heatmap:
-    """Draw one attention matrix on ``ax``: keys along x (labelled on top), queries along y.
+    """Draw one attention matrix on ``ax`` with its top-left corner at (``left``, ``top``).
 
-    Values are on a fixed 0…1 scale so every head reads against the same colour
-    bar; blocked cells are masked (grey) and hatched, so "not allowed" never looks
-    like "allowed but zero".
+    ``ax`` is a canvas whose data units are inches with y growing downwards (see
+    :class:`Sheet`).  Keys run along x and are labelled on top, queries down the
+    left side.  Values are on a fixed 0…1 scale so every head reads against the
+    same colour bar; blocked cells are masked (grey) and hatched, so "not
+    allowed" never looks like "allowed but zero".
     """
-    from matplotlib.patches import PathPatch
+    from matplotlib.patches import PathPatch, Rectangle
 
     n_rows, n_cols = weights.shape
+    xs = left + np.arange(n_cols + 1) * cell  # (n+1,) cell edges, inches
+    ys = top + np.arange(n_rows + 1) * cell
     # One quad per cell (a QuadMesh): an image would be resampled to every output
     # pixel on each draw, about thirty times the cost for the same picture.
-    cells = ax.pcolormesh(np.arange(n_cols + 1) - 0.5, np.arange(n_rows + 1) - 0.5,
-                          np.ma.masked_array(weights, mask=mask if mask is not None else False),
+    cells = ax.pcolormesh(xs, ys, np.ma.masked_array(weights, mask=mask if mask is not None else False),
                           cmap=_cmap(), vmin=0.0, vmax=1.0, antialiased=False, edgecolors="none",
-                          shading="flat")
-    ax.set_xlim(-0.5, n_cols - 0.5)
-    ax.set_ylim(n_rows - 0.5, -0.5)
-    ax.xaxis.tick_top()
-    ax.tick_params(length=0, pad=frame_width + 3)
+                          shading="flat", zorder=1)
+    frame = Rectangle((left, top), n_cols * cell, n_rows * cell, fill=False,
+                      edgecolor=color or theme.LABEL_COLOR, linewidth=frame_width, zorder=2.5)
+    ax.add_patch(frame)
+    pad = _label_pad(frame_width)
+    out = Heatmap(ax=ax, cells=cells, frame=frame, left=left, top=top, cell=cell, mask=mask)
     if show_x:
-        ticks = list(range(0, n_cols, label_step))
-        ax.set_xticks(ticks, [cols[j] for j in ticks], fontsize=tick_size,
-                      rotation=90 if rotate_x else 0)
-    else:
-        ax.set_xticks([])
+        for j in range(0, n_cols, label_step):
+            out.x_labels.append(ax.text(left + (j + 0.5) * cell, top - pad, cols[j], ha="center",
+                                        va="bottom", fontsize=tick_size,
+                                        rotation=90 if rotate_x else 0))
     if show_y:
-        ticks = list(range(0, n_rows, label_step))
-        ax.set_yticks(ticks, [rows[i] for i in ticks], fontsize=tick_size)
-    else:
-        ax.set_yticks([])
-    for spine in ax.spines.values():
-        spine.set_linewidth(frame_width)
-        spine.set_edgecolor(color or theme.LABEL_COLOR)
-    hatch = None
+        for i in range(0, n_rows, label_step):
+            out.y_labels.append(ax.text(left - pad, top + (i + 0.5) * cell, rows[i], ha="right",
+                                        va="center", fontsize=tick_size))
     if mask is not None and mask.any():
-        hatch = PathPatch(_mask_path(mask), facecolor="none", edgecolor=theme.HATCH_COLOR,
-                          hatch=theme.MASK_HATCH, linewidth=0)
-        ax.add_patch(hatch)
-    values = None
+        out.hatch = PathPatch(_mask_path(mask, left, top, cell), facecolor="none",
+                              edgecolor=theme.HATCH_COLOR, hatch=theme.MASK_HATCH, linewidth=0,
+                              zorder=2)
+        ax.add_patch(out.hatch)
     if value_size > 0:
-        cols_idx, rows_idx = np.meshgrid(np.arange(n_cols), np.arange(n_rows))
+        cx, cy = np.meshgrid(xs[:-1] + cell / 2, ys[:-1] + cell / 2)  # (n, n) cell centres
         texts, inks = _cell_values(weights, mask)
-        values = numbers().collection(ax, np.column_stack([cols_idx.ravel(), rows_idx.ravel()]),
-                                      texts, value_size, inks)
-    return Heatmap(ax=ax, cells=cells, values=values, hatch=hatch, mask=mask)
+        out.values = numbers().collection(ax, np.column_stack([cx.ravel(), cy.ravel()]), texts,
+                                          value_size, inks)
+    return out
 
 
-def colour_bar(sheet: Sheet, left: float, top: float, height: float, size: float = 11.0) -> Axes:
+@dataclass
+class ColourBar:
+    """The one colour scale of a figure: 0 (bottom) to 1 (top)."""
+
+    cells: QuadMesh
+    labels: list[Text]
+
+
+def colour_bar(sheet: Sheet, pen: Pen, left: float, top: float, height: float,
+               size: float = 11.0) -> ColourBar:
     """One colour bar from 0 to 1, shared by every heatmap of the figure."""
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import Normalize
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
 
-    cax = sheet.axes(left, top, 0.22, height)
-    cax.set_label("<colorbar>")  # the name matplotlib gives colour bars it places itself
-    bar = sheet.fig.colorbar(ScalarMappable(Normalize(0.0, 1.0), _cmap()), cax=cax)
-    bar.set_ticks([0.0, 0.25, 0.5, 0.75, 1.0], labels=["0", "0.25", "0.5", "0.75", "1"])
-    cax.tick_params(labelsize=size)
-    bar.set_label("attention weight", fontsize=size)
-    bar.outline.set_linewidth(0.8)
-    return cax
+    ax, width = sheet.ax, 0.22
+    steps = np.linspace(1.0, 0.0, 256)[:, None]  # (256, 1): the top row is 1
+    cells = ax.pcolormesh([left, left + width], top + np.linspace(0.0, height, 257), steps,
+                          cmap=_cmap(), vmin=0.0, vmax=1.0, antialiased=False, edgecolors="none",
+                          shading="flat", zorder=1)
+    ax.add_patch(Rectangle((left, top), width, height, fill=False, edgecolor=theme.LABEL_COLOR,
+                           linewidth=0.8, zorder=2))
+    labels = []
+    for value, text in zip((0.0, 0.25, 0.5, 0.75, 1.0), _BAR_TICK_LABELS):
+        y = top + height * (1.0 - value)
+        ax.add_line(Line2D([left + width, left + width + 0.05], [y, y], color=theme.LABEL_COLOR,
+                           linewidth=0.8))
+        labels.append(ax.text(left + width + 0.1, y, text, ha="left", va="center", fontsize=size))
+    labels.append(ax.text(left + width + 0.1 + pen.widest(_BAR_TICK_LABELS, size) + 0.1, top + height / 2,
+                          "attention weight", ha="left", va="center", rotation=90, fontsize=size))
+    bar = ColourBar(cells, labels)
+    sheet.colour_bars.append(bar)
+    return bar
 
 
 _BAR_TICK_LABELS = ("0", "0.25", "0.5", "0.75", "1")
@@ -707,7 +771,8 @@ class HeadFigure:
         matrix = n * cell
         self.subtitles = [_describe_head(trace, i, pen) for i in range(trace.num_heads)]
 
-        left = 0.2 + _line(self.AXIS) + 0.08 + label_w + 0.06
+        pad = _label_pad(4.0)
+        left = 0.2 + _line(self.AXIS) + 0.08 + label_w + pad
         right = _bar_width(pen, 11.0)
         width = max(left + matrix + right, 6.0)
         inner = width - 0.4
@@ -717,21 +782,24 @@ class HeadFigure:
 
         top = 0.2 + _line(self.TITLE) + sub_lines * _line(self.SUB)
         top += _line(11.0) if view.windowed else 0.0
-        top += 0.15 + _line(self.AXIS) + 0.04 + x_label_h + 0.06
+        top += 0.15 + _line(self.AXIS) + 0.08 + x_label_h + pad
         height = top + matrix + 0.2 + len(caption_lines) * _line(self.CAPTION) + 0.2
         height = max(height, top + max(matrix, 2.6) + 0.4)
 
         sheet = Sheet(width, height)
         self.sheet, self.fig = sheet, sheet.fig
         x0 = left + (width - (left + matrix + right)) / 2  # centre the block when the title is wider
-        ax = sheet.axes(x0, top, matrix, matrix)
-        self.map = heatmap(ax, np.asarray(trace.weights[0])[view.rows, view.rows], labels, labels,
-                           mask=_mask(trace, view), color=theme.head_color(0), tick_size=tick,
-                           value_size=value, rotate_x=rotate, frame_width=4.0)
-        self.colour_bar = colour_bar(sheet, x0 + matrix + 0.25, top, matrix)
-        ax.set_xlabel("key (the token looked at) →", fontsize=self.AXIS, labelpad=6)
-        ax.xaxis.set_label_position("top")
-        ax.set_ylabel("← query (the token looking)", fontsize=self.AXIS, labelpad=6)
+        self.map = heatmap(sheet.ax, np.asarray(trace.weights[0])[view.rows, view.rows], labels,
+                           labels, left=x0, top=top, cell=cell, mask=_mask(trace, view),
+                           color=theme.head_color(0), tick_size=tick, value_size=value,
+                           rotate_x=rotate, frame_width=4.0)
+        self.colour_bar = colour_bar(sheet, pen, x0 + matrix + 0.25, top, matrix)
+        self.x_title = sheet.text(x0 + matrix / 2, top - pad - x_label_h - 0.08,
+                                  "key (the token looked at) →", fontsize=self.AXIS, ha="center",
+                                  va="bottom")
+        self.y_title = sheet.text(x0 - pad - label_w - 0.08, top + matrix / 2,
+                                  "← query (the token looking)", fontsize=self.AXIS, ha="right",
+                                  va="center", rotation=90)
 
         self.title = sheet.text(0.2, 0.2, "", fontsize=self.TITLE, fontweight="bold")
         self.subtitle = sheet.text(0.2, 0.2 + _line(self.TITLE), "", fontsize=self.SUB,
@@ -771,8 +839,9 @@ class HeadFigure:
     def _changing(self) -> list[Any]:
         """The artists that differ from head to head, in drawing (z) order."""
         m = self.map
-        return [a for a in (m.cells, m.hatch, m.values, *m.ax.spines.values(), self.title,
-                            self.subtitle) if a is not None]
+        changing = [a for a in (m.cells, m.hatch, m.values, m.frame, self.title, self.subtitle)
+                    if a is not None]
+        return sorted(changing, key=lambda a: a.get_zorder())  # stable: same order as a full draw
 
     def write(self, i: int, path: Path, fmt: str, dpi: int, writer: Writer | None = None) -> Path:
         """Save head ``i``; for PNG only what changes between heads is redrawn.
@@ -839,15 +908,21 @@ def _grid_shape(panels: int) -> tuple[int, int]:
     return cols, math.ceil(panels / cols)
 
 
+def _panel_frame(n: int) -> float:
+    return 3.0 if n <= 20 else 2.0
+
+
 def _panels(sheet: Sheet, pen: Pen, matrices: list[np.ndarray], names: list[str],
             details: list[str], colors: list[str], text_colors: list[str], labels: list[str],
             mask: np.ndarray | None, *, left: float, top: float, panel: float, cols: int,
             tick: float, step: int, value: float, rotate: bool, label_w: float) -> Panels:
     """Lay out ``matrices`` as a grid of heatmaps; tokens label the outer edges only."""
     n = len(labels)
-    x_label_h = label_w if rotate else _line(tick)
+    frame = _panel_frame(n)
+    above = (label_w if rotate else _line(tick)) + _label_pad(frame)  # room for the key labels
     title_h = _line(12.0) + (_line(10.0) if any(details) else 0.0) + 0.06
     gap = 0.3
+    cell = panel / n
     maps, titles = [], []
     y = top
     bottom = top
@@ -855,13 +930,12 @@ def _panels(sheet: Sheet, pen: Pen, matrices: list[np.ndarray], names: list[str]
         r, c = divmod(k, cols)
         if c == 0 and r > 0:
             y = bottom + gap
-        row_top = y + title_h + (x_label_h + 0.06 if r == 0 else 0.0)
+        row_top = y + title_h + (above if r == 0 else 0.0)
         x = left + c * (panel + gap)
-        ax = sheet.axes(x, row_top, panel, panel)
-        maps.append(heatmap(ax, m, labels, labels, mask=mask, color=colors[k], tick_size=tick,
-                            value_size=value, label_step=step, rotate_x=rotate, show_x=r == 0,
-                            show_y=c == 0, frame_width=3.0 if n <= 20 else 2.0))
-        title_y = row_top - (x_label_h + 0.06 if r == 0 else 0.0) - title_h
+        maps.append(heatmap(sheet.ax, m, labels, labels, left=x, top=row_top, cell=cell, mask=mask,
+                            color=colors[k], tick_size=tick, value_size=value, label_step=step,
+                            rotate_x=rotate, show_x=r == 0, show_y=c == 0, frame_width=frame))
+        title_y = y
         titles.append(sheet.text(x, title_y, name, fontsize=12.0, fontweight="bold",
                                  color=text_colors[k]))
         if details[k]:
@@ -907,7 +981,8 @@ def _heads_figure(trace: Trace, view: View, pen: Pen) -> Figure:
 
     details = [_short_head(trace, i, pen) for i in range(h)] + ["what PyTorch returns by default"]
     names = [f"Head {i + 1}" for i in range(h)] + [f"Average of the {h} heads"]
-    left = 0.2 + _line(12.0) + 0.08 + label_w + 0.06
+    pad = _label_pad(_panel_frame(n))
+    left = 0.2 + _line(12.0) + 0.08 + label_w + pad
     grid_w = cols * panel + (cols - 1) * 0.3
     width = max(left + grid_w + bar, 8.0)
     inner = width - 0.4
@@ -927,7 +1002,7 @@ def _heads_figure(trace: Trace, view: View, pen: Pen) -> Figure:
     top += _line(12.0) + 0.04
     title_h = _line(12.0) + _line(10.0) + 0.06
     x_label_h = label_w if rotate else _line(tick)
-    height = (top + rows * (title_h + panel) + (rows - 1) * 0.3 + x_label_h + 0.06 + 0.25
+    height = (top + rows * (title_h + panel) + (rows - 1) * 0.3 + x_label_h + pad + 0.25
               + len(note_lines) * _line(10.5) + 0.2)
 
     sheet = Sheet(width, height)
@@ -945,11 +1020,11 @@ def _heads_figure(trace: Trace, view: View, pen: Pen) -> Figure:
     grid = _panels(sheet, pen, matrices, names, details, colors, text_colors, labels, mask,
                    left=x0, top=top, panel=panel, cols=cols, tick=tick, step=step, value=value,
                    rotate=rotate, label_w=label_w)
-    first_row_top = top + title_h + x_label_h + 0.06
-    sheet.text(x0 - label_w - 0.14 - _line(12.0), (first_row_top + grid.bottom) / 2,
-               "← query (the token looking)", fontsize=12.0, rotation=90, va="center", ha="left")
+    first_row_top = top + title_h + x_label_h + pad
+    sheet.text(x0 - pad - label_w - 0.08, (first_row_top + grid.bottom) / 2,
+               "← query (the token looking)", fontsize=12.0, rotation=90, va="center", ha="right")
     bar_h = min(grid.bottom - first_row_top, 4.5)
-    colour_bar(sheet, grid.right + 0.25, first_row_top, bar_h)
+    colour_bar(sheet, pen, grid.right + 0.25, first_row_top, bar_h)
     sheet.text(0.2, grid.bottom + 0.25, "\n".join(note_lines), fontsize=10.5, color="#444444",
                linespacing=1.15)
     sheet.fig.mhacli_panels = grid  # type: ignore[attr-defined]  # for tests: the drawn panels
@@ -992,7 +1067,7 @@ class TokenRow:
     color: str
     text_color: str
     boxes: list[Any] = field(default_factory=list)
-    labels: list[Text] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)  # the token drawn in each box
 
 
 def _flow(widths: Sequence[float], max_width: float, gap: float) -> list[list[int]]:
@@ -1070,11 +1145,7 @@ def _magnifiers(trace: Trace, single: Trace | None, view: View, pen: Pen) -> Fig
         height += 0.1
 
     sheet = Sheet(width, height)
-    fig = sheet.fig
-    ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(0, sheet.w)
-    ax.set_ylim(sheet.h, 0)  # inches from the top-left, like the layout
-    ax.set_axis_off()
+    fig, ax = sheet.fig, sheet.ax
     sheet.text(0.25, 0.2, "\n".join(title_lines), fontsize=16.0, fontweight="bold", linespacing=1.1)
     sheet.text(0.25, 0.2 + len(title_lines) * _line(16.0), "\n".join(sub_lines), fontsize=11.0,
                color="#444444", linespacing=1.15)
@@ -1083,6 +1154,7 @@ def _magnifiers(trace: Trace, single: Trace | None, view: View, pen: Pen) -> Fig
                    color=theme.HATCH_COLOR)
 
     percents: list[tuple[float, float, str]] = []
+    tokens_drawn: list[tuple[float, float, str, str]] = []  # x, y, text, ink
     y = top
     for k, row in enumerate(rows):
         is_single = single is not None and k == 0
@@ -1125,9 +1197,9 @@ def _magnifiers(trace: Trace, single: Trace | None, view: View, pen: Pen) -> Fig
                     ax.add_patch(Rectangle((x - 0.035, by - 0.035), widths[t] + 0.07, box_h + 0.07,
                                            facecolor="none", edgecolor=theme.LABEL_COLOR,
                                            linewidth=1.3, linestyle=(0, (3, 2))))
-                row.labels.append(ax.text(x + widths[t] / 2, by + box_h / 2, labels[t],
-                                          ha="center", va="center_baseline", fontsize=fs,
-                                          color=theme.ink_on(fill)))
+                row.labels.append(labels[t])
+                tokens_drawn.append((x + widths[t] / 2, by + box_h / 2, labels[t],
+                                     theme.ink_on(fill)))
                 percents.append((x + widths[t] / 2, by + box_h + 0.06,
                                  f"{w:.0%}" if w >= 0.005 else "0"))
                 x += widths[t] + gap
@@ -1136,6 +1208,9 @@ def _magnifiers(trace: Trace, single: Trace | None, view: View, pen: Pen) -> Fig
         xs, ys, texts = zip(*percents)
         numbers().collection(ax, np.column_stack([xs, ys]), texts, vs, ["#555555"] * len(texts),
                              align="top")
+        # Each token appears once per head: one outline per distinct token, one draw call for all.
+        xs, ys, texts, inks = zip(*tokens_drawn)
+        numbers().collection(ax, np.column_stack([xs, ys]), texts, fs, inks, families=pen.families)
     fig.mhacli_rows = rows  # type: ignore[attr-defined]  # for tests: the drawn rows
     return fig
 
@@ -1171,12 +1246,13 @@ def _compare_figure(trace: Trace, single: Trace, cmp: Comparison, view: View, pe
     lw_small = pen.widest(labels[::step_s], tick_s)
     rot_big = lw_big > big / n * step_big - 3 * PT
     rot_small = lw_small > small / n * step_s - 3 * PT
-    xh_big = lw_big if rot_big else _line(tick_big)
-    xh_small = lw_small if rot_small else _line(tick_s)
+    pad_big, pad_small = _label_pad(4.0), _label_pad(_panel_frame(n))
+    above_big = (lw_big if rot_big else _line(tick_big)) + pad_big
+    above_small = (lw_small if rot_small else _line(tick_s)) + pad_small
 
     bar = _bar_width(pen, 11.0)
-    left = 0.25 + lw_big + 0.06
-    heads_left = left + big + 0.5 + lw_small + 0.06
+    left = 0.25 + lw_big + pad_big
+    heads_left = left + big + 0.5 + lw_small + pad_small
     grid_w = cols * small + (cols - 1) * 0.3
     width = max(heads_left + grid_w + bar, 9.0)
     inner = width - 0.5
@@ -1185,7 +1261,7 @@ def _compare_figure(trace: Trace, single: Trace, cmp: Comparison, view: View, pe
     sub_lines = pen.wrap(sub, inner, 12.0)
     top = 0.2 + _line(17.0) + len(sub_lines) * _line(12.0) + _line(12.0)
     top += (_line(11.0) if view.windowed else 0.0) + 0.2
-    block_top = top + title_h + max(xh_big, xh_small) + 0.06
+    block_top = top + title_h + max(above_big, above_small)
     block_h = max(big, rows * small + (rows - 1) * (0.3 + title_h))
     spread_head = block_top + block_h + 0.35
     chart_top = spread_head + _line(13.0) + 0.15
@@ -1210,11 +1286,11 @@ def _compare_figure(trace: Trace, single: Trace, cmp: Comparison, view: View, pe
         sheet.text(0.25, y + _line(12.0), view.note(), fontsize=11.0, color=theme.HATCH_COLOR)
 
     # The single head, large.
-    ax = sheet.axes(left, block_top, big, big)
-    one = heatmap(ax, np.asarray(single.weights[0])[view.rows, view.rows], labels, labels, mask=mask,
-                  color=theme.SINGLE_HEAD_COLOR, tick_size=tick_big, value_size=value_big,
-                  label_step=step_big, rotate_x=rot_big, frame_width=4.0)
-    sheet.text(left, block_top - xh_big - 0.06 - title_h, f"1 head (d = {trace.d_model})",
+    one = heatmap(sheet.ax, np.asarray(single.weights[0])[view.rows, view.rows], labels, labels,
+                  left=left, top=block_top, cell=big / n, mask=mask, color=theme.SINGLE_HEAD_COLOR,
+                  tick_size=tick_big, value_size=value_big, label_step=step_big, rotate_x=rot_big,
+                  frame_width=4.0)
+    sheet.text(left, block_top - above_big - title_h, f"1 head (d = {trace.d_model})",
                fontsize=12.0, fontweight="bold", color=theme.SINGLE_HEAD_COLOR)
 
     # The h heads, small, on the same scale.
@@ -1222,10 +1298,10 @@ def _compare_figure(trace: Trace, single: Trace, cmp: Comparison, view: View, pe
     grid = _panels(sheet, pen, [weights[i] for i in range(h)], [f"Head {i + 1}" for i in range(h)],
                    [""] * h, [theme.head_color(i) for i in range(h)],
                    [theme.head_text_color(i) for i in range(h)], labels, mask,
-                   left=heads_left, top=top + max(xh_big, xh_small) - xh_small, panel=small,
+                   left=heads_left, top=block_top - title_h - above_small, panel=small,
                    cols=cols, tick=tick_s, step=step_s, value=value_s, rotate=rot_small,
                    label_w=lw_small)
-    colour_bar(sheet, grid.right + 0.25, block_top, min(block_h, 4.5))
+    colour_bar(sheet, pen, grid.right + 0.25, block_top, min(block_h, 4.5))
 
     # How spread each head is: mean row entropy against the uniform maximum.
     sheet.text(0.25, spread_head, "How spread is each magnifier? Mean row entropy in bits "
@@ -1264,6 +1340,7 @@ def _compare_figure(trace: Trace, single: Trace, cmp: Comparison, view: View, pe
     sheet.fig.mhacli_single = one  # type: ignore[attr-defined]  # for tests
     sheet.fig.mhacli_heads = grid  # type: ignore[attr-defined]
     sheet.fig.mhacli_js = js  # type: ignore[attr-defined]
+    sheet.fig.mhacli_chart = chart  # type: ignore[attr-defined]
     return sheet.fig
 
 
@@ -1395,25 +1472,167 @@ def _finish(saved: Saved, pen: Pen) -> Saved:
     return saved
 
 
-def save_figures(trace: Trace, single: Trace | None, out_dir: Path, fmt: str = "png",
-                 dpi: int = 150, query: int | str | None = None, max_tokens: int = 40) -> Saved:
-    """Write ``head-1 … head-h``, ``heads`` and ``magnifiers`` into ``out_dir``; return the paths."""
-    fmt, dpi = check_format(fmt), check_dpi(dpi)
-    out = Path(out_dir)
-    q = resolve_query(trace.tokens, query)
-    view = token_view(trace.n_tokens, max_tokens, q)
-    saved = Saved()
-    with drawing() as pen, Writer() as writer:
+def _draw_heads(trace: Trace, view: View, out: Path, fmt: str, dpi: int, pen: Pen) -> list[Path]:
+    """``head-1 … head-h``."""
+    with Writer() as writer:
         per_head = HeadFigure(trace, view, pen)
-        for i in range(trace.num_heads):
-            saved.append(per_head.write(i, out / f"head-{i + 1}.{fmt}", fmt, dpi, writer))
-        saved.append(writer.save(_heads_figure(trace, view, pen), out / f"heads.{fmt}", fmt, dpi))
-        saved.append(writer.save(_magnifiers(trace, single, view, pen), out / f"magnifiers.{fmt}",
-                                 fmt, dpi))
-    leftover = _leftovers(out, trace.num_heads, fmt)
-    if leftover:
-        saved.notices.append(leftover)
-    return _finish(saved, pen)
+        return [per_head.write(i, out / f"head-{i + 1}.{fmt}", fmt, dpi, writer)
+                for i in range(trace.num_heads)]
+
+
+def _draw_rest(trace: Trace, single: Trace | None, view: View, out: Path, fmt: str, dpi: int,
+               pen: Pen) -> list[Path]:
+    """``heads`` and ``magnifiers``."""
+    with Writer() as writer:
+        return [writer.save(_heads_figure(trace, view, pen), out / f"heads.{fmt}", fmt, dpi),
+                writer.save(_magnifiers(trace, single, view, pen), out / f"magnifiers.{fmt}", fmt, dpi)]
+
+
+def _can_fork() -> bool:
+    """A second process pays only where fork is cheap and safe (Linux) and a second core exists."""
+    import os
+    import sys
+
+    if sys.platform != "linux" or not hasattr(os, "fork") or os.environ.get("MHA_NO_FORK"):
+        return False  # MHA_NO_FORK=1: draw in one process (to compare, or where forking is unwelcome)
+    try:
+        return len(os.sched_getaffinity(0)) > 1
+    except (AttributeError, OSError):  # pragma: no cover
+        return (os.cpu_count() or 1) > 1
+
+
+class FigureJob:
+    """The figures of one run, drawn while the caller does other work.
+
+    On a machine with a second core the per-head heatmaps are drawn by a forked
+    child from the moment the job starts, so they overlap whatever this process
+    does next (printing the walkthrough, importing matplotlib, drawing the
+    other figures); :meth:`finish` draws the rest here and collects the child.
+    matplotlib is imported before the fork, so the child inherits it instead
+    of importing it again; each process writes its own files atomically.
+    """
+
+    def __init__(self, trace: Trace, single: Trace | None, out_dir: Path, fmt: str = "png",
+                 dpi: int = 150, query: int | str | None = None, max_tokens: int = 40,
+                 parallel: bool = True) -> None:
+        self.trace, self.single = trace, single
+        self.fmt, self.dpi = check_format(fmt), check_dpi(dpi)
+        self.out = Path(out_dir)
+        self.view = token_view(trace.n_tokens, max_tokens, resolve_query(trace.tokens, query))
+        self._child: tuple[int, int] | None = None
+        if parallel and _can_fork():
+            self._fork()
+
+    def _fork(self) -> None:
+        import json
+        import os
+        import sys
+
+        # Import and load fonts once, here, so the child inherits them instead of paying again.
+        import matplotlib.backends.backend_agg  # noqa: F401
+        import matplotlib.figure  # noqa: F401
+
+        font_faces()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        read_end, write_end = os.pipe()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns about fork in a process with threads (BLAS's idle pool);
+            # the child only draws and writes files, then leaves through os._exit.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid:
+            os.close(write_end)
+            self._child = (pid, read_end)
+            return
+        os.close(read_end)
+        code, report = 0, {}
+        try:
+            with drawing() as pen:
+                paths = _draw_heads(self.trace, self.view, self.out, self.fmt, self.dpi, pen)
+            report = {"paths": [str(p) for p in paths], "missing": list(pen.missing)}
+        except KeyboardInterrupt:
+            code, report = 130, {"interrupted": True}
+        except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+            code, report = 1, {"error": str(exc), "kind": type(exc).__name__}
+        finally:
+            try:
+                data = json.dumps(report).encode("utf-8")
+                while data:
+                    data = data[os.write(write_end, data):]
+            finally:
+                os._exit(code)  # never return into the parent's code, never flush its buffers
+
+    def _collect(self) -> dict[str, Any]:
+        import json
+        import os
+
+        assert self._child is not None
+        pid, read_end = self._child
+        self._child = None
+        chunks = []
+        try:
+            while chunk := os.read(read_end, 65536):
+                chunks.append(chunk)
+        finally:
+            os.close(read_end)
+            os.waitpid(pid, 0)
+        try:
+            return json.loads(b"".join(chunks) or b"{}")
+        except ValueError:
+            return {}
+
+    def finish(self) -> Saved:
+        """Draw what is left, wait for the child, and return every path in order with the notices."""
+        from mhacli.errors import RunError
+
+        t, v = self.trace, self.view
+        saved = Saved()
+        try:
+            with drawing() as pen:
+                heads = None if self._child else _draw_heads(t, v, self.out, self.fmt, self.dpi, pen)
+                rest = _draw_rest(t, self.single, v, self.out, self.fmt, self.dpi, pen)
+        finally:
+            report = self._collect() if self._child else None
+        if report is not None:
+            if report.get("interrupted"):
+                raise KeyboardInterrupt
+            if "paths" not in report:
+                message = report.get("error") or "the drawing process ended without a word"
+                kind = {"UsageError": UsageError, "RunError": RunError}.get(report.get("kind", ""))
+                if kind is not None:
+                    raise kind(message)
+                raise RunError(f"drawing the per-head figures failed: {message}")
+            heads = [Path(p) for p in report["paths"]]
+            for cluster in report["missing"]:
+                pen.missing[cluster] = None
+        saved.extend([*(heads or []), *rest])
+        leftover = _leftovers(self.out, t.num_heads, self.fmt)
+        if leftover:
+            saved.notices.append(leftover)
+        return _finish(saved, pen)
+
+    def __enter__(self) -> FigureJob:
+        return self
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
+        if self._child is not None:  # the caller failed before finish(): still reap the child
+            self._collect()
+
+
+def start_figures(trace: Trace, single: Trace | None, out_dir: Path, fmt: str = "png",
+                  dpi: int = 150, query: int | str | None = None, max_tokens: int = 40,
+                  parallel: bool = True) -> FigureJob:
+    """Start drawing the figures of ``trace`` (see :class:`FigureJob`); ``finish()`` returns the paths."""
+    return FigureJob(trace, single, out_dir, fmt, dpi, query, max_tokens, parallel)
+
+
+def save_figures(trace: Trace, single: Trace | None, out_dir: Path, fmt: str = "png",
+                 dpi: int = 150, query: int | str | None = None, max_tokens: int = 40,
+                 parallel: bool = True) -> Saved:
+    """Write ``head-1 … head-h``, ``heads`` and ``magnifiers`` into ``out_dir``; return the paths."""
+    with start_figures(trace, single, out_dir, fmt, dpi, query, max_tokens, parallel) as job:
+        return job.finish()
 
 
 def save_compare(trace: Trace, single: Trace, out_dir: Path, fmt: str = "png", dpi: int = 150,
@@ -1431,8 +1650,8 @@ def save_compare(trace: Trace, single: Trace, out_dir: Path, fmt: str = "png", d
 
 
 __all__ = [
-    "FORMATS", "Heatmap", "HeadFigure", "Pen", "Saved", "View", "check_dpi", "check_format",
-    "colour_bar", "compare_figure", "drawing", "head_figure", "heads_figure", "heatmap",
-    "magnifier", "magnifiers_figure", "resolve_query", "save", "save_compare", "save_figures",
-    "token_view",
+    "FORMATS", "FigureJob", "Heatmap", "HeadFigure", "Pen", "Saved", "View", "check_dpi",
+    "check_format", "colour_bar", "compare_figure", "drawing", "head_figure", "heads_figure",
+    "heatmap", "magnifier", "magnifiers_figure", "resolve_query", "save", "save_compare",
+    "save_figures", "start_figures", "token_view",
 ]

@@ -115,3 +115,23 @@ def text_color(color: str, background: str = PAPER_COLOR, minimum: float = 3.0) 
 def head_text_color(i: int) -> str:
     """Head i's colour for text on white: the same hue, darkened when it is too pale to read."""
     return text_color(head_color(i))
+
+
+def _heat_ink_threshold() -> float:
+    """The weight above which a heatmap cell is light enough for black text (viridis only brightens)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if ink_on(heat_color(mid)) == "#000000":
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+HEAT_INK_THRESHOLD = _heat_ink_threshold()
+
+
+def heat_ink(value: float) -> str:
+    """Black or white text for a heatmap cell of this weight: ``ink_on(heat_color(value))``, fast."""
+    return "#000000" if value >= HEAT_INK_THRESHOLD else "#FFFFFF"

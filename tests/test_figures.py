@@ -50,6 +50,13 @@ def pixels(path: Path) -> np.ndarray:
         return np.asarray(im.convert("RGB"))
 
 
+def all_text(fig) -> str:
+    """Every piece of text drawn in a figure."""
+    from matplotlib.text import Text
+
+    return " ".join(t.get_text() for t in fig.findobj(Text))
+
+
 def head_map(trace, i: int, **kw):
     """The per-head figure showing head i, and its heatmap artists."""
     with figures.drawing() as pen:
@@ -109,6 +116,39 @@ def test_redrawing_only_what_changes_gives_the_same_pixels_as_a_full_draw(cat, t
         fresh = tmp_path / f"fresh-{i}.png"
         figures.save(figures.head_figure(cat, i), fresh, "png", FAST_DPI)
         assert np.array_equal(pixels(saved[i]), pixels(fresh)), i
+
+
+def test_drawing_in_two_processes_gives_the_same_files(cat, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    a = figures.save_figures(cat, _single_head(cat), one, dpi=FAST_DPI, parallel=False)
+    b = figures.save_figures(cat, _single_head(cat), two, dpi=FAST_DPI, parallel=True)
+    assert [p.name for p in a] == [p.name for p in b] == expected_names(4)
+    for p, q in zip(a, b):
+        assert p.read_bytes() == q.read_bytes(), p.name
+
+
+def test_a_failure_in_the_drawing_process_reaches_the_user_as_one_error(cat, tmp_path, monkeypatch):
+    from mhacli.errors import RunError
+
+    if not figures._can_fork():
+        pytest.skip("figures are drawn in one process here")
+
+    def broken(*args, **kwargs):
+        raise RunError("cannot write 'head-1.png': disk full.")
+
+    monkeypatch.setattr(figures, "_draw_heads", broken)
+    with pytest.raises(RunError, match="disk full"):
+        figures.save_figures(cat, None, tmp_path, dpi=FAST_DPI)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(figures, "_draw_heads", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        figures.save_figures(cat, None, tmp_path, dpi=FAST_DPI)
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
 def test_png_writer_round_trips_any_image():
@@ -205,15 +245,19 @@ def test_heatmap_array_equals_the_weights_and_labels_equal_the_tokens(cat):
         assert drawn.shape == (6, 6)
         assert np.array_equal(np.ma.getdata(drawn), cat.weights[i])
         assert not np.ma.getmaskarray(drawn).any()
-        ax = hf.map.ax
-        assert [t.get_text() for t in ax.get_xticklabels()] == list(cat.tokens)
-        assert [t.get_text() for t in ax.get_yticklabels()] == list(cat.tokens)
-        assert "key" in ax.get_xlabel() and "query" in ax.get_ylabel()
+        assert [t.get_text() for t in hf.map.x_labels] == list(cat.tokens)
+        assert [t.get_text() for t in hf.map.y_labels] == list(cat.tokens)
+        # keys along x (labels above the columns), queries along y (labels left of the rows)
+        assert [t.get_position()[0] for t in hf.map.x_labels] == pytest.approx(
+            [hf.map.cell_center(0, c)[0] for c in range(6)])
+        assert [t.get_position()[1] for t in hf.map.y_labels] == pytest.approx(
+            [hf.map.cell_center(r, 0)[1] for r in range(6)])
+        assert "key" in hf.x_title.get_text() and "query" in hf.y_title.get_text()
         assert hf.title.get_text().startswith(f"Head {i + 1} of 4")
         assert "6×6" in hf.title.get_text()
         assert hf.title.get_color() == theme.head_text_color(i)
-        assert {s.get_edgecolor()[:3] for s in ax.spines.values()} == {
-            tuple(int(theme.head_color(i)[k:k + 2], 16) / 255 for k in (1, 3, 5))}
+        assert hf.map.frame.get_edgecolor()[:3] == pytest.approx(
+            tuple(int(theme.head_color(i)[k:k + 2], 16) / 255 for k in (1, 3, 5)))
 
 
 def test_cell_numbers_are_the_rounded_weights(cat):
@@ -234,13 +278,12 @@ def test_one_colour_scale_shared_by_every_head(cat):
     assert len(panels) == cat.num_heads + 1
     for m in panels:
         assert m.cells.get_clim() == (0.0, 1.0)
-    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
-    assert len(bars) == 1
+    assert len(fig.mhacli_sheet.colour_bars) == 1
     for i in range(cat.num_heads):
         assert np.array_equal(np.ma.getdata(panels[i].cells.get_array()), cat.weights[i])
     average = np.ma.getdata(panels[-1].cells.get_array())
     assert np.allclose(average, np.asarray(cat.weights).mean(axis=0))
-    text = " ".join(t.get_text() for t in fig.texts)
+    text = all_text(fig)
     assert "average_attn_weights=False" in text and "PyTorch" in text
 
 
@@ -261,11 +304,11 @@ def test_causal_cells_are_masked_and_hatched(cat_causal):
     path = hatch.get_path()
     for r in range(6):
         for c in range(6):
-            assert path.contains_point((c, r)) == bool(cat_causal.mask[r, c]), (r, c)
+            assert path.contains_point(hf.map.cell_center(r, c)) == bool(cat_causal.mask[r, c]), (r, c)
     # Masked cells carry no number (they are not "0.00": they are not allowed at all).
     texts = np.array(hf.map.value_texts).reshape(6, 6)
     assert (texts[cat_causal.mask] == "").all() and (texts[visible] != "").all()
-    assert "masked" in " ".join(t.get_text() for t in hf.fig.texts)
+    assert "masked" in all_text(hf.fig)
 
 
 def test_masked_cells_are_drawn_grey_not_dark(cat_causal, tmp_path):
@@ -273,10 +316,8 @@ def test_masked_cells_are_drawn_grey_not_dark(cat_causal, tmp_path):
     hf = head_map(cat_causal, 0)
     path = figures.save(hf.fig, tmp_path / "c.png", "png", 100)
     img = pixels(path)
-    ax = hf.map.ax
-    to_px = ax.transData.transform
-    hf.fig.set_dpi(100)
-    x, y = to_px((4.25, 0.75))  # inside masked cell (row 0, key 4), off the hatch lines' centre
+    cx, cy = hf.map.cell_center(0, 4)  # a masked cell: row 0 may not look at key 4
+    x, y = hf.map.ax.transData.transform((cx - 0.2 * hf.map.cell, cy - 0.2 * hf.map.cell))
     pixel = img[int(img.shape[0] - y), int(x)]
     mask_rgb = np.array([int(theme.MASK_COLOR[k:k + 2], 16) for k in (1, 3, 5)])
     hatch_rgb = np.array([int(theme.HATCH_COLOR[k:k + 2], 16) for k in (1, 3, 5)])
@@ -293,7 +334,7 @@ def test_magnifier_rows_are_shaded_by_the_attention_each_token_receives(cat):
     for i in range(4):
         assert np.allclose(rows[i + 1].weights, expected[i])
         assert rows[i + 1].color == theme.head_color(i)
-        assert [t.get_text() for t in rows[i + 1].labels] == list(cat.tokens)
+        assert rows[i + 1].labels == list(cat.tokens)
     vmax = max(float(r.weights.max()) for r in rows)
     for r in rows:
         for box, w in zip(r.boxes, r.weights):
@@ -302,7 +343,7 @@ def test_magnifier_rows_are_shaded_by_the_attention_each_token_receives(cat):
     # Averaged over all queries by default.
     fig = figures.magnifiers_figure(cat, single)
     assert np.allclose(fig.mhacli_rows[1].weights, np.asarray(cat.weights[0]).mean(axis=0))
-    assert "averaged" in " ".join(t.get_text() for t in fig.texts)
+    assert "averaged" in all_text(fig)
 
 
 def test_each_row_is_led_by_a_magnifier_in_its_heads_colour(cat):
@@ -370,22 +411,22 @@ def test_nothing_cut_off_and_no_overlapping_labels(text, heads, causal):
 def test_labels_are_readable_sizes_up_to_40_tokens():
     trace = run(" ".join(f"tok{i}" for i in range(40)), heads=2, d_model=8)
     hf = head_map(trace, 0)
-    sizes = {t.get_fontsize() for t in hf.map.ax.get_xticklabels()}
+    sizes = {t.get_fontsize() for t in hf.map.x_labels + hf.map.y_labels}
     assert min(sizes) >= 7.5
-    assert len(hf.map.ax.get_xticklabels()) == 40  # every token labelled, none thinned
+    assert len(hf.map.x_labels) == 40 and len(hf.map.y_labels) == 40  # every token, none thinned
 
 
 def test_long_texts_are_windowed_and_the_title_says_so():
     tokens = [f"t{i}" for i in range(100)]
     trace = run(" ".join(tokens), heads=2, d_model=8)
     hf = head_map(trace, 0, max_tokens=20)
-    assert [t.get_text() for t in hf.map.ax.get_xticklabels()] == tokens[:20]
+    assert [t.get_text() for t in hf.map.x_labels] == tokens[:20]
     assert np.array_equal(np.ma.getdata(hf.map.cells.get_array()), np.asarray(trace.weights[0])[:20, :20])
-    notes = " ".join(t.get_text() for t in hf.fig.texts)
+    notes = all_text(hf.fig)
     assert "tokens 0–19 of 100" in notes and "--max-tokens 20" in notes
     # A query beyond the first window moves the window to it.
     hf = head_map(trace, 0, max_tokens=20, query=70)
-    labels = [t.get_text() for t in hf.map.ax.get_xticklabels()]
+    labels = [t.get_text() for t in hf.map.x_labels]
     assert "t70" in labels and len(labels) == 20
     assert figures.token_view(100, 20, 99).stop == 100
 
@@ -404,16 +445,16 @@ def test_missing_glyphs_are_reported_once_and_never_crash(tmp_path):
     assert pen.shown("🐈") == "U+1F408"
     assert pen.shown("café") == "café"
     hf = head_map(trace, 0)
-    assert "U+1F408" in [t.get_text() for t in hf.map.ax.get_xticklabels()]
+    assert "U+1F408" in [t.get_text() for t in hf.map.x_labels]
 
 
 def test_tokens_are_never_read_as_mathtext(tmp_path):
     trace = run("pay $5 or $x^2$ now", heads=2, d_model=8, tokenizer="whitespace")
     figures.save_figures(trace, _single_head(trace), tmp_path, dpi=FAST_DPI)
     hf = head_map(trace, 0)
-    labels = [t.get_text() for t in hf.map.ax.get_xticklabels()]
+    labels = [t.get_text() for t in hf.map.x_labels]
     assert "$x^2$" in labels
-    assert not any(t.get_parse_math() for t in hf.map.ax.get_xticklabels())
+    assert not any(t.get_parse_math() for t in hf.map.x_labels)
 
 
 def test_font_fallback_uses_only_installed_families():
@@ -448,6 +489,11 @@ def test_theme_heat_colours_follow_matplotlibs_colour_map():
         got = np.array([int(theme.heat_color(v)[k:k + 2], 16) for k in (1, 3, 5)])
         want = np.array([int(to_hex(cmap(v))[k:k + 2], 16) for k in (1, 3, 5)])
         assert np.abs(got - want).max() <= 6, v
+
+
+def test_fast_cell_ink_matches_the_contrast_rule():
+    for v in np.linspace(0, 1, 2001):
+        assert theme.heat_ink(v) == theme.ink_on(theme.heat_color(v)), v
 
 
 def test_head_text_colours_are_readable_on_white():

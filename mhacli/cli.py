@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - older Typer on top of click
 from mhacli import __version__
 from mhacli.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
 from mhacli.errors import ExitCode, MhaError, UsageError
-from mhacli.files import check_target
+from mhacli.files import check_distinct, check_target
 from mhacli.inputs import count_tokens, resolve_text
 
 console = Console()
@@ -283,6 +283,7 @@ def explain(
         check_target(save_npz, "--save-npz")
     if html is not None:
         check_target(html, "--html")
+    check_distinct(("--file", file), ("--save-npz", save_npz), ("--html", html))
     fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
     count_tokens(body, config, json=json_out)  # refuse what would not fit before any array exists
 
@@ -427,6 +428,7 @@ def show(
     """
     if html is not None:
         check_target(html, "--html")
+    check_distinct(("the input .npz", trace_file), ("--html", html))  # never write over the input
     fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
     from mhacli.export import load_trace
     from mhacli.render_terminal import walkthrough

@@ -102,6 +102,9 @@ ROWS: list[tuple[str, str]] = [
     ("--out an existing file", 'mha explain "the cat" --out notes.txt'),
     ("--out a folder without write permission", 'mha explain "the cat" --out locked'),
     ("--html onto a folder", 'mha explain "the cat" --html folder'),
+    ("two outputs with the same name", 'mha explain "the cat" --save-npz run.npz --html run.npz'),
+    ("an output over the input text", "mha explain --file notes.txt --save-npz notes.txt"),
+    ("show writing its page over the trace it reads", "mha show trace.npz --html trace.npz"),
     # --- show and verify ------------------------------------------------------
     ("show without a file", "mha show"),
     ("show a missing file", "mha show missing.npz"),

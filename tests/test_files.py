@@ -291,3 +291,17 @@ def test_figures_leave_the_rest_of_the_out_folder_alone(runner, tmp_path):
     new = set(after) - set(before)
     assert new and all(name.endswith(".png") and "/" not in name for name in new), new
     assert _temps(out) == []
+
+
+@pytest.mark.parametrize("args", [
+    ["explain", "the cat", "--save-npz", "same", "--html", "same"],
+    ["explain", "--file", "input.txt", "--save-npz", "input.txt"],
+    ["show", "trace.npz", "--html", "./trace.npz"],
+])
+def test_an_output_never_replaces_another_output_or_the_input(runner, tmp_path, args):
+    (tmp_path / "input.txt").write_text("the cat sat")
+    assert runner.invoke(app, ["explain", "the cat", *NO_PLOTS, "--save-npz", "trace.npz"]).exit_code == 0
+    before = _listing(tmp_path)
+    r = runner.invoke(app, [*args, *NO_PLOTS])
+    assert r.exit_code == 2 and "name the same file" in r.stderr, r.output
+    assert _listing(tmp_path) == before

@@ -561,11 +561,17 @@ def _source_args(text: str | None, file: Path | None, sample: str | None) -> str
     """How the text was given, as it would be typed again (for 'what next' hints)."""
     import shlex
 
+    from mhacli.tokenize import printable
+
+    # printable: the text or a file name may hold escape sequences; they are shown, not obeyed.
     if file is not None:
-        return f"--file {shlex.quote(str(file))}"
+        return printable(f"--file {shlex.quote(str(file))}")
     if sample is not None:
-        return f"--sample {shlex.quote(sample)}"
-    return shlex.quote(text or "")
+        return printable(f"--sample {shlex.quote(sample)}")
+    shown = text or ""
+    if len(shown) > 60:  # a long text is recalled, not reprinted
+        shown = shown[:59] + "…"
+    return printable(shlex.quote(shown))
 
 
 def _config_args(config: Config, skip: tuple[str, ...] = ()) -> str:

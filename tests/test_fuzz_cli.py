@@ -1,0 +1,95 @@
+"""Every command, every option, nasty values: the answer is a run or one clear line, never a crash.
+
+The commands and their options are read from the app itself, so a command or
+option added later is fuzzed too without touching this file.  Hypothesis builds
+command lines from them with values chosen to hurt (zero, negative, huge,
+non-numeric, empty, escape sequences, emoji, folders, devices, foreign files).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from mhacli.cli import app
+
+GROUP = get_command(app)
+COMMANDS = sorted(GROUP.commands)
+# Commands that may legitimately end with 1: a check that fails, not a usage error.
+MAY_FAIL = {"verify"}
+# Options that are expensive to honour and are fuzzed elsewhere: kept off here.
+SLOW = {"--plots", "--pause"}
+
+NASTY = ["0", "-1", "1", "2", "3", "4", "8", "16", "99", "10000000", "1" * 40, "2.5", "1e3", "abc", "",
+         " ", "-", "--", "\x1b[31m", "\x1b]0;t\x07", "😀", "日本", "the", "cat", "[bold]x", "png", "pdf",
+         "jpg", "word", "char", "random", "designed", "float32", "cat", "repeated", "notes.txt", "folder",
+         "folder/", "/dev/null", "missing.npz", "trace.npz", "other.npz", "blob.bin", "out/x.npz", "x" * 300]
+
+
+@pytest.fixture(autouse=True)
+def _fixtures(tmp_path, monkeypatch):
+    """A folder holding the files NASTY names, as cwd."""
+    from mhacli.config import Config
+    from mhacli.core import run_tokens
+    from mhacli.export import save_npz
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("the cat sat on the mat")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)))
+    save_npz(run_tokens(["the", "cat", "sat"], Config()), tmp_path / "trace.npz")
+    np.savez(tmp_path / "other.npz", a=np.zeros(2))
+
+
+def _params(command: str) -> tuple[list, list]:
+    params = GROUP.commands[command].params
+    options = [p for p in params if p.param_type_name == "option" and p.opts[0] not in SLOW
+               and p.opts[0] != "--help"]
+    arguments = [p for p in params if p.param_type_name == "argument"]
+    return options, arguments
+
+
+@st.composite
+def command_lines(draw) -> list[str]:
+    command = draw(st.sampled_from(COMMANDS))
+    options, arguments = _params(command)
+    argv = [command]
+    if "--no-plots" in [o for p in GROUP.commands[command].params for o in p.secondary_opts]:
+        argv.append("--no-plots")
+    if "--no-pause" in [o for p in GROUP.commands[command].params for o in p.secondary_opts]:
+        argv.append("--no-pause")
+    for param in draw(st.lists(st.sampled_from(options), max_size=4)) if options else []:
+        if getattr(param, "is_flag", False):
+            flags = list(param.opts) + list(param.secondary_opts)
+            argv.append(draw(st.sampled_from(flags)))
+        else:
+            argv += [draw(st.sampled_from(param.opts)), draw(st.sampled_from(NASTY))]
+    for _ in arguments:
+        if draw(st.booleans()):
+            argv.append(draw(st.sampled_from(NASTY)))
+    if draw(st.integers(0, 9)) == 0:
+        argv.append(draw(st.sampled_from(NASTY)))  # one word too many
+    return argv
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(argv=command_lines())
+def test_any_command_line_runs_or_says_one_line(argv):
+    result = CliRunner().invoke(app, argv)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    allowed = {0, 2} | ({1} if argv[0] in MAY_FAIL else set())
+    assert result.exit_code in allowed, (argv, result.exit_code, result.stderr)
+    assert "Traceback" not in result.output
+    assert "unexpected" not in result.stderr or "unexpected extra" in result.stderr, result.stderr
+    if result.exit_code != 0:
+        errors = [line for line in result.stderr.splitlines() if line.startswith("mha: error: ")]
+        assert len(errors) == 1, (argv, result.stderr)
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert not any(Path(".").glob("**/.*.tmp")), "a temporary file was left behind"

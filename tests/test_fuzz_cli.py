@@ -93,3 +93,28 @@ def test_any_command_line_runs_or_says_one_line(argv):
         assert len(errors) == 1, (argv, result.stderr)
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout
     assert not any(Path(".").glob("**/.*.tmp")), "a temporary file was left behind"
+
+
+WITH_FIGURES = [c for c in COMMANDS
+                if "--plots" in [o for p in GROUP.commands[c].params for o in p.opts] and c != "show"]
+FIGURE_TEXT = st.lists(st.sampled_from(["$x^2$", "\\frac", "_", "^", "%s", "{}", "😀", "👨\u200d👩\u200d👧", "日本",
+                                         "שלום", "\x1b[31m", "\u202e", "e\u0301", "x" * 80, "the", "[b]"]),
+                       min_size=1, max_size=8).map(" ".join)
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(WITH_FIGURES), text=FIGURE_TEXT, fmt=st.sampled_from(["png", "svg", "pdf"]),
+       causal=st.booleans())
+def test_figures_of_any_text_are_written_or_refused_in_one_line(command, text, fmt, causal):
+    argv = [command, text]
+    argv += ["--format", fmt, "--dpi", "30", "--out", "figs", "--causal" if causal else "--no-causal"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code in (0, 2), (argv, result.stderr)
+    assert "Traceback" not in result.output
+    if result.exit_code == 0:
+        written = sorted(Path("figs").glob(f"*.{fmt}"))
+        assert written and all(p.stat().st_size > 0 for p in written)
+    else:
+        assert len([line for line in result.stderr.splitlines() if line.startswith("mha: error: ")]) == 1
+    assert not any(Path(".").glob("**/.*.tmp"))

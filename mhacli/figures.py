@@ -392,6 +392,12 @@ class Sheet:
         return self.ax.text(x, y, s, **kw)
 
 
+def _ordinal(k: int) -> str:
+    """2nd, 3rd, 4th … 11th, 21st."""
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
 def _sup(i: int) -> str:
     return str(i).translate(_SUPERSCRIPTS)
 
@@ -741,13 +747,18 @@ def _sentence(trace: Trace, view: View, pen: Pen, width_in: float, size: float) 
 # --------------------------------------------------------------------------
 
 
-def _head_sizes(n: int) -> tuple[float, float, float]:
-    """Cell size (inches), tick label size and cell value size (points; 0 = no values) for N tokens."""
+MAX_MATRIX_INCHES = 12.0  # beyond 60 tokens cells shrink instead: the image stays a sane size
+
+
+def _head_sizes(n: int) -> tuple[float, float, float, int]:
+    """Cell size (inches), tick label size, cell value size (points; 0 = none) and label step for N tokens."""
     cell = _clamp(6.4 / n, 0.2, 0.8)
     cell = max(cell, 2.6 / n)  # one to three tokens still make a square you can read
+    cell = min(cell, MAX_MATRIX_INCHES / n)
     tick = _clamp(cell / PT * 0.55, 7.5, 14.0)
+    step = max(1, math.ceil(tick * 1.25 * PT / cell))  # label every token up to 40, then thin
     value = min(13.0, cell / PT * 0.85 / 2.4) if n <= 14 else 0.0
-    return cell, tick, value if value >= 8 else 0.0
+    return cell, tick, value if value >= 8 else 0.0, step
 
 
 class HeadFigure:
@@ -763,10 +774,11 @@ class HeadFigure:
     def __init__(self, trace: Trace, view: View, pen: Pen) -> None:
         self.trace, self.view, self.pen = trace, view, pen
         n = view.n
-        cell, tick, value = _head_sizes(n)
+        cell, tick, value, step = _head_sizes(n)
+        self.step = step
         labels = [pen.shown(t) for t in trace.tokens[view.rows]]
-        label_w = pen.widest(labels, tick)
-        rotate = label_w > cell - 4 * PT
+        label_w = pen.widest(labels[::step], tick)
+        rotate = label_w > cell * step - 4 * PT
         x_label_h = label_w if rotate else _line(tick)
         matrix = n * cell
         self.subtitles = [_describe_head(trace, i, pen) for i in range(trace.num_heads)]
@@ -792,7 +804,7 @@ class HeadFigure:
         self.map = heatmap(sheet.ax, np.asarray(trace.weights[0])[view.rows, view.rows], labels,
                            labels, left=x0, top=top, cell=cell, mask=_mask(trace, view),
                            color=theme.head_color(0), tick_size=tick, value_size=value,
-                           rotate_x=rotate, frame_width=4.0)
+                           label_step=step, rotate_x=rotate, frame_width=4.0)
         self.colour_bar = colour_bar(sheet, pen, x0 + matrix + 0.25, top, matrix)
         self.x_title = sheet.text(x0 + matrix / 2, top - pad - x_label_h - 0.08,
                                   "key (the token looked at) →", fontsize=self.AXIS, ha="center",
@@ -822,6 +834,8 @@ class HeadFigure:
         if self.trace.config.causal:
             out.append("Grey hatched cells are masked (causal): a token may not look at later "
                        "tokens, so their weight is exactly 0.")
+        if self.step > 1:
+            out.append(f"Labels show every {_ordinal(self.step)} token.")
         return out
 
     def show(self, i: int) -> Figure:
@@ -993,8 +1007,7 @@ def _heads_figure(trace: Trace, view: View, pen: Pen) -> Figure:
     if trace.config.causal:
         notes.append("Grey hatched cells are masked (causal): a token never looks at later tokens.")
     if step > 1:
-        notes.append(f"Labels show every {step}{'nd' if step == 2 else 'th'} token; the per-head "
-                     "figures label them all.")
+        notes.append(f"Labels show every {_ordinal(step)} token.")
     note_lines = pen.wrap(" ".join(notes), inner, 10.5)
     title = f"{h} head{'s' if h != 1 else ''} on one scale: each row is a query, each column a key"
     top = 0.2 + _line(16.0) + _line(12.0) + (_line(11.0) if view.windowed else 0.0) + 0.2
@@ -1090,8 +1103,14 @@ def magnifiers_figure(trace: Trace, single: Trace | None, *, query: int | None =
         return _magnifiers(trace, single, token_view(trace.n_tokens, max_tokens, query), p)
 
 
+MAGNIFIER_MAX_TOKENS = 60  # a row of boxes per head stops being a picture beyond this
+
+
 def _magnifiers(trace: Trace, single: Trace | None, view: View, pen: Pen) -> Figure:
     from matplotlib.patches import FancyBboxPatch, Rectangle
+
+    if view.n > MAGNIFIER_MAX_TOKENS:
+        view = token_view(trace.n_tokens, MAGNIFIER_MAX_TOKENS, view.query)
 
     h, n, q = trace.num_heads, view.n, view.query
     fs = 14.0 if n <= 10 else 12.0 if n <= 20 else 10.5
@@ -1496,9 +1515,12 @@ def _can_fork() -> bool:
     if sys.platform != "linux" or not hasattr(os, "fork") or os.environ.get("MHA_NO_FORK"):
         return False  # MHA_NO_FORK=1: draw in one process (to compare, or where forking is unwelcome)
     try:
-        return len(os.sched_getaffinity(0)) > 1
+        cores = len(os.sched_getaffinity(0))
+        busy = os.getloadavg()[0]
     except (AttributeError, OSError):  # pragma: no cover
-        return (os.cpu_count() or 1) > 1
+        cores, busy = os.cpu_count() or 1, 0.0
+    # A second process only pays when a core is idle; on a busy machine it just adds work.
+    return cores > 1 and busy < cores - 0.5
 
 
 class FigureJob:
@@ -1520,6 +1542,7 @@ class FigureJob:
         self.out = Path(out_dir)
         self.view = token_view(trace.n_tokens, max_tokens, resolve_query(trace.tokens, query))
         self._child: tuple[int, int] | None = None
+        self.forked = False  # whether the per-head figures are drawn in a second process
         if parallel and _can_fork():
             self._fork()
 
@@ -1544,6 +1567,7 @@ class FigureJob:
         if pid:
             os.close(write_end)
             self._child = (pid, read_end)
+            self.forked = True
             return
         os.close(read_end)
         code, report = 0, {}

@@ -361,14 +361,9 @@ def _query_position(trace: Any, query: str | None) -> int | None:
 
 def _single_head(trace: Any) -> Any:
     """The same X and weight matrices run as ONE head of size d: the magnifier's contrast."""
-    from dataclasses import replace
+    from mhacli.compare import single_head
 
-    from mhacli.core import Trace, attend
-
-    parts = attend(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1, trace.config.causal)
-    return Trace(config=replace(trace.config, heads=1), tokens=trace.tokens, token_ids=trace.token_ids,
-                 X=trace.X, W_q=trace.W_q, W_k=trace.W_k, W_v=trace.W_v, W_o=trace.W_o,
-                 embeddings=trace.embeddings, positions=trace.positions, source=trace.source, **parts)
+    return single_head(trace)
 
 
 def _print_grids(trace: Any, max_tokens: int, query: int | None, figures_at: Path | None) -> None:

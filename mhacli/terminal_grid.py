@@ -88,8 +88,9 @@ def head_grid(weights: np.ndarray, tokens: Sequence[str], *, start: int = 0,
 def legend() -> Text:
     """The colour scale and how to read a grid, in one line."""
     text = Text("0% ", style=theme.STYLE_DIM)
-    for k in range(11):
-        text.append(" ", style=Style(bgcolor=theme.heat_color(k / 10)))
+    ramp = "▁▂▃▄▅▆▇█"  # rises even where there is no colour (NO_COLOR, a pipe)
+    for k, block in enumerate(ramp):
+        text.append(block, style=Style(color=theme.heat_color(k / (len(ramp) - 1))))
     text.append(" 100%", style=theme.STYLE_DIM)
     text.append("  row = query, column = key; rows sum to 100", style=theme.STYLE_DIM)
     return text

@@ -16,7 +16,8 @@ from hypothesis.extra.numpy import arrays
 
 from mhacli import figures
 from mhacli.analysis import js_divergence, max_row_entropy, mean_pairwise_js, row_entropy
-from mhacli.cli import _single_head, app
+from mhacli.cli import app
+from mhacli.compare import single_head as _single_head
 from mhacli.compare import compare
 from mhacli.config import Config
 from mhacli.core import Trace, attend, embed, positional_encoding, run, vocabulary

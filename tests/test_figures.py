@@ -20,7 +20,8 @@ from rich.console import Console
 
 from mhacli import figures, theme
 from mhacli.analysis import query_view
-from mhacli.cli import _single_head, app
+from mhacli.cli import app
+from mhacli.compare import single_head as _single_head
 from mhacli.core import run
 from mhacli.errors import UsageError
 from mhacli.terminal_grid import grid_width, head_grid, head_grids

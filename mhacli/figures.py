@@ -979,7 +979,8 @@ def _heads_figure(trace: Trace, view: View, pen: Pen) -> Figure:
     h, n = trace.num_heads, view.n
     weights = np.asarray(trace.weights)[:, view.rows, view.rows]  # (h, n, n)
     average = weights.mean(axis=0)  # (h, n, n) -> (n, n): what PyTorch returns by default
-    cols, rows = _grid_shape(h + 1)
+    panels = h + 1 if h > 1 else 1  # one head is its own average
+    cols, rows = _grid_shape(panels)
     labels = [pen.shown(t) for t in trace.tokens[view.rows]]
 
     # Panel size: fill a 13.3 × 7.5 in slide, but never so small that the tokens cannot be read.
@@ -995,6 +996,7 @@ def _heads_figure(trace: Trace, view: View, pen: Pen) -> Figure:
 
     details = [_short_head(trace, i, pen) for i in range(h)] + ["what PyTorch returns by default"]
     names = [f"Head {i + 1}" for i in range(h)] + [f"Average of the {h} heads"]
+    details, names = details[:panels], names[:panels]
     pad = _label_pad(_panel_frame(n))
     left = 0.2 + _line(12.0) + 0.08 + label_w + pad
     grid_w = cols * panel + (cols - 1) * 0.3
@@ -1002,7 +1004,9 @@ def _heads_figure(trace: Trace, view: View, pen: Pen) -> Figure:
     inner = width - 0.4
     notes = [
         "Last panel: the mean over heads, which is what PyTorch's nn.MultiheadAttention returns "
-        "unless average_attn_weights=False.",
+        "unless average_attn_weights=False." if h > 1 else
+        "With one head, the head is its own average: what PyTorch's nn.MultiheadAttention "
+        "returns either way.",
     ]
     if trace.config.causal:
         notes.append("Grey hatched cells are masked (causal): a token never looks at later tokens.")
@@ -1027,9 +1031,9 @@ def _heads_figure(trace: Trace, view: View, pen: Pen) -> Figure:
                    color=theme.HATCH_COLOR)
     sheet.text(x0 + grid_w / 2, top_axis, "key (the token looked at) →", fontsize=12.0, ha="center")
     mask = _mask(trace, view)
-    matrices = [weights[i] for i in range(h)] + [average]
-    colors = [theme.head_color(i) for i in range(h)] + [theme.AVERAGE_COLOR]
-    text_colors = [theme.head_text_color(i) for i in range(h)] + [theme.AVERAGE_COLOR]
+    matrices = ([weights[i] for i in range(h)] + [average])[:panels]
+    colors = ([theme.head_color(i) for i in range(h)] + [theme.AVERAGE_COLOR])[:panels]
+    text_colors = ([theme.head_text_color(i) for i in range(h)] + [theme.AVERAGE_COLOR])[:panels]
     grid = _panels(sheet, pen, matrices, names, details, colors, text_colors, labels, mask,
                    left=x0, top=top, panel=panel, cols=cols, tick=tick, step=step, value=value,
                    rotate=rotate, label_w=label_w)
@@ -1186,9 +1190,9 @@ def _magnifiers(trace: Trace, single: Trace | None, view: View, pen: Pen) -> Fig
             if single is not None:
                 ax.plot([0.25, sheet.w - 0.25], [y + 0.02, y + 0.02], color="#CCCCCC", linewidth=1)
                 y += 0.1
-            sheet.text(0.25, y, f"{h} head{'s' if h != 1 else ''} of size d/h = {trace.d_k}: "
-                       f"a team of {h} magnifier{'s' if h != 1 else ''}, same parameters",
-                       fontsize=12.5, fontweight="bold")
+            team = (f"{h} heads of size d/h = {trace.d_k}: a team of {h} magnifiers, same parameters"
+                    if h > 1 else f"1 head of size d/h = d = {trace.d_k}: the same single magnifier")
+            sheet.text(0.25, y, team, fontsize=12.5, fontweight="bold")
             y += section_h
         radius = lens_r[is_single]
         cy = y + 0.05 + box_h / 2  # level with the first line of tokens

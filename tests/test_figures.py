@@ -296,6 +296,13 @@ def test_one_colour_scale_shared_by_every_head(cat):
     assert "average_attn_weights=False" in text and "PyTorch" in text
 
 
+def test_one_head_is_its_own_average():
+    trace = run(CAT, heads=1, d_model=8)
+    fig = figures.heads_figure(trace)
+    assert len(fig.mhacli_panels.maps) == 1
+    assert "its own average" in all_text(fig) and "Average of the 1" not in all_text(fig)
+
+
 def test_designed_weights_show_each_heads_rule(cat):
     trace = run(CAT, heads=4, d_model=16, weights="designed")
     for i in range(4):

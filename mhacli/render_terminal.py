@@ -42,7 +42,8 @@ def header(trace: Trace) -> RenderableType:
     """What was run: the sentence as tokens and the configuration."""
     c = trace.config
     lines = Text()
-    lines.append(f"N = {trace.n_tokens} tokens   d = {c.d_model}   h = {c.heads}   d/h = {c.d_k}\n")
+    noun = "token" if trace.n_tokens == 1 else "tokens"
+    lines.append(f"N = {trace.n_tokens} {noun}   d = {c.d_model}   h = {c.heads}   d/h = {c.d_k}\n")
     if trace.source:
         lines.append(f"loaded from {label(trace.source, 60)}\n", style=theme.STYLE_DIM)
     else:
@@ -183,19 +184,30 @@ def causal_note(trace: Trace) -> RenderableType | None:
     return text
 
 
-def _matrix(title: str, m: np.ndarray, rows: Sequence[str], cols: Sequence[str] | None) -> Table:
+_CELL = 6  # "-12.34" is the widest value a rounded cell shows
+
+
+def _matrix(title: str, m: np.ndarray, rows: Sequence[str], cols: Sequence[str] | None,
+            width: int = 80) -> RenderableType:
+    """A matrix rounded to 2 decimals; columns wrap into blocks (as numpy prints) to fit ``width``."""
     import numpy as np
 
-    table = Table(title=title, title_justify="left", box=box.MINIMAL, pad_edge=False, padding=(0, 1))
-    table.add_column("")
-    for j in range(m.shape[1]):
-        table.add_column(Text(label(cols[j], 6)) if cols else str(j), justify="right")
-    for r, row in enumerate(m):
-        table.add_row(Text(label(rows[r], 8)), *("−∞" if np.isneginf(v) else f"{v:.2f}" for v in row))
-    return table
+    per_block = max(1, (width - 10) // (_CELL + 1))
+    blocks: list[RenderableType] = []
+    for first in range(0, m.shape[1], per_block):
+        cut = range(first, min(first + per_block, m.shape[1]))
+        heading = title if first == 0 else f"{title}, columns {cut[0]}–{cut[-1]}"
+        table = Table(title=heading, title_justify="left", box=None, pad_edge=False, padding=(0, 1))
+        table.add_column("", no_wrap=True, max_width=8)
+        for j in cut:
+            table.add_column(Text(label(cols[j], _CELL)) if cols else str(j), justify="right", no_wrap=True)
+        for r, row in enumerate(m):
+            table.add_row(Text(label(rows[r], 8)), *("−∞" if np.isneginf(row[j]) else f"{row[j]:.2f}" for j in cut))
+        blocks.append(table)
+    return Group(*blocks)
 
 
-def values_panel(trace: Trace) -> RenderableType:
+def values_panel(trace: Trace, width: int = 80) -> RenderableType:
     """``--show-values``: the actual matrices, rounded, for short inputs."""
     import numpy as np
 
@@ -206,14 +218,15 @@ def values_panel(trace: Trace) -> RenderableType:
                     style=theme.STYLE_DIM)
     toks = trace.tokens
     parts: list[RenderableType] = [_heading("Values (rounded to 2 decimals)"),
-                                   _matrix("X (N×d)", np.asarray(trace.X), toks, None)]
+                                   _matrix("X (N×d)", np.asarray(trace.X), toks, None, width)]
     for i in range(trace.num_heads):
         style = theme.head_style(i)
-        parts.append(Text(f"head {i + 1}", style=style))
-        parts.append(_matrix(f"Q^{i + 1} (N×d/h)", np.asarray(trace.Q[i]), toks, None))
-        parts.append(_matrix(f"S^{i + 1} (N×N)", np.asarray(trace.scores[i]), toks, toks))
-        parts.append(_matrix(f"A^{i + 1} (N×N)", np.asarray(trace.weights[i]), toks, toks))
-    parts.append(_matrix("O (N×d)", np.asarray(trace.output), toks, None))
+        parts.append(Text(f"\nhead {i + 1}", style=style))
+        parts.append(_matrix(f"Q^{i + 1} (N×d/h)", np.asarray(trace.Q[i]), toks, None, width))
+        parts.append(_matrix(f"S^{i + 1} (N×N)", np.asarray(trace.scores[i]), toks, toks, width))
+        parts.append(_matrix(f"A^{i + 1} (N×N)", np.asarray(trace.weights[i]), toks, toks, width))
+    parts.append(Text(""))
+    parts.append(_matrix("O (N×d)", np.asarray(trace.output), toks, None, width))
     return Group(*parts)
 
 
@@ -228,7 +241,7 @@ def walkthrough(trace: Trace, *, max_tokens: int = 40, show_values: bool = False
         claim_panel(trace),
         heads_panel(trace),
         causal_note(trace),
-        values_panel(trace) if show_values else None,
+        values_panel(trace, width) if show_values else None,
     ]
     spaced: list[RenderableType] = []
     for p in parts:

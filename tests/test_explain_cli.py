@@ -19,15 +19,8 @@ CAT = "the cat sat on the mat"
 
 
 def explain(runner, *args, input=None):
-    return runner.invoke(app, ["explain", *args, "--no-plots"] if _has_plots_flag() else ["explain", *args],
-                         input=input)
-
-
-def _has_plots_flag() -> bool:
-    from mhacli.cli import explain as cmd
-    import inspect
-
-    return "plots" in inspect.signature(cmd).parameters
+    """`mha explain ARGS` without figures: these tests are about the walkthrough and exports."""
+    return runner.invoke(app, ["explain", *args, "--no-plots"], input=input)
 
 
 def test_walkthrough_has_every_section_in_order(runner):
@@ -133,7 +126,7 @@ def test_show_rerenders_without_recomputing(runner, tmp_path, monkeypatch):
 
     monkeypatch.setattr(mhacli.core, "attend", boom)
     monkeypatch.setattr(mhacli.core, "run", boom)
-    r = runner.invoke(app, ["show", str(path), "--no-plots"] if _has_plots_flag() else ["show", str(path)])
+    r = runner.invoke(app, ["show", str(path), "--no-plots"])
     assert r.exit_code == 0, r.output
     assert "loaded from" in r.output and "2. Steps" in r.output and "mat" in r.output
 
@@ -233,7 +226,7 @@ def _mha() -> list[str]:
 def test_installed_mha_runs_the_walkthrough(tmp_path):
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "80"}
     p = subprocess.run([*_mha(), "explain", CAT, "--heads", "4", "--save-npz", str(tmp_path / "t.npz"),
-                        *(["--no-plots"] if _has_plots_flag() else [])],
+                        "--no-plots"],
                        capture_output=True, text=True, env=env, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "2. Steps" in p.stdout and "\x1b[" not in p.stdout

@@ -6,14 +6,21 @@ i·d/h … (i+1)·d/h − 1 of W_q).  The article's per-head matrix is derived,
 never stored twice: ``W_q^i = W_q[rows_i].T`` (d × d/h).
 
 This module never prints, plots, reads files or touches global random state:
-:func:`run` returns one frozen :class:`Trace` and renderers read it.
+:func:`run` returns one frozen :class:`Trace` and renderers read it.  For
+large inputs it spreads blocks of query rows over the cores with a few
+threads of its own, holding BLAS to one thread per call meanwhile (see
+:func:`attend_heads`); small inputs run in order on the calling thread.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -23,6 +30,7 @@ from mhacli.steps import ParameterCount, Step, steps_for
 from mhacli.tokenize import tokenize
 
 Array = np.ndarray
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------
@@ -100,7 +108,8 @@ def merge_heads(heads_out: Array) -> Array:
 def attention_scores(q: Array, k: Array) -> Array:
     """S^i = Q^i K^iᵀ / √d_k; dividing keeps the scores' spread independent of the head width."""
     d_k = q.shape[-1]
-    return (q @ k.transpose(0, 2, 1)) / np.sqrt(d_k)  # (h, N, d/h) @ (h, d/h, N) -> (h, N, N)
+    # math.sqrt, a Python float, keeps float32 scores float32 (a numpy float64 would widen them).
+    return (q @ k.transpose(0, 2, 1)) / math.sqrt(d_k)  # (h, N, d/h) @ (h, d/h, N) -> (h, N, N)
 
 
 def causal_mask(n_tokens: int) -> Array:
@@ -115,17 +124,161 @@ def apply_mask(scores: Array, blocked: Array) -> Array:
 
 def softmax(scores: Array) -> Array:
     """Row softmax, computed stably: subtracting the row max leaves the result unchanged but keeps exp() ≤ 1."""
-    row_max = scores.max(axis=-1, keepdims=True)  # (h, N, 1)
+    return softmax_into(scores, np.empty_like(scores))
+
+
+def softmax_into(scores: Array, out: Array) -> Array:
+    """Row softmax of ``scores`` written into ``out``: the same recipe, with no temporary of their size."""
+    row_max = scores.max(axis=-1, keepdims=True)  # (..., 1)
     # A row with every key blocked has max −∞; use 0 there so it gives zeros, not NaN.
-    row_max = np.where(np.isfinite(row_max), row_max, 0.0)
-    e = np.exp(scores - row_max)  # (h, N, N)
-    total = e.sum(axis=-1, keepdims=True)  # (h, N, 1)
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    row_max[~np.isfinite(row_max)] = 0.0
+    np.subtract(scores, row_max, out=out)  # (..., N)
+    np.exp(out, out=out)
+    total = out.sum(axis=-1, keepdims=True)  # (..., 1)
+    total[total == 0] = 1.0  # a fully blocked row is all zeros already
+    return np.divide(out, total, out=out)
 
 
 def weigh_values(weights: Array, v: Array) -> Array:
     """head_i = A^i V^i: each query's output is a weighted average of value rows."""
     return weights @ v  # (h, N, N) @ (h, N, d/h) -> (h, N, d/h)
+
+
+# --------------------------------------------------------------------------
+# The same steps, fast: blocks of query rows, in place, on every core
+# --------------------------------------------------------------------------
+#
+# The functions above are the article's steps on whole arrays.  Run as written
+# at N = 4096 they spend half their time on the softmax's (h, N, N) temporaries
+# (scores − max, exp, the division), each streamed through memory on one core.
+# The path below does the same arithmetic on one block of query rows of one
+# head at a time: the block's scores are made by one matrix product, masked,
+# turned into weights in place while still in cache, and multiplied by V.
+# Blocks are independent, so one thread per core takes them in turn (numpy's
+# ufuncs and BLAS release the GIL) while BLAS itself is held to one thread:
+# two levels of threads on two cores would only fight.  Every block is computed
+# by the same calls whichever thread runs it, so the numbers do not depend on
+# the scheduling: same seed, same bits.
+
+_BLOCK_BYTES = 4 * 2**20  # scores of one block of rows; with its weights it stays in the L3 cache
+_PARALLEL_MIN = 2**20  # fewer score entries than this and starting threads costs more than it saves
+
+
+def cpu_count() -> int:
+    """Cores this process may run on (its affinity mask, not the whole machine)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def rows_per_block(n_keys: int, itemsize: int, budget: int = _BLOCK_BYTES) -> int:
+    """How many query rows of ``n_keys`` scores fit in ``budget`` bytes (at least one)."""
+    return max(1, budget // (n_keys * itemsize))
+
+
+def row_blocks(n_rows: int, size: int) -> list[slice]:
+    """Consecutive slices of at most ``size`` rows covering 0 … n_rows − 1."""
+    return [slice(r, min(r + size, n_rows)) for r in range(0, n_rows, size)]
+
+
+def scale_queries(q: Array) -> Array:
+    """Q/√d_k once per run: dividing the (N, d/h) queries is N/(d/h) times less work than the scores."""
+    d_k = q.shape[-1]
+    return q / math.sqrt(d_k)  # (h, N, d/h), a fresh C-contiguous array
+
+
+def score_rows(q_scaled: Array, k: Array, out: Array) -> Array:
+    """S = (Q/√d_k) Kᵀ for some query rows, written into ``out``."""
+    return np.matmul(q_scaled, k.T, out=out)  # (B, d/h) @ (d/h, N) -> (B, N)
+
+
+def mask_rows(scores: Array, first_row: int) -> Array:
+    """Causal mask on rows first_row …: keys after the query become −∞, in place."""
+    b, n = scores.shape
+    later = np.arange(n) > np.arange(first_row, first_row + b)[:, None]  # (B, N) True = blocked
+    np.copyto(scores, -np.inf, where=later)
+    return scores
+
+
+def attend_rows(q_scaled: Array, k: Array, v: Array, first_row: int, causal: bool,
+                scores: Array, weights: Array, heads_out: Array) -> None:
+    """Score, mask, softmax and weigh values for a block of query rows of one head, into the given arrays."""
+    score_rows(q_scaled, k, out=scores)  # (B, d/h) @ (d/h, N) -> (B, N)
+    if causal:
+        mask_rows(scores, first_row)
+    softmax_into(scores, weights)  # (B, N) -> (B, N), while the block is in cache
+    np.matmul(weights, v, out=heads_out)  # (B, N) @ (N, d/h) -> (B, d/h)
+
+
+def single_threaded_blas() -> AbstractContextManager[object] | None:
+    """A context in which each BLAS call uses one thread, or None when threadpoolctl is missing."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - a declared dependency
+        return None
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def run_blocks(task: Callable[[T], None], items: Sequence[T], entries: int) -> None:
+    """``task`` on every item: on one thread per core for a big job, else in order on this thread."""
+    workers = min(cpu_count(), len(items))
+    limit = single_threaded_blas() if workers > 1 and entries >= _PARALLEL_MIN else None
+    if limit is None:
+        for item in items:
+            task(item)
+        return
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mhacli")
+    try:
+        with limit:
+            for _ in pool.map(task, items):  # re-raises a worker's exception here
+                pass
+    finally:
+        # On Ctrl-C, drop the blocks not yet started instead of computing them all first.
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def head_blocks(heads: int, n: int, itemsize: int) -> list[tuple[int, slice]]:
+    """Every (head, block of query rows) pair: the independent units of work."""
+    size = rows_per_block(n, itemsize)
+    return [(i, rows) for i in range(heads) for rows in row_blocks(n, size)]
+
+
+def attend_heads(q: Array, k: Array, v: Array, causal: bool) -> tuple[Array, Array, Array]:
+    """Scores, weights and output of every head, keeping all (h, N, N) weights as the trace needs."""
+    h, n, d_k = q.shape
+    q_scaled = scale_queries(q)  # (h, N, d/h)
+    k, v = np.ascontiguousarray(k), np.ascontiguousarray(v)  # (h, N, d/h): each head's rows together
+    scores = np.empty((h, n, n), dtype=q.dtype)  # (h, N, N)
+    weights = np.empty((h, n, n), dtype=q.dtype)  # (h, N, N)
+    heads_out = np.empty((h, n, d_k), dtype=q.dtype)  # (h, N, d/h)
+
+    def block(item: tuple[int, slice]) -> None:
+        i, rows = item
+        attend_rows(q_scaled[i, rows], k[i], v[i], rows.start, causal,
+                    scores[i, rows], weights[i, rows], heads_out[i, rows])
+
+    run_blocks(block, head_blocks(h, n, q.itemsize), h * n * n)
+    return scores, weights, heads_out
+
+
+def attention_output(x: Array, w_q: Array, w_k: Array, w_v: Array, w_o: Array, heads: int,
+                     causal: bool) -> Array:
+    """Multi-head attention's output O (N, d) alone: weights made a block at a time, memory ∝ N·block, not N²."""
+    n = x.shape[0]
+    q = scale_queries(split_heads(project(x, w_q), heads))  # (N, d) -> (h, N, d/h), divided by √d_k
+    k = np.ascontiguousarray(split_heads(project(x, w_k), heads))  # (N, d) -> (h, N, d/h)
+    v = np.ascontiguousarray(split_heads(project(x, w_v), heads))  # (N, d) -> (h, N, d/h)
+    heads_out = np.empty(q.shape, dtype=q.dtype)  # (h, N, d/h)
+
+    def block(item: tuple[int, slice]) -> None:
+        i, rows = item
+        scores = np.empty((rows.stop - rows.start, n), dtype=q.dtype)  # (B, N), dropped after the block
+        weights = np.empty_like(scores)  # (B, N)
+        attend_rows(q[i, rows], k[i], v[i], rows.start, causal, scores, weights, heads_out[i, rows])
+
+    run_blocks(block, head_blocks(heads, n, q.itemsize), heads * n * n)
+    return project(merge_heads(heads_out), w_o)  # (h, N, d/h) -> (N, d) -> (N, d)
 
 
 # --------------------------------------------------------------------------
@@ -223,16 +376,12 @@ def attend(
     q = split_heads(project(x, w_q), heads)  # (N, d) -> (h, N, d/h)
     k = split_heads(project(x, w_k), heads)  # (N, d) -> (h, N, d/h)
     v = split_heads(project(x, w_v), heads)  # (N, d) -> (h, N, d/h)
-    scores = attention_scores(q, k)  # (h, N, N)
-    blocked = causal_mask(n) if causal else None
-    if blocked is not None:
-        scores = apply_mask(scores, blocked)
-    weights = softmax(scores)  # (h, N, N)
-    heads_out = weigh_values(weights, v)  # (h, N, d/h)
+    scores, weights, heads_out = attend_heads(q, k, v, causal)  # (h, N, N), (h, N, N), (h, N, d/h)
     concat = merge_heads(heads_out)  # (N, d)
     output = project(concat, w_o)  # (N, d)
     return {"Q": q, "K": k, "V": v, "scores": scores, "weights": weights,
-            "heads": heads_out, "concat": concat, "output": output, "mask": blocked}
+            "heads": heads_out, "concat": concat, "output": output,
+            "mask": causal_mask(n) if causal else None}
 
 
 def run_tokens(tokens: Sequence[str], config: Config) -> Trace:
@@ -260,6 +409,9 @@ def run_tokens(tokens: Sequence[str], config: Config) -> Trace:
     w_q, w_k, w_v, w_o = (w.astype(dtype) for w in (w_q, w_k, w_v, w_o))
     x = e + p  # (N, d)
     parts = attend(x, w_q, w_k, w_v, w_o, config.heads, config.causal)
+    for name in ("scores", "weights"):
+        # Fresh arrays nobody else holds: frozen where they are, so the trace does not copy (h, N, N) twice.
+        parts[name].setflags(write=False)
     return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,
                  W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, **parts)
 

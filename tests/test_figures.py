@@ -167,6 +167,8 @@ def test_png_writer_round_trips_any_image():
         with Image.open(io.BytesIO(figures.png_bytes(a, 96))) as im:
             assert np.array_equal(np.asarray(im.convert("RGB")), a)
             assert im.info["dpi"][0] == pytest.approx(96, abs=0.05)
+        rgba = np.concatenate([a, np.full(shape[:2] + (1,), 255, np.uint8)], axis=2)
+        assert figures.png_bytes(rgba, 96) == figures.png_bytes(a, 96)  # the alpha is dropped
 
 
 @pytest.mark.parametrize("fmt", ["svg", "pdf"])

@@ -86,6 +86,18 @@ class MhaGroup(TyperGroup):
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
         _tolerant_streams()
+        swallowed: list[bool] = []
+        previous_hook = sys.unraisablehook
+
+        def quiet_interrupts(unraisable: Any) -> None:
+            # Ctrl-C landing inside a weakref callback or __del__ cannot propagate: Python
+            # would print "Exception ignored in …" with a traceback. Note it instead.
+            if issubclass(unraisable.exc_type, KeyboardInterrupt):
+                swallowed.append(True)
+                return
+            previous_hook(unraisable)
+
+        sys.unraisablehook = quiet_interrupts
         try:
             rv = super().main(args=args, prog_name=prog_name or "mha", complete_var=complete_var,
                               standalone_mode=False, **extra)
@@ -127,14 +139,24 @@ class MhaGroup(TyperGroup):
         except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
             if _debug:
                 traceback.print_exc()
-            _error_line(f"unexpected {type(exc).__name__}: {exc}",
-                        "(this is a bug; rerun with --debug and report the traceback)")
-            code = ExitCode.FAILURE
+            if swallowed:
+                # A Ctrl-C swallowed half-way through a library left it confused: that is the
+                # interruption showing, not a bug.
+                _error_line("interrupted; nothing half-written was left behind.")
+                code = ExitCode.INTERRUPTED
+            else:
+                _error_line(f"unexpected {type(exc).__name__}: {exc}",
+                            "(this is a bug; rerun with --debug and report the traceback)")
+                code = ExitCode.FAILURE
         else:
             # Typer turns Ctrl-C into Exit(130) and returns exit codes in non-standalone mode.
             code = rv if isinstance(rv, int) else ExitCode.OK
+            if code == ExitCode.OK and swallowed:
+                code = ExitCode.INTERRUPTED  # the run finished, but Ctrl-C was pressed: say it was seen
             if code == ExitCode.INTERRUPTED:
                 _error_line("interrupted; nothing half-written was left behind.")
+        finally:
+            sys.unraisablehook = previous_hook
         if standalone_mode:
             sys.exit(int(code))
         return int(code)
@@ -725,7 +747,15 @@ def quiz(
 
 def main() -> None:
     """Entry point of the ``mha`` console script."""
-    app(prog_name="mha")
+    try:
+        app(prog_name="mha")
+    finally:
+        # Everything is written and reported by now: a Ctrl-C that lands while Python
+        # shuts down (joining worker threads) has nothing left to interrupt, and would
+        # only kill the process without its message.
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 __all__ = ["app", "main", "UsageError"]

@@ -419,3 +419,30 @@ def test_debug_adds_the_traceback(monkeypatch, tmp_path):
     assert r.stderr.rstrip().splitlines()[-1].startswith("mha: error: unexpected ZeroDivisionError")
     plain = CliRunner().invoke(app, ["explain", "", "--no-plots"])
     assert "Traceback" not in plain.stderr, "--debug must not stick to later runs"
+
+
+def test_ctrl_c_swallowed_by_a_destructor_is_reported_not_printed_as_a_traceback(monkeypatch, tmp_path):
+    """Ctrl-C can land inside __del__ or a weakref callback, where Python only prints it."""
+    from typer.testing import CliRunner
+
+    import mhacli.core
+    from mhacli.cli import app
+
+    real_run = mhacli.core.run
+
+    class Unlucky:
+        def __del__(self):
+            raise KeyboardInterrupt
+
+    def run(*args, **kwargs):
+        Unlucky()  # collected at once: its KeyboardInterrupt goes to sys.unraisablehook
+        return real_run(*args, **kwargs)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(mhacli.core, "run", run)
+    hook = sys.unraisablehook
+    r = CliRunner().invoke(app, ["explain", "the cat", "--no-plots"])
+    assert r.exit_code == 130
+    assert r.stderr == "mha: error: interrupted; nothing half-written was left behind.\n"
+    assert "Exception ignored" not in r.output
+    assert sys.unraisablehook is hook, "the hook is the process's again after the command"

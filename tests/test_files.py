@@ -305,3 +305,32 @@ def test_an_output_never_replaces_another_output_or_the_input(runner, tmp_path, 
     r = runner.invoke(app, [*args, *NO_PLOTS])
     assert r.exit_code == 2 and "name the same file" in r.stderr, r.output
     assert _listing(tmp_path) == before
+
+
+def _complete_png(path: Path) -> bool:
+    data = path.read_bytes()
+    return data.startswith(b"\x89PNG\r\n\x1a\n") and data.endswith(b"IEND\xaeB`\x82")
+
+
+def test_ctrl_c_while_figures_are_drawn_leaves_only_whole_files(tmp_path):
+    """SIGINT to the whole process group (as a terminal sends it) once the first figure exists."""
+    out = tmp_path / "figs"
+    words = " ".join(f"w{i}" for i in range(300))
+    p = subprocess.Popen([str(MHA), "explain", words, "--max-tokens", "300", "--out", str(out), "--dpi", "60"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path, start_new_session=True)
+    try:
+        for _ in range(2400):  # wait for drawing to be under way, however slow the machine
+            if p.poll() is not None or (out.is_dir() and any(out.iterdir())):
+                break
+            time.sleep(0.05)
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    err_text = err.decode()
+    assert p.returncode in (0, 130), err_text
+    assert err_text in ("", "mha: error: interrupted; nothing half-written was left behind.\n"), err_text
+    assert _temps(out) == [] if out.exists() else True
+    assert all(_complete_png(png) for png in out.glob("*.png"))

@@ -392,6 +392,11 @@ class Sheet:
         return self.ax.text(x, y, s, **kw)
 
 
+def _place(ax: Axes, patch: Any) -> Any:
+    """Add a patch to a canvas without ``add_patch``'s data-limit update (the canvas limits are fixed)."""
+    return ax.add_artist(patch)
+
+
 def _ordinal(k: int) -> str:
     """2nd, 3rd, 4th … 11th, 21st."""
     suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
@@ -499,7 +504,7 @@ class TextPaths:
         from matplotlib.textpath import TextPath
 
         path = TextPath((0, 0), text, size=1.0, prop=FontProperties(family=list(families), size=1.0))
-        x = float(path.get_extents().x1) if len(path.vertices) else 0.0
+        x = float(path.vertices[:, 0].max()) if len(path.vertices) else 0.0  # control points bound it
         return np.asarray(path.vertices), np.asarray(path.codes), x
 
     def path(self, text: str, align: str = "center", families: Sequence[str] = ()) -> Any:
@@ -630,7 +635,7 @@ def heatmap(
                           shading="flat", zorder=1)
     frame = Rectangle((left, top), n_cols * cell, n_rows * cell, fill=False,
                       edgecolor=color or theme.LABEL_COLOR, linewidth=frame_width, zorder=2.5)
-    ax.add_patch(frame)
+    _place(ax, frame)
     pad = _label_pad(frame_width)
     out = Heatmap(ax=ax, cells=cells, frame=frame, left=left, top=top, cell=cell, mask=mask)
     if show_x:
@@ -646,7 +651,7 @@ def heatmap(
         out.hatch = PathPatch(_mask_path(mask, left, top, cell), facecolor="none",
                               edgecolor=theme.HATCH_COLOR, hatch=theme.MASK_HATCH, linewidth=0,
                               zorder=2)
-        ax.add_patch(out.hatch)
+        _place(ax, out.hatch)
     if value_size > 0:
         cx, cy = np.meshgrid(xs[:-1] + cell / 2, ys[:-1] + cell / 2)  # (n, n) cell centres
         texts, inks = _cell_values(weights, mask)
@@ -674,7 +679,7 @@ def colour_bar(sheet: Sheet, pen: Pen, left: float, top: float, height: float,
     cells = ax.pcolormesh([left, left + width], top + np.linspace(0.0, height, 257), steps,
                           cmap=_cmap(), vmin=0.0, vmax=1.0, antialiased=False, edgecolors="none",
                           shading="flat", zorder=1)
-    ax.add_patch(Rectangle((left, top), width, height, fill=False, edgecolor=theme.LABEL_COLOR,
+    _place(ax, Rectangle((left, top), width, height, fill=False, edgecolor=theme.LABEL_COLOR,
                            linewidth=0.8, zorder=2))
     labels = []
     for value, text in zip((0.0, 0.25, 0.5, 0.75, 1.0), _BAR_TICK_LABELS):
@@ -1071,7 +1076,7 @@ def magnifier(ax: Axes, x: float, y: float, radius: float, color: str) -> list[A
         if isinstance(artist, Line2D):
             ax.add_line(artist)
         else:
-            ax.add_patch(artist)
+            _place(ax, artist)
     return [handle, lens, glint]
 
 
@@ -1214,10 +1219,10 @@ def _magnifiers(trace: Trace, single: Trace | None, view: View, pen: Pen) -> Fig
                                      boxstyle="round,pad=0.03,rounding_size=0.06",
                                      facecolor=fill, edgecolor=row.color if strongest else "#BBBBBB",
                                      linewidth=3.0 if strongest else 0.8)
-                ax.add_patch(box)
+                _place(ax, box)
                 row.boxes.append(box)
                 if q is not None and t + view.start == q:
-                    ax.add_patch(Rectangle((x - 0.035, by - 0.035), widths[t] + 0.07, box_h + 0.07,
+                    _place(ax, Rectangle((x - 0.035, by - 0.035), widths[t] + 0.07, box_h + 0.07,
                                            facecolor="none", edgecolor=theme.LABEL_COLOR,
                                            linewidth=1.3, linestyle=(0, (3, 2))))
                 row.labels.append(labels[t])

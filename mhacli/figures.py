@@ -501,24 +501,40 @@ class TextPaths:
                 return np.zeros((0, 2)), np.zeros(0, np.uint8), x
             return np.concatenate(verts), np.concatenate(codes), x
         from matplotlib.font_manager import FontProperties
-        from matplotlib.textpath import TextPath
+        from matplotlib.textpath import text_to_path
 
-        path = TextPath((0, 0), text, size=1.0, prop=FontProperties(family=list(families), size=1.0))
-        x = float(path.vertices[:, 0].max()) if len(path.vertices) else 0.0  # control points bound it
-        return np.asarray(path.vertices), np.asarray(path.codes), x
+        # ismath=False: a token like "$x^2$" is text, whatever the rc settings say.
+        verts, codes = text_to_path.get_text_path(FontProperties(family=list(families), size=1.0),
+                                                  text, ismath=False)
+        verts = np.asarray(verts, dtype=float).reshape(-1, 2) / text_to_path.FONT_SCALE
+        x = float(verts[:, 0].max()) if len(verts) else 0.0  # control points bound the outline
+        return verts, np.asarray(codes, dtype=np.uint8), x
+
+    DESCENT = 0.236  # depth of descenders below the baseline in DejaVu Sans, in em
 
     def path(self, text: str, align: str = "center", families: Sequence[str] = ()) -> Any:
-        """``text`` as one path in points at size 1, centred (or top-aligned) on the origin."""
+        """``text`` as one path in points at size 1, placed against the origin as ``align`` says.
+
+        ``center``: centred both ways (cell numbers, tokens in boxes); ``top``: centred,
+        hanging below the origin; ``bottom``: centred, standing on it (key labels);
+        ``up``: turned to read upwards from the origin (crowded key labels);
+        ``right``: ending at the origin, centred vertically (query labels).
+        """
         key = (text, align, tuple(families) or (self.FAMILY,))
         if key not in self._paths:
             from matplotlib.path import Path as MplPath
 
             verts, codes, width = self._outline(text, key[2])
-            dy = -self.CAP / 2 if align == "center" else -self.CAP
             if not len(verts):
                 self._paths[key] = MplPath(np.zeros((1, 2)), [MplPath.MOVETO])
+                return self._paths[key]
+            if align == "up":  # rotate a quarter turn anticlockwise: (x, y) -> (-y, x)
+                verts = np.column_stack([-verts[:, 1] + self.CAP / 2, verts[:, 0]])
             else:
-                self._paths[key] = MplPath(verts + (-width / 2, dy), codes)
+                dx = {"right": -width}.get(align, -width / 2)
+                dy = {"top": -self.CAP, "bottom": self.DESCENT}.get(align, -self.CAP / 2)
+                verts = verts + (dx, dy)
+            self._paths[key] = MplPath(verts, codes)
         return self._paths[key]
 
     def collection(self, ax: Axes, xy: np.ndarray, texts: Sequence[str], size: float,
@@ -536,6 +552,7 @@ class TextPaths:
         coll.set_transform(points_to_pixels)
         ax.add_collection(coll, autolim=False)
         coll.mhacli_texts = list(texts)  # type: ignore[attr-defined]  # what was drawn, for tests
+        coll.mhacli_size = size  # type: ignore[attr-defined]
         return coll
 
     def update(self, coll: Any, texts: Sequence[str], colors: Sequence[str],
@@ -571,8 +588,9 @@ class Heatmap:
     left: float  # top-left corner and cell size, in the canvas's inches
     top: float
     cell: float
-    x_labels: list[Text] = field(default_factory=list)  # keys, along the top
-    y_labels: list[Text] = field(default_factory=list)  # queries, down the left side
+    x_labels: list[str] = field(default_factory=list)  # keys, along the top
+    y_labels: list[str] = field(default_factory=list)  # queries, down the left side
+    label_paths: list[Any] = field(default_factory=list)  # the PathCollections drawing those labels
     values: Any | None = None  # PathCollection of the cell numbers, row-major; None when not shown
     hatch: PathPatch | None = None
     mask: np.ndarray | None = None
@@ -638,15 +656,21 @@ def heatmap(
     _place(ax, frame)
     pad = _label_pad(frame_width)
     out = Heatmap(ax=ax, cells=cells, frame=frame, left=left, top=top, cell=cell, mask=mask)
+    # Token labels are outlines in one collection each (see TextPaths): a grid of
+    # heads repeats the same few tokens dozens of times.
+    families = [f.family for f in font_faces()]
     if show_x:
-        for j in range(0, n_cols, label_step):
-            out.x_labels.append(ax.text(left + (j + 0.5) * cell, top - pad, cols[j], ha="center",
-                                        va="bottom", fontsize=tick_size,
-                                        rotation=90 if rotate_x else 0))
+        picked = list(range(0, n_cols, label_step))
+        out.x_labels = [cols[j] for j in picked]
+        out.label_paths.append(numbers().collection(
+            ax, [(left + (j + 0.5) * cell, top - pad) for j in picked], out.x_labels, tick_size,
+            [theme.LABEL_COLOR] * len(picked), align="up" if rotate_x else "bottom", families=families))
     if show_y:
-        for i in range(0, n_rows, label_step):
-            out.y_labels.append(ax.text(left - pad, top + (i + 0.5) * cell, rows[i], ha="right",
-                                        va="center", fontsize=tick_size))
+        picked = list(range(0, n_rows, label_step))
+        out.y_labels = [rows[i] for i in picked]
+        out.label_paths.append(numbers().collection(
+            ax, [(left - pad, top + (i + 0.5) * cell) for i in picked], out.y_labels, tick_size,
+            [theme.LABEL_COLOR] * len(picked), align="right", families=families))
     if mask is not None and mask.any():
         out.hatch = PathPatch(_mask_path(mask, left, top, cell), facecolor="none",
                               edgecolor=theme.HATCH_COLOR, hatch=theme.MASK_HATCH, linewidth=0,

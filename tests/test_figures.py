@@ -256,12 +256,15 @@ def test_heatmap_array_equals_the_weights_and_labels_equal_the_tokens(cat):
         assert drawn.shape == (6, 6)
         assert np.array_equal(np.ma.getdata(drawn), cat.weights[i])
         assert not np.ma.getmaskarray(drawn).any()
-        assert [t.get_text() for t in hf.map.x_labels] == list(cat.tokens)
-        assert [t.get_text() for t in hf.map.y_labels] == list(cat.tokens)
+        assert hf.map.x_labels == list(cat.tokens)
+        assert hf.map.y_labels == list(cat.tokens)
+        x_coll, y_coll = hf.map.label_paths
+        assert x_coll.mhacli_texts == list(cat.tokens) == y_coll.mhacli_texts
         # keys along x (labels above the columns), queries along y (labels left of the rows)
-        assert [t.get_position()[0] for t in hf.map.x_labels] == pytest.approx(
+        assert list(x_coll.get_offsets()[:, 0]) == pytest.approx(
             [hf.map.cell_center(0, c)[0] for c in range(6)])
-        assert [t.get_position()[1] for t in hf.map.y_labels] == pytest.approx(
+        assert list(x_coll.get_offsets()[:, 1]) == pytest.approx([hf.map.top - 0.0] * 6, abs=0.1)
+        assert list(y_coll.get_offsets()[:, 1]) == pytest.approx(
             [hf.map.cell_center(r, 0)[1] for r in range(6)])
         assert "key" in hf.x_title.get_text() and "query" in hf.y_title.get_text()
         assert hf.title.get_text().startswith(f"Head {i + 1} of 4")
@@ -383,7 +386,10 @@ def test_each_row_is_led_by_a_magnifier_in_its_heads_colour(cat):
 
 
 def _text_boxes(fig):
+    """Every piece of text drawn (Text artists and text outlines), with its box in pixels."""
+    from matplotlib.collections import PathCollection
     from matplotlib.text import Text
+    from matplotlib.transforms import Bbox
 
     figures.render(fig, 72)
     renderer = fig.canvas.get_renderer()
@@ -391,6 +397,15 @@ def _text_boxes(fig):
     for t in fig.findobj(Text):
         if t.get_visible() and t.get_text().strip() and t.get_figure() is not None:
             boxes.append((t.get_text(), t.get_window_extent(renderer)))
+    for coll in fig.findobj(PathCollection):
+        texts = getattr(coll, "mhacli_texts", None)
+        if texts is None:
+            continue
+        offsets = coll.get_offset_transform().transform(coll.get_offsets())
+        for text, path, at in zip(texts, coll.get_paths(), offsets):
+            if text.strip() and len(path.vertices) > 1:
+                pts = coll.get_transform().transform(path.vertices) + at
+                boxes.append((text, Bbox([pts.min(axis=0), pts.max(axis=0)])))
     return boxes
 
 
@@ -429,7 +444,7 @@ def test_nothing_cut_off_and_no_overlapping_labels(text, heads, causal):
 def test_labels_are_readable_sizes_up_to_40_tokens():
     trace = run(" ".join(f"tok{i}" for i in range(40)), heads=2, d_model=8)
     hf = head_map(trace, 0)
-    sizes = {t.get_fontsize() for t in hf.map.x_labels + hf.map.y_labels}
+    sizes = {c.mhacli_size for c in hf.map.label_paths}
     assert min(sizes) >= 7.5
     assert len(hf.map.x_labels) == 40 and len(hf.map.y_labels) == 40  # every token, none thinned
 
@@ -438,13 +453,13 @@ def test_long_texts_are_windowed_and_the_title_says_so():
     tokens = [f"t{i}" for i in range(100)]
     trace = run(" ".join(tokens), heads=2, d_model=8)
     hf = head_map(trace, 0, max_tokens=20)
-    assert [t.get_text() for t in hf.map.x_labels] == tokens[:20]
+    assert hf.map.x_labels == tokens[:20]
     assert np.array_equal(np.ma.getdata(hf.map.cells.get_array()), np.asarray(trace.weights[0])[:20, :20])
     notes = all_text(hf.fig)
     assert "tokens 0–19 of 100" in notes and "--max-tokens 20" in notes
     # A query beyond the first window moves the window to it.
     hf = head_map(trace, 0, max_tokens=20, query=70)
-    labels = [t.get_text() for t in hf.map.x_labels]
+    labels = hf.map.x_labels
     assert "t70" in labels and len(labels) == 20
     assert figures.token_view(100, 20, 99).stop == 100
 
@@ -463,16 +478,25 @@ def test_missing_glyphs_are_reported_once_and_never_crash(tmp_path):
     assert pen.shown("🐈") == "U+1F408"
     assert pen.shown("café") == "café"
     hf = head_map(trace, 0)
-    assert "U+1F408" in [t.get_text() for t in hf.map.x_labels]
+    assert "U+1F408" in hf.map.x_labels
 
 
 def test_tokens_are_never_read_as_mathtext(tmp_path):
     trace = run("pay $5 or $x^2$ now", heads=2, d_model=8, tokenizer="whitespace")
     figures.save_figures(trace, _single_head(trace), tmp_path, dpi=FAST_DPI)
     hf = head_map(trace, 0)
-    labels = [t.get_text() for t in hf.map.x_labels]
-    assert "$x^2$" in labels
-    assert not any(t.get_parse_math() for t in hf.map.x_labels)
+    assert "$x^2$" in hf.map.x_labels
+    from matplotlib.text import Text
+
+    assert not any(t.get_parse_math() for t in hf.fig.findobj(Text) if t.get_text())
+    # the label is drawn character for character ("$", "^" and all), not typeset as x²
+    families = figures.Pen().families
+
+    def span(text):
+        xs = figures.numbers().path(text, "bottom", families).vertices[:, 0]
+        return xs.max() - xs.min()
+
+    assert span("$x^2$") > span("x^2") > span("x2")
 
 
 def test_font_fallback_uses_only_installed_families():

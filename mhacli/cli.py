@@ -259,6 +259,19 @@ QueryOpt = Annotated[Optional[str], typer.Option(
     "or the token's text (default: averaged over all queries).", show_default=False)]
 QuestionsOpt = Annotated[int, typer.Option("--questions", help="How many questions to ask (1 to 20).")]
 AnswersOpt = Annotated[bool, typer.Option("--answers", help="Print the answers under the questions.")]
+BenchMaxTokensOpt = Annotated[int, typer.Option(
+    "--max-tokens", help="Largest N to time: 16, 32, … up to this (4096 is the size of the performance goals).")]
+RepeatsOpt = Annotated[int, typer.Option(
+    "--repeats", "-r", help="Timed runs of each contender per N, after one warm-up; the median is shown.")]
+BlockedOpt = Annotated[bool, typer.Option(
+    "--blocked", help="Time the outputs alone, the weights made a block of rows at a time: memory grows "
+    "with N instead of N², so --max-tokens can go far higher.")]
+PlotOpt = Annotated[bool, typer.Option(
+    "--plot", help="Also save bench.png into --out: time against N on log-log axes, the N² part marked.")]
+BenchJsonOpt = Annotated[bool, typer.Option("--json", help="Print the numbers as one JSON document and nothing else.")]
+StartupOpt = Annotated[bool, typer.Option(
+    "--startup", help="Time instead how long 'mha --help' and 'mha explain' (with and without figures) "
+    "take to start, beside importing numpy, matplotlib, rich and typer.")]
 
 
 def _print(*renderables: Any) -> None:
@@ -743,6 +756,67 @@ def quiz(
              f"h = {heads}, {'causal' if causal else 'bidirectional'}, {weights} weights, seed {seed}")
     check = f"mha explain {source} {_config_args(config)}".rstrip()
     _print(*quiz_view(asked, answers, title, check))
+
+
+@app.command()
+def bench(
+    max_tokens: BenchMaxTokensOpt = 4096,
+    repeats: RepeatsOpt = 3,
+    d_model: DModelOpt = 512,
+    heads: HeadsOpt = 8,
+    dtype: DtypeOpt = "float64",
+    causal: CausalOpt = False,
+    blocked: BlockedOpt = False,
+    plot: PlotOpt = False,
+    out: OutOpt = Path("mha-output"),
+    json_out: BenchJsonOpt = False,
+    startup: StartupOpt = False,
+) -> None:
+    """Time multi-head attention as the number of tokens N grows: the N² cost, live.
+
+    For N = 16, 32, … --max-tokens it times the core beside its own matrix
+    products alone, the plain per-head loop and, when PyTorch is installed,
+    PyTorch's multi_head_attention_forward, and prints a table. The default
+    size takes about a minute on two cores; close other programs first.
+
+    Example: [bold]mha bench --max-tokens 1024 --plot[/bold]
+    """
+    from mhacli.bench import Settings
+
+    settings = Settings(max_tokens=max_tokens, repeats=repeats, d_model=d_model, heads=heads,
+                        dtype=dtype, causal=causal, blocked=blocked)
+    settings.check()
+    if startup:
+        if plot:
+            raise UsageError("--plot draws the bench over N; it has nothing to draw with --startup. Drop one.")
+        _bench_startup(repeats, json_out)
+        return
+    if plot:
+        from mhacli.files import prepare_out_dir
+
+        prepare_out_dir(out)
+    from mhacli.bench import bench_json, bench_table, calls_per_size, progress_bar, run_bench, save_plot, token_counts
+
+    total = calls_per_size(settings) * len(token_counts(max_tokens))
+    with progress_bar(total) as tick:
+        result = run_bench(settings, tick)
+    if json_out:
+        sys.stdout.write(bench_json(result) + "\n")
+    else:
+        _print(bench_table(result))
+    if plot:
+        _report_written([str(save_plot(result, out / "bench.png"))], to_stderr=json_out)
+
+
+def _bench_startup(repeats: int, json_out: bool) -> None:
+    from mhacli.bench import machine_info, measure_startup, progress_bar, startup_commands, startup_json, startup_table
+
+    with progress_bar((repeats + 1) * len(startup_commands(Path(".")))) as tick:
+        rows = measure_startup(repeats, tick)
+    if json_out:
+        sys.stdout.write(startup_json(rows, machine_info()) + "\n")
+    else:
+        _print(startup_table(rows, repeats))
 
 
 def main() -> None:

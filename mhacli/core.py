@@ -18,9 +18,9 @@ import hashlib
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -136,7 +136,8 @@ def softmax_into(scores: Array, out: Array) -> Array:
     np.exp(out, out=out)
     total = out.sum(axis=-1, keepdims=True)  # (..., 1)
     total[total == 0] = 1.0  # a fully blocked row is all zeros already
-    return np.divide(out, total, out=out)
+    # One division per row, then N multiplications: a division costs several multiplications.
+    return np.multiply(out, 1.0 / total, out=out)
 
 
 def weigh_values(weights: Array, v: Array) -> Array:
@@ -220,22 +221,53 @@ def single_threaded_blas() -> AbstractContextManager[object] | None:
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def run_blocks(task: Callable[[T], None], items: Sequence[T], entries: int) -> None:
-    """``task`` on every item: on one thread per core for a big job, else in order on this thread."""
-    workers = min(cpu_count(), len(items))
+Runner = Callable[[Callable[[T], None], Sequence[T]], None]
+
+
+def in_order(task: Callable[[T], None], items: Sequence[T]) -> None:
+    """The :data:`Runner` of small jobs: every item on this thread, one after the other."""
+    for item in items:
+        task(item)
+
+
+@contextmanager
+def shared_work(entries: int) -> Iterator[Runner]:
+    """A :data:`Runner` for a job of ``entries`` scores: one thread per core when that pays, else in order.
+
+    BLAS is held to one thread for the whole job, matrix products included:
+    BLAS threads woken by one call keep spinning for a while after it, and
+    would take the cores away from the blocks that follow.
+    """
+    workers = cpu_count()
     limit = single_threaded_blas() if workers > 1 and entries >= _PARALLEL_MIN else None
     if limit is None:
-        for item in items:
-            task(item)
+        yield in_order
         return
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mhacli")
+
+    def on_pool(task: Callable[[T], None], items: Sequence[T]) -> None:
+        for _ in pool.map(task, items):  # re-raises a worker's exception here
+            pass
+
     try:
         with limit:
-            for _ in pool.map(task, items):  # re-raises a worker's exception here
-                pass
+            yield on_pool
     finally:
         # On Ctrl-C, drop the blocks not yet started instead of computing them all first.
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def project_rows(x: Array, w: Array, run: Runner = in_order) -> Array:
+    """x Wᵀ (PyTorch layout) with the rows of x shared among the workers."""
+    n = x.shape[0]
+    out = np.empty((n, w.shape[0]), dtype=x.dtype)  # (N, d)
+
+    def block(rows: slice) -> None:
+        np.matmul(x[rows], w.T, out=out[rows])  # (B, d) @ (d, d) -> (B, d)
+
+    parts = 1 if run is in_order else 4 * cpu_count()  # in order: one product, as project() makes it
+    run(block, row_blocks(n, max(1, -(-n // parts))))
+    return out
 
 
 def head_blocks(heads: int, n: int, itemsize: int) -> list[tuple[int, slice]]:
@@ -244,7 +276,8 @@ def head_blocks(heads: int, n: int, itemsize: int) -> list[tuple[int, slice]]:
     return [(i, rows) for i in range(heads) for rows in row_blocks(n, size)]
 
 
-def attend_heads(q: Array, k: Array, v: Array, causal: bool) -> tuple[Array, Array, Array]:
+def attend_heads(q: Array, k: Array, v: Array, causal: bool,
+                 run: Runner = in_order) -> tuple[Array, Array, Array]:
     """Scores, weights and output of every head, keeping all (h, N, N) weights as the trace needs."""
     h, n, d_k = q.shape
     q_scaled = scale_queries(q)  # (h, N, d/h)
@@ -258,7 +291,7 @@ def attend_heads(q: Array, k: Array, v: Array, causal: bool) -> tuple[Array, Arr
         attend_rows(q_scaled[i, rows], k[i], v[i], rows.start, causal,
                     scores[i, rows], weights[i, rows], heads_out[i, rows])
 
-    run_blocks(block, head_blocks(h, n, q.itemsize), h * n * n)
+    run(block, head_blocks(h, n, q.itemsize))
     return scores, weights, heads_out
 
 
@@ -266,19 +299,20 @@ def attention_output(x: Array, w_q: Array, w_k: Array, w_v: Array, w_o: Array, h
                      causal: bool) -> Array:
     """Multi-head attention's output O (N, d) alone: weights made a block at a time, memory ∝ N·block, not N²."""
     n = x.shape[0]
-    q = scale_queries(split_heads(project(x, w_q), heads))  # (N, d) -> (h, N, d/h), divided by √d_k
-    k = np.ascontiguousarray(split_heads(project(x, w_k), heads))  # (N, d) -> (h, N, d/h)
-    v = np.ascontiguousarray(split_heads(project(x, w_v), heads))  # (N, d) -> (h, N, d/h)
-    heads_out = np.empty(q.shape, dtype=q.dtype)  # (h, N, d/h)
+    with shared_work(heads * n * n) as run:
+        q = scale_queries(split_heads(project_rows(x, w_q, run), heads))  # (N, d) -> (h, N, d/h), ÷ √d_k
+        k = np.ascontiguousarray(split_heads(project_rows(x, w_k, run), heads))  # (N, d) -> (h, N, d/h)
+        v = np.ascontiguousarray(split_heads(project_rows(x, w_v, run), heads))  # (N, d) -> (h, N, d/h)
+        heads_out = np.empty(q.shape, dtype=q.dtype)  # (h, N, d/h)
 
-    def block(item: tuple[int, slice]) -> None:
-        i, rows = item
-        scores = np.empty((rows.stop - rows.start, n), dtype=q.dtype)  # (B, N), dropped after the block
-        weights = np.empty_like(scores)  # (B, N)
-        attend_rows(q[i, rows], k[i], v[i], rows.start, causal, scores, weights, heads_out[i, rows])
+        def block(item: tuple[int, slice]) -> None:
+            i, rows = item
+            scores = np.empty((rows.stop - rows.start, n), dtype=q.dtype)  # (B, N), dropped after the block
+            weights = np.empty_like(scores)  # (B, N)
+            attend_rows(q[i, rows], k[i], v[i], rows.start, causal, scores, weights, heads_out[i, rows])
 
-    run_blocks(block, head_blocks(heads, n, q.itemsize), heads * n * n)
-    return project(merge_heads(heads_out), w_o)  # (h, N, d/h) -> (N, d) -> (N, d)
+        run(block, head_blocks(heads, n, q.itemsize))
+        return project_rows(merge_heads(heads_out), w_o, run)  # (h, N, d/h) -> (N, d) -> (N, d)
 
 
 # --------------------------------------------------------------------------
@@ -373,12 +407,13 @@ def attend(
 ) -> dict[str, Array]:
     """Multi-head attention of x (N, d) with PyTorch-layout weights; every intermediate by name."""
     n = x.shape[0]
-    q = split_heads(project(x, w_q), heads)  # (N, d) -> (h, N, d/h)
-    k = split_heads(project(x, w_k), heads)  # (N, d) -> (h, N, d/h)
-    v = split_heads(project(x, w_v), heads)  # (N, d) -> (h, N, d/h)
-    scores, weights, heads_out = attend_heads(q, k, v, causal)  # (h, N, N), (h, N, N), (h, N, d/h)
-    concat = merge_heads(heads_out)  # (N, d)
-    output = project(concat, w_o)  # (N, d)
+    with shared_work(heads * n * n) as run:
+        q = split_heads(project_rows(x, w_q, run), heads)  # (N, d) -> (h, N, d/h)
+        k = split_heads(project_rows(x, w_k, run), heads)  # (N, d) -> (h, N, d/h)
+        v = split_heads(project_rows(x, w_v, run), heads)  # (N, d) -> (h, N, d/h)
+        scores, weights, heads_out = attend_heads(q, k, v, causal, run)  # (h, N, N) ×2, (h, N, d/h)
+        concat = merge_heads(heads_out)  # (N, d)
+        output = project_rows(concat, w_o, run)  # (N, d)
     return {"Q": q, "K": k, "V": v, "scores": scores, "weights": weights,
             "heads": heads_out, "concat": concat, "output": output,
             "mask": causal_mask(n) if causal else None}

@@ -1,0 +1,631 @@
+"""``mha bench``: how the cost of attention grows with the number of tokens, measured live.
+
+The article says the score matrix is N×N per head; this module lets a class
+watch what that means on the machine in front of it.  For N = 16, 32, …
+it times the core (:func:`mhacli.core.attend`, every head's weights kept as a
+trace needs them, or :func:`mhacli.core.attention_output` with ``--blocked``)
+against the same core's matrix products alone, the plain per-head loop of
+``mha verify`` and, when PyTorch happens to be installed, PyTorch's own
+``multi_head_attention_forward``.  Every contender runs once to warm up, then
+``repeats`` rounds in turn (so a busy neighbour slows them all alike), and the
+median of each is kept.
+
+``--startup`` times whole commands instead: ``mha --help``, ``mha explain``
+with and without figures, against importing the libraries they are built on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Callable, Iterator
+
+import numpy as np
+from rich.console import Group
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from mhacli import core, theme
+from mhacli.config import DTYPES, memory_limit_bytes
+from mhacli.errors import UsageError
+from mhacli.files import atomic_write
+from mhacli.steps import steps_for, total_madds
+from mhacli.verify import reference_loop
+
+MIN_TOKENS = 16
+PYTHON_LOOP_MAX = 128  # above this the pure-Python loop takes minutes; a numpy loop over heads stands in
+STARTUP_SENTENCE = "the cat sat on the mat"  # 6 tokens, the issue's drawing benchmark
+SETTLE_SECONDS = 0.02
+WARM_MIN_BYTES = 64 * 2**20  # below this, fresh memory costs too little to matter
+IMPORT_BASELINE = "import numpy, matplotlib.figure, rich.console, typer"
+
+Tick = Callable[[str], None]
+
+
+# ---------------------------------------------------------------------------
+# What is measured
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One bench run's choices (the CLI options)."""
+
+    max_tokens: int = 4096
+    repeats: int = 3
+    d_model: int = 512
+    heads: int = 8
+    dtype: str = "float64"
+    causal: bool = False
+    blocked: bool = False
+    seed: int = 0
+
+    def check(self) -> None:
+        """Refuse impossible or unaffordable settings before anything runs."""
+        if self.repeats < 1:
+            raise UsageError(f"--repeats must be at least 1, got {self.repeats}.")
+        if self.max_tokens < 1:
+            raise UsageError(f"--max-tokens must be at least 1, got {self.max_tokens}.")
+        if self.heads < 1 or self.d_model < 1:
+            raise UsageError("--heads and --d-model must be at least 1.")
+        if self.d_model % self.heads:
+            raise UsageError(f"--d-model {self.d_model} is not divisible by --heads {self.heads}; "
+                             f"try --heads {math.gcd(self.d_model, self.heads)}.")
+        if self.dtype not in DTYPES:
+            raise UsageError(f"unknown dtype {self.dtype!r}; choose one of: {', '.join(DTYPES)}.")
+        need, limit = self.planned_bytes(), memory_limit_bytes()
+        if need > limit:
+            fix = "a smaller --max-tokens" if self.blocked else "a smaller --max-tokens, or --blocked"
+            raise UsageError(f"--max-tokens {self.max_tokens} needs about {need / 2**30:.1f} GiB "
+                             f"(the (h, N, N) arrays of the core and PyTorch), more than the "
+                             f"{limit / 2**30:.1f} GiB this machine allows; use {fix}.")
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+    def planned_bytes(self, n_tokens: int | None = None) -> int:
+        """The most any one contender holds at N (default the largest): two (h, N, N) arrays, or blocks."""
+        n, h = n_tokens or self.max_tokens, self.heads
+        if self.blocked:  # each thread holds one block of scores and weights
+            block = core.rows_per_block(n, self.itemsize) * n * self.itemsize
+            return 2 * core.cpu_count() * block + 16 * n * self.d_model * self.itemsize
+        return 2 * h * n * n * self.itemsize + 16 * n * self.d_model * self.itemsize
+
+
+@dataclass(frozen=True)
+class Row:
+    """Times (median seconds) and sizes for one N."""
+
+    n: int
+    seconds: float
+    madds: int  # multiply-adds of the whole layer (mha shapes' table)
+    quadratic_madds: int  # the part that grows with N²: scores and weighted values
+    weights_bytes: int  # h · N² floats: what keeping every head's weights costs
+    peak_bytes: int  # most memory the core held at once during a call (tracemalloc)
+    matmul_seconds: float  # the core's own matrix products alone
+    loop_seconds: float
+    loop_kind: str  # "python" (verify.reference_loop) or "numpy" (a numpy loop over heads)
+    torch_seconds: float | None = None  # need_weights=False
+    torch_weights_seconds: float | None = None  # need_weights=True, average_attn_weights=False
+
+    @property
+    def gflops(self) -> float:
+        """Achieved billions of floating-point operations per second (one multiply-add = 2)."""
+        return 2 * self.madds / self.seconds / 1e9
+
+    def ratios(self) -> dict[str, float | None]:
+        """The core's time divided by each contender's (below 1: the core is faster)."""
+        def over(other: float | None) -> float | None:
+            return self.seconds / other if other else None
+
+        return {"loop": over(self.loop_seconds), "matmuls": over(self.matmul_seconds),
+                "torch": over(self.torch_seconds), "torch_weights": over(self.torch_weights_seconds)}
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "gflops": self.gflops, "ratios": self.ratios()}
+
+
+@dataclass(frozen=True)
+class Result:
+    settings: Settings
+    machine: dict[str, object]
+    rows: tuple[Row, ...]
+
+    @property
+    def has_torch(self) -> bool:
+        return any(r.torch_seconds is not None for r in self.rows)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"settings": asdict(self.settings), "machine": self.machine,
+                "rows": [r.to_dict() for r in self.rows]}
+
+
+def token_counts(max_tokens: int) -> list[int]:
+    """16, 32, … up to ``max_tokens`` (which is added when it is not a power of two)."""
+    sizes, n = [], MIN_TOKENS
+    while n <= max_tokens:
+        sizes.append(n)
+        n *= 2
+    if not sizes or sizes[-1] != max_tokens:
+        sizes.append(max_tokens)
+    return sizes
+
+
+# ---------------------------------------------------------------------------
+# The contenders
+# ---------------------------------------------------------------------------
+
+Weights = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def bench_inputs(n: int, settings: Settings) -> tuple[np.ndarray, Weights]:
+    """X (N, d) and W_q, W_k, W_v, W_o in the bench's float type, from the seed."""
+    rng = np.random.default_rng(settings.seed)
+    dtype = np.dtype(settings.dtype)
+    weights = tuple(w.astype(dtype) for w in core.init_weights(settings.d_model, rng))
+    x = rng.standard_normal((n, settings.d_model)).astype(dtype)  # (N, d)
+    return x, weights  # type: ignore[return-value]
+
+
+def matmuls_only(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndarray,
+                 heads: int, keep: bool) -> np.ndarray:
+    """The core's own matrix products, same blocks and threads, with no mask and no softmax."""
+    n = x.shape[0]
+    with core.shared_work(heads * n * n) as run:
+        q = core.scale_queries(core.split_heads(core.project_rows(x, w_q, run), heads))  # (h, N, d/h)
+        k = np.ascontiguousarray(core.split_heads(core.project_rows(x, w_k, run), heads))  # (h, N, d/h)
+        v = np.ascontiguousarray(core.split_heads(core.project_rows(x, w_v, run), heads))  # (h, N, d/h)
+        heads_out = np.empty(q.shape, dtype=q.dtype)  # (h, N, d/h)
+        scores = np.empty((heads, n, n), dtype=q.dtype) if keep else None  # (h, N, N), as the core keeps
+
+        def block(item: tuple[int, slice]) -> None:
+            i, rows = item
+            s = scores[i, rows] if scores is not None else np.empty((rows.stop - rows.start, n), q.dtype)
+            core.score_rows(q[i, rows], k[i], out=s)  # (B, d/h) @ (d/h, N) -> (B, N)
+            np.matmul(s, v[i], out=heads_out[i, rows])  # (B, N) @ (N, d/h) -> (B, d/h)
+
+        run(block, core.head_blocks(heads, n, q.itemsize))
+        return core.project_rows(core.merge_heads(heads_out), w_o, run)  # (N, d)
+
+
+def numpy_per_head(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndarray,
+                   heads: int, causal: bool) -> np.ndarray:
+    """The straightforward numpy version: one head at a time, whole (N, N) arrays and their temporaries."""
+    n, d = x.shape
+    d_k = d // heads
+    outs = []
+    for i in range(heads):
+        rows = slice(i * d_k, (i + 1) * d_k)
+        q, k, v = x @ w_q[rows].T, x @ w_k[rows].T, x @ w_v[rows].T  # (N, d/h) each
+        s = q @ k.T / math.sqrt(d_k)  # (N, N)
+        if causal:
+            s = np.where(np.triu(np.ones((n, n), dtype=bool), 1), -np.inf, s)
+        e = np.exp(s - s.max(axis=1, keepdims=True))  # (N, N)
+        outs.append(e / e.sum(axis=1, keepdims=True) @ v)  # (N, N) @ (N, d/h) -> (N, d/h)
+    return np.concatenate(outs, axis=1) @ w_o.T  # (N, d)
+
+
+def torch_calls(x: np.ndarray, w: Weights, heads: int, causal: bool) -> dict[str, Callable[[], object]]:
+    """PyTorch's multi_head_attention_forward on the same X and weights, same threads; {} without torch."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return {}
+    torch.set_num_threads(core.cpu_count())
+    n, d = x.shape
+    xt = torch.from_numpy(x)[:, None, :]  # (N, 1, d): PyTorch's (L, batch, E)
+    in_proj = torch.from_numpy(np.concatenate(w[:3]))  # (3d, d)
+    w_o = torch.from_numpy(np.ascontiguousarray(w[3]))  # (d, d)
+    mask = torch.from_numpy(core.causal_mask(n)) if causal else None  # True = blocked, as here
+
+    def forward(need_weights: bool) -> Callable[[], object]:
+        def call() -> object:
+            with torch.inference_mode():
+                return F.multi_head_attention_forward(
+                    xt, xt, xt, d, heads, in_proj, None, None, None, False, 0.0, w_o, None,
+                    training=False, need_weights=need_weights, attn_mask=mask,
+                    average_attn_weights=False)
+        return call
+
+    return {"torch": forward(False), "torch_weights": forward(True)}
+
+
+def contenders(n: int, settings: Settings) -> tuple[dict[str, Callable[[], object]], str]:
+    """Name → zero-argument call for one N, and which plain loop stands in ("python" or "numpy")."""
+    x, w = bench_inputs(n, settings)
+    h, causal = settings.heads, settings.causal
+    if settings.blocked:
+        def run_core() -> object:
+            return core.attention_output(x, *w, h, causal)
+    else:
+        def run_core() -> object:
+            return core.attend(x, *w, h, causal)
+    kind = "python" if n <= PYTHON_LOOP_MAX else "numpy"
+    loop = reference_loop if kind == "python" else numpy_per_head
+    calls: dict[str, Callable[[], object]] = {
+        "core": run_core,
+        "matmuls": lambda: matmuls_only(x, *w, h, keep=not settings.blocked),
+        "loop": lambda: loop(x, *w, h, causal),
+    }
+    calls.update(torch_calls(x, w, h, causal))
+    return calls, kind
+
+
+# ---------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------
+
+
+def warm_memory(nbytes: int) -> None:
+    """Touch, then free, ``nbytes`` of memory, so that the next call starts from memory the machine has at hand.
+
+    Virtual machines (this one included) hand memory that stays free for a
+    second or so back to their host; getting it back costs about a second per
+    GiB.  Without this, whichever contender follows a long one would pay that
+    and the others not.
+    """
+    if nbytes >= WARM_MIN_BYTES:
+        buffer = np.empty(nbytes, dtype=np.uint8)
+        buffer.fill(0)
+        del buffer
+
+
+def median_seconds(calls: dict[str, Callable[[], object]], repeats: int, tick: Tick,
+                   warm_bytes: int = 0) -> dict[str, float]:
+    """Median wall time of each call over ``repeats`` interleaved rounds, after one warm-up call each."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for name, call in calls.items():
+        # The first call pays one-off costs (thread start, first touch of memory, lazy imports).
+        result = call()
+        del result
+        tick(f"warm-up {name}")
+    for _ in range(repeats):
+        for name, call in calls.items():
+            warm_memory(warm_bytes)
+            # PyTorch's OpenMP threads and BLAS threads spin for a few ms after their work, taking the
+            # cores from whatever runs next (measured: 3.9 ms instead of 0.7 at N = 64); let them sleep.
+            time.sleep(SETTLE_SECONDS)
+            start = time.perf_counter()
+            result = call()
+            times[name].append(time.perf_counter() - start)
+            del result  # free (h, N, N) arrays before the next contender allocates its own
+            tick(name)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def peak_bytes(call: Callable[[], object]) -> int:
+    """The most memory a call held at once, as numpy and Python report it to tracemalloc."""
+    tracemalloc.start()
+    try:
+        result = call()
+        del result
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def measure(n: int, settings: Settings, tick: Tick) -> Row:
+    """Every contender at one N."""
+    calls, kind = contenders(n, settings)
+    seconds = median_seconds(calls, settings.repeats, tick, settings.planned_bytes(n))
+    peak = peak_bytes(calls["core"])
+    tick("peak memory")
+    steps = steps_for(n, settings.d_model, settings.heads, settings.causal)
+    quadratic = sum(s.madds for s in steps if s.key in ("scores", "weighted"))
+    return Row(n=n, seconds=seconds["core"], madds=total_madds(steps), quadratic_madds=quadratic,
+               weights_bytes=settings.heads * n * n * settings.itemsize, peak_bytes=peak,
+               matmul_seconds=seconds["matmuls"], loop_seconds=seconds["loop"], loop_kind=kind,
+               torch_seconds=seconds.get("torch"), torch_weights_seconds=seconds.get("torch_weights"))
+
+
+def calls_per_size(settings: Settings) -> int:
+    """Progress ticks for one N: warm-up and repeats of each contender, and the memory run."""
+    has_torch = torch_available()
+    return (3 + 2 * has_torch) * (settings.repeats + 1) + 1
+
+
+def torch_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+def run_bench(settings: Settings, tick: Tick = lambda _: None) -> Result:
+    """Measure every N and describe the machine."""
+    settings.check()
+    rows = [measure(n, settings, tick) for n in token_counts(settings.max_tokens)]
+    return Result(settings=settings, machine=machine_info(), rows=tuple(rows))
+
+
+@contextmanager
+def progress_bar(total: int, stream: IO[str] | None = None) -> Iterator[Tick]:
+    """A Rich progress bar on stderr (the table or the JSON go to stdout); yields the tick callback."""
+    from rich.console import Console
+
+    console = Console(file=stream or sys.stderr)
+    columns = (TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("bench", total=total)
+
+        def tick(what: str) -> None:
+            progress.update(task, advance=1, description=what)
+
+        yield tick
+
+
+# ---------------------------------------------------------------------------
+# The machine
+# ---------------------------------------------------------------------------
+
+
+def cpu_model() -> str:
+    """The processor's name from /proc/cpuinfo (or what the platform module knows)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def blas_info() -> list[dict[str, object]]:
+    """The BLAS libraries numpy loaded, with version, kernel and thread count (threadpoolctl)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - a declared dependency
+        return []
+    keep = ("internal_api", "version", "architecture", "num_threads", "threading_layer")
+    return [{k: lib.get(k) for k in keep} for lib in threadpool_info() if lib.get("user_api") == "blas"]
+
+
+def machine_info() -> dict[str, object]:
+    """What the numbers were measured on."""
+    info: dict[str, object] = {
+        "cores": core.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
+        "numpy": np.__version__, "blas": blas_info(), "load_average": _load_average(),
+    }
+    if torch_available():
+        import torch
+
+        info["torch"] = torch.__version__
+        info["torch_threads"] = torch.get_num_threads()
+    return info
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):  # pragma: no cover - not Unix
+        return None
+
+
+def machine_line(machine: dict[str, object]) -> str:
+    """The machine in one line, for the table's header and the figure."""
+    parts = [f"{machine['cores']} cores", str(machine["cpu"]), f"numpy {machine['numpy']}"]
+    for lib in machine.get("blas", []):  # type: ignore[union-attr]
+        parts.append(f"{lib['internal_api']} {lib['version']} ({lib['architecture']})")
+    if "torch" in machine:
+        parts.append(f"torch {machine['torch']} ({machine['torch_threads']} threads)")
+    return " · ".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# Rendering: table, JSON, figure
+# ---------------------------------------------------------------------------
+
+
+def human_seconds(s: float) -> str:
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s * 1e6:.0f} µs"
+
+
+def human_bytes(b: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.1f} {unit}" if b < 10 * size else f"{b / size:.0f} {unit}"
+    return f"{b:.0f} B"
+
+
+def human_count(c: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if c >= size:
+            return f"{c / size:.1f}{unit}"
+    return f"{c:.0f}"
+
+
+def _ratio(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.3f}" if value < 0.1 else f"{value:.2f}"
+
+
+def bench_table(result: Result) -> Group:
+    """The bench as a Rich table, with what each column means underneath."""
+    s = result.settings
+    what = "attention_output (blocked, weights not kept)" if s.blocked else "attend (all weights kept)"
+    title = Text(f"mha bench · {s.dtype}, d = {s.d_model}, h = {s.heads}"
+                 f"{', causal' if s.causal else ''} · core.{what}", style=theme.STYLE_TITLE)
+    table = Table(box=None, header_style=theme.STYLE_TITLE, pad_edge=False)
+    for name in ("N", "time", "mult-\nadds", "GFLOP\n/s", "weights", "peak\nmemory", "÷ loop", "÷ mat-\nmuls"):
+        table.add_column(name, justify="right")
+    if result.has_torch:
+        table.add_column("÷ torch", justify="right")
+        table.add_column("÷ torch\nweights", justify="right")
+    for row in result.rows:
+        r = row.ratios()
+        cells = [str(row.n), human_seconds(row.seconds), human_count(row.madds), f"{row.gflops:.1f}",
+                 human_bytes(row.weights_bytes), human_bytes(row.peak_bytes),
+                 _ratio(r["loop"]) + ("" if row.loop_kind == "python" else "*"), _ratio(r["matmuls"])]
+        if result.has_torch:
+            cells += [_ratio(r["torch"]), _ratio(r["torch_weights"])]
+        table.add_row(*cells)
+    notes = [
+        f"time: median of {s.repeats} after a warm-up. ÷ X: the core's time over X's, below 1 = faster.",
+        f"loop: mha verify's pure-Python loop (one head, one query at a time) up to N = {PYTHON_LOOP_MAX}; "
+        "* = a numpy loop over heads with whole N×N arrays.",
+        "matmuls: the core's own matrix products alone (same blocks, same threads).",
+    ]
+    if result.has_torch:
+        notes.append("torch: multi_head_attention_forward, need_weights=False; +weights: need_weights=True, "
+                     "per head. Same number of threads.")
+    else:
+        notes.append("PyTorch is not installed here: its columns are left out.")
+    notes.append(machine_line(result.machine))
+    return Group(title, table, *(Text(n, style=theme.STYLE_DIM) for n in notes))
+
+
+def bench_json(result: Result) -> str:
+    return json.dumps(result.to_dict(), indent=2)
+
+
+def quadratic_from(d_model: int) -> int:
+    """N beyond which the N² multiply-adds (2·N²·d) outnumber the linear ones (4·N·d²): N = 2d."""
+    return 2 * d_model
+
+
+def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
+    """Log-log figure of time against N, the N² region and an N² slope marked; written atomically."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows, s = result.rows, result.settings
+    n = np.array([r.n for r in rows], dtype=float)
+    fig = Figure(figsize=(7.5, 4.8), dpi=dpi, facecolor=theme.PAPER_COLOR)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    lines = [("mhacli core", n, [r.seconds for r in rows], theme.HEAD_COLORS[0], "o-"),
+             ("its matrix products alone", n, [r.matmul_seconds for r in rows], theme.HEAD_COLORS[2], "s--")]
+    for kind, label, style in (("python", "pure-Python loop (mha verify)", "^:"),
+                               ("numpy", "numpy loop over heads", "x:")):
+        picked = [r for r in rows if r.loop_kind == kind]  # two different loops: never joined by one line
+        if picked:
+            lines.append((label, np.array([r.n for r in picked], dtype=float), [r.loop_seconds for r in picked],
+                          theme.SINGLE_HEAD_COLOR, style))
+    if result.has_torch:
+        lines += [("PyTorch, no weights", n, [r.torch_seconds for r in rows], theme.HEAD_COLORS[1], "d-."),
+                  ("PyTorch, with weights", n, [r.torch_weights_seconds for r in rows], theme.HEAD_COLORS[3],
+                   "v-.")]
+    for label, xs, values, color, style in lines:
+        ax.loglog(xs, np.array(values, dtype=float), style, color=color, label=label, lw=1.6, ms=4)
+    # The N² guide: a slope-2 line through the core's largest N, so the eye can compare slopes.
+    t_last = rows[-1].seconds
+    guide = t_last * (n / n[-1]) ** 2
+    ax.loglog(n, guide, color=theme.LABEL_COLOR, lw=0.8, ls=(0, (1, 3)), label="∝ N² (slope 2)")
+    start = quadratic_from(s.d_model)
+    if start < n[-1]:
+        ax.axvspan(max(start, n[0]), n[-1], color=theme.HEAD_COLORS[4], alpha=0.15, lw=0)
+        fig.text(0.01, 0.045, f"Shaded: N > 2d = {start}, where the N×N work (scores, weighted sums) "
+                 "outgrows the d×d projections: time ∝ N².",
+                 fontsize=7.5, color=theme.LABEL_COLOR)
+    ax.set_xlabel("tokens N (log scale)")
+    ax.set_ylabel("seconds per layer (log scale)")
+    ax.set_title(f"Multi-head attention, d = {s.d_model}, h = {s.heads}, {s.dtype}: time against N",
+                 fontsize=10, color=theme.LABEL_COLOR)
+    ax.set_xticks(n, [str(int(v)) for v in n], minor=False)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.grid(True, which="major", color="#DDDDDD", lw=0.6)
+    ax.legend(fontsize=7, loc="lower right", frameon=False)
+    fig.text(0.01, 0.01, machine_line(result.machine), fontsize=6, color=theme.SINGLE_HEAD_COLOR)
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.92, bottom=0.17)
+    return atomic_write(path, lambda handle: fig.savefig(handle, format="png", dpi=dpi))
+
+
+# ---------------------------------------------------------------------------
+# Start-up
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StartupRow:
+    label: str
+    command: tuple[str, ...]
+    seconds: float
+    ratio: float  # over the import baseline
+
+
+def _mha_command() -> list[str]:
+    """The installed ``mha`` script beside this Python, or ``python -m mhacli``."""
+    script = Path(sys.executable).with_name("mha")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mhacli"]
+
+
+def startup_commands(out_dir: Path) -> list[tuple[str, list[str]]]:
+    mha = _mha_command()
+    return [
+        ("import numpy, matplotlib, rich, typer", [sys.executable, "-c", IMPORT_BASELINE]),
+        ("mha --help", [*mha, "--help"]),
+        ("mha explain --no-plots (6 tokens)", [*mha, "explain", STARTUP_SENTENCE, "--no-plots"]),
+        ("mha explain with figures (6 tokens)", [*mha, "explain", STARTUP_SENTENCE, "--out", str(out_dir)]),
+    ]
+
+
+def _time_command(argv: list[str]) -> float:
+    env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
+    start = time.perf_counter()
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                          env=env, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        from mhacli.errors import RunError
+
+        raise RunError(f"{' '.join(argv[-4:])} failed while timing start-up: {proc.stderr.strip()[-300:]}")
+    return seconds
+
+
+def measure_startup(repeats: int, tick: Tick = lambda _: None) -> list[StartupRow]:
+    """Median wall time of each command in a fresh process, interleaved, after one warm-up round."""
+    folder = Path(tempfile.mkdtemp(prefix="mha-bench-startup-"))
+    try:
+        commands = startup_commands(folder)
+        times: dict[str, list[float]] = {label: [] for label, _ in commands}
+        for round_ in range(repeats + 1):  # round 0 fills the disk cache and writes the font cache
+            for label, argv in commands:
+                seconds = _time_command(argv)
+                if round_:
+                    times[label].append(seconds)
+                tick(label)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    base = statistics.median(times[commands[0][0]])
+    return [StartupRow(label, tuple(argv), statistics.median(times[label]),
+                       statistics.median(times[label]) / base) for label, argv in commands]
+
+
+def startup_table(rows: list[StartupRow], repeats: int) -> Group:
+    table = Table(box=None, header_style=theme.STYLE_TITLE, pad_edge=False)
+    table.add_column("command")
+    table.add_column("median", justify="right")
+    table.add_column("÷ imports", justify="right")
+    for row in rows:
+        table.add_row(row.label, human_seconds(row.seconds), f"{row.ratio:.2f}")
+    figures = rows[-1]
+    verdict = "within" if figures.ratio <= 2 else "over"
+    notes = [f"median of {repeats} fresh processes after a warm-up round; ÷ imports: over the first line.",
+             f"mha explain with all its figures takes {figures.ratio:.2f}× importing its libraries "
+             f"({verdict} the 2× target)."]
+    return Group(Text("mha bench --startup", style=theme.STYLE_TITLE), table,
+                 *(Text(n, style=theme.STYLE_DIM) for n in notes))
+
+
+def startup_json(rows: list[StartupRow], machine: dict[str, object]) -> str:
+    return json.dumps({"machine": machine, "startup": [asdict(r) for r in rows]}, indent=2)

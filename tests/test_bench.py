@@ -1,0 +1,286 @@
+"""``mha bench`` at a tiny size (structure, never timings) and the fast core's parity with plain references."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from mhacli import bench, core
+from mhacli.cli import app
+from mhacli.core import attend, attention_output, init_weights, run
+from mhacli.steps import steps_for, total_madds
+from mhacli.verify import TOLERANCE, reference_loop, verify
+
+runner = CliRunner()
+TINY = ["--max-tokens", "32", "--repeats", "1", "--d-model", "16", "--heads", "2"]
+# Above core._PARALLEL_MIN score entries (h·N²), so the threaded path runs.
+BIG_N, BIG_D, BIG_H = 1100, 16, 1
+
+
+def invoke(*args: str):
+    return runner.invoke(app, ["bench", *args])
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height from a PNG's signature and IHDR chunk (raises on anything else)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+# ---------------------------------------------------------------------------
+# mha bench, tiny
+# ---------------------------------------------------------------------------
+
+
+def test_table_has_every_column_and_one_row_per_size():
+    result = invoke(*TINY)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for header in ("N", "time", "GFLOP", "weights", "peak", "÷ loop", "÷ mat"):
+        assert header in out
+    rows = [line.split() for line in out.splitlines() if line.strip()[:2] in ("16", "32")]
+    assert [r[0] for r in rows] == ["16", "32"]
+    assert "pure-Python loop" in out and "matrix products alone" in out
+    assert "cores" in out and "numpy" in out  # the machine line
+
+
+def test_json_numbers_are_consistent():
+    result = invoke(*TINY, "--json", "--dtype", "float32", "--causal")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["settings"]["dtype"] == "float32" and doc["settings"]["causal"] is True
+    assert doc["machine"]["cores"] >= 1 and doc["machine"]["numpy"] == np.__version__
+    rows = doc["rows"]
+    assert [r["n"] for r in rows] == [16, 32]
+    for r in rows:
+        n = r["n"]
+        steps = steps_for(n, 16, 2, causal=True)
+        assert r["madds"] == total_madds(steps)
+        assert r["quadratic_madds"] == 2 * 2 * n * n * 8  # scores and weighted values: 2 · h · N² · d/h
+        assert r["weights_bytes"] == 2 * n * n * 4
+        assert r["loop_kind"] == "python"
+        for key in ("seconds", "matmul_seconds", "loop_seconds"):
+            assert r[key] > 0
+        assert r["peak_bytes"] >= r["weights_bytes"]  # scores and weights are kept: at least that much
+        assert math.isclose(r["gflops"], 2 * r["madds"] / r["seconds"] / 1e9)
+        assert math.isclose(r["ratios"]["matmuls"], r["seconds"] / r["matmul_seconds"])
+        assert math.isclose(r["ratios"]["loop"], r["seconds"] / r["loop_seconds"])
+
+
+def test_torch_columns_only_when_torch_is_importable(monkeypatch):
+    with_torch = bench.torch_available()
+    result = invoke(*TINY, "--json")
+    rows = json.loads(result.stdout)["rows"]
+    assert all((r["torch_seconds"] is not None) == with_torch for r in rows)
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails, as without PyTorch
+    assert not bench.torch_available()
+    result = invoke(*TINY)
+    assert result.exit_code == 0, result.output
+    assert "÷ torch" not in result.output and "PyTorch is not installed" in result.output
+
+
+def test_plot_is_a_png_written_into_out(tmp_path):
+    out = tmp_path / "figs"
+    result = invoke(*TINY, "--plot", "--out", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)  # the file report went to stderr: stdout stays one JSON document
+    png = out / "bench.png"
+    width, height = png_size(png)
+    assert (width, height) == (900, 576)  # 7.5 × 4.8 inches at 120 dpi
+    assert sorted(p.name for p in out.iterdir()) == ["bench.png"]  # no temporary file left behind
+    from matplotlib.image import imread
+
+    pixels = imread(png)
+    assert pixels.std() > 0.05  # not blank
+
+
+def test_plot_draws_every_measured_line(tmp_path, monkeypatch):
+    """The figure holds one line per contender with the measured times, and the N² guide."""
+    drawn = {}
+    from matplotlib.axes import Axes
+
+    original = Axes.loglog
+
+    def spy(self, x, y, *args, **kwargs):
+        drawn[kwargs.get("label")] = (np.asarray(x), np.asarray(y))
+        return original(self, x, y, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "loglog", spy)
+    result = bench.run_bench(bench.Settings(max_tokens=32, repeats=1, d_model=16, heads=2))
+    bench.save_plot(result, tmp_path / "b.png")
+    np.testing.assert_array_equal(drawn["mhacli core"][1], [r.seconds for r in result.rows])
+    np.testing.assert_array_equal(drawn["mhacli core"][0], [16, 32])
+    np.testing.assert_array_equal(drawn["pure-Python loop (mha verify)"][1], [r.loop_seconds for r in result.rows])
+    np.testing.assert_array_equal(drawn["its matrix products alone"][1], [r.matmul_seconds for r in result.rows])
+    guide = drawn["∝ N² (slope 2)"][1]
+    assert math.isclose(guide[1] / guide[0], 4.0)  # doubling N quadruples the guide
+    assert ("PyTorch, no weights" in drawn) == result.has_torch
+
+
+def test_blocked_bench_runs_and_keeps_memory_below_the_weights():
+    row = bench.measure(2048, bench.Settings(max_tokens=2048, repeats=1, d_model=16, heads=2, blocked=True),
+                        tick=lambda _: None)
+    assert row.n == 2048 and row.loop_kind == "numpy"
+    assert row.peak_bytes < row.weights_bytes / 2  # the (h, N, N) weights never exist at once
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--repeats", "0"], "--repeats"),
+    (["--d-model", "10", "--heads", "3"], "not divisible"),
+    (["--dtype", "float16"], "float16"),
+    (["--max-tokens", "0"], "--max-tokens"),
+    (["--max-tokens", "300000"], "GiB"),
+    (["--startup", "--plot"], "--plot"),
+])
+def test_bad_options_are_one_line_usage_errors(args, words):
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert words in result.output
+    assert "Traceback" not in result.output
+
+
+def test_token_counts_are_powers_of_two_up_to_the_limit():
+    assert bench.token_counts(4096) == [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+    assert bench.token_counts(100) == [16, 32, 64, 100]
+    assert bench.token_counts(5) == [5]
+
+
+def test_installed_mha_bench_prints_json(tmp_path):
+    mha = Path(sys.executable).with_name("mha")
+    argv = [str(mha)] if mha.exists() else [sys.executable, "-m", "mhacli"]
+    proc = subprocess.run([*argv, "bench", "--max-tokens", "16", "--repeats", "1", "--d-model", "8",
+                           "--heads", "2", "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["n"] for r in json.loads(proc.stdout)["rows"]] == [16]
+
+
+def test_startup_measures_every_command_against_the_import_baseline():
+    result = invoke("--startup", "--repeats", "1", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["startup"]
+    labels = [r["label"] for r in rows]
+    assert labels[0].startswith("import numpy") and len(rows) == 4
+    assert any("--no-plots" in r["command"] for r in rows)
+    assert rows[0]["ratio"] == 1.0
+    for r in rows:
+        assert r["seconds"] > 0 and math.isclose(r["ratio"], r["seconds"] / rows[0]["seconds"])
+
+
+# ---------------------------------------------------------------------------
+# The fast core against plain references
+# ---------------------------------------------------------------------------
+
+
+def inputs(n: int, d: int, seed: int, dtype: str = "float64"):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, d)).astype(dtype)
+    return x, tuple(w.astype(dtype) for w in init_weights(d, rng))
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 12), heads=st.integers(1, 4), d_k=st.integers(1, 4), causal=st.booleans(),
+       dtype=st.sampled_from(["float64", "float32"]), seed=st.integers(0, 2**32 - 1))
+def test_core_matches_the_plain_loop_and_the_blocked_path(n, heads, d_k, causal, dtype, seed):
+    x, w = inputs(n, heads * d_k, seed, dtype)
+    parts = attend(x, *w, heads, causal)
+    ref = reference_loop(x, *w, heads, causal)
+    tol = 1e-12 if dtype == "float64" else TOLERANCE["float32"]
+    for name in ("Q", "K", "V", "weights", "heads", "concat", "output"):
+        assert parts[name].dtype == np.dtype(dtype), name
+        np.testing.assert_allclose(parts[name], ref[name], atol=tol, rtol=0, err_msg=name)
+    finite = np.isfinite(ref["scores"])
+    assert np.array_equal(np.isfinite(parts["scores"]), finite)
+    np.testing.assert_allclose(parts["scores"][finite], ref["scores"][finite], atol=tol * 10, rtol=0)
+    # The blocked path does the same calls on the same blocks: the very same bits.
+    np.testing.assert_array_equal(attention_output(x, *w, heads, causal), parts["output"])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_threaded_path_is_deterministic_and_matches_whole_arrays(dtype, causal):
+    x, w = inputs(BIG_N, BIG_D, 3, dtype)
+    assert BIG_H * BIG_N**2 >= core._PARALLEL_MIN
+    first, again = attend(x, *w, BIG_H, causal), attend(x, *w, BIG_H, causal)
+    for name in ("scores", "weights", "heads", "output"):
+        np.testing.assert_array_equal(first[name], again[name], err_msg=name)
+    np.testing.assert_array_equal(attention_output(x, *w, BIG_H, causal), first["output"])
+    plain = bench.numpy_per_head(x.astype(np.float64), *(m.astype(np.float64) for m in w), BIG_H, causal)
+    tol = 1e-12 if dtype == "float64" else 1e-4
+    np.testing.assert_allclose(first["output"], plain, atol=tol, rtol=0)
+    weights = first["weights"]
+    assert not np.isnan(weights).any()
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-12 if dtype == "float64" else 1e-5)
+    if causal:
+        later = np.triu(np.ones((BIG_N, BIG_N), dtype=bool), 1)
+        assert (weights[:, later] == 0).all() and np.isneginf(first["scores"][:, later]).all()
+
+
+def test_fully_masked_rows_give_zeros_not_nan_in_place():
+    scores = np.full((2, 3), -np.inf)
+    scores[1] = [0.0, 1.0, -np.inf]
+    out = np.empty_like(scores)
+    core.softmax_into(scores, out)
+    assert (out[0] == 0).all() and not np.isnan(out).any()
+    np.testing.assert_allclose(out[1], [1 / (1 + math.e), math.e / (1 + math.e), 0.0])
+
+
+def test_blocked_output_memory_grows_with_n_not_n_squared():
+    n, d, h = 4096, 64, 2
+    x, w = inputs(n, d, 0, "float32")
+    weights_bytes = h * n * n * 4  # 128 MiB if they were all kept
+
+    def peak(call) -> int:
+        tracemalloc.start()
+        try:
+            call()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    lean = peak(lambda: attention_output(x, *w, h, False))
+    full = peak(lambda: attend(x, *w, h, False))
+    assert full >= 2 * weights_bytes  # scores and weights, as the trace needs
+    assert lean < weights_bytes / 4, f"blocked path peaked at {lean / 2**20:.0f} MiB"
+
+
+def test_worker_errors_reach_the_caller():
+    def boom(item: int) -> None:
+        if item == 3:
+            raise ValueError("block 3 failed")
+
+    for entries in (1, 1 << 40):  # in order, and on the threads
+        with pytest.raises(ValueError, match="block 3"):
+            with core.shared_work(entries) as run_blocks:
+                run_blocks(boom, list(range(8)))
+
+
+def test_float32_runs_end_to_end_and_verifies(tmp_path):
+    trace = run("The animal didn't cross the street because it was too tired", dtype="float32", causal=True)
+    for name in ("X", "Q", "K", "V", "scores", "weights", "heads", "concat", "output"):
+        assert getattr(trace, name).dtype == np.float32, name
+    assert all(check.ok for check in verify(trace, use_torch=False))
+    npz = tmp_path / "t32.npz"
+    made = runner.invoke(app, ["explain", "the cat sat on the mat", "--dtype", "float32", "--no-plots",
+                               "--save-npz", str(npz)])
+    assert made.exit_code == 0, made.output
+    checked = runner.invoke(app, ["verify", str(npz)])
+    assert checked.exit_code == 0, checked.output
+
+
+def test_trace_keeps_the_core_arrays_read_only():
+    trace = run("the cat sat on the mat", heads=2, d_model=8)
+    for name in ("scores", "weights", "output"):
+        assert not getattr(trace, name).flags.writeable

@@ -39,13 +39,15 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli import core, theme
-from mhacli.config import DTYPES, memory_limit_bytes
+from mhacli.config import Config, memory_limit_bytes
+from mhacli.config import human_bytes as human_size
 from mhacli.errors import UsageError
 from mhacli.files import atomic_write
 from mhacli.steps import steps_for, total_madds
 from mhacli.verify import reference_loop
 
 MIN_TOKENS = 16
+MAX_REPEATS = 100
 PYTHON_LOOP_MAX = 128  # above this the pure-Python loop takes minutes; a numpy loop over heads stands in
 STARTUP_SENTENCE = "the cat sat on the mat"  # 6 tokens, the issue's drawing benchmark
 SETTLE_SECONDS = 0.02
@@ -75,23 +77,19 @@ class Settings:
 
     def check(self) -> None:
         """Refuse impossible or unaffordable settings before anything runs."""
-        if self.repeats < 1:
-            raise UsageError(f"--repeats must be at least 1, got {self.repeats}.")
+        if not 1 <= self.repeats <= MAX_REPEATS:
+            # A median of 100 runs is as steady as it gets; more only looks like a hang.
+            raise UsageError(f"--repeats must be from 1 to {MAX_REPEATS}, got {self.repeats}.")
         if self.max_tokens < 1:
             raise UsageError(f"--max-tokens must be at least 1, got {self.max_tokens}.")
-        if self.heads < 1 or self.d_model < 1:
-            raise UsageError("--heads and --d-model must be at least 1.")
-        if self.d_model % self.heads:
-            raise UsageError(f"--d-model {self.d_model} is not divisible by --heads {self.heads}; "
-                             f"try --heads {math.gcd(self.d_model, self.heads)}.")
-        if self.dtype not in DTYPES:
-            raise UsageError(f"unknown dtype {self.dtype!r}; choose one of: {', '.join(DTYPES)}.")
+        # The run's own checks, with the run's words: sizes, nearest head counts, weights' memory.
+        Config(heads=self.heads, d_model=self.d_model, dtype=self.dtype)
         need, limit = self.planned_bytes(), memory_limit_bytes()
         if need > limit:
             fix = "a smaller --max-tokens" if self.blocked else "a smaller --max-tokens, or --blocked"
-            raise UsageError(f"--max-tokens {self.max_tokens} needs about {need / 2**30:.1f} GiB "
+            raise UsageError(f"--max-tokens {self.max_tokens} needs about {human_size(need)} "
                              f"(the (h, N, N) arrays of the core and PyTorch), more than the "
-                             f"{limit / 2**30:.1f} GiB this machine allows; use {fix}.")
+                             f"{human_size(limit)} this machine can spare; use {fix}.")
 
     @property
     def itemsize(self) -> int:

@@ -88,6 +88,12 @@ ROWS: list[tuple[str, str]] = [
     ("a switch given a value", 'mha explain "the cat" --causal=yes'),
     ("demo step out of range", 'mha demo "the cat" --step 99'),
     ("quiz with too many questions", 'mha quiz "the cat" --questions 50'),
+    ("demo drawing its figures onto a file", 'mha demo "the cat" --out notes.txt --no-pause'),
+    ("bench with zero repeats", "mha bench --repeats 0"),
+    ("bench with a million repeats", "mha bench --repeats 1000000"),
+    ("bench with heads that do not divide d", "mha bench --heads 3"),
+    ("bench over more tokens than memory allows", "mha bench --max-tokens 99999999"),
+    ("bench --startup asked to plot", "mha bench --startup --plot"),
     # --- --query --------------------------------------------------------------
     ("--query past the end", 'mha explain "the cat sat" --query 7'),
     ("--query negative", 'mha explain "the cat sat" --query -1'),

@@ -50,7 +50,7 @@ MIN_TOKENS = 16
 MAX_REPEATS = 100
 PYTHON_LOOP_MAX = 128  # above this the pure-Python loop takes minutes; a numpy loop over heads stands in
 STARTUP_SENTENCE = "the cat sat on the mat"  # 6 tokens, the drawing benchmark
-SETTLE_SECONDS = 0.02
+SETTLE_SECONDS = 0.15
 WARM_MIN_BYTES = 64 * 2**20  # below this, fresh memory costs too little to matter
 IMPORT_BASELINE = "import numpy, matplotlib.figure, rich.console, typer"
 
@@ -295,8 +295,9 @@ def median_seconds(calls: dict[str, Callable[[], object]], repeats: int, tick: T
     for _ in range(repeats):
         for name, call in calls.items():
             warm_memory(warm_bytes)
-            # PyTorch's OpenMP threads and BLAS threads spin for a few ms after their work, taking the
-            # cores from whatever runs next (measured: 3.9 ms instead of 0.7 at N = 64); let them sleep.
+            # Worker threads keep spinning after a call (OpenBLAS's for ~0.1 s, PyTorch's OpenMP for a
+            # few ms) and take the cores from whatever runs next: measured at N = 64, PyTorch took 47 ms
+            # instead of 2.6 right after a numpy call. Let them fall asleep first.
             time.sleep(SETTLE_SECONDS)
             start = time.perf_counter()
             result = call()

@@ -28,6 +28,12 @@ TINY = ["--max-tokens", "32", "--repeats", "1", "--d-model", "16", "--heads", "2
 BIG_N, BIG_D, BIG_H = 1100, 16, 1
 
 
+@pytest.fixture(autouse=True)
+def no_settling(monkeypatch):
+    """The pause that lets other threads fall asleep between timed calls only matters for real numbers."""
+    monkeypatch.setattr(bench, "SETTLE_SECONDS", 0.0)
+
+
 def invoke(*args: str):
     return runner.invoke(app, ["bench", *args])
 

@@ -179,6 +179,8 @@ def test_samples_load_from_an_unpacked_wheel_outside_the_source_tree(wheel, tmp_
     assert out.count("SAMPLE ") == len(sample_names())
 
 
-def test_source_tree_fallback_is_the_top_level_folder():
-    assert Path(str(sample_dir())).resolve() in {(ROOT / "sample_texts").resolve(),
-                                                  (ROOT / "mhacli" / "sample_texts").resolve()}
+def test_samples_come_from_the_package_or_the_top_level_folder():
+    import mhacli
+
+    installed = Path(mhacli.__file__).resolve().parent / "sample_texts"  # a wheel (non-editable install)
+    assert Path(str(sample_dir())).resolve() in {(ROOT / "sample_texts").resolve(), installed}

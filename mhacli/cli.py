@@ -76,12 +76,51 @@ def _tolerant_streams() -> None:
                 pass
 
 
+# How options read in --help. Typer names each value's type ("<int range> [x>=1]",
+# "<bool>"), which leaves the help text a 20-column strip at 80 columns; short
+# metavars and a few panels keep every command's help readable on a projector.
+HELP_PANELS = {
+    "Input": ("--file", "--sample", "--tokenizer"),
+    "Model": ("--heads", "--d-model", "--seed", "--positions", "--causal", "--weights", "--dtype"),
+    "Output": ("--show-values", "--save-npz", "--json", "--html", "--max-tokens"),
+    "Figures": ("--out", "--plots", "--format", "--dpi", "--query"),
+}
+_PANEL_OF = {opt: panel for panel, opts in HELP_PANELS.items() for opt in opts}
+_METAVAR_OF_TYPE = {"int": "N", "Path": "PATH", "str": "TEXT", "float": "X"}
+
+
+def _tidy_help(command: Any, ctx: Any) -> None:
+    """Give every option of ``command`` a short metavar and its panel (see HELP_PANELS)."""
+    help_option = command.get_help_option(ctx)
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if getattr(param, "param_type_name", "") != "option":
+            continue
+        if getattr(param, "is_flag", False):
+            param.metavar = param.metavar or ""
+        elif param.metavar is None:
+            bare = param.bare_type() if hasattr(param, "bare_type") else ""
+            param.metavar = next((m for t, m in _METAVAR_OF_TYPE.items() if t in bare), "VALUE")
+        long_name = next((o for o in param.opts if o.startswith("--")), "")
+        if getattr(param, "rich_help_panel", None) is None and long_name in _PANEL_OF:
+            param.rich_help_panel = _PANEL_OF[long_name]
+
+
 class MhaGroup(TyperGroup):
     """Turns every failure into one line on stderr and a named exit code.
 
     Exit codes: 0 ok, 1 a failure at run time, 2 a usage error (fix the
     command), 130 interrupted.  ``mha --debug …`` adds the traceback.
     """
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _tidy_help(command, ctx)
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _tidy_help(self, ctx)
+        super().format_help(ctx, formatter)
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:

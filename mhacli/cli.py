@@ -299,18 +299,21 @@ QueryOpt = Annotated[Optional[str], typer.Option(
 QuestionsOpt = Annotated[int, typer.Option("--questions", help="How many questions to ask (1 to 20).")]
 AnswersOpt = Annotated[bool, typer.Option("--answers", help="Print the answers under the questions.")]
 BenchMaxTokensOpt = Annotated[int, typer.Option(
-    "--max-tokens", help="Largest N to time: 16, 32, … up to this (4096 is the size of the performance goals).")]
+    "--max-tokens", help="Largest N to time: 16, 32, … up to this (4096 is the size of the performance goals).",
+    rich_help_panel="Bench")]
 RepeatsOpt = Annotated[int, typer.Option(
-    "--repeats", "-r", help="Timed runs of each contender per N, after one warm-up; the median is shown.")]
+    "--repeats", "-r", help="Timed runs of each contender per N, after one warm-up; the median is shown.",
+    rich_help_panel="Bench")]
 BlockedOpt = Annotated[bool, typer.Option(
     "--blocked", help="Time the outputs alone, the weights made a block of rows at a time: memory grows "
-    "with N instead of N², so --max-tokens can go far higher.")]
+    "with N instead of N², so --max-tokens can go far higher.", rich_help_panel="Bench")]
 PlotOpt = Annotated[bool, typer.Option(
-    "--plot", help="Also save bench.png into --out: time against N on log-log axes, the N² part marked.")]
+    "--plot", help="Also save bench.png into --out: time against N on log-log axes, the N² part marked.",
+    rich_help_panel="Figures")]
 BenchJsonOpt = Annotated[bool, typer.Option("--json", help="Print the numbers as one JSON document and nothing else.")]
 StartupOpt = Annotated[bool, typer.Option(
     "--startup", help="Time instead how long 'mha --help' and 'mha explain' (with and without figures) "
-    "take to start, beside importing numpy, matplotlib, rich and typer.")]
+    "take to start, beside importing numpy, matplotlib, rich and typer.", rich_help_panel="Bench")]
 
 
 def _print(*renderables: Any) -> None:
@@ -819,7 +822,8 @@ def bench(
     For N = 16, 32, … --max-tokens it times the core beside its own matrix
     products alone, the plain per-head loop and, when PyTorch is installed,
     PyTorch's multi_head_attention_forward, and prints a table. The default
-    size takes about a minute on two cores; close other programs first.
+    (N up to 4096, float64) takes a few minutes on two cores; close other
+    programs first. docs/performance.md explains every column.
 
     Example: [bold]mha bench --max-tokens 1024 --plot[/bold]
     """

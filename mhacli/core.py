@@ -186,7 +186,8 @@ def row_blocks(n_rows: int, size: int) -> list[slice]:
 def scale_queries(q: Array) -> Array:
     """Q/√d_k once per run: dividing the (N, d/h) queries is N/(d/h) times less work than the scores."""
     d_k = q.shape[-1]
-    return q / math.sqrt(d_k)  # (h, N, d/h), a fresh C-contiguous array
+    # Written into a C-ordered array so each head's rows lie together (q itself may be a strided view).
+    return np.divide(q, math.sqrt(d_k), out=np.empty(q.shape, dtype=q.dtype))  # (h, N, d/h)
 
 
 def score_rows(q_scaled: Array, k: Array, out: Array) -> Array:

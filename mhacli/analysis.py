@@ -15,9 +15,15 @@ Array = np.ndarray
 
 def row_entropy(weights: Array) -> Array:
     """Shannon entropy in bits of every row of ``weights`` (..., N, N) -> (..., N); 0·log 0 = 0."""
-    p = np.asarray(weights, dtype=np.float64)
+    p = np.asarray(weights)
+    if p.ndim == 3:
+        # One head at a time: the temporaries stay (N, N), not (h, N, N) in float64
+        # (at 5,000 tokens that is 0.4 GiB instead of 2.3 GiB on top of the trace).
+        return np.stack([row_entropy(head) for head in p])
+    p = p.astype(np.float64, copy=False)
     logs = np.log2(p, out=np.zeros_like(p), where=p > 0)
-    return -(p * logs).sum(axis=-1)
+    logs *= p
+    return -logs.sum(axis=-1)
 
 
 def max_row_entropy(n_tokens: int, causal: bool) -> Array:

@@ -21,13 +21,13 @@ _DTYPE_BYTES = {"float64": 8, "float32": 4}
 
 # What one run keeps alive at its peak, measured with ru_maxrss (see
 # tests/test_properties_cli.py::test_planned_bytes_covers_the_measured_peak):
-# scores and weights are (h, N, N) and, with the softmax temporaries, the
-# read-only copies the Trace keeps and the float64 entropy of the head
-# summaries, about 4.2 such arrays are alive at once (4.5 with the figures
-# drawing beside the walkthrough); 5.5 leaves a margin.
+# scores and weights are (h, N, N) and the trace keeps them without copying;
+# the softmax works in place a block of rows at a time, and the head summaries'
+# entropy takes one head at a time, so about 2.3 such arrays are alive at once
+# (2.6 with the figures drawing beside the walkthrough); 3 leaves a margin.
 # Every (N, d) array exists about twice (the trace keeps copies) and there are
 # ~11 of them; the four d x d weights exist three times (draw, cast, copy).
-_ATTENTION_COPIES = 5.5
+_ATTENTION_COPIES = 3.0
 _PER_TOKEN_COPIES = 24
 _WEIGHT_COPIES = 12
 # --json turns every number into a Python float in a list and then into text:

@@ -263,7 +263,8 @@ SaveNpzOpt = Annotated[Optional[Path], typer.Option(
     "--save-npz", help="Save every array of the run to this .npz file.", show_default=False,
     dir_okay=True, readable=False)]
 JsonOpt = Annotated[bool, typer.Option(
-    "--json", help="Print one JSON document (config, steps, arrays) and nothing else.")]
+    "--json", help="Print one JSON document (config, steps, arrays) on stdout and nothing else there; "
+    "the figures are still saved unless --no-plots, and the files written are listed on stderr.")]
 HtmlOpt = Annotated[Optional[Path], typer.Option(
     "--html", help="Also write one self-contained interactive page (opens offline in any browser; "
     "up to 200 tokens, or --max-tokens when given).", show_default=False, dir_okay=True, readable=False)]

@@ -54,6 +54,11 @@ def mean_pairwise_js(weights: Array) -> float:
     return float(np.mean([js_divergence(weights[a], weights[b]).mean() for a, b in pairs]))
 
 
+def focus(mean_entropy: float, max_entropy: float) -> float:
+    """1 − entropy / maximum: 1 = every query on a single key, 0 = uniform."""
+    return 1.0 if max_entropy == 0 else 1.0 - mean_entropy / max_entropy
+
+
 @dataclass(frozen=True)
 class HeadSummary:
     """One head as a magnifier: what it looks at most and how tightly."""
@@ -68,9 +73,7 @@ class HeadSummary:
     @property
     def focus(self) -> float:
         """1 = every query on a single key, 0 = uniform."""
-        if self.max_entropy == 0:
-            return 1.0
-        return 1.0 - self.mean_entropy / self.max_entropy
+        return focus(self.mean_entropy, self.max_entropy)
 
     def describe(self) -> str:
         """A short phrase: sharp, focused, spread or uniform."""

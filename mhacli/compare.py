@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mhacli.analysis import max_row_entropy, mean_pairwise_js, row_entropy
+from mhacli.analysis import focus, max_row_entropy, mean_pairwise_js, row_entropy
 
 if TYPE_CHECKING:
     from mhacli.core import Trace
@@ -36,7 +36,7 @@ class Spread:
     @property
     def focus(self) -> float:
         """1 − entropy / maximum: 0 = uniform, 1 = every query on one key."""
-        return 1.0 if self.max_entropy == 0 else 1.0 - self.mean_entropy / self.max_entropy
+        return focus(self.mean_entropy, self.max_entropy)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "head": None if self.head is None else self.head + 1,

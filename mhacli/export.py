@@ -46,9 +46,9 @@ def save_npz(trace: Trace, path: Path) -> Path:
 
 
 def _shape_error(path: Path, detail: str) -> UsageError:
-    from mhacli.messages import shown
+    from mhacli.messages import shown_path
 
-    return UsageError(f"{shown(str(path), 80)} is not a valid mha trace: {detail}.")
+    return UsageError(f"{shown_path(path)} is not a valid mha trace: {detail}.")
 
 
 def _describe_read_error(exc: BaseException) -> str:
@@ -66,10 +66,10 @@ def _describe_read_error(exc: BaseException) -> str:
 def load_trace(path: Path) -> Trace:
     """Read an npz written by ``mha explain --save-npz`` back into a Trace (no recomputation)."""
     from mhacli.config import memory_limit_bytes
-    from mhacli.messages import shown
+    from mhacli.messages import shown_path
 
     path = Path(path)
-    where = shown(str(path), 80)
+    where = shown_path(path)
     hint = "write one with 'mha explain TEXT --save-npz FILE'"
     try:
         exists, is_dir = path.exists(), path.is_dir()

@@ -27,9 +27,9 @@ _EXAMPLE_NAMES = {"--save-npz": "trace.npz", "--html": "attention.html"}
 
 
 def _shown(path: Path | str) -> str:
-    from mhacli.messages import shown
+    from mhacli.messages import shown_path
 
-    return shown(str(path), 80)
+    return shown_path(path)
 
 
 def _stat(path: Path, what: str) -> os.stat_result | None:

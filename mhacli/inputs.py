@@ -86,9 +86,9 @@ def read_file(path: Path) -> str:
 
 
 def _quoted(path: Path | str) -> str:
-    from mhacli.messages import shown
+    from mhacli.messages import shown_path
 
-    return shown(str(path), 80)
+    return shown_path(path)
 
 
 def _did_you_mean(path: Path) -> str:

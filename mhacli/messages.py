@@ -48,6 +48,14 @@ def shown(value: Any, limit: int = MAX_SHOWN) -> str:
     return "'" + text.replace("'", "\\'") + "'"
 
 
+MAX_PATH_SHOWN = 80  # a path is echoed longer than a typed value: its end usually matters
+
+
+def shown_path(path: Any) -> str:
+    """A file or folder name, quoted, escaped and shortened for a message."""
+    return shown(str(path), MAX_PATH_SHOWN)
+
+
 def _option_name(param: Any) -> str:
     """The name a user typed for ``param``: its longest ``--flag``, or its metavar for an argument."""
     if param is None:

@@ -1,6 +1,6 @@
 """``python -m mhacli`` behaves exactly like the ``mha`` command."""
 
-from mhacli.cli import main
+from mhacli.cli.app import main
 
 if __name__ == "__main__":
     main()

@@ -16,11 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from mhacli import bench, core
-from mhacli.cli import app
-from mhacli.core import attend, attention_output, init_weights, run
-from mhacli.steps import steps_for, total_madds
-from mhacli.verify import TOLERANCE, reference_loop, verify
+from mhacli.bench import runner as bench
+from mhacli.core import trace as core
+from mhacli.cli.app import app
+from mhacli.core.trace import attend, attention_output, init_weights, run
+from mhacli.core.steps import steps_for, total_madds
+from mhacli.core.verify import TOLERANCE, reference_loop, verify
 
 runner = CliRunner()
 TINY = ["--max-tokens", "32", "--repeats", "1", "--d-model", "16", "--heads", "2"]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from mhacli.cli import app
+from mhacli.cli.app import app
 
 
 @pytest.fixture(autouse=True)
@@ -138,8 +138,8 @@ def test_demo_runs_to_the_end_and_narrates_every_step(runner):
 
 
 def test_demo_narration_covers_the_article_in_the_lesson_data():
-    from mhacli.core import run
-    from mhacli.demo import lesson
+    from mhacli.core.trace import run
+    from mhacli.render.demo import lesson
 
     steps = lesson(run("the cat sat on the mat"))
     keys = [s.key for s in steps]
@@ -186,8 +186,8 @@ def test_demo_step_and_query_options(runner):
 
 
 def test_present_waits_between_steps_and_q_quits():
-    from mhacli.core import run
-    from mhacli.demo import lesson, present
+    from mhacli.core.trace import run
+    from mhacli.render.demo import lesson, present
 
     steps = lesson(run("the cat sat on the mat"))
     prompts: list[str] = []
@@ -271,8 +271,8 @@ def test_quiz_answers_are_printed_under_the_same_questions(runner):
 
 
 def test_quiz_asks_a_shape_a_parameter_count_and_a_favourite_key():
-    from mhacli.core import run
-    from mhacli.quiz import make_quiz
+    from mhacli.core.trace import run
+    from mhacli.core.quiz import make_quiz
 
     trace = run("the cat sat on the mat", seed=5)
     topics = {q.topic for q in make_quiz(trace, seed=5)}
@@ -281,8 +281,8 @@ def test_quiz_asks_a_shape_a_parameter_count_and_a_favourite_key():
 
 
 def test_quiz_answers_come_from_the_trace():
-    from mhacli.core import run
-    from mhacli.quiz import _parameters, _shape, _top_key
+    from mhacli.core.trace import run
+    from mhacli.core.quiz import _parameters, _shape, _top_key
 
     for seed in range(6):
         trace = run("the dog saw the cat and the cat saw the dog", seed=seed, heads=2, d_model=8)
@@ -302,9 +302,9 @@ def test_quiz_answers_come_from_the_trace():
 
 
 def test_quiz_on_designed_weights_follows_the_rules():
-    from mhacli.core import run
-    from mhacli.designed import expected_keys
-    from mhacli.quiz import _top_key
+    from mhacli.core.trace import run
+    from mhacli.core.designed import expected_keys
+    from mhacli.core.quiz import _top_key
 
     trace = run("the dog saw the cat and the cat saw the dog", weights="designed")
     for seed in range(10):
@@ -357,8 +357,8 @@ def test_every_classroom_command_and_option_is_documented():
 
 
 def test_exercise_answers_match_the_tool(runner):
-    from mhacli.analysis import mean_pairwise_js, row_entropy, summarize_heads
-    from mhacli.core import attend, run
+    from mhacli.core.analysis import mean_pairwise_js, row_entropy, summarize_heads
+    from mhacli.core.trace import attend, run
 
     text = (_docs_dir() / "exercises.md").read_text(encoding="utf-8")
     # 1-3: shapes, parameters, cost
@@ -382,7 +382,7 @@ def test_exercise_answers_match_the_tool(runner):
     assert not np.allclose(run("dog bites man", d_model=4, heads=2).output[0],
                            run("man bites dog", d_model=4, heads=2).output[2])
     # 9-10: designed picks on the repeated sample
-    from mhacli.samples import load_sample
+    from mhacli.io.samples import load_sample
 
     trace = run(load_sample("repeated").text, weights="designed")
     picks = trace.weights.argmax(-1)
@@ -403,7 +403,7 @@ def test_conventions_polarity_table_matches_pytorch():
     torch = pytest.importorskip("torch")
     import torch.nn.functional as F
 
-    from mhacli.core import run
+    from mhacli.core.trace import run
 
     trace = run("a b c", causal=True, heads=1, d_model=4)
     blocked = torch.from_numpy(np.array(trace.mask))  # a writable copy: the trace is read-only

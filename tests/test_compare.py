@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from mhacli import figures
-from mhacli.analysis import js_divergence, max_row_entropy, mean_pairwise_js, row_entropy
-from mhacli.cli import app
-from mhacli.compare import single_head as _single_head
-from mhacli.compare import compare
-from mhacli.config import Config
-from mhacli.core import Trace, attend, embed, positional_encoding, run, vocabulary
+from mhacli.render import figures
+from mhacli.core.analysis import js_divergence, max_row_entropy, mean_pairwise_js, row_entropy
+from mhacli.cli.app import app
+from mhacli.core.compare import single_head as _single_head
+from mhacli.core.compare import compare
+from mhacli.core.config import Config
+from mhacli.core.trace import Trace, attend, embed, positional_encoding, run, vocabulary
 
 CAT = "the cat sat on the mat"
 

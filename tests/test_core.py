@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mhacli
-from mhacli.config import Config
-from mhacli.core import embed, head_weight, run, run_tokens, split_heads
-from mhacli.errors import UsageError
-from mhacli.steps import ParameterCount, steps_for
+from mhacli.core.config import Config
+from mhacli.core.trace import embed, head_weight, run, run_tokens, split_heads
+from mhacli.core.errors import UsageError
+from mhacli.core.steps import ParameterCount, steps_for
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 
@@ -111,7 +111,7 @@ def test_causal_masks_future_with_minus_infinity():
 
 
 def test_softmax_of_fully_masked_row_is_zero_not_nan():
-    from mhacli.core import softmax
+    from mhacli.core.trace import softmax
 
     s = np.array([[[-np.inf, -np.inf], [0.0, 1.0]]])
     w = softmax(s)
@@ -121,7 +121,7 @@ def test_softmax_of_fully_masked_row_is_zero_not_nan():
 
 
 def test_softmax_is_stable_for_huge_scores():
-    from mhacli.core import softmax
+    from mhacli.core.trace import softmax
 
     w = softmax(np.array([[[1000.0, 1001.0, -1000.0]]]))
     assert np.all(np.isfinite(w))

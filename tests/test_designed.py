@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mhacli.config import Config
-from mhacli.core import run, run_tokens
-from mhacli.designed import (
+from mhacli.core.config import Config
+from mhacli.core.trace import run, run_tokens
+from mhacli.core.designed import (
     MARGIN,
     MAX_TOKENS,
     RULE_ORDER,
@@ -27,8 +27,8 @@ from mhacli.designed import (
     shift,
     token_codes,
 )
-from mhacli.errors import UsageError
-from mhacli.samples import list_samples
+from mhacli.core.errors import UsageError
+from mhacli.io.samples import list_samples
 
 
 # The rules, written again here from their plain-language meaning (not imported),
@@ -99,7 +99,7 @@ def test_four_heads_have_four_different_rules_and_others_are_said():
 
 
 def test_the_lesson_says_which_rules_other_head_counts_use(runner, tmp_path, monkeypatch):
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     monkeypatch.chdir(tmp_path)
     out = runner.invoke(app, ["demo", "--no-pause", "--weights", "designed", "--heads", "2", "--step", "1"]).output
@@ -137,7 +137,7 @@ def test_refusals_name_the_problem_and_the_fix():
 
 
 def test_cli_refuses_with_exit_2(runner, tmp_path, monkeypatch):
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     monkeypatch.chdir(tmp_path)
     for cmd in (["explain", "a b c"], ["demo", "a b c", "--no-pause"], ["quiz", "a b c"]):
@@ -214,7 +214,7 @@ def test_rules_appear_in_the_walkthrough(tmp_path):
 
     from rich.console import Console
 
-    from mhacli.render_terminal import heads_panel
+    from mhacli.render.terminal import heads_panel
 
     trace = run("the cat sat on the mat", weights="designed")
     console = Console(file=StringIO(), width=80, color_system=None)

@@ -18,7 +18,7 @@ def _all_docs() -> str:
 
 
 def _commands():
-    from mhacli.cli import app
+    from mhacli.cli.app import app
     from typer.main import get_command
 
     group = get_command(app)
@@ -69,7 +69,7 @@ def test_steps_page_snippet_reproduces_the_output(tmp_path):
     page = (ROOT / "docs" / "steps.md").read_text(encoding="utf-8")
     snippet = re.search(r"```python\n(.*?)```", page, re.S).group(1)
     from mhacli import run
-    from mhacli.export import save_npz
+    from mhacli.io.export import save_npz
 
     save_npz(run("the cat sat on the mat", causal=True), tmp_path / "cat.npz")
     p = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True, text=True)

@@ -139,9 +139,9 @@ def make_fixtures(folder: Path) -> None:
     """The files the rows' commands name; made fresh for every run."""
     import numpy as np
 
-    from mhacli.config import Config
-    from mhacli.core import run_tokens
-    from mhacli.export import npz_arrays, save_npz
+    from mhacli.core.config import Config
+    from mhacli.core.trace import run_tokens
+    from mhacli.io.export import npz_arrays, save_npz
 
     (folder / "notes.txt").write_text("the cat sat on the mat\n", encoding="utf-8")
     (folder / "invisible.txt").write_text("\u200b\u200b\u2060\n", encoding="utf-8")
@@ -204,7 +204,7 @@ def _in_process(args: list[str], stdin: bytes | None, folder: Path) -> tuple[int
     """The command through Typer's CliRunner (the app's own error handling runs inside it)."""
     from typer.testing import CliRunner
 
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     here = Path.cwd()
     os.chdir(folder)
@@ -402,11 +402,11 @@ def _failing_run(exc: BaseException):
 def test_any_failure_inside_a_command_is_one_line_with_its_exit_code(monkeypatch, tmp_path, exc, code, needle):
     from typer.testing import CliRunner
 
-    import mhacli.core
-    from mhacli.cli import app
+    import mhacli.core.trace
+    from mhacli.cli.app import app
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core, "run", _failing_run(exc))
+    monkeypatch.setattr(mhacli.core.trace, "run", _failing_run(exc))
     r = CliRunner().invoke(app, ["explain", "the cat", "--no-plots"])
     assert r.exit_code == code
     lines = r.stderr.splitlines()
@@ -417,11 +417,11 @@ def test_any_failure_inside_a_command_is_one_line_with_its_exit_code(monkeypatch
 def test_debug_adds_the_traceback(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
-    import mhacli.core
-    from mhacli.cli import app
+    import mhacli.core.trace
+    from mhacli.cli.app import app
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core, "run", _failing_run(ZeroDivisionError("boom")))
+    monkeypatch.setattr(mhacli.core.trace, "run", _failing_run(ZeroDivisionError("boom")))
     r = CliRunner().invoke(app, ["--debug", "explain", "the cat", "--no-plots"])
     assert r.exit_code == 1
     assert "Traceback (most recent call last)" in r.stderr and "ZeroDivisionError: boom" in r.stderr
@@ -434,10 +434,10 @@ def test_ctrl_c_swallowed_by_a_destructor_is_reported_not_printed_as_a_traceback
     """Ctrl-C can land inside __del__ or a weakref callback, where Python only prints it."""
     from typer.testing import CliRunner
 
-    import mhacli.core
-    from mhacli.cli import app
+    import mhacli.core.trace
+    from mhacli.cli.app import app
 
-    real_run = mhacli.core.run
+    real_run = mhacli.core.trace.run
 
     class Unlucky:
         def __del__(self):
@@ -448,7 +448,7 @@ def test_ctrl_c_swallowed_by_a_destructor_is_reported_not_printed_as_a_traceback
         return real_run(*args, **kwargs)
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core, "run", run)
+    monkeypatch.setattr(mhacli.core.trace, "run", run)
     hook = sys.unraisablehook
     r = CliRunner().invoke(app, ["explain", "the cat", "--no-plots"])
     assert r.exit_code == 130

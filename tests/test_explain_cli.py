@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mhacli.cli import app
-from mhacli.export import NPZ_KEYS
+from mhacli.cli.app import app
+from mhacli.io.export import NPZ_KEYS
 
 CAT = "the cat sat on the mat"
 
@@ -119,13 +119,13 @@ def test_text_from_file_and_stdin(runner, tmp_path):
 def test_show_rerenders_without_recomputing(runner, tmp_path, monkeypatch):
     path = tmp_path / "t.npz"
     assert explain(runner, CAT, "--save-npz", str(path)).exit_code == 0
-    import mhacli.core
+    import mhacli.core.trace
 
     def boom(*a, **k):
         raise AssertionError("show must not recompute attention")
 
-    monkeypatch.setattr(mhacli.core, "attend", boom)
-    monkeypatch.setattr(mhacli.core, "run", boom)
+    monkeypatch.setattr(mhacli.core.trace, "attend", boom)
+    monkeypatch.setattr(mhacli.core.trace, "run", boom)
     r = runner.invoke(app, ["show", str(path), "--no-plots"])
     assert r.exit_code == 0, r.output
     assert "loaded from" in r.output and "2. Steps" in r.output and "mat" in r.output
@@ -155,7 +155,7 @@ def test_verify_fails_on_tampered_output(runner, tmp_path):
 def test_verify_against_pytorch_when_installed(tmp_path):
     torch = pytest.importorskip("torch", reason="PyTorch is optional; parity with it is checked only when installed")
     from mhacli import run
-    from mhacli.verify import verify
+    from mhacli.core.verify import verify
 
     for causal in (False, True):
         checks = verify(run(CAT, causal=causal, heads=4, d_model=16))

@@ -18,13 +18,14 @@ from hypothesis import strategies as st
 from PIL import Image
 from rich.console import Console
 
-from mhacli import figures, theme
-from mhacli.analysis import query_view
-from mhacli.cli import app
-from mhacli.compare import single_head as _single_head
-from mhacli.core import run
-from mhacli.errors import UsageError
-from mhacli.terminal_grid import grid_width, head_grid, head_grids
+from mhacli.render import figures
+from mhacli.render import theme
+from mhacli.core.analysis import query_view
+from mhacli.cli.app import app
+from mhacli.core.compare import single_head as _single_head
+from mhacli.core.trace import run
+from mhacli.core.errors import UsageError
+from mhacli.render.grid import grid_width, head_grid, head_grids
 
 CAT = "the cat sat on the mat"
 LONG30 = ("The animal did not cross the busy street because it was far too tired after walking "
@@ -142,7 +143,7 @@ def test_drawing_in_two_processes_gives_the_same_files(cat, tmp_path, forking):
 
 def test_a_failure_in_the_drawing_process_reaches_the_user_as_one_error(cat, tmp_path, monkeypatch,
                                                                        forking):
-    from mhacli.errors import RunError
+    from mhacli.core.errors import RunError
 
     def broken(*args, **kwargs):
         raise RunError("cannot write 'head-1.png': disk full.")
@@ -678,12 +679,12 @@ def test_explain_refuses_bad_figure_options(runner, tmp_path, args, message):
 
 
 def test_out_is_checked_before_anything_is_computed(runner, tmp_path, monkeypatch):
-    import mhacli.core
+    import mhacli.core.trace
 
     def boom(*a, **k):
         raise AssertionError("computed before checking --out")
 
-    monkeypatch.setattr(mhacli.core, "run", boom)
+    monkeypatch.setattr(mhacli.core.trace, "run", boom)
     afile = tmp_path / "file.txt"
     afile.write_text("x")
     result = runner.invoke(app, ["explain", CAT, "--out", str(afile)])
@@ -703,7 +704,7 @@ def test_show_draws_the_same_figures_from_an_npz(runner, tmp_path):
 
 
 def test_explain_no_plots_never_imports_matplotlib():
-    code = ("import sys; from typer.testing import CliRunner; from mhacli.cli import app; "
+    code = ("import sys; from typer.testing import CliRunner; from mhacli.cli.app import app; "
             "r = CliRunner().invoke(app, ['explain', 'the cat sat', '--no-plots']); "
             "assert r.exit_code == 0, r.output; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'PIL')))")
@@ -712,7 +713,7 @@ def test_explain_no_plots_never_imports_matplotlib():
 
 
 def test_drawing_never_uses_pyplot(tmp_path):
-    code = ("import sys; from mhacli.core import run; from mhacli import figures; "
+    code = ("import sys; from mhacli.core.trace import run; from mhacli.render import figures; "
             f"figures.save_figures(run('the cat sat', heads=2, d_model=8), None, {str(tmp_path)!r}, dpi=30); "
             "print('matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

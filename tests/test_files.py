@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from mhacli.cli import app
-from mhacli.errors import RunError, UsageError
-from mhacli.files import TEMP_SUFFIX, atomic_write, atomic_write_text, check_target, prepare_out_dir
+from mhacli.cli.app import app
+from mhacli.core.errors import RunError, UsageError
+from mhacli.io.files import TEMP_SUFFIX, atomic_write, atomic_write_text, check_target, prepare_out_dir
 
 MHA = Path(sys.executable).with_name("mha")
 NO_PLOTS = ["--no-plots"]

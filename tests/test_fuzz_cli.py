@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from mhacli.cli import app
+from mhacli.cli.app import app
 
 GROUP = get_command(app)
 # bench times real work for as long as it is asked to (a valid --max-tokens 99 --repeats 100 takes
@@ -37,9 +37,9 @@ NASTY = ["0", "-1", "1", "2", "3", "4", "8", "16", "99", "10000000", "1" * 40, "
 @pytest.fixture(autouse=True)
 def _fixtures(tmp_path, monkeypatch):
     """A folder holding the files NASTY names, as cwd."""
-    from mhacli.config import Config
-    from mhacli.core import run_tokens
-    from mhacli.export import save_npz
+    from mhacli.core.config import Config
+    from mhacli.core.trace import run_tokens
+    from mhacli.io.export import save_npz
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notes.txt").write_text("the cat sat on the mat")

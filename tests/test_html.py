@@ -18,13 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mhacli import theme
-from mhacli.cli import app
-from mhacli.core import causal_mask, run, run_tokens
-from mhacli.config import Config
-from mhacli.html import (DATA_PLACEHOLDER, DEFAULT_MAX_TOKENS, embed_json, page_data, render_html,
+from mhacli.render import theme
+from mhacli.cli.app import app
+from mhacli.core.trace import causal_mask, run, run_tokens
+from mhacli.core.config import Config
+from mhacli.render.html import (DATA_PLACEHOLDER, DEFAULT_MAX_TOKENS, embed_json, page_data, render_html,
                          template, write_html)
-from mhacli.tokenize import label
+from mhacli.core.tokenize import label
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 NASTY = ("</script><script>alert(1)</script>", "<!--", "<b>bold</b>", "&amp;", "a\u2028b\u2029c",
@@ -89,7 +89,7 @@ def test_template_never_parses_data_as_markup():
 def test_template_ships_as_package_data():
     from importlib import resources
 
-    assert (resources.files("mhacli") / "templates" / "page.html").is_file()
+    assert (resources.files("mhacli.render") / "templates" / "page.html").is_file()
 
 
 # ---------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def test_rules_are_embedded_when_present():
 
 
 def test_page_of_a_loaded_trace_names_its_source(tmp_path):
-    from mhacli.export import load_trace, save_npz
+    from mhacli.io.export import load_trace, save_npz
 
     npz = save_npz(run(SENTENCE, heads=2, d_model=8, causal=True), tmp_path / "t.npz")
     loaded = load_trace(npz)

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mhacli.config import Config
-from mhacli.core import run, run_tokens
-from mhacli.html import write_html
-from mhacli.tokenize import label
+from mhacli.core.config import Config
+from mhacli.core.trace import run, run_tokens
+from mhacli.render.html import write_html
+from mhacli.core.tokenize import label
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

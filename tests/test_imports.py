@@ -18,7 +18,7 @@ import sys
 import pytest
 import typer
 
-from mhacli.cli import app
+from mhacli.cli.app import app
 
 HEAVY = ("numpy", "matplotlib")
 CAT = "the cat sat on the mat"
@@ -82,7 +82,7 @@ def test_shapes_and_samples_load_neither_numpy_nor_matplotlib(argv):
 def test_samples_of_one_text_loads_neither_numpy_nor_matplotlib():
     if "samples" not in command_names():
         pytest.skip("mha samples does not exist in this build")
-    from mhacli.samples import sample_names  # the list of ready-made texts, without running anything
+    from mhacli.io.samples import sample_names  # the list of ready-made texts, without running anything
 
     name = sorted(sample_names())[0]
     assert not loaded_packages("samples", name) & set(HEAVY)
@@ -101,14 +101,15 @@ def test_explain_without_plots_never_loads_matplotlib(argv):
 
 def test_core_loads_no_terminal_plotting_or_cli_library():
     """STYLE.md: the numerical core never prints or plots, so it must not even import those libraries."""
-    loaded = loaded_packages(code="import mhacli.core, mhacli.verify; mhacli.core.run('the cat sat', heads=2)")
+    code = "import mhacli.core.trace, mhacli.core.verify; mhacli.core.trace.run('the cat sat', heads=2)"
+    loaded = loaded_packages(code=code)
     assert {"numpy", "mhacli"} <= loaded
     assert not loaded & {"rich", "matplotlib", "typer", "click", "PIL"}
 
 
 def test_big_core_run_loads_no_terminal_plotting_or_cli_library():
     """The threaded path (threadpoolctl) is taken for large inputs; it must not widen the imports either."""
-    code = ("import numpy as np, mhacli.core as c; x = np.ones((1100, 16));"
+    code = ("import numpy as np, mhacli.core.trace as c; x = np.ones((1100, 16));"
             "w = c.init_weights(16, np.random.default_rng(0)); c.attend(x, *w, 1, False)")
     loaded = loaded_packages(code=code)
     assert not loaded & {"rich", "matplotlib", "typer", "click", "PIL"}

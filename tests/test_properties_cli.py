@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from mhacli.cli import app
-from mhacli.config import Config
-from mhacli.tokenize import tokenize
+from mhacli.cli.app import app
+from mhacli.core.config import Config
+from mhacli.core.tokenize import tokenize
 
 MHA = Path(sys.executable).with_name("mha")
 NO_PLOTS = ["--no-plots"]
@@ -109,7 +109,7 @@ def test_absurd_sizes_are_refused_before_allocating(runner, d_model, heads):
 
 
 def test_a_text_longer_than_memory_allows_is_refused_with_the_limit(runner, tmp_path, monkeypatch):
-    import mhacli.config as config
+    import mhacli.core.config as config
 
     monkeypatch.setattr(config, "memory_limit_bytes", lambda: 600 * 2**20)
     text = " ".join(f"w{i}" for i in range(3000))
@@ -122,7 +122,7 @@ def test_a_text_longer_than_memory_allows_is_refused_with_the_limit(runner, tmp_
 
 
 def test_json_that_would_not_fit_suggests_npz(runner, monkeypatch):
-    import mhacli.config as config
+    import mhacli.core.config as config
 
     monkeypatch.setattr(config, "memory_limit_bytes", lambda: 600 * 2**20)
     text = " ".join(f"w{i}" for i in range(700))
@@ -166,7 +166,7 @@ def test_planned_bytes_covers_the_measured_peak(tmp_path, n, heads, json_out, pl
 
 
 def test_the_core_handles_five_thousand_tokens():
-    from mhacli.core import run_tokens
+    from mhacli.core.trace import run_tokens
 
     tokens = [f"w{i % 701}" for i in range(5000)]
     trace = run_tokens(tokens, Config(heads=1, d_model=4, causal=True, dtype="float32"))

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from mhacli.errors import UsageError
-from mhacli.samples import Sample, list_samples, load_sample, sample_dir, sample_names
-from mhacli.tokenize import tokenize
+from mhacli.core.errors import UsageError
+from mhacli.io.samples import Sample, list_samples, load_sample, sample_dir, sample_names
+from mhacli.core.tokenize import tokenize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,14 +85,14 @@ def test_index_lists_every_text_file_and_nothing_else():
 
 
 def test_samples_command_lists_every_sample_within_80_columns(runner):
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     result = runner.invoke(app, ["samples"], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     for s in list_samples():
         assert s.name in result.output
         assert f" {len(s.tokens())} " in result.output
-    from mhacli.demo import samples_table
+    from mhacli.render.demo import samples_table
 
     text = _render(samples_table(list_samples()))
     assert max(len(line) for line in text.splitlines()) <= 80
@@ -100,7 +100,7 @@ def test_samples_command_lists_every_sample_within_80_columns(runner):
 
 
 def test_samples_command_shows_one_sample(runner):
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     result = runner.invoke(app, ["samples", "russian"])
     assert result.exit_code == 0
@@ -113,7 +113,7 @@ def test_samples_command_shows_one_sample(runner):
 def test_samples_and_shapes_never_import_numpy():
     code = (
         "import sys\n"
-        "from mhacli.cli import app\n"
+        "from mhacli.cli.app import app\n"
         "for args in (['samples'], ['samples', 'poem'], ['shapes', '--tokens', '9']):\n"
         "    try:\n"
         "        app(args, standalone_mode=False)\n"
@@ -128,7 +128,7 @@ def test_samples_and_shapes_never_import_numpy():
 
 @pytest.mark.parametrize("weights", ["random", "designed"])
 def test_every_sample_runs_with_both_weights(weights):
-    from mhacli.core import run
+    from mhacli.core.trace import run
 
     for s in list_samples():
         trace = run(s.text, weights=weights)
@@ -136,7 +136,7 @@ def test_every_sample_runs_with_both_weights(weights):
 
 
 def test_explain_takes_a_sample(runner, tmp_path, monkeypatch):
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     monkeypatch.chdir(tmp_path)  # explain may write figures into ./mha-output
     result = runner.invoke(app, ["explain", "--sample", "repeated", "--weights", "designed"])
@@ -167,7 +167,7 @@ def test_samples_load_from_an_unpacked_wheel_outside_the_source_tree(wheel, tmp_
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     code = (
-        "import mhacli.samples as s\n"
+        "import mhacli.io.samples as s\n"
         "print('DIR', s.sample_dir())\n"
         "for x in s.list_samples():\n"
         "    print('SAMPLE', x.name, len(x.text))\n"

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mhacli.cli import app
-from mhacli.config import TOKENIZERS
-from mhacli.tokenize import (
+from mhacli.cli.app import app
+from mhacli.core.config import TOKENIZERS
+from mhacli.core.tokenize import (
     DOTTED_CIRCLE,
     MAX_MARKS_SHOWN,
     clean,

@@ -2,8 +2,8 @@
 
 The article says the score matrix is N×N per head; this module lets a class
 watch what that means on the machine in front of it.  For N = 16, 32, …
-it times the core (:func:`mhacli.core.attend`, every head's weights kept as a
-trace needs them, or :func:`mhacli.core.attention_output` with ``--blocked``)
+it times the core (:func:`mhacli.core.trace.attend`, every head's weights kept as a
+trace needs them, or :func:`mhacli.core.trace.attention_output` with ``--blocked``)
 against the same core's matrix products alone, the plain per-head loop of
 ``mha verify`` and, when PyTorch happens to be installed, PyTorch's own
 ``multi_head_attention_forward``.  Every contender runs once to warm up, then
@@ -38,13 +38,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from mhacli import core, theme
-from mhacli.config import Config, memory_limit_bytes
-from mhacli.config import human_bytes as human_size
-from mhacli.errors import UsageError
-from mhacli.files import atomic_write
-from mhacli.steps import steps_for, total_madds
-from mhacli.verify import reference_loop
+from mhacli.core import trace as core
+from mhacli.render import theme
+from mhacli.core.config import Config, memory_limit_bytes
+from mhacli.core.config import human_bytes as human_size
+from mhacli.core.errors import UsageError
+from mhacli.io.files import atomic_write
+from mhacli.core.steps import steps_for, total_madds
+from mhacli.core.verify import reference_loop
 
 MIN_TOKENS = 16
 MAX_REPEATS = 100
@@ -585,7 +586,7 @@ def _time_command(argv: list[str]) -> float:
                           env=env, text=True)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
-        from mhacli.errors import RunError
+        from mhacli.core.errors import RunError
 
         raise RunError(f"{' '.join(argv[-4:])} failed while timing start-up: {proc.stderr.strip()[-300:]}")
     return seconds

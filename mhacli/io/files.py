@@ -20,14 +20,14 @@ import tempfile
 from pathlib import Path
 from typing import IO, Callable
 
-from mhacli.errors import RunError, UsageError
+from mhacli.core.errors import RunError, UsageError
 
 TEMP_SUFFIX = ".tmp"
 _EXAMPLE_NAMES = {"--save-npz": "trace.npz", "--html": "attention.html"}
 
 
 def _shown(path: Path | str) -> str:
-    from mhacli.messages import shown_path
+    from mhacli.core.messages import shown_path
 
     return shown_path(path)
 

@@ -1,6 +1,6 @@
 """Classroom mode in the terminal: the sample list, shapes for slides, the paced lesson, the quiz.
 
-Like :mod:`mhacli.render_terminal`, every function here only reads a trace (or
+Like :mod:`mhacli.render.terminal`, every function here only reads a trace (or
 plain numbers) and returns Rich renderables; the one exception is
 :func:`present`, which prints the lesson and waits for Enter between steps.
 numpy is imported inside the functions that read arrays, so ``mha samples``
@@ -19,17 +19,17 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mhacli import theme
-from mhacli.render_terminal import parameters_panel, steps_table
-from mhacli.steps import ParameterCount, steps_for, total_madds
-from mhacli.tokenize import label
+from mhacli.render import theme
+from mhacli.render.terminal import parameters_panel, steps_table
+from mhacli.core.steps import ParameterCount, steps_for, total_madds
+from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from mhacli.core import Trace
-    from mhacli.quiz import Question
-    from mhacli.samples import Sample
+    from mhacli.core.trace import Trace
+    from mhacli.core.quiz import Question
+    from mhacli.io.samples import Sample
 
 TOP_KEYS = 3  # keys listed per head when the lesson zooms in on one query
 MASK_GRID_MAX = 10  # tokens drawn in the causal-mask grid
@@ -81,7 +81,7 @@ def sample_view(sample: Sample, tokenizer: str = "word") -> RenderableType:
 
 def sample_table_or_view(name: str | None, tokenizer: str = "word") -> RenderableType:
     """``mha samples``: the table, or one sample when named."""
-    from mhacli.samples import list_samples, load_sample
+    from mhacli.io.samples import list_samples, load_sample
 
     if name is None:
         return samples_table(list_samples(), tokenizer)
@@ -99,8 +99,8 @@ SHAPES_MAX_D_MODEL = 1_000_000  # beyond any model width in use; keeps listing t
 
 def check_shapes(n_tokens: int, d_model: int, heads: int) -> None:
     """Refuse sizes ``mha shapes`` cannot tabulate, with the same wording as a run's checks."""
-    from mhacli.config import _list_heads
-    from mhacli.errors import UsageError
+    from mhacli.core.config import _list_heads
+    from mhacli.core.errors import UsageError
 
     for flag, value, top in (("--tokens", n_tokens, SHAPES_MAX_TOKENS), ("--d-model", d_model, SHAPES_MAX_D_MODEL),
                              ("--heads", heads, SHAPES_MAX_D_MODEL)):
@@ -388,7 +388,7 @@ def output_table(trace: Trace) -> RenderableType:
 
     h, dk = trace.num_heads, trace.d_k
     if trace.rules and trace.embeddings is not None:
-        from mhacli.designed import decode_output
+        from mhacli.core.designed import decode_output
 
         found = decode_output(np.asarray(trace.output), np.asarray(trace.embeddings), trace.tokens, h)
         table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
@@ -424,15 +424,15 @@ def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int =
     """
     import numpy as np
 
-    from mhacli.analysis import mean_pairwise_js
-    from mhacli.render_terminal import claim_panel, header, heads_panel, tokens_table
+    from mhacli.core.analysis import mean_pairwise_js
+    from mhacli.render.terminal import claim_panel, header, heads_panel, tokens_table
 
     n, d, h, dk = trace.n_tokens, trace.d_model, trace.num_heads, trace.d_k
     q = focus_query(trace) if query is None else query
     designed = bool(trace.rules)
     rules = ""
     if designed:
-        from mhacli.designed import rules_note
+        from mhacli.core.designed import rules_note
 
         rules = " Here the weights were built by hand so each head follows a rule you can name: " + "; ".join(
             f"head {i + 1}, {r}" for i, r in enumerate(trace.rules)) + "." + (

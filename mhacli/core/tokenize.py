@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from mhacli.errors import UsageError
+from mhacli.core.errors import UsageError
 
 ZWJ = "\u200d"
 ZWNJ = "\u200c"

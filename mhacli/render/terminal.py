@@ -15,14 +15,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mhacli import theme
-from mhacli.steps import ParameterCount, Step
-from mhacli.tokenize import label
+from mhacli.render import theme
+from mhacli.core.steps import ParameterCount, Step
+from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:  # numpy stays unloaded until a trace is drawn: 'mha shapes' never needs it
     import numpy as np
 
-    from mhacli.core import Trace
+    from mhacli.core.trace import Trace
 
 SHOW_VALUES_MAX_TOKENS = 12
 SHOW_VALUES_MAX_D = 16
@@ -144,7 +144,7 @@ def heads_panel(trace: Trace, title: str = "5. Each head is its own magnifier") 
     """Step 5: per head, where it looks most and how focused it is."""
     import numpy as np
 
-    from mhacli.analysis import summarize_heads
+    from mhacli.core.analysis import summarize_heads
 
     table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("head")

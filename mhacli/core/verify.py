@@ -1,7 +1,7 @@
 """Recompute a saved trace independently and report the largest difference of each array.
 
 The reference is deliberately plain: one head at a time, one query row at a
-time, sharing no code with :mod:`mhacli.core`.  When PyTorch happens to be
+time, sharing no code with :mod:`mhacli.core.trace`.  When PyTorch happens to be
 installed, its ``multi_head_attention_forward`` is asked too (never required).
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mhacli.core import Trace
+from mhacli.core.trace import Trace
 
 TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
 

@@ -22,10 +22,10 @@ except ImportError:  # pragma: no cover - older Typer on top of click
     from click import exceptions as click_exceptions
 
 from mhacli import __version__
-from mhacli.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
-from mhacli.errors import ExitCode, MhaError, UsageError
-from mhacli.files import check_distinct, check_target
-from mhacli.inputs import count_tokens, resolve_text
+from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
+from mhacli.core.errors import ExitCode, MhaError, UsageError
+from mhacli.io.files import check_distinct, check_target
+from mhacli.io.inputs import count_tokens, resolve_text
 
 console = Console()
 err_console = Console(stderr=True)
@@ -34,7 +34,7 @@ _debug = False
 
 def _error_line(message: str, hint: str | None = None) -> None:
     """Print one line on stderr: ``mha: error: …`` (plain text, never markup, never an escape code)."""
-    from mhacli.messages import one_line
+    from mhacli.core.messages import one_line
 
     line = Text("mha: error: ", style="bold red")
     line.append(one_line(message))
@@ -146,7 +146,7 @@ class MhaGroup(TyperGroup):
             # does, a bare command is a usage error (exit 2) after showing it.
             code = ExitCode.USAGE
         except click_exceptions.ClickException as exc:
-            from mhacli.messages import click_message
+            from mhacli.core.messages import click_message
 
             ctx = getattr(exc, "ctx", None)
             argv = list(sys.argv[1:] if args is None else args)
@@ -241,7 +241,7 @@ TextArg = Annotated[Optional[str], typer.Argument(
     help="The text to explain, in quotes; '-' reads standard input.", show_default=False)]
 FileOpt = Annotated[Optional[Path], typer.Option(
     "--file", "-f", help="Read the text from a UTF-8 file.", show_default=False, dir_okay=True,
-    readable=False)]  # readable=False: mhacli.inputs says what is wrong, and how to fix it
+    readable=False)]  # readable=False: mhacli.io.inputs says what is wrong, and how to fix it
 SampleOpt = Annotated[Optional[str], typer.Option(
     "--sample", help="Use one of the ready-made texts (see 'mha samples').", show_default=False)]
 WeightsOpt = Annotated[str, typer.Option(
@@ -365,7 +365,7 @@ def explain(
     fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
     count_tokens(body, config, json=json_out)  # refuse what would not fit before any array exists
 
-    from mhacli.core import run
+    from mhacli.core.trace import run
 
     trace = run(body, **vars_of(config))
     position = _query_position(trace, query)
@@ -373,21 +373,21 @@ def explain(
     # The figures start drawing now (on a second core where there is one) while the walkthrough prints.
     with _start_figures(trace, out, fmt, dpi, position, max_tokens, plots) as figures_job:
         if json_out:
-            from mhacli.export import trace_json
+            from mhacli.io.export import trace_json
 
             sys.stdout.write(trace_json(trace) + "\n")
         else:
-            from mhacli.render_terminal import walkthrough
+            from mhacli.render.terminal import walkthrough
 
             _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
             _print_grids(trace, max_tokens, position, out if plots else None)
         written += _finish_figures(figures_job)
     if save_npz is not None:
-        from mhacli.export import save_npz as write_npz
+        from mhacli.io.export import save_npz as write_npz
 
         written.append(str(write_npz(trace, save_npz)))
     if html is not None:
-        from mhacli.html import write_html
+        from mhacli.render.html import write_html
 
         written.append(str(write_html(trace, html, max_tokens=_html_max_tokens(ctx, max_tokens))))
     _report_written(written, to_stderr=json_out)
@@ -395,14 +395,14 @@ def explain(
 
 def _html_max_tokens(ctx: typer.Context | None, max_tokens: int) -> int:
     """The page's window: 200 tokens (it stays quick up to there) unless --max-tokens was given."""
-    from mhacli.html import DEFAULT_MAX_TOKENS
+    from mhacli.render.html import DEFAULT_MAX_TOKENS
 
     given = ctx is not None and ctx.get_parameter_source("max_tokens").name != "DEFAULT"
     return max_tokens if given else DEFAULT_MAX_TOKENS
 
 
 def vars_of(config: Config) -> dict[str, Any]:
-    """Config fields as keyword arguments for :func:`mhacli.core.run`."""
+    """Config fields as keyword arguments for :func:`mhacli.core.trace.run`."""
     from dataclasses import asdict
 
     return asdict(config)
@@ -411,8 +411,8 @@ def vars_of(config: Config) -> dict[str, Any]:
 def _report_written(paths: list[str], to_stderr: bool = False) -> None:
     if not paths:
         return
-    from mhacli.render_terminal import files_written
-    from mhacli.tokenize import printable
+    from mhacli.render.terminal import files_written
+    from mhacli.core.tokenize import printable
 
     # A file name may hold anything, escape sequences included: spell those out.
     # soft_wrap: a long path stays on one line, so it can be copied whole.
@@ -422,8 +422,8 @@ def _report_written(paths: list[str], to_stderr: bool = False) -> None:
 
 def _check_figure_options(plots: bool, out: Path, fmt: str, dpi: int) -> tuple[str, int]:
     """Refuse a bad --format, --dpi or --out before any work; create --out when figures are on."""
-    from mhacli.figures import check_dpi, check_format
-    from mhacli.files import prepare_out_dir
+    from mhacli.render.figures import check_dpi, check_format
+    from mhacli.io.files import prepare_out_dir
 
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     if plots:
@@ -432,20 +432,20 @@ def _check_figure_options(plots: bool, out: Path, fmt: str, dpi: int) -> tuple[s
 
 
 def _query_position(trace: Any, query: str | None) -> int | None:
-    from mhacli.figures import resolve_query
+    from mhacli.render.figures import resolve_query
 
     return resolve_query(trace.tokens, query)
 
 
 def _single_head(trace: Any) -> Any:
     """The same X and weight matrices run as ONE head of size d: the magnifier's contrast."""
-    from mhacli.compare import single_head
+    from mhacli.core.compare import single_head
 
     return single_head(trace)
 
 
 def _print_grids(trace: Any, max_tokens: int, query: int | None, figures_at: Path | None) -> None:
-    from mhacli.terminal_grid import head_grids
+    from mhacli.render.grid import head_grids
 
     console.print()
     console.print(head_grids(trace, width=console.width, max_tokens=max_tokens, query=query,
@@ -468,7 +468,7 @@ def _start_figures(trace: Any, out: Path, fmt: str, dpi: int, query: int | None,
         from contextlib import nullcontext
 
         return nullcontext()
-    from mhacli.figures import start_figures
+    from mhacli.render.figures import start_figures
 
     return start_figures(trace, _single_head(trace), out, fmt=fmt, dpi=dpi, query=query,
                          max_tokens=max_tokens)
@@ -503,8 +503,8 @@ def show(
         check_target(html, "--html")
     check_distinct(("the input .npz", trace_file), ("--html", html))  # never write over the input
     fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
-    from mhacli.export import load_trace
-    from mhacli.render_terminal import walkthrough
+    from mhacli.io.export import load_trace
+    from mhacli.render.terminal import walkthrough
 
     trace = load_trace(trace_file)
     position = _query_position(trace, query)
@@ -514,7 +514,7 @@ def show(
         _print_grids(trace, max_tokens, position, out if plots else None)
         written += _finish_figures(figures_job)
     if html is not None:
-        from mhacli.html import write_html
+        from mhacli.render.html import write_html
 
         written.append(str(write_html(trace, html, max_tokens=_html_max_tokens(ctx, max_tokens))))
     _report_written(written)
@@ -555,15 +555,15 @@ def compare(
     fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
     count_tokens(body, config)  # compare's JSON is a few numbers, not the arrays: plan without it
 
-    from mhacli.compare import compare as measure
-    from mhacli.core import run
+    from mhacli.core.compare import compare as measure
+    from mhacli.core.trace import run
 
     trace = run(body, **vars_of(config))
     single = _single_head(trace)
     comparison = measure(trace, single)
     written: list[str] = []
     if plots:
-        from mhacli.figures import save_compare
+        from mhacli.render.figures import save_compare
 
         saved = save_compare(trace, single, out, fmt=fmt, dpi=dpi, max_tokens=max_tokens,
                              comparison=comparison)
@@ -574,7 +574,7 @@ def compare(
 
         sys.stdout.write(json.dumps({**comparison.to_dict(), "files": written}, ensure_ascii=False) + "\n")
     else:
-        from mhacli.terminal_grid import comparison_panel, head_grids
+        from mhacli.render.grid import comparison_panel, head_grids
 
         _print(comparison_panel(comparison))
         console.print()
@@ -599,16 +599,16 @@ def verify(trace_file: TraceArg) -> None:
 
     Example: [bold]mha verify cat.npz[/bold]
     """
-    from mhacli.export import load_trace
-    from mhacli.render_terminal import verify_table
-    from mhacli.verify import verify as run_checks
+    from mhacli.io.export import load_trace
+    from mhacli.render.terminal import verify_table
+    from mhacli.core.verify import verify as run_checks
 
     trace = load_trace(trace_file)
     checks = run_checks(trace)
     _print(verify_table(trace, checks))
     failed = [c for c in checks if not c.ok]
     if failed:
-        from mhacli.errors import RunError
+        from mhacli.core.errors import RunError
 
         # Count arrays, not checks: PyTorch, when installed, re-checks some arrays, and the
         # message should read the same with or without it.
@@ -624,11 +624,11 @@ DEFAULT_SAMPLE = "cat"
 
 def _check_size(body: str, config: Config) -> None:
     """Refuse an empty or oversized text before any array exists (and designed weights' limits)."""
-    from mhacli.inputs import count_tokens
+    from mhacli.io.inputs import count_tokens
 
     n = count_tokens(body, config)
     if config.weights == "designed":
-        from mhacli.designed import check_designable
+        from mhacli.core.designed import check_designable
 
         check_designable(n, config)
 
@@ -637,7 +637,7 @@ def _source_args(text: str | None, file: Path | None, sample: str | None) -> str
     """How the text was given, as it would be typed again (for 'what next' hints)."""
     import shlex
 
-    from mhacli.tokenize import printable
+    from mhacli.core.tokenize import printable
 
     # printable: the text or a file name may hold escape sequences; they are shown, not obeyed.
     if file is not None:
@@ -670,8 +670,8 @@ def samples(name: SampleNameArg = None, tokenizer: TokenizerOpt = "word") -> Non
 
     Example: [bold]mha samples[/bold]   then   [bold]mha explain --sample repeated --weights designed[/bold]
     """
-    from mhacli.config import TOKENIZERS as known
-    from mhacli.demo import sample_table_or_view
+    from mhacli.core.config import TOKENIZERS as known
+    from mhacli.render.demo import sample_table_or_view
 
     if tokenizer not in known:
         raise UsageError(f"unknown tokenizer {tokenizer!r}; choose one of: {', '.join(known)}.")
@@ -692,7 +692,7 @@ def shapes(
 
     Example: [bold]mha shapes --tokens 9 --d-model 16 --heads 4[/bold]
     """
-    from mhacli.demo import check_shapes, shapes_markdown, shapes_view
+    from mhacli.render.demo import check_shapes, shapes_markdown, shapes_view
 
     check_shapes(tokens, d_model, heads)  # no arrays are made, so no memory limit: sizes of real models work
 
@@ -736,14 +736,14 @@ def demo(
         _check_figure_options(True, out, "png", 150)
     _check_size(body, config)
 
-    from mhacli.core import run
-    from mhacli.demo import lesson, next_steps, present
-    from mhacli.figures import resolve_query
+    from mhacli.core.trace import run
+    from mhacli.render.demo import lesson, next_steps, present
+    from mhacli.render.figures import resolve_query
 
     trace = run(body, **vars_of(config))
     intro = ""
     if sample is not None:
-        from mhacli.samples import load_sample
+        from mhacli.io.samples import load_sample
 
         intro = f"The text is the sample '{sample}': {load_sample(sample).description}"
     position = resolve_query(trace.tokens, query)
@@ -781,7 +781,7 @@ def quiz(
 
     Example: [bold]mha quiz --sample repeated --seed 7[/bold], then the same with [bold]--answers[/bold]
     """
-    from mhacli.quiz import MAX_QUESTIONS
+    from mhacli.core.quiz import MAX_QUESTIONS
 
     if isinstance(questions, bool) or not 1 <= questions <= MAX_QUESTIONS:
         raise UsageError(f"--questions must be from 1 to {MAX_QUESTIONS}, got {questions}.")
@@ -791,9 +791,9 @@ def quiz(
     config = Config(heads=heads, d_model=d_model, seed=seed, causal=causal, weights=weights)
     _check_size(body, config)
 
-    from mhacli.core import run
-    from mhacli.demo import quiz_view
-    from mhacli.quiz import make_quiz
+    from mhacli.core.trace import run
+    from mhacli.render.demo import quiz_view
+    from mhacli.core.quiz import make_quiz
 
     trace = run(body, **vars_of(config))
     asked = make_quiz(trace, seed, questions)
@@ -828,7 +828,7 @@ def bench(
 
     Example: [bold]mha bench --max-tokens 1024 --plot[/bold]
     """
-    from mhacli.bench import Settings
+    from mhacli.bench.runner import Settings
 
     settings = Settings(max_tokens=max_tokens, repeats=repeats, d_model=d_model, heads=heads,
                         dtype=dtype, causal=causal, blocked=blocked)
@@ -839,10 +839,11 @@ def bench(
         _bench_startup(repeats, json_out)
         return
     if plot:
-        from mhacli.files import prepare_out_dir
+        from mhacli.io.files import prepare_out_dir
 
         prepare_out_dir(out)
-    from mhacli.bench import bench_json, bench_table, calls_per_size, progress_bar, run_bench, save_plot, token_counts
+    from mhacli.bench.runner import (bench_json, bench_table, calls_per_size, progress_bar, run_bench, save_plot,
+                                     token_counts)
 
     total = calls_per_size(settings) * len(token_counts(max_tokens))
     with progress_bar(total) as tick:
@@ -856,7 +857,8 @@ def bench(
 
 
 def _bench_startup(repeats: int, json_out: bool) -> None:
-    from mhacli.bench import machine_info, measure_startup, progress_bar, startup_commands, startup_json, startup_table
+    from mhacli.bench.runner import (machine_info, measure_startup, progress_bar, startup_commands, startup_json,
+                                     startup_table)
 
     with progress_bar((repeats + 1) * len(startup_commands(Path(".")))) as tick:
         rows = measure_startup(repeats, tick)

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mhacli.errors import RunError, UsageError
+from mhacli.core.errors import RunError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover - importlib.abc's copy is deprecated from Python 3.12
     from importlib.resources.abc import Traversable
@@ -35,7 +35,7 @@ class Sample:
 
     def tokens(self, tokenizer: str = "word") -> list[str]:
         """The sample's tokens under ``tokenizer``."""
-        from mhacli.tokenize import tokenize
+        from mhacli.core.tokenize import tokenize
 
         return tokenize(self.text, tokenizer)
 
@@ -45,7 +45,7 @@ def sample_dir() -> Traversable:
     packaged = resources.files("mhacli") / "sample_texts"
     if packaged.is_dir():
         return packaged
-    source = Path(__file__).resolve().parent.parent / "sample_texts"
+    source = Path(__file__).resolve().parents[2] / "sample_texts"
     if source.is_dir():
         return source
     raise RunError("the sample texts are missing from this installation of mhacli; reinstall it "

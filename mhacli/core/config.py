@@ -10,7 +10,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mhacli.errors import UsageError
+from mhacli.core.errors import UsageError
 
 TOKENIZERS = ("word", "char", "whitespace")
 WEIGHT_KINDS = ("random", "designed")
@@ -149,7 +149,7 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
         return
     import difflib
 
-    from mhacli.messages import shown
+    from mhacli.core.messages import shown
 
     typed = str(value).strip().lower()
     close = [c for c in choices if len(typed) >= 3 and (c.startswith(typed) or typed.startswith(c))]

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mhacli.analysis import focus, max_row_entropy, mean_pairwise_js, row_entropy
+from mhacli.core.analysis import focus, max_row_entropy, mean_pairwise_js, row_entropy
 
 if TYPE_CHECKING:
-    from mhacli.core import Trace
+    from mhacli.core.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def single_head(trace: Trace) -> Trace:
     """The same input X and weight matrices run as ONE head of size d: the single magnifier."""
     from dataclasses import replace
 
-    from mhacli.core import Trace, attend
+    from mhacli.core.trace import Trace, attend
 
     parts = attend(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1, trace.config.causal)
     return Trace(config=replace(trace.config, heads=1), tokens=trace.tokens, token_ids=trace.token_ids,

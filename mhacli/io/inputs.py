@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from mhacli.errors import UsageError
+from mhacli.core.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mhacli.config import Config
+    from mhacli.core.config import Config
 
 # 1 MiB is ~180,000 English words: far more than attention over N x N fits in
 # memory (~10,000 tokens at 4 heads), yet small enough that the tokenizer
@@ -86,7 +86,7 @@ def read_file(path: Path) -> str:
 
 
 def _quoted(path: Path | str) -> str:
-    from mhacli.messages import shown_path
+    from mhacli.core.messages import shown_path
 
     return shown_path(path)
 
@@ -138,7 +138,7 @@ def resolve_text(text: str | None, file: Path | None, sample: str | None = None)
     if file is not None:
         body = read_file(file)
     elif sample is not None:
-        from mhacli.samples import load_sample
+        from mhacli.io.samples import load_sample
 
         body = load_sample(sample).text
     elif text == "-":
@@ -161,7 +161,7 @@ def count_tokens(body: str, config: "Config", json: bool = False) -> int:
     A cheap lower bound (every white-space separated chunk is at least one
     token) refuses a book at once; otherwise the exact count decides.
     """
-    from mhacli.tokenize import tokenize
+    from mhacli.core.tokenize import tokenize
 
     config.check_fits(len(body.split()), json=json, at_least=True)
     n = len(tokenize(body, config.tokenizer))

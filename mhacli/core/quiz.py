@@ -1,11 +1,11 @@
 """Homework: questions about one real run, with answers read from its trace.
 
-Every answer comes from the :class:`~mhacli.core.Trace` (its steps, parameter
+Every answer comes from the :class:`~mhacli.core.trace.Trace` (its steps, parameter
 count and attention weights), never from a table of expected results, and
 every question names the command that shows the answer.  The choice of
 questions is drawn from :class:`random.Random` seeded with the quiz seed, so
 the same sample and seed always give the same quiz.  Pure logic: the terminal
-rendering lives in :mod:`mhacli.demo`.
+rendering lives in :mod:`mhacli.render.demo`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Callable
 
 import numpy as np
 
-from mhacli.core import Trace
-from mhacli.tokenize import label
+from mhacli.core.trace import Trace
+from mhacli.core.tokenize import label
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def _top_key(trace: Trace, rng: random.Random) -> Question:
 
 
 def _sharpest(trace: Trace, rng: random.Random) -> Question | None:
-    from mhacli.analysis import summarize_heads
+    from mhacli.core.analysis import summarize_heads
 
     heads = sorted(summarize_heads(np.asarray(trace.weights), trace.config.causal),
                    key=lambda s: s.mean_entropy)
@@ -161,7 +161,7 @@ def _row_sum(trace: Trace, rng: random.Random) -> Question:
 def _decoded(trace: Trace, rng: random.Random) -> Question | None:
     if not trace.rules or trace.embeddings is None:
         return None  # only designed weights write a readable word into each head's block
-    from mhacli.designed import decode_output
+    from mhacli.core.designed import decode_output
 
     i, p = rng.randrange(trace.num_heads), rng.randrange(trace.n_tokens)
     word = decode_output(np.asarray(trace.output), np.asarray(trace.embeddings), trace.tokens,

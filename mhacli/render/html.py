@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from mhacli import __version__, theme
-from mhacli.analysis import summarize_heads
-from mhacli.core import Trace
-from mhacli.files import atomic_write
-from mhacli.tokenize import label
+from mhacli import __version__
+from mhacli.render import theme
+from mhacli.core.analysis import summarize_heads
+from mhacli.core.trace import Trace
+from mhacli.io.files import atomic_write
+from mhacli.core.tokenize import label
 
 DEFAULT_MAX_TOKENS = 200
 DATA_PLACEHOLDER = "/*MHA_DATA_JSON*/"
@@ -108,7 +109,7 @@ def page_data(trace: Trace, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, A
 
 def template() -> str:
     """The page template shipped inside the package."""
-    return (resources.files("mhacli") / "templates" / "page.html").read_text(encoding="utf-8")
+    return (resources.files("mhacli.render") / "templates" / "page.html").read_text(encoding="utf-8")
 
 
 def render_html(trace: Trace, max_tokens: int = DEFAULT_MAX_TOKENS) -> str:

@@ -18,14 +18,14 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from mhacli import theme
-from mhacli.analysis import summarize_heads
-from mhacli.figures import token_view
-from mhacli.tokenize import graphemes, label
+from mhacli.render import theme
+from mhacli.core.analysis import summarize_heads
+from mhacli.render.figures import token_view
+from mhacli.core.tokenize import graphemes, label
 
 if TYPE_CHECKING:
-    from mhacli.compare import Comparison
-    from mhacli.core import Trace
+    from mhacli.core.compare import Comparison
+    from mhacli.core.trace import Trace
 
 CELL = 4  # cells are " 38" plus one space: room for "100"
 ROW_LABEL = 8  # terminal cells for a query token's label

@@ -8,7 +8,7 @@
   per head, led by a magnifying glass in that head's colour, each token shaded by
   the attention it receives; above them, the same sentence under one head of size d.
 * ``single-vs-multi.png`` (``mha compare``): one head against h, with the two
-  numbers of :mod:`mhacli.compare`.
+  numbers of :mod:`mhacli.core.compare`.
 
 matplotlib is imported only inside the functions that draw, through its object
 API (``Figure`` with the Agg canvas, never pyplot), so the rest of the tool starts
@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from mhacli import theme
-from mhacli.analysis import query_view, summarize_heads
-from mhacli.errors import UsageError
-from mhacli.files import atomic_write
-from mhacli.tokenize import graphemes, label
+from mhacli.render import theme
+from mhacli.core.analysis import query_view, summarize_heads
+from mhacli.core.errors import UsageError
+from mhacli.io.files import atomic_write
+from mhacli.core.tokenize import graphemes, label
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from matplotlib.patches import PathPatch, Rectangle
     from matplotlib.text import Text
 
-    from mhacli.compare import Comparison
-    from mhacli.core import Trace
+    from mhacli.core.compare import Comparison
+    from mhacli.core.trace import Trace
 
 FORMATS = ("png", "svg", "pdf")
 DPI_MIN, DPI_MAX = 30, 600
@@ -735,7 +735,7 @@ def _mask(trace: Trace, view: View) -> np.ndarray | None:
     if trace.mask is not None:
         return np.asarray(trace.mask)[view.rows, view.rows]
     if trace.config.causal:
-        from mhacli.core import causal_mask
+        from mhacli.core.trace import causal_mask
 
         return causal_mask(trace.n_tokens)[view.rows, view.rows]
     return None
@@ -1275,7 +1275,7 @@ def _magnifiers(trace: Trace, single: Trace | None, view: View, pen: Pen) -> Fig
 def compare_figure(trace: Trace, single: Trace, comparison: Comparison | None = None, *,
                    max_tokens: int = 40, pen: Pen | None = None) -> Figure:
     """One head of size d beside h heads of size d/h, and how spread and how different they are."""
-    from mhacli.compare import compare
+    from mhacli.core.compare import compare
 
     comparison = comparison or compare(trace, single)
     with drawing(pen) as p:
@@ -1645,7 +1645,7 @@ class FigureJob:
 
     def finish(self) -> Saved:
         """Draw what is left, wait for the child, and return every path in order with the notices."""
-        from mhacli.errors import RunError
+        from mhacli.core.errors import RunError
 
         t, v = self.trace, self.view
         saved = Saved()
@@ -1699,7 +1699,7 @@ def save_figures(trace: Trace, single: Trace | None, out_dir: Path, fmt: str = "
 def save_compare(trace: Trace, single: Trace, out_dir: Path, fmt: str = "png", dpi: int = 150,
                  max_tokens: int = 40, comparison: Comparison | None = None) -> Saved:
     """Write ``single-vs-multi`` into ``out_dir``; return the path."""
-    from mhacli.compare import compare
+    from mhacli.core.compare import compare
 
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     comparison = comparison or compare(trace, single)

@@ -38,8 +38,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from mhacli.config import Config
-from mhacli.errors import UsageError
+from mhacli.core.config import Config
+from mhacli.core.errors import UsageError
 
 Array = np.ndarray
 

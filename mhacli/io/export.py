@@ -2,7 +2,7 @@
 
 The npz holds exactly the arrays the issue promises, plain dtypes only, so
 ``np.load(path)`` works without ``allow_pickle``.  :func:`load_trace` reads
-one back into a :class:`~mhacli.core.Trace` without recomputing anything.
+one back into a :class:`~mhacli.core.trace.Trace` without recomputing anything.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from mhacli import __version__
-from mhacli.config import Config
-from mhacli.core import Trace, vocabulary
-from mhacli.errors import UsageError
-from mhacli.files import atomic_write
+from mhacli.core.config import Config
+from mhacli.core.trace import Trace, vocabulary
+from mhacli.core.errors import UsageError
+from mhacli.io.files import atomic_write
 
 ARRAY_FIELDS = ("X", "W_q", "W_k", "W_v", "W_o", "Q", "K", "V", "heads", "scores", "weights",
                 "concat", "output")
@@ -46,7 +46,7 @@ def save_npz(trace: Trace, path: Path) -> Path:
 
 
 def _shape_error(path: Path, detail: str) -> UsageError:
-    from mhacli.messages import shown_path
+    from mhacli.core.messages import shown_path
 
     return UsageError(f"{shown_path(path)} is not a valid mha trace: {detail}.")
 
@@ -65,8 +65,8 @@ def _describe_read_error(exc: BaseException) -> str:
 
 def load_trace(path: Path) -> Trace:
     """Read an npz written by ``mha explain --save-npz`` back into a Trace (no recomputation)."""
-    from mhacli.config import memory_limit_bytes
-    from mhacli.messages import shown_path
+    from mhacli.core.config import memory_limit_bytes
+    from mhacli.core.messages import shown_path
 
     path = Path(path)
     where = shown_path(path)
@@ -139,7 +139,7 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
     except UsageError as exc:
         raise _shape_error(path, str(exc).rstrip(".")) from None
     tokens = tuple(str(t) for t in a["tokens"])
-    from mhacli.core import causal_mask
+    from mhacli.core.trace import causal_mask
 
     return Trace(
         config=config, tokens=tokens, token_ids=vocabulary(tokens)[1],
@@ -158,7 +158,7 @@ def _jsonable(a: np.ndarray) -> Any:
 
 def trace_document(trace: Trace) -> dict[str, Any]:
     """Everything a student needs to check the run, as one JSON-ready dict."""
-    from mhacli.analysis import summarize_heads
+    from mhacli.core.analysis import summarize_heads
 
     params = trace.parameters
     return {

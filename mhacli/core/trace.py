@@ -24,10 +24,10 @@ from typing import Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
-from mhacli.config import Config
-from mhacli.errors import UsageError
-from mhacli.steps import ParameterCount, Step, steps_for
-from mhacli.tokenize import tokenize
+from mhacli.core.config import Config
+from mhacli.core.errors import UsageError
+from mhacli.core.steps import ParameterCount, Step, steps_for
+from mhacli.core.tokenize import tokenize
 
 Array = np.ndarray
 T = TypeVar("T")
@@ -431,7 +431,7 @@ def run_tokens(tokens: Sequence[str], config: Config) -> Trace:
     _, ids = vocabulary(tokens)
     rules: tuple[str, ...] | None = None
     if config.weights == "designed":
-        from mhacli.designed import design
+        from mhacli.core.designed import design
 
         built = design(tokens, config)
         e, p = built.embeddings, built.positions

@@ -1,6 +1,6 @@
 """One-line error messages: what went wrong and how to fix it, safe to print anywhere.
 
-:class:`mhacli.cli.MhaGroup` sends every failure through here.  Typer's own
+:class:`mhacli.cli.app.MhaGroup` sends every failure through here.  Typer's own
 parse errors ("Invalid value for '--heads' / '-H': Input should be a valid
 integer, unable to parse string as an integer") are rewritten in the tool's
 voice ("--heads must be a whole number, got 'abc' (for example --heads 4)."),
@@ -117,7 +117,7 @@ def bad_parameter(exc: Any) -> str | None:
 
 
 def _is(exc: Any, name: str) -> bool:
-    """Whether ``exc`` is a Click exception of that kind (by name: only mhacli.cli imports Typer)."""
+    """Whether ``exc`` is a Click exception of that kind (by name: only mhacli.cli.app imports Typer)."""
     return any(cls.__name__ == name for cls in type(exc).__mro__)
 
 

@@ -20,7 +20,9 @@ from mhacli.cli.app import app
 from mhacli.core.compare import single_head as _single_head
 from mhacli.core.compare import compare
 from mhacli.core.config import Config
-from mhacli.core.trace import Trace, attend, embed, positional_encoding, run, vocabulary
+from mhacli.core.attention import multi_head_attention as attend
+from mhacli.core.embed import embed, positional_encoding, vocabulary
+from mhacli.core.trace import Trace, run
 
 CAT = "the cat sat on the mat"
 

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 import mhacli
 from mhacli.core.config import Config
-from mhacli.core.trace import embed, head_weight, run, run_tokens, split_heads
+from mhacli.core.attention import head_weight, split_heads
+from mhacli.core.embed import embed
+from mhacli.core.trace import run, run_tokens
 from mhacli.core.errors import UsageError
 from mhacli.core.steps import ParameterCount, steps_for
 
@@ -111,7 +113,7 @@ def test_causal_masks_future_with_minus_infinity():
 
 
 def test_softmax_of_fully_masked_row_is_zero_not_nan():
-    from mhacli.core.trace import softmax
+    from mhacli.core.attention import softmax
 
     s = np.array([[[-np.inf, -np.inf], [0.0, 1.0]]])
     w = softmax(s)
@@ -121,7 +123,7 @@ def test_softmax_of_fully_masked_row_is_zero_not_nan():
 
 
 def test_softmax_is_stable_for_huge_scores():
-    from mhacli.core.trace import softmax
+    from mhacli.core.attention import softmax
 
     w = softmax(np.array([[[1000.0, 1001.0, -1000.0]]]))
     assert np.all(np.isfinite(w))

@@ -126,11 +126,11 @@ def test_long_texts_up_to_the_limit(n, vocab):
 
 
 def test_refusals_name_the_problem_and_the_fix():
-    with pytest.raises(UsageError, match=r"d/h ≥ 4.*--heads 1, 2, 4"):
+    with pytest.raises(UsageError, match=r"d/h ≥ 4.*heads 1, 2, 4"):
         run("a b c", weights="designed", heads=8, d_model=16)
-    with pytest.raises(UsageError, match=r"--d-model 8 or more"):
+    with pytest.raises(UsageError, match=r"d_model 8 or more"):
         run("a b c", weights="designed", heads=1, d_model=6)
-    with pytest.raises(UsageError, match="drop --no-positions"):
+    with pytest.raises(UsageError, match=r"turn them on \(positions=True\)"):
         run("a b c", weights="designed", positions=False)
     with pytest.raises(UsageError, match=f"at most {MAX_TOKENS} tokens; this text has {MAX_TOKENS + 1}"):
         run_tokens(["x"] * (MAX_TOKENS + 1), Config(weights="designed"))

@@ -119,12 +119,14 @@ def test_text_from_file_and_stdin(runner, tmp_path):
 def test_show_rerenders_without_recomputing(runner, tmp_path, monkeypatch):
     path = tmp_path / "t.npz"
     assert explain(runner, CAT, "--save-npz", str(path)).exit_code == 0
+    import mhacli.core.attention
     import mhacli.core.trace
 
     def boom(*a, **k):
         raise AssertionError("show must not recompute attention")
 
-    monkeypatch.setattr(mhacli.core.trace, "attend", boom)
+    monkeypatch.setattr(mhacli.core.attention, "attend", boom)
+    monkeypatch.setattr(mhacli.core.trace, "multi_head_attention", boom)
     monkeypatch.setattr(mhacli.core.trace, "run", boom)
     r = runner.invoke(app, ["show", str(path), "--no-plots"])
     assert r.exit_code == 0, r.output

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from mhacli.render import theme
 from mhacli.cli.app import app
-from mhacli.core.trace import causal_mask, run, run_tokens
+from mhacli.core.attention import causal_mask
+from mhacli.core.trace import run, run_tokens
 from mhacli.core.config import Config
 from mhacli.render.html import (DATA_PLACEHOLDER, DEFAULT_MAX_TOKENS, embed_json, page_data, render_html,
                          template, write_html)

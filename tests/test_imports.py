@@ -109,8 +109,7 @@ def test_core_loads_no_terminal_plotting_or_cli_library():
 
 def test_big_core_run_loads_no_terminal_plotting_or_cli_library():
     """The threaded path (threadpoolctl) is taken for large inputs; it must not widen the imports either."""
-    code = ("import numpy as np, mhacli.core.trace as c; x = np.ones((1100, 16));"
-            "w = c.init_weights(16, np.random.default_rng(0)); c.attend(x, *w, 1, False)")
+    code = ("import mhacli.core.trace as c; c.run(' '.join(['w'] * 1100), heads=1)")
     loaded = loaded_packages(code=code)
     assert not loaded & {"rich", "matplotlib", "typer", "click", "PIL"}
 

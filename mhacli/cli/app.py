@@ -155,7 +155,7 @@ class MhaGroup(TyperGroup):
         except MhaError as exc:
             if _debug:
                 traceback.print_exc()
-            _error_line(str(exc))
+            _error_line(exc.for_cli())
             code = exc.exit_code
         except (typer.Abort, KeyboardInterrupt):
             _error_line("interrupted; nothing half-written was left behind.")

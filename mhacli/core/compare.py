@@ -90,9 +90,10 @@ def single_head(trace: Trace) -> Trace:
     """The same input X and weight matrices run as ONE head of size d: the single magnifier."""
     from dataclasses import replace
 
-    from mhacli.core.trace import Trace, attend
+    from mhacli.core.attention import multi_head_attention
+    from mhacli.core.trace import Trace
 
-    parts = attend(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1, trace.config.causal)
+    parts = multi_head_attention(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1, trace.config.causal)
     return Trace(config=replace(trace.config, heads=1), tokens=trace.tokens, token_ids=trace.token_ids,
                  X=trace.X, W_q=trace.W_q, W_k=trace.W_k, W_v=trace.W_v, W_o=trace.W_o,
                  embeddings=trace.embeddings, positions=trace.positions, source=trace.source, **parts)

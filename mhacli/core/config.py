@@ -139,8 +139,8 @@ def _list_heads(d_model: int, asked: int | None = None) -> str:
         below = [k for k in ok if k < asked]
         above = [k for k in ok if k > asked]
         near = [str(k) for k in (below[-1:] + above[:1])]
-        return f"try --heads {' or '.join(near)} (all that work for --d-model {d_model}: {ok_text})"
-    return f"head counts that work for --d-model {d_model}: {ok_text}"
+        return f"try {{heads:name}} {' or '.join(near)} (all that work for {{d_model}}: {ok_text})"
+    return f"head counts that work for {{d_model}}: {ok_text}"
 
 
 def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
@@ -188,27 +188,31 @@ class Config:
         for name in ("heads", "d_model", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise UsageError(f"--{name.replace('_', '-')} must be a whole number, got {_n(value)}.")
+                raise UsageError(f"{{{name}:name}} must be a whole number, got {_n(value)}.", **{name: value})
         if self.heads < 1:
-            raise UsageError(f"--heads must be at least 1, got {_n(self.heads)}.")
+            raise UsageError("{heads:name} must be at least 1, got " + f"{_n(self.heads)}.", heads=self.heads)
         if self.d_model < 1:
-            raise UsageError(f"--d-model must be at least 1, got {_n(self.d_model)}.")
+            raise UsageError("{d_model:name} must be at least 1, got " + f"{_n(self.d_model)}.",
+                             d_model=self.d_model)
         if self.seed < 0 or self.seed >= 2**63:
-            raise UsageError(f"--seed must be a whole number from 0 to 2**63-1, got {_n(self.seed)}.")
+            raise UsageError("{seed:name} must be a whole number from 0 to 2**63-1, got " + f"{_n(self.seed)}.",
+                             seed=self.seed)
         _check_choice("tokenizer", self.tokenizer, TOKENIZERS)
         _check_choice("weights", self.weights, WEIGHT_KINDS)
         _check_choice("dtype", self.dtype, DTYPES)
         if self.heads > self.d_model:
             raise UsageError(
-                f"--heads {_n(self.heads)} is more than --d-model {_n(self.d_model)}: every head needs at "
-                f"least one of the d dimensions; {_list_heads(self.d_model)}."
+                "{heads} is more than {d_model}: every head needs at "
+                f"least one of the d dimensions; {_list_heads(self.d_model)}.",
+                heads=self.heads, d_model=self.d_model,
             )
         # Size before divisibility: listing the divisors of an absurd d_model is pointless.
         self.check_fits(1)
         if self.d_model % self.heads:
             raise UsageError(
-                f"--d-model {_n(self.d_model)} is not divisible by --heads {_n(self.heads)}; "
-                f"{_list_heads(self.d_model, self.heads)}."
+                "{d_model} is not divisible by {heads}; "
+                f"{_list_heads(self.d_model, self.heads)}.",
+                d_model=self.d_model, heads=self.heads,
             )
 
     def weight_bytes(self) -> int:
@@ -245,23 +249,25 @@ class Config:
         limit = memory_limit_bytes()
         if self.weight_bytes() > limit:
             raise UsageError(
-                f"--d-model {_n(self.d_model)} needs {_about(self.weight_bytes())} for its weights "
+                f"{{d_model}} needs {_about(self.weight_bytes())} for its weights "
                 f"alone, more than the {human_bytes(limit)} this machine can spare; "
-                "use a smaller --d-model (16 to 512 is plenty to see the heads)."
+                "use a smaller {d_model:name} (16 to 512 is plenty to see the heads).",
+                d_model=self.d_model,
             )
         need = self.planned_bytes(n_tokens, json=json)
         if need > limit:
             if json and self.planned_bytes(n_tokens) <= limit:
-                fix = "drop --json and use --save-npz FILE, which stores the same arrays compactly"
+                fix = "drop {json:name} and use {save_npz:name} FILE, which stores the same arrays compactly"
             else:
                 most = self.max_tokens(limit, json=json)
                 fix = (f"at most {most:,} tokens fit with these settings: use a shorter text, "
-                       "fewer --heads or a smaller --d-model")
+                       "fewer {heads:name} or a smaller {d_model:name}")
             raise UsageError(
-                f"{'at least ' if at_least else ''}{n_tokens:,} tokens with --d-model {_n(self.d_model)} "
-                f"and --heads {_n(self.heads)}"
-                f"{' and --json' if json else ''} need {_about(need)}, more than the "
-                f"{human_bytes(limit)} this machine can spare; {fix}."
+                f"{'at least ' if at_least else ''}{n_tokens:,} tokens with {{d_model}} "
+                "and {heads}"
+                f"{' and {json:name}' if json else ''} need {_about(need)}, more than the "
+                f"{human_bytes(limit)} this machine can spare; {fix}.",
+                d_model=self.d_model, heads=self.heads, json=json, save_npz=None,
             )
 
     def to_dict(self) -> dict[str, Any]:

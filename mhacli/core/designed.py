@@ -251,23 +251,24 @@ def check_designable(n_tokens: int, config: Config) -> None:
     """Refuse, with the fix, what the construction cannot build."""
     d, h = config.d_model, config.heads
     if not config.positions:
-        raise UsageError("--weights designed needs positions (its heads find the previous, first and "
-                         "next token by position); drop --no-positions.")
+        raise UsageError("{weights} needs positions (its heads find the previous, first and "
+                         "next token by position); turn them on ({positions}).", weights="designed",
+                         positions=True)
     if config.d_k < MIN_HEAD_WIDTH:
         fits = [k for k in range(1, h + 1) if d % k == 0 and d // k >= MIN_HEAD_WIDTH]
         raise UsageError(
-            f"--weights designed needs at least {MIN_HEAD_WIDTH} numbers per head (d/h ≥ "
-            f"{MIN_HEAD_WIDTH}), but --d-model {d} with --heads {h} gives d/h = {config.d_k}; use "
-            + (f"--heads {', '.join(map(str, fits))} or " if fits else "")
-            + f"--d-model {MIN_HEAD_WIDTH * h} or more.")
+            f"{{weights}} needs at least {MIN_HEAD_WIDTH} numbers per head (d/h ≥ "
+            f"{MIN_HEAD_WIDTH}), but {{d_model}} with {{heads}} gives d/h = {config.d_k}; use "
+            + (f"{{heads:name}} {', '.join(map(str, fits))} or " if fits else "")
+            + f"{{d_model:name}} {MIN_HEAD_WIDTH * h} or more.", weights="designed", d_model=d, heads=h)
     if d < MIN_D_MODEL:
         raise UsageError(
-            f"--weights designed needs --d-model {MIN_D_MODEL} or more ({POS_DIMS} position, 1 bias "
-            f"and {CODE_DIMS} token-code columns), got {d}.")
+            f"{{weights}} needs {{d_model:name}} {MIN_D_MODEL} or more ({POS_DIMS} position, "
+            f"1 bias and {CODE_DIMS} token-code columns), got {d}.", weights="designed", d_model=d)
     if n_tokens > MAX_TOKENS:
         raise UsageError(
-            f"--weights designed builds its position code for at most {MAX_TOKENS} tokens; this text "
-            f"has {n_tokens}: use a shorter text or the word tokenizer.")
+            f"{{weights}} builds its position code for at most {MAX_TOKENS} tokens; this text "
+            f"has {n_tokens}: use a shorter text or the word tokenizer.", weights="designed")
 
 
 def design(tokens: Sequence[str], config: Config) -> Designed:

@@ -17,7 +17,8 @@ import numpy as np
 
 from mhacli import __version__
 from mhacli.core.config import Config
-from mhacli.core.trace import Trace, vocabulary
+from mhacli.core.embed import vocabulary
+from mhacli.core.trace import Trace
 from mhacli.core.errors import UsageError
 from mhacli.io.files import atomic_write
 
@@ -139,7 +140,7 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
     except UsageError as exc:
         raise _shape_error(path, str(exc).rstrip(".")) from None
     tokens = tuple(str(t) for t in a["tokens"])
-    from mhacli.core.trace import causal_mask
+    from mhacli.core.attention import causal_mask
 
     return Trace(
         config=config, tokens=tokens, token_ids=vocabulary(tokens)[1],

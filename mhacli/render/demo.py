@@ -102,18 +102,18 @@ def check_shapes(n_tokens: int, d_model: int, heads: int) -> None:
     from mhacli.core.config import _list_heads
     from mhacli.core.errors import UsageError
 
-    for flag, value, top in (("--tokens", n_tokens, SHAPES_MAX_TOKENS), ("--d-model", d_model, SHAPES_MAX_D_MODEL),
-                             ("--heads", heads, SHAPES_MAX_D_MODEL)):
+    for name, value, top in (("tokens", n_tokens, SHAPES_MAX_TOKENS), ("d_model", d_model, SHAPES_MAX_D_MODEL),
+                             ("heads", heads, SHAPES_MAX_D_MODEL)):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise UsageError(f"{flag} must be a whole number, got {value!r}.")
+            raise UsageError(f"{{{name}:name}} must be a whole number, got {value!r}.", **{name: value})
         if not 1 <= value <= top:
-            raise UsageError(f"{flag} must be from 1 to {top:,}, got {value:,}.")
+            raise UsageError(f"{{{name}:name}} must be from 1 to {top:,}, got {value:,}.", **{name: value})
     if heads > d_model:
-        raise UsageError(f"--heads {heads:,} is more than --d-model {d_model:,}: every head needs at least one "
-                         f"of the d dimensions; {_list_heads(d_model)}.")
+        raise UsageError(f"{{heads:name}} {heads:,} is more than {{d_model:name}} {d_model:,}: every head needs at "
+                         f"least one of the d dimensions; {_list_heads(d_model)}.", heads=heads, d_model=d_model)
     if d_model % heads:
-        raise UsageError(f"--d-model {d_model:,} is not divisible by --heads {heads:,}; "
-                         f"{_list_heads(d_model, heads)}.")
+        raise UsageError(f"{{d_model:name}} {d_model:,} is not divisible by {{heads:name}} {heads:,}; "
+                         f"{_list_heads(d_model, heads)}.", heads=heads, d_model=d_model)
 
 
 def shapes_view(n_tokens: int, d_model: int, heads: int, causal: bool) -> list[RenderableType]:

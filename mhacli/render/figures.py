@@ -735,7 +735,7 @@ def _mask(trace: Trace, view: View) -> np.ndarray | None:
     if trace.mask is not None:
         return np.asarray(trace.mask)[view.rows, view.rows]
     if trace.config.causal:
-        from mhacli.core.trace import causal_mask
+        from mhacli.core.attention import causal_mask
 
         return causal_mask(trace.n_tokens)[view.rows, view.rows]
     return None

@@ -246,6 +246,9 @@ def test_heatmap_shows_exact_values_on_hover_and_keys(open_page):
     box = canvas.bounding_box()
     for q, k in ((1, 7), (9, 0), (12, 12)):
         p.mouse.move(box["x"] + x0 + (k + 0.5) * cell, box["y"] + y0 + (q + 0.5) * cell)
+        # The page redraws on the next animation frame: wait for it rather than read too early.
+        p.wait_for_function("([sel, want]) => document.querySelector(sel).innerText.includes(want)",
+                            arg=['figure.hm[data-head="2"] .hm-info', f"({k}):"], timeout=5000)
         info = p.inner_text('figure.hm[data-head="2"] .hm-info')
         assert f"({q}) \u2192 key" in info and f"({k}):" in info
         assert f"weight {w[2, q, k]:.4f}" in info and f"score {s[2, q, k]:.3f}" in info

@@ -16,16 +16,21 @@ __all__ = ["__version__", "run", "Config", "Trace", "load_trace"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from mhacli.core.config import Config
-    from mhacli.core.trace import Trace, run
+    from mhacli.core.trace import Trace
+    from mhacli.io.weights import run
     from mhacli.io.export import load_trace
 
 
 def __getattr__(name: str) -> Any:
     # Lazy attributes (PEP 562): the CLI imports this package on every start.
-    if name == "run" or name == "Trace":
-        from mhacli.core import trace as core
+    if name == "run":
+        from mhacli.io.weights import run
 
-        return getattr(core, name)
+        return run
+    if name == "Trace":
+        from mhacli.core.trace import Trace
+
+        return Trace
     if name == "Config":
         from mhacli.core.config import Config
 

@@ -138,7 +138,10 @@ def test_empty_text_is_a_usage_error():
 
 
 def test_lazy_package_attributes():
-    assert mhacli.run is run
+    from mhacli.io.weights import run as public_run
+
+    assert mhacli.run is public_run  # the core's run, plus weights given as a file path
+    assert mhacli.run("the cat sat", heads=2).weights.shape == run("the cat sat", heads=2).weights.shape
     assert mhacli.Config is Config
     with pytest.raises(AttributeError):
         mhacli.nothing_here  # noqa: B018

@@ -13,7 +13,10 @@ from typing import Any
 from mhacli.core.errors import UsageError
 
 TOKENIZERS = ("word", "char", "whitespace")
-WEIGHT_KINDS = ("random", "designed")
+WEIGHT_KINDS = ("random", "designed")  # what the tool builds by itself (--weights NAME)
+# Where a run's weights came from, as a trace records it: the built kinds, a model trained
+# by `mha train`, or your own nn.MultiheadAttention weights.
+WEIGHT_SOURCES = WEIGHT_KINDS + ("trained", "pytorch")
 DTYPES = ("float64", "float32")
 
 # Bytes per float of the core; the memory plan below is in these units.
@@ -198,7 +201,7 @@ class Config:
             raise UsageError("{seed:name} must be a whole number from 0 to 2**63-1, got " + f"{_n(self.seed)}.",
                              seed=self.seed)
         _check_choice("tokenizer", self.tokenizer, TOKENIZERS)
-        _check_choice("weights", self.weights, WEIGHT_KINDS)
+        _check_choice("weights", self.weights, WEIGHT_SOURCES)
         _check_choice("dtype", self.dtype, DTYPES)
         if self.heads > self.d_model:
             raise UsageError(

@@ -8,7 +8,7 @@ reads files or touches global random state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from mhacli.core.errors import UsageError
 from mhacli.core.schedule import attend_blocked
 from mhacli.core.steps import ParameterCount, Step, steps_for
 from mhacli.core.tokenize import tokenize
+from mhacli.core.weights import AttentionWeights, from_state_dict
 
 Array = np.ndarray
 
@@ -54,6 +55,16 @@ class Trace:
     positions: Array | None = None  # (N, d) P (zeros with --no-positions); None when loaded
     rules: tuple[str, ...] | None = None  # per-head rule names, for designed weights
     source: str | None = None  # the npz file this trace was loaded from, if any
+    b_q: Array | None = None  # (d,) biases of your own weights (PyTorch's in_proj_bias, cut in three)
+    b_k: Array | None = None  # (d,)
+    b_v: Array | None = None  # (d,)
+    b_o: Array | None = None  # (d,) out_proj.bias
+
+    @property
+    def biases(self) -> dict[str, Array]:
+        """The biases this run had, by name (empty for the tool's own weights, which have none)."""
+        named = {"b_q": self.b_q, "b_k": self.b_k, "b_v": self.b_v, "b_o": self.b_o}
+        return {k: v for k, v in named.items() if v is not None}
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -100,8 +111,8 @@ class Trace:
         return worst
 
 
-def run_tokens(tokens: Sequence[str], config: Config) -> Trace:
-    """Run multi-head attention over given tokens under ``config``."""
+def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights | None = None) -> Trace:
+    """Run multi-head attention over given tokens under ``config`` (with your own ``weights`` if given)."""
     tokens = tuple(tokens)
     if not tokens:
         raise UsageError("the text has no tokens to attend over; give at least one word.")
@@ -110,39 +121,65 @@ def run_tokens(tokens: Sequence[str], config: Config) -> Trace:
     n, d = len(tokens), config.d_model
     _, ids = vocabulary(tokens)
     rules: tuple[str, ...] | None = None
-    if config.weights == "designed":
+    biases: dict[str, Array] = {}
+    if weights is not None:
+        if weights.d_model != d:
+            raise UsageError("the weights are for d_model={} but the run has {{d_model}}; leave "
+                             "{{d_model:name}} out to take it from the weights.".format(weights.d_model),
+                             d_model=d)
+        e = embed(tokens, d, config.seed)  # (N, d)
+        p = positional_encoding(n, d) if config.positions else np.zeros((n, d))  # (N, d)
+        w_q, w_k, w_v, w_o = weights.w_q, weights.w_k, weights.w_v, weights.w_o
+        biases = {k: b.astype(dtype) for k, b in weights.biases().items()}
+    elif config.weights == "designed":
         from mhacli.core.designed import design
 
         built = design(tokens, config)
         e, p = built.embeddings, built.positions
         w_q, w_k, w_v, w_o = built.w_q, built.w_k, built.w_v, built.w_o
         rules = tuple(built.rules)
-    else:
+    elif config.weights == "random":
         e = embed(tokens, d, config.seed)  # (N, d)
         p = positional_encoding(n, d) if config.positions else np.zeros((n, d))  # (N, d)
         w_q, w_k, w_v, w_o = init_weights(d, np.random.default_rng(config.seed))
+    else:
+        raise UsageError("{weights} needs the weights themselves; pass them to run().", weights=config.weights)
     e, p = e.astype(dtype), p.astype(dtype)
     w_q, w_k, w_v, w_o = (w.astype(dtype) for w in (w_q, w_k, w_v, w_o))
     x = e + p  # (N, d)
-    parts = multi_head_attention(x, w_q, w_k, w_v, w_o, config.heads, config.causal, attender=attend_blocked)
+    parts = multi_head_attention(x, w_q, w_k, w_v, w_o, config.heads, config.causal, biases=biases,
+                                 attender=attend_blocked)
     for name in ("scores", "weights"):
         # Fresh arrays nobody else holds: frozen where they are, so the trace does not copy (h, N, N) twice.
         parts[name].setflags(write=False)  # type: ignore[union-attr]
-    return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,
-                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, **parts)
+    return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,  # type: ignore[arg-type]
+                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, **biases, **parts)
 
 
-def run(text: str, **options: object) -> Trace:
+def own_weights(weights: AttentionWeights | Mapping[str, Any]) -> AttentionWeights:
+    """Your weights as :class:`AttentionWeights`: given as such, or as an nn.MultiheadAttention state dict."""
+    return weights if isinstance(weights, AttentionWeights) else from_state_dict(weights)
+
+
+def run(text: str, **options: Any) -> Trace:
     """Tokenize ``text`` and run multi-head attention; options are :class:`Config` fields.
+
+    ``weights`` is a kind ("random", "designed") or your own weights: an
+    ``nn.MultiheadAttention`` state dict (numpy arrays or tensors, biases optional)
+    or :class:`AttentionWeights`; ``d_model`` is then taken from them.
 
     >>> trace = run("the cat sat on the mat", heads=4)
     >>> trace.weights.shape
     (4, 6, 6)
     """
-    config = Config(**options)  # type: ignore[arg-type]
+    given = options.get("weights", "random")
+    mine = None if isinstance(given, str) else own_weights(given)
+    if mine is not None:
+        options = {**options, "weights": "pytorch", "d_model": options.get("d_model", mine.d_model)}
+    config = Config(**options)
     tokens = tokenize(text, config.tokenizer)
     if not tokens:
         raise UsageError(
             f"the text has no tokens under the {config.tokenizer!r} tokenizer; give some words."
         )
-    return run_tokens(tokens, config)
+    return run_tokens(tokens, config, mine)

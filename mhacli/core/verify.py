@@ -32,17 +32,20 @@ class Check:
 
 
 def reference_loop(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray,
-                   w_o: np.ndarray, heads: int, causal: bool) -> dict[str, np.ndarray]:
-    """Multi-head attention the slow, obvious way, in float64."""
+                   w_o: np.ndarray, heads: int, causal: bool,
+                   biases: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Multi-head attention the slow, obvious way, in float64 (``biases``: b_q, b_k, b_v, b_o, each optional)."""
     x = x.astype(np.float64)
     n, d = x.shape
     d_k = d // heads
+    zero = np.zeros(d)
+    b = {name: np.asarray((biases or {}).get(name, zero), dtype=np.float64) for name in ("b_q", "b_k", "b_v", "b_o")}
     out: dict[str, list] = {k: [] for k in ("Q", "K", "V", "scores", "weights", "heads")}
     for i in range(heads):
         rows = slice(i * d_k, (i + 1) * d_k)
-        q = x @ w_q[rows].astype(np.float64).T  # the article's X W_q^i
-        k = x @ w_k[rows].astype(np.float64).T
-        v = x @ w_v[rows].astype(np.float64).T
+        q = x @ w_q[rows].astype(np.float64).T + b["b_q"][rows]  # the article's X W_q^i (+ its bias)
+        k = x @ w_k[rows].astype(np.float64).T + b["b_k"][rows]
+        v = x @ w_v[rows].astype(np.float64).T + b["b_v"][rows]
         s = np.empty((n, n))
         a = np.zeros((n, n))
         for r in range(n):
@@ -57,7 +60,7 @@ def reference_loop(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndar
             out[name].append(value)
     result = {name: np.stack(values) for name, values in out.items()}
     result["concat"] = np.concatenate(out["heads"], axis=1)
-    result["output"] = result["concat"] @ w_o.astype(np.float64).T
+    result["output"] = result["concat"] @ w_o.astype(np.float64).T + b["b_o"]
     return result
 
 
@@ -80,12 +83,20 @@ def torch_reference(trace: Trace) -> dict[str, np.ndarray] | None:
     d, h, n = trace.d_model, trace.num_heads, trace.n_tokens
     x = torch.from_numpy(np.array(trace.X, dtype=np.float64))[:, None, :]  # (N, 1, d): (L, batch, E)
     in_proj = torch.from_numpy(np.concatenate([trace.W_q, trace.W_k, trace.W_v]).astype(np.float64))
+    b = trace.biases
+    in_bias = out_bias = None
+    if b:
+        zero = np.zeros(d)
+        in_bias = torch.from_numpy(np.concatenate([np.asarray(b.get(k, zero), dtype=np.float64)
+                                                   for k in ("b_q", "b_k", "b_v")]))
+        out_bias = torch.from_numpy(np.array(b.get("b_o", zero), dtype=np.float64))
     mask = torch.from_numpy(np.triu(np.ones((n, n), dtype=bool), 1)) if trace.config.causal else None
     out, weights = F.multi_head_attention_forward(
-        x, x, x, d, h, in_proj, None, None, None, False, 0.0,
-        torch.from_numpy(np.array(trace.W_o, dtype=np.float64)), None,
+        x, x, x, d, h, in_proj, in_bias, None, None, False, 0.0,
+        torch.from_numpy(np.array(trace.W_o, dtype=np.float64)), out_bias,
         training=False, need_weights=True, attn_mask=mask, average_attn_weights=False,
     )
+    assert weights is not None  # need_weights=True
     return {"weights": weights[0].numpy(), "output": out[:, 0, :].numpy()}
 
 
@@ -93,7 +104,7 @@ def verify(trace: Trace, use_torch: bool = True) -> list[Check]:
     """Every array of the trace against the plain loop (and PyTorch when present)."""
     tol = TOLERANCE[trace.config.dtype]
     ref = reference_loop(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o,
-                         trace.num_heads, trace.config.causal)
+                         trace.num_heads, trace.config.causal, trace.biases)
     checks = [Check("per-head loop", name, _max_diff(getattr(trace, name), value), tol)
               for name, value in ref.items()]
     if use_torch:

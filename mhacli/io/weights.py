@@ -1,0 +1,89 @@
+"""Reading your own attention weights from a file: an npz or (with PyTorch installed) a ``.pt`` state dict.
+
+The npz holds the arrays of one ``nn.MultiheadAttention`` under PyTorch's names
+(``in_proj_weight``, ``out_proj.weight``, optional ``in_proj_bias`` and
+``out_proj.bias``), for example written by
+``np.savez("mine.npz", **{k: v.numpy() for k, v in module.state_dict().items()})``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mhacli.core.errors import UsageError
+from mhacli.core.messages import shown_path
+from mhacli.core.weights import AttentionWeights, from_state_dict
+
+MAX_WEIGHT_BYTES = 2 * 2**30  # a d = 8192 layer is 1 GiB in float64; more is not a teaching run
+
+
+def _check_file(path: Path) -> None:
+    """Refuse at once what is not a regular file of a sane size (a device would be read forever)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise UsageError(f"no weights file {shown_path(path)}; check the path.") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read the weights file {shown_path(path)}: {exc.strerror}.") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"{shown_path(path)} is not a regular file; give an .npz or .pt file of weights.")
+    if info.st_size > MAX_WEIGHT_BYTES:
+        raise UsageError(f"{shown_path(path)} is {info.st_size:,} bytes, more than the "
+                         f"{MAX_WEIGHT_BYTES:,} an attention layer for teaching needs.")
+
+
+def _read_npz(path: Path) -> dict[str, Any]:
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise UsageError(f"{shown_path(path)} is not a readable .npz of weights ({type(exc).__name__}).") from None
+
+
+def _read_pt(path: Path) -> dict[str, Any]:
+    try:
+        import torch
+    except ImportError:
+        raise UsageError(f"{shown_path(path)} is a PyTorch file and PyTorch is not installed; save the state "
+                         "dict as .npz instead (see docs/your-model.md).") from None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)  # never unpickles arbitrary objects
+    except Exception as exc:  # torch raises many kinds for a bad file
+        raise UsageError(f"{shown_path(path)} is not a readable PyTorch state dict ({type(exc).__name__}).") from None
+    if not isinstance(state, dict):
+        raise UsageError(f"{shown_path(path)} holds a {type(state).__name__}, not a state dict.")
+    return state
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """The arrays of a weights file, by name, after the file itself was checked."""
+    path = Path(path)
+    _check_file(path)
+    if path.suffix.lower() in (".pt", ".pth"):
+        return _read_pt(path)
+    return _read_npz(path)
+
+
+def load_weights(path: Path) -> AttentionWeights:
+    """Your nn.MultiheadAttention's weights from an npz or .pt file, checked."""
+    return from_state_dict(read_state(path))
+
+
+def run(text: str, **options: Any) -> Any:
+    """:func:`mhacli.core.trace.run`, where ``weights`` may also be the path of a weights file.
+
+    >>> trace = run("the cat sat", heads=2, weights="mine.npz")  # doctest: +SKIP
+    """
+    from mhacli.core.config import WEIGHT_SOURCES
+    from mhacli.core.trace import run as run_core
+
+    given = options.get("weights")
+    if isinstance(given, os.PathLike) or (isinstance(given, str) and given not in WEIGHT_SOURCES):
+        options = {**options, "weights": load_weights(Path(given))}
+    return run_core(text, **options)

@@ -1,0 +1,110 @@
+"""from_attention: any model's attention weights, checked at once, as a read-only view."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mhacli.core.errors import UsageError
+from mhacli.core.trace import run
+from mhacli.core.view import from_attention, is_causal
+
+TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
+
+
+def softmax_rows(rng: np.random.Generator, shape: tuple[int, ...], causal: bool = False) -> np.ndarray:
+    s = rng.standard_normal(shape)
+    if causal:
+        s = np.where(np.triu(np.ones(shape[-2:], dtype=bool), 1), -np.inf, s)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_one_layer_of_heads():
+    w = softmax_rows(np.random.default_rng(0), (4, 6, 6))
+    view = from_attention(w, TOKENS)
+    assert (view.num_heads, view.n_tokens, view.n_layers, view.causal) == (4, 6, 1, False)
+    assert np.array_equal(view.weights, w) and not view.weights.flags.writeable
+    assert view.layer_names == ("layer 1",) and view.mask is None
+
+
+def test_layers_and_the_layer_picker():
+    w = softmax_rows(np.random.default_rng(1), (3, 2, 6, 6))
+    view = from_attention(w, TOKENS, layer_names=["a", "b", "c"], layer=2)
+    assert view.layer == 2 and np.array_equal(view.weights, w[2])
+    assert np.array_equal(view.at_layer(0).weights, w[0])
+    with pytest.raises(UsageError, match="layer=4 is out of range: this attention has 3 layers"):
+        view.at_layer(3)
+
+
+def test_bertviz_tuple_of_per_layer_batches():
+    rng = np.random.default_rng(2)
+    per_layer = tuple(softmax_rows(rng, (1, 2, 6, 6)) for _ in range(3))
+    view = from_attention(per_layer, TOKENS)
+    assert view.n_layers == 3 and np.array_equal(view.layers[1], per_layer[1][0])
+
+
+def test_anything_with___array___is_taken_without_importing_torch():
+    class Tensorish:
+        def __init__(self, a: np.ndarray) -> None:
+            self.a = a
+
+        def __array__(self, dtype=None, copy=None):
+            return self.a if dtype is None else self.a.astype(dtype)
+
+    w = softmax_rows(np.random.default_rng(3), (2, 6, 6))
+    assert np.array_equal(from_attention(Tensorish(w), TOKENS).weights, w)
+
+
+def test_torch_tensors_with_grad_are_taken():
+    torch = pytest.importorskip("torch", reason="PyTorch is optional")
+    w = torch.softmax(torch.randn(2, 6, 6, requires_grad=True), dim=-1)
+    assert from_attention(w, TOKENS).num_heads == 2
+
+
+def test_causal_is_found_from_the_weights():
+    rng = np.random.default_rng(4)
+    assert from_attention(softmax_rows(rng, (2, 6, 6), causal=True), TOKENS).causal
+    assert not from_attention(softmax_rows(rng, (2, 6, 6)), TOKENS).causal
+    with pytest.raises(UsageError, match="causal=True, but some query gives weight to a later key"):
+        from_attention(softmax_rows(rng, (2, 6, 6)), TOKENS, causal=True)
+
+
+def test_the_tools_own_trace_round_trips():
+    t = run(" ".join(TOKENS), heads=4, causal=True)
+    view = from_attention(t.weights, t.tokens)
+    assert view.causal and np.array_equal(view.weights, t.weights) and view.mask is not None
+
+
+@pytest.mark.parametrize("weights,tokens,message", [
+    (np.full((6, 6), 1 / 6), TOKENS, r"must be \(h, N, N\) or \(layers, h, N, N\)"),
+    (np.full((2, 6, 5), 1 / 5), TOKENS, "must be square"),
+    (np.full((2, 5, 5), 1 / 5), TOKENS, "covers 5 tokens but 6 tokens were given"),
+    (np.full((2, 6, 6), 1.0), TOKENS, "sums to 6, not 1"),
+    (np.full((2, 6, 6), np.nan), TOKENS, "infinite or NaN"),
+    (np.full((2, 6, 6), 1 / 6) - np.eye(6) * 2, TOKENS, "negative values"),
+    (np.array([["a"] * 6] * 6 * 2).reshape(2, 6, 6), TOKENS, "not an array of numbers"),
+    ((), TOKENS, "empty list"),
+])
+def test_bad_attention_gets_one_clear_error(weights, tokens, message):
+    with pytest.raises(UsageError, match=message):
+        from_attention(weights, tokens)
+
+
+def test_head_names_must_match_the_heads():
+    w = softmax_rows(np.random.default_rng(5), (2, 6, 6))
+    assert from_attention(w, TOKENS, names=["prev", "next"]).rules == ("prev", "next")
+    with pytest.raises(UsageError, match="3 head names for 2 heads"):
+        from_attention(w, TOKENS, names=["a", "b", "c"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(h=st.integers(1, 4), n=st.integers(1, 8), layers=st.integers(1, 3), causal=st.booleans(),
+       seed=st.integers(0, 2**32 - 1))
+def test_any_valid_attention_is_accepted_and_kept_exactly(h, n, layers, causal, seed):
+    w = softmax_rows(np.random.default_rng(seed), (layers, h, n, n), causal)
+    view = from_attention(w, [f"t{i}" for i in range(n)])
+    assert np.array_equal(view.layers, w)
+    assert view.causal == (causal and n > 1) == is_causal(w)

@@ -108,3 +108,11 @@ def test_any_valid_attention_is_accepted_and_kept_exactly(h, n, layers, causal, 
     view = from_attention(w, [f"t{i}" for i in range(n)])
     assert np.array_equal(view.layers, w)
     assert view.causal == (causal and n > 1) == is_causal(w)
+
+
+def test_reprs_are_a_few_lines_not_the_arrays():
+    t = run(" ".join(TOKENS * 20), heads=4)
+    for obj in (t, from_attention(t.weights, t.tokens)):
+        text = repr(obj)
+        assert len(text.splitlines()) <= 4 and len(text) < 400, text
+        assert "120 tokens" in text and "the cat sat" in text

@@ -30,7 +30,7 @@ def _frozen(a: Array) -> Array:
     return a
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Trace:
     """Every intermediate of one multi-head attention run, read-only."""
 
@@ -70,6 +70,16 @@ class Trace:
         for name, value in vars(self).items():
             if isinstance(value, np.ndarray) and value.flags.writeable:
                 object.__setattr__(self, name, _frozen(value))
+
+    def __repr__(self) -> str:
+        """A few lines (the arrays would be tens of kilobytes): what ran, over what, and where the arrays are."""
+        c = self.config
+        words = " ".join(self.tokens[:8]) + (" …" if self.n_tokens > 8 else "")
+        return (f"<mhacli Trace: {self.n_tokens} tokens, d={c.d_model}, h={c.heads}, d/h={c.d_k}, "
+                f"{'causal' if c.causal else 'bidirectional'}, weights {c.weights}, {c.dtype}\n"
+                f"  tokens: {words}\n"
+                f"  arrays: X {self.X.shape}, Q/K/V {self.Q.shape}, scores/weights {self.weights.shape}, "
+                f"output {self.output.shape}>")
 
     @property
     def n_tokens(self) -> int:

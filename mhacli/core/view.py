@@ -82,7 +82,7 @@ def _check(weights: Array, tokens: tuple[str, ...]) -> None:
                          "pass the weights after softmax (each query's row sums to 1), not the scores.")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class AttentionView:
     """Attention weights of one or more layers over ``tokens``, read-only: what a renderer needs, nothing invented."""
 
@@ -100,6 +100,12 @@ class AttentionView:
             frozen = np.array(self.layers, copy=True)
             frozen.setflags(write=False)
             object.__setattr__(self, "layers", frozen)
+
+    def __repr__(self) -> str:
+        words = " ".join(self.tokens[:8]) + (" …" if self.n_tokens > 8 else "")
+        return (f"<mhacli AttentionView: {self.n_layers} layer(s) × {self.num_heads} heads over {self.n_tokens} "
+                f"tokens, {'causal' if self.causal else 'bidirectional'}, showing {self.layer_names[self.layer]}\n"
+                f"  tokens: {words}>")
 
     @property
     def weights(self) -> Array:

@@ -12,31 +12,36 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "run", "Config", "Trace", "load_trace"]
+# The public names and the module each lives in, loaded on first use (PEP 562): the CLI
+# imports this package on every start, and ``mha --help`` must not pay for numpy.
+_PUBLIC = {
+    "run": "mhacli.io.weights",
+    "Config": "mhacli.core.config",
+    "Trace": "mhacli.core.trace",
+    "load_trace": "mhacli.io.export",
+    "from_attention": "mhacli.core.view",
+    "AttentionView": "mhacli.core.view",
+    "AttentionWeights": "mhacli.core.weights",
+}
+
+__all__ = ["__version__", *_PUBLIC]
 
 if TYPE_CHECKING:  # pragma: no cover
     from mhacli.core.config import Config
     from mhacli.core.trace import Trace
-    from mhacli.io.weights import run
+    from mhacli.core.view import AttentionView, from_attention
+    from mhacli.core.weights import AttentionWeights
     from mhacli.io.export import load_trace
+    from mhacli.io.weights import run
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy attributes (PEP 562): the CLI imports this package on every start.
-    if name == "run":
-        from mhacli.io.weights import run
+    if name in _PUBLIC:
+        import importlib
 
-        return run
-    if name == "Trace":
-        from mhacli.core.trace import Trace
-
-        return Trace
-    if name == "Config":
-        from mhacli.core.config import Config
-
-        return Config
-    if name == "load_trace":
-        from mhacli.io.export import load_trace
-
-        return load_trace
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'mhacli' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -215,3 +215,16 @@ def test_deterministic_across_processes(tmp_path, hashseed):
     subprocess.run([sys.executable, "-c", code, str(out)], check=True, env=env)
     here = run("the cat sat on the mat", seed=5)
     np.testing.assert_array_equal(np.load(out), np.concatenate([here.X.ravel(), here.output.ravel()]))
+
+
+def test_the_step_table_says_what_ran():
+    """No P in the formula when positions are off; the biases in it when your own weights have them."""
+    plain = {s.key: s.formula for s in run("the cat sat", heads=2).steps}
+    assert plain["embed"] == "X = E[tokens] + P" and plain["query"] == "Q^i = X W_q^i"
+    off = {s.key: s.formula for s in run("the cat sat", heads=2, positions=False).steps}
+    assert off["embed"] == "X = E[tokens]"
+    rng = np.random.default_rng(0)
+    sd = {"in_proj_weight": rng.standard_normal((24, 8)), "in_proj_bias": rng.standard_normal(24),
+          "out_proj.weight": rng.standard_normal((8, 8)), "out_proj.bias": rng.standard_normal(8)}
+    own = {s.key: s.formula for s in run("the cat sat", heads=2, weights=sd).steps}
+    assert own["query"] == "Q^i = X W_q^i + b_q^i" and own["output"] == "O = H W^Oᵀ + b_o"

@@ -98,18 +98,27 @@ class ParameterCount:
         }
 
 
-def steps_for(n_tokens: int, d_model: int, heads: int, causal: bool = False) -> list[Step]:
-    """The step table for N tokens, width d and h heads (masking only when causal)."""
+def steps_for(n_tokens: int, d_model: int, heads: int, causal: bool = False, *,
+              positions: bool = True, biases: bool = False) -> list[Step]:
+    """The step table for N tokens, width d and h heads (masking only when causal).
+
+    ``positions=False`` drops P from the embedding; ``biases=True`` (your own
+    PyTorch weights) adds each projection's bias to its formula.
+    """
     n, d, h = n_tokens, d_model, heads
     dk = d // h
+
+    def plus(b: str) -> str:
+        return f" + {b}" if biases else ""
+
     steps = [
-        Step("embed", "Embed", "X = E[tokens] + P", "N×d", (n, d), False, 0,
-             "0 (a look-up and an addition)", "X"),
-        Step("query", "Queries", "Q^i = X W_q^i", "N×d/h", (n, dk), True, n * d * d,
+        Step("embed", "Embed", "X = E[tokens] + P" if positions else "X = E[tokens]", "N×d", (n, d), False, 0,
+             "0 (a look-up and an addition)" if positions else "0 (a look-up)", "X"),
+        Step("query", "Queries", "Q^i = X W_q^i" + plus("b_q^i"), "N×d/h", (n, dk), True, n * d * d,
              "h · N · d · d/h = N·d²", "Q"),
-        Step("key", "Keys", "K^i = X W_k^i", "N×d/h", (n, dk), True, n * d * d,
+        Step("key", "Keys", "K^i = X W_k^i" + plus("b_k^i"), "N×d/h", (n, dk), True, n * d * d,
              "h · N · d · d/h = N·d²", "K"),
-        Step("value", "Values", "V^i = X W_v^i", "N×d/h", (n, dk), True, n * d * d,
+        Step("value", "Values", "V^i = X W_v^i" + plus("b_v^i"), "N×d/h", (n, dk), True, n * d * d,
              "h · N · d · d/h = N·d²", "V"),
         Step("scores", "Scores", "S^i = Q^i K^iᵀ / √(d/h)", "N×N", (n, n), True, h * n * n * dk,
              "h · N · N · d/h = N²·d", "scores"),
@@ -124,7 +133,7 @@ def steps_for(n_tokens: int, d_model: int, heads: int, causal: bool = False) -> 
              "h · N · N · d/h = N²·d", "heads"),
         Step("concat", "Concatenate", "H = [head_1 … head_h]", "N×d", (n, d), False, 0,
              "0 (heads side by side)", "concat"),
-        Step("output", "Output W^O", "O = H W^Oᵀ", "N×d", (n, d), False, n * d * d,
+        Step("output", "Output W^O", "O = H W^Oᵀ" + plus("b_o"), "N×d", (n, d), False, n * d * d,
              "N · d · d", "output"),
     ]
     return steps

@@ -99,7 +99,8 @@ class Trace:
 
     @property
     def steps(self) -> list[Step]:
-        return steps_for(self.n_tokens, self.d_model, self.num_heads, self.config.causal)
+        return steps_for(self.n_tokens, self.d_model, self.num_heads, self.config.causal,
+                         positions=self.config.positions, biases=bool(self.biases))
 
     @property
     def parameters(self) -> ParameterCount:

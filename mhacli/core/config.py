@@ -16,7 +16,8 @@ TOKENIZERS = ("word", "char", "whitespace")
 WEIGHT_KINDS = ("random", "designed")  # what the tool builds by itself (--weights NAME)
 # Where a run's weights came from, as a trace records it: the built kinds, a model trained
 # by `mha train`, or your own nn.MultiheadAttention weights.
-WEIGHT_SOURCES = WEIGHT_KINDS + ("trained", "pytorch")
+# "worked" is the hand-sized example of `mha explain --worked` (mhacli/core/worked.py).
+WEIGHT_SOURCES = WEIGHT_KINDS + ("trained", "pytorch", "worked")
 DTYPES = ("float64", "float32")
 
 # Bytes per float of the core; the memory plan below is in these units.

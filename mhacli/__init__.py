@@ -24,7 +24,8 @@ _PUBLIC = {
     "AttentionWeights": "mhacli.core.weights",
 }
 
-__all__ = ["__version__", *_PUBLIC]
+__all__ = ["__version__", "run", "Config", "Trace", "load_trace", "from_attention", "AttentionView",
+           "AttentionWeights"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from mhacli.core.config import Config

@@ -228,3 +228,9 @@ def test_the_step_table_says_what_ran():
           "out_proj.weight": rng.standard_normal((8, 8)), "out_proj.bias": rng.standard_normal(8)}
     own = {s.key: s.formula for s in run("the cat sat", heads=2, weights=sd).steps}
     assert own["query"] == "Q^i = X W_q^i + b_q^i" and own["output"] == "O = H W^Oᵀ + b_o"
+
+
+def test_every_public_name_is_listed_and_loads():
+    assert set(mhacli.__all__) == {"__version__", *mhacli._PUBLIC}
+    for name in mhacli._PUBLIC:
+        assert getattr(mhacli, name).__name__ == name

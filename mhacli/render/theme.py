@@ -36,8 +36,26 @@ STYLE_ERROR = "bold red"
 
 
 def head_color(i: int) -> str:
-    """Colour of head i (0-based); cycles past eight heads."""
-    return HEAD_COLORS[i % len(HEAD_COLORS)]
+    """Colour of head i (0-based): the eight Okabe–Ito colours, then new ones, never a repeat.
+
+    No palette keeps more than eight colours apart for every kind of colour
+    blindness, so heads 9 and on get the same hues darkened, then lightened
+    (heads 9–16, 17–24), then hues spaced by the golden angle: every head keeps
+    its own colour, and every figure also names each head by its number.
+    """
+    base = HEAD_COLORS[i % len(HEAD_COLORS)]
+    cycle = i // len(HEAD_COLORS)
+    if cycle == 0:
+        return base
+    if cycle == 1:
+        return _hex(tuple(c * 0.6 for c in _rgb(base if base != "#000000" else "#7F7F7F")))  # type: ignore[arg-type]
+    if cycle == 2:
+        return tint(base if base != "#000000" else "#7F7F7F", 0.55)
+    import colorsys
+
+    hue = (i * 0.618033988749895) % 1.0
+    light = 0.35 + 0.3 * ((i * 7) % 5) / 4
+    return _hex(colorsys.hls_to_rgb(hue, light, 0.75))
 
 
 def head_style(i: int) -> str:

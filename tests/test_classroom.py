@@ -432,3 +432,25 @@ def test_demo_writes_nothing_unless_asked_and_figures_with_out(runner, tmp_path)
     assert names == ["head-1.png", "head-2.png", "head-3.png", "head-4.png", "heads.png", "magnifiers.png"]
     flat = " ".join(result.output.replace("│", " ").split())
     assert "lesson/heads.png" in flat and "Wrote:" in flat
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_mask_step_draws_the_mask_this_run_has(causal):
+    """A bidirectional run shows every cell open; a causal one blocks exactly the keys after each query."""
+    import io
+
+    from rich.console import Console
+
+    from mhacli.core.trace import run
+    from mhacli.render.demo import mask_grid
+
+    t = run("the cat sat on the mat", heads=2, causal=causal)
+    buf = io.StringIO()
+    Console(file=buf, width=80, color_system=None).print(mask_grid(t))
+    out = buf.getvalue()
+    rows = [line for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert len(rows) == 6
+    for q, line in enumerate(rows):
+        cells = [c for c in line.split() if c in ("✓", "·")]
+        assert cells == ["✓" if (not causal or k <= q) else "·" for k in range(6)], line
+    assert ("No mask in this run" in out) == (not causal)

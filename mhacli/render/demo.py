@@ -333,20 +333,25 @@ def query_table(trace: Trace, q: int, what: str) -> RenderableType:
 
 
 def mask_grid(trace: Trace) -> RenderableType:
-    """Which keys each query may see under a causal mask (first few tokens): ✓ may look, · blocked."""
+    """Which keys each query may see in THIS run (first few tokens): ✓ may look, · blocked."""
     n = min(trace.n_tokens, MASK_GRID_MAX)
+    causal = trace.config.causal
     table = Table(box=box.MINIMAL, padding=(0, 1), pad_edge=False)
     table.add_column("query \\ key")
     for k in range(n):
         table.add_column(str(k), justify="center")
     for qpos in range(n):
         table.add_row(Text(f"{qpos} {label(trace.tokens[qpos], 8)}"),
-                      *(Text("✓", style=theme.STYLE_OK) if k <= qpos else Text("·", style=theme.STYLE_DIM)
+                      *(Text("✓", style=theme.STYLE_OK) if not causal or k <= qpos else Text("·", style=theme.STYLE_DIM)
                         for k in range(n)))
     parts: list[RenderableType] = [table]
     if n < trace.n_tokens:
         parts.append(_note(f"(first {n} of {trace.n_tokens} tokens)"))
-    parts.append(_note("mask[q, k] = True (blocked) where k > q: the '·' cells, PyTorch's attn_mask polarity."))
+    if causal:
+        parts.append(_note("mask[q, k] = True (blocked) where k > q: the '·' cells, PyTorch's attn_mask polarity."))
+    else:
+        parts.append(_note("No mask in this run: every query may see every key (all ✓). With --causal the cells "
+                           "above the diagonal (k > q) would be blocked."))
     return Group(*parts)
 
 

@@ -116,3 +116,38 @@ def test_reprs_are_a_few_lines_not_the_arrays():
         text = repr(obj)
         assert len(text.splitlines()) <= 4 and len(text) < 400, text
         assert "120 tokens" in text and "the cat sat" in text
+
+
+def test_attention_npz_round_trips_with_layers(tmp_path):
+    from mhacli.io.attention_file import load_attention, save_attention
+
+    w = softmax_rows(np.random.default_rng(9), (3, 2, 6, 6), causal=True)
+    view = from_attention(w, TOKENS, layer_names=["L0", "L1", "L2"], names=["a", "b"])
+    save_attention(view, tmp_path / "mine.npz")
+    back = load_attention(tmp_path / "mine.npz", layer=2)
+    assert np.array_equal(back.layers, w) and back.layer == 1 and back.causal
+    assert back.layer_names == ("L0", "L1", "L2") and back.head_names == ("a", "b")
+    assert back.source == str(tmp_path / "mine.npz")
+    with pytest.raises(UsageError, match="layer=4 is out of range"):
+        load_attention(tmp_path / "mine.npz", layer=4)
+
+
+@pytest.mark.parametrize("arrays,message", [
+    ({"weights": np.full((1, 2, 2), 0.5)}, "holds no 'weights' and 'tokens'"),
+    ({"weights": np.full((1, 2, 2), 0.5), "tokens": np.array([1, 2])}, "must be a 1-d array of strings"),
+    ({"weights": np.array([["a", "b"]] * 2)[None], "tokens": np.array(["x", "y"])}, "must hold numbers"),
+    ({"weights": np.full((1, 3, 3), 0.5), "tokens": np.array(["x", "y", "z"])}, "sums to 1.5, not 1"),
+])
+def test_bad_attention_files_get_one_clear_error(tmp_path, arrays, message):
+    from mhacli.io.attention_file import load_attention
+
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(UsageError, match=message):
+        load_attention(tmp_path / "bad.npz")
+
+
+def test_devices_are_refused_at_once():
+    from mhacli.io.attention_file import load_attention
+
+    with pytest.raises(UsageError, match="not a regular file"):
+        load_attention("/dev/zero")

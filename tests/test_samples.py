@@ -184,3 +184,11 @@ def test_samples_come_from_the_package_or_the_top_level_folder():
 
     installed = Path(mhacli.__file__).resolve().parent / "sample_texts"  # a wheel (non-editable install)
     assert Path(str(sample_dir())).resolve() in {(ROOT / "sample_texts").resolve(), installed}
+
+
+def test_the_wheel_carries_the_licence_types_marker_and_package_data(wheel):
+    """py.typed (PEP 561), the LICENSE, the page template and the docs the help points to ship in the wheel."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "mhacli/py.typed" in names
+    assert any(n.endswith("licenses/LICENSE") or n.endswith("/LICENSE") for n in names), sorted(names)[:20]
+    assert "mhacli/render/templates/page.html" in names

@@ -86,6 +86,21 @@ class Trace:
         return len(self.tokens)
 
     @property
+    def causal(self) -> bool:
+        """Whether later keys were masked (as :class:`~mhacli.core.view.AttentionView` has it too)."""
+        return self.config.causal
+
+    @property
+    def kind(self) -> str:
+        """Where the weights came from: random, designed, trained, pytorch or worked."""
+        return self.config.weights
+
+    @property
+    def head_names(self) -> tuple[str, ...] | None:
+        """Each head's rule (designed weights), or None: what a figure may name a head by."""
+        return self.rules
+
+    @property
     def num_heads(self) -> int:
         return self.config.heads
 

@@ -146,3 +146,31 @@ def test_model_defaults_come_from_config():
     defaults = {p.name: p.default for p in explain.params}
     for name, value in vars(Config()).items():
         assert defaults[name] == value, name
+
+
+# --- a spinner while the figures are drawn ------------------------------------------------------
+
+def _stderr_on_a_terminal(argv: list[str], tmp_path: Path) -> bytes:
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=follower, env=_env(tmp_path), timeout=300)
+    finally:
+        os.close(follower)
+    seen = b""
+    try:
+        while chunk := os.read(leader, 65536):
+            seen += chunk
+    except OSError:  # the terminal is closed once everything is read
+        pass
+    os.close(leader)
+    assert p.returncode == 0, seen
+    return seen
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_a_spinner_shows_on_a_terminal_while_figures_are_drawn_but_not_with_quiet(tmp_path):
+    argv = [_mha(), "explain", CAT, "--heads", "2", "--dpi", "30", "--out", str(tmp_path / "f")]
+    assert b"drawing figures" in _stderr_on_a_terminal(argv, tmp_path)
+    assert b"drawing figures" not in _stderr_on_a_terminal([*argv, "--quiet"], tmp_path)

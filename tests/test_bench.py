@@ -174,18 +174,6 @@ def test_installed_mha_bench_prints_json(tmp_path):
     assert [r["n"] for r in json.loads(proc.stdout)["rows"]] == [16]
 
 
-def test_startup_measures_every_command_against_the_import_baseline():
-    result = invoke("--startup", "--repeats", "1", "--json")
-    assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)["startup"]
-    labels = [r["label"] for r in rows]
-    assert labels[0].startswith("import numpy") and len(rows) == 4
-    assert any("--no-plots" in r["command"] for r in rows)
-    assert rows[0]["ratio"] == 1.0
-    for r in rows:
-        assert r["seconds"] > 0 and math.isclose(r["ratio"], r["seconds"] / rows[0]["seconds"])
-
-
 # ---------------------------------------------------------------------------
 # The fast core against plain references
 # ---------------------------------------------------------------------------

@@ -383,7 +383,7 @@ if __name__ == "__main__":
 
 
 # ---------------------------------------------------------------------------
-# Failures no command line can cause on purpose: MhaGroup still gives one line
+# Failures no command line can cause on purpose: app.report_error still gives one line
 # ---------------------------------------------------------------------------
 
 def _failing_run(exc: BaseException):

@@ -57,14 +57,14 @@ def test_the_probe_sees_lazy_imports():
     assert "numpy" in loaded_packages("explain", CAT, "--no-plots")
 
 
-@pytest.mark.parametrize("argv", [("--help",), ("--version",)], ids=" ".join)
-def test_top_level_help_and_version_load_no_heavy_library(argv):
-    assert not loaded_packages(*argv) & set(HEAVY)
-
-
-@pytest.mark.parametrize("command", command_names())
-def test_every_command_help_loads_no_heavy_library(command):
-    assert not loaded_packages(command, "--help") & set(HEAVY)
+def test_help_screens_and_version_load_no_heavy_library():
+    """``mha --help`` in its own process, then --version, -h and every command's --help in one more."""
+    assert not loaded_packages("--help") & set(HEAVY)
+    screens = [["--version"], ["-h"], *[[name, "--help"] for name in command_names()]]
+    code = ("from typer.testing import CliRunner; from mhacli.cli.app import app; r = CliRunner()\n"
+            f"for argv in {screens!r}:\n"
+            "    assert r.invoke(app, argv).exit_code == 0, argv")
+    assert not loaded_packages(code=code) & set(HEAVY)
 
 
 @pytest.mark.parametrize("argv", [

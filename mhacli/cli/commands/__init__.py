@@ -1,0 +1,1 @@
+"""One module per group of commands; mhacli.cli.app registers each command function in COMMANDS."""

@@ -1,0 +1,151 @@
+"""The commands for class: samples, shapes, demo, quiz."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from mhacli.cli.common import (check_figure_options, check_size, config_args, config_from, query_position, run_trace,
+                               source_args, write_figures)
+from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, FileOpt,
+                                HeadsOpt, LessonOutOpt, LessonQueryOpt, MarkdownOpt, PauseOpt, PositionsOpt,
+                                QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt, StepOpt, TextArg, TokenizerOpt,
+                                TokensOpt, WeightsOpt)
+from mhacli.cli.output import console, print_all, report_written, write_stdout
+from mhacli.core.errors import UsageError
+from mhacli.io.inputs import resolve_text
+
+DEFAULT_SAMPLE = "cat"  # the lesson's and the quiz's text when none is given
+
+
+def samples(name: SampleNameArg = None, tokenizer: TokenizerOpt = DEFAULT.tokenizer) -> None:
+    """List the ready-made texts, each chosen to teach one thing (or show one of them).
+
+    Example: [bold]mha samples[/bold]   then   [bold]mha explain --sample repeated --weights designed[/bold]
+    """
+    from mhacli.core.config import TOKENIZERS
+    from mhacli.render.demo import sample_table_or_view
+
+    if tokenizer not in TOKENIZERS:
+        raise UsageError(f"unknown tokenizer {tokenizer!r}; choose one of: {', '.join(TOKENIZERS)}.")
+    print_all(sample_table_or_view(name, tokenizer))
+
+
+def shapes(
+    tokens: TokensOpt = 9,
+    d_model: DModelOpt = DEFAULT.d_model,
+    heads: HeadsOpt = DEFAULT.heads,
+    causal: CausalOpt = DEFAULT.causal,
+    markdown: MarkdownOpt = False,
+) -> None:
+    """Print every step's shape, multiply-adds and the parameter count for N, d and h: no text needed.
+
+    For preparing slides: symbolic shapes (N×d/h) next to the numbers.
+
+    Example: [bold]mha shapes --tokens 9 --d-model 16 --heads 4[/bold]
+    """
+    from mhacli.render.demo import check_shapes, shapes_markdown, shapes_view
+
+    check_shapes(tokens, d_model, heads)  # no arrays are made, so no memory limit: sizes of real models work
+    if markdown:
+        write_stdout(shapes_markdown(tokens, d_model, heads, causal))
+    else:
+        print_all(*shapes_view(tokens, d_model, heads, causal))
+
+
+def demo(
+    ctx: typer.Context,
+    text: TextArg = None,
+    file: FileOpt = None,
+    sample: SampleOpt = None,
+    weights: WeightsOpt = DEFAULT.weights,
+    heads: HeadsOpt = DEFAULT.heads,
+    d_model: DModelOpt = DEFAULT.d_model,
+    seed: SeedOpt = DEFAULT.seed,
+    tokenizer: TokenizerOpt = DEFAULT.tokenizer,
+    positions: PositionsOpt = DEFAULT.positions,
+    causal: CausalOpt = DEFAULT.causal,
+    query: LessonQueryOpt = None,
+    pause: PauseOpt = True,
+    step: StepOpt = 1,
+    out: LessonOutOpt = None,
+) -> None:
+    """A guided lesson: every step of multi-head attention, narrated, then shown on a real run.
+
+    Waits for Enter between steps when run in a terminal (q quits); runs straight
+    through with --no-pause or when standard input is not a terminal. Without a
+    text it uses the sample 'cat'.
+
+    Example: [bold]mha demo --sample repeated --weights designed[/bold]
+    """
+    if text is None and file is None and sample is None:
+        sample = DEFAULT_SAMPLE
+    body = resolve_text(text, file, sample)
+    config = config_from(ctx)
+    if out is not None:
+        check_figure_options(True, out, FORMAT, DPI)
+    check_size(body, config)
+
+    from mhacli.render.demo import lesson, next_steps, present
+
+    trace = run_trace(body, config)
+    intro = ""
+    if sample is not None:
+        from mhacli.io.samples import load_sample
+
+        intro = f"The text is the sample '{sample}': {load_sample(sample).description}"
+    position = query_position(trace, query)
+    steps = lesson(trace, intro=intro, query=position, width=console.width,
+                   figures_at=str(out) if out is not None else None)
+    if not 1 <= step <= len(steps):
+        raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
+    present(console, steps, pause=pause and sys.stdin.isatty(), start=step,
+            closing=next_steps(trace, source_args(text, file, sample), config_args(config, skip=("weights",))))
+    report_written(write_figures(trace, out, FORMAT, DPI, position, MAX_TOKENS) if out is not None else [])
+
+
+def quiz(
+    ctx: typer.Context,
+    text: TextArg = None,
+    file: FileOpt = None,
+    sample: SampleOpt = None,
+    seed: SeedOpt = DEFAULT.seed,
+    weights: WeightsOpt = DEFAULT.weights,
+    heads: HeadsOpt = DEFAULT.heads,
+    d_model: DModelOpt = DEFAULT.d_model,
+    causal: CausalOpt = DEFAULT.causal,
+    questions: QuestionsOpt = 5,
+    answers: AnswersOpt = False,
+) -> None:
+    """Homework: questions about one real run (shapes, parameters, where a head looks).
+
+    The seed picks the questions and the weights, so the same seed gives the same
+    quiz; --answers prints the answers, read from the run itself. Without a text
+    it uses the sample 'cat'.
+
+    Example: [bold]mha quiz --sample repeated --seed 7[/bold], then the same with [bold]--answers[/bold]
+    """
+    from mhacli.core.quiz import MAX_QUESTIONS
+
+    if isinstance(questions, bool) or not 1 <= questions <= MAX_QUESTIONS:
+        raise UsageError(f"--questions must be from 1 to {MAX_QUESTIONS}, got {questions}.")
+    if text is None and file is None and sample is None:
+        sample = DEFAULT_SAMPLE
+    body = resolve_text(text, file, sample)
+    config = config_from(ctx)
+    check_size(body, config)
+
+    from mhacli.core.quiz import make_quiz
+    from mhacli.render.demo import quiz_view
+
+    trace = run_trace(body, config)
+    asked = make_quiz(trace, seed, questions)
+    source = source_args(text, file, sample)
+    title = (f"{len(asked)} questions about {source}: N = {trace.n_tokens} tokens, d = {d_model}, "
+             f"h = {heads}, {'causal' if causal else 'bidirectional'}, {weights} weights, seed {seed}")
+    check = f"mha explain {source} {config_args(config)}".rstrip()
+    print_all(*quiz_view(asked, answers, title, check))
+
+
+__all__ = ["DEFAULT_SAMPLE", "demo", "quiz", "samples", "shapes"]

@@ -1,0 +1,221 @@
+"""The commands that run attention or read a saved run: explain, show, compare, verify."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from mhacli.cli.common import (check_figure_options, check_size, config_from, html_max_tokens, query_position,
+                               run_trace, single_head, write_compare, write_figures)
+from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, CausalOpt, DModelOpt, DpiOpt, DtypeOpt,
+                                FileOpt, FormatOpt, HeadsOpt, HtmlOpt, JsonOpt, MaxTokensOpt, NumbersJsonOpt,
+                                OutOpt, PlotsOpt, PositionsOpt, QueryOpt, QuietOpt, SampleOpt, SaveNpzOpt, SeedOpt,
+                                ShowValuesOpt, TextArg, TokenizerOpt, TraceArg, WeightsOpt)
+from mhacli.cli.output import console, print_all, report_written, set_quiet, write_stdout
+from mhacli.io.files import check_distinct, check_target
+from mhacli.io.inputs import resolve_text
+
+if TYPE_CHECKING:
+    from mhacli.core.trace import Trace
+
+
+def _walkthrough(trace: Trace, max_tokens: int, show_values: bool, query: int | None,
+                 figures_at: Path | None) -> None:
+    """Every step of the run, then where each head looks (the grids name the figures' folder)."""
+    from mhacli.render.grid import head_grids
+    from mhacli.render.terminal import walkthrough
+
+    print_all(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
+    console.print()
+    console.print(head_grids(trace, width=console.width, max_tokens=max_tokens, query=query,
+                             figures_at=str(figures_at) if figures_at is not None else None))
+    console.print()
+
+
+def _write_html(trace: Trace, html: Path | None, max_tokens: int) -> list[str]:
+    if html is None:
+        return []
+    from mhacli.render.html import write_html
+
+    return [str(write_html(trace, html, max_tokens=max_tokens))]
+
+
+def explain(
+    ctx: typer.Context,
+    text: TextArg = None,
+    file: FileOpt = None,
+    sample: SampleOpt = None,
+    heads: HeadsOpt = DEFAULT.heads,
+    d_model: DModelOpt = DEFAULT.d_model,
+    seed: SeedOpt = DEFAULT.seed,
+    tokenizer: TokenizerOpt = DEFAULT.tokenizer,
+    positions: PositionsOpt = DEFAULT.positions,
+    causal: CausalOpt = DEFAULT.causal,
+    weights: WeightsOpt = DEFAULT.weights,
+    dtype: DtypeOpt = DEFAULT.dtype,
+    show_values: ShowValuesOpt = False,
+    save_npz: SaveNpzOpt = None,
+    json_out: JsonOpt = False,
+    max_tokens: MaxTokensOpt = MAX_TOKENS,
+    html: HtmlOpt = None,
+    quiet: QuietOpt = False,
+    out: OutOpt = OUT_DIR,
+    plots: PlotsOpt = True,
+    fmt: FormatOpt = FORMAT,
+    dpi: DpiOpt = DPI,
+    query: QueryOpt = None,
+) -> None:
+    """Walk through multi-head attention on TEXT, step by step.
+
+    Tokenizes the text, embeds it, runs real multi-head attention and prints
+    every step with its formula, shape and cost, then where each head looks.
+
+    Example: [bold]mha explain "The animal didn't cross the street because it was too tired" --heads 4[/bold]
+    """
+    set_quiet(quiet)
+    body = resolve_text(text, file, sample)
+    config = config_from(ctx)
+    if save_npz is not None:
+        check_target(save_npz, "--save-npz")
+    if html is not None:
+        check_target(html, "--html")
+    check_distinct(("--file", file), ("--save-npz", save_npz), ("--html", html))
+    fmt, dpi = check_figure_options(plots, out, fmt, dpi)
+    check_size(body, config, json=json_out)  # refuse what would not fit before any array exists
+
+    trace = run_trace(body, config)
+    position = query_position(trace, query)
+    if json_out:
+        from mhacli.io.export import trace_json
+
+        write_stdout(trace_json(trace) + "\n")
+    else:
+        _walkthrough(trace, max_tokens, show_values, position, out if plots else None)
+    written = write_figures(trace, out, fmt, dpi, position, max_tokens) if plots else []
+    if save_npz is not None:
+        from mhacli.io.export import save_npz as write_npz
+
+        written.append(str(write_npz(trace, save_npz)))
+    written += _write_html(trace, html, html_max_tokens(ctx, max_tokens))
+    report_written(written, to_stderr=json_out)
+
+
+def show(
+    ctx: typer.Context,
+    trace_file: TraceArg,
+    max_tokens: MaxTokensOpt = MAX_TOKENS,
+    show_values: ShowValuesOpt = False,
+    html: HtmlOpt = None,
+    quiet: QuietOpt = False,
+    out: OutOpt = OUT_DIR,
+    plots: PlotsOpt = True,
+    fmt: FormatOpt = FORMAT,
+    dpi: DpiOpt = DPI,
+    query: QueryOpt = None,
+) -> None:
+    """Re-render the walkthrough and the figures from a saved .npz, without recomputing attention.
+
+    Example: [bold]mha explain "the cat sat on the mat" --save-npz cat.npz && mha show cat.npz --html cat.html[/bold]
+    """
+    set_quiet(quiet)
+    if html is not None:
+        check_target(html, "--html")
+    check_distinct(("the input .npz", trace_file), ("--html", html))  # never write over the input
+    fmt, dpi = check_figure_options(plots, out, fmt, dpi)
+    from mhacli.io.export import load_trace
+
+    trace = load_trace(trace_file)
+    position = query_position(trace, query)
+    _walkthrough(trace, max_tokens, show_values, position, out if plots else None)
+    written = write_figures(trace, out, fmt, dpi, position, max_tokens) if plots else []
+    written += _write_html(trace, html, html_max_tokens(ctx, max_tokens))
+    report_written(written)
+
+
+def compare(
+    ctx: typer.Context,
+    text: TextArg = None,
+    file: FileOpt = None,
+    sample: SampleOpt = None,
+    heads: HeadsOpt = DEFAULT.heads,
+    d_model: DModelOpt = DEFAULT.d_model,
+    seed: SeedOpt = DEFAULT.seed,
+    tokenizer: TokenizerOpt = DEFAULT.tokenizer,
+    positions: PositionsOpt = DEFAULT.positions,
+    causal: CausalOpt = DEFAULT.causal,
+    weights: WeightsOpt = DEFAULT.weights,
+    max_tokens: MaxTokensOpt = MAX_TOKENS,
+    json_out: NumbersJsonOpt = False,
+    quiet: QuietOpt = False,
+    out: OutOpt = OUT_DIR,
+    plots: PlotsOpt = True,
+    fmt: FormatOpt = FORMAT,
+    dpi: DpiOpt = DPI,
+) -> None:
+    """One magnifier against h: a single head of size d beside h heads of size d/h.
+
+    Same text, embedding, seed and weight matrices; prints how spread each head's
+    attention is (mean row entropy, in bits, against the uniform maximum) and how
+    different the heads are from each other (mean pairwise Jensen–Shannon
+    divergence; 0 for identical heads), and saves single-vs-multi.png.
+
+    Example: [bold]mha compare "the cat sat on the mat" --heads 4[/bold]
+    """
+    set_quiet(quiet)
+    body = resolve_text(text, file, sample)
+    config = config_from(ctx)
+    fmt, dpi = check_figure_options(plots, out, fmt, dpi)
+    check_size(body, config)  # compare's JSON is a few numbers, not the arrays: plan without it
+
+    from mhacli.core.compare import compare as measure
+
+    trace = run_trace(body, config)
+    single = single_head(trace)
+    comparison = measure(trace, single)
+    if json_out:
+        import json
+
+        written = write_compare(trace, single, out, fmt, dpi, max_tokens) if plots else []
+        write_stdout(json.dumps({**comparison.to_dict(), "files": written}, ensure_ascii=False) + "\n")
+    else:
+        from mhacli.render.grid import comparison_panel, head_grids
+
+        figures_at = str(out) if plots else None
+        print_all(comparison_panel(comparison), "",
+                  head_grids(single, width=console.width, max_tokens=max_tokens, figures_at=figures_at,
+                             title=f"One head of size d = {trace.d_model}", single=True), "",
+                  head_grids(trace, width=console.width, max_tokens=max_tokens, figures_at=figures_at,
+                             title=f"{trace.num_heads} heads of size d/h = {trace.d_k}"), "")
+        written = write_compare(trace, single, out, fmt, dpi, max_tokens) if plots else []
+    report_written(written, to_stderr=json_out)
+
+
+def verify(trace_file: TraceArg, quiet: QuietOpt = False) -> None:
+    """Recompute a saved .npz independently and print the largest difference of each array.
+
+    Uses a plain per-head loop, and PyTorch's multi_head_attention_forward when
+    PyTorch is installed. Exits with 1 if any difference exceeds the tolerance
+    (1e-9 for float64).
+
+    Example: [bold]mha verify cat.npz[/bold]
+    """
+    set_quiet(quiet)
+    from mhacli.core.errors import RunError
+    from mhacli.core.verify import verify as run_checks
+    from mhacli.io.export import load_trace
+    from mhacli.render.terminal import verify_table
+
+    trace = load_trace(trace_file)
+    checks = run_checks(trace)
+    print_all(verify_table(trace, checks))
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        # Count arrays, not checks: PyTorch, when installed, re-checks some arrays, and the
+        # message should read the same with or without it.
+        bad = sorted({c.array for c in failed})
+        total = len({c.array for c in checks})
+        raise RunError(f"{len(bad)} of {total} arrays differ by more than {failed[0].tolerance:g} "
+                       f"({', '.join(bad)}): the arrays in this file are not what its weights compute; "
+                       "it was changed after 'mha explain' wrote it.")

@@ -1,0 +1,153 @@
+"""Every option and argument of ``mha``, declared once and shared by the commands.
+
+Each alias carries its help, its help panel and a short metavar, so ``--heads``
+reads the same in every command's help.  Typer takes a default only after ``=``
+in the command's signature, so the model defaults are read from
+:class:`~mhacli.core.config.Config` (``heads: HeadsOpt = DEFAULT.heads``) and
+never restated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Annotated, Optional
+
+import typer
+
+from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
+
+#: Config's field defaults (``DEFAULT.heads`` is 4): the one place the model defaults come from.
+DEFAULT = SimpleNamespace(**{f.name: f.default for f in fields(Config)})
+#: Defaults of the options that are not model settings.
+OUT_DIR = Path("mha-output")
+MAX_TOKENS = 40
+FORMAT = "png"
+DPI = 150
+
+#: Flags take no value, so none is shown in --help (Typer would write "<bool>").
+FLAG = ""
+
+# Panels group the options in --help, so a long option list stays readable on a projector.
+INPUT, MODEL, OUTPUT, FIGURES, BENCH = "Input", "Model", "Output", "Figures", "Bench"
+
+# readable=False on paths: mhacli.io says what is wrong with a file, and how to fix it, in one line.
+
+# --- input ---------------------------------------------------------------------------------------
+TextArg = Annotated[Optional[str], typer.Argument(
+    help="The text to explain, in quotes; '-' reads standard input.", show_default=False)]
+FileOpt = Annotated[Optional[Path], typer.Option(
+    "--file", "-f", help="Read the text from a UTF-8 file.", show_default=False, readable=False,
+    metavar="PATH", rich_help_panel=INPUT)]
+SampleOpt = Annotated[Optional[str], typer.Option(
+    "--sample", help="Use one of the ready-made texts (see 'mha samples').", show_default=False,
+    metavar="TEXT", rich_help_panel=INPUT)]
+TokenizerOpt = Annotated[str, typer.Option(
+    "--tokenizer", "-t", help=f"How to split the text: {', '.join(TOKENIZERS)}.", metavar="TEXT",
+    rich_help_panel=INPUT)]
+TraceArg = Annotated[Path, typer.Argument(
+    help="An .npz file written by 'mha explain --save-npz'.", show_default=False, readable=False)]
+SampleNameArg = Annotated[Optional[str], typer.Argument(
+    help="Show this sample's text and tokens instead of the list.", show_default=False)]
+
+# --- model ---------------------------------------------------------------------------------------
+HeadsOpt = Annotated[int, typer.Option("--heads", "-H", help="Number of heads h.", metavar="N",
+                                       rich_help_panel=MODEL)]
+DModelOpt = Annotated[int, typer.Option("--d-model", "-d", help="Model width d (divisible by --heads).",
+                                        metavar="N", rich_help_panel=MODEL)]
+SeedOpt = Annotated[int, typer.Option("--seed", "-s", help="Seed for the embedding and the weights.",
+                                      metavar="N", rich_help_panel=MODEL)]
+PositionsOpt = Annotated[bool, typer.Option(
+    "--positions/--no-positions", metavar=FLAG, help="Add sinusoidal positional encoding to the embedding.",
+    rich_help_panel=MODEL)]
+CausalOpt = Annotated[bool, typer.Option(
+    "--causal/--no-causal", metavar=FLAG,
+    help="Let each token attend only to itself and earlier tokens.", rich_help_panel=MODEL)]
+WeightsOpt = Annotated[str, typer.Option(
+    "--weights", "-w", metavar="TEXT", rich_help_panel=MODEL,
+    help=f"Weights: {', '.join(WEIGHT_KINDS)} (designed = heads built by hand to follow named rules).")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help=f"Float type of the core: {', '.join(DTYPES)}.",
+                                       metavar="TEXT", rich_help_panel=MODEL)]
+TokensOpt = Annotated[int, typer.Option("--tokens", "-n", help="Number of tokens N (no text needed).",
+                                        metavar="N")]
+
+# --- output --------------------------------------------------------------------------------------
+ShowValuesOpt = Annotated[bool, typer.Option(
+    "--show-values", metavar=FLAG,
+    help="Print the actual matrices (rounded) for short inputs.", rich_help_panel=OUTPUT)]
+SaveNpzOpt = Annotated[Optional[Path], typer.Option(
+    "--save-npz", help="Save every array of the run to this .npz file.", show_default=False, readable=False,
+    metavar="PATH", rich_help_panel=OUTPUT)]
+JsonOpt = Annotated[bool, typer.Option(
+    "--json", metavar=FLAG, rich_help_panel=OUTPUT,
+    help="Print one JSON document (config, steps, arrays) on stdout and nothing else there; "
+    "the figures are still saved unless --no-plots, and the files written are listed on stderr.")]
+NumbersJsonOpt = Annotated[bool, typer.Option(
+    "--json", metavar=FLAG,
+    help="Print the measured numbers as one JSON document and nothing else.", rich_help_panel=OUTPUT)]
+HtmlOpt = Annotated[Optional[Path], typer.Option(
+    "--html", show_default=False, readable=False, metavar="PATH", rich_help_panel=OUTPUT,
+    help="Also write one self-contained interactive page (opens offline in any browser; "
+    "up to 200 tokens, or --max-tokens when given).")]
+MaxTokensOpt = Annotated[int, typer.Option(
+    "--max-tokens", min=1, metavar="N", rich_help_panel=OUTPUT,
+    help="Show at most this many tokens in tables and figures (long texts are windowed).")]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", metavar=FLAG, rich_help_panel=OUTPUT,
+    help="Print nothing but errors (and the --json document): no walkthrough, tables, notes or file list; "
+    "files are still written.")]
+MarkdownOpt = Annotated[bool, typer.Option(
+    "--markdown", metavar=FLAG,
+    help="Print the tables as Markdown, to paste into slides or notes.", rich_help_panel=OUTPUT)]
+
+# --- figures -------------------------------------------------------------------------------------
+OutOpt = Annotated[Path, typer.Option(
+    "--out", "-o", readable=False, metavar="PATH", rich_help_panel=FIGURES,
+    help="Folder for the figures (created if missing); only the tool's own file names are written there.")]
+LessonOutOpt = Annotated[Optional[Path], typer.Option(
+    "--out", "-o", show_default=False, readable=False, metavar="PATH", rich_help_panel=FIGURES,
+    help="Also save the figures (a heat map per head, all heads, the magnifiers) into this folder "
+    "after the lesson; nothing is written without it.")]
+PlotsOpt = Annotated[bool, typer.Option(
+    "--plots/--no-plots", metavar=FLAG, help="Save the figures (heatmap per head, all heads, magnifiers) into --out.",
+    rich_help_panel=FIGURES)]
+FormatOpt = Annotated[str, typer.Option("--format", help="Figure format: png, svg or pdf.", metavar="TEXT",
+                                        rich_help_panel=FIGURES)]
+DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of png figures, in dots per inch (30 to 600).",
+                                     metavar="N", rich_help_panel=FIGURES)]
+QueryOpt = Annotated[Optional[str], typer.Option(
+    "--query", "-q", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
+    help="Shade the magnifier picture by what this token looks at: a 0-based position or the token's text "
+    "(default: averaged over all queries).")]
+
+# --- classroom -----------------------------------------------------------------------------------
+LessonQueryOpt = Annotated[Optional[str], typer.Option(
+    "--query", "-q", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
+    help="The token the lesson zooms in on: a 0-based position or the token's text "
+    "(default: the second copy of the first repeated word, else the last word).")]
+PauseOpt = Annotated[bool, typer.Option(
+    "--pause/--no-pause", metavar=FLAG, help="Wait for Enter between steps (only when standard input is a terminal).")]
+StepOpt = Annotated[int, typer.Option("--step", help="Start the lesson at this step (1 = the beginning).",
+                                      metavar="N")]
+QuestionsOpt = Annotated[int, typer.Option("--questions", help="How many questions to ask (1 to 20).", metavar="N")]
+AnswersOpt = Annotated[bool, typer.Option("--answers", metavar=FLAG, help="Print the answers under the questions.")]
+
+# --- bench ---------------------------------------------------------------------------------------
+BenchMaxTokensOpt = Annotated[int, typer.Option(
+    "--max-tokens", metavar="N", rich_help_panel=BENCH,
+    help="Largest N to time: 16, 32, … up to this (4096 is the size of the performance goals).")]
+RepeatsOpt = Annotated[int, typer.Option(
+    "--repeats", "-r", metavar="N", rich_help_panel=BENCH,
+    help="Timed runs of each contender per N, after one warm-up; the median is shown.")]
+BlockedOpt = Annotated[bool, typer.Option(
+    "--blocked", metavar=FLAG, rich_help_panel=BENCH,
+    help="Time the outputs alone, the weights made a block of rows at a time: memory grows with N instead "
+    "of N², so --max-tokens can go far higher.")]
+PlotOpt = Annotated[bool, typer.Option(
+    "--plot", metavar=FLAG, rich_help_panel=FIGURES,
+    help="Also save bench.png into --out: time against N on log-log axes, the N² part marked.")]
+StartupOpt = Annotated[bool, typer.Option(
+    "--startup", metavar=FLAG, rich_help_panel=BENCH,
+    help="Time instead how long 'mha --help' and 'mha explain' (with and without figures) take to start, "
+    "beside importing numpy, matplotlib, rich and typer.")]

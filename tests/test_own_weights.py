@@ -118,3 +118,30 @@ def test_pytorch_module_with_biases_matches_to_1e9(tmp_path, causal):
         assert np.max(np.abs(out[0].detach().numpy() - t.output)) < 1e-9
         assert np.max(np.abs(w[0].detach().numpy() - t.weights)) < 1e-9
         assert all(c.ok for c in verify(t)) and any(c.reference == "PyTorch" for c in verify(t))
+
+
+@pytest.mark.parametrize("causal", [[], ["--causal"]])
+def test_explain_with_a_weights_file_from_the_command_line(tmp_path, causal):
+    from typer.testing import CliRunner
+
+    from mhacli.cli import app
+    from mhacli.io.export import load_trace
+
+    sd = state_dict(8, 4)
+    np.savez(tmp_path / "mine.npz", **sd)
+    r = CliRunner().invoke(app, ["explain", TEXT, "--weights", str(tmp_path / "mine.npz"), "--heads", "2",
+                                 "--no-plots", "--save-npz", str(tmp_path / "run.npz"), *causal])
+    assert r.exit_code == 0, r.output
+    assert "X W_q^i + b_q^i" in r.output and "d = 8" in r.output
+    expected = mhacli.run(TEXT, weights=sd, heads=2, causal=bool(causal))
+    saved = load_trace(tmp_path / "run.npz")
+    assert np.array_equal(saved.output, expected.output) and np.array_equal(saved.weights, expected.weights)
+
+
+def test_an_unknown_weights_name_is_one_line():
+    from typer.testing import CliRunner
+
+    from mhacli.cli import app
+
+    r = CliRunner().invoke(app, ["explain", "a b", "--weights", "bogus"])
+    assert r.exit_code == 2 and "unknown weights 'bogus'" in r.output and "Traceback" not in r.output

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from mhacli.cli.output import notes, spinner
-from mhacli.core.config import Config
+from mhacli.core.config import WEIGHT_KINDS, Config
 
 if TYPE_CHECKING:
     from mhacli.core.trace import Trace
@@ -21,20 +21,39 @@ if TYPE_CHECKING:
 _CONFIG_FIELDS = frozenset(f.name for f in fields(Config))
 
 
+_OWN_WEIGHTS = "mhacli.own_weights"  # where config_from keeps weights read from a file, for run_trace
+
+
 def config_from(ctx: typer.Context) -> Config:
     """The run's Config, built in this one place: the command's options named like Config's fields.
 
     A field the command has no option for keeps Config's default (``mha quiz``
-    has no --tokenizer: it is always "word").
+    has no --tokenizer: it is always "word").  ``--weights FILE`` is read here,
+    once: the run then takes d from the file unless --d-model was given.
     """
-    return Config(**{name: value for name, value in ctx.params.items() if name in _CONFIG_FIELDS})
+    params = {name: value for name, value in ctx.params.items() if name in _CONFIG_FIELDS}
+    given = params.get("weights")
+    if isinstance(given, str) and given not in WEIGHT_KINDS:
+        from mhacli.io.weights import resolve_weights
+
+        own = resolve_weights(given)
+        ctx.meta[_OWN_WEIGHTS] = own
+        params["weights"] = "pytorch"
+        source = ctx.get_parameter_source("d_model")
+        if source is None or source.name == "DEFAULT":
+            params["d_model"] = own.d_model
+    return Config(**params)
 
 
-def run_trace(body: str, config: Config) -> Trace:
-    """The core's run of ``body`` under ``config``."""
+def run_trace(body: str, config: Config, ctx: typer.Context | None = None) -> Trace:
+    """The core's run of ``body`` under ``config`` (with the weights file config_from read, if any)."""
     from mhacli.core.trace import run
 
-    return run(body, **asdict(config))
+    options = asdict(config)
+    own = ctx.meta.get(_OWN_WEIGHTS) if ctx is not None else None
+    if own is not None:
+        options["weights"] = own
+    return run(body, **options)
 
 
 def check_size(body: str, config: Config, json: bool = False) -> None:

@@ -66,7 +66,8 @@ CausalOpt = Annotated[bool, typer.Option(
     help="Let each token attend only to itself and earlier tokens.", rich_help_panel=MODEL)]
 WeightsOpt = Annotated[str, typer.Option(
     "--weights", "-w", metavar="TEXT", rich_help_panel=MODEL,
-    help=f"Weights: {', '.join(WEIGHT_KINDS)} (designed = heads built by hand to follow named rules).")]
+    help=f"Weights: {', '.join(WEIGHT_KINDS)} (designed = heads built by hand to follow named rules), or "
+         "the path of your own nn.MultiheadAttention weights (.npz or .pt; d is read from the file).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help=f"Float type of the core: {', '.join(DTYPES)}.",
                                        metavar="TEXT", rich_help_panel=MODEL)]
 TokensOpt = Annotated[int, typer.Option("--tokens", "-n", help="Number of tokens N (no text needed).",

@@ -70,6 +70,18 @@ def read_state(path: Path) -> dict[str, Any]:
     return _read_npz(path)
 
 
+def resolve_weights(value: str) -> AttentionWeights:
+    """``--weights VALUE`` that is not a built-in kind: the path of a weights file, or a clear refusal."""
+    from mhacli.core.config import WEIGHT_KINDS
+    from mhacli.core.messages import shown
+
+    path = Path(value)
+    if not path.exists() and path.suffix.lower() not in (".npz", ".pt", ".pth"):
+        raise UsageError(f"unknown weights {shown(value)}; choose one of: {', '.join(WEIGHT_KINDS)}, "
+                         "or give the path of a weights file (.npz or .pt).")
+    return load_weights(path)
+
+
 def load_weights(path: Path) -> AttentionWeights:
     """Your nn.MultiheadAttention's weights from an npz or .pt file, checked."""
     return from_state_dict(read_state(path))

@@ -89,7 +89,7 @@ def demo(
 
     from mhacli.render.demo import lesson, next_steps, present
 
-    trace = run_trace(body, config)
+    trace = run_trace(body, config, ctx)
     intro = ""
     if sample is not None:
         from mhacli.io.samples import load_sample
@@ -139,7 +139,7 @@ def quiz(
     from mhacli.core.quiz import make_quiz
     from mhacli.render.demo import quiz_view
 
-    trace = run_trace(body, config)
+    trace = run_trace(body, config, ctx)
     asked = make_quiz(trace, seed, questions)
     source = source_args(text, file, sample)
     title = (f"{len(asked)} questions about {source}: N = {trace.n_tokens} tokens, d = {d_model}, "

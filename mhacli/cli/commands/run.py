@@ -85,7 +85,7 @@ def explain(
     fmt, dpi = check_figure_options(plots, out, fmt, dpi)
     check_size(body, config, json=json_out)  # refuse what would not fit before any array exists
 
-    trace = run_trace(body, config)
+    trace = run_trace(body, config, ctx)
     position = query_position(trace, query)
     if json_out:
         from mhacli.io.export import trace_json
@@ -171,7 +171,7 @@ def compare(
 
     from mhacli.core.compare import compare as measure
 
-    trace = run_trace(body, config)
+    trace = run_trace(body, config, ctx)
     single = single_head(trace)
     comparison = measure(trace, single)
     if json_out:

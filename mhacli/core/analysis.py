@@ -251,6 +251,11 @@ class ReadBack:
         return float(self.head_weights[:, self.counted].mean()) if self.rows else 0.0
 
     @property
+    def mean_heads_mass(self) -> float:
+        """Mean over counted rows of Σ over heads of their top weight (at most h)."""
+        return self._mean(self.heads_mass)
+
+    @property
     def mean_single_weight(self) -> float:
         """Mean over counted rows of the single head's top weight."""
         return self._mean(self.single_weights)
@@ -263,7 +268,8 @@ class ReadBack:
     def to_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "rows_with_several": self.rows_with_several,
                 "mean_distinct": self.mean_distinct, "mean_head_weight": self.mean_head_weight,
-                "mean_single_weight": self.mean_single_weight, "mean_single_mass": self.mean_single_mass,
+                "mean_heads_mass": self.mean_heads_mass, "mean_single_weight": self.mean_single_weight,
+                "mean_single_mass": self.mean_single_mass,
                 "head_keys": self.head_keys.tolist(), "single_keys": self.single_keys.tolist()}
 
 

@@ -240,3 +240,42 @@ def test_escape_sequences_in_a_trace_file_name_or_its_tokens_never_reach_the_out
     r = runner.invoke(app, ["show", str(tampered), *NO_PLOTS, "--show-values"])
     assert r.exit_code == 0, r.output
     assert not _has_control(r.stdout) and "\\x1b" in r.stdout
+
+
+# Extended grapheme clusters (UAX #29) for scripts where a cluster is more than a letter and its marks;
+# the expected cuts are the `regex` package's \X on the same strings (Unicode 16), written out.
+@pytest.mark.parametrize("text,clusters", [
+    ("नमस्ते", ["न", "म", "स्ते"]),  # virama + consonant: one conjunct (GB9c)
+    ("क्षत्रिय", ["क्ष", "त्रि", "य"]),
+    ("स्त्री", ["स्त्री"]),
+    ("कि", ["कि"]),  # a vowel sign (Mc) stays with its consonant
+    ("กำลัง", ["กำ", "ลั", "ง"]),  # Thai SARA AM is a spacing mark though its category is Lo
+    ("น้ำ", ["น้ำ"]),
+    ("ภาษาไทย", ["ภ", "า", "ษ", "า", "ไ", "ท", "ย"]),  # Thai leading vowels are not prepended
+    ("\u1100\u1161\u11a8", ["\u1100\u1161\u11a8"]),  # conjoining jamo make one syllable
+    ("ক্ষমা", ["ক্ষ", "মা"]),
+    ("த்த", ["த்", "த"]),  # Tamil's virama does not link (no InCB=Linker)
+])
+def test_char_tokens_are_extended_grapheme_clusters(text, clusters):
+    assert graphemes(text) == clusters
+    assert tokenize(text, "char") == [unicodedata.normalize("NFC", c) for c in clusters]  # tokenize cleans to NFC
+
+
+@pytest.mark.parametrize("text,tokens", [
+    ("The animal didn't cross", ["The", "animal", "didn't", "cross"]),
+    ("the cat's bowl", ["the", "cat's", "bowl"]),
+    ("l’eau and O'Brien", ["l’eau", "and", "O'Brien"]),
+    ("the dogs' bowl", ["the", "dogs", "'", "bowl"]),  # at a word's edge the apostrophe stands alone
+    ("'quoted'", ["'", "quoted", "'"]),
+])
+def test_contractions_and_possessives_stay_one_readable_token(text, tokens):
+    assert tokenize(text) == tokens
+
+
+def test_the_readme_sentence_has_no_token_t(runner):
+    result = runner.invoke(app, ["explain", "The animal didn't cross the street because it was too tired",
+                                 "--json", *NO_PLOTS])
+    import json
+
+    tokens = json.loads(result.output)["tokens"]
+    assert "didn't" in tokens and "t" not in tokens and "'" not in tokens

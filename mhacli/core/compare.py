@@ -1,6 +1,10 @@
-"""One magnifier against h: the two numbers behind ``mha compare``.
+"""One magnifier against h: the numbers behind ``mha compare``.
 
-Both read attention weights only (never recompute attention):
+Capacity first: for each token, what each of the h heads brings back against
+what the single head brings back (:class:`~mhacli.core.analysis.ReadBack`,
+worded by :func:`mhacli.core.narrate.compare_conclusion`).  Then two more numbers,
+
+both read from attention weights only (never recomputing attention):
 
 * how spread each head's attention is — the mean over queries of the row
   entropy in bits, against the uniform maximum (every visible key equal);
@@ -16,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mhacli.core.analysis import focus, max_row_entropy, mean_pairwise_js, row_entropy
+from mhacli.core.analysis import ReadBack, analyse, focus, max_row_entropy, mean_pairwise_js, row_entropy
 
 if TYPE_CHECKING:
     from mhacli.core.trace import Trace
@@ -31,7 +35,7 @@ class Spread:
     d_k: int  # the head's width: d for the single head, d/h for each of h heads
     mean_entropy: float  # bits, mean over queries
     max_entropy: float  # bits, mean over queries of log2(visible keys)
-    top_key: int  # the key that receives the most attention, summed over queries
+    top_key: int  # deprecated (column sum): the key that receives the most attention, summed over queries
 
     @property
     def focus(self) -> float:
@@ -54,6 +58,7 @@ class Comparison:
     single: Spread
     heads: tuple[Spread, ...]
     mean_pairwise_js: float  # bits; 0 for identical heads (and for h = 1)
+    readback: ReadBack | None = None  # per token: what the h heads bring back against the single head
 
     @property
     def mean_head_entropy(self) -> float:
@@ -70,6 +75,7 @@ class Comparison:
             "per_head": [s.to_dict() for s in self.heads],
             "mean_head_entropy_bits": self.mean_head_entropy,
             "mean_pairwise_js_bits": self.mean_pairwise_js,
+            "readback": None if self.readback is None else self.readback.to_dict(),
         }
 
 
@@ -96,7 +102,8 @@ def single_head(trace: Trace) -> Trace:
     parts = multi_head_attention(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1, trace.config.causal)
     return Trace(config=replace(trace.config, heads=1), tokens=trace.tokens, token_ids=trace.token_ids,
                  X=trace.X, W_q=trace.W_q, W_k=trace.W_k, W_v=trace.W_v, W_o=trace.W_o,
-                 embeddings=trace.embeddings, positions=trace.positions, source=trace.source, **parts)
+                 embeddings=trace.embeddings, positions=trace.positions, source=trace.source,
+                 **parts)  # type: ignore[arg-type]  # the step arrays by name, as run_tokens passes them
 
 
 def compare(trace: Trace, single: Trace) -> Comparison:
@@ -115,4 +122,5 @@ def compare(trace: Trace, single: Trace) -> Comparison:
         heads=tuple(spread(weights[i], causal, f"head {i + 1}", i, trace.d_k)
                     for i in range(trace.num_heads)),
         mean_pairwise_js=mean_pairwise_js(weights),
+        readback=analyse(trace, single).readback,
     )

@@ -1,5 +1,11 @@
 """Split text into tokens: ``word``, ``char`` or ``whitespace``; Unicode-aware.
 
+``word`` tokens are runs of letters and digits; each other visible character
+stands alone, except an apostrophe between two letters, which stays inside
+its word: ``didn't``, ``cat's`` and ``O'Brien`` are one token each (not
+``didn`` ``'`` ``t``), so a contraction or a possessive reads as written.
+An apostrophe at a word's edge (``dogs'``, ``'tis``, quotes) stands alone.
+
 Pure Python. The text is first cleaned (NFC, control and invisible format
 characters dropped) so that nothing from the input can reach a terminal as an
 escape sequence or reorder it with bidi controls, then cut into grapheme
@@ -9,6 +15,7 @@ combining accent stays one unit.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from mhacli.core.errors import UsageError
@@ -22,6 +29,9 @@ MAX_MARKS_SHOWN = 3  # combining marks drawn per character in a label ("Zalgo" t
 # Letters and symbols that draw nothing: fillers used to make "invisible" names.
 # They separate words like spaces; as tokens they would be blank cells.
 _BLANK = {"\u115f", "\u1160", "\u3164", "\uffa0", "\u2800", "\u180e"}
+# An apostrophe between two letters joins them into one word token (didn't, cat's, O'Brien):
+# the ASCII one and the typographic one (U+2019).  U+02BC is a letter already.
+APOSTROPHES = {"'", "\u2019"}
 # Zero-width space marks a word break (Thai, Khmer, web text): a separator, not a letter.
 _ZERO_WIDTH_BREAKS = {"\u200b"}
 
@@ -65,8 +75,56 @@ def clean(text: str) -> str:
     return "".join(out)
 
 
+# Letters that attach to the letter before them like a mark (Grapheme_Cluster_Break=SpacingMark
+# although their category is Lo): Thai SARA AM and Lao AM.
+_SPACING_LETTERS = {"\u0e33", "\u0eb3"}
+# Viramas that link two consonants into one conjunct (Indic_Conjunct_Break=Linker, UAX #29 GB9c):
+# Devanagari, Bengali, Gujarati, Oriya, Telugu, Malayalam.
+_LINKERS = {"\u094d", "\u09cd", "\u0acd", "\u0b4d", "\u0c4d", "\u0d4d"}
+_LINKER_BLOCKS = ((0x0900, 0x097F), (0x0980, 0x09FF), (0x0A80, 0x0AFF), (0x0B00, 0x0B7F), (0x0C00, 0x0C7F),
+                  (0x0D00, 0x0D7F))
+# Independent vowels and other letters of those scripts that are not consonants, by the word after LETTER.
+_NOT_CONSONANT = re.compile(r"(?:VOCALIC|SHORT|CANDRA|A|AA|I|II|U|UU|E|EE|AI|O|OO|AU|OE|OOE|AW|UE|UUE|"
+                            r"KHANDA TA|VEDIC ANUSVARA|NAKAARA POLLU|DOT REPH|ARCHAIC)\b|CHILLU")
+
+
+def _is_consonant(ch: str) -> bool:
+    """A consonant of a script whose virama makes conjuncts (Indic_Conjunct_Break=Consonant, approximately)."""
+    cp = ord(ch)
+    if not any(lo <= cp <= hi for lo, hi in _LINKER_BLOCKS) or unicodedata.category(ch) != "Lo":
+        return False
+    name = unicodedata.name(ch, "")
+    _, _, letter = name.partition(" LETTER ")
+    return bool(letter) and not _NOT_CONSONANT.match(letter)
+
+
+def _jamo(ch: str) -> str:
+    """The Hangul syllable part of ``ch``: L, V, T, LV, LVT, or '' (UAX #29's Hangul_Syllable_Type)."""
+    cp = ord(ch)
+    if 0x1100 <= cp <= 0x115F or 0xA960 <= cp <= 0xA97C:
+        return "L"
+    if 0x1160 <= cp <= 0x11A7 or 0xD7B0 <= cp <= 0xD7C6:
+        return "V"
+    if 0x11A8 <= cp <= 0x11FF or 0xD7CB <= cp <= 0xD7FB:
+        return "T"
+    if 0xAC00 <= cp <= 0xD7A3:
+        return "LV" if (cp - 0xAC00) % 28 == 0 else "LVT"
+    return ""
+
+
+_JAMO_NEXT = {"L": {"L", "V", "LV", "LVT"}, "V": {"V", "T"}, "LV": {"V", "T"}, "T": {"T"}, "LVT": {"T"}}
+
+
 def graphemes(text: str) -> list[str]:
-    """Cut text into user-perceived characters (a practical subset of UAX #29)."""
+    """Cut text into user-perceived characters: UAX #29's extended grapheme clusters, in pure Python.
+
+    Covers marks, emoji sequences (modifiers, ZWJ, flags, tags), Hangul jamo,
+    spacing letters (Thai and Lao AM) and Indic conjuncts (consonant + virama +
+    consonant, GB9c), so ``--tokenizer char`` splits Devanagari and Thai where
+    a reader would.  Measured against the ``regex`` package's ``\\X`` (tests/
+    test_unicode.py): the same clusters on those scripts, without a compiled
+    dependency in the core (which stays numpy + standard library).
+    """
     clusters: list[str] = []
     i, n = 0, len(text)
     while i < n:
@@ -79,9 +137,23 @@ def graphemes(text: str) -> list[str]:
             continue
         if _is_regional(ch) and i < n and _is_regional(text[i]):
             i += 1  # a flag is a pair of regional indicators
+        jamo = _jamo(ch)
+        while jamo and i < n and _jamo(text[i]) in _JAMO_NEXT[jamo]:
+            jamo = _jamo(text[i])  # conjoining jamo make one Hangul syllable (UAX #29 GB6-GB8)
+            i += 1
+        conjunct = _is_consonant(ch)  # the cluster starts with a consonant that a virama can link
+        linked = False  # ... and a virama has come since its last consonant
         while i < n:
             nxt = text[i]
-            if unicodedata.category(nxt) in ("Mn", "Mc", "Me") or _is_modifier(nxt) or _is_tag(nxt):
+            if unicodedata.category(nxt) in ("Mn", "Mc", "Me") or nxt in _SPACING_LETTERS or _is_modifier(nxt) \
+                    or _is_tag(nxt):
+                # A spacing mark (a vowel sign such as ि) ends the chain a virama could link through.
+                spacing = unicodedata.category(nxt) == "Mc" or nxt in _SPACING_LETTERS
+                conjunct = conjunct and not spacing
+                linked = conjunct and (linked or nxt in _LINKERS)
+                i += 1
+            elif linked and _is_consonant(nxt):
+                linked = False  # virama + consonant: one conjunct, one cluster (UAX #29 GB9c)
                 i += 1
             elif nxt in (ZWJ, ZWNJ):
                 i += 1
@@ -91,6 +163,10 @@ def graphemes(text: str) -> list[str]:
                 break
         clusters.append(text[start:i])
     return clusters
+
+
+def _is_letter(cluster: str) -> bool:
+    return unicodedata.category(cluster[0])[0] == "L" and not _is_ideographic(cluster[0])
 
 
 def _is_wordish(cluster: str) -> bool:
@@ -121,8 +197,11 @@ def tokenize(text: str, tokenizer: str = "word") -> list[str]:
         raise UsageError(f"unknown tokenizer {tokenizer!r}; choose one of: word, char, whitespace.")
     tokens: list[str] = []
     word: list[str] = []
-    for cluster in graphemes(text):
-        if _is_wordish(cluster):
+    clusters = graphemes(text)
+    for i, cluster in enumerate(clusters):
+        if _is_wordish(cluster) or (cluster in APOSTROPHES and word and i + 1 < len(clusters)
+                                    and _is_letter(clusters[i + 1])):
+            # An apostrophe between letters stays inside the word: didn't, cat's, O'Brien, l'eau.
             word.append(cluster)
             continue
         if word:

@@ -1,0 +1,208 @@
+"""The sentences the tool says about a run, each computed from that run's :class:`~mhacli.core.analysis.Analysis`.
+
+Pure functions returning plain strings (no Rich markup): the renderers place
+them.  Every number in a sentence is one of the analysis's measures, and
+every comparison ("more", "agree", "different") is decided from them, so a
+test can parse each sentence back and check it (``tests/test_narrate.py``).
+
+Wording depends on what made the weights:
+
+* ``random`` — patterns are accidents of the seed; the sentences say so and
+  never call a pattern a finding.
+* ``designed`` — each head was built to follow a rule; the sentences check the
+  rule against what the head did.
+* ``trained`` (or any other kind) — each head follows what it learned; the
+  sentences name the relation it follows, measured, not assumed.
+
+``hide_rules=True`` gives the variant for the "name what each head does"
+activity: no rule or relation name appears, only positions and numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, HeadAnalysis
+from mhacli.core.tokenize import label
+
+RANDOM, DESIGNED, TRAINED = "random", "designed", "trained"
+RANDOM_LABEL = "random weights: these patterns mean nothing yet"
+
+
+def kind_of(analysis: Analysis) -> str:
+    """random, designed or trained: how the narration treats the run's weights."""
+    if analysis.kind in (RANDOM, DESIGNED):
+        return analysis.kind
+    return TRAINED
+
+
+_PLURAL = {"query": "queries"}
+
+
+def _count(n: int, word: str) -> str:
+    """'1 row', '6 rows', '2 queries'."""
+    return f"{n:,} " + (word if n == 1 else _PLURAL.get(word, word + "s"))
+
+
+def _heads(heads: Sequence[int]) -> str:
+    """'head 2', 'heads 2 and 3', 'heads 1, 2 and 4' (1-based in the text)."""
+    names = [str(i + 1) for i in heads]
+    if len(names) == 1:
+        return f"head {names[0]}"
+    return "heads " + ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+def relation_name(s: HeadAnalysis, tokens: Sequence[str]) -> str:
+    """The head's pattern in words: 'previous token', 'the token “dog” (position 1)', 'no single relation'."""
+    if s.pattern == NONE:
+        return "no single relation"
+    if s.pattern == FIXED and s.pattern_key is not None:
+        return f"the token “{label(tokens[s.pattern_key], 16)}” (position {s.pattern_key})"
+    if s.pattern == COPY:
+        return "an earlier copy of its own word"
+    return s.pattern
+
+
+def pattern_phrase(s: HeadAnalysis, tokens: Sequence[str]) -> str:
+    """'previous token on 10 of 10 rows', or for no pattern 'no single relation (closest: itself on 3 of 11 rows)'."""
+    if s.pattern != NONE:
+        return f"{relation_name(s, tokens)} on {s.pattern_rows} of {_count(s.pattern_of, 'row')}"
+    if s.best.name == NONE or s.best.rows == 0:
+        return "no single relation"
+    closest = replace(s, pattern=s.best.name, pattern_key=s.best.key)
+    return (f"no single relation (closest: {relation_name(closest, tokens)} on {s.best.rows} of "
+            f"{_count(s.best.of, 'row')})")
+
+
+def weights_label(kind: str, rules: Sequence[str] | None = None, hide_rules: bool = False) -> str:
+    """The honest label for a figure or the page: which weights made it, and what that means."""
+    if kind == RANDOM:
+        return RANDOM_LABEL
+    if kind == DESIGNED:
+        if hide_rules or not rules:
+            return "designed weights: each head follows a rule built by hand (rules hidden: name them)"
+        return "designed weights: " + "; ".join(f"head {i + 1}, {r}" for i, r in enumerate(rules))
+    if hide_rules:
+        return "trained weights: each head learned a relation (hidden: name them)"
+    return "trained weights: each head's relation is measured from its weights"
+
+
+def head_caption(analysis: Analysis, i: int, hide_rules: bool = False) -> str:
+    """One line under head ``i`` (0-based): what its per-query argmax follows, in the run's words.
+
+    ``head 2: previous token on 10 of 10 rows`` (designed, trained);
+    ``head 2: previous token on 4 of 10 rows (random weights: this means nothing yet)``;
+    hidden: ``head 2: its top key takes 97 % of a row on average; sharp``.
+    """
+    s = analysis.heads[i]
+    kind = kind_of(analysis)
+    head = f"head {i + 1}"
+    if hide_rules:
+        return f"{head}: its top key takes {_pct(s.mean_top_weight)} of a row on average; {s.describe()}"
+    what = pattern_phrase(s, analysis.tokens)
+    if kind == RANDOM:
+        return f"{head}: {what} (random weights: this means nothing yet)"
+    if kind == DESIGNED and analysis.rules and i < len(analysis.rules):
+        return f"{head} (rule: {analysis.rules[i]}): {what}"
+    return f"{head}: {what}"
+
+
+def most_alike(analysis: Analysis) -> tuple[int, int] | None:
+    """The pair of heads that agree on the most queries (None with one head)."""
+    pairs = analysis.pairs()
+    return pairs[0] if pairs else None
+
+
+def agreement_sentence(analysis: Analysis) -> str:
+    """How much the most alike pair of heads agrees: 'heads 2 and 3 agree on 5 of 6 queries'."""
+    pair = most_alike(analysis)
+    total = analysis.counted_rows
+    if pair is None:
+        return "one head: nothing to agree with"
+    rows = int(analysis.agreement_rows[pair])
+    if rows == 0:
+        return f"no two heads pick the same top key on any of the {_count(total, 'query')}"
+    return f"{_heads(pair)} agree on {rows} of {_count(total, 'query')}"
+
+
+def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
+    """The demo's last words about the heads: how many patterns, and which heads look at the same places."""
+    h = analysis.num_heads
+    kind = kind_of(analysis)
+    patterns = analysis.patterns()
+    unnamed = [s.head for s in analysis.heads if s.pattern == NONE]
+    agree = agreement_sentence(analysis)
+    pair = most_alike(analysis)
+    half = pair is not None and 2 * int(analysis.agreement_rows[pair]) > analysis.counted_rows
+    found = {0: "no named pattern", 1: "1 named pattern"}.get(len(patterns), f"{len(patterns)} different patterns")
+    names = ", ".join(relation_name(s, analysis.tokens) for s in _first_with_each(analysis))
+    parts = [f"{_count(h, 'head')}, {found}" + (f" ({names})" if names and not hide_rules else "")]
+    if unnamed:
+        parts.append(f"{_heads(unnamed)} follow{'s' if len(unnamed) == 1 else ''} no single relation")
+    text = "; ".join(parts) + f"; {agree}"
+    if kind == RANDOM:
+        if half:
+            return text + ": with random weights heads often share a popular token."
+        return text + ": with random weights these patterns are accidents of the seed, not findings."
+    if h == 1:
+        return text + "."
+    if len(patterns) == h:
+        return text + ": every head brings back something different."
+    if half:
+        return text + ": those heads look at the same places on most queries."
+    return text + "."
+
+
+def _first_with_each(analysis: Analysis) -> list[HeadAnalysis]:
+    """The first head with each distinct named pattern, in head order."""
+    seen: set[tuple[str, int | None]] = set()
+    out = []
+    for s in analysis.heads:
+        key = (s.pattern, s.pattern_key)
+        if s.pattern != NONE and key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
+
+
+def compare_conclusion(analysis: Analysis) -> str:
+    """``mha compare``'s last words: capacity (how many places come back per token), not sharpness.
+
+    Needs ``analysis.readback`` (:func:`~mhacli.core.analysis.analyse` with ``single``).
+    """
+    back = analysis.readback
+    if back is None:
+        raise ValueError("compare_conclusion needs an analysis made with the single head (analyse(trace, single))")
+    h, rows = analysis.num_heads, back.rows
+    if rows == 0:
+        return "With one token there is nothing to choose between: every head and the single head look at it."
+    several = back.rows_with_several
+    text = (f"On {several} of {_count(rows, 'token')} the {_count(h, 'head')} bring back 2 or more different "
+            f"tokens ({back.mean_distinct:.1f} on average). Each head gives its own top token "
+            f"{_pct(back.mean_head_weight)} of its row, so together the heads bring back "
+            f"{back.mean_heads_mass:.2f} rows' worth of weight (at most {h}); the single head has one row to "
+            f"share among those tokens and gives them {back.mean_single_mass:.2f} of it (at most 1).")
+    if h == 1:
+        return ("With 1 head, the 'heads' and the single head are the same magnifier: "
+                f"its top key takes {_pct(back.mean_head_weight)} of a row on average.")
+    if kind_of(analysis) == RANDOM:
+        return text + (" With random weights which tokens come back is an accident of the seed; "
+                       f"what holds for any weights is that {h} heads return {h} blends per token and one head one.")
+    return text + f" {h} heads can bring back {h} different things per token; one softmax row has to share its 100 %."
+
+
+def window_sentence(analysis: Analysis) -> str | None:
+    """For a windowed view: how much attention falls outside it (None when the view is not windowed)."""
+    if analysis.window is None:
+        return None
+    start, stop = analysis.window
+    outside = [s.outside_window or 0.0 for s in analysis.heads]
+    worst = max(range(len(outside)), key=lambda i: outside[i])
+    mean = sum(outside) / len(outside)
+    return (f"Showing tokens {start}–{stop - 1} of {len(analysis.tokens)}: on average {_pct(mean)} of the shown "
+            f"rows' attention falls outside the window (head {worst + 1}: {_pct(outside[worst])}).")

@@ -1,0 +1,264 @@
+"""The per-query measures (mhacli.core.analysis.analyse) against slow, obvious loops written from the definitions."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mhacli.core.analysis import COPY, FIRST, FIXED, ITSELF, NEXT, NONE, PREVIOUS, RELATIONS, analyse
+from mhacli.core.compare import single_head
+from mhacli.core.trace import run
+from mhacli.io.samples import list_samples, load_sample
+
+TOL = 1e-9
+
+
+# --------------------------------------------------------------------------
+# The reference: one row at a time, straight from the docstring of analyse
+# --------------------------------------------------------------------------
+
+
+def _visible(n, causal, mask):
+    if mask is not None:
+        return [[not mask[q][k] for k in range(n)] for q in range(n)]
+    return [[(k <= q) if causal else True for k in range(n)] for q in range(n)]
+
+
+def _top(row):
+    best = max(row)
+    ties = [k for k, w in enumerate(row) if w >= best - TOL]
+    return (ties[0] if len(ties) == 1 else -1), best
+
+
+def _relation_keys(name, q, tokens, visible, fixed=None):
+    """The keys relation ``name`` names for row q (empty: undefined)."""
+    n = len(tokens)
+    if name == ITSELF:
+        keys = [q]
+    elif name == PREVIOUS:
+        keys = [q - 1] if q >= 1 else []
+    elif name == NEXT:
+        keys = [q + 1] if q + 1 < n else []
+    elif name == FIRST:
+        keys = [0]
+    elif name == COPY:
+        keys = [k for k in range(q) if tokens[k] == tokens[q]]
+    else:
+        keys = [fixed]
+    return [k for k in keys if visible[q][k]]
+
+
+def reference(weights, tokens, causal, mask=None, window=None):
+    """pattern, pattern key/rows/of per head, agreement rows, JS and outside-window mass, by loops."""
+    w = np.asarray(weights, dtype=np.float64).tolist()
+    h, n = len(w), len(tokens)
+    vis = _visible(n, causal, mask)
+    counted = [sum(vis[q]) >= 2 for q in range(n)]
+    total = sum(counted)
+    tops = [[_top(w[i][q])[0] for q in range(n)] for i in range(h)]
+    heads = []
+    for i in range(h):
+        candidates = []
+        for name in RELATIONS:
+            fixed_keys = range(1, n) if name == FIXED else [None]
+            best = None
+            for key in fixed_keys:
+                rows = of = 0
+                for q in range(n):
+                    if not counted[q]:
+                        continue
+                    keys = _relation_keys(name, q, tokens, vis, key)
+                    if keys:
+                        of += 1
+                        rows += tops[i][q] in keys
+                if name == FIXED:
+                    if rows and 2 * of >= total and (best is None or (rows / of, rows) > (best[1] / best[2], best[1])):
+                        best = (key, rows, of)
+                else:
+                    best = (None, rows, of)
+            if best is not None and best[2] and 2 * best[2] >= total:
+                candidates.append((name, *best))
+        candidates.sort(key=lambda c: (-c[2] / c[3], -c[2], RELATIONS.index(c[0])))
+        if candidates and candidates[0][2] and candidates[0][2] / candidates[0][3] >= 0.5:
+            heads.append(candidates[0])
+        else:
+            heads.append((NONE, None, 0, 0))
+    agree = [[sum(1 for q in range(n) if counted[q] and tops[a][q] >= 0 and tops[a][q] == tops[b][q])
+              for b in range(h)] for a in range(h)]
+    js = [[0.0] * h for _ in range(h)]
+    for a in range(h):
+        for b in range(h):
+            per_row = []
+            for q in range(n):
+                d = 0.0
+                for k in range(n):
+                    p, r = w[a][q][k], w[b][q][k]
+                    m = (p + r) / 2
+                    if p > 0:
+                        d += 0.5 * p * math.log2(p / m)
+                    if r > 0:
+                        d += 0.5 * r * math.log2(r / m)
+                per_row.append(d)
+            js[a][b] = sum(per_row) / n
+    outside = None
+    if window is not None:
+        start, stop = window
+        outside = [sum(sum(w[i][q][k] for k in range(n) if not start <= k < stop) for q in range(start, stop))
+                   / (stop - start) for i in range(h)]
+    return heads, agree, js, total, outside
+
+
+def _fake_trace(weights, tokens, causal, kind="random", mask=None):
+    """Just what analyse reads from a trace."""
+    return SimpleNamespace(weights=np.asarray(weights), tokens=tuple(tokens), mask=mask, rules=None,
+                           num_heads=len(weights), config=SimpleNamespace(causal=causal, weights=kind))
+
+
+def _check(a, weights, tokens, causal, mask=None, window=None):
+    heads, agree, js, total, outside = reference(weights, tokens, causal, mask, window)
+    assert a.counted_rows == total
+    for s, (name, key, rows, of) in zip(a.heads, heads):
+        assert (s.pattern, s.pattern_key, s.pattern_rows, s.pattern_of) == (name, key, rows, of), s.head
+        assert s.pattern_share == pytest.approx(rows / of if of else 0.0)
+    assert a.agreement_rows.tolist() == agree
+    np.testing.assert_allclose(a.agreement, np.array(agree) / total if total else 0.0)
+    np.testing.assert_allclose(a.js, js, atol=1e-9)
+    if outside is not None:
+        np.testing.assert_allclose([s.outside_window for s in a.heads], outside, atol=1e-12)
+
+
+# --------------------------------------------------------------------------
+# Properties on made-up weights: uniform rows, exact ties, one-hot rows, masks
+# --------------------------------------------------------------------------
+
+
+@st.composite
+def attention(draw):
+    h = draw(st.integers(1, 3))
+    n = draw(st.integers(1, 7))
+    causal = draw(st.booleans())
+    tokens = draw(st.lists(st.sampled_from("abc"), min_size=n, max_size=n))
+    w = np.zeros((h, n, n))
+    for i in range(h):
+        for q in range(n):
+            seen = q + 1 if causal else n
+            kind = draw(st.sampled_from(["random", "uniform", "onehot", "tie"]))
+            if kind == "uniform":
+                row = np.ones(seen)
+            elif kind == "onehot":
+                row = np.full(seen, 1e-12)
+                row[draw(st.integers(0, seen - 1))] = 1.0
+            elif kind == "tie" and seen >= 2:
+                row = np.full(seen, 0.1)
+                a, b = draw(st.lists(st.integers(0, seen - 1), min_size=2, max_size=2, unique=True))
+                row[a] = row[b] = 1.0
+            else:
+                row = np.array(draw(st.lists(st.floats(0.01, 1.0), min_size=seen, max_size=seen)))
+            w[i, q, :seen] = row / row.sum()
+    start = draw(st.integers(0, n - 1))
+    stop = draw(st.integers(start + 1, n))
+    return w, tokens, causal, (start, stop)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(attention())
+def test_every_measure_equals_the_slow_loop(case):
+    w, tokens, causal, window = case
+    a = analyse(_fake_trace(w, tokens, causal), window=window)
+    _check(a, w, tokens, causal, window=window)
+    # Agreement is symmetric, in [0, 1], and a head never agrees with another more than it picks keys.
+    assert np.array_equal(a.agreement, a.agreement.T)
+    assert ((a.agreement >= 0) & (a.agreement <= 1)).all()
+    assert (a.agreement <= np.diag(a.agreement)[:, None] + 1e-12).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 8), st.booleans())
+def test_a_uniform_head_follows_nothing_and_agrees_with_no_one(n, causal):
+    w = np.zeros((2, n, n))
+    for q in range(n):
+        seen = q + 1 if causal else n
+        w[:, q, :seen] = 1.0 / seen
+    a = analyse(_fake_trace(w, list("ab" * n)[:n], causal))
+    assert all(s.pattern == NONE and s.pattern_share == 0 for s in a.heads)
+    assert a.agreement_rows.sum() == 0
+    assert a.heads[0].tied_rows == a.counted_rows
+
+
+def test_causal_row_zero_is_not_counted_so_it_cannot_make_a_head_look_at_the_first_token():
+    # issue 12: 5 of 8 heads "looked most at" The because row 0 always gives it 100 %.
+    trace = run(load_sample("pronoun").text, heads=8, d_model=64, causal=True)
+    a = analyse(trace)
+    assert not a.counted[0] and a.counted[1:].all()
+    for s in a.heads:
+        first = s.relation(FIRST)
+        assert first.of == trace.n_tokens - 1  # row 0 left out
+    _check(a, trace.weights, trace.tokens, True)
+
+
+def test_the_analysis_is_frozen():
+    a = analyse(run("the cat sat on the mat"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.kind = "designed"  # type: ignore[misc]
+    for arr in (a.top_keys, a.agreement, a.agreement_rows, a.js, a.counted):
+        assert not arr.flags.writeable
+
+
+# --------------------------------------------------------------------------
+# Every sample, random and designed
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sample", [s.name for s in list_samples()])
+@pytest.mark.parametrize("weights", ["random", "designed"])
+def test_samples_measures_agree_with_the_weights(sample, weights):
+    trace = run(load_sample(sample).text, weights=weights)
+    a = analyse(trace, single_head(trace), window=min(8, trace.n_tokens))
+    _check(a, trace.weights, trace.tokens, trace.config.causal, window=(0, min(8, trace.n_tokens)))
+    assert a.kind == weights
+    doc = a.to_dict()
+    assert [e["pattern"] for e in doc["head_summaries"]] == [s.pattern for s in a.heads]
+    assert doc["agreement"] == a.agreement.tolist()
+    # The read-back, row by row.
+    back = a.readback
+    assert back is not None
+    single = np.asarray(single_head(trace).weights[0], dtype=np.float64)
+    for q in range(trace.n_tokens):
+        found = {int(k) for k in a.top_keys[:, q] if k >= 0}
+        assert back.distinct[q] == len(found)
+        assert back.single_mass[q] == pytest.approx(sum(single[q, k] for k in found))
+        assert back.heads_mass[q] == pytest.approx(float(np.asarray(trace.weights)[:, q].max(axis=-1).sum()))
+        assert back.single_mass[q] <= 1 + 1e-9 and back.heads_mass[q] <= trace.num_heads + 1e-9
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_repeated_designed_heads_report_four_different_relations_on_nine_tenths_of_rows(causal):
+    trace = run(load_sample("repeated").text, weights="designed", causal=causal)
+    a = analyse(trace)
+    assert [s.pattern for s in a.heads] == [PREVIOUS, COPY, FIRST, ITSELF]
+    assert all(s.pattern_share >= 0.9 for s in a.heads)
+    # The magnifier slide's query: four heads, four different keys.
+    q = a.showcase_queries(1)[0]
+    assert len({int(k) for k in a.top_keys[:, q]}) == 4
+
+
+def test_designed_heads_follow_their_rule_where_the_rule_is_defined():
+    trace = run("the dog saw the cat and the cat saw the dog", weights="designed", heads=5, d_model=20)
+    a = analyse(trace)
+    assert a.heads[4].pattern == NEXT and a.heads[4].pattern_share == 1.0
+
+
+def test_a_window_reports_the_mass_it_leaves_out():
+    trace = run(load_sample("paragraph").text)
+    a = analyse(trace, window=10)
+    assert a.window == (0, 10)
+    w = np.asarray(trace.weights, dtype=np.float64)
+    for s in a.heads:
+        assert s.outside_window == pytest.approx(w[s.head, :10, 10:].sum(axis=-1).mean())
+        assert 0.5 < s.outside_window < 1  # 50 keys outside, 10 inside: most of the mass is not shown

@@ -60,3 +60,17 @@ def test_the_printout_shows_all_thirteen_matrices_and_fits_80_columns():
 def test_seed_changes_the_numbers_and_the_same_seed_repeats_them():
     assert np.array_equal(worked_example(3).W_q, worked_example(3).W_q)
     assert not np.array_equal(worked_example(3).W_q, worked_example(4).W_q)
+
+
+def test_mha_explain_worked(tmp_path):
+    from typer.testing import CliRunner
+
+    from mhacli.cli import app
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["explain", "--worked", "--seed", "3", "--no-plots"])
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("A worked example you can redo by hand") and "head_2" in r.output
+    assert rendered(worked_example(3)).split("X  the input")[1][:200] in r.output
+    r = runner.invoke(app, ["explain", "the cat", "--worked"])
+    assert r.exit_code == 2 and "--worked brings its own three tokens" in r.output

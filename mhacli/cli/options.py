@@ -74,6 +74,10 @@ TokensOpt = Annotated[int, typer.Option("--tokens", "-n", help="Number of tokens
                                         metavar="N")]
 
 # --- output --------------------------------------------------------------------------------------
+WorkedOpt = Annotated[bool, typer.Option(
+    "--worked", metavar=FLAG, rich_help_panel=OUTPUT,
+    help="Print a hand-sized example (3 tokens, d = 4, h = 2, whole-number weights) with every matrix, "
+         "to redo each product by hand; --seed and --causal apply, the text is not needed.")]
 ShowValuesOpt = Annotated[bool, typer.Option(
     "--show-values", metavar=FLAG,
     help="Print the actual matrices (rounded) for short inputs.", rich_help_panel=OUTPUT)]

@@ -12,8 +12,9 @@ from mhacli.cli.common import (check_figure_options, check_size, config_from, ht
 from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, CausalOpt, DModelOpt, DpiOpt, DtypeOpt,
                                 FileOpt, FormatOpt, HeadsOpt, HtmlOpt, JsonOpt, MaxTokensOpt, NumbersJsonOpt,
                                 OutOpt, PlotsOpt, PositionsOpt, QueryOpt, QuietOpt, SampleOpt, SaveNpzOpt, SeedOpt,
-                                ShowValuesOpt, TextArg, TokenizerOpt, TraceArg, WeightsOpt)
+                                ShowValuesOpt, TextArg, TokenizerOpt, TraceArg, WeightsOpt, WorkedOpt)
 from mhacli.cli.output import console, print_all, report_written, set_quiet, write_stdout
+from mhacli.core.errors import UsageError
 from mhacli.io.files import check_distinct, check_target
 from mhacli.io.inputs import resolve_text
 
@@ -56,6 +57,7 @@ def explain(
     weights: WeightsOpt = DEFAULT.weights,
     dtype: DtypeOpt = DEFAULT.dtype,
     show_values: ShowValuesOpt = False,
+    worked: WorkedOpt = False,
     save_npz: SaveNpzOpt = None,
     json_out: JsonOpt = False,
     max_tokens: MaxTokensOpt = MAX_TOKENS,
@@ -75,7 +77,9 @@ def explain(
     Example: [bold]mha explain "The animal didn't cross the street because it was too tired" --heads 4[/bold]
     """
     set_quiet(quiet)
-    body = resolve_text(text, file, sample)
+    if worked and (text is not None or file is not None or sample is not None):
+        raise UsageError("--worked brings its own three tokens; drop the text, --file or --sample.")
+    body = "" if worked else resolve_text(text, file, sample)
     config = config_from(ctx)
     if save_npz is not None:
         check_target(save_npz, "--save-npz")
@@ -83,14 +87,22 @@ def explain(
         check_target(html, "--html")
     check_distinct(("--file", file), ("--save-npz", save_npz), ("--html", html))
     fmt, dpi = check_figure_options(plots, out, fmt, dpi)
-    check_size(body, config, json=json_out)  # refuse what would not fit before any array exists
+    if worked:
+        from mhacli.core.worked import worked_example
 
-    trace = run_trace(body, config, ctx)
+        trace = worked_example(config.seed, config.causal)
+    else:
+        check_size(body, config, json=json_out)  # refuse what would not fit before any array exists
+        trace = run_trace(body, config, ctx)
     position = query_position(trace, query)
     if json_out:
         from mhacli.io.export import trace_json
 
         write_stdout(trace_json(trace) + "\n")
+    elif worked:
+        from mhacli.render.worked import worked_view
+
+        print_all(*worked_view(trace))
     else:
         _walkthrough(trace, max_tokens, show_values, position, out if plots else None)
     written = write_figures(trace, out, fmt, dpi, position, max_tokens) if plots else []

@@ -10,8 +10,8 @@ from mhacli.cli.common import (check_figure_options, check_size, config_args, co
                                source_args, write_figures)
 from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, FileOpt,
                                 HeadsOpt, LessonOutOpt, LessonQueryOpt, MarkdownOpt, PauseOpt, PositionsOpt,
-                                QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt, StepOpt, TextArg, TokenizerOpt,
-                                TokensOpt, WeightsOpt)
+                                NumbersJsonOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt, StepOpt, TextArg,
+                                TokenizerOpt, TokensOpt, WeightsOpt)
 from mhacli.cli.output import console, print_all, report_written, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
@@ -19,7 +19,14 @@ from mhacli.io.inputs import resolve_text
 DEFAULT_SAMPLE = "cat"  # the lesson's and the quiz's text when none is given
 
 
-def samples(name: SampleNameArg = None, tokenizer: TokenizerOpt = DEFAULT.tokenizer) -> None:
+def _json(document: object) -> None:
+    import json
+
+    write_stdout(json.dumps(document, ensure_ascii=False) + "\n")
+
+
+def samples(name: SampleNameArg = None, tokenizer: TokenizerOpt = DEFAULT.tokenizer,
+            json_out: NumbersJsonOpt = False) -> None:
     """List the ready-made texts, each chosen to teach one thing (or show one of them).
 
     Example: [bold]mha samples[/bold]   then   [bold]mha explain --sample repeated --weights designed[/bold]
@@ -29,6 +36,13 @@ def samples(name: SampleNameArg = None, tokenizer: TokenizerOpt = DEFAULT.tokeni
 
     if tokenizer not in TOKENIZERS:
         raise UsageError(f"unknown tokenizer {tokenizer!r}; choose one of: {', '.join(TOKENIZERS)}.")
+    if json_out:
+        from mhacli.io.samples import list_samples, load_sample
+
+        chosen = [load_sample(name)] if name is not None else list_samples()
+        _json([{"name": s.name, "description": s.description, "text": s.text, "tokenizer": tokenizer,
+                "tokens": s.tokens(tokenizer)} for s in chosen])
+        return
     print_all(sample_table_or_view(name, tokenizer))
 
 
@@ -38,6 +52,7 @@ def shapes(
     heads: HeadsOpt = DEFAULT.heads,
     causal: CausalOpt = DEFAULT.causal,
     markdown: MarkdownOpt = False,
+    json_out: NumbersJsonOpt = False,
 ) -> None:
     """Print every step's shape, multiply-adds and the parameter count for N, d and h: no text needed.
 
@@ -48,7 +63,14 @@ def shapes(
     from mhacli.render.demo import check_shapes, shapes_markdown, shapes_view
 
     check_shapes(tokens, d_model, heads)  # no arrays are made, so no memory limit: sizes of real models work
-    if markdown:
+    if json_out:
+        from mhacli.core.steps import ParameterCount, steps_for, total_madds
+
+        steps = steps_for(tokens, d_model, heads, causal)
+        _json({"tokens": tokens, "d_model": d_model, "heads": heads, "d_k": d_model // heads, "causal": causal,
+               "steps": [s.to_dict() for s in steps], "total_madds": total_madds(steps),
+               "parameters": ParameterCount(d_model, heads).to_dict()})
+    elif markdown:
         write_stdout(shapes_markdown(tokens, d_model, heads, causal))
     else:
         print_all(*shapes_view(tokens, d_model, heads, causal))
@@ -117,6 +139,7 @@ def quiz(
     causal: CausalOpt = DEFAULT.causal,
     questions: QuestionsOpt = 5,
     answers: AnswersOpt = False,
+    json_out: NumbersJsonOpt = False,
 ) -> None:
     """Homework: questions about one real run (shapes, parameters, where a head looks).
 
@@ -145,6 +168,11 @@ def quiz(
     title = (f"{len(asked)} questions about {source}: N = {trace.n_tokens} tokens, d = {d_model}, "
              f"h = {heads}, {'causal' if causal else 'bidirectional'}, {weights} weights, seed {seed}")
     check = f"mha explain {source} {config_args(config)}".rstrip()
+    if json_out:
+        _json({"title": title, "check": check, "seed": seed,
+               "questions": [{"topic": q.topic, "question": q.prompt, "check": q.check,
+                              **({"answer": q.answer} if answers else {})} for q in asked]})
+        return
     print_all(*quiz_view(asked, answers, title, check))
 
 

@@ -119,6 +119,7 @@ def show(
     trace_file: TraceArg,
     max_tokens: MaxTokensOpt = MAX_TOKENS,
     show_values: ShowValuesOpt = False,
+    json_out: JsonOpt = False,
     html: HtmlOpt = None,
     quiet: QuietOpt = False,
     out: OutOpt = OUT_DIR,
@@ -140,10 +141,15 @@ def show(
 
     trace = load_trace(trace_file)
     position = query_position(trace, query)
-    _walkthrough(trace, max_tokens, show_values, position, out if plots else None)
+    if json_out:
+        from mhacli.io.export import trace_json
+
+        write_stdout(trace_json(trace) + "\n")
+    else:
+        _walkthrough(trace, max_tokens, show_values, position, out if plots else None)
     written = write_figures(trace, out, fmt, dpi, position, max_tokens) if plots else []
     written += _write_html(trace, html, html_max_tokens(ctx, max_tokens))
-    report_written(written)
+    report_written(written, to_stderr=json_out)
 
 
 def compare(
@@ -204,7 +210,7 @@ def compare(
     report_written(written, to_stderr=json_out)
 
 
-def verify(trace_file: TraceArg, quiet: QuietOpt = False) -> None:
+def verify(trace_file: TraceArg, json_out: NumbersJsonOpt = False, quiet: QuietOpt = False) -> None:
     """Recompute a saved .npz independently and print the largest difference of each array.
 
     Uses a plain per-head loop, and PyTorch's multi_head_attention_forward when
@@ -221,8 +227,16 @@ def verify(trace_file: TraceArg, quiet: QuietOpt = False) -> None:
 
     trace = load_trace(trace_file)
     checks = run_checks(trace)
-    print_all(verify_table(trace, checks))
     failed = [c for c in checks if not c.ok]
+    if json_out:
+        import json
+
+        document = {"file": str(trace_file), "ok": not failed,
+                    "checks": [{"reference": c.reference, "array": c.array, "max_diff": c.max_diff,
+                                "tolerance": c.tolerance, "ok": c.ok} for c in checks]}
+        write_stdout(json.dumps(document, ensure_ascii=False) + "\n")
+    else:
+        print_all(verify_table(trace, checks))
     if failed:
         # Count arrays, not checks: PyTorch, when installed, re-checks some arrays, and the
         # message should read the same with or without it.

@@ -370,18 +370,17 @@ def explain(
     trace = run(body, **vars_of(config))
     position = _query_position(trace, query)
     written: list[str] = []
-    # The figures start drawing now (on a second core where there is one) while the walkthrough prints.
-    with _start_figures(trace, out, fmt, dpi, position, max_tokens, plots) as figures_job:
-        if json_out:
-            from mhacli.io.export import trace_json
+    if json_out:
+        from mhacli.io.export import trace_json
 
-            sys.stdout.write(trace_json(trace) + "\n")
-        else:
-            from mhacli.render.terminal import walkthrough
+        sys.stdout.write(trace_json(trace) + "\n")
+    else:
+        from mhacli.render.terminal import walkthrough
 
-            _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
-            _print_grids(trace, max_tokens, position, out if plots else None)
-        written += _finish_figures(figures_job)
+        _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
+        _print_grids(trace, max_tokens, position, out if plots else None)
+    # The figures are drawn after the walkthrough is printed: its first line never waits for matplotlib.
+    written += _save_figures(trace, out, fmt, dpi, position, max_tokens, plots)
     if save_npz is not None:
         from mhacli.io.export import save_npz as write_npz
 
@@ -461,24 +460,15 @@ def _notes(notices: list[str]) -> None:
         err_console.print(line, soft_wrap=True, highlight=False)
 
 
-def _start_figures(trace: Any, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int,
-                   plots: bool) -> Any:
-    """The figure job (a context manager), or a stand-in that draws nothing with --no-plots."""
+def _save_figures(trace: Any, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int,
+                  plots: bool) -> list[str]:
+    """Draw and write the figures (nothing with --no-plots); print their notes; return the paths."""
     if not plots:
-        from contextlib import nullcontext
-
-        return nullcontext()
-    from mhacli.render.figures import start_figures
-
-    return start_figures(trace, _single_head(trace), out, fmt=fmt, dpi=dpi, query=query,
-                         max_tokens=max_tokens)
-
-
-def _finish_figures(job: Any) -> list[str]:
-    if job is None:
         return []
-    saved = job.finish()
-    _notes(saved.notices)
+    from mhacli.render.figures import save_figures
+
+    saved = save_figures(trace, _single_head(trace), out, fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens)
+    _notes(getattr(saved, "notices", []))
     return [str(p) for p in saved]
 
 
@@ -509,10 +499,9 @@ def show(
     trace = load_trace(trace_file)
     position = _query_position(trace, query)
     written: list[str] = []
-    with _start_figures(trace, out, fmt, dpi, position, max_tokens, plots) as figures_job:
-        _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
-        _print_grids(trace, max_tokens, position, out if plots else None)
-        written += _finish_figures(figures_job)
+    _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
+    _print_grids(trace, max_tokens, position, out if plots else None)
+    written += _save_figures(trace, out, fmt, dpi, position, max_tokens, plots)
     if html is not None:
         from mhacli.render.html import write_html
 
@@ -752,11 +741,9 @@ def demo(
     if not 1 <= step <= len(steps):
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
     source = _source_args(text, file, sample)
-    # The figures draw in the background while the class reads the narration.
-    with _start_figures(trace, out, "png", 150, position, 40, out is not None) as figures_job:
-        present(console, steps, pause=pause and sys.stdin.isatty(), start=step,
-                closing=next_steps(trace, source, _config_args(config, skip=("weights",))))
-        written = _finish_figures(figures_job)
+    present(console, steps, pause=pause and sys.stdin.isatty(), start=step,
+            closing=next_steps(trace, source, _config_args(config, skip=("weights",))))
+    written = _save_figures(trace, out, "png", 150, position, 40, out is not None) if out is not None else []
     _report_written(written)
 
 

@@ -48,9 +48,9 @@ class HeadFigure:
 
     Every head of a run has the same tokens, so the layout, tick labels, colour
     bar and texts are made once; :meth:`show` swaps in another head's weights,
-    frame colour and title. Measured on the cat sentence at 150 dpi: building
-    the figure costs about as much as drawing it, so four heads from one
-    figure take about 40 % less than four figures built from scratch.
+    frame colour and title. Measured on the cat sentence at 150 dpi: the four
+    head-i PNGs from one updated figure take 0.26 s, from four new figures 0.40 s
+    (a new figure also lays out all of its text again on its first draw).
     """
 
     TITLE, SUB, AXIS, CAPTION = 16.0, 12.0, 12.0, 10.5

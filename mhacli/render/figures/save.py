@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from mhacli.core.compare import Comparison
     from mhacli.core.trace import Trace
 
-# zlib level of Pillow's PNG writer. Measured on the four head-i PNGs of the cat sentence
-# at 150 dpi: level 1 writes files about 1.5× larger than the default (6) in well under half the time.
+# zlib level of Pillow's PNG writer. Measured on head-1.png of the cat sentence at 150 dpi: level 1
+# saves in 65 ms against 72 ms for Pillow's default (6), for a file 4 % larger; drawing is the rest.
 PNG_COMPRESSION = 1
 
 

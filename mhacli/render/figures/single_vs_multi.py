@@ -122,6 +122,8 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
     chart.set_ylim(len(spreads) - 0.5, -0.5)
     top_x = max(cmp.single.max_entropy, 1e-9) * 1.3
     chart.set_xlim(0, top_x)
+    # Only ticks inside the limits: a tick label past the end would hang over the figure's edge.
+    chart.set_xticks([v for v in chart.xaxis.get_major_locator().tick_values(0, top_x) if 0 <= v <= top_x])
     for yv, s in zip(ys, spreads):
         chart.text(s.mean_entropy + top_x * 0.01, yv, f"{s.mean_entropy:.2f}", va="center",
                    fontsize=10.0)

@@ -59,7 +59,7 @@ def _run(argv: list[str]) -> tuple[float, float]:
 def blas() -> list[dict[str, Any]]:
     """Which BLAS numpy uses, as threadpoolctl reports it (empty when threadpoolctl is missing)."""
     try:
-        from threadpoolctl import threadpool_info
+        from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
     except ImportError:
         return []
     import numpy  # noqa: F401  - threadpoolctl only sees libraries already loaded

@@ -114,7 +114,8 @@ class Pen:
             else:
                 self.missing[cluster] = None
                 pieces.append(f"U+{ord(cluster[0]):04X}")
-        out, used = [], 0
+        out: list[str] = []
+        used = 0
         for piece in pieces:
             if out and used + len(piece) > max_chars:
                 out.append("…")
@@ -185,7 +186,7 @@ class Pen:
 
 
 # Read when a figure is drawn or saved (not when it is built), so every save applies them.
-RENDER_RC = {
+RENDER_RC: dict[str, Any] = {
     "text.hinting": "no_hinting",  # glyphs as wide at 30 dpi as at 600: the layout holds at any --dpi
     "svg.hashsalt": "mhacli",  # same figure, same SVG bytes
     "svg.fonttype": "none",  # text stays text: <text> elements a reader can search and copy
@@ -205,7 +206,7 @@ def drawing(pen: Pen | None = None) -> Iterator[Pen]:
     import matplotlib
 
     pen = pen or Pen()
-    rc = {
+    rc: dict[str, Any] = {
         **RENDER_RC,
         "font.family": list(pen.families),  # matplotlib falls back from family to family glyph by glyph
         "text.parse_math": False,  # a token like "$5" is text, never mathtext
@@ -218,7 +219,7 @@ def drawing(pen: Pen | None = None) -> Iterator[Pen]:
         "hatch.linewidth": 1.0,
         "image.interpolation": "nearest",
     }
-    with matplotlib.rc_context(rc), warnings.catch_warnings(record=True) as caught:
+    with matplotlib.rc_context(rc), warnings.catch_warnings(record=True) as caught:  # type: ignore[arg-type]
         warnings.simplefilter("always")
         try:
             yield pen

@@ -37,12 +37,12 @@ def save(fig: Figure, path: Path, fmt: str, dpi: int) -> Path:
     """Write ``fig`` atomically (a temporary sibling, then a rename): never a half-written image."""
     import matplotlib
 
-    options: dict[str, Any] = {
+    options: dict[str, Any] = {  # type: ignore[assignment]
         "png": {"pil_kwargs": {"compress_level": PNG_COMPRESSION}},
         "svg": {"metadata": {"Date": None}},  # no date inside: same figure, same bytes
         "pdf": {"metadata": {"CreationDate": None}},
     }[fmt]
-    with matplotlib.rc_context(RENDER_RC):
+    with matplotlib.rc_context(RENDER_RC):  # type: ignore[arg-type]
         return atomic_write(Path(path), lambda handle: fig.savefig(handle, format=fmt, dpi=dpi, **options))
 
 

@@ -125,7 +125,7 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
     # Only ticks inside the limits: a tick label past the end would hang over the figure's edge.
     chart.set_xticks([v for v in chart.xaxis.get_major_locator().tick_values(0, top_x) if 0 <= v <= top_x])
     for yv, s in zip(ys, spreads):
-        chart.text(s.mean_entropy + top_x * 0.01, yv, f"{s.mean_entropy:.2f}", va="center",
+        chart.text(s.mean_entropy + top_x * 0.01, float(yv), f"{s.mean_entropy:.2f}", va="center",
                    fontsize=10.0)
     chart.text(cmp.single.max_entropy + top_x * 0.01, len(spreads) - 0.5,
                f"uniform: {cmp.single.max_entropy:.2f}", va="bottom", fontsize=10.0)

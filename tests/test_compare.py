@@ -148,9 +148,9 @@ def test_compare_figure_draws_both_sides_and_the_numbers():
     single = _single_head(trace)
     cmp = compare(trace, single)
     fig = figures.compare_figure(trace, single, cmp)
-    assert np.array_equal(np.ma.getdata(fig.mhacli_single.cells.get_array()), single.weights[0])
+    assert np.array_equal(np.ma.getdata(fig.mhacli_single.image.get_array()), single.weights[0])
     for i, m in enumerate(fig.mhacli_heads.maps):
-        assert np.array_equal(np.ma.getdata(m.cells.get_array()), trace.weights[i])
+        assert np.array_equal(np.ma.getdata(m.image.get_array()), trace.weights[i])
     assert f"{cmp.mean_pairwise_js:.3f} bits" in fig.mhacli_js.get_text()
     chart = fig.mhacli_chart
     widths = [p.get_width() for p in chart.patches]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -111,65 +112,13 @@ def test_images_are_not_blank_and_heads_differ(cat, tmp_path):
             assert np.abs(heads[i].astype(int) - heads[j].astype(int)).sum() > 0
 
 
-def test_redrawing_only_what_changes_gives_the_same_pixels_as_a_full_draw(cat, tmp_path):
-    """The per-head PNGs reuse one background; each must equal a figure drawn from scratch."""
+def test_one_figure_updated_per_head_gives_the_same_pixels_as_a_new_figure(cat, tmp_path):
+    """save_figures reuses one head figure for every head; each PNG must equal a figure built for that head."""
     saved = figures.save_figures(cat, _single_head(cat), tmp_path, dpi=FAST_DPI)
     for i in (0, 2, 3):
         fresh = tmp_path / f"fresh-{i}.png"
         figures.save(figures.head_figure(cat, i), fresh, "png", FAST_DPI)
         assert np.array_equal(pixels(saved[i]), pixels(fresh)), i
-
-
-@pytest.fixture()
-def forking(monkeypatch):
-    """Draw in two processes even on a busy machine (where the tool would not bother)."""
-    if not sys.platform.startswith("linux"):
-        pytest.skip("figures are drawn in a forked process only on Linux")
-    monkeypatch.setattr(figures, "_can_fork", lambda: True)
-
-
-def test_drawing_in_two_processes_gives_the_same_files(cat, tmp_path, forking):
-    one, two = tmp_path / "one", tmp_path / "two"
-    one.mkdir()
-    two.mkdir()
-    a = figures.save_figures(cat, _single_head(cat), one, dpi=FAST_DPI, parallel=False)
-    with figures.start_figures(cat, _single_head(cat), two, dpi=FAST_DPI) as job:
-        assert job.forked
-        b = job.finish()
-    assert [p.name for p in a] == [p.name for p in b] == expected_names(4)
-    for p, q in zip(a, b):
-        assert p.read_bytes() == q.read_bytes(), p.name
-
-
-def test_a_failure_in_the_drawing_process_reaches_the_user_as_one_error(cat, tmp_path, monkeypatch,
-                                                                       forking):
-    from mhacli.core.errors import RunError
-
-    def broken(*args, **kwargs):
-        raise RunError("cannot write 'head-1.png': disk full.")
-
-    monkeypatch.setattr(figures, "_draw_heads", broken)
-    with pytest.raises(RunError, match="disk full"):
-        figures.save_figures(cat, None, tmp_path, dpi=FAST_DPI)
-
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(figures, "_draw_heads", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        figures.save_figures(cat, None, tmp_path, dpi=FAST_DPI)
-    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
-
-
-def test_png_writer_round_trips_any_image():
-    rng = np.random.default_rng(1)
-    for shape in [(1, 1, 3), (7, 5, 3), (40, 33, 3)]:
-        a = rng.integers(0, 256, size=shape, dtype=np.uint8)
-        with Image.open(io.BytesIO(figures.png_bytes(a, 96))) as im:
-            assert np.array_equal(np.asarray(im.convert("RGB")), a)
-            assert im.info["dpi"][0] == pytest.approx(96, abs=0.05)
-        rgba = np.concatenate([a, np.full(shape[:2] + (1,), 255, np.uint8)], axis=2)
-        assert figures.png_bytes(rgba, 96) == figures.png_bytes(a, 96)  # the alpha is dropped
 
 
 @pytest.mark.parametrize("fmt", ["svg", "pdf"])
@@ -185,6 +134,42 @@ def test_vector_formats_are_valid_files(cat, tmp_path, fmt):
         else:
             assert data.startswith(b"%PDF-") and data.rstrip().endswith(b"%%EOF")
             assert len(data) > 5000
+
+
+def test_svg_keeps_tokens_and_cell_values_as_text(cat, tmp_path):
+    saved = figures.save_figures(cat, None, tmp_path, fmt="svg")
+    for path in saved[:1] + saved[-2:]:  # head-1, heads, magnifiers
+        root = ET.parse(path).getroot()
+        texts = {"".join(e.itertext()).strip() for e in root.iter() if e.tag.endswith("}text")}
+        assert set(cat.tokens) <= texts, path.name
+    root = ET.parse(saved[0]).getroot()
+    texts = ["".join(e.itertext()).strip() for e in root.iter() if e.tag.endswith("}text")]
+    assert f"{float(cat.weights[0][0, 0]):.2f}" in texts
+
+
+def test_pdf_text_is_extractable(cat, tmp_path):
+    if shutil.which("pdftotext") is None:
+        pytest.skip("pdftotext (poppler-utils) is not installed")
+    path = figures.save(figures.head_figure(cat, 1), tmp_path / "head-2.pdf", "pdf", 72)
+    words = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert set(cat.tokens) <= set(words)
+    assert f"{float(cat.weights[1][2, 3]):.2f}" in words
+    assert "Head" in words and "attention" in words
+
+
+def test_cjk_and_arabic_tokens_render_without_error(tmp_path):
+    trace = run("猫 が 好き مرحبا بك cat", heads=2, d_model=8, tokenizer="whitespace")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no per-label "Glyph missing" warning may escape
+        saved = figures.save_figures(trace, _single_head(trace), tmp_path, dpi=FAST_DPI, fmt="svg")
+    assert [p.name for p in saved] == expected_names(2, "svg")
+    pen = figures.Pen()
+    root = ET.parse(saved[0]).getroot()
+    texts = {"".join(e.itertext()).strip() for e in root.iter() if e.tag.endswith("}text")}
+    assert pen.shown("مرحبا") in texts and pen.shown("猫") in texts  # drawn, or as U+732B when no font has it
+    figures.save(figures.head_figure(trace, 0), tmp_path / "h.png", "png", FAST_DPI)
+    assert pixels(tmp_path / "h.png").std() > 20
 
 
 def test_vector_output_is_reproducible(cat, tmp_path):
@@ -226,16 +211,19 @@ def test_leftover_heads_from_a_bigger_run_are_named_not_deleted(cat, tmp_path):
 
 
 def test_interrupted_drawing_leaves_no_partial_file(cat, tmp_path, monkeypatch):
-    calls = {"n": 0}
-    real = figures.png_bytes
+    from matplotlib.figure import Figure
 
-    def flaky(rgb, dpi):
+    calls = {"n": 0}
+    real = Figure.savefig
+
+    def flaky(self, fname, **kwargs):
         calls["n"] += 1
         if calls["n"] == 3:
+            fname.write(b"\x89PNG half an image")
             raise KeyboardInterrupt
-        return real(rgb, dpi)
+        return real(self, fname, **kwargs)
 
-    monkeypatch.setattr(figures, "png_bytes", flaky)
+    monkeypatch.setattr(Figure, "savefig", flaky)
     with pytest.raises(KeyboardInterrupt):
         figures.save_figures(cat, None, tmp_path, dpi=FAST_DPI)
     names = os.listdir(tmp_path)
@@ -253,20 +241,20 @@ def test_interrupted_drawing_leaves_no_partial_file(cat, tmp_path, monkeypatch):
 def test_heatmap_array_equals_the_weights_and_labels_equal_the_tokens(cat):
     for i in range(cat.num_heads):
         hf = head_map(cat, i)
-        drawn = hf.map.cells.get_array()
+        drawn = hf.map.image.get_array()
         assert drawn.shape == (6, 6)
         assert np.array_equal(np.ma.getdata(drawn), cat.weights[i])
         assert not np.ma.getmaskarray(drawn).any()
         assert hf.map.x_labels == list(cat.tokens)
         assert hf.map.y_labels == list(cat.tokens)
-        x_coll, y_coll = hf.map.label_paths
-        assert x_coll.mhacli_texts == list(cat.tokens) == y_coll.mhacli_texts
-        # keys along x (labels above the columns), queries along y (labels left of the rows)
-        assert list(x_coll.get_offsets()[:, 0]) == pytest.approx(
-            [hf.map.cell_center(0, c)[0] for c in range(6)])
-        assert list(x_coll.get_offsets()[:, 1]) == pytest.approx([hf.map.top - 0.0] * 6, abs=0.1)
-        assert list(y_coll.get_offsets()[:, 1]) == pytest.approx(
-            [hf.map.cell_center(r, 0)[1] for r in range(6)])
+        # Real tick labels: keys along x above the columns, queries along y left of the rows.
+        ax = hf.map.ax
+        top = [t.label2.get_text() for t in ax.xaxis.get_major_ticks() if t.label2.get_visible()]
+        left = [t.label1.get_text() for t in ax.yaxis.get_major_ticks() if t.label1.get_visible()]
+        assert top == list(cat.tokens) == left
+        assert not any(t.label1.get_visible() for t in ax.xaxis.get_major_ticks())  # nothing below
+        assert list(ax.get_xticks()) == [hf.map.cell_center(0, c)[0] for c in range(6)]
+        assert list(ax.get_yticks()) == [hf.map.cell_center(r, 0)[1] for r in range(6)]
         assert "key" in hf.x_title.get_text() and "query" in hf.y_title.get_text()
         assert hf.title.get_text().startswith(f"Head {i + 1} of 4")
         assert "6×6" in hf.title.get_text()
@@ -284,7 +272,7 @@ def test_cell_numbers_are_the_rounded_weights(cat):
 def test_no_cell_numbers_when_the_cells_are_too_small():
     trace = run(LONG30, heads=2, d_model=8)
     hf = head_map(trace, 0)
-    assert hf.map.values is None
+    assert hf.map.values == []
 
 
 def test_one_colour_scale_shared_by_every_head(cat):
@@ -292,11 +280,11 @@ def test_one_colour_scale_shared_by_every_head(cat):
     panels = fig.mhacli_panels.maps
     assert len(panels) == cat.num_heads + 1
     for m in panels:
-        assert m.cells.get_clim() == (0.0, 1.0)
-    assert len(fig.mhacli_sheet.colour_bars) == 1
+        assert m.image.get_clim() == (0.0, 1.0)
+    assert len(fig.mhacli_colour_bars) == 1
     for i in range(cat.num_heads):
-        assert np.array_equal(np.ma.getdata(panels[i].cells.get_array()), cat.weights[i])
-    average = np.ma.getdata(panels[-1].cells.get_array())
+        assert np.array_equal(np.ma.getdata(panels[i].image.get_array()), cat.weights[i])
+    average = np.ma.getdata(panels[-1].image.get_array())
     assert np.allclose(average, np.asarray(cat.weights).mean(axis=0))
     text = all_text(fig)
     assert "average_attn_weights=False" in text and "PyTorch" in text
@@ -317,7 +305,7 @@ def test_designed_weights_show_each_heads_rule(cat):
 
 def test_causal_cells_are_masked_and_hatched(cat_causal):
     hf = head_map(cat_causal, 2)
-    drawn = hf.map.cells.get_array()
+    drawn = hf.map.image.get_array()
     assert np.array_equal(np.ma.getmaskarray(drawn), cat_causal.mask)
     visible = ~cat_causal.mask
     assert np.array_equal(np.ma.getdata(drawn)[visible], np.asarray(cat_causal.weights[2])[visible])
@@ -339,7 +327,7 @@ def test_masked_cells_are_drawn_grey_not_dark(cat_causal, tmp_path):
     path = figures.save(hf.fig, tmp_path / "c.png", "png", 100)
     img = pixels(path)
     cx, cy = hf.map.cell_center(0, 4)  # a masked cell: row 0 may not look at key 4
-    x, y = hf.map.ax.transData.transform((cx - 0.2 * hf.map.cell, cy - 0.2 * hf.map.cell))
+    x, y = hf.map.ax.transData.transform((cx - 0.2, cy - 0.2))  # cells are 1 data unit wide
     pixel = img[int(img.shape[0] - y), int(x)]
     mask_rgb = np.array([int(theme.MASK_COLOR[k:k + 2], 16) for k in (1, 3, 5)])
     hatch_rgb = np.array([int(theme.HATCH_COLOR[k:k + 2], 16) for k in (1, 3, 5)])
@@ -387,27 +375,18 @@ def test_each_row_is_led_by_a_magnifier_in_its_heads_colour(cat):
 
 
 def _text_boxes(fig):
-    """Every piece of text drawn (Text artists and text outlines), with its box in pixels."""
-    from matplotlib.collections import PathCollection
+    """Every piece of text drawn (titles, tick labels, cell values, tokens), with its box in pixels."""
+    import matplotlib
     from matplotlib.text import Text
-    from matplotlib.transforms import Bbox
 
-    figures.render(fig, 72)
-    renderer = fig.canvas.get_renderer()
-    boxes = []
-    for t in fig.findobj(Text):
-        if t.get_visible() and t.get_text().strip() and t.get_figure() is not None:
-            boxes.append((t.get_text(), t.get_window_extent(renderer)))
-    for coll in fig.findobj(PathCollection):
-        texts = getattr(coll, "mhacli_texts", None)
-        if texts is None:
-            continue
-        offsets = coll.get_offset_transform().transform(coll.get_offsets())
-        for text, path, at in zip(texts, coll.get_paths(), offsets):
-            if text.strip() and len(path.vertices) > 1:
-                pts = coll.get_transform().transform(path.vertices) + at
-                boxes.append((text, Bbox([pts.min(axis=0), pts.max(axis=0)])))
-    return boxes
+    from mhacli.render.figures.layout import RENDER_RC
+
+    with matplotlib.rc_context(RENDER_RC):
+        fig.set_dpi(72)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        return [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(Text)
+                if t.get_visible() and t.get_text().strip() and t.get_figure() is not None]
 
 
 def _assert_legible(fig):
@@ -437,15 +416,15 @@ def test_nothing_cut_off_and_no_overlapping_labels(text, heads, causal):
         view = figures.token_view(trace.n_tokens, 40)
         hf = figures.HeadFigure(trace, view, pen)
         _assert_legible(hf.show(heads - 1))
-        _assert_legible(figures._heads_figure(trace, view, pen))
-        _assert_legible(figures._magnifiers(trace, single, view, pen))
+        _assert_legible(figures.heads_figure(trace, pen=pen))
+        _assert_legible(figures.magnifiers_figure(trace, single, pen=pen))
         _assert_legible(figures.compare_figure(trace, single, pen=pen))
 
 
 def test_labels_are_readable_sizes_up_to_40_tokens():
     trace = run(" ".join(f"tok{i}" for i in range(40)), heads=2, d_model=8)
     hf = head_map(trace, 0)
-    sizes = {c.mhacli_size for c in hf.map.label_paths}
+    sizes = {t.get_fontsize() for t in hf.map.ax.get_xticklabels() + hf.map.ax.get_yticklabels()}
     assert min(sizes) >= 7.5
     assert len(hf.map.x_labels) == 40 and len(hf.map.y_labels) == 40  # every token, none thinned
 
@@ -455,7 +434,7 @@ def test_long_texts_are_windowed_and_the_title_says_so():
     trace = run(" ".join(tokens), heads=2, d_model=8)
     hf = head_map(trace, 0, max_tokens=20)
     assert hf.map.x_labels == tokens[:20]
-    assert np.array_equal(np.ma.getdata(hf.map.cells.get_array()), np.asarray(trace.weights[0])[:20, :20])
+    assert np.array_equal(np.ma.getdata(hf.map.image.get_array()), np.asarray(trace.weights[0])[:20, :20])
     notes = all_text(hf.fig)
     assert "tokens 0–19 of 100" in notes and "--max-tokens 20" in notes
     # A query beyond the first window moves the window to it.
@@ -490,14 +469,6 @@ def test_tokens_are_never_read_as_mathtext(tmp_path):
     from matplotlib.text import Text
 
     assert not any(t.get_parse_math() for t in hf.fig.findobj(Text) if t.get_text())
-    # the label is drawn character for character ("$", "^" and all), not typeset as x²
-    families = figures.Pen().families
-
-    def span(text):
-        xs = figures.numbers().path(text, "bottom", families).vertices[:, 0]
-        return xs.max() - xs.min()
-
-    assert span("$x^2$") > span("x^2") > span("x2")
 
 
 def test_font_fallback_uses_only_installed_families():

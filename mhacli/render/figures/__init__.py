@@ -1,0 +1,28 @@
+"""Figures that read a Trace, drawn with plain matplotlib (``Figure`` objects, never pyplot).
+
+* ``head-1 … head-h`` (:mod:`.head`): the weights A^i of one head, keys along x (top),
+  queries along y, one colour scale from 0 to 1.
+* ``heads`` (:mod:`.heads`): every head on the same scale, with the average over heads
+  that PyTorch returns by default.
+* ``magnifiers`` (:mod:`.magnifiers`): the sentence under one magnifying glass per head.
+* ``single-vs-multi`` (:mod:`.single_vs_multi`, ``mha compare``): one head against h.
+
+All of them draw their matrices with one helper, :func:`.heatmap.heatmap`. matplotlib
+is imported only inside the functions that draw, so importing this package (for
+:func:`token_view` or the option checks) does not load it.
+"""
+
+from mhacli.render.figures.head import HeadFigure, head_figure
+from mhacli.render.figures.heads import heads_figure
+from mhacli.render.figures.heatmap import Heatmap, colour_bar, heatmap
+from mhacli.render.figures.layout import Pen, drawing, font_faces
+from mhacli.render.figures.magnifiers import magnifier, magnifiers_figure
+from mhacli.render.figures.save import Saved, save, save_compare, save_figures
+from mhacli.render.figures.single_vs_multi import compare_figure
+from mhacli.render.figures.view import FORMATS, View, check_dpi, check_format, resolve_query, token_view
+
+__all__ = [
+    "FORMATS", "HeadFigure", "Heatmap", "Pen", "Saved", "View", "check_dpi", "check_format", "colour_bar",
+    "compare_figure", "drawing", "font_faces", "head_figure", "heads_figure", "heatmap", "magnifier",
+    "magnifiers_figure", "resolve_query", "save", "save_compare", "save_figures", "token_view",
+]

@@ -1,0 +1,136 @@
+"""``head-i``: one head's weights A^i, built once per run and updated for each head."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mhacli.core.analysis import summarize_heads
+from mhacli.render import theme
+from mhacli.render.figures.heatmap import bar_width, colour_bar, heatmap, trace_mask
+from mhacli.render.figures.layout import PT, Pen, Sheet, clamp, drawing, label_pad, line, ordinal, sup
+from mhacli.render.figures.view import View, token_view
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from mhacli.core.trace import Trace
+
+MAX_MATRIX_INCHES = 12.0  # beyond 60 tokens cells shrink instead: the image stays a sane size
+
+
+def describe_head(trace: Trace, i: int, pen: Pen) -> str:
+    """Two lines for a head's title: its rule (designed weights) or how focused it is, then where it looks."""
+    s = summarize_heads(np.asarray(trace.weights[i : i + 1]), trace.config.causal)[0]
+    first = (f"rule: {pen.shown(trace.rules[i], 60)}"
+             if trace.rules is not None and i < len(trace.rules) and trace.rules[i]
+             else f"{s.describe()}: mean row entropy {s.mean_entropy:.2f} of at most "
+                  f"{s.max_entropy:.2f} bits")
+    return (f"{first}\nlooks most at “{pen.shown(trace.tokens[s.top_key])}” (position {s.top_key}): "
+            f"{s.top_share:.0%} of its attention")
+
+
+def head_sizes(n: int) -> tuple[float, float, float, int]:
+    """Cell size (inches), tick label size, cell value size (points; 0 = none) and label step for N tokens."""
+    cell = clamp(6.4 / n, 0.2, 0.8)
+    cell = max(cell, 2.6 / n)  # one to three tokens still make a square you can read
+    cell = min(cell, MAX_MATRIX_INCHES / n)
+    tick = clamp(cell / PT * 0.55, 7.5, 14.0)
+    step = max(1, math.ceil(tick * 1.25 * PT / cell))  # label every token up to 40, then thin
+    value = min(13.0, cell / PT * 0.85 / 2.4) if n <= 14 else 0.0
+    return cell, tick, value if value >= 8 else 0.0, step
+
+
+class HeadFigure:
+    """The per-head heatmap, built once and updated for each head.
+
+    Every head of a run has the same tokens, so the layout, tick labels, colour
+    bar and texts are made once; :meth:`show` swaps in another head's weights,
+    frame colour and title. Measured on the cat sentence at 150 dpi: the four
+    head-i PNGs from one updated figure take 0.26 s, from four new figures 0.40 s
+    (a new figure also lays out all of its text again on its first draw).
+    """
+
+    TITLE, SUB, AXIS, CAPTION = 16.0, 12.0, 12.0, 10.5
+
+    def __init__(self, trace: Trace, view: View, pen: Pen) -> None:
+        self.trace, self.view, self.pen = trace, view, pen
+        n = view.n
+        cell, tick, value, step = head_sizes(n)
+        self.step = step
+        labels = [pen.shown(t) for t in trace.tokens[view.rows]]
+        label_w = pen.widest(labels[::step], tick)
+        rotate = label_w > cell * step - 4 * PT
+        x_label_h = label_w if rotate else line(tick)
+        matrix = n * cell
+        self.subtitles = [describe_head(trace, i, pen) for i in range(trace.num_heads)]
+
+        pad = label_pad(4.0)
+        left = 0.2 + line(self.AXIS) + 0.08 + label_w + pad
+        right = bar_width(pen, 11.0)
+        width = max(left + matrix + right, 6.0)
+        inner = width - 0.4
+        sub_lines = max(len(pen.wrap(s, inner, self.SUB)) for s in self.subtitles)
+        caption_lines = pen.wrap(" ".join(self._captions()), inner, self.CAPTION)
+
+        top = 0.2 + line(self.TITLE) + sub_lines * line(self.SUB)
+        top += line(11.0) if view.windowed else 0.0
+        top += 0.15 + line(self.AXIS) + 0.08 + x_label_h + pad
+        height = top + matrix + 0.2 + len(caption_lines) * line(self.CAPTION) + 0.2
+        height = max(height, top + max(matrix, 2.6) + 0.4)
+
+        sheet = Sheet(width, height)
+        self.sheet, self.fig = sheet, sheet.fig
+        x0 = left + (width - (left + matrix + right)) / 2  # centre the block when the title is wider
+        self.map = heatmap(sheet.axes(x0, top, matrix, matrix),
+                           np.asarray(trace.weights[0])[view.rows, view.rows], labels, labels,
+                           mask=trace_mask(trace, view), color=theme.head_color(0), tick_size=tick,
+                           value_size=value, label_step=step, rotate_x=rotate, frame_width=4.0)
+        self.colour_bar = colour_bar(sheet, x0 + matrix + 0.25, top, matrix)
+        self.x_title = sheet.text(x0 + matrix / 2, top - pad - x_label_h - 0.08,
+                                  "key (the token looked at) →", fontsize=self.AXIS, ha="center",
+                                  va="bottom")
+        self.y_title = sheet.text(x0 - pad - label_w - 0.08, top + matrix / 2,
+                                  "← query (the token looking)", fontsize=self.AXIS, ha="right",
+                                  va="center", rotation=90)
+        self.title = sheet.text(0.2, 0.2, "", fontsize=self.TITLE, fontweight="bold")
+        self.subtitle = sheet.text(0.2, 0.2 + line(self.TITLE), "", fontsize=self.SUB, linespacing=1.15)
+        if view.windowed:
+            sheet.text(0.2, 0.2 + line(self.TITLE) + sub_lines * line(self.SUB), view.note(),
+                       fontsize=11.0, color=theme.HATCH_COLOR)
+        sheet.text(0.2, top + matrix + 0.25, "\n".join(caption_lines), fontsize=self.CAPTION,
+                   color="#444444", linespacing=1.15)
+        self._inner = inner
+        self.head = -1
+        self.show(0)
+
+    def _captions(self) -> list[str]:
+        out = ["Each row is one query token: where it looks among the keys. "
+               + ("Its weights sum to 1." if not self.view.windowed else
+                  "Keys outside the window are not shown, so a row may sum to less than 1.")]
+        if self.trace.config.causal:
+            out.append("Grey hatched cells are masked (causal): a token may not look at later "
+                       "tokens, so their weight is exactly 0.")
+        if self.step > 1:
+            out.append(f"Labels show every {ordinal(self.step)} token.")
+        return out
+
+    def show(self, i: int) -> Figure:
+        """Update the figure to head ``i`` (0-based) and return it."""
+        t, v = self.trace, self.view
+        self.map.update(np.asarray(t.weights[i])[v.rows, v.rows], theme.head_color(i))
+        self.title.set_text(f"Head {i + 1} of {t.num_heads} · A{sup(i + 1)} is {t.n_tokens}×{t.n_tokens} "
+                            "(queries × keys)")
+        self.title.set_color(theme.head_text_color(i))
+        self.subtitle.set_text("\n".join(self.pen.wrap(self.subtitles[i], self._inner, self.SUB)))
+        self.head = i
+        return self.fig
+
+
+def head_figure(trace: Trace, head: int, *, max_tokens: int = 40, query: int | None = None,
+                pen: Pen | None = None) -> Figure:
+    """The heatmap of one head (0-based) as a Figure (``head-{head+1}.png``)."""
+    with drawing(pen) as p:
+        return HeadFigure(trace, token_view(trace.n_tokens, max_tokens, query), p).show(head)

@@ -1,0 +1,196 @@
+"""The ax-first helper every figure uses: one attention matrix as an annotated heatmap.
+
+In the manner of matplotlib's gallery example ``image_annotated_heatmap.py``:
+``heatmap(ax, weights, rows, cols, ...)`` draws on an Axes it is given and
+returns its artists (image, frame, tick labels, cell texts, hatch), so a figure
+can show another head by updating them instead of building everything again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from mhacli.render import theme
+from mhacli.render.figures.layout import PT, Pen, Sheet, line
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.image import AxesImage
+    from matplotlib.patches import PathPatch, Rectangle
+    from matplotlib.text import Text
+
+    from mhacli.core.trace import Trace
+    from mhacli.render.figures.view import View
+
+
+def cmap() -> Any:
+    """The theme's colour map, with masked (blocked) cells in the mask colour."""
+    import matplotlib
+
+    return matplotlib.colormaps[theme.HEATMAP_CMAP].with_extremes(bad=theme.MASK_COLOR)
+
+
+def trace_mask(trace: Trace, view: View) -> np.ndarray | None:
+    """The blocked cells of the shown window, or None when every key is visible."""
+    if trace.mask is not None:
+        return np.asarray(trace.mask)[view.rows, view.rows]
+    if trace.config.causal:
+        from mhacli.core.attention import causal_mask
+
+        return causal_mask(trace.n_tokens)[view.rows, view.rows]
+    return None
+
+
+def value_text(v: float) -> str:
+    return f"{v:.2f}"
+
+
+def _mask_path(mask: np.ndarray) -> Any:
+    """One compound path over every blocked cell, in the image's data units (cell (r, c) is centred at (c, r))."""
+    from matplotlib.path import Path as MplPath
+
+    rects = []
+    for r, row in enumerate(mask):
+        c, n = 0, len(row)
+        while c < n:
+            if row[c]:
+                start = c
+                while c < n and row[c]:
+                    c += 1
+                x0, x1, y0, y1 = start - 0.5, c - 0.5, r - 0.5, r + 0.5
+                rects.append(MplPath([(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)], closed=True))
+            else:
+                c += 1
+    return MplPath.make_compound_path(*rects)
+
+
+@dataclass
+class Heatmap:
+    """The artists of one drawn attention matrix, so a figure can be redrawn for another head."""
+
+    ax: Axes
+    image: AxesImage  # ``image.get_array()`` is the matrix drawn (masked where blocked)
+    frame: Rectangle  # the border, in the head's colour
+    x_labels: list[str] = field(default_factory=list)  # keys, along the top
+    y_labels: list[str] = field(default_factory=list)  # queries, down the left side
+    values: list[Text] = field(default_factory=list)  # the cell numbers, row-major; empty when not shown
+    hatch: PathPatch | None = None
+    mask: np.ndarray | None = None
+
+    @property
+    def value_texts(self) -> list[str]:
+        """The numbers drawn in the cells, row-major ("" for blocked cells)."""
+        return [t.get_text() for t in self.values]
+
+    def cell_center(self, row: int, col: int) -> tuple[float, float]:
+        """The centre of cell (query ``row``, key ``col``) in the Axes' data units."""
+        return float(col), float(row)
+
+    def update(self, weights: np.ndarray, color: str | None = None) -> None:
+        """Show ``weights`` (same shape) in place: cells, cell numbers and frame colour."""
+        self.image.set_data(np.ma.masked_array(weights, mask=self.mask if self.mask is not None else False))
+        if self.values:
+            blocked = self.mask.ravel() if self.mask is not None else np.zeros(weights.size, bool)
+            for t, v, b in zip(self.values, weights.ravel().tolist(), blocked.tolist()):
+                t.set_text("" if b else value_text(v))
+                t.set_color(theme.heat_ink(v))
+        if color is not None:
+            self.frame.set_edgecolor(color)
+
+
+def heatmap(
+    ax: Axes,
+    weights: np.ndarray,
+    rows: Sequence[str],
+    cols: Sequence[str],
+    *,
+    mask: np.ndarray | None = None,
+    color: str | None = None,
+    tick_size: float = 10.0,
+    value_size: float = 0.0,
+    label_step: int = 1,
+    rotate_x: bool = False,
+    show_x: bool = True,
+    show_y: bool = True,
+    frame_width: float = 3.0,
+) -> Heatmap:
+    """Draw one attention matrix on ``ax``: keys along x (labelled on top), queries down y.
+
+    Values are on a fixed 0…1 scale so every head reads against the same colour
+    bar; blocked cells are masked (grey) and hatched, so "not allowed" never
+    looks like "allowed but zero". ``value_size`` > 0 writes each weight in its cell.
+    """
+    from matplotlib.patches import PathPatch, Rectangle
+
+    n_rows, n_cols = weights.shape
+    image = ax.imshow(np.ma.masked_array(weights, mask=mask if mask is not None else False), cmap=cmap(),
+                      vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    frame = Rectangle((0.0, 0.0), 1.0, 1.0, transform=ax.transAxes, fill=False, clip_on=False,
+                      edgecolor=color or theme.LABEL_COLOR, linewidth=frame_width, zorder=3)
+    ax.add_artist(frame)
+    out = Heatmap(ax=ax, image=image, frame=frame, mask=mask)
+
+    pad = frame_width / 2 + 3  # points between the frame (it straddles the edge) and the labels
+    ax.tick_params(length=0, pad=pad, labelsize=tick_size, top=False, bottom=False, left=False,
+                   labeltop=show_x, labelbottom=False, labelleft=show_y)
+    picked_x = list(range(0, n_cols, label_step)) if show_x else []
+    out.x_labels = [cols[j] for j in picked_x]
+    ax.set_xticks(picked_x, out.x_labels, rotation=90 if rotate_x else 0)
+    picked_y = list(range(0, n_rows, label_step)) if show_y else []
+    out.y_labels = [rows[i] for i in picked_y]
+    ax.set_yticks(picked_y, out.y_labels)
+    ax.set_xlim(-0.5, n_cols - 0.5)
+    ax.set_ylim(n_rows - 0.5, -0.5)
+
+    if mask is not None and mask.any():
+        out.hatch = PathPatch(_mask_path(mask), facecolor="none", edgecolor=theme.HATCH_COLOR,
+                              hatch=theme.MASK_HATCH, linewidth=0, zorder=2)
+        ax.add_artist(out.hatch)
+    if value_size > 0:
+        blocked = mask if mask is not None else np.zeros(weights.shape, bool)
+        for r in range(n_rows):
+            for c in range(n_cols):
+                v = float(weights[r, c])
+                out.values.append(ax.text(c, r, "" if blocked[r, c] else value_text(v), ha="center",
+                                          va="center", fontsize=value_size, color=theme.heat_ink(v)))
+    return out
+
+
+@dataclass
+class ColourBar:
+    """The one colour scale of a figure: 0 (bottom) to 1 (top)."""
+
+    ax: Axes
+    image: AxesImage
+
+
+BAR_WIDTH = 0.22  # inches
+_BAR_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
+_BAR_TICK_LABELS = ("0", "0.25", "0.5", "0.75", "1")
+
+
+def colour_bar(sheet: Sheet, left: float, top: float, height: float, size: float = 11.0) -> ColourBar:
+    """One colour bar from 0 to 1 at a fixed place, shared by every heatmap of the figure."""
+    ax = sheet.axes(left, top, BAR_WIDTH, height)
+    steps = np.linspace(1.0, 0.0, 256)[:, None]  # (256, 1): the top row is 1
+    image = ax.imshow(steps, cmap=cmap(), vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest",
+                      extent=(0.0, 1.0, 0.0, 1.0))
+    ax.set_xticks([])
+    ax.yaxis.tick_right()
+    ax.set_yticks(_BAR_TICKS, _BAR_TICK_LABELS)
+    ax.tick_params(labelsize=size, length=3, width=0.8)
+    ax.yaxis.set_label_position("right")
+    ax.set_ylabel("attention weight", fontsize=size)
+    for spine in ax.spines.values():
+        spine.set_linewidth(0.8)
+    return ColourBar(ax, image)
+
+
+def bar_width(pen: Pen, size: float) -> float:
+    """Room the colour bar needs to the right of the heatmaps: gap, bar, tick labels, label."""
+    return 0.25 + BAR_WIDTH + 3.5 * PT + pen.widest(_BAR_TICK_LABELS, size) + 0.12 + line(size) + 0.15

@@ -1,0 +1,113 @@
+"""Writing the figures of a run: ``Figure.savefig`` into :func:`~mhacli.io.files.atomic_write`, in order."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from mhacli.io.files import atomic_write
+from mhacli.render.figures.head import HeadFigure
+from mhacli.render.figures.heads import build_heads
+from mhacli.render.figures.layout import RENDER_RC, Pen, drawing
+from mhacli.render.figures.magnifiers import build_magnifiers
+from mhacli.render.figures.single_vs_multi import build_compare
+from mhacli.render.figures.view import check_dpi, check_format, resolve_query, token_view
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from mhacli.core.compare import Comparison
+    from mhacli.core.trace import Trace
+
+# zlib level of Pillow's PNG writer. Measured on head-1.png of the cat sentence at 150 dpi: level 1
+# saves in 65 ms against 72 ms for Pillow's default (6), for a file 4 % larger; drawing is the rest.
+PNG_COMPRESSION = 1
+
+
+class Saved(list):  # type: ignore[type-arg]
+    """The paths written, in order, and notices to print once (missing glyphs, leftover files)."""
+
+    def __init__(self, paths: Sequence[Path] = (), notices: Sequence[str] = ()) -> None:
+        super().__init__(paths)
+        self.notices: list[str] = list(notices)
+
+
+def save(fig: Figure, path: Path, fmt: str, dpi: int) -> Path:
+    """Write ``fig`` atomically (a temporary sibling, then a rename): never a half-written image."""
+    import matplotlib
+
+    options: dict[str, Any] = {  # type: ignore[assignment]
+        "png": {"pil_kwargs": {"compress_level": PNG_COMPRESSION}},
+        "svg": {"metadata": {"Date": None}},  # no date inside: same figure, same bytes
+        "pdf": {"metadata": {"CreationDate": None}},
+    }[fmt]
+    with matplotlib.rc_context(RENDER_RC):  # type: ignore[arg-type]
+        return atomic_write(Path(path), lambda handle: fig.savefig(handle, format=fmt, dpi=dpi, **options))
+
+
+def leftovers(out_dir: Path, heads: int, fmt: str) -> str | None:
+    """head-K files from an earlier run with more heads: left alone, but named so nobody mixes them up."""
+    def number(p: Path) -> int:
+        return int(p.name.split("-")[1].split(".")[0])
+
+    extra = sorted((p for p in out_dir.glob(f"head-*.{fmt}")
+                    if re.fullmatch(rf"head-(\d+)\.{fmt}", p.name) and number(p) > heads), key=number)
+    if not extra:
+        return None
+    names = extra[0].name if len(extra) == 1 else f"{extra[0].name} … {extra[-1].name}"
+    return (f"{out_dir} also holds {names} from an earlier run with more heads; this run has "
+            f"{heads} head{'s' if heads != 1 else ''}, so those files are not from it (left untouched).")
+
+
+def _finish(saved: Saved, pen: Pen) -> Saved:
+    notice = pen.glyph_notice()
+    if notice:
+        saved.notices.insert(0, notice)
+    return saved
+
+
+def save_figures(trace: Trace, single: Trace | None, out_dir: Path, fmt: str = "png", dpi: int = 150,
+                 query: int | str | None = None, max_tokens: int = 40) -> Saved:
+    """Write ``head-1 … head-h``, ``heads`` and ``magnifiers`` into ``out_dir`` (created if missing).
+
+    Returns the paths written, in order (a list with ``.notices``: lines worth printing
+    once, such as characters no installed font could draw).
+    """
+    fmt, dpi = check_format(fmt), check_dpi(dpi)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    view = token_view(trace.n_tokens, max_tokens, resolve_query(trace.tokens, query))
+    saved = Saved()
+    with drawing() as pen:
+        # One per-head figure, updated for each head: its layout, labels and colour bar are built once.
+        per_head = HeadFigure(trace, view, pen)
+        for i in range(trace.num_heads):
+            saved.append(save(per_head.show(i), out / f"head-{i + 1}.{fmt}", fmt, dpi))
+        saved.append(save(build_heads(trace, view, pen), out / f"heads.{fmt}", fmt, dpi))
+        saved.append(save(build_magnifiers(trace, single, view, pen), out / f"magnifiers.{fmt}", fmt, dpi))
+    leftover = leftovers(out, trace.num_heads, fmt)
+    if leftover:
+        saved.notices.append(leftover)
+    return _finish(saved, pen)
+
+
+def save_compare(trace: Trace, single: Trace, out_dir: Path, fmt: str = "png", dpi: int = 150,
+                 query: int | str | None = None, max_tokens: int = 40, *,
+                 comparison: Comparison | None = None) -> Saved:
+    """Write ``single-vs-multi`` into ``out_dir`` (created if missing); return the path (with ``.notices``).
+
+    ``query`` is accepted for symmetry with :func:`save_figures`; the comparison covers every query.
+    """
+    from mhacli.core.compare import compare
+
+    fmt, dpi = check_format(fmt), check_dpi(dpi)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    resolve_query(trace.tokens, query)  # a bad --query is refused all the same
+    comparison = comparison or compare(trace, single)
+    saved = Saved()
+    with drawing() as pen:
+        fig = build_compare(trace, single, comparison, token_view(trace.n_tokens, max_tokens), pen)
+        saved.append(save(fig, out / f"single-vs-multi.{fmt}", fmt, dpi))
+    return _finish(saved, pen)

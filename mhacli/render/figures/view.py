@@ -1,0 +1,88 @@
+"""Which tokens a figure shows, and the figure options checked before any work (no matplotlib here)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from mhacli.core.errors import UsageError
+from mhacli.core.tokenize import label
+
+FORMATS = ("png", "svg", "pdf")
+DPI_MIN, DPI_MAX = 30, 600
+
+
+def check_format(fmt: str) -> str:
+    """The figure format, lower-cased; refuse anything but png, svg, pdf."""
+    value = str(fmt).lower().lstrip(".")
+    if value not in FORMATS:
+        raise UsageError(f"unknown figure format {fmt!r}; choose one of: {', '.join(FORMATS)}.")
+    return value
+
+
+def check_dpi(dpi: int) -> int:
+    """Dots per inch for raster output, within a range that is readable and fits in memory."""
+    if isinstance(dpi, bool) or not isinstance(dpi, int) or not DPI_MIN <= dpi <= DPI_MAX:
+        raise UsageError(f"--dpi must be a whole number from {DPI_MIN} to {DPI_MAX}, got {dpi!r}.")
+    return dpi
+
+
+def resolve_query(tokens: Sequence[str], query: int | str | None) -> int | None:
+    """The query position chosen by ``--query``: a 0-based position, or a token's text (first match)."""
+    if query is None:
+        return None
+    n = len(tokens)
+    text = str(query).strip()
+    if isinstance(query, int) or re.fullmatch(r"[+-]?\d+", text):
+        pos = int(text)
+        if not 0 <= pos < n:
+            raise UsageError(f"--query {pos} is outside the sentence; give a position from 0 to {n - 1} "
+                             "or one of its tokens.")
+        return pos
+    for wanted in (text, text.casefold()):
+        for p, tok in enumerate(tokens):
+            if (tok if wanted is text else tok.casefold()) == wanted:
+                return p
+    distinct = list(dict.fromkeys(label(t, 16) for t in tokens))
+    shown = ", ".join(distinct[:12]) + (", …" if len(distinct) > 12 else "")
+    raise UsageError(f"--query {label(text, 24)!r} is not a token of the text; give a position from "
+                     f"0 to {n - 1} or one of: {shown}.")
+
+
+@dataclass(frozen=True)
+class View:
+    """Which tokens a figure shows: all of them, or a window of ``--max-tokens`` (0-based, stop excluded)."""
+
+    start: int
+    stop: int
+    n_total: int
+    query: int | None = None
+
+    @property
+    def n(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def windowed(self) -> bool:
+        return self.n < self.n_total
+
+    @property
+    def rows(self) -> slice:
+        return slice(self.start, self.stop)
+
+    def note(self) -> str:
+        """What the window shows, for titles."""
+        return (f"window: tokens {self.start}–{self.stop - 1} of {self.n_total} "
+                f"(--max-tokens {self.n})")
+
+
+def token_view(n_tokens: int, max_tokens: int, query: int | None = None) -> View:
+    """The first ``max_tokens`` tokens, or a window centred on the query when it lies beyond them."""
+    max_tokens = max(1, int(max_tokens))
+    if n_tokens <= max_tokens:
+        return View(0, n_tokens, n_tokens, query)
+    start = 0
+    if query is not None and query >= max_tokens:
+        start = min(max(query - max_tokens // 2, 0), n_tokens - max_tokens)
+    return View(start, start + max_tokens, n_tokens, query)

@@ -429,7 +429,7 @@ def test_demo_writes_nothing_unless_asked_and_figures_with_out(runner, tmp_path)
                                  "--out", "lesson"])
     assert result.exit_code == 0, result.output
     names = sorted(p.name for p in (tmp_path / "lesson").iterdir())
-    assert names == ["head-1.png", "head-2.png", "head-3.png", "head-4.png", "heads.png", "magnifiers.png"]
+    assert names == ["head-1.png", "head-2.png", "head-3.png", "head-4.png", "heads.png", "magnifiers.png", "split.png"]
     flat = " ".join(result.output.replace("│", " ").split())
     assert "lesson/heads.png" in flat and "Wrote:" in flat
 

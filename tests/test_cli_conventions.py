@@ -66,7 +66,7 @@ def test_completion_options_are_offered_and_work(runner, tmp_path):
 
 # --- the reader of stdout goes away --------------------------------------------------------------
 
-FILES = ["head-1.png", "head-2.png", "heads.png", "magnifiers.png", "t.npz", "t.html"]
+FILES = ["head-1.png", "head-2.png", "heads.png", "magnifiers.png", "split.png", "t.npz", "t.html"]
 
 
 def _explain_argv(folder: Path) -> list[str]:

@@ -45,7 +45,7 @@ def cat_causal():
 
 
 def expected_names(h: int, fmt: str = "png") -> list[str]:
-    return [f"head-{i}.{fmt}" for i in range(1, h + 1)] + [f"heads.{fmt}", f"magnifiers.{fmt}"]
+    return [f"head-{i}.{fmt}" for i in range(1, h + 1)] + [f"heads.{fmt}", f"magnifiers.{fmt}", f"split.{fmt}"]
 
 
 def pixels(path: Path) -> np.ndarray:

@@ -8,7 +8,7 @@ import pytest
 
 from mhacli.core.trace import run
 from mhacli.render import theme
-from mhacli.render.split_figure import split_figure
+from mhacli.render.figures.split import split_figure
 
 matplotlib.use("Agg")
 

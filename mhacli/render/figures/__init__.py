@@ -5,6 +5,7 @@
 * ``heads`` (:mod:`.heads`): every head on the same scale, with the average over heads
   that PyTorch returns by default.
 * ``magnifiers`` (:mod:`.magnifiers`): the sentence under one magnifying glass per head.
+* ``split`` (:mod:`.split`): W_q cut into the heads' row blocks, Q's and H's column blocks, W^O mixing them.
 * ``single-vs-multi`` (:mod:`.single_vs_multi`, ``mha compare``): one head against h.
 
 All of them draw their matrices with one helper, :func:`.heatmap.heatmap`. matplotlib
@@ -19,10 +20,11 @@ from mhacli.render.figures.layout import Pen, drawing, font_faces
 from mhacli.render.figures.magnifiers import magnifier, magnifiers_figure
 from mhacli.render.figures.save import Saved, save, save_compare, save_figures
 from mhacli.render.figures.single_vs_multi import compare_figure
+from mhacli.render.figures.split import split_figure
 from mhacli.render.figures.view import FORMATS, View, check_dpi, check_format, resolve_query, token_view
 
 __all__ = [
     "FORMATS", "HeadFigure", "Heatmap", "Pen", "Saved", "View", "check_dpi", "check_format", "colour_bar",
     "compare_figure", "drawing", "font_faces", "head_figure", "heads_figure", "heatmap", "magnifier",
-    "magnifiers_figure", "resolve_query", "save", "save_compare", "save_figures", "token_view",
+    "magnifiers_figure", "resolve_query", "save", "save_compare", "save_figures", "split_figure", "token_view",
 ]

@@ -12,6 +12,7 @@ from mhacli.render.figures.heads import build_heads
 from mhacli.render.figures.layout import RENDER_RC, Pen, drawing
 from mhacli.render.figures.magnifiers import build_magnifiers
 from mhacli.render.figures.single_vs_multi import build_compare
+from mhacli.render.figures.split import split_figure
 from mhacli.render.figures.view import check_dpi, check_format, resolve_query, token_view
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def _finish(saved: Saved, pen: Pen) -> Saved:
 
 def save_figures(trace: Trace, single: Trace | None, out_dir: Path, fmt: str = "png", dpi: int = 150,
                  query: int | str | None = None, max_tokens: int = 40) -> Saved:
-    """Write ``head-1 … head-h``, ``heads`` and ``magnifiers`` into ``out_dir`` (created if missing).
+    """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` into ``out_dir`` (created if missing).
 
     Returns the paths written, in order (a list with ``.notices``: lines worth printing
     once, such as characters no installed font could draw).
@@ -86,6 +87,7 @@ def save_figures(trace: Trace, single: Trace | None, out_dir: Path, fmt: str = "
             saved.append(save(per_head.show(i), out / f"head-{i + 1}.{fmt}", fmt, dpi))
         saved.append(save(build_heads(trace, view, pen), out / f"heads.{fmt}", fmt, dpi))
         saved.append(save(build_magnifiers(trace, single, view, pen), out / f"magnifiers.{fmt}", fmt, dpi))
+        saved.append(save(split_figure(trace), out / f"split.{fmt}", fmt, dpi))
     leftover = leftovers(out, trace.num_heads, fmt)
     if leftover:
         saved.notices.append(leftover)

@@ -870,15 +870,34 @@ def _bench_startup(repeats: int, json_out: bool) -> None:
 
 def main() -> None:
     """Entry point of the ``mha`` console script."""
+    from mhacli.io import cleanup
+
+    cleanup.install()  # SIGTERM and SIGHUP unwind like Ctrl-C, and every temporary file goes
+    code: int | None = None
     try:
         app(prog_name="mha")
+    except cleanup.Terminated as ended:
+        _error_line(str(ended))
+        code = ended.exit_code
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else ExitCode.FAILURE
     finally:
         # Everything is written and reported by now: a Ctrl-C that lands while Python
         # shuts down (joining worker threads) has nothing left to interrupt, and would
         # only kill the process without its message.
         import signal
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_IGN)
+        cleanup.remove_all()
+    ended_by = cleanup.received()
+    if ended_by is not None and code in (None, ExitCode.OK, ExitCode.FAILURE):
+        # The signal was swallowed on its way (inside a library): the exit code still tells how the run ended.
+        if code is None or code == ExitCode.OK:
+            _error_line(cleanup.message_for(ended_by))
+        code = cleanup.exit_code_for(ended_by)
+    sys.exit(int(code or 0))
 
 
 __all__ = ["app", "main", "UsageError"]

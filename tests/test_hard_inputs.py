@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 MHA = Path(sys.executable).with_name("mha")
@@ -118,3 +119,110 @@ def test_exit_codes_and_messages_name_the_signal():
     assert cleanup.exit_code_for(signal.SIGUSR1) == 128 + signal.SIGUSR1
     assert "SIGTERM" in cleanup.message_for(signal.SIGTERM)
     assert "SIGHUP" in cleanup.message_for(signal.SIGHUP)
+
+
+# ---------------------------------------------------------------------------
+# Faithful saves (issue 13): every config field, the weight kind, rules, biases, a format version
+# ---------------------------------------------------------------------------
+
+def test_a_designed_char_run_shown_back_says_so_and_lists_its_rules(tmp_path):
+    made = mha("explain", "the cat sat on the mat", "--weights", "designed", "--tokenizer", "char",
+               "--causal", "--seed", "7", "--no-plots", "--save-npz", "d.npz", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    shown = mha("show", "d.npz", "--no-plots", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "tokenizer char" in shown.stdout and "weights designed" in shown.stdout
+    assert "positions on" in shown.stdout and "seed 7" in shown.stdout and "causal" in shown.stdout
+    from mhacli import run
+    from mhacli.io.export import load_trace
+
+    trace = load_trace(tmp_path / "d.npz")
+    expected = run("the cat sat on the mat", weights="designed", tokenizer="char", causal=True, seed=7)
+    assert trace.config == expected.config and trace.rules == expected.rules
+    for rule in expected.rules:
+        assert rule in shown.stdout
+    # The walkthrough itself is the same as the run's (the header says where it was loaded from).
+    ran = [line for line in made.stdout.splitlines() if "loaded from" not in line and "d.npz" not in line]
+    again = [line for line in shown.stdout.splitlines() if "loaded from" not in line]
+    assert ran[:40] == again[:40]
+
+
+def test_a_010_trace_without_format_version_still_loads(tmp_path):
+    from mhacli import run
+    from mhacli.io.export import NPZ_KEYS, load_trace, npz_arrays
+
+    old = {k: v for k, v in npz_arrays(run("the cat sat", seed=2)).items() if k in NPZ_KEYS}
+    np.savez(tmp_path / "old.npz", **old)
+    trace = load_trace(tmp_path / "old.npz")
+    assert trace.config.seed == 2 and trace.config.tokenizer == "word" and trace.config.weights == "random"
+    assert trace.embeddings is None
+
+
+def test_biases_are_saved_and_read_back_when_the_trace_has_them(tmp_path):
+    import dataclasses
+
+    from mhacli import run
+    from mhacli.io.export import npz_arrays, trace_biases, trace_document
+
+    trace = run("the cat sat", d_model=8, heads=2)
+    biases = {k: np.arange(8.0) + i for i, k in enumerate(("b_q", "b_k", "b_v", "b_o"))}
+
+    class WithBiases:  # what the core's trace looks like once it gains biases
+        def __init__(self, t):
+            self._t, self.biases = t, biases
+
+        def __getattr__(self, name):
+            return getattr(self._t, name)
+
+    fake = WithBiases(trace)
+    assert set(trace_biases(fake)) == set(biases)
+    arrays = npz_arrays(fake)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(arrays["b_k"], biases["b_k"])
+    assert trace_document(fake)["biases"]["b_o"] == biases["b_o"].tolist()  # type: ignore[arg-type]
+    assert trace_biases(trace) == {} and trace_document(trace)["biases"] is None
+    if "biases" not in {f.name for f in dataclasses.fields(type(trace))}:
+        from mhacli.core.errors import UsageError
+        from mhacli.io.export import load_trace
+
+        np.savez(tmp_path / "b.npz", **arrays)
+        with pytest.raises(UsageError, match="biases"):
+            load_trace(tmp_path / "b.npz")
+
+
+def _validate(document, schema):
+    jsonschema = pytest.importorskip("jsonschema")  # in the test extra; skipped only outside it
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(document)
+
+
+@pytest.mark.parametrize("args", [
+    ("the cat sat on the mat",),
+    ("the cat sat on the mat", "--causal", "--weights", "designed", "--tokenizer", "char"),
+    ("a", "--heads", "1", "--d-model", "4", "--dtype", "float32", "--no-positions"),
+])
+def test_real_json_output_follows_the_shipped_schema(tmp_path, args):
+    import json
+
+    from mhacli.io.export import trace_schema
+
+    proc = mha("explain", *args, "--json", "--no-plots", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    schema = trace_schema()
+    _validate(document, schema)
+    assert document["format_version"] == 2
+    assert set(document["config"]) == {"heads", "d_model", "seed", "tokenizer", "positions", "causal", "weights",
+                                       "dtype", "d_k"}
+    # The schema can fail: a document missing its version, or with a stray array, is refused.
+    jsonschema = pytest.importorskip("jsonschema")
+    broken = {k: v for k, v in document.items() if k != "format_version"}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**document, "arrays": {**document["arrays"], "W_x": [[1.0]]}}, schema)
+
+
+def test_the_schema_ships_in_the_wheel_listing():
+    from importlib import resources
+
+    assert (resources.files("mhacli.io") / "trace.schema.json").is_file()

@@ -226,3 +226,129 @@ def test_the_schema_ships_in_the_wheel_listing():
     from importlib import resources
 
     assert (resources.files("mhacli.io") / "trace.schema.json").is_file()
+
+
+# ---------------------------------------------------------------------------
+# Family 4: unbounded reads
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["show", "verify"])
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "fifo", "folder"])
+def test_devices_pipes_and_folders_are_refused_before_a_byte_is_read(tmp_path, command, device):
+    os.mkfifo(tmp_path / "fifo")  # no writer: an open() that waited would hang the test
+    (tmp_path / "folder").mkdir()
+    proc = mha(command, device, "--no-plots", cwd=tmp_path, timeout=60) if command == "show" else \
+        mha(command, device, cwd=tmp_path, timeout=60)
+    line = one_error_line(proc)
+    assert proc.returncode == 2
+    assert "not a regular file" in line or "is a folder" in line
+
+
+def test_an_archive_promising_more_than_memory_is_refused_from_its_header(tmp_path):
+    import io
+    import zipfile
+
+    from mhacli import run
+    from mhacli.core.errors import UsageError
+    from mhacli.io.export import load_trace, npz_arrays
+
+    arrays = npz_arrays(run("the cat sat"))
+    with zipfile.ZipFile(tmp_path / "bomb.npz", "w") as z:
+        for name, value in arrays.items():
+            buf = io.BytesIO()
+            np.save(buf, value)
+            data = buf.getvalue()
+            if name == "scores":  # a header promising 10^12 floats over a few bytes of data
+                header = np.lib.format.header_data_from_array_1_0(np.zeros(1))
+                header["shape"] = (10**6, 10**6)
+                buf = io.BytesIO()
+                np.lib.format.write_array_header_1_0(buf, header)
+                data = buf.getvalue() + b"\0" * 16
+            z.writestr(name + ".npy", data)
+    with pytest.raises(UsageError, match="cut short|not fit"):
+        load_trace(tmp_path / "bomb.npz")
+
+
+# ---------------------------------------------------------------------------
+# Family 5: hostile traces
+# ---------------------------------------------------------------------------
+
+def _tampered(tmp_path: Path, name: str, **changes: object) -> Path:
+    from mhacli import run
+    from mhacli.io.export import npz_arrays
+
+    arrays = npz_arrays(run("the cat sat on the mat", causal=True))
+    for key, value in changes.items():
+        if callable(value):
+            arrays[key] = value(arrays[key].copy())
+        else:
+            arrays[key] = value  # type: ignore[assignment]
+    np.savez(tmp_path / name, **arrays)
+    return tmp_path / name
+
+
+def _poison(value: float, at: tuple[int, ...] = (0, 0)):
+    def change(a: np.ndarray) -> np.ndarray:
+        a[at] = value
+        return a
+    return change
+
+
+HOSTILE = {
+    "seed infinite": ({"seed": np.array(np.inf)}, "seed must be a whole number, got inf"),
+    "num_heads infinite": ({"num_heads": np.array(np.inf)}, "num_heads must be a whole number, got inf"),
+    "num_heads NaN": ({"num_heads": np.array(np.nan)}, "num_heads must be a whole number, got nan"),
+    "d_model a fraction": ({"d_model": np.array(2.5)}, "d_model must be a whole number, got 2.5"),
+    "seed negative": ({"seed": np.array(-1)}, "seed must be a whole number from 0"),
+    "seed an array": ({"seed": np.arange(3)}, "seed must be a single whole number"),
+    "causal a number": ({"causal": np.array(7)}, "causal must be true or false"),
+    "W_q infinite": ({"W_q": _poison(np.inf)}, "W_q holds infinite or NaN values"),
+    "X NaN": ({"X": _poison(np.nan)}, "X holds infinite or NaN values"),
+    "output infinite": ({"output": _poison(-np.inf)}, "output holds infinite or NaN values"),
+    "scores +inf": ({"scores": _poison(np.inf, (0, 0, 0))}, "scores holds infinite or NaN values"),
+    "weights NaN": ({"weights": _poison(np.nan, (0, 0, 0))}, "weights holds infinite or NaN values"),
+    "weights as text": ({"weights": np.array("0.5")}, "weights has shape ()"),
+    "tokens as numbers": ({"tokens": np.arange(6)}, "tokens must be a 1-D array of strings"),
+    "unknown tokenizer": ({"tokenizer": np.array("bytes")}, "unknown tokenizer 'bytes'"),
+    "rules of the wrong length": ({"rules": np.array(["x"])}, "rules must hold one string per head"),
+    "a newer format": ({"format_version": np.array(99)}, "it is format 99, newer than this mhacli reads"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_trace_gets_one_clear_line_and_no_warning(tmp_path, case):
+    changes, expected = HOSTILE[case]
+    _tampered(tmp_path, "bad.npz", **changes)
+    for command in (("show", "bad.npz", "--no-plots"), ("verify", "bad.npz")):
+        proc = mha(*command, cwd=tmp_path)
+        line = one_error_line(proc)  # nothing else on stderr: no RuntimeWarning, no source line
+        assert proc.returncode == 2, proc.stderr
+        assert "is not a valid mha trace" in line and expected in line, line
+
+
+def test_a_member_that_is_not_npy_data_or_holds_objects(tmp_path):
+    import io
+    import zipfile
+
+    from mhacli import run
+    from mhacli.io.export import npz_arrays
+
+    arrays = npz_arrays(run("the cat sat"))
+    cases = {"garbage.npz": ("seed", b"hello, not npy"), "truncated-header.npz": ("W_q", b"\x93NUMPY\x01\x00")}
+    for file, (member, data) in cases.items():
+        with zipfile.ZipFile(tmp_path / file, "w") as z:
+            for name, value in arrays.items():
+                buf = io.BytesIO()
+                np.save(buf, value)
+                z.writestr(name + ".npy", data if name == member else buf.getvalue())
+    with zipfile.ZipFile(tmp_path / "objects.npz", "w") as z:
+        for name, value in arrays.items():
+            buf = io.BytesIO()
+            np.save(buf, np.array(list(value), dtype=object) if name == "tokens" else value, allow_pickle=True)
+            z.writestr(name + ".npy", buf.getvalue())
+    expected = {"garbage.npz": "its member 'seed' is not .npy array data",
+                "truncated-header.npz": "its member 'W_q' is not .npy array data",
+                "objects.npz": "it holds Python objects"}
+    for file, words in expected.items():
+        proc = mha("verify", file, cwd=tmp_path)
+        assert proc.returncode == 2 and words in one_error_line(proc), proc.stderr

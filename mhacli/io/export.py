@@ -179,7 +179,7 @@ def _read_members(path: Path) -> dict[str, np.ndarray]:
         limit = memory_limit_bytes()
         if size > limit:
             raise _shape_error(path, "its arrays would not fit in this machine's memory")
-        head = handle.read(4)
+        head = handle.read(6)
         handle.seek(0)
         if head.startswith(b"\x93NUMPY"):
             raise _shape_error(path, f"it is a single .npy array, not an npz archive; {_HINT}")
@@ -195,7 +195,7 @@ def _read_members(path: Path) -> dict[str, np.ndarray]:
             names = [info.filename[:-4] for info in infos if info.filename.endswith(".npy")]
             missing = [k for k in NPZ_KEYS if k not in names]
             if len(missing) == len(NPZ_KEYS):
-                found = ", ".join(sorted(i.filename for i in infos)[:6]) or "nothing"
+                found = ", ".join(sorted(i.filename.removesuffix(".npy") for i in infos)[:6]) or "nothing"
                 raise _shape_error(path, f"it was not written by mha (it holds {found}); {_HINT}")
             if missing:
                 raise _shape_error(path, f"missing {', '.join(missing)}")

@@ -24,7 +24,6 @@ except ImportError:  # pragma: no cover - older Typer on top of click
 from mhacli import __version__
 from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
 from mhacli.core.errors import ExitCode, MhaError, UsageError
-from mhacli.io.files import check_distinct, check_target
 from mhacli.io.inputs import count_tokens, resolve_text
 
 console = Console()
@@ -259,13 +258,13 @@ CausalOpt = Annotated[bool, typer.Option(
 DtypeOpt = Annotated[str, typer.Option("--dtype", help=f"Float type of the core: {', '.join(DTYPES)}.")]
 ShowValuesOpt = Annotated[bool, typer.Option(
     "--show-values", help="Print the actual matrices (rounded) for short inputs.")]
-SaveNpzOpt = Annotated[Optional[Path], typer.Option(
+SaveNpzOpt = Annotated[Optional[str], typer.Option(  # str: a trailing '/' must reach plan_outputs
     "--save-npz", help="Save every array of the run to this .npz file.", show_default=False,
     dir_okay=True, readable=False)]
 JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document (config, steps, arrays) on stdout and nothing else there; "
     "the figures are still saved unless --no-plots, and the files written are listed on stderr.")]
-HtmlOpt = Annotated[Optional[Path], typer.Option(
+HtmlOpt = Annotated[Optional[str], typer.Option(  # str: a trailing '/' must reach plan_outputs
     "--html", help="Also write one self-contained interactive page (opens offline in any browser; "
     "up to 200 tokens, or --max-tokens when given).", show_default=False, dir_okay=True, readable=False)]
 MaxTokensOpt = Annotated[int, typer.Option(
@@ -357,11 +356,8 @@ def explain(
     body = resolve_text(text, file, sample)
     config = Config(heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer,
                     positions=positions, causal=causal, weights=weights, dtype=dtype)
-    if save_npz is not None:
-        check_target(save_npz, "--save-npz")
-    if html is not None:
-        check_target(html, "--html")
-    check_distinct(("--file", file), ("--save-npz", save_npz), ("--html", html))
+    plan = _plan_outputs(plots, out, fmt, config.heads, save_npz=save_npz, html=html,
+                         inputs=[("--file", file)])
     fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
     count_tokens(body, config, json=json_out)  # refuse what would not fit before any array exists
 
@@ -382,15 +378,25 @@ def explain(
             _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
             _print_grids(trace, max_tokens, position, out if plots else None)
         written += _finish_figures(figures_job)
-    if save_npz is not None:
+    if plan.save_npz is not None:
         from mhacli.io.export import save_npz as write_npz
 
-        written.append(str(write_npz(trace, save_npz)))
-    if html is not None:
+        written.append(str(write_npz(trace, plan.save_npz)))
+    if plan.html is not None:
         from mhacli.render.html import write_html
 
-        written.append(str(write_html(trace, html, max_tokens=_html_max_tokens(ctx, max_tokens))))
+        written.append(str(write_html(trace, plan.html, max_tokens=_html_max_tokens(ctx, max_tokens))))
     _report_written(written, to_stderr=json_out)
+
+
+def _plan_outputs(plots: bool, out: Path | None, fmt: str, heads: int, compare: bool = False,
+                  **files: Any) -> Any:
+    """Every output of the run resolved once, before any work (mhacli.io.outputs.plan_outputs)."""
+    from mhacli.io.outputs import figure_names, plan_outputs
+    from mhacli.render.figures import check_format
+
+    names = figure_names(heads, check_format(fmt), compare=compare) if plots and out is not None else ()
+    return plan_outputs(out=out, figure_names=names, **files)
 
 
 def _html_max_tokens(ctx: typer.Context | None, max_tokens: int) -> int:
@@ -499,24 +505,24 @@ def show(
 
     Example: [bold]mha explain "the cat sat on the mat" --save-npz cat.npz && mha show cat.npz --html cat.html[/bold]
     """
-    if html is not None:
-        check_target(html, "--html")
-    check_distinct(("the input .npz", trace_file), ("--html", html))  # never write over the input
-    fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
+    inputs = [("the trace file", trace_file)]
+    _plan_outputs(False, out, fmt, 1, html=html, inputs=inputs)  # --html before the trace is read
     from mhacli.io.export import load_trace
     from mhacli.render.terminal import walkthrough
 
     trace = load_trace(trace_file)
+    plan = _plan_outputs(plots, out, fmt, trace.num_heads, html=html, inputs=inputs)  # never over the input
+    fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
     position = _query_position(trace, query)
     written: list[str] = []
     with _start_figures(trace, out, fmt, dpi, position, max_tokens, plots) as figures_job:
         _print(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
         _print_grids(trace, max_tokens, position, out if plots else None)
         written += _finish_figures(figures_job)
-    if html is not None:
+    if plan.html is not None:
         from mhacli.render.html import write_html
 
-        written.append(str(write_html(trace, html, max_tokens=_html_max_tokens(ctx, max_tokens))))
+        written.append(str(write_html(trace, plan.html, max_tokens=_html_max_tokens(ctx, max_tokens))))
     _report_written(written)
 
 
@@ -552,6 +558,7 @@ def compare(
     body = resolve_text(text, file, sample)
     config = Config(heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer,
                     positions=positions, causal=causal, weights=weights)
+    _plan_outputs(plots, out, fmt, config.heads, compare=True, inputs=[("--file", file)])
     fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
     count_tokens(body, config)  # compare's JSON is a few numbers, not the arrays: plan without it
 
@@ -733,6 +740,7 @@ def demo(
     config = Config(heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer,
                     positions=positions, causal=causal, weights=weights)
     if out is not None:
+        _plan_outputs(True, out, "png", config.heads, inputs=[("--file", file)])
         _check_figure_options(True, out, "png", 150)
     _check_size(body, config)
 

@@ -352,3 +352,98 @@ def test_a_member_that_is_not_npy_data_or_holds_objects(tmp_path):
     for file, words in expected.items():
         proc = mha("verify", file, cwd=tmp_path)
         assert proc.returncode == 2 and words in one_error_line(proc), proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# Families 2 and 3: outputs that collide with inputs or each other; links and trailing slashes
+# ---------------------------------------------------------------------------
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() and not p.is_symlink() else b"")
+            for p in folder.rglob("*")}
+
+
+@pytest.fixture()
+def figs(tmp_path: Path) -> Path:
+    (tmp_path / "figs").mkdir()
+    made = mha("explain", "the cat sat", "--no-plots", "--save-npz", "figs/heads.png", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "figs" / "magnifiers.png").write_text("the cat sat on the mat")
+    (tmp_path / "victim.txt").write_text("precious")
+    return tmp_path
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["show", "figs/heads.png", "--out", "figs"], "is the input (the trace file)"),
+    (["show", "figs/../figs/heads.png", "--out", "./figs/"], "is the input (the trace file)"),
+    (["explain", "--file", "figs/magnifiers.png", "--out", "figs"], "is the input (--file)"),
+    (["compare", "--file", "figs/magnifiers.png", "--out", "figs", "--format", "png"], None),
+    (["explain", "the cat", "--html", "figs/heads.png", "--out", "figs"], "name the same file"),
+    (["explain", "the cat", "--html", "figs/head-2.png", "--out", "figs"], "name the same file"),
+    (["explain", "the cat", "--save-npz", "x.npz", "--html", "./x.npz", "--no-plots"], "name the same file"),
+    (["show", "figs/heads.png", "--html", "figs/heads.png", "--no-plots"], "is also the input"),
+])
+def test_an_output_never_lands_on_an_input_or_another_output(figs, args, words):
+    before = _listing(figs)
+    proc = mha(*args, cwd=figs)
+    if words is None:  # compare writes single-vs-multi.png only: no collision, a real run
+        assert proc.returncode == 0, proc.stderr
+        assert (figs / "figs" / "magnifiers.png").read_text() == "the cat sat on the mat"
+        return
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and words in line, line
+    assert _listing(figs) == before
+
+
+@pytest.mark.parametrize("name", ["head-1.png", "heads.png", "magnifiers.png"])
+def test_a_link_planted_in_out_is_never_followed(figs, name):
+    link = figs / "figs" / name
+    link.unlink(missing_ok=True)
+    link.symlink_to(figs / "victim.txt")
+    proc = mha("explain", "the cat", "--out", "figs", cwd=figs)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "symbolic link" in line and name in line
+    assert (figs / "victim.txt").read_text() == "precious" and link.is_symlink()
+
+
+def test_a_link_appearing_during_the_run_is_replaced_not_followed(tmp_path):
+    from mhacli.io.files import atomic_write_text, confine
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "victim.txt").write_text("precious")
+    confine(out)
+    (out / "heads.png").symlink_to(tmp_path / "victim.txt")
+    atomic_write_text(out / "heads.png", "figure")
+    assert (tmp_path / "victim.txt").read_text() == "precious"
+    assert not (out / "heads.png").is_symlink() and (out / "heads.png").read_text() == "figure"
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--save-npz", "keep.txt/"), ("--html", "newdir/"), ("--save-npz", "existing/"), ("--html", "./"),
+    ("--save-npz", "."),
+])
+def test_a_trailing_slash_names_a_folder_and_is_refused(tmp_path, option, value):
+    (tmp_path / "keep.txt").write_text("keep")
+    (tmp_path / "existing").mkdir()
+    before = _listing(tmp_path)
+    proc = mha("explain", "the cat", "--no-plots", option, value, cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and ("names a folder" in line or "is a folder" in line), line
+    assert _listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("target", ["missing-folder/page.html", "/nonexistent/x/y.html"])
+def test_an_html_target_behind_a_dangling_link_is_refused_before_the_run(tmp_path, target):
+    (tmp_path / "page.html").symlink_to(target)
+    proc = mha("explain", "the cat", "--no-plots", "--html", "page.html", cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "symbolic link" in line and "does not exist" in line
+
+
+def test_a_dangling_link_into_an_existing_folder_is_written_through(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "page.html").symlink_to(tmp_path / "real" / "page.html")
+    proc = mha("explain", "the cat", "--no-plots", "--html", "page.html", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "real" / "page.html").read_text().startswith("<!")

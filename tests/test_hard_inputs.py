@@ -447,3 +447,86 @@ def test_a_dangling_link_into_an_existing_folder_is_written_through(tmp_path):
     proc = mha("explain", "the cat", "--no-plots", "--html", "page.html", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "real" / "page.html").read_text().startswith("<!")
+
+
+# ---------------------------------------------------------------------------
+# Families 6 and 7: numbers and names past their limits; streams and environment
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("query", ["9" * 5000, "-" + "1" * 4301, "+" + "0" * 30, "1" * 19])
+@pytest.mark.parametrize("command", ["explain", "demo"])
+def test_a_query_with_thousands_of_digits_is_a_usage_error(tmp_path, query, command):
+    extra = ["--no-plots"] if command == "explain" else ["--no-pause"]
+    proc = mha(command, "the cat sat", "--query", query, *extra, cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "is beyond any text" in line and "digits" in line
+    assert len(line) < 200
+
+
+def test_a_trace_whose_name_is_not_utf8_still_gets_a_page(tmp_path):
+    made = mha("explain", "the cat sat", "--no-plots", "--save-npz", "t.npz", cwd=tmp_path)
+    assert made.returncode == 0
+    odd = os.fsencode(tmp_path) + b"/tr\xe9\xff.npz"
+    os.rename(tmp_path / "t.npz", odd)
+    proc = subprocess.run([os.fsencode(MHA), b"show", odd, b"--no-plots", b"--html", b"page.html"], cwd=tmp_path,
+                          env=ENV, capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    assert "tr\\\\xe9\\\\xff.npz" in page  # the name's bytes spelled out in the page's JSON
+
+
+@pytest.mark.parametrize("args", [["explain", "the cat sat", "--no-plots", "--save-npz", "c.npz"],
+                                  ["show", "c.npz", "--no-plots"], ["samples"], ["shapes"]])
+def test_a_closed_stdout_does_not_crash_and_files_are_still_whole(tmp_path, args):
+    if args[0] == "show":
+        assert mha("explain", "the cat sat", "--no-plots", "--save-npz", "c.npz", cwd=tmp_path).returncode == 0
+    proc = subprocess.run(["sh", "-c", '"$0" "$@" >&-', str(MHA), *args], cwd=tmp_path, env=ENV,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Error" not in proc.stderr and "Traceback" not in proc.stderr
+    if args[0] == "explain":
+        with np.load(tmp_path / "c.npz") as z:
+            assert int(z["format_version"]) == 2
+
+
+@pytest.mark.parametrize("config_dir", ["/dev/null/x", "missing-parent-is-a-file/x", "readonly"])
+def test_an_unusable_mplconfigdir_lets_matplotlib_print_nothing(tmp_path, config_dir):
+    (tmp_path / "missing-parent-is-a-file").write_text("")
+    (tmp_path / "readonly").mkdir(mode=0o500)
+    env = {**ENV, "MPLCONFIGDIR": str(tmp_path / config_dir) if not config_dir.startswith("/") else config_dir}
+    before = {p.name for p in Path(tempfile_dir()).glob("mha-matplotlib-*")}
+    proc = mha("explain", "the cat sat", "--out", "figs", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and (tmp_path / "figs" / "heads.png").exists()
+    after = {p.name for p in Path(tempfile_dir()).glob("mha-matplotlib-*")}
+    assert after <= before  # the temporary config folder went with the run
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
+@pytest.mark.parametrize(("heads", "dpi", "fits"), [(4, 150, True), (512, 600, False), (256, 600, False)])
+def test_the_memory_plan_counts_figures(heads, dpi, fits):
+    from mhacli.core.config import check_figures_fit, figure_bytes, memory_limit_bytes
+    from mhacli.core.errors import UsageError
+
+    assert figure_bytes(heads, 40, 2 * dpi) > 3.9 * (figure_bytes(heads, 40, dpi) - 256 * 2**20)
+    assert figure_bytes(heads, 40, dpi, "svg") < figure_bytes(heads, 40, dpi, "png") or dpi <= 72
+    if figure_bytes(heads, 40, dpi) <= memory_limit_bytes():
+        check_figures_fit(heads, 40, dpi)
+        return
+    assert not fits
+    with pytest.raises(UsageError) as caught:
+        check_figures_fit(heads, 40, dpi)
+    assert "--dpi" in caught.value.for_cli() and "--no-plots" in caught.value.for_cli()
+
+
+def test_a_figure_too_big_for_memory_is_refused_before_the_run(tmp_path):
+    proc = mha("explain", "the cat", "--d-model", "512", "--heads", "512", "--dpi", "600", "--out", "figs",
+               cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "the figures of 512 heads at --dpi 600 need" in line
+    assert not (tmp_path / "figs").exists()

@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - older Typer on top of click
 from mhacli import __version__
 from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
 from mhacli.core.errors import ExitCode, MhaError, UsageError
-from mhacli.io.inputs import count_tokens, resolve_text
+from mhacli.io.inputs import check_query, count_tokens, resolve_text
 
 console = Console()
 err_console = Console(stderr=True)
@@ -356,8 +356,9 @@ def explain(
     body = resolve_text(text, file, sample)
     config = Config(heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer,
                     positions=positions, causal=causal, weights=weights, dtype=dtype)
-    plan = _plan_outputs(plots, out, fmt, config.heads, save_npz=save_npz, html=html,
-                         inputs=[("--file", file)])
+    check_query(query)
+    plan = _plan_outputs(plots, out, fmt, config.heads, dpi=dpi, max_tokens=max_tokens, save_npz=save_npz,
+                         html=html, inputs=[("--file", file)])
     fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
     count_tokens(body, config, json=json_out)  # refuse what would not fit before any array exists
 
@@ -390,12 +391,16 @@ def explain(
 
 
 def _plan_outputs(plots: bool, out: Path | None, fmt: str, heads: int, compare: bool = False,
-                  **files: Any) -> Any:
-    """Every output of the run resolved once, before any work (mhacli.io.outputs.plan_outputs)."""
+                  dpi: int = 150, max_tokens: int = 40, **files: Any) -> Any:
+    """Every output of the run resolved once, before any work (mhacli.io.outputs.plan_outputs),
+    and the figures' memory planned (pixels × dpi²) before anything is drawn."""
+    from mhacli.core.config import check_figures_fit
     from mhacli.io.outputs import figure_names, plan_outputs
-    from mhacli.render.figures import check_format
+    from mhacli.render.figures import check_dpi, check_format
 
     names = figure_names(heads, check_format(fmt), compare=compare) if plots and out is not None else ()
+    if names:
+        check_figures_fit(heads, max_tokens, check_dpi(dpi), check_format(fmt))
     return plan_outputs(out=out, figure_names=names, **files)
 
 
@@ -506,12 +511,14 @@ def show(
     Example: [bold]mha explain "the cat sat on the mat" --save-npz cat.npz && mha show cat.npz --html cat.html[/bold]
     """
     inputs = [("the trace file", trace_file)]
+    check_query(query)
     _plan_outputs(False, out, fmt, 1, html=html, inputs=inputs)  # --html before the trace is read
     from mhacli.io.export import load_trace
     from mhacli.render.terminal import walkthrough
 
     trace = load_trace(trace_file)
-    plan = _plan_outputs(plots, out, fmt, trace.num_heads, html=html, inputs=inputs)  # never over the input
+    plan = _plan_outputs(plots, out, fmt, trace.num_heads, dpi=dpi, max_tokens=max_tokens, html=html,
+                         inputs=inputs)  # never over the input
     fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
     position = _query_position(trace, query)
     written: list[str] = []
@@ -558,7 +565,8 @@ def compare(
     body = resolve_text(text, file, sample)
     config = Config(heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer,
                     positions=positions, causal=causal, weights=weights)
-    _plan_outputs(plots, out, fmt, config.heads, compare=True, inputs=[("--file", file)])
+    _plan_outputs(plots, out, fmt, config.heads, compare=True, dpi=dpi, max_tokens=max_tokens,
+                  inputs=[("--file", file)])
     fmt, dpi = _check_figure_options(plots, out, fmt, dpi)
     count_tokens(body, config)  # compare's JSON is a few numbers, not the arrays: plan without it
 
@@ -742,6 +750,7 @@ def demo(
     if out is not None:
         _plan_outputs(True, out, "png", config.heads, inputs=[("--file", file)])
         _check_figure_options(True, out, "png", 150)
+    check_query(query)
     _check_size(body, config)
 
     from mhacli.core.trace import run
@@ -879,8 +888,11 @@ def _bench_startup(repeats: int, json_out: bool) -> None:
 def main() -> None:
     """Entry point of the ``mha`` console script."""
     from mhacli.io import cleanup
+    from mhacli.io.environment import ensure_std_streams, usable_mplconfigdir
 
+    ensure_std_streams()  # >&- : output to a closed stream is dropped, and no file becomes descriptor 1
     cleanup.install()  # SIGTERM and SIGHUP unwind like Ctrl-C, and every temporary file goes
+    usable_mplconfigdir()  # before matplotlib is imported: it would print its own two lines
     code: int | None = None
     try:
         app(prog_name="mha")

@@ -243,6 +243,11 @@ def load_trace(path: Path) -> Trace:
         return _trace_from_arrays(path, arrays)
 
 
+def _readable_name(path: Path) -> str:
+    """The file name as valid Unicode: bytes that are not UTF-8 are spelled ``\\xe9`` (a page must encode it)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def _whole(path: Path, a: dict[str, np.ndarray], name: str, default: int | None = None) -> int:
     """A scalar member that must be a whole number (an integer dtype; no inf, no NaN, no 2.5)."""
     if name not in a:
@@ -346,7 +351,7 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
     return Trace(
         config=config, tokens=tokens, token_ids=vocabulary(tokens)[1],
         **{name: a[name] for name in ARRAY_FIELDS},
-        mask=causal_mask(n) if causal else None, source=str(path), rules=rules,
+        mask=causal_mask(n) if causal else None, source=_readable_name(path), rules=rules,
         embeddings=a.get("embeddings"), positions=a.get("position_encoding"), **extra,
     )
 

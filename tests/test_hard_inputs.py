@@ -530,3 +530,40 @@ def test_a_figure_too_big_for_memory_is_refused_before_the_run(tmp_path):
     line = one_error_line(proc)
     assert proc.returncode == 2 and "the figures of 512 heads at --dpi 600 need" in line
     assert not (tmp_path / "figs").exists()
+
+
+# ---------------------------------------------------------------------------
+# Family 8: escape sequences in what the tool itself prints
+# ---------------------------------------------------------------------------
+
+HOSTILE_NAMES = ["fig\x1b[31mred", "fig\x1b]0;title\x07", "fig\u202eevil", "fig\x9b2J"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_an_out_name_with_escape_sequences_is_spelled_out_in_every_note(tmp_path, name):
+    out = tmp_path / name
+    out.mkdir()
+    (out / "head-9.png").write_bytes(b"left from a run with 9 heads")
+    runs = [
+        mha("demo", "--no-pause", "--out", name, cwd=tmp_path),  # the lesson's heatmap note
+        mha("explain", " ".join(f"w{i}" for i in range(30)), "--out", name, cwd=tmp_path,
+            env={**ENV, "COLUMNS": "40"}),  # the grids are too wide: "the heatmaps are in …"
+        mha("explain", "the cat sat", "--out", name, cwd=tmp_path),  # the note on leftover head-9.png
+    ]
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+        both = proc.stdout + proc.stderr
+        raw = [ch for ch in name if ch in "\x1b\x07\x9b\u202e"]
+        assert not any(ch in both for ch in raw), repr(both[:300])
+        assert "fig\\x1b" in both or "fig\\u202e" in both or "fig\\x9b" in both
+    assert "head-9.png" in runs[2].stderr and "note" in runs[2].stderr
+    assert "heatmaps are in" in runs[1].stdout
+
+
+@pytest.mark.parametrize("text", ["a\x1b[2Jb", "x\u202ey", "p\x00q", "\ud800", "tab\there", "l\u2028m"])
+def test_printable_is_the_one_escaping_function(text):
+    from mhacli.core.messages import one_line, printable, shown
+
+    for escaped in (printable(text), one_line(text), shown(text)):
+        assert all(ch.isprintable() or ch in " \u200d" for ch in escaped), repr(escaped)
+    assert printable("naïve 日本 👍🏽 👨\u200d👩") == "naïve 日本 👍🏽 👨\u200d👩"

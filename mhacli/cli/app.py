@@ -422,8 +422,8 @@ def vars_of(config: Config) -> dict[str, Any]:
 def _report_written(paths: list[str], to_stderr: bool = False) -> None:
     if not paths:
         return
+    from mhacli.core.messages import printable
     from mhacli.render.terminal import files_written
-    from mhacli.core.tokenize import printable
 
     # A file name may hold anything, escape sequences included: spell those out.
     # soft_wrap: a long path stays on one line, so it can be copied whole.
@@ -460,15 +460,24 @@ def _print_grids(trace: Any, max_tokens: int, query: int | None, figures_at: Pat
 
     console.print()
     console.print(head_grids(trace, width=console.width, max_tokens=max_tokens, query=query,
-                             figures_at=str(figures_at) if figures_at is not None else None))
+                             figures_at=_where(figures_at)))
     console.print()
+
+
+def _where(folder: Path | None) -> str | None:
+    """A folder named in the renderers' notes, escaped (an --out name may hold escape sequences)."""
+    from mhacli.core.messages import printable
+
+    return printable(folder) if folder is not None else None
 
 
 def _notes(notices: list[str]) -> None:
     """Things worth knowing that are not errors (a missing glyph, leftover files): once each, on stderr."""
+    from mhacli.core.messages import one_line
+
     for notice in notices:
         line = Text("mha: note: ", style="bold yellow")
-        line.append(notice)
+        line.append(one_line(notice))  # a note may quote --out, which may hold escape sequences
         err_console.print(line, soft_wrap=True, highlight=False)
 
 
@@ -594,11 +603,11 @@ def compare(
         _print(comparison_panel(comparison))
         console.print()
         _print(head_grids(single, width=console.width, max_tokens=max_tokens,
-                          figures_at=str(out) if plots else None,
+                          figures_at=_where(out) if plots else None,
                           title=f"One head of size d = {trace.d_model}", single=True))
         console.print()
         _print(head_grids(trace, width=console.width, max_tokens=max_tokens,
-                          figures_at=str(out) if plots else None,
+                          figures_at=_where(out) if plots else None,
                           title=f"{trace.num_heads} heads of size d/h = {trace.d_k}"))
         console.print()
     _report_written(written, to_stderr=json_out)
@@ -652,7 +661,7 @@ def _source_args(text: str | None, file: Path | None, sample: str | None) -> str
     """How the text was given, as it would be typed again (for 'what next' hints)."""
     import shlex
 
-    from mhacli.core.tokenize import printable
+    from mhacli.core.messages import printable
 
     # printable: the text or a file name may hold escape sequences; they are shown, not obeyed.
     if file is not None:
@@ -765,7 +774,7 @@ def demo(
         intro = f"The text is the sample '{sample}': {load_sample(sample).description}"
     position = resolve_query(trace.tokens, query)
     steps = lesson(trace, intro=intro, query=position, width=console.width,
-                   figures_at=str(out) if out is not None else None)
+                   figures_at=_where(out))
     if not 1 <= step <= len(steps):
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
     source = _source_args(text, file, sample)

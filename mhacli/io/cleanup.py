@@ -39,7 +39,7 @@ _registered: dict[tuple[int, str], bool] = {}
 _lock = threading.Lock()
 _received: list[int] = []  # signals received by this process, in order
 
-_EXIT_CODES = {signal.SIGINT: ExitCode.INTERRUPTED, signal.SIGTERM: ExitCode.SIGTERM}
+_EXIT_CODES: dict[int, int] = {signal.SIGINT: ExitCode.INTERRUPTED, signal.SIGTERM: ExitCode.SIGTERM}
 if hasattr(signal, "SIGHUP"):
     _EXIT_CODES[signal.SIGHUP] = ExitCode.SIGHUP
 _WHY = {"SIGINT": "interrupted (Ctrl-C)", "SIGTERM": "terminated (SIGTERM)",

@@ -88,7 +88,7 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
 def save_npz(trace: Trace, path: Path) -> Path:
     """Write the trace as an uncompressed npz, atomically."""
     arrays = npz_arrays(trace)
-    return atomic_write(Path(path), lambda handle: np.savez(handle, **arrays))
+    return atomic_write(Path(path), lambda handle: np.savez(handle, **arrays))  # type: ignore[arg-type]
 
 
 def _shape_error(path: Path, detail: str) -> UsageError:

@@ -222,4 +222,9 @@ def _sync_folder(folder: Path) -> None:
 
 def atomic_write_text(path: Path, text: str) -> Path:
     """:func:`atomic_write` for UTF-8 text."""
-    return atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+    data = text.encode("utf-8")
+
+    def write(handle: IO[bytes]) -> None:
+        handle.write(data)
+
+    return atomic_write(path, write)

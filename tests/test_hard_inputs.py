@@ -567,3 +567,32 @@ def test_printable_is_the_one_escaping_function(text):
     for escaped in (printable(text), one_line(text), shown(text)):
         assert all(ch.isprintable() or ch in " \u200d" for ch in escaped), repr(escaped)
     assert printable("naïve 日本 👍🏽 👨\u200d👩") == "naïve 日本 👍🏽 👨\u200d👩"
+
+
+def test_a_signal_is_passed_on_to_an_adopted_child_which_cleans_up_its_own_files(tmp_path):
+    from mhacli.io import cleanup
+
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a temporary file of its own, then wait for the signal
+        code = 1
+        try:
+            cleanup.install()
+            tmp = tmp_path / ".child.tmp"
+            cleanup.register(tmp)
+            tmp.write_text("half")
+            os.write(ready_w, b"x")
+            time.sleep(60)
+        except cleanup.Terminated:
+            code = 0 if not (tmp_path / ".child.tmp").exists() else 3
+        finally:
+            os._exit(code)
+    os.read(ready_r, 1)
+    cleanup.adopt_child(pid)
+    try:
+        cleanup._pass_on(signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        cleanup.release_child(pid)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert temporaries(tmp_path) == []

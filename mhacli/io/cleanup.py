@@ -118,6 +118,30 @@ def remove_all() -> None:
             pass
 
 
+_children: dict[int, int] = {}  # child pid -> the parent pid that forked it
+
+
+def adopt_child(pid: int) -> None:
+    """A forked helper (the figures' second process): a signal to this process is passed on to it,
+    so it stops and removes its own temporary files instead of drawing on after the run ended."""
+    _children[pid] = os.getpid()
+
+
+def release_child(pid: int) -> None:
+    """The child was reaped: signals are no longer passed on to it."""
+    _children.pop(pid, None)
+
+
+def _pass_on(signum: int) -> None:
+    me = os.getpid()
+    for pid, parent in list(_children.items()):
+        if parent == me:
+            try:
+                os.kill(pid, signum)
+            except OSError:  # already gone
+                pass
+
+
 @contextmanager
 def temporary_folder(prefix: str = "mha-") -> Iterator[Path]:
     """A fresh temporary folder, removed when the block ends, however it ends (signals included)."""
@@ -133,6 +157,7 @@ def temporary_folder(prefix: str = "mha-") -> Iterator[Path]:
 def _on_signal(signum: int, frame: Any) -> None:
     if not _received:
         _received.append(signum)
+    _pass_on(signum)
     # Remove at once: the exception below may land in a finally or a __del__ that swallows it.
     remove_all()
     if signum == signal.SIGINT:

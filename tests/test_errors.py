@@ -111,6 +111,15 @@ ROWS: list[tuple[str, str]] = [
     ("two outputs with the same name", 'mha explain "the cat" --save-npz run.npz --html run.npz'),
     ("an output over the input text", "mha explain --file notes.txt --save-npz notes.txt"),
     ("show writing its page over the trace it reads", "mha show trace.npz --html trace.npz"),
+    ("figures over the trace being shown", "mha show figs/heads.png --out figs"),
+    ("figures over the input text", "mha explain --file figs/magnifiers.png --out figs"),
+    ("--html named like a figure in --out", 'mha explain "the cat" --html figs/heads.png --out figs'),
+    ("a link planted in --out", 'mha explain "the cat" --out planted'),
+    ("--save-npz ending with a slash", 'mha explain "the cat" --save-npz keep.txt/'),
+    ("--html ending with a slash", 'mha explain "the cat" --html newdir/'),
+    ("--html behind a dangling link", 'mha explain "the cat" --html dangling.html'),
+    ("--query with more digits than any position", 'mha explain "the cat sat" --query ' + "9" * 40),
+    ("figures too large for memory", 'mha explain "the cat" --d-model 512 --heads 512 --dpi 600'),
     # --- show and verify ------------------------------------------------------
     ("show without a file", "mha show"),
     ("show a missing file", "mha show missing.npz"),
@@ -125,6 +134,13 @@ ROWS: list[tuple[str, str]] = [
     ("show an npz whose weights are not probabilities", "mha show tampered-probs.npz"),
     ("verify an npz whose weights were changed", "mha verify tampered-weights.npz"),
     ("verify two files", "mha verify trace.npz other.npz"),
+    ("show a device that never ends", "mha show /dev/zero"),
+    ("verify a device that never ends", "mha verify /dev/urandom"),
+    ("show an npz whose seed is infinite", "mha show tampered-inf-seed.npz"),
+    ("verify an npz whose head count is infinite", "mha verify tampered-inf-heads.npz"),
+    ("verify an npz with infinite weights", "mha verify tampered-inf-weights.npz"),
+    ("show an npz with a member that is not .npy data", "mha show not-npy.npz"),
+    ("show an npz from a newer mhacli", "mha show newer.npz"),
 ]
 
 # Rows that need a user without root's powers (root may read and write anything).
@@ -172,6 +188,25 @@ def make_fixtures(folder: Path) -> None:
     np.savez(folder / "tampered-heads.npz", **{**good, "num_heads": np.array(3)})
     np.savez(folder / "tampered-probs.npz", **{**good, "weights": good["weights"] * 2})
     np.savez(folder / "tampered-weights.npz", **{**good, "W_q": good["W_q"] + 0.1})
+    np.savez(folder / "tampered-inf-seed.npz", **{**good, "seed": np.array(np.inf)})
+    np.savez(folder / "tampered-inf-heads.npz", **{**good, "num_heads": np.array(np.inf)})
+    np.savez(folder / "tampered-inf-weights.npz", **{**good, "W_k": good["W_k"] * np.inf})
+    np.savez(folder / "newer.npz", **{**good, "format_version": np.array(3)})
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(folder / "not-npy.npz", "w") as archive:
+        for name, value in good.items():
+            buffer = io.BytesIO()
+            np.save(buffer, value)
+            archive.writestr(name + ".npy", b"not an array" if name == "seed" else buffer.getvalue())
+    (folder / "figs").mkdir()
+    save_npz(trace, folder / "figs" / "heads.png")
+    (folder / "figs" / "magnifiers.png").write_text("the cat sat on the mat\n", encoding="utf-8")
+    (folder / "keep.txt").write_text("keep\n", encoding="utf-8")
+    (folder / "planted").mkdir()
+    (folder / "planted" / "heads.png").symlink_to("../notes.txt")
+    (folder / "dangling.html").symlink_to("gone/page.html")
 
 
 @dataclass(frozen=True)
@@ -254,6 +289,7 @@ def normalize(message: str) -> str:
     message = re.sub(r"the [\d.,]+ [KMGTPE]iB this machine can spare", "the … this machine can spare", message)
     message = re.sub(r"at most [\d,]+ tokens fit", "at most … tokens fit", message)
     message = re.sub(r"need about [\d.,]+ [KMGTPE]iB", "need about …", message)
+    message = re.sub(r"use --dpi \d+ or less", "use --dpi … or less", message)
     return message
 
 

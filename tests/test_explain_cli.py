@@ -65,7 +65,10 @@ def test_npz_holds_exactly_the_promised_arrays(runner, tmp_path):
     assert r.exit_code == 0, r.output
     assert str(path) in r.output
     with np.load(path) as z:  # no allow_pickle needed
-        assert set(z.files) == set(NPZ_KEYS)
+        # Format 2: the 0.1.0 members, plus the whole config and what the weights were made of.
+        assert set(z.files) == {*NPZ_KEYS, "format_version", "mhacli_version", "tokenizer", "positions",
+                                "weight_kind", "dtype", "embeddings", "position_encoding"}
+        assert int(z["format_version"]) == 2 and str(z["weight_kind"]) == "random"
         assert list(z["tokens"]) == CAT.split()
         h, n, d = int(z["num_heads"]), 6, int(z["d_model"])
         assert (h, d, int(z["seed"]), bool(z["causal"])) == (4, 16, 3, True)

@@ -377,3 +377,22 @@ def test_designed_rules_are_shown_per_head(open_page):
     assert "rule: <same> & word" in p.inner_text('figure.hm[data-head="1"] figcaption')
     assert re.search(r"previous token", p.inner_text("#sumtable"))
     assert "rule" in p.inner_text("#sumtable thead")
+
+
+@pytest.mark.parametrize(("fragment", "query"), [
+    ("#q=%E0%A4%A", 0),  # a malformed escape: decodeURIComponent would throw
+    ("#%=1&q=3", 3),  # a malformed key beside a good setting
+    ("#__proto__=1&constructor=2&q=2", 2),  # keys that would reach Object.prototype
+    ("#q=99999999999999999999999", 0),  # a number past any sentence
+    ("#q=-5&large=%ZZ", 0),  # a negative position; a malformed value of a known key
+    ("#q=1e3", 0),  # not a plain position
+    ("#q=%F0%9F%98%80&q=4", 0),  # an emoji, then a second q (the first one counts)
+    ("#" + "q=1&" * 3000, 1),  # a fragment far longer than any real one
+])
+def test_every_part_of_the_url_is_untrusted(open_page, fragment, query):
+    t = run(SENTENCE, heads=2, d_model=8)
+    p = open_page(t, fragment=fragment).page  # open_page fails on any page error or console error
+    texts = p.eval_on_selector_all("#tokens .tok .tok-text", "els => els.map(e => e.textContent)")
+    assert texts == list(t.tokens)  # the tokens are still drawn
+    assert current_query(p) == query
+    assert p.evaluate("({}).polluted === undefined && Object.prototype.q === undefined")

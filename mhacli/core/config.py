@@ -6,6 +6,7 @@ anything heavy, and ``mha shapes`` never needs the numerical core.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -277,3 +278,59 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON, with the derived head width."""
         return {**asdict(self), "d_k": self.d_k}
+
+
+# Figures: matplotlib's Agg canvas is 4 bytes per pixel, and a PNG is encoded from a copy, with
+# the artists' own buffers beside it; a 512-head all-heads sheet at --dpi 400 (about 1.3 billion
+# pixels by figure_inches below) peaked at 16 GB, i.e. ~12 bytes per pixel: plan 16.
+_FIGURE_BYTES_PER_PIXEL = 16
+_VECTOR_DPI = 72  # svg and pdf are not rasterised at --dpi; their heatmap images are small
+
+
+def figure_inches(heads: int, n_shown: int) -> tuple[str, float, float]:
+    """The largest figure a run draws, as (name, width, height) in inches; an upper bound of the layouts.
+
+    ``n_shown`` is the number of tokens a figure shows (``min(N, --max-tokens)``).
+    Mirrors mhacli.render.figures: a head's heatmap is at most 12 inches plus its
+    labels and colour bar; the all-heads sheet has h + 1 panels of up to 3.2
+    inches (plus gaps and labels); the magnifiers a row per head.
+    """
+    n = max(1, n_shown)
+    head = min(12.0, max(2.6, min(0.8, 6.4 / n) * n)) + 4.0
+    panels = heads + 1 if heads > 1 else 1
+    cols = max(1, math.ceil(math.sqrt(panels * 16 / 9)))
+    rows = math.ceil(panels / cols)
+    panel = max(min(n * 0.16, 3.2), 1.4) + 0.8
+    sheet_w, sheet_h = max(cols * panel + 3.0, 8.0), rows * panel + 3.0
+    lens_w, lens_h = 13.3, 2.0 + 1.2 * heads
+    sizes = [("a head's heatmap", head, head), ("the all-heads sheet", sheet_w, sheet_h),
+             ("the magnifiers", lens_w, lens_h)]
+    return max(sizes, key=lambda s: s[1] * s[2])
+
+
+def figure_bytes(heads: int, n_shown: int, dpi: int, fmt: str = "png") -> int:
+    """Peak memory of drawing the largest figure: its pixels (inches² × dpi²) times the bytes each costs."""
+    _, width, height = figure_inches(heads, n_shown)
+    dots = dpi if fmt == "png" else _VECTOR_DPI
+    return int(_BASELINE_BYTES + width * height * dots * dots * _FIGURE_BYTES_PER_PIXEL)
+
+
+def check_figures_fit(heads: int, n_shown: int, dpi: int, fmt: str = "png", besides: int = 0) -> None:
+    """Refuse, before drawing, figures that would not fit in memory beside ``besides`` bytes (the arrays)."""
+    limit = memory_limit_bytes()
+    need = figure_bytes(heads, n_shown, dpi, fmt) + besides
+    if need <= limit:
+        return
+    name, width, height = figure_inches(heads, n_shown)
+    most = 0
+    for candidate in range(min(dpi, 600), 29, -1):
+        if figure_bytes(heads, n_shown, candidate, fmt) + besides <= limit:
+            most = candidate
+            break
+    fix = "use {dpi:name} " + f"{most} or less, " if most and fmt == "png" else ""
+    raise UsageError(
+        f"the figures of {heads:,} heads at " + "{dpi}" + f" need {_about(need)} ({name} is "
+        f"{width:,.0f}×{height:,.0f} inches), more than the {human_bytes(limit)} this machine can spare; "
+        f"{fix}" + "fewer {heads:name}, {format:name} svg, or {plots}.",
+        dpi=dpi, heads=heads, format=fmt, plots=False,
+    )

@@ -21,17 +21,29 @@ def _escape_char(ch: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+_KEEP = frozenset("\u200c\u200d")  # joiners belong to the words and emoji they join
+
+
+def _keep(ch: str) -> bool:
+    if ch in _KEEP or 0xE0020 <= ord(ch) <= 0xE007F:  # tag characters spell emoji flags
+        return True
+    return unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
+
+
+def printable(text: object) -> str:
+    """``text`` with every control, bidi, surrogate or unassigned character spelled out (ESC becomes ``\\x1b``).
+
+    THE escaping function: every string the tool shows that it did not write
+    itself (a path, a token, a value the user typed, a note that quotes one)
+    passes through here, so nothing can act on the terminal or reorder a line.
+    """
+    return "".join(ch if _keep(ch) else _escape_char(ch) for ch in str(text))
+
+
 def one_line(message: str) -> str:
-    """``message`` on one line with every control or bidi character escaped (ESC becomes ``\\x1b``)."""
-    out = []
-    for ch in str(message):
-        if ch in "\r\n\t\v\f\u2028\u2029\x85":
-            out.append(" ")
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn") and ch not in "\u200c\u200d":
-            out.append(_escape_char(ch))
-        else:
-            out.append(ch)
-    line = " ".join("".join(out).split(" ")).strip()
+    """``message`` as one printable line: line breaks become spaces, the rest as :func:`printable`."""
+    flat = "".join(" " if ch in "\r\n\t\v\f\u2028\u2029\x85" else ch for ch in str(message))
+    line = " ".join(printable(flat).split(" ")).strip()
     if len(line) > MAX_LINE:
         line = line[: MAX_LINE - 1] + "…"
     return line

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -25,25 +28,67 @@ from mhacli.io.files import atomic_write
 ARRAY_FIELDS = ("X", "W_q", "W_k", "W_v", "W_o", "Q", "K", "V", "heads", "scores", "weights",
                 "concat", "output")
 SCALAR_FIELDS = ("num_heads", "d_model", "seed", "causal")
-NPZ_KEYS = ("tokens", *ARRAY_FIELDS, *SCALAR_FIELDS)
+NPZ_KEYS = ("tokens", *ARRAY_FIELDS, *SCALAR_FIELDS)  # every trace file, 0.1.0's included
+# Format 2 (mhacli 0.2) keeps the whole Config and what the weights were made of; format 1 (0.1.0,
+# no format_version member) lacks these and still loads, with the Config's defaults for them.
+FORMAT_VERSION = 2
+CONFIG_FIELDS = ("tokenizer", "positions", "weight_kind", "dtype")  # beside SCALAR_FIELDS
+BIAS_FIELDS = ("b_q", "b_k", "b_v", "b_o")
+OPTIONAL_ARRAYS = ("embeddings", "position_encoding", *BIAS_FIELDS)
+TEXT_LISTS = ("rules", "relations")
+KNOWN_KEYS = frozenset((*NPZ_KEYS, "format_version", "mhacli_version", *CONFIG_FIELDS, *OPTIONAL_ARRAYS,
+                        *TEXT_LISTS))
+MAX_MEMBERS = 64  # a trace has ~30 members; a zip of thousands is not one
+
+
+def trace_biases(trace: Trace) -> dict[str, np.ndarray]:
+    """The trace's biases b_q, b_k, b_v, b_o (those it has), by name; empty without biases."""
+    found = getattr(trace, "biases", None)
+    if found is None:
+        return {}
+    get = found.get if isinstance(found, dict) else (lambda k: getattr(found, k, None))
+    return {k: np.asarray(get(k)) for k in BIAS_FIELDS if get(k) is not None}
+
+
+def trace_relations(trace: Trace) -> tuple[str, ...] | None:
+    """Per-head names of what a trained head learned (set by training), or None."""
+    found = getattr(trace, "relations", None)
+    return tuple(str(r) for r in found) if found else None
 
 
 def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
-    """The arrays of an npz export, by name."""
+    """The arrays of an npz export, by name (format :data:`FORMAT_VERSION`)."""
+    c = trace.config
     out: dict[str, np.ndarray] = {"tokens": np.array(trace.tokens, dtype=np.str_)}
     for name in ARRAY_FIELDS:
         out[name] = np.asarray(getattr(trace, name))
     out["num_heads"] = np.array(trace.num_heads, dtype=np.int64)
     out["d_model"] = np.array(trace.d_model, dtype=np.int64)
-    out["seed"] = np.array(trace.config.seed, dtype=np.int64)
-    out["causal"] = np.array(trace.config.causal, dtype=np.bool_)
+    out["seed"] = np.array(c.seed, dtype=np.int64)
+    out["causal"] = np.array(c.causal, dtype=np.bool_)
+    out["format_version"] = np.array(FORMAT_VERSION, dtype=np.int64)
+    out["mhacli_version"] = np.array(__version__, dtype=np.str_)
+    out["tokenizer"] = np.array(c.tokenizer, dtype=np.str_)
+    out["positions"] = np.array(c.positions, dtype=np.bool_)
+    out["weight_kind"] = np.array(c.weights, dtype=np.str_)
+    out["dtype"] = np.array(c.dtype, dtype=np.str_)
+    if trace.embeddings is not None:
+        out["embeddings"] = np.asarray(trace.embeddings)
+    if trace.positions is not None:
+        out["position_encoding"] = np.asarray(trace.positions)
+    out.update(trace_biases(trace))
+    if trace.rules:
+        out["rules"] = np.array(trace.rules, dtype=np.str_)
+    relations = trace_relations(trace)
+    if relations:
+        out["relations"] = np.array(relations, dtype=np.str_)
     return out
 
 
 def save_npz(trace: Trace, path: Path) -> Path:
     """Write the trace as an uncompressed npz, atomically."""
     arrays = npz_arrays(trace)
-    return atomic_write(Path(path), lambda handle: np.savez(handle, **arrays))
+    return atomic_write(Path(path), lambda handle: np.savez(handle, **arrays))  # type: ignore[arg-type]
 
 
 def _shape_error(path: Path, detail: str) -> UsageError:
@@ -64,58 +109,194 @@ def _describe_read_error(exc: BaseException) -> str:
     return f"it cannot be read as npz ({type(exc).__name__})"
 
 
-def load_trace(path: Path) -> Trace:
-    """Read an npz written by ``mha explain --save-npz`` back into a Trace (no recomputation)."""
-    from mhacli.core.config import memory_limit_bytes
+_HINT = "write one with 'mha explain TEXT --save-npz FILE'"
+
+
+def _open_regular(path: Path) -> tuple[Any, int]:
+    """Open ``path`` for reading if it is a regular file; refuse devices, pipes and folders at once.
+
+    The check is made on the opened file (``fstat``), so a name swapped for a
+    device between a check and the open cannot make the read endless.
+    ``O_NONBLOCK`` keeps a FIFO with no writer from blocking the open itself.
+    """
     from mhacli.core.messages import shown_path
 
-    path = Path(path)
     where = shown_path(path)
-    hint = "write one with 'mha explain TEXT --save-npz FILE'"
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        exists, is_dir = path.exists(), path.is_dir()
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise UsageError(f"trace file {where} does not exist; {_HINT}.") from None
+    except IsADirectoryError:
+        raise UsageError(f"trace file {where} is a folder, not an npz file; {_HINT}.") from None
+    except PermissionError:
+        raise UsageError(f"trace file {where} cannot be read (permission denied).") from None
     except OSError as exc:
         raise UsageError(f"trace file {where} cannot be used: {exc.strerror or exc}.") from None
-    if not exists:
-        raise UsageError(f"trace file {where} does not exist; {hint}.")
-    if is_dir:
-        raise UsageError(f"trace file {where} is a folder, not an npz file; {hint}.")
+    info = os.fstat(fd)
+    if stat.S_ISDIR(info.st_mode):
+        os.close(fd)
+        raise UsageError(f"trace file {where} is a folder, not an npz file; {_HINT}.")
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise UsageError(f"trace file {where} is not a regular file (a device, a pipe or a socket); "
+                         f"give an npz file; {_HINT}.")
+    if getattr(os, "O_NONBLOCK", 0):
+        os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb"), info.st_size
+
+
+def _member_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of one member, read from its .npy header alone (nothing is unpacked)."""
+    name = info.filename[:-4]
     try:
-        if zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as archive:
-                # Refuse a (tampered) archive that would unpack beyond memory, before unpacking it.
-                unpacked = sum(info.file_size for info in archive.infolist())
-            if unpacked > memory_limit_bytes():
+        with archive.open(info) as member:
+            version = np.lib.format.read_magic(member)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+            else:
+                raise ValueError("an .npy version mha does not write")
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile, KeyError, SyntaxError, TypeError) as exc:
+        if isinstance(exc, zipfile.BadZipFile) or "CRC" in str(exc) or "Bad" in str(exc):
+            raise _shape_error(path, _describe_read_error(zipfile.BadZipFile())) from None
+        from mhacli.core.messages import shown
+
+        raise _shape_error(path, f"its member {shown(name)} is not .npy array data") from None
+    if dtype.hasobject or dtype.kind not in "biufU" or dtype.names is not None or dtype.subdtype is not None:
+        raise _shape_error(path, "it holds Python objects, which mha never writes"
+                           if dtype.hasobject else f"{name} has the type {dtype.str}, which mha never writes")
+    return tuple(int(n) for n in shape), dtype
+
+
+def _read_members(path: Path) -> dict[str, np.ndarray]:
+    """Every member of the npz, each checked from its header (kind, dtype, size) before it is read."""
+    from mhacli.core.config import memory_limit_bytes
+
+    handle, size = _open_regular(path)
+    with handle:
+        limit = memory_limit_bytes()
+        if size > limit:
+            raise _shape_error(path, "its arrays would not fit in this machine's memory")
+        head = handle.read(6)
+        handle.seek(0)
+        if head.startswith(b"\x93NUMPY"):
+            raise _shape_error(path, f"it is a single .npy array, not an npz archive; {_HINT}")
+        if not head.startswith(b"PK"):
+            raise _shape_error(path, _describe_read_error(ValueError("pickle")))
+        with zipfile.ZipFile(handle) as archive:
+            infos = archive.infolist()
+            if len(infos) > MAX_MEMBERS:
+                raise _shape_error(path, f"it has {len(infos):,} members; a trace has about 30")
+            # Refuse a (tampered) archive that would unpack beyond memory, before unpacking it.
+            if sum(info.file_size for info in infos) > limit:
                 raise _shape_error(path, "its arrays would not fit in this machine's memory")
-        data = np.load(path, allow_pickle=False)
-        if not isinstance(data, np.lib.npyio.NpzFile):
-            raise _shape_error(path, f"it is a single .npy array, not an npz archive; {hint}")
-        with data:
-            missing = [k for k in NPZ_KEYS if k not in data.files]
+            names = [info.filename[:-4] for info in infos if info.filename.endswith(".npy")]
+            missing = [k for k in NPZ_KEYS if k not in names]
             if len(missing) == len(NPZ_KEYS):
-                found = ", ".join(sorted(data.files)[:6]) or "nothing"
-                raise _shape_error(path, f"it was not written by mha (it holds {found}); {hint}")
+                found = ", ".join(sorted(i.filename.removesuffix(".npy") for i in infos)[:6]) or "nothing"
+                raise _shape_error(path, f"it was not written by mha (it holds {found}); {_HINT}")
             if missing:
                 raise _shape_error(path, f"missing {', '.join(missing)}")
-            arrays = {k: data[k] for k in NPZ_KEYS}
+            arrays: dict[str, np.ndarray] = {}
+            for info in infos:
+                name = info.filename[:-4]
+                if not info.filename.endswith(".npy") or name not in KNOWN_KEYS:
+                    continue  # another program's extra member: never read
+                shape, dtype = _member_header(archive, info, path)
+                expected = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if expected > info.file_size:
+                    raise _shape_error(path, f"{name} is cut short (its header promises more data)")
+                with archive.open(info) as member:
+                    arrays[name] = np.lib.format.read_array(member, allow_pickle=False)
+    return arrays
+
+
+def load_trace(path: Path) -> Trace:
+    """Read an npz written by ``mha explain --save-npz`` back into a Trace (no recomputation).
+
+    Bounded and validated: a device or a pipe is refused before a byte is
+    read; every member is checked from its header (real .npy data, a plain
+    dtype, a size that fits) before it is unpacked; every value is checked
+    against the format (shapes, whole numbers, finite floats) before use.
+    Format 1 files (mhacli 0.1.0) load with the Config's defaults for what
+    they did not store.
+    """
+    path = Path(path)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            arrays = _read_members(path)
     except UsageError:
         raise
     except PermissionError:
-        raise UsageError(f"trace file {where} cannot be read (permission denied).") from None
+        from mhacli.core.messages import shown_path
+
+        raise UsageError(f"trace file {shown_path(path)} cannot be read (permission denied).") from None
     except MemoryError:
         raise _shape_error(path, "its arrays would not fit in this machine's memory") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError, NotImplementedError, RuntimeError) as exc:
         raise _shape_error(path, _describe_read_error(exc)) from None
-    return _trace_from_arrays(path, arrays)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return _trace_from_arrays(path, arrays)
+
+
+def _readable_name(path: Path) -> str:
+    """The file name as valid Unicode: bytes that are not UTF-8 are spelled ``\\xe9`` (a page must encode it)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _whole(path: Path, a: dict[str, np.ndarray], name: str, default: int | None = None) -> int:
+    """A scalar member that must be a whole number (an integer dtype; no inf, no NaN, no 2.5)."""
+    if name not in a:
+        if default is None:
+            raise _shape_error(path, f"missing {name}")
+        return default
+    value = a[name]
+    if value.shape != () or value.dtype.kind not in "iu":
+        if value.shape == () and value.dtype.kind == "f":
+            raise _shape_error(path, f"{name} must be a whole number, got {float(value)!r}")
+        raise _shape_error(path, f"{name} must be a single whole number")
+    return int(value)
+
+
+def _flag(path: Path, a: dict[str, np.ndarray], name: str, default: bool) -> bool:
+    if name not in a:
+        return default
+    value = a[name]
+    if value.shape != () or value.dtype.kind not in "biu" or int(value) not in (0, 1):
+        raise _shape_error(path, f"{name} must be true or false")
+    return bool(value)
+
+
+def _word(path: Path, a: dict[str, np.ndarray], name: str, default: str) -> str:
+    if name not in a:
+        return default
+    value = a[name]
+    if value.shape != () or value.dtype.kind != "U":
+        raise _shape_error(path, f"{name} must be a single string")
+    return str(value)
+
+
+def _texts(path: Path, a: dict[str, np.ndarray], name: str, h: int) -> tuple[str, ...] | None:
+    if name not in a:
+        return None
+    value = a[name]
+    if value.dtype.kind != "U" or value.shape != (h,):
+        raise _shape_error(path, f"{name} must hold one string per head ({h})")
+    return tuple(str(r) for r in value)
 
 
 def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
-    """Check every shape against the others, then build the Trace."""
-    try:
-        h, d = int(a["num_heads"]), int(a["d_model"])
-        seed, causal = int(a["seed"]), bool(a["causal"])
-    except (TypeError, ValueError):
-        raise _shape_error(path, "num_heads, d_model, seed and causal must be scalars") from None
+    """Check every member against the format and the others, then build the Trace."""
+    version = _whole(path, a, "format_version", default=1)
+    if version < 1 or version > FORMAT_VERSION:
+        raise _shape_error(path, f"it is format {version}, newer than this mhacli reads "
+                           f"({FORMAT_VERSION}); upgrade mhacli")
+    h, d = _whole(path, a, "num_heads"), _whole(path, a, "d_model")
+    seed, causal = _whole(path, a, "seed"), _flag(path, a, "causal", False)
     if a["tokens"].dtype.kind != "U" or a["tokens"].ndim != 1:
         raise _shape_error(path, "tokens must be a 1-D array of strings")
     n = a["tokens"].shape[0]
@@ -125,27 +306,53 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
         "X": (n, d), "W_q": (d, d), "W_k": (d, d), "W_v": (d, d), "W_o": (d, d),
         "Q": (h, n, d // h), "K": (h, n, d // h), "V": (h, n, d // h), "heads": (h, n, d // h),
         "scores": (h, n, n), "weights": (h, n, n), "concat": (n, d), "output": (n, d),
+        "embeddings": (n, d), "position_encoding": (n, d),
+        **{b: (d,) for b in BIAS_FIELDS},
     }
     for name, shape in expected.items():
+        if name not in a:
+            continue  # only the optional ones can be missing here
         if a[name].shape != shape:
             raise _shape_error(path, f"{name} has shape {a[name].shape}, expected {shape}")
         if a[name].dtype.kind != "f":
             raise _shape_error(path, f"{name} is not a float array")
+        finite = np.isfinite(a[name])
+        if name == "scores":
+            finite |= np.isneginf(a[name])  # masked scores are −∞ by design
+        if not finite.all():
+            raise _shape_error(path, f"{name} holds infinite or NaN values (tampered?)")
     w = a["weights"]
-    if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.allclose(w.sum(-1), 1.0, atol=1e-4):
+    if np.any(w < 0) or not np.allclose(w.sum(-1), 1.0, atol=1e-4):
         raise _shape_error(path, "its attention weights are not rows of probabilities (tampered?)")
     dtype = "float32" if a["X"].dtype == np.float32 else "float64"
     try:
-        config = Config(heads=h, d_model=d, seed=seed, causal=causal, dtype=dtype)
+        config = Config(heads=h, d_model=d, seed=seed, causal=causal, dtype=_word(path, a, "dtype", dtype),
+                        tokenizer=_word(path, a, "tokenizer", "word"),
+                        positions=_flag(path, a, "positions", True),
+                        weights=_word(path, a, "weight_kind", "random"))
     except UsageError as exc:
         raise _shape_error(path, str(exc).rstrip(".")) from None
     tokens = tuple(str(t) for t in a["tokens"])
+    rules = _texts(path, a, "rules", h)
+    relations = _texts(path, a, "relations", h)
+    biases = {b: a[b] for b in BIAS_FIELDS if b in a}
+    from dataclasses import fields
+
     from mhacli.core.attention import causal_mask
 
+    known = {f.name for f in fields(Trace)}
+    extra: dict[str, Any] = {}
+    if biases:
+        if "biases" not in known:
+            raise _shape_error(path, "it has biases (b_q, b_k, b_v, b_o), which this mhacli cannot show")
+        extra["biases"] = biases
+    if relations is not None and "relations" in known:
+        extra["relations"] = relations
     return Trace(
         config=config, tokens=tokens, token_ids=vocabulary(tokens)[1],
         **{name: a[name] for name in ARRAY_FIELDS},
-        mask=causal_mask(n) if causal else None, source=str(path),
+        mask=causal_mask(n) if causal else None, source=_readable_name(path), rules=rules,
+        embeddings=a.get("embeddings"), positions=a.get("position_encoding"), **extra,
     )
 
 
@@ -162,9 +369,12 @@ def trace_document(trace: Trace) -> dict[str, Any]:
     from mhacli.core.analysis import summarize_heads
 
     params = trace.parameters
+    biases = trace_biases(trace)
     return {
+        "format_version": FORMAT_VERSION,
         "mhacli_version": __version__,
         "config": trace.config.to_dict(),
+        "weight_kind": trace.config.weights,
         "tokens": list(trace.tokens),
         "token_ids": trace.token_ids.tolist(),
         "steps": [s.to_dict() for s in trace.steps],
@@ -172,6 +382,8 @@ def trace_document(trace: Trace) -> dict[str, Any]:
         "parameters": params.to_dict(),
         "split_equals_direct_max_diff": trace.split_equals_direct(),
         "rules": list(trace.rules) if trace.rules else None,
+        "relations": list(trace_relations(trace) or ()) or None,
+        "biases": {k: _jsonable(v) for k, v in biases.items()} or None,
         "head_summaries": [
             {"head": s.head + 1, "top_key": s.top_key, "top_token": trace.tokens[s.top_key],
              "top_share": s.top_share, "mean_entropy_bits": s.mean_entropy,
@@ -181,10 +393,18 @@ def trace_document(trace: Trace) -> dict[str, Any]:
         "notes": {
             "layout": "PyTorch nn.MultiheadAttention: Q = X @ W_q.T; head i uses rows i*d_k:(i+1)*d_k of W_q.",
             "masked_scores": "Masked scores are -inf in the npz and null here (JSON has no infinity).",
+            "schema": "mhacli/io/trace.schema.json in the package describes this document.",
         },
         "arrays": {name: _jsonable(np.asarray(a)) for name, a in npz_arrays(trace).items()
-                   if name not in ("tokens", *SCALAR_FIELDS)},
+                   if name in ARRAY_FIELDS or name in ("embeddings", "position_encoding")},
     }
+
+
+def trace_schema() -> dict[str, Any]:
+    """The JSON Schema of :func:`trace_document`, shipped in the package."""
+    from importlib import resources
+
+    return json.loads((resources.files("mhacli.io") / "trace.schema.json").read_text(encoding="utf-8"))
 
 
 def trace_json(trace: Trace) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import IO, Callable
 
@@ -121,29 +120,72 @@ def _new_file_mode() -> int:
     return 0o666 & ~mask
 
 
+_confined: set[str] = set()  # folders (real paths) whose symbolic links are never followed out
+
+
+def confine(folder: Path | str) -> None:
+    """Never follow a symbolic link inside ``folder`` (``--out``): :func:`atomic_write` replaces the link itself."""
+    _confined.add(os.path.realpath(folder))
+
+
+def _is_confined(path: Path) -> bool:
+    parent = path.parent if str(path.parent) else Path(".")
+    return os.path.realpath(parent) in _confined
+
+
+def _temp_name(path: Path) -> Path:
+    """A fresh, unpredictable name for the temporary sibling of ``path``."""
+    import secrets
+
+    folder = path.parent if str(path.parent) else Path(".")
+    return folder / f"{_temp_prefix(path.name)}{secrets.token_hex(4)}{TEMP_SUFFIX}"
+
+
+def _create_temp(path: Path) -> tuple[int, Path]:
+    """Create the temporary sibling, registered for cleanup *before* it exists (no window for a signal)."""
+    from mhacli.io import cleanup
+
+    for _ in range(100):
+        tmp = _temp_name(path)
+        cleanup.register(tmp)
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600), tmp
+        except FileExistsError:
+            cleanup.unregister(tmp)
+        except BaseException:
+            cleanup.unregister(tmp)
+            raise
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))  # pragma: no cover
+
+
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
     """Write ``path`` through ``write(fileobj)`` into a temporary sibling, then rename it into place.
 
-    The target is replaced only as a whole; on any failure (an error, Ctrl-C)
-    the temporary file is removed and the target is left exactly as it was.
-    A symbolic link is followed, so the file it points to is the one replaced.
+    The target is replaced only as a whole; on any failure (an error, Ctrl-C,
+    SIGTERM, SIGHUP) the temporary file is removed and the target is left
+    exactly as it was.  A symbolic link named by the user (``--html link``) is
+    followed, so the file it points to is the one replaced; a link inside a
+    folder given to :func:`confine` (``--out``) is replaced itself, never
+    followed out of that folder.
     """
+    from mhacli.io import cleanup
+
     given = path = Path(path)
-    if path.is_symlink():
+    if path.is_symlink() and not _is_confined(path):
         path = Path(os.path.realpath(path))
     folder = path.parent if str(path.parent) else Path(".")
     try:
-        existing = path.stat()
+        existing = path.lstat() if path.is_symlink() else path.stat()
     except OSError:
         existing = None
-    if existing is not None and not stat.S_ISREG(existing.st_mode):
+    if existing is not None and not (stat.S_ISREG(existing.st_mode) or stat.S_ISLNK(existing.st_mode)):
         raise UsageError(f"{_shown(path)} is not a regular file; give a file name.")
-    mode = stat.S_IMODE(existing.st_mode) if existing is not None else _new_file_mode()
+    mode = (stat.S_IMODE(existing.st_mode) if existing is not None and stat.S_ISREG(existing.st_mode)
+            else _new_file_mode())
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path.name), suffix=TEMP_SUFFIX, dir=folder)
+        fd, tmp = _create_temp(path)
     except OSError as exc:
         raise RunError(f"cannot write {_shown(path)}: {exc.strerror or exc}.") from None
-    tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
@@ -155,9 +197,11 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
         tmp.unlink(missing_ok=True)
         raise RunError(f"cannot write {_shown(path)}: {exc.strerror or exc}.") from None
     except BaseException:
-        # Ctrl-C or any other failure: the temporary file goes, the target is untouched.
+        # Ctrl-C, a signal or any other failure: the temporary file goes, the target is untouched.
         tmp.unlink(missing_ok=True)
         raise
+    finally:
+        cleanup.unregister(tmp)
     _sync_folder(folder)
     return given
 
@@ -178,4 +222,9 @@ def _sync_folder(folder: Path) -> None:
 
 def atomic_write_text(path: Path, text: str) -> Path:
     """:func:`atomic_write` for UTF-8 text."""
-    return atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+    data = text.encode("utf-8")
+
+    def write(handle: IO[bytes]) -> None:
+        handle.write(data)
+
+    return atomic_write(path, write)

@@ -155,6 +155,24 @@ def resolve_text(text: str | None, file: Path | None, sample: str | None = None)
     return body
 
 
+MAX_QUERY_DIGITS = 18  # no text has 10^18 tokens; int() of 5,000 digits would hit Python's own limit
+
+
+def check_query(query: str | None) -> str | None:
+    """Refuse a ``--query`` position with absurdly many digits before Python's int-string limit does."""
+    if query is None:
+        return None
+    text = str(query).strip()
+    digits = text.lstrip("+-")
+    if digits.isdigit() and len(digits) > MAX_QUERY_DIGITS:
+        from mhacli.core.messages import one_line
+
+        shown = one_line(f"{text[:12]}…({len(digits):,} digits)")
+        raise UsageError(f"--query {shown} is beyond any text; give a 0-based position (such as 3) "
+                         "or one of the text's tokens.")
+    return query
+
+
 def count_tokens(body: str, config: "Config", json: bool = False) -> int:
     """Tokens of ``body`` under ``config``; refuse no tokens, or more than fit in memory, before any array.
 

@@ -46,9 +46,9 @@ def header(trace: Trace) -> RenderableType:
     lines.append(f"N = {trace.n_tokens} {noun}   d = {c.d_model}   h = {c.heads}   d/h = {c.d_k}\n")
     if trace.source:
         lines.append(f"loaded from {label(trace.source, 60)}\n", style=theme.STYLE_DIM)
-    else:
-        lines.append(f"seed {c.seed} · tokenizer {c.tokenizer} · positions "
-                     f"{'on' if c.positions else 'off'}\n", style=theme.STYLE_DIM)
+    # A saved run keeps its whole config (npz format 2), so a loaded trace says the same as the run did.
+    lines.append(f"seed {c.seed} · tokenizer {c.tokenizer} · positions "
+                 f"{'on' if c.positions else 'off'}\n", style=theme.STYLE_DIM)
     lines.append(f"{'causal' if c.causal else 'bidirectional'} · weights {c.weights} · {c.dtype}",
                  style=theme.STYLE_DIM)
     return Panel(lines, title="Multi-head attention, step by step", title_align="left",

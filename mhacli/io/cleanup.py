@@ -1,0 +1,191 @@
+"""One cleanup path for every way a run ends: Ctrl-C, SIGTERM, SIGHUP, a broken pipe, an exception.
+
+Every temporary file or folder the tool makes is *registered* here for as
+long as it exists (:func:`atomic_write` registers its temporary sibling
+before creating it; :func:`temporary_folder` its folder).  Whatever ends the
+run, :func:`remove_all` deletes what is still registered:
+
+- an exception unwinds through the writers, which remove their own file, and
+  :func:`mhacli.cli.app.main` calls :func:`remove_all` last, in ``finally``;
+- a signal runs :func:`_on_signal`, which removes what is registered *at once*
+  (the exception it then raises may land somewhere that swallows it), and
+  raises :class:`Terminated` (SIGTERM, SIGHUP) or ``KeyboardInterrupt`` (SIGINT)
+  so that the run unwinds as it does for Ctrl-C.
+
+Exit codes follow the shell's convention, 128 + the signal's number: 130
+for Ctrl-C (SIGINT), 129 for SIGHUP, 143 for SIGTERM (see
+:class:`mhacli.core.errors.ExitCode`).
+
+The registry is per process: a forked child (the figures' second process)
+inherits its parent's entries but only ever removes its own, so neither
+deletes a file the other is still writing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from mhacli.core.errors import ExitCode
+
+# (pid that registered it, path) -> True for a folder
+_registered: dict[tuple[int, str], bool] = {}
+_lock = threading.Lock()
+_received: list[int] = []  # signals received by this process, in order
+
+_EXIT_CODES: dict[int, int] = {signal.SIGINT: ExitCode.INTERRUPTED, signal.SIGTERM: ExitCode.SIGTERM}
+if hasattr(signal, "SIGHUP"):
+    _EXIT_CODES[signal.SIGHUP] = ExitCode.SIGHUP
+_WHY = {"SIGINT": "interrupted (Ctrl-C)", "SIGTERM": "terminated (SIGTERM)",
+        "SIGHUP": "the terminal went away (SIGHUP)"}
+
+
+class Terminated(BaseException):
+    """The run was ended by a signal other than Ctrl-C; unwinds like ``KeyboardInterrupt``.
+
+    A ``BaseException`` (not ``Exception``) so that no ``except Exception`` on
+    the way mistakes it for an error of the run and carries on.
+    """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(message_for(signum))
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.signum)
+
+
+def exit_code_for(signum: int) -> int:
+    """128 + the signal's number, as shells report it (130 for Ctrl-C)."""
+    return int(_EXIT_CODES.get(signum, 128 + int(signum)))
+
+
+def message_for(signum: int) -> str:
+    """One line for the error stream: how the run ended and that nothing was left behind."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    why = _WHY.get(name, f"ended by {name}")
+    return f"{why}; nothing half-written was left behind."
+
+
+def received() -> int | None:
+    """The first signal this process received (None if none): decides the exit code."""
+    return _received[0] if _received else None
+
+
+def register(path: Path | str, folder: bool = False) -> None:
+    """Remember ``path`` (a temporary file, or a folder) until :func:`unregister`: it goes on any exit."""
+    with _lock:
+        _registered[(os.getpid(), os.fspath(path))] = folder
+
+
+def unregister(path: Path | str) -> None:
+    """``path`` was renamed into place or removed: no longer ours to delete."""
+    with _lock:
+        _registered.pop((os.getpid(), os.fspath(path)), None)
+
+
+def pending() -> list[str]:
+    """The paths this process would remove now (for tests and for ``--debug``)."""
+    pid = os.getpid()
+    with _lock:
+        return [p for (owner, p) in _registered if owner == pid]
+
+
+def remove_all() -> None:
+    """Delete every temporary file and folder this process still has registered (never raises)."""
+    pid = os.getpid()
+    with _lock:
+        mine = [(key, folder) for key, folder in _registered.items() if key[0] == pid]
+        for key, _ in mine:
+            del _registered[key]
+    for (_, path), folder in mine:
+        try:
+            if folder:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+_children: dict[int, int] = {}  # child pid -> the parent pid that forked it
+
+
+def adopt_child(pid: int) -> None:
+    """A forked helper (the figures' second process): a signal to this process is passed on to it,
+    so it stops and removes its own temporary files instead of drawing on after the run ended."""
+    _children[pid] = os.getpid()
+
+
+def release_child(pid: int) -> None:
+    """The child was reaped: signals are no longer passed on to it."""
+    _children.pop(pid, None)
+
+
+def _pass_on(signum: int) -> None:
+    me = os.getpid()
+    for pid, parent in list(_children.items()):
+        if parent == me:
+            try:
+                os.kill(pid, signum)
+            except OSError:  # already gone
+                pass
+
+
+@contextmanager
+def temporary_folder(prefix: str = "mha-") -> Iterator[Path]:
+    """A fresh temporary folder, removed when the block ends, however it ends (signals included)."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    register(folder, folder=True)
+    try:
+        yield Path(folder)
+    finally:
+        unregister(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    if not _received:
+        _received.append(signum)
+    _pass_on(signum)
+    # Remove at once: the exception below may land in a finally or a __del__ that swallows it.
+    remove_all()
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(signum)
+
+
+def _quiet_unraisable(previous: Any) -> Any:
+    def hook(unraisable: Any) -> None:
+        # A signal landing in a __del__ or weakref callback cannot propagate; it is recorded in
+        # _received and decides the exit code, so Python's "Exception ignored in ..." is noise.
+        if isinstance(unraisable.exc_type, type) and issubclass(unraisable.exc_type, Terminated):
+            return
+        previous(unraisable)
+    return hook
+
+
+def install() -> None:
+    """Route SIGINT, SIGTERM and SIGHUP through :func:`_on_signal` (from the main thread, once per run)."""
+    import sys
+
+    if threading.current_thread() is not threading.main_thread():  # pragma: no cover - signal() would refuse
+        return
+    sys.unraisablehook = _quiet_unraisable(sys.unraisablehook)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is None:  # pragma: no cover - SIGHUP on Windows
+            continue
+        if name != "SIGTERM" and signal.getsignal(signum) == signal.SIG_IGN:
+            continue  # nohup, or a background job of a script: ignored on purpose, as Python itself does
+        signal.signal(signum, _on_signal)

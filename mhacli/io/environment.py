@@ -1,0 +1,80 @@
+"""The process's surroundings made safe before a run: closed standard streams, an unusable MPLCONFIGDIR.
+
+- ``mha explain … >&-`` starts with file descriptor 1 closed: Python sets
+  ``sys.stdout`` to None (printing would crash), and the next file the tool
+  opens would *become* descriptor 1, so a stray print would land in the middle
+  of an npz.  :func:`ensure_std_streams` puts ``/dev/null`` on every closed
+  standard descriptor first: output to a closed stream is simply dropped.
+- matplotlib, given an ``MPLCONFIGDIR`` it cannot write (or a home folder it
+  cannot write), prints two lines of its own on stderr and uses a temporary
+  folder.  :func:`usable_mplconfigdir` makes that choice quietly, before
+  matplotlib is imported, with a temporary folder registered for cleanup.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+_NAMES = {0: "stdin", 1: "stdout", 2: "stderr"}
+
+
+def ensure_std_streams() -> list[str]:
+    """Open ``/dev/null`` on each closed standard descriptor (0, 1, 2); returns the names of those fixed."""
+    fixed = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        flags = os.O_RDONLY if fd == 0 else os.O_WRONLY
+        got = os.open(os.devnull, flags)
+        if got != fd:  # a lower descriptor was closed too and got it first: move it into place
+            os.dup2(got, fd)
+            os.close(got)
+        fixed.append(_NAMES[fd])
+    for fd, name in _NAMES.items():
+        if getattr(sys, name) is None:
+            mode = "r" if fd == 0 else "w"
+            setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))
+            if name not in fixed:
+                fixed.append(name)
+    return fixed
+
+
+def _writable_folder(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+
+
+def _default_config_dir() -> Path:
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".config"
+    return base / "matplotlib"
+
+
+def usable_mplconfigdir() -> Path | None:
+    """Point ``MPLCONFIGDIR`` at a writable folder if the one matplotlib would use is not; the folder, or None.
+
+    Call before importing matplotlib.  The temporary folder (when one is
+    needed) is removed when the run ends, however it ends.
+    """
+    given = os.environ.get("MPLCONFIGDIR")
+    try:
+        wanted = Path(given) if given else _default_config_dir()
+    except (RuntimeError, KeyError):  # no home folder at all
+        wanted = None
+    if wanted is not None and _writable_folder(wanted):
+        return None
+    from mhacli.io import cleanup
+
+    folder = tempfile.mkdtemp(prefix="mha-matplotlib-")
+    cleanup.register(folder, folder=True)
+    os.environ["MPLCONFIGDIR"] = folder
+    return Path(folder)

@@ -1,0 +1,172 @@
+"""Where every output of a run goes, decided once, before any work starts.
+
+A command names its outputs in several ways: a folder (``--out``) and the
+figure names the tool writes into it, files (``--save-npz``, ``--html``,
+``--save``), and it reads inputs (``--file``, a trace).  :func:`plan_outputs`
+resolves all of them together and refuses, with a usage error (exit 2)
+before the run, whatever would lose or clobber data:
+
+- **A trailing slash names a folder.** ``--save-npz keep.txt/`` and
+  ``--html newdir/`` are refused (the tool never guesses a file name inside
+  a folder the user may have meant as a file); the message shows the fix.
+- **Links in --out are never followed out of it.** A symbolic link sitting
+  in ``--out`` under one of the names the tool writes is refused (it may
+  point anywhere: ``heads.png -> ~/.bashrc``), and the folder is
+  :func:`~mhacli.io.files.confine`-d so that a link planted during the run
+  is replaced itself, never followed.
+- **A link the user names as a file** (``--html page.html`` where
+  ``page.html`` is a link) is followed, as editors do; a dangling link whose
+  target cannot be created is refused now rather than after the run.
+- **No output equals an input or another output**, compared by real path
+  (``mha show figs/heads.png --out figs``, ``--html figs/heads.png --out figs``).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from mhacli.core.errors import UsageError
+from mhacli.io.files import _stat, check_target, confine
+
+# The file names the figure renderers write into --out (mhacli.render.figures): keep in step.
+PER_HEAD = "head-{k}.{fmt}"
+SHEETS = ("heads.{fmt}", "magnifiers.{fmt}")
+COMPARE = ("single-vs-multi.{fmt}",)
+_EXAMPLE = {"--save-npz": "trace.npz", "--html": "attention.html", "--save": "weights.npz"}
+
+def _shown(path: object) -> str:
+    from mhacli.core.messages import shown_path
+
+    return shown_path(path)
+
+
+def figure_names(heads: int, fmt: str = "png", *, compare: bool = False) -> list[str]:
+    """The file names one run writes into ``--out``: a heatmap per head, the sheets (or compare's figure)."""
+    if compare:
+        return [name.format(fmt=fmt) for name in COMPARE]
+    return [PER_HEAD.format(k=k, fmt=fmt) for k in range(1, heads + 1)] + [s.format(fmt=fmt) for s in SHEETS]
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """Every output of one run, resolved: write exactly these paths."""
+
+    out: Path | None = None
+    figures: tuple[Path, ...] = ()
+    save_npz: Path | None = None
+    html: Path | None = None
+    save: Path | None = None
+    named: tuple[tuple[str, Path], ...] = field(default=(), repr=False)  # (option, path), in order
+
+    def paths(self) -> list[Path]:
+        """Every path that will be written."""
+        return [path for _, path in self.named]
+
+
+def _as_file_target(what: str, value: object) -> Path | None:
+    """A file option as typed: refuse a trailing slash (a folder), then the checks of :func:`check_target`."""
+    if value is None:
+        return None
+    raw = os.fspath(value)  # type: ignore[call-overload]
+    if raw.endswith(("/", os.sep)) or raw in (".", ".."):
+        example = _EXAMPLE.get(what, "output")
+        folder = raw.rstrip("/" + os.sep) or raw
+        raise UsageError(f"{what} {_shown(raw)} ends with '/', which names a folder; give a file name "
+                         f"such as {_shown(os.path.join(folder, example))}, or drop the '/'.")
+    path = Path(raw)
+    if _is_link(path):
+        target = Path(os.path.realpath(path))
+        if not target.exists() and not target.parent.is_dir():
+            raise UsageError(f"{what} {_shown(raw)} is a symbolic link to {_shown(os.readlink(path))}, "
+                             f"whose folder does not exist; remove the link or give another name.")
+        check_target(target, what)
+    else:
+        check_target(path, what)
+    return path
+
+
+def _is_link(path: Path) -> bool:
+    try:
+        return stat.S_ISLNK(path.lstat().st_mode)
+    except OSError:  # missing, or a name the system refuses: check_target says which
+        return False
+
+
+def _figure_target(out: Path, name: str) -> Path:
+    """One figure's path in --out; refuse a link (never followed out of --out), a folder or a device there."""
+    path = out / name
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise UsageError(f"--out {_shown(out)}: {_shown(name)} cannot be used: {exc.strerror or exc}.") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise UsageError(f"--out {_shown(out)} holds {_shown(name)}, a symbolic link (to "
+                         f"{_shown(os.readlink(path))}); mha never writes through a link in --out: "
+                         "remove it or choose another --out.")
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise UsageError(f"--out {_shown(out)} holds {_shown(name)}, which is {kind}; "
+                         "move it away or choose another --out.")
+    return path
+
+
+def _key(path: Path) -> str:
+    return os.path.realpath(os.path.abspath(path))
+
+
+def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_npz: object = None,
+                 html: object = None, save: object = None,
+                 inputs: Sequence[tuple[str, object]] = ()) -> OutputPlan:
+    """Resolve every output of a run once; refuse collisions, links out of --out and folder-like names.
+
+    ``out`` is the figures' folder (used only when ``figure_names`` is not
+    empty); ``inputs`` are ``(what, path)`` pairs the run reads (``--file``,
+    the trace), ``-`` and None skipped.  Nothing is created: the caller makes
+    ``--out`` (:func:`~mhacli.io.files.prepare_out_dir`) when figures are on.
+    """
+    named: list[tuple[str, Path]] = []
+    figures: list[Path] = []
+    out_path = Path(os.fspath(out)) if out is not None and figure_names else None  # type: ignore[call-overload]
+    if out_path is not None:
+        info = _stat(out_path, "--out")
+        if info is not None and not stat.S_ISDIR(info.st_mode):
+            raise UsageError(f"--out {_shown(out_path)} is a file, not a folder; choose another --out.")
+        for name in figure_names:
+            figures.append(_figure_target(out_path, name))
+        named += [("--out", p) for p in figures]
+    files = {what: _as_file_target(what, value)
+             for what, value in (("--save-npz", save_npz), ("--html", html), ("--save", save))}
+    named += [(what, p) for what, p in files.items() if p is not None]
+
+    read: dict[str, tuple[str, object]] = {}
+    for what, value in inputs:
+        if value is None or os.fspath(value) == "-":  # type: ignore[call-overload]
+            continue
+        read[_key(Path(os.fspath(value)))] = (what, value)  # type: ignore[call-overload]
+    seen: dict[str, tuple[str, Path]] = {}
+    for what, path in named:
+        key = _key(path)
+        if key in read:
+            source, value = read[key]
+            if what == "--out":
+                raise UsageError(f"--out {_shown(out_path)} would write {_shown(path)}, which is the input "
+                                 f"({source}); mha never writes over its input: choose another --out.")
+            raise UsageError(f"{what} {_shown(path)} is also the input ({source}); mha never writes over its "
+                             f"input: give {what} another name.")
+        if key in seen:
+            first, first_path = seen[key]
+            if first == what == "--out":  # pragma: no cover - figure names are distinct
+                continue
+            where = f"{_shown(path)}, a figure --out writes" if first == "--out" else _shown(path)
+            raise UsageError(f"{first} and {what} name the same file {where}; give {what} another name.")
+        seen[key] = (what, path)
+    if out_path is not None:
+        confine(out_path)  # also when it is created later: the real path is what atomic_write compares
+    return OutputPlan(out=out_path, figures=tuple(figures), save_npz=files["--save-npz"], html=files["--html"],
+                      save=files["--save"], named=tuple(named))

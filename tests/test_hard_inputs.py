@@ -1,0 +1,598 @@
+"""Hard inputs, round two (issue 14): one test per family, several variants each.
+
+Every test runs the installed ``mha`` (or the io functions under it) on an
+input an attacker or an unlucky user would give, and checks the one-line
+answer, the exit code, and that nothing was left behind or clobbered.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+MHA = Path(sys.executable).with_name("mha")
+ENV = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100", "PYTHONWARNINGS": "default"}
+
+
+def mha(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: object = subprocess.DEVNULL,
+        timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(MHA), *args], cwd=cwd, env=env or ENV, capture_output=True, text=True,
+                          stdin=stdin, timeout=timeout, **kw)  # type: ignore[call-overload]
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("mha: error: "), proc.stderr
+    assert "Traceback" not in proc.stderr and "this is a bug" not in proc.stderr
+    return lines[0]
+
+
+def temporaries(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
+
+
+# ---------------------------------------------------------------------------
+# Family 1: signals other than Ctrl-C
+# ---------------------------------------------------------------------------
+
+LONG_TEXT = " ".join(f"w{i % 500}" for i in range(2500))
+
+
+def _wait_for_temporary(proc: subprocess.Popen[str], folder: Path) -> None:
+    """Poll until the run is writing its temporary file (the moment a signal hurts most)."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if temporaries(folder) or proc.poll() is not None:
+            return
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail("the run never started writing")
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
+def test_a_signal_during_save_npz_leaves_no_temporary_file(tmp_path, sig, code):
+    (tmp_path / "long.txt").write_text(LONG_TEXT)
+    proc = subprocess.Popen([str(MHA), "explain", "--file", "long.txt", "--no-plots", "--save-npz", "big.npz"],
+                            cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for_temporary(proc, tmp_path)
+    assert proc.poll() is None, "the run finished before the signal; make the text longer"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    assert err.strip().startswith("mha: error: ") and len(err.strip().splitlines()) == 1, err
+    assert "nothing half-written" in err
+    assert temporaries(tmp_path) == [] and not (tmp_path / "big.npz").exists()
+
+
+def test_a_signal_keeps_the_previous_file_whole(tmp_path):
+    (tmp_path / "long.txt").write_text(LONG_TEXT)
+    (tmp_path / "big.npz").write_bytes(b"the old file")
+    proc = subprocess.Popen([str(MHA), "explain", "--file", "long.txt", "--no-plots", "--save-npz", "big.npz"],
+                            cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for_temporary(proc, tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 143
+    assert (tmp_path / "big.npz").read_bytes() == b"the old file"
+    assert temporaries(tmp_path) == []
+
+
+def test_cleanup_removes_registered_files_and_folders_only_of_this_process(tmp_path):
+    from mhacli.io import cleanup
+
+    a_file, a_folder = tmp_path / "x.tmp", tmp_path / "scratch"
+    a_file.write_text("x")
+    a_folder.mkdir()
+    (a_folder / "inside").write_text("y")
+    cleanup.register(a_file)
+    cleanup.register(a_folder, folder=True)
+    foreign = tmp_path / "foreign.tmp"
+    foreign.write_text("z")
+    cleanup._registered[(os.getpid() + 1, str(foreign))] = False  # a parent's or a child's: not ours
+    cleanup.remove_all()
+    assert not a_file.exists() and not a_folder.exists() and foreign.exists()
+    cleanup._registered.clear()
+
+
+def test_temporary_folder_goes_however_the_block_ends(tmp_path):
+    from mhacli.io import cleanup
+
+    with pytest.raises(cleanup.Terminated):
+        with cleanup.temporary_folder() as folder:
+            (folder / "f").write_text("x")
+            raise cleanup.Terminated(signal.SIGTERM)
+    assert not folder.exists() and cleanup.pending() == []
+
+
+def test_exit_codes_and_messages_name_the_signal():
+    from mhacli.io import cleanup
+
+    assert [cleanup.exit_code_for(s) for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)] == [130, 129, 143]
+    assert cleanup.exit_code_for(signal.SIGUSR1) == 128 + signal.SIGUSR1
+    assert "SIGTERM" in cleanup.message_for(signal.SIGTERM)
+    assert "SIGHUP" in cleanup.message_for(signal.SIGHUP)
+
+
+# ---------------------------------------------------------------------------
+# Faithful saves (issue 13): every config field, the weight kind, rules, biases, a format version
+# ---------------------------------------------------------------------------
+
+def test_a_designed_char_run_shown_back_says_so_and_lists_its_rules(tmp_path):
+    made = mha("explain", "the cat sat on the mat", "--weights", "designed", "--tokenizer", "char",
+               "--causal", "--seed", "7", "--no-plots", "--save-npz", "d.npz", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    shown = mha("show", "d.npz", "--no-plots", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "tokenizer char" in shown.stdout and "weights designed" in shown.stdout
+    assert "positions on" in shown.stdout and "seed 7" in shown.stdout and "causal" in shown.stdout
+    from mhacli import run
+    from mhacli.io.export import load_trace
+
+    trace = load_trace(tmp_path / "d.npz")
+    expected = run("the cat sat on the mat", weights="designed", tokenizer="char", causal=True, seed=7)
+    assert trace.config == expected.config and trace.rules == expected.rules
+    for rule in expected.rules:
+        assert rule in shown.stdout
+    # The walkthrough itself is the same as the run's (the header says where it was loaded from).
+    ran = [line for line in made.stdout.splitlines() if "loaded from" not in line and "d.npz" not in line]
+    again = [line for line in shown.stdout.splitlines() if "loaded from" not in line]
+    assert ran[:40] == again[:40]
+
+
+def test_a_010_trace_without_format_version_still_loads(tmp_path):
+    from mhacli import run
+    from mhacli.io.export import NPZ_KEYS, load_trace, npz_arrays
+
+    old = {k: v for k, v in npz_arrays(run("the cat sat", seed=2)).items() if k in NPZ_KEYS}
+    np.savez(tmp_path / "old.npz", **old)
+    trace = load_trace(tmp_path / "old.npz")
+    assert trace.config.seed == 2 and trace.config.tokenizer == "word" and trace.config.weights == "random"
+    assert trace.embeddings is None
+
+
+def test_biases_are_saved_and_read_back_when_the_trace_has_them(tmp_path):
+    import dataclasses
+
+    from mhacli import run
+    from mhacli.io.export import npz_arrays, trace_biases, trace_document
+
+    trace = run("the cat sat", d_model=8, heads=2)
+    biases = {k: np.arange(8.0) + i for i, k in enumerate(("b_q", "b_k", "b_v", "b_o"))}
+
+    class WithBiases:  # what the core's trace looks like once it gains biases
+        def __init__(self, t):
+            self._t, self.biases = t, biases
+
+        def __getattr__(self, name):
+            return getattr(self._t, name)
+
+    fake = WithBiases(trace)
+    assert set(trace_biases(fake)) == set(biases)
+    arrays = npz_arrays(fake)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(arrays["b_k"], biases["b_k"])
+    assert trace_document(fake)["biases"]["b_o"] == biases["b_o"].tolist()  # type: ignore[arg-type]
+    assert trace_biases(trace) == {} and trace_document(trace)["biases"] is None
+    if "biases" not in {f.name for f in dataclasses.fields(type(trace))}:
+        from mhacli.core.errors import UsageError
+        from mhacli.io.export import load_trace
+
+        np.savez(tmp_path / "b.npz", **arrays)
+        with pytest.raises(UsageError, match="biases"):
+            load_trace(tmp_path / "b.npz")
+
+
+def _validate(document, schema):
+    jsonschema = pytest.importorskip("jsonschema")  # in the test extra; skipped only outside it
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(document)
+
+
+@pytest.mark.parametrize("args", [
+    ("the cat sat on the mat",),
+    ("the cat sat on the mat", "--causal", "--weights", "designed", "--tokenizer", "char"),
+    ("a", "--heads", "1", "--d-model", "4", "--dtype", "float32", "--no-positions"),
+])
+def test_real_json_output_follows_the_shipped_schema(tmp_path, args):
+    import json
+
+    from mhacli.io.export import trace_schema
+
+    proc = mha("explain", *args, "--json", "--no-plots", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    schema = trace_schema()
+    _validate(document, schema)
+    assert document["format_version"] == 2
+    assert set(document["config"]) == {"heads", "d_model", "seed", "tokenizer", "positions", "causal", "weights",
+                                       "dtype", "d_k"}
+    # The schema can fail: a document missing its version, or with a stray array, is refused.
+    jsonschema = pytest.importorskip("jsonschema")
+    broken = {k: v for k, v in document.items() if k != "format_version"}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**document, "arrays": {**document["arrays"], "W_x": [[1.0]]}}, schema)
+
+
+def test_the_schema_ships_in_the_wheel_listing():
+    from importlib import resources
+
+    assert (resources.files("mhacli.io") / "trace.schema.json").is_file()
+
+
+# ---------------------------------------------------------------------------
+# Family 4: unbounded reads
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["show", "verify"])
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "fifo", "folder"])
+def test_devices_pipes_and_folders_are_refused_before_a_byte_is_read(tmp_path, command, device):
+    os.mkfifo(tmp_path / "fifo")  # no writer: an open() that waited would hang the test
+    (tmp_path / "folder").mkdir()
+    proc = mha(command, device, "--no-plots", cwd=tmp_path, timeout=60) if command == "show" else \
+        mha(command, device, cwd=tmp_path, timeout=60)
+    line = one_error_line(proc)
+    assert proc.returncode == 2
+    assert "not a regular file" in line or "is a folder" in line
+
+
+def test_an_archive_promising_more_than_memory_is_refused_from_its_header(tmp_path):
+    import io
+    import zipfile
+
+    from mhacli import run
+    from mhacli.core.errors import UsageError
+    from mhacli.io.export import load_trace, npz_arrays
+
+    arrays = npz_arrays(run("the cat sat"))
+    with zipfile.ZipFile(tmp_path / "bomb.npz", "w") as z:
+        for name, value in arrays.items():
+            buf = io.BytesIO()
+            np.save(buf, value)
+            data = buf.getvalue()
+            if name == "scores":  # a header promising 10^12 floats over a few bytes of data
+                header = np.lib.format.header_data_from_array_1_0(np.zeros(1))
+                header["shape"] = (10**6, 10**6)
+                buf = io.BytesIO()
+                np.lib.format.write_array_header_1_0(buf, header)
+                data = buf.getvalue() + b"\0" * 16
+            z.writestr(name + ".npy", data)
+    with pytest.raises(UsageError, match="cut short|not fit"):
+        load_trace(tmp_path / "bomb.npz")
+
+
+# ---------------------------------------------------------------------------
+# Family 5: hostile traces
+# ---------------------------------------------------------------------------
+
+def _tampered(tmp_path: Path, name: str, **changes: object) -> Path:
+    from mhacli import run
+    from mhacli.io.export import npz_arrays
+
+    arrays = npz_arrays(run("the cat sat on the mat", causal=True))
+    for key, value in changes.items():
+        if callable(value):
+            arrays[key] = value(arrays[key].copy())
+        else:
+            arrays[key] = value  # type: ignore[assignment]
+    np.savez(tmp_path / name, **arrays)
+    return tmp_path / name
+
+
+def _poison(value: float, at: tuple[int, ...] = (0, 0)):
+    def change(a: np.ndarray) -> np.ndarray:
+        a[at] = value
+        return a
+    return change
+
+
+HOSTILE = {
+    "seed infinite": ({"seed": np.array(np.inf)}, "seed must be a whole number, got inf"),
+    "num_heads infinite": ({"num_heads": np.array(np.inf)}, "num_heads must be a whole number, got inf"),
+    "num_heads NaN": ({"num_heads": np.array(np.nan)}, "num_heads must be a whole number, got nan"),
+    "d_model a fraction": ({"d_model": np.array(2.5)}, "d_model must be a whole number, got 2.5"),
+    "seed negative": ({"seed": np.array(-1)}, "seed must be a whole number from 0"),
+    "seed an array": ({"seed": np.arange(3)}, "seed must be a single whole number"),
+    "causal a number": ({"causal": np.array(7)}, "causal must be true or false"),
+    "W_q infinite": ({"W_q": _poison(np.inf)}, "W_q holds infinite or NaN values"),
+    "X NaN": ({"X": _poison(np.nan)}, "X holds infinite or NaN values"),
+    "output infinite": ({"output": _poison(-np.inf)}, "output holds infinite or NaN values"),
+    "scores +inf": ({"scores": _poison(np.inf, (0, 0, 0))}, "scores holds infinite or NaN values"),
+    "weights NaN": ({"weights": _poison(np.nan, (0, 0, 0))}, "weights holds infinite or NaN values"),
+    "weights as text": ({"weights": np.array("0.5")}, "weights has shape ()"),
+    "tokens as numbers": ({"tokens": np.arange(6)}, "tokens must be a 1-D array of strings"),
+    "unknown tokenizer": ({"tokenizer": np.array("bytes")}, "unknown tokenizer 'bytes'"),
+    "rules of the wrong length": ({"rules": np.array(["x"])}, "rules must hold one string per head"),
+    "a newer format": ({"format_version": np.array(99)}, "it is format 99, newer than this mhacli reads"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_trace_gets_one_clear_line_and_no_warning(tmp_path, case):
+    changes, expected = HOSTILE[case]
+    _tampered(tmp_path, "bad.npz", **changes)
+    for command in (("show", "bad.npz", "--no-plots"), ("verify", "bad.npz")):
+        proc = mha(*command, cwd=tmp_path)
+        line = one_error_line(proc)  # nothing else on stderr: no RuntimeWarning, no source line
+        assert proc.returncode == 2, proc.stderr
+        assert "is not a valid mha trace" in line and expected in line, line
+
+
+def test_a_member_that_is_not_npy_data_or_holds_objects(tmp_path):
+    import io
+    import zipfile
+
+    from mhacli import run
+    from mhacli.io.export import npz_arrays
+
+    arrays = npz_arrays(run("the cat sat"))
+    cases = {"garbage.npz": ("seed", b"hello, not npy"), "truncated-header.npz": ("W_q", b"\x93NUMPY\x01\x00")}
+    for file, (member, data) in cases.items():
+        with zipfile.ZipFile(tmp_path / file, "w") as z:
+            for name, value in arrays.items():
+                buf = io.BytesIO()
+                np.save(buf, value)
+                z.writestr(name + ".npy", data if name == member else buf.getvalue())
+    with zipfile.ZipFile(tmp_path / "objects.npz", "w") as z:
+        for name, value in arrays.items():
+            buf = io.BytesIO()
+            np.save(buf, np.array(list(value), dtype=object) if name == "tokens" else value, allow_pickle=True)
+            z.writestr(name + ".npy", buf.getvalue())
+    expected = {"garbage.npz": "its member 'seed' is not .npy array data",
+                "truncated-header.npz": "its member 'W_q' is not .npy array data",
+                "objects.npz": "it holds Python objects"}
+    for file, words in expected.items():
+        proc = mha("verify", file, cwd=tmp_path)
+        assert proc.returncode == 2 and words in one_error_line(proc), proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# Families 2 and 3: outputs that collide with inputs or each other; links and trailing slashes
+# ---------------------------------------------------------------------------
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() and not p.is_symlink() else b"")
+            for p in folder.rglob("*")}
+
+
+@pytest.fixture()
+def figs(tmp_path: Path) -> Path:
+    (tmp_path / "figs").mkdir()
+    made = mha("explain", "the cat sat", "--no-plots", "--save-npz", "figs/heads.png", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "figs" / "magnifiers.png").write_text("the cat sat on the mat")
+    (tmp_path / "victim.txt").write_text("precious")
+    return tmp_path
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["show", "figs/heads.png", "--out", "figs"], "is the input (the trace file)"),
+    (["show", "figs/../figs/heads.png", "--out", "./figs/"], "is the input (the trace file)"),
+    (["explain", "--file", "figs/magnifiers.png", "--out", "figs"], "is the input (--file)"),
+    (["compare", "--file", "figs/magnifiers.png", "--out", "figs", "--format", "png"], None),
+    (["explain", "the cat", "--html", "figs/heads.png", "--out", "figs"], "name the same file"),
+    (["explain", "the cat", "--html", "figs/head-2.png", "--out", "figs"], "name the same file"),
+    (["explain", "the cat", "--save-npz", "x.npz", "--html", "./x.npz", "--no-plots"], "name the same file"),
+    (["show", "figs/heads.png", "--html", "figs/heads.png", "--no-plots"], "is also the input"),
+])
+def test_an_output_never_lands_on_an_input_or_another_output(figs, args, words):
+    before = _listing(figs)
+    proc = mha(*args, cwd=figs)
+    if words is None:  # compare writes single-vs-multi.png only: no collision, a real run
+        assert proc.returncode == 0, proc.stderr
+        assert (figs / "figs" / "magnifiers.png").read_text() == "the cat sat on the mat"
+        return
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and words in line, line
+    assert _listing(figs) == before
+
+
+@pytest.mark.parametrize("name", ["head-1.png", "heads.png", "magnifiers.png"])
+def test_a_link_planted_in_out_is_never_followed(figs, name):
+    link = figs / "figs" / name
+    link.unlink(missing_ok=True)
+    link.symlink_to(figs / "victim.txt")
+    proc = mha("explain", "the cat", "--out", "figs", cwd=figs)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "symbolic link" in line and name in line
+    assert (figs / "victim.txt").read_text() == "precious" and link.is_symlink()
+
+
+def test_a_link_appearing_during_the_run_is_replaced_not_followed(tmp_path):
+    from mhacli.io.files import atomic_write_text, confine
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "victim.txt").write_text("precious")
+    confine(out)
+    (out / "heads.png").symlink_to(tmp_path / "victim.txt")
+    atomic_write_text(out / "heads.png", "figure")
+    assert (tmp_path / "victim.txt").read_text() == "precious"
+    assert not (out / "heads.png").is_symlink() and (out / "heads.png").read_text() == "figure"
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--save-npz", "keep.txt/"), ("--html", "newdir/"), ("--save-npz", "existing/"), ("--html", "./"),
+    ("--save-npz", "."),
+])
+def test_a_trailing_slash_names_a_folder_and_is_refused(tmp_path, option, value):
+    (tmp_path / "keep.txt").write_text("keep")
+    (tmp_path / "existing").mkdir()
+    before = _listing(tmp_path)
+    proc = mha("explain", "the cat", "--no-plots", option, value, cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and ("names a folder" in line or "is a folder" in line), line
+    assert _listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("target", ["missing-folder/page.html", "/nonexistent/x/y.html"])
+def test_an_html_target_behind_a_dangling_link_is_refused_before_the_run(tmp_path, target):
+    (tmp_path / "page.html").symlink_to(target)
+    proc = mha("explain", "the cat", "--no-plots", "--html", "page.html", cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "symbolic link" in line and "does not exist" in line
+
+
+def test_a_dangling_link_into_an_existing_folder_is_written_through(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "page.html").symlink_to(tmp_path / "real" / "page.html")
+    proc = mha("explain", "the cat", "--no-plots", "--html", "page.html", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "real" / "page.html").read_text().startswith("<!")
+
+
+# ---------------------------------------------------------------------------
+# Families 6 and 7: numbers and names past their limits; streams and environment
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("query", ["9" * 5000, "-" + "1" * 4301, "+" + "0" * 30, "1" * 19])
+@pytest.mark.parametrize("command", ["explain", "demo"])
+def test_a_query_with_thousands_of_digits_is_a_usage_error(tmp_path, query, command):
+    extra = ["--no-plots"] if command == "explain" else ["--no-pause"]
+    proc = mha(command, "the cat sat", "--query", query, *extra, cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "is beyond any text" in line and "digits" in line
+    assert len(line) < 200
+
+
+def test_a_trace_whose_name_is_not_utf8_still_gets_a_page(tmp_path):
+    made = mha("explain", "the cat sat", "--no-plots", "--save-npz", "t.npz", cwd=tmp_path)
+    assert made.returncode == 0
+    odd = os.fsencode(tmp_path) + b"/tr\xe9\xff.npz"
+    os.rename(tmp_path / "t.npz", odd)
+    proc = subprocess.run([os.fsencode(MHA), b"show", odd, b"--no-plots", b"--html", b"page.html"], cwd=tmp_path,
+                          env=ENV, capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    assert "tr\\\\xe9\\\\xff.npz" in page  # the name's bytes spelled out in the page's JSON
+
+
+@pytest.mark.parametrize("args", [["explain", "the cat sat", "--no-plots", "--save-npz", "c.npz"],
+                                  ["show", "c.npz", "--no-plots"], ["samples"], ["shapes"]])
+def test_a_closed_stdout_does_not_crash_and_files_are_still_whole(tmp_path, args):
+    if args[0] == "show":
+        assert mha("explain", "the cat sat", "--no-plots", "--save-npz", "c.npz", cwd=tmp_path).returncode == 0
+    proc = subprocess.run(["sh", "-c", '"$0" "$@" >&-', str(MHA), *args], cwd=tmp_path, env=ENV,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Error" not in proc.stderr and "Traceback" not in proc.stderr
+    if args[0] == "explain":
+        with np.load(tmp_path / "c.npz") as z:
+            assert int(z["format_version"]) == 2
+
+
+@pytest.mark.parametrize("config_dir", ["/dev/null/x", "missing-parent-is-a-file/x", "readonly"])
+def test_an_unusable_mplconfigdir_lets_matplotlib_print_nothing(tmp_path, config_dir):
+    (tmp_path / "missing-parent-is-a-file").write_text("")
+    (tmp_path / "readonly").mkdir(mode=0o500)
+    env = {**ENV, "MPLCONFIGDIR": str(tmp_path / config_dir) if not config_dir.startswith("/") else config_dir}
+    before = {p.name for p in Path(tempfile_dir()).glob("mha-matplotlib-*")}
+    proc = mha("explain", "the cat sat", "--out", "figs", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and (tmp_path / "figs" / "heads.png").exists()
+    after = {p.name for p in Path(tempfile_dir()).glob("mha-matplotlib-*")}
+    assert after <= before  # the temporary config folder went with the run
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
+@pytest.mark.parametrize(("heads", "dpi", "fits"), [(4, 150, True), (512, 600, False), (256, 600, False)])
+def test_the_memory_plan_counts_figures(heads, dpi, fits):
+    from mhacli.core.config import check_figures_fit, figure_bytes, memory_limit_bytes
+    from mhacli.core.errors import UsageError
+
+    assert figure_bytes(heads, 40, 2 * dpi) > 3.9 * (figure_bytes(heads, 40, dpi) - 256 * 2**20)
+    assert figure_bytes(heads, 40, dpi, "svg") < figure_bytes(heads, 40, dpi, "png") or dpi <= 72
+    if figure_bytes(heads, 40, dpi) <= memory_limit_bytes():
+        check_figures_fit(heads, 40, dpi)
+        return
+    assert not fits
+    with pytest.raises(UsageError) as caught:
+        check_figures_fit(heads, 40, dpi)
+    assert "--dpi" in caught.value.for_cli() and "--no-plots" in caught.value.for_cli()
+
+
+def test_a_figure_too_big_for_memory_is_refused_before_the_run(tmp_path):
+    proc = mha("explain", "the cat", "--d-model", "512", "--heads", "512", "--dpi", "600", "--out", "figs",
+               cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "the figures of 512 heads at --dpi 600 need" in line
+    assert not (tmp_path / "figs").exists()
+
+
+# ---------------------------------------------------------------------------
+# Family 8: escape sequences in what the tool itself prints
+# ---------------------------------------------------------------------------
+
+HOSTILE_NAMES = ["fig\x1b[31mred", "fig\x1b]0;title\x07", "fig\u202eevil", "fig\x9b2J"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_an_out_name_with_escape_sequences_is_spelled_out_in_every_note(tmp_path, name):
+    out = tmp_path / name
+    out.mkdir()
+    (out / "head-9.png").write_bytes(b"left from a run with 9 heads")
+    runs = [
+        mha("demo", "--no-pause", "--out", name, cwd=tmp_path),  # the lesson's heatmap note
+        mha("explain", " ".join(f"w{i}" for i in range(30)), "--out", name, cwd=tmp_path,
+            env={**ENV, "COLUMNS": "40"}),  # the grids are too wide: "the heatmaps are in …"
+        mha("explain", "the cat sat", "--out", name, cwd=tmp_path),  # the note on leftover head-9.png
+    ]
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+        both = proc.stdout + proc.stderr
+        raw = [ch for ch in name if ch in "\x1b\x07\x9b\u202e"]
+        assert not any(ch in both for ch in raw), repr(both[:300])
+        assert "fig\\x1b" in both or "fig\\u202e" in both or "fig\\x9b" in both
+    assert "head-9.png" in runs[2].stderr and "note" in runs[2].stderr
+    assert "heatmaps are in" in runs[1].stdout
+
+
+@pytest.mark.parametrize("text", ["a\x1b[2Jb", "x\u202ey", "p\x00q", "\ud800", "tab\there", "l\u2028m"])
+def test_printable_is_the_one_escaping_function(text):
+    from mhacli.core.messages import one_line, printable, shown
+
+    for escaped in (printable(text), one_line(text), shown(text)):
+        assert all(ch.isprintable() or ch in " \u200d" for ch in escaped), repr(escaped)
+    assert printable("naïve 日本 👍🏽 👨\u200d👩") == "naïve 日本 👍🏽 👨\u200d👩"
+
+
+def test_a_signal_is_passed_on_to_an_adopted_child_which_cleans_up_its_own_files(tmp_path):
+    from mhacli.io import cleanup
+
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a temporary file of its own, then wait for the signal
+        code = 1
+        try:
+            cleanup.install()
+            tmp = tmp_path / ".child.tmp"
+            cleanup.register(tmp)
+            tmp.write_text("half")
+            os.write(ready_w, b"x")
+            time.sleep(60)
+        except cleanup.Terminated:
+            code = 0 if not (tmp_path / ".child.tmp").exists() else 3
+        finally:
+            os._exit(code)
+    os.read(ready_r, 1)
+    cleanup.adopt_child(pid)
+    try:
+        cleanup._pass_on(signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        cleanup.release_child(pid)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert temporaries(tmp_path) == []

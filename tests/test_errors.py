@@ -76,7 +76,7 @@ ROWS: list[tuple[str, str]] = [
     # --- names of things ------------------------------------------------------
     ("unknown tokenizer", 'mha explain "the cat" --tokenizer bpe'),
     ("tokenizer with a capital letter", 'mha explain "the cat" --tokenizer Word'),
-    ("unknown weights", 'mha explain "the cat" --weights trained'),
+    ("unknown weights", 'mha explain "the cat" --weights learned'),
     ("unknown dtype", 'mha explain "the cat" --dtype float16'),
     ("unknown figure format", 'mha explain "the cat" --format jpg'),
     ("dpi out of range", 'mha explain "the cat" --dpi 5'),

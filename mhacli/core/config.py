@@ -13,7 +13,7 @@ from typing import Any
 from mhacli.core.errors import UsageError
 
 TOKENIZERS = ("word", "char", "whitespace")
-WEIGHT_KINDS = ("random", "designed")
+WEIGHT_KINDS = ("random", "designed", "trained")
 DTYPES = ("float64", "float32")
 
 # Bytes per float of the core; the memory plan below is in these units.

@@ -8,7 +8,7 @@ reads files or touches global random state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -100,8 +100,21 @@ class Trace:
         return worst
 
 
-def run_tokens(tokens: Sequence[str], config: Config) -> Trace:
-    """Run multi-head attention over given tokens under ``config``."""
+class WeightSource(Protocol):
+    """Where a run's inputs and weights come from when they are neither random nor designed (a trained model)."""
+
+    def inputs(self, tokens: Sequence[str]) -> tuple[Array, ...]:
+        """E[tokens] (N, d), P (N, d), W_q, W_k, W_v, W_o (d, d each, PyTorch layout)."""
+        ...
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """One label per head (what it learned)."""
+        ...
+
+
+def run_tokens(tokens: Sequence[str], config: Config, model: WeightSource | None = None) -> Trace:
+    """Run multi-head attention over given tokens under ``config`` (with ``model``'s weights when given)."""
     tokens = tuple(tokens)
     if not tokens:
         raise UsageError("the text has no tokens to attend over; give at least one word.")
@@ -110,7 +123,13 @@ def run_tokens(tokens: Sequence[str], config: Config) -> Trace:
     n, d = len(tokens), config.d_model
     _, ids = vocabulary(tokens)
     rules: tuple[str, ...] | None = None
-    if config.weights == "designed":
+    if model is not None:
+        e, p, w_q, w_k, w_v, w_o = model.inputs(tokens)
+        rules = tuple(model.labels)
+    elif config.weights == "trained":
+        raise UsageError("{weights} needs a trained model file; make one with 'mha train --save model.npz'.",
+                         weights=config.weights)
+    elif config.weights == "designed":
         from mhacli.core.designed import design
 
         built = design(tokens, config)

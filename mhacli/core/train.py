@@ -50,7 +50,7 @@ class TrainConfig:
     heads: int = 4
     d_model: int = 16
     steps: int = 1500
-    batch: int = 32
+    batch: int = 64
     length: int = 12
     lr: float = 0.02
     seed: int = 0
@@ -337,6 +337,11 @@ class TrainedModel:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", {k: _frozen(v) for k, v in self.params.items()})
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Each head's learned relation as a label: ``previous token (98% of queries)``."""
+        return tuple(f"{name} ({share:.0%} of queries)" for name, share in self.relations)
 
     def ids(self, tokens: Sequence[str]) -> Array:
         """Token ids in the trained vocabulary; a token outside it, or a text too long, is a usage error."""

@@ -868,6 +868,8 @@ def _bench_startup(repeats: int, json_out: bool) -> None:
         _print(startup_table(rows, repeats))
 
 
+app.command(name="train")(__import__("mhacli.cli.train", fromlist=["train"]).train)
+
 def main() -> None:
     """Entry point of the ``mha`` console script."""
     try:

@@ -152,3 +152,17 @@ def test_bad_configs_are_usage_errors_in_python_words(bad: dict, words: str) -> 
     with pytest.raises(UsageError) as info:
         TrainConfig(**bad)
     assert words in str(info.value)
+
+
+def test_bench_train_reports_both_sides_and_their_ratio() -> None:
+    from mhacli.bench.train import bench_train
+
+    config = TrainConfig(heads=2, d_model=8, batch=4, length=6)
+    report = bench_train(repeats=2, steps=2, config=config)
+    assert len(report["numpy_times"]) == 2 and report["numpy_seconds_per_step"] > 0
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        assert report["ratio"] is None and report["torch_seconds_per_step"] is None
+    else:
+        assert report["ratio"] == report["numpy_seconds_per_step"] / report["torch_seconds_per_step"]

@@ -22,7 +22,7 @@ from mhacli.core.train import Adam, TrainConfig, init_params, loss_and_grads, tr
 def _threads() -> int:
     """Threads numpy's BLAS uses here (torch is given the same number)."""
     try:
-        from threadpoolctl import threadpool_info
+        from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
 
         counts = [pool["num_threads"] for pool in threadpool_info() if pool.get("user_api") == "blas"]
         if counts:
@@ -60,7 +60,7 @@ def _torch_model(config: TrainConfig, params: dict) -> tuple[Any, Any, Any]:
             self.readout = torch.nn.Parameter(torch.tensor(params["readout"]))
 
         def forward(self, ids: Any) -> Any:
-            x = self.embedding[ids] + self.positions[: ids.shape[1]]
+            x = self.embedding[ids] + self.positions[: ids.shape[1]]  # type: ignore[index]
             out, _ = self.attention(x, x, x, need_weights=False)
             t, v, d = self.readout.shape
             return (out @ self.readout.reshape(t * v, d).T).reshape(-1, v)

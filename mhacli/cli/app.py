@@ -20,13 +20,15 @@ from mhacli import __version__
 from mhacli.cli.commands.bench import bench
 from mhacli.cli.commands.classroom import demo, quiz, samples, shapes
 from mhacli.cli.commands.run import compare, explain, show, verify
+from mhacli.cli.commands.train import train
 from mhacli.cli.messages import click_message, is_click
 from mhacli.cli.options import FLAG
 from mhacli.cli.output import console, error_line, reset, silence_stdout, tolerant_streams
 from mhacli.core.errors import ExitCode, MhaError
 
 #: Every command, in the order ``mha --help`` lists them: register a new command here.
-COMMANDS: tuple[Callable[..., None], ...] = (explain, show, compare, verify, samples, shapes, demo, quiz, bench)
+COMMANDS: tuple[Callable[..., None], ...] = (explain, show, compare, verify, train, samples, shapes, demo, quiz,
+                                             bench)
 
 INTERRUPTED = "interrupted; nothing half-written was left behind."
 _debug = False  # mha --debug: print the traceback before the one line

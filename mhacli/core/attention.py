@@ -36,8 +36,8 @@ def head_weight(w: Array, i: int, heads: int) -> Array:
 
 def split_heads(m: Array, heads: int) -> Array:
     """Cut the columns of a full projection into h blocks: one per head."""
-    n, d = m.shape
-    return m.reshape(n, heads, d // heads).transpose(1, 0, 2)  # (N, d) -> (h, N, d/h)
+    *lead, n, d = m.shape  # leading axes (a batch of sequences) pass through
+    return np.swapaxes(m.reshape(*lead, n, heads, d // heads), -3, -2)  # (..., N, d) -> (..., h, N, d/h)
 
 
 def attention_scores(q: Array, k: Array) -> Array:
@@ -86,8 +86,8 @@ def weigh_values(weights: Array, v: Array) -> Array:
 
 def merge_heads(heads_out: Array) -> Array:
     """Concatenate the heads side by side: H = [head_1 … head_h]."""
-    h, n, d_k = heads_out.shape
-    return heads_out.transpose(1, 0, 2).reshape(n, h * d_k)  # (h, N, d/h) -> (N, d)
+    *lead, h, n, d_k = heads_out.shape  # leading axes (a batch of sequences) pass through
+    return np.swapaxes(heads_out, -3, -2).reshape(*lead, n, h * d_k)  # (..., h, N, d/h) -> (..., N, d)
 
 
 def attend(q: Array, k: Array, v: Array, blocked: Array | None) -> tuple[Array, Array, Array]:

@@ -14,11 +14,10 @@ from typing import Any
 from mhacli.core.errors import UsageError
 
 TOKENIZERS = ("word", "char", "whitespace")
-WEIGHT_KINDS = ("random", "designed")  # what the tool builds by itself (--weights NAME)
-# Where a run's weights came from, as a trace records it: the built kinds, a model trained
-# by `mha train`, or your own nn.MultiheadAttention weights.
-# "worked" is the hand-sized example of `mha explain --worked` (mhacli/core/worked.py).
-WEIGHT_SOURCES = WEIGHT_KINDS + ("trained", "pytorch", "worked")
+WEIGHT_KINDS = ("random", "designed", "trained")  # what --weights NAME names (trained: the shipped model)
+# Where a run's weights came from, as a trace records it: the named kinds, your own
+# nn.MultiheadAttention weights, or the hand-sized example of `mha explain --worked`.
+WEIGHT_SOURCES = WEIGHT_KINDS + ("pytorch", "worked")
 DTYPES = ("float64", "float32")
 
 # Bytes per float of the core; the memory plan below is in these units.

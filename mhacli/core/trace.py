@@ -8,7 +8,7 @@ reads files or touches global random state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -137,8 +137,26 @@ class Trace:
         return worst
 
 
-def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights | None = None) -> Trace:
-    """Run multi-head attention over given tokens under ``config`` (with your own ``weights`` if given)."""
+class WeightSource(Protocol):
+    """Where a run's inputs and weights come from when they are neither random nor designed (a trained model)."""
+
+    def inputs(self, tokens: Sequence[str]) -> tuple[Array, ...]:
+        """E[tokens] (N, d), P (N, d), W_q, W_k, W_v, W_o (d, d each, PyTorch layout)."""
+        ...
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """One label per head (what it learned)."""
+        ...
+
+
+def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights | None = None,
+               model: WeightSource | None = None) -> Trace:
+    """Run multi-head attention over given tokens under ``config``.
+
+    ``weights``: your own nn.MultiheadAttention weights (the toy embedding makes X);
+    ``model``: a trained model (its own embedding, positions and weights).
+    """
     tokens = tuple(tokens)
     if not tokens:
         raise UsageError("the text has no tokens to attend over; give at least one word.")
@@ -148,7 +166,10 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
     _, ids = vocabulary(tokens)
     rules: tuple[str, ...] | None = None
     biases: dict[str, Array] = {}
-    if weights is not None:
+    if model is not None:
+        e, p, w_q, w_k, w_v, w_o = model.inputs(tokens)
+        rules = tuple(model.labels)
+    elif weights is not None:
         if weights.d_model != d:
             raise UsageError("the weights are for d_model={} but the run has {{d_model}}; leave "
                              "{{d_model:name}} out to take it from the weights.".format(weights.d_model),
@@ -157,6 +178,9 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
         p = positional_encoding(n, d) if config.positions else np.zeros((n, d))  # (N, d)
         w_q, w_k, w_v, w_o = weights.w_q, weights.w_k, weights.w_v, weights.w_o
         biases = {k: b.astype(dtype) for k, b in weights.biases().items()}
+    elif config.weights == "trained":
+        raise UsageError("{weights} needs a trained model file; make one with 'mha train --save model.npz'.",
+                         weights=config.weights)
     elif config.weights == "designed":
         from mhacli.core.designed import design
 

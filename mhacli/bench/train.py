@@ -1,0 +1,121 @@
+"""``mha bench --train``: a training step of the default model in numpy, beside the same model in PyTorch.
+
+Both sides get the same sizes, the same float64 numbers, the same batches and
+the same number of threads; their timed blocks alternate (numpy, torch, numpy,
+…) so a machine that slows down mid-run slows both.  The ratio is numpy's
+median step over torch's (below 1: numpy is faster).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+from mhacli.core.tasks import get_task
+from mhacli.core.train import Adam, TrainConfig, init_params, loss_and_grads, trainable
+
+
+def _threads() -> int:
+    """Threads numpy's BLAS uses here (torch is given the same number)."""
+    try:
+        from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
+
+        counts = [pool["num_threads"] for pool in threadpool_info() if pool.get("user_api") == "blas"]
+        if counts:
+            return int(max(counts))
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        pass
+    return os.cpu_count() or 1
+
+
+def _numpy_block(config: TrainConfig, params: dict, adam: Adam, batches: list) -> float:
+    names = trainable(config)
+    start = time.perf_counter()
+    for ids, targets in batches:
+        _, grads, _ = loss_and_grads(params, ids, targets, config.heads, config.causal)
+        adam.step(params, grads, names)
+    return (time.perf_counter() - start) / len(batches)
+
+
+def _torch_model(config: TrainConfig, params: dict) -> tuple[Any, Any, Any]:
+    import torch
+
+    class Layer(torch.nn.Module):
+        """The same layer: learned table, fixed positions, nn.MultiheadAttention without biases, readouts."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = torch.nn.Parameter(torch.tensor(params["embedding"]))
+            self.register_buffer("positions", torch.tensor(params["positions"]))
+            self.attention = torch.nn.MultiheadAttention(config.d_model, config.heads, bias=False,
+                                                         batch_first=True, dtype=torch.float64)
+            with torch.no_grad():
+                self.attention.in_proj_weight.copy_(torch.tensor(np.concatenate(
+                    [params["W_q"], params["W_k"], params["W_v"]])))
+                self.attention.out_proj.weight.copy_(torch.tensor(params["W_o"]))
+            self.readout = torch.nn.Parameter(torch.tensor(params["readout"]))
+
+        def forward(self, ids: Any) -> Any:
+            x = self.embedding[ids] + self.positions[: ids.shape[1]]  # type: ignore[index]
+            out, _ = self.attention(x, x, x, need_weights=False)
+            t, v, d = self.readout.shape
+            return (out @ self.readout.reshape(t * v, d).T).reshape(-1, v)
+
+    model = Layer()
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    return torch, model, optimizer
+
+
+def _torch_block(torch: Any, model: Any, optimizer: Any, batches: list) -> float:
+    start = time.perf_counter()
+    for ids, labels in batches:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(ids), labels)
+        loss.backward()
+        optimizer.step()
+    return (time.perf_counter() - start) / len(batches)
+
+
+def bench_train(repeats: int = 5, steps: int = 50, config: TrainConfig | None = None) -> dict[str, Any]:
+    """Median seconds per training step, numpy and (when installed) PyTorch, and their ratio."""
+    config = config or TrainConfig()
+    task = get_task(config.task)
+    rng = np.random.default_rng(config.seed)
+    params = init_params(config, task, rng)
+    batches = [task.batch(rng, config.batch, config.length) for _ in range(steps)]
+    threads = _threads()
+    torch_side = None
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+        torch_side = _torch_model(config, {k: v.copy() for k, v in params.items()})
+        torch_batches = [(torch.as_tensor(ids), torch.as_tensor(np.moveaxis(t, 0, -1).reshape(-1)))
+                         for ids, t in batches]
+    except ImportError:
+        pass
+    adam = Adam(config.lr)
+    numpy_times: list[float] = []
+    torch_times: list[float] = []
+    # One untimed block each first: caches, allocators and torch's lazy set-up.
+    for timed in [False] + [True] * repeats:
+        t = _numpy_block(config, params, adam, batches)
+        if timed:
+            numpy_times.append(t)
+        if torch_side is not None:
+            t = _torch_block(*torch_side, torch_batches)
+            if timed:
+                torch_times.append(t)
+    numpy_step = statistics.median(numpy_times)
+    torch_step = statistics.median(torch_times) if torch_times else None
+    return {
+        "config": {k: v for k, v in vars(config).items()}, "threads": threads, "steps_per_block": steps,
+        "repeats": repeats, "numpy_seconds_per_step": numpy_step, "torch_seconds_per_step": torch_step,
+        "ratio": numpy_step / torch_step if torch_step else None,
+        "torch_version": torch_side[0].__version__ if torch_side is not None else None,
+        "numpy_times": numpy_times, "torch_times": torch_times,
+    }

@@ -1,0 +1,208 @@
+"""``mha train``: train the attention layer on a task, live, and compare head counts.
+
+The command only connects: it checks the options (the core's TrainConfig does),
+runs :func:`mhacli.core.train.train` once per head count with a progress bar,
+prints the table and a conclusion computed from its numbers, and writes the
+figures and the model through io/render.  numpy and matplotlib are imported
+inside, so ``mha --help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import partial
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from mhacli.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from mhacli.core.train import TrainConfig, TrainResult
+
+console = Console()
+err_console = Console(stderr=True)
+
+# Shown in --help without importing numpy; tests/test_train_cli.py checks them against the core.
+TASK_NAMES = ("neighbours", "relations")
+DEFAULTS = dict(task="neighbours", heads=4, d_model=16, steps=1500, batch=64, lr=0.02, seed=0)
+
+TaskOpt = Annotated[str, typer.Option("--task", help=f"What to learn: {', '.join(TASK_NAMES)}.")]
+TrainHeadsOpt = Annotated[int, typer.Option("--heads", "-H", help="Number of heads h (ignored with --compare).")]
+TrainDModelOpt = Annotated[int, typer.Option("--d-model", "-d", help="Model width d (divisible by every head count).")]
+StepsOpt = Annotated[int, typer.Option("--steps", help="Training steps (one batch each).")]
+BatchOpt = Annotated[int, typer.Option("--batch", help="Sequences per training step.")]
+LrOpt = Annotated[float, typer.Option("--lr", help="Adam's learning rate.")]
+TrainSeedOpt = Annotated[int, typer.Option("--seed", "-s", help="Seed for the initial weights and every sequence.")]
+SaveOpt = Annotated[Optional[Path], typer.Option(
+    "--save", help="Write the trained model (of the last run) to this .npz file, for 'mha explain --weights'.",
+    show_default=False, dir_okay=True, readable=False)]
+TrainOutOpt = Annotated[Path, typer.Option(
+    "--out", "-o", help="Folder for training.png and training-heads.png (created if missing).",
+    dir_okay=True, file_okay=True, readable=False)]
+TrainPlotsOpt = Annotated[bool, typer.Option("--plots/--no-plots", help="Save the two training figures into --out.")]
+TrainJsonOpt = Annotated[bool, typer.Option(
+    "--json", help="Print one JSON document (the task and each run's numbers) on stdout and nothing else there.")]
+CompareOpt = Annotated[Optional[str], typer.Option(
+    "--compare", help="Train each of these head counts with the same d, steps and seed, e.g. 1,2,4.",
+    show_default=False)]
+
+
+def parse_compare(text: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``; anything else is a usage error."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() and len(p) < 6 for p in parts):
+        raise UsageError("{compare:name} takes head counts separated by commas, e.g. 1,2,4; got "
+                         f"{text!r}.", compare=text)
+    heads = list(dict.fromkeys(int(p) for p in parts))
+    return heads
+
+
+def conclusion(results: "list[TrainResult]") -> str:
+    """One sentence about the runs, every number taken from them."""
+    first = results[0]
+    budget = f"{first.parameters:,} parameters and {first.config.steps:,} steps"
+    if len(results) == 1:
+        r = first
+        return (f"{r.heads} head{'s' if r.heads > 1 else ''} reached {r.accuracy:.1%} held-out accuracy "
+                f"with {budget}.")
+    best = max(results, key=lambda r: (r.accuracy, -r.heads))
+    worst = min(results, key=lambda r: (r.accuracy, r.heads))
+    gap = 100 * (best.accuracy - worst.accuracy)
+    if gap < 1.0:
+        return f"With the same {budget}, every head count reached {worst.accuracy:.1%} to {best.accuracy:.1%}."
+    return (f"With the same {budget}, {worst.heads} head{'s' if worst.heads > 1 else ''} reached "
+            f"{worst.accuracy:.1%} held-out accuracy and {best.heads} heads {best.accuracy:.1%}: "
+            f"{gap:.0f} points more from splitting the same d into heads.")
+
+
+def results_table(results: "list[TrainResult]") -> Table:
+    """Heads, d/h, parameters, final loss, held-out accuracy, steps, seconds, and what each head learned."""
+    table = Table(title=f"mha train --task {results[0].config.task}", title_justify="left")
+    for name in ("heads", "d/h", "parameters", "loss", "held-out", "steps", "seconds"):
+        table.add_column(name, justify="right")
+    for r in results:
+        table.add_row(str(r.heads), str(r.config.d_k), f"{r.parameters:,}", f"{r.loss:.4f}", f"{r.accuracy:.1%}",
+                      f"{r.config.steps:,}", f"{r.seconds:.1f}")
+    return table
+
+
+def learned_lines(results: "list[TrainResult]") -> list[str]:
+    """Per run, what each head learned: the relation its top key follows, and for what share of queries."""
+    lines = ["What each head learned (the relation its most-weighted key follows, share of held-out queries):"]
+    for r in results:
+        heads = ", ".join(f"head {i + 1} {name} {share:.0%}" for i, (name, share) in enumerate(r.model.relations))
+        lines.append(f"  {r.heads} head{'s' if r.heads > 1 else ''}: {heads}")
+    return lines
+
+
+def results_json(results: "list[TrainResult]") -> str:
+    """One JSON document: the task, and per run its configuration and measurements."""
+    runs: list[dict[str, Any]] = []
+    for r in results:
+        c = r.config
+        runs.append({"heads": c.heads, "d_model": c.d_model, "d_k": c.d_k, "parameters": r.parameters,
+                     "loss": r.loss, "accuracy": r.accuracy, "steps": c.steps, "seconds": r.seconds,
+                     "batch": c.batch, "length": c.length, "lr": c.lr, "seed": c.seed, "positions": c.positions,
+                     "relations": [{"relation": n, "share": s} for n, s in r.model.relations]})
+    return json.dumps({"task": results[0].config.task, "runs": runs}, indent=2)
+
+
+def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from mhacli.core.train import train as train_core
+
+    label = f"{config.heads} head{'s' if config.heads > 1 else ''}"
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("loss {task.fields[loss]:.4f}  accuracy {task.fields[accuracy]:.1%}"),
+                  TimeElapsedColumn(), console=err_console, transient=True, disable=quiet) as progress:
+        bar = progress.add_task(label, total=config.steps, loss=float("nan"), accuracy=0.0)
+        every = max(1, config.steps // 200)  # a redraw per step would cost more than the step
+
+        def on_step(step: int, loss: float, accuracy: float) -> None:
+            if step % every == 0 or step == config.steps:
+                progress.update(bar, completed=step, loss=loss, accuracy=accuracy)
+
+        return train_core(config, on_step=on_step)
+
+
+def train(
+    task: TaskOpt = "neighbours",
+    heads: TrainHeadsOpt = 4,
+    d_model: TrainDModelOpt = 16,
+    steps: StepsOpt = 1500,
+    batch: BatchOpt = 64,
+    lr: LrOpt = 0.02,
+    seed: TrainSeedOpt = 0,
+    save: SaveOpt = None,
+    out: TrainOutOpt = Path("figures"),
+    plots: TrainPlotsOpt = True,
+    json_out: TrainJsonOpt = False,
+    compare: CompareOpt = None,
+) -> None:
+    """Train one attention layer on a task and show whether one head is enough.
+
+    Example: mha train --task neighbours --compare 1,2,4
+    """
+    from mhacli.core.train import TrainConfig
+    from mhacli.io.files import check_target, prepare_out_dir
+
+    head_counts = parse_compare(compare) if compare is not None else [heads]
+    configs = []
+    for h in head_counts:  # every option checked before any training
+        try:
+            configs.append(TrainConfig(task=task, heads=h, d_model=d_model, steps=steps, batch=batch, lr=lr,
+                                       seed=seed))
+        except UsageError as exc:
+            if compare is None or "heads" not in exc.params:
+                raise
+            from mhacli.core.config import divisors
+
+            raise UsageError("{compare}: {d_model} is not divisible by " + f"{h} heads; use head counts that "
+                             f"divide it ({', '.join(map(str, divisors(d_model)))}).",
+                             compare=compare, d_model=d_model) from None
+    if plots:
+        prepare_out_dir(out)
+    if save is not None:
+        check_target(save, "--save")
+    results = [_train_with_bar(config, quiet=json_out) for config in configs]
+    written: list[str] = []
+    if save is not None:
+        from mhacli.io.trained import save_trained
+
+        written.append(str(save_trained(results[-1], save)))
+    if plots:
+        written += _save_figures(results, out)
+    if json_out:
+        sys.stdout.write(results_json(results) + "\n")
+        for path in written:
+            err_console.print(f"wrote {path}", highlight=False, markup=False)
+        return
+    console.print(results_table(results))
+    for line in learned_lines(results):
+        console.print(line, highlight=False, markup=False)
+    console.print(conclusion(results), highlight=False)
+    for path in written:
+        console.print(f"wrote {path}", highlight=False, markup=False)
+
+
+def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
+    """training.png (every run) and training-heads.png (the run with the most heads), written atomically."""
+    from mhacli.io.files import atomic_write
+    from mhacli.render.figures.training import training_figure, training_heads_figure
+
+    shown = max(results, key=lambda r: r.heads)
+    paths = []
+    for name, fig in (("training.png", training_figure(results)),
+                      ("training-heads.png", training_heads_figure(shown))):
+        paths.append(str(atomic_write(out / name, partial(_save_png, fig))))
+    return paths
+
+
+def _save_png(fig: Any, handle: IO[bytes]) -> None:
+    fig.savefig(handle, format="png")

@@ -1,0 +1,104 @@
+"""Training tasks: random token sequences and, at every position, the tokens a model must name.
+
+Each task is a set of *relations*: "the token one place back", "the token one
+place ahead", ... A relation that points outside the sequence names the
+boundary token ``·`` instead.  The attention layer is the model's only way to
+move information between positions, so a task with r relations needs each
+query to look at r places at once: one head has to average them, r heads can
+each take one.  That is the Transformer paper's argument for many heads, made
+measurable.
+
+Random numbers come only from the ``np.random.Generator`` passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from mhacli.core.errors import UsageError
+
+Array = np.ndarray
+
+WORDS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
+BOUNDARY = "·"  # the answer when a relation points before the first or after the last token
+VOCABULARY = (*WORDS, BOUNDARY)
+
+
+def _offset(shift: int) -> Callable[[Array], Array]:
+    """The relation "the token ``shift`` places away" (negative = back), boundary outside the sequence."""
+
+    def target(ids: Array) -> Array:
+        b, n = ids.shape
+        out = np.full((b, n), VOCABULARY.index(BOUNDARY), dtype=np.int64)  # (B, N)
+        if shift < 0:
+            out[:, -shift:] = ids[:, : n + shift]
+        elif shift > 0:
+            out[:, : n - shift] = ids[:, shift:]
+        else:
+            out[:] = ids
+        return out
+
+    return target
+
+
+def _first(ids: Array) -> Array:
+    """The relation "the first token of the sequence"."""
+    return np.repeat(ids[:, :1], ids.shape[1], axis=1)  # (B, 1) -> (B, N)
+
+
+# Every relation a task may use, by name; the head labels of a trained model use the same names.
+RELATIONS: dict[str, Callable[[Array], Array]] = {
+    "previous token": _offset(-1),
+    "next token": _offset(1),
+    "two back": _offset(-2),
+    "first token": _first,
+}
+
+# Where each relation makes a query look (key position for query position i), for labelling heads.
+RELATION_KEYS: dict[str, Callable[[int], int]] = {
+    "previous token": lambda i: i - 1,
+    "next token": lambda i: i + 1,
+    "two back": lambda i: i - 2,
+    "first token": lambda i: 0,
+    "itself": lambda i: i,
+}
+
+
+@dataclass(frozen=True)
+class Task:
+    """A training task: a vocabulary and the relations to read out at every position."""
+
+    name: str
+    targets: tuple[str, ...]  # relation names, one readout each
+    description: str
+    vocabulary: tuple[str, ...] = VOCABULARY
+    words: tuple[str, ...] = WORDS  # the tokens sequences are drawn from (the boundary is only an answer)
+
+    def batch(self, rng: np.random.Generator, size: int, length: int) -> tuple[Array, Array]:
+        """``size`` random sequences of ``length`` tokens (ids) and their targets, one row per relation."""
+        ids = rng.integers(0, len(self.words), size=(size, length))  # (B, N)
+        targets = np.stack([RELATIONS[name](ids) for name in self.targets])  # (T, B, N)
+        return ids, targets
+
+
+TASKS: dict[str, Task] = {
+    task.name: task
+    for task in (
+        Task("neighbours", ("previous token", "next token"),
+             "at every position, name the token before it and the token after it"),
+        Task("relations", ("two back", "previous token", "next token", "first token"),
+             "at every position, name the tokens two back, one back and one ahead, and the first token"),
+    )
+}
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name``; an unknown name is a usage error listing the tasks."""
+    if name in TASKS:
+        return TASKS[name]
+    from mhacli.core.messages import shown
+
+    raise UsageError(f"unknown {{task:name}} {shown(name)}; choose one of: {', '.join(TASKS)}.", task=name)

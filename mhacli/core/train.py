@@ -1,0 +1,458 @@
+"""Training one multi-head attention layer in numpy: the model, its backward pass, Adam.
+
+The model is the article's layer and nothing else::
+
+    ids (B, N) -> X = E[ids] + P (B, N, d) -> Q, K, V (B, h, N, d/h) -> A (B, h, N, N)
+        -> heads (B, h, N, d/h) -> H (B, N, d) -> O = H W_oᵀ (B, N, d) -> logits_t = O R_tᵀ (B, N, V)
+
+one linear readout R_t per target, no hidden layer, no residual path: whatever
+a position knows about other positions came through attention, so the task
+measures the attention alone.  The forward pass reuses the step functions of
+:mod:`mhacli.core.attention` on a batch (they broadcast over leading axes).
+
+The backward pass is the forward pass run in reverse, one function per step,
+named after the step it differentiates (``softmax_backward`` is softmax's
+vector-Jacobian product), with the forward code's shape comments.
+``tests/test_train.py`` checks every gradient against finite differences.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from mhacli.core.attention import attend, causal_mask, merge_heads, project, split_heads
+from mhacli.core.config import Config
+from mhacli.core.embed import init_weights, positional_encoding
+from mhacli.core.errors import UsageError
+from mhacli.core.tasks import RELATION_KEYS, Task, get_task
+
+Array = np.ndarray
+Params = dict[str, Array]
+
+POSITION_KINDS = ("learned", "sinusoidal")
+# Parameters Adam updates; "positions" joins them only when they are learned.
+WEIGHT_NAMES = ("embedding", "W_q", "W_k", "W_v", "W_o", "readout")
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that decides a training run's numbers."""
+
+    task: str = "neighbours"
+    heads: int = 4
+    d_model: int = 16
+    steps: int = 1500
+    batch: int = 64
+    length: int = 12
+    lr: float = 0.02
+    seed: int = 0
+    positions: str = "sinusoidal"
+    causal: bool = False
+    held_out: int = 500  # fresh sequences for the held-out accuracy
+    snapshots: int = 5  # moments of training kept for the heads figure (start … end)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.heads
+
+    def validate(self) -> None:
+        """Raise :class:`UsageError` naming the parameter for any bad value."""
+        get_task(self.task)
+        for name in ("steps", "batch", "length", "held_out", "snapshots"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise UsageError(f"{{{name}:name}} must be a whole number, got {value!r}.", **{name: value})
+            least = 2 if name in ("length", "snapshots") else 1
+            if value < least:
+                raise UsageError(f"{{{name}:name}} must be at least {least}, got {value}.", **{name: value})
+        lr = self.lr
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+            raise UsageError("{lr:name} must be a finite number above 0 (0.001 to 0.05 works), got "
+                             f"{lr!r}.", lr=lr)
+        if self.positions not in POSITION_KINDS:
+            raise UsageError(f"{{positions:name}} must be one of {', '.join(POSITION_KINDS)}, got "
+                             f"{self.positions!r}.", positions=self.positions)
+        # heads, d_model and seed: the run configuration's checks and wording (divisors listed).
+        Config(heads=self.heads, d_model=self.d_model, seed=self.seed)
+
+
+# ----------------------------------------------------------------------------- parameters
+
+
+def init_params(config: TrainConfig, task: Task, rng: np.random.Generator) -> Params:
+    """Fresh parameters; their shapes (so their draws) do not depend on the number of heads."""
+    d, n, n_vocab, n_targets = config.d_model, config.length, len(task.vocabulary), len(task.targets)
+    embedding = rng.standard_normal((n_vocab, d))  # (V, d)
+    if config.positions == "learned":
+        positions = rng.standard_normal((n, d))  # (N, d)
+    else:
+        positions = positional_encoding(n, d)  # (N, d)
+    w_q, w_k, w_v, w_o = init_weights(d, rng)  # each (d, d), PyTorch layout
+    readout = rng.standard_normal((n_targets, n_vocab, d)) / math.sqrt(d)  # (T, V, d)
+    return {"embedding": embedding, "positions": positions, "W_q": w_q, "W_k": w_k, "W_v": w_v,
+            "W_o": w_o, "readout": readout}
+
+
+def trainable(config: TrainConfig) -> tuple[str, ...]:
+    """Names of the parameters training changes."""
+    return WEIGHT_NAMES + (("positions",) if config.positions == "learned" else ())
+
+
+def count_parameters(config: TrainConfig) -> int:
+    """Number of trained numbers: V·d + (N·d) + 4·d² + T·V·d, the same for every head count."""
+    task = get_task(config.task)
+    d, n_vocab = config.d_model, len(task.vocabulary)
+    positions = config.length * d if config.positions == "learned" else 0
+    return n_vocab * d + positions + 4 * d * d + len(task.targets) * n_vocab * d
+
+
+# ----------------------------------------------------------------------------- forward
+
+
+def embed_ids(embedding: Array, positions: Array, ids: Array) -> Array:
+    """X = E[ids] + P: each token's row of the table plus its position's row."""
+    n = ids.shape[-1]
+    return embedding[ids] + positions[:n]  # (B, N, d) + (N, d) -> (B, N, d)
+
+
+def readout(out: Array, w_r: Array) -> Array:
+    """logits_t = O R_tᵀ for every target t at once (one linear readout each)."""
+    n_targets, n_vocab, d = w_r.shape
+    logits = out @ w_r.reshape(n_targets * n_vocab, d).T  # (B, N, d) @ (d, T·V) -> (B, N, T·V)
+    return logits.reshape(*out.shape[:-1], n_targets, n_vocab)  # -> (B, N, T, V)
+
+
+def forward(params: Params, ids: Array, heads: int, causal: bool) -> dict[str, Array]:
+    """The model on a batch of id sequences; every intermediate by name (the backward pass needs them)."""
+    x = embed_ids(params["embedding"], params["positions"], ids)  # (B, N, d)
+    q = split_heads(project(x, params["W_q"]), heads)  # (B, N, d) -> (B, h, N, d/h)
+    k = split_heads(project(x, params["W_k"]), heads)  # (B, N, d) -> (B, h, N, d/h)
+    v = split_heads(project(x, params["W_v"]), heads)  # (B, N, d) -> (B, h, N, d/h)
+    blocked = causal_mask(ids.shape[-1]) if causal else None  # (N, N), broadcast over B and h
+    _, weights, heads_out = attend(q, k, v, blocked)  # (B, h, N, N), (B, h, N, d/h)
+    concat = merge_heads(heads_out)  # (B, h, N, d/h) -> (B, N, d)
+    out = project(concat, params["W_o"])  # (B, N, d)
+    logits = readout(out, params["readout"])  # (B, N, T, V)
+    return {"x": x, "q": q, "k": k, "v": v, "weights": weights, "heads": heads_out, "concat": concat,
+            "out": out, "logits": logits}
+
+
+def cross_entropy(logits: Array, targets: Array) -> tuple[float, Array, Array]:
+    """Mean cross-entropy over every position and target; its gradient; which predictions were right.
+
+    ``targets`` is (T, B, N) as the tasks make it.
+    """
+    t = np.moveaxis(targets, 0, -1)  # (T, B, N) -> (B, N, T)
+    shifted = logits - logits.max(axis=-1, keepdims=True)  # (B, N, T, V); the max keeps exp() ≤ 1
+    exp = np.exp(shifted)  # (B, N, T, V)
+    total = exp.sum(axis=-1, keepdims=True)  # (B, N, T, 1)
+    picked = np.take_along_axis(shifted, t[..., None], axis=-1)  # (B, N, T, 1)
+    loss = float(np.mean(np.log(total) - picked))
+    d_logits = exp / total  # (B, N, T, V): softmax of the logits
+    np.put_along_axis(d_logits, t[..., None], np.take_along_axis(d_logits, t[..., None], axis=-1) - 1, axis=-1)
+    d_logits /= t.size  # the loss is a mean over B·N·T predictions
+    correct = logits.argmax(axis=-1) == t  # (B, N, T)
+    return loss, d_logits, correct
+
+
+# ----------------------------------------------------------------------------- backward, in reverse order
+
+
+def readout_backward(d_logits: Array, out: Array, w_r: Array) -> tuple[Array, Array]:
+    """Gradients through logits_t = O R_tᵀ: for the attention output O and the readouts R."""
+    n_targets, n_vocab, d = w_r.shape
+    g = d_logits.reshape(-1, n_targets * n_vocab)  # (B, N, T, V) -> (B·N, T·V)
+    d_w_r = (g.T @ out.reshape(-1, d)).reshape(n_targets, n_vocab, d)  # (T·V, B·N) @ (B·N, d) -> (T, V, d)
+    d_out = (g @ w_r.reshape(n_targets * n_vocab, d)).reshape(out.shape)  # (B·N, T·V) @ (T·V, d) -> (B, N, d)
+    return d_out, d_w_r
+
+
+def project_backward(d_y: Array, x: Array, w: Array) -> tuple[Array, Array]:
+    """Gradients through y = x Wᵀ: for the input x and the weight W (PyTorch layout)."""
+    d_w = d_y.reshape(-1, d_y.shape[-1]).T @ x.reshape(-1, x.shape[-1])  # (d, B·N) @ (B·N, d) -> (d, d)
+    d_x = d_y @ w  # (B, N, d) @ (d, d) -> (B, N, d)
+    return d_x, d_w
+
+
+def output_projection_backward(d_out: Array, concat: Array, w_o: Array) -> tuple[Array, Array]:
+    """Gradients through O = H W_oᵀ: for the concatenated heads H and W_o."""
+    return project_backward(d_out, concat, w_o)  # (B, N, d), (d, d)
+
+
+def merge_heads_backward(d_concat: Array, heads: int) -> Array:
+    """Concatenation only moves numbers, so its gradient moves them back: cut H's gradient per head."""
+    return split_heads(d_concat, heads)  # (B, N, d) -> (B, h, N, d/h)
+
+
+def weigh_values_backward(d_heads: Array, weights: Array, v: Array) -> tuple[Array, Array]:
+    """Gradients through head_i = A^i V^i: for the weights A^i and the values V^i."""
+    d_weights = d_heads @ np.swapaxes(v, -1, -2)  # (B, h, N, d/h) @ (B, h, d/h, N) -> (B, h, N, N)
+    d_v = np.swapaxes(weights, -1, -2) @ d_heads  # (B, h, N, N) @ (B, h, N, d/h) -> (B, h, N, d/h)
+    return d_weights, d_v
+
+
+def softmax_backward(d_weights: Array, weights: Array) -> Array:
+    """Softmax's vector-Jacobian product: dS = A ⊙ (dA − Σ_j dA_j A_j), row by row.
+
+    Masked keys have A = 0, so their score gets no gradient: the −∞ mask needs no step of its own.
+    """
+    row = (d_weights * weights).sum(axis=-1, keepdims=True)  # (B, h, N, 1)
+    return weights * (d_weights - row)  # (B, h, N, N)
+
+
+def attention_scores_backward(d_scores: Array, q: Array, k: Array) -> tuple[Array, Array]:
+    """Gradients through S^i = Q^i K^iᵀ / √(d/h): for the queries and the keys."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    d_q = (d_scores @ k) * scale  # (B, h, N, N) @ (B, h, N, d/h) -> (B, h, N, d/h)
+    d_k = (np.swapaxes(d_scores, -1, -2) @ q) * scale  # (B, h, N, N) @ (B, h, N, d/h) -> (B, h, N, d/h)
+    return d_q, d_k
+
+
+def split_heads_backward(d_split: Array) -> Array:
+    """Splitting only moves numbers: put each head's gradient back in its columns."""
+    return merge_heads(d_split)  # (B, h, N, d/h) -> (B, N, d)
+
+
+def projections_backward(d_q: Array, d_k: Array, d_v: Array, x: Array,
+                         params: Params) -> tuple[Array, Array, Array, Array]:
+    """Gradients through Q = X W_qᵀ, K = X W_kᵀ, V = X W_vᵀ: X feeds all three, so its gradients add."""
+    d_x_q, d_w_q = project_backward(d_q, x, params["W_q"])  # (B, N, d), (d, d)
+    d_x_k, d_w_k = project_backward(d_k, x, params["W_k"])  # (B, N, d), (d, d)
+    d_x_v, d_w_v = project_backward(d_v, x, params["W_v"])  # (B, N, d), (d, d)
+    return d_x_q + d_x_k + d_x_v, d_w_q, d_w_k, d_w_v  # (B, N, d), 3 × (d, d)
+
+
+def embedding_backward(d_x: Array, ids: Array, n_vocab: int) -> tuple[Array, Array]:
+    """Gradients through X = E[ids] + P: each row of E collects its tokens' rows; P the sum over the batch."""
+    d = d_x.shape[-1]
+    d_embedding = np.zeros((n_vocab, d))  # (V, d)
+    np.add.at(d_embedding, ids.reshape(-1), d_x.reshape(-1, d))  # (B·N, d) summed into (V, d)
+    d_positions = d_x.sum(axis=0)  # (B, N, d) -> (N, d)
+    return d_embedding, d_positions
+
+
+def backward(params: Params, cache: dict[str, Array], ids: Array, d_logits: Array, heads: int) -> Params:
+    """Every parameter's gradient: the forward steps differentiated in reverse order."""
+    d_out, d_readout = readout_backward(d_logits, cache["out"], params["readout"])  # (B, N, d), (T, V, d)
+    d_concat, d_w_o = output_projection_backward(d_out, cache["concat"], params["W_o"])  # (B, N, d), (d, d)
+    d_heads = merge_heads_backward(d_concat, heads)  # (B, h, N, d/h)
+    d_weights, d_v = weigh_values_backward(d_heads, cache["weights"], cache["v"])  # (B, h, N, N), (B, h, N, d/h)
+    d_scores = softmax_backward(d_weights, cache["weights"])  # (B, h, N, N)
+    d_q, d_k = attention_scores_backward(d_scores, cache["q"], cache["k"])  # 2 × (B, h, N, d/h)
+    d_q, d_k, d_v = (split_heads_backward(g) for g in (d_q, d_k, d_v))  # 3 × (B, N, d)
+    d_x, d_w_q, d_w_k, d_w_v = projections_backward(d_q, d_k, d_v, cache["x"], params)  # (B, N, d), 3 × (d, d)
+    d_embedding, d_positions = embedding_backward(d_x, ids, params["embedding"].shape[0])  # (V, d), (N, d)
+    return {"embedding": d_embedding, "positions": d_positions, "W_q": d_w_q, "W_k": d_w_k, "W_v": d_w_v,
+            "W_o": d_w_o, "readout": d_readout}
+
+
+def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int,
+                   causal: bool) -> tuple[float, Params, Array]:
+    """One forward and backward pass: the loss, every gradient, and which predictions were right."""
+    cache = forward(params, ids, heads, causal)
+    loss, d_logits, correct = cross_entropy(cache["logits"], targets)
+    return loss, backward(params, cache, ids, d_logits, heads), correct
+
+
+# ----------------------------------------------------------------------------- Adam
+
+
+@dataclass
+class Adam:
+    """Adam (Kingma & Ba): a per-number step size from running means of the gradient and its square."""
+
+    lr: float
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    t: int = 0
+    m: Params = field(default_factory=dict)
+    v: Params = field(default_factory=dict)
+
+    def step(self, params: Params, grads: Params, names: Sequence[str]) -> None:
+        """Update ``params[name]`` in place for every name."""
+        self.t += 1
+        # The bias corrections undo the zero start of m and v, folded into one step size.
+        step = self.lr * math.sqrt(1 - self.beta2 ** self.t) / (1 - self.beta1 ** self.t)
+        for name in names:
+            g = grads[name]
+            m = self.m.setdefault(name, np.zeros_like(g))
+            v = self.v.setdefault(name, np.zeros_like(g))
+            m *= self.beta1
+            m += (1 - self.beta1) * g
+            v *= self.beta2
+            v += (1 - self.beta2) * g * g
+            params[name] -= step * m / (np.sqrt(v) + self.eps)
+
+
+# ----------------------------------------------------------------------------- results
+
+
+def _frozen(a: Array) -> Array:
+    a = np.array(a, copy=True)
+    a.setflags(write=False)
+    return a
+
+
+def head_relations(weights: Array) -> tuple[tuple[str, float], ...]:
+    """Each head's relation: the named place its per-query argmax hits most often, and how often.
+
+    ``weights`` is (B, h, N, N); a query counts for a relation only where that place exists.
+    """
+    n = weights.shape[-1]
+    looked = weights.argmax(axis=-1)  # (B, h, N): the key each query looks at most
+    labels = []
+    for i in range(weights.shape[1]):
+        best = ("", -1.0)
+        for name, key_of in RELATION_KEYS.items():
+            keys = np.array([key_of(q) for q in range(n)])  # (N,)
+            valid = (keys >= 0) & (keys < n)  # (N,)
+            share = float(np.mean(looked[:, i, valid] == keys[valid]))
+            if share > best[1]:
+                best = (name, share)
+        labels.append(best)
+    return tuple(labels)
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """A trained layer: its parameters (read-only), the task's vocabulary, and each head's relation."""
+
+    config: TrainConfig
+    params: dict[str, Array]
+    vocabulary: tuple[str, ...]
+    targets: tuple[str, ...]
+    relations: tuple[tuple[str, float], ...]  # per head: (relation name, share of queries following it)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", {k: _frozen(v) for k, v in self.params.items()})
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Each head's learned relation as a label: ``previous token (98% of queries)``."""
+        return tuple(f"{name} ({share:.0%} of queries)" for name, share in self.relations)
+
+    def ids(self, tokens: Sequence[str]) -> Array:
+        """Token ids in the trained vocabulary; a token outside it, or a text too long, is a usage error."""
+        from mhacli.core.messages import shown
+
+        index = {t: i for i, t in enumerate(self.vocabulary)}
+        unknown = [t for t in dict.fromkeys(tokens) if t not in index]
+        if unknown:
+            raise UsageError(
+                f"{shown(unknown[0])} is not in the trained vocabulary ({' '.join(self.vocabulary)}); "
+                "the trained model knows only those tokens, e.g. 'a b c d e f'.")
+        most = self.params["positions"].shape[0]
+        if len(tokens) > most:
+            raise UsageError(f"the trained model has positions for {most} tokens, the text has {len(tokens)}; "
+                             "give a shorter text.")
+        return np.array([index[t] for t in tokens], dtype=np.int64)
+
+    def inputs(self, tokens: Sequence[str]) -> tuple[Array, ...]:
+        """E[tokens], P and W_q, W_k, W_v, W_o for a trace of ``tokens`` (see ``trace.run_tokens``)."""
+        ids = self.ids(tokens)
+        p = self.params
+        return (p["embedding"][ids], p["positions"][: len(ids)], p["W_q"], p["W_k"], p["W_v"], p["W_o"])
+
+    def attention(self, ids: Array) -> Array:
+        """Each head's weights on id sequences: (B, N) -> (B, h, N, N)."""
+        return forward(dict(self.params), ids, self.config.heads, self.config.causal)["weights"]
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a training run measured, and the trained model."""
+
+    config: TrainConfig
+    loss: float  # held-out cross-entropy at the end
+    accuracy: float  # held-out accuracy at the end: share of right answers over positions and targets
+    history_loss: Array  # (steps,) training-batch loss at each step
+    history_accuracy: Array  # (steps,) training-batch accuracy at each step
+    parameters: int
+    seconds: float  # wall time of the training loop
+    snapshot_steps: tuple[int, ...]  # steps after which the snapshots were taken (0 = before training)
+    snapshot_accuracy: tuple[float, ...]  # held-out accuracy at each snapshot
+    snapshots: Array  # (moments, h, N, N): each head's weights on one held-out sequence
+    snapshot_tokens: tuple[str, ...]  # that sequence
+    model: TrainedModel
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if isinstance(value, np.ndarray) and value.flags.writeable:
+                object.__setattr__(self, name, _frozen(value))
+
+    @property
+    def heads(self) -> int:
+        return self.config.heads
+
+
+def _evaluate(params: Params, ids: Array, targets: Array, config: TrainConfig) -> tuple[float, float, Array]:
+    """Loss, accuracy and attention weights on a fixed set of sequences."""
+    cache = forward(params, ids, config.heads, config.causal)
+    loss, _, correct = cross_entropy(cache["logits"], targets)
+    return loss, float(correct.mean()), cache["weights"]
+
+
+def snapshot_steps(steps: int, moments: int) -> tuple[int, ...]:
+    """``moments`` steps from 0 (untrained) to ``steps``, denser early, where the heads change most."""
+    raw = steps * (np.linspace(0.0, 1.0, moments) ** 2)
+    return tuple(sorted({int(round(s)) for s in raw} | {0, steps}))
+
+
+def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | None = None) -> TrainResult:
+    """Train the layer on ``config.task``; ``on_step(step, loss, accuracy)`` is called after every step.
+
+    Deterministic: one ``np.random.default_rng(config.seed)`` draws the initial
+    parameters (whose shapes do not depend on the head count, so every head
+    count starts from the same numbers), then the held-out set, then each batch.
+    """
+    task = get_task(config.task)
+    rng = np.random.default_rng(config.seed)
+    params = init_params(config, task, rng)
+    held_ids, held_targets = task.batch(rng, config.held_out, config.length)  # (H, N), (T, H, N)
+    names = trainable(config)
+    adam = Adam(config.lr)
+    moments = snapshot_steps(config.steps, config.snapshots)
+    snaps: list[Array] = []
+    snap_acc: list[float] = []
+    history_loss = np.empty(config.steps)
+    history_accuracy = np.empty(config.steps)
+
+    def snapshot() -> None:
+        _, acc, weights = _evaluate(params, held_ids, held_targets, config)
+        snaps.append(weights[0].copy())  # (h, N, N) on the first held-out sequence
+        snap_acc.append(acc)
+
+    start = time.perf_counter()
+    snapshot()
+    for step in range(1, config.steps + 1):
+        ids, targets = task.batch(rng, config.batch, config.length)  # (B, N), (T, B, N)
+        loss, grads, correct = loss_and_grads(params, ids, targets, config.heads, config.causal)
+        adam.step(params, grads, names)
+        history_loss[step - 1] = loss
+        history_accuracy[step - 1] = acc = float(correct.mean())
+        if step in moments:
+            snapshot()
+        if on_step is not None:
+            on_step(step, loss, acc)
+    seconds = time.perf_counter() - start
+    loss, accuracy, weights = _evaluate(params, held_ids, held_targets, config)
+    model = TrainedModel(config=config, params=params, vocabulary=task.vocabulary, targets=task.targets,
+                         relations=head_relations(weights))
+    return TrainResult(
+        config=config, loss=loss, accuracy=accuracy, history_loss=history_loss,
+        history_accuracy=history_accuracy, parameters=count_parameters(config), seconds=seconds,
+        snapshot_steps=moments, snapshot_accuracy=tuple(snap_acc), snapshots=np.stack(snaps),
+        snapshot_tokens=tuple(task.vocabulary[i] for i in held_ids[0]), model=model,
+    )

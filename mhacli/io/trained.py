@@ -1,0 +1,170 @@
+"""A trained attention layer as an npz file, and back; and a normal Trace from it.
+
+The file holds plain arrays only (``np.load(path)`` needs no ``allow_pickle``)
+and keeps the attention weights in PyTorch's layout, so they load straight
+into ``nn.MultiheadAttention(d, h, bias=False)``::
+
+    in_proj_weight (3d, d)   W_q, W_k, W_v stacked, in that order
+    out_proj.weight (d, d)   W_o
+    embedding (V, d)         the learned token table; vocabulary (V,) its tokens
+    positions (N, d)         the positions added to it; positions_kind: learned | sinusoidal
+    readout (T, V, d)        one linear readout per target; targets (T,) their relation names
+    relations (h,)           each head's learned relation; relation_share (h,) how often its argmax follows it
+    task, config, metrics    the task name; the training config and metrics as JSON text
+    kind, format_version     what the file is ("mhacli-trained"), and which layout (1)
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from mhacli import __version__
+from mhacli.core.config import Config
+from mhacli.core.errors import UsageError
+from mhacli.core.tokenize import tokenize
+from mhacli.core.trace import Trace, run_tokens
+from mhacli.core.train import TrainConfig, TrainedModel, TrainResult
+from mhacli.io.files import atomic_write
+
+KIND = "mhacli-trained"
+FORMAT_VERSION = 1
+_HINT = "make one with 'mha train --save model.npz'"
+
+
+def trained_arrays(result: TrainResult) -> dict[str, Any]:
+    """The arrays of a trained-model file, by name."""
+    model, p = result.model, result.model.params
+    metrics = {"loss": result.loss, "accuracy": result.accuracy, "parameters": result.parameters,
+               "seconds": result.seconds, "steps": result.config.steps}
+    return {
+        "kind": np.array(KIND),
+        "format_version": np.array(FORMAT_VERSION, dtype=np.int64),
+        "mhacli_version": np.array(__version__),
+        "task": np.array(result.config.task),
+        "config": np.array(json.dumps(vars(result.config), sort_keys=True)),
+        "metrics": np.array(json.dumps(metrics, sort_keys=True)),
+        "in_proj_weight": np.concatenate([p["W_q"], p["W_k"], p["W_v"]]),  # (3d, d): q, k, v
+        "out_proj.weight": np.asarray(p["W_o"]),  # (d, d)
+        "embedding": np.asarray(p["embedding"]),  # (V, d)
+        "vocabulary": np.array(model.vocabulary, dtype=np.str_),  # (V,)
+        "positions": np.asarray(p["positions"]),  # (N, d)
+        "positions_kind": np.array(result.config.positions),
+        "readout": np.asarray(p["readout"]),  # (T, V, d)
+        "targets": np.array(model.targets, dtype=np.str_),  # (T,)
+        "relations": np.array([name for name, _ in model.relations], dtype=np.str_),  # (h,)
+        "relation_share": np.array([share for _, share in model.relations], dtype=np.float64),  # (h,)
+    }
+
+
+def save_trained(result: TrainResult, path: Path) -> Path:
+    """Write the trained model as an npz, atomically (an interrupted save leaves no file)."""
+    arrays = trained_arrays(result)
+    return atomic_write(Path(path), lambda handle: np.savez(handle, **arrays))
+
+
+def _bad(path: Path, detail: str) -> UsageError:
+    from mhacli.core.messages import shown_path
+
+    return UsageError(f"{shown_path(path)} is not a trained mha model: {detail}; {_HINT}.")
+
+
+def _text(data: Any, key: str, path: Path) -> str:
+    value = data[key]
+    if value.shape != () or value.dtype.kind != "U":
+        raise _bad(path, f"'{key}' is not text")
+    return str(value)
+
+
+def _floats(data: Any, key: str, path: Path, ndim: int) -> np.ndarray:
+    value = data[key]
+    if value.dtype.kind != "f" or value.ndim != ndim:
+        raise _bad(path, f"'{key}' is not a {ndim}-d float array")
+    if not np.isfinite(value).all():
+        raise _bad(path, f"'{key}' holds values that are not finite")
+    return np.asarray(value, dtype=np.float64)
+
+
+def load_trained(path: Path) -> tuple[TrainedModel, dict[str, Any]]:
+    """Read a file written by :func:`save_trained`: the model and its metrics, every member validated."""
+    from mhacli.core.messages import shown_path
+
+    path = Path(path)
+    if not path.is_file():
+        what = "does not exist" if not path.exists() else "is not a regular file"
+        raise UsageError(f"trained model {shown_path(path)} {what}; {_HINT}.")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if not hasattr(data, "files"):
+                raise _bad(path, "it is a single .npy array, not an npz")
+            missing = [k for k in trained_arrays_keys() if k not in data.files]
+            if "kind" in missing or (not missing and _text(data, "kind", path) != KIND):
+                raise _bad(path, "it has no 'kind' member saying mhacli-trained")
+            if missing:
+                raise _bad(path, f"it lacks {', '.join(missing)}")
+            version = data["format_version"]
+            if version.shape != () or version.dtype.kind not in "iu" or int(version) != FORMAT_VERSION:
+                raise _bad(path, f"format_version is {version!r}, this mha reads {FORMAT_VERSION}")
+            config = TrainConfig(**json.loads(_text(data, "config", path)))
+            metrics = json.loads(_text(data, "metrics", path))
+            in_proj = _floats(data, "in_proj_weight", path, 2)
+            w_o = _floats(data, "out_proj.weight", path, 2)
+            embedding = _floats(data, "embedding", path, 2)
+            positions = _floats(data, "positions", path, 2)
+            readout = _floats(data, "readout", path, 3)
+            share = _floats(data, "relation_share", path, 1)
+            vocabulary = tuple(str(t) for t in data["vocabulary"])
+            targets = tuple(str(t) for t in data["targets"])
+            relations = tuple(str(t) for t in data["relations"])
+    except UsageError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
+        raise _bad(path, f"it cannot be read ({type(exc).__name__})") from None
+    d, h = config.d_model, config.heads
+    shapes_ok = (in_proj.shape == (3 * d, d) and w_o.shape == (d, d) and embedding.shape == (len(vocabulary), d)
+                 and positions.shape == (config.length, d)
+                 and readout.shape == (len(targets), len(vocabulary), d)
+                 and len(relations) == h and share.shape == (h,))
+    if not shapes_ok:
+        raise _bad(path, f"its array shapes do not fit d_model={d}, heads={h}")
+    params = {"W_q": in_proj[:d], "W_k": in_proj[d:2 * d], "W_v": in_proj[2 * d:], "W_o": w_o,
+              "embedding": embedding, "positions": positions, "readout": readout}
+    model = TrainedModel(config=config, params=params, vocabulary=vocabulary, targets=targets,
+                         relations=tuple(zip(relations, (float(s) for s in share))))
+    return model, metrics
+
+
+def trained_arrays_keys() -> tuple[str, ...]:
+    """Every member a trained-model file must have."""
+    return ("kind", "format_version", "mhacli_version", "task", "config", "metrics", "in_proj_weight",
+            "out_proj.weight", "embedding", "vocabulary", "positions", "positions_kind", "readout", "targets",
+            "relations", "relation_share")
+
+
+def trained_config(model: TrainedModel) -> Config:
+    """The run configuration of a trace made with ``model``'s weights."""
+    c = model.config
+    return Config(heads=c.heads, d_model=c.d_model, seed=c.seed, causal=c.causal, weights="trained")
+
+
+def trained_trace(model: TrainedModel, tokens: Sequence[str]) -> Trace:
+    """A normal :class:`Trace` of ``tokens`` through the trained layer (tokens outside its vocabulary: UsageError)."""
+    return run_tokens(tokens, trained_config(model), model=model)
+
+
+def trained_run(text: str, model: TrainedModel) -> Trace:
+    """Tokenize ``text`` by words and run it through the trained layer."""
+    tokens = tokenize(text, "word")
+    if not tokens:
+        raise UsageError(f"the text has no tokens; give some of {' '.join(model.vocabulary)}.")
+    return trained_trace(model, tokens)
+
+
+def describe_relations(model: TrainedModel) -> list[str]:
+    """One line per head: ``head 1: previous token (98% of queries)``."""
+    return [f"head {i + 1}: {label}" for i, label in enumerate(model.labels)]
+

@@ -1,0 +1,95 @@
+"""Figures of training runs: loss and accuracy curves, and each head finding its relation.
+
+Plain functions of :class:`~mhacli.core.train.TrainResult` objects; they draw
+what the run recorded and compute nothing about attention.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from mhacli.core.train import TrainResult
+
+
+def _run_color(result: "TrainResult", index: int) -> str:
+    """One colour per run: the single head in the comparison grey, the others from the head palette."""
+    return SINGLE_HEAD_COLOR if result.heads == 1 else HEAD_COLORS[(index + 1) % len(HEAD_COLORS)]
+
+
+def _smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Running mean over ``window`` steps (training batches are noisy; the trend is the lesson)."""
+    if window <= 1 or len(values) < window:
+        return values
+    kernel = np.ones(window) / window
+    return np.convolve(values, kernel, mode="valid")
+
+
+def training_figure(results: Sequence["TrainResult"]) -> "Figure":
+    """Loss (left) and accuracy (right) against training step, one line per run."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4), dpi=100, layout="constrained")
+    ax_loss, ax_acc = fig.subplots(1, 2)
+    task = results[0].config.task
+    for index, result in enumerate(results):
+        steps = len(result.history_loss)
+        window = max(1, steps // 50)
+        x = np.arange(window, steps + 1)  # step at the end of each averaging window
+        label = (f"{result.heads} head{'s' if result.heads > 1 else ''} (d/h = {result.config.d_k}): "
+                 f"held-out {result.accuracy:.0%}")
+        color = _run_color(result, index)
+        ax_loss.plot(x, _smooth(result.history_loss, window), color=color, lw=2, label=label)
+        ax_acc.plot(x, 100 * _smooth(result.history_accuracy, window), color=color, lw=2, label=label)
+    ax_loss.set_yscale("log")
+    ax_loss.set_title("loss (cross-entropy, training batches)", color=LABEL_COLOR)
+    ax_acc.set_title("accuracy (training batches, %)", color=LABEL_COLOR)
+    ax_acc.set_ylim(0, 102)
+    for ax in (ax_loss, ax_acc):
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
+    ax_acc.legend(loc="lower right", fontsize=9)
+    first = results[0]
+    fig.suptitle(f"mha train --task {task}: d = {first.config.d_model}, {first.parameters:,} parameters "
+                 f"in every run, {first.config.steps:,} steps of {first.config.batch} sequences",
+                 color=LABEL_COLOR)
+    return fig
+
+
+def training_heads_figure(result: "TrainResult") -> "Figure":
+    """Each head's weights on one held-out sequence (rows) at a few moments of training (columns)."""
+    from matplotlib.figure import Figure
+
+    heads, moments = result.heads, len(result.snapshot_steps)
+    tokens = result.snapshot_tokens
+    n = len(tokens)
+    cell = 1.9
+    fig = Figure(figsize=(1.0 + cell * moments, 0.9 + cell * heads), dpi=100, layout="constrained")
+    axes = np.atleast_2d(fig.subplots(heads, moments, squeeze=False))
+    image = None
+    for col, (step, acc) in enumerate(zip(result.snapshot_steps, result.snapshot_accuracy)):
+        for row in range(heads):
+            ax = axes[row, col]
+            image = ax.imshow(result.snapshots[col, row], cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0)
+            ax.set_xticks(range(n), tokens, fontsize=7)
+            ax.set_yticks(range(n), tokens, fontsize=7)
+            ax.tick_params(length=0, pad=1)
+            if row == 0:
+                ax.set_title(f"step {step:,}\nheld-out {acc:.0%}", fontsize=9, color=LABEL_COLOR)
+            if col == 0:
+                ax.set_ylabel(f"head {row + 1}\nquery", fontsize=9, color=head_color(row))
+            if col == moments - 1:
+                name, share = result.model.relations[row]
+                ax.text(1.04, 0.5, f"{name}\n{share:.0%} of queries", transform=ax.transAxes, fontsize=8,
+                        rotation=90, va="center", ha="left", color=head_color(row))
+    if image is not None:
+        fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+    fig.suptitle(f"{result.config.task}: each head's weights on one held-out sequence during training "
+                 "(rows: queries, columns: keys)", fontsize=10, color=LABEL_COLOR)
+    return fig

@@ -1,0 +1,168 @@
+"""The training core: gradients (finite differences, torch), falling loss, determinism, equal parameter counts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mhacli.core.errors import UsageError
+from mhacli.core.tasks import BOUNDARY, TASKS, VOCABULARY, get_task
+from mhacli.core.train import (TrainConfig, count_parameters, head_relations, init_params, loss_and_grads,
+                               snapshot_steps, train)
+
+TINY = dict(d_model=4, length=5, batch=3)
+
+
+def _setup(task: str, heads: int, causal: bool, positions: str = "learned"):
+    config = TrainConfig(task=task, heads=heads, causal=causal, positions=positions, **TINY)
+    rng = np.random.default_rng(7)
+    params = init_params(config, get_task(task), rng)
+    ids, targets = get_task(task).batch(rng, config.batch, config.length)
+    return config, params, ids, targets
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads", [1, 2])
+def test_every_gradient_matches_central_finite_differences(causal: bool, heads: int) -> None:
+    config, params, ids, targets = _setup("relations", heads, causal)
+    _, grads, _ = loss_and_grads(params, ids, targets, heads, causal)
+    eps = 1e-6
+    for name, value in params.items():
+        assert grads[name].shape == value.shape, name
+        numeric = np.empty_like(value)
+        for idx in np.ndindex(value.shape):
+            old = value[idx]
+            value[idx] = old + eps
+            plus = loss_and_grads(params, ids, targets, heads, causal)[0]
+            value[idx] = old - eps
+            minus = loss_and_grads(params, ids, targets, heads, causal)[0]
+            value[idx] = old
+            numeric[idx] = (plus - minus) / (2 * eps)
+        assert np.abs(numeric).max() > 0 or name == "positions", f"{name}: the loss does not depend on it"
+        np.testing.assert_allclose(grads[name], numeric, atol=1e-8, rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_match_torch_autograd(causal: bool) -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed: the autograd comparison needs it")
+    heads = 2
+    config, params, ids, targets = _setup("neighbours", heads, causal)
+    loss, grads, _ = loss_and_grads(params, ids, targets, heads, causal)
+
+    t = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in params.items()}
+    mha = torch.nn.MultiheadAttention(config.d_model, heads, bias=False, batch_first=True, dtype=torch.float64)
+    # PyTorch's in_proj_weight is W_q, W_k, W_v stacked; these are our tensors, so autograd reaches them.
+    del mha.in_proj_weight, mha.out_proj.weight
+    mha.in_proj_weight = torch.cat([t["W_q"], t["W_k"], t["W_v"]])
+    mha.out_proj.weight = t["W_o"]
+    x = t["embedding"][torch.as_tensor(ids)] + t["positions"]
+    mask = torch.as_tensor(np.triu(np.ones((config.length,) * 2, dtype=bool), 1)) if causal else None
+    out, _ = mha(x, x, x, attn_mask=mask, need_weights=False)
+    n_targets, n_vocab, d = params["readout"].shape
+    logits = (out @ t["readout"].reshape(n_targets * n_vocab, d).T).reshape(-1, n_vocab)  # (B·N·T, V)
+    labels = torch.as_tensor(np.moveaxis(targets, 0, -1).reshape(-1))
+    torch_loss = torch.nn.functional.cross_entropy(logits, labels)
+    torch_loss.backward()
+    assert math.isclose(loss, torch_loss.item(), rel_tol=1e-12)
+    for name in params:
+        np.testing.assert_allclose(grads[name], t[name].grad.numpy(), atol=1e-12, rtol=1e-9, err_msg=name)
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_the_loss_falls_on_every_task(task: str) -> None:
+    result = train(TrainConfig(task=task, heads=2, d_model=8, steps=100, batch=16, length=6, lr=0.05, held_out=20))
+    early, late = result.history_loss[:10].mean(), result.history_loss[-10:].mean()
+    assert late < 0.8 * early, (task, early, late)
+    assert result.history_loss.shape == result.history_accuracy.shape == (100,)
+
+
+def test_same_seed_gives_identical_arrays_and_another_seed_does_not() -> None:
+    config = TrainConfig(heads=2, d_model=8, steps=25, batch=4, length=6, held_out=10)
+    a, b, c = train(config), train(config), train(TrainConfig(**{**vars(config), "seed": 1}))
+    for name in a.model.params:
+        assert np.array_equal(a.model.params[name], b.model.params[name]), name
+    assert np.array_equal(a.history_loss, b.history_loss) and np.array_equal(a.snapshots, b.snapshots)
+    assert not np.array_equal(a.model.params["W_q"], c.model.params["W_q"])
+
+
+def test_parameter_count_is_the_same_for_every_head_count_and_matches_the_arrays() -> None:
+    counts = set()
+    for heads in (1, 2, 4, 8):
+        for positions in ("learned", "sinusoidal"):
+            config = TrainConfig(heads=heads, d_model=8, positions=positions)
+            params = init_params(config, get_task(config.task), np.random.default_rng(0))
+            trained = [n for n in params if positions == "learned" or n != "positions"]
+            assert count_parameters(config) == sum(params[n].size for n in trained)
+        counts.add(count_parameters(TrainConfig(heads=heads, d_model=8)))
+    assert len(counts) == 1
+
+
+def test_result_is_frozen_and_shaped() -> None:
+    result = train(TrainConfig(heads=2, d_model=8, steps=9, batch=4, length=6, held_out=10, snapshots=3))
+    assert result.snapshot_steps == (0, 2, 9)
+    assert result.snapshots.shape == (3, 2, 6, 6)
+    np.testing.assert_allclose(result.snapshots.sum(axis=-1), 1.0)
+    assert len(result.snapshot_tokens) == 6 and set(result.snapshot_tokens) <= set(VOCABULARY) - {BOUNDARY}
+    with pytest.raises(ValueError):
+        result.history_loss[0] = 0.0
+    with pytest.raises(ValueError):
+        result.model.params["W_q"][0, 0] = 0.0
+    assert 0.0 <= result.accuracy <= 1.0 and len(result.model.relations) == 2
+
+
+def test_snapshot_steps_run_from_start_to_end() -> None:
+    assert snapshot_steps(1000, 5) == (0, 62, 250, 562, 1000)
+    assert snapshot_steps(2, 5) == (0, 1, 2)
+
+
+def test_head_relations_name_the_place_each_head_looks_at() -> None:
+    n = 5
+    prev = np.eye(n, k=-1)
+    prev[0, 0] = 1.0  # the first query has no previous token; it does not count
+    first = np.zeros((n, n))
+    first[:, 0] = 1.0
+    weights = np.stack([prev, np.eye(n, k=1) + np.eye(n, k=-(n - 1)), first])[None]  # (1, 3, N, N)
+    labels = head_relations(weights)
+    assert [name for name, _ in labels] == ["previous token", "next token", "first token"]
+    assert [share for _, share in labels] == [1.0, 1.0, 1.0]
+
+
+def test_tasks_give_boundaries_at_the_ends() -> None:
+    ids = np.array([[0, 1, 2, 3]])
+    targets = get_task("relations").batch(np.random.default_rng(0), 1, 4)[1]
+    assert targets.shape == (4, 1, 4)
+    b = VOCABULARY.index(BOUNDARY)
+    ids, targets = get_task("neighbours").batch(np.random.default_rng(3), 2, 4)
+    assert (targets[0, :, 0] == b).all() and (targets[1, :, -1] == b).all()
+    assert np.array_equal(targets[0, :, 1:], ids[:, :-1]) and np.array_equal(targets[1, :, :-1], ids[:, 1:])
+
+
+@pytest.mark.parametrize("bad, words", [
+    (dict(task="neighbors"), "unknown task 'neighbors'"),
+    (dict(steps=0), "steps must be at least 1"),
+    (dict(lr=0.0), "lr must be a finite number above 0"),
+    (dict(lr=float("nan")), "lr must be a finite number above 0"),
+    (dict(lr=float("inf")), "lr must be a finite number above 0"),
+    (dict(heads=3), "d_model=16 is not divisible by heads=3"),
+    (dict(positions="rotary"), "positions must be one of learned, sinusoidal"),
+])
+def test_bad_configs_are_usage_errors_in_python_words(bad: dict, words: str) -> None:
+    with pytest.raises(UsageError) as info:
+        TrainConfig(**bad)
+    assert words in str(info.value)
+
+
+def test_bench_train_reports_both_sides_and_their_ratio() -> None:
+    from mhacli.bench.train import bench_train
+
+    config = TrainConfig(heads=2, d_model=8, batch=4, length=6)
+    report = bench_train(repeats=2, steps=2, config=config)
+    assert len(report["numpy_times"]) == 2 and report["numpy_seconds_per_step"] > 0
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        assert report["ratio"] is None and report["torch_seconds_per_step"] is None
+    else:
+        assert report["ratio"] == report["numpy_seconds_per_step"] / report["torch_seconds_per_step"]

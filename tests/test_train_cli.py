@@ -1,0 +1,98 @@
+"""``mha train`` through CliRunner: table, conclusion, JSON, files, bad input, Ctrl-C."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from mhacli.cli.commands import train as train_cli
+from mhacli.cli.app import app
+from mhacli.core.tasks import TASKS
+from mhacli.core.train import TrainConfig
+from mhacli.io.trained import load_trained
+
+runner = CliRunner()
+FAST = ["--steps", "30", "--batch", "8"]
+
+
+def test_cli_defaults_and_task_names_are_the_cores() -> None:
+    defaults = {name: p.default for name, p in inspect.signature(train_cli.train).parameters.items()}
+    core = TrainConfig()
+    for name, value in train_cli.DEFAULTS.items():
+        assert defaults[name] == value == getattr(core, name), name
+    assert train_cli.TASK_NAMES == tuple(TASKS)
+
+
+def test_compare_prints_the_table_and_a_conclusion_from_its_numbers(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["train", "--compare", "1,2", *FAST, "--out", str(tmp_path / "figs"),
+                                 "--save", str(tmp_path / "figs" / "model.npz")], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("│")]
+    assert len(rows) == 2 and "1," in rows[0]  # 1,xxx parameters
+    assert rows[0].split("│")[3].strip() == rows[1].split("│")[3].strip()  # equal parameter counts
+    assert "With the same" in result.output and "head 1 " in result.output
+    for name in ("training.png", "training-heads.png", "model.npz"):
+        assert (tmp_path / "figs" / name).stat().st_size > 1000, name
+    model, metrics = load_trained(tmp_path / "figs" / "model.npz")
+    assert model.config.heads == 2 and f"{metrics['accuracy']:.1%}" in rows[1]
+
+
+def test_json_is_one_document_with_every_run() -> None:
+    result = runner.invoke(app, ["train", "--json", "--no-plots", "--compare", "1,4", *FAST])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["task"] == "neighbours" and [r["heads"] for r in doc["runs"]] == [1, 4]
+    for run in doc["runs"]:
+        assert {"heads", "d_model", "parameters", "loss", "accuracy", "steps", "seconds"} <= set(run)
+        assert run["steps"] == 30 and 0 <= run["accuracy"] <= 1
+    assert doc["runs"][0]["parameters"] == doc["runs"][1]["parameters"]
+
+
+def test_same_seed_saves_identical_arrays(tmp_path: Path) -> None:
+    for name in ("a.npz", "b.npz"):
+        result = runner.invoke(app, ["train", "--no-plots", "--heads", "2", *FAST, "--save", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+    with np.load(tmp_path / "a.npz") as a, np.load(tmp_path / "b.npz") as b:
+        for key in a.files:
+            if key != "metrics":  # holds the seconds
+                assert np.array_equal(a[key], b[key]), key
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--task", "sorting"], "unknown --task 'sorting'; choose one of: neighbours, relations."),
+    (["--steps", "0"], "--steps must be at least 1, got 0."),
+    (["--lr", "0"], "--lr must be a finite number above 0"),
+    (["--lr", "inf"], "--lr must be a finite number above 0"),
+    (["--heads", "3"], "--d-model 16 is not divisible by --heads 3"),
+    (["--compare", "1,3"], "--compare '1,3': --d-model 16 is not divisible by 3 heads"),
+    (["--compare", "two"], "--compare takes head counts separated by commas"),
+])
+def test_bad_input_is_one_error_line_and_exit_2(args: list[str], words: str, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["train", "--no-plots", *args])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mha: error: ") and words in lines[0], result.output
+
+
+def test_ctrl_c_exits_130_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mhacli.core.train as core
+
+    real = core.train
+
+    def interrupted(config, on_step=None):
+        def stop(step: int, loss: float, accuracy: float) -> None:
+            if step == 5:
+                raise KeyboardInterrupt
+        return real(config, on_step=stop)
+
+    monkeypatch.setattr(core, "train", interrupted)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["train", *FAST, "--out", str(out), "--save", str(out / "model.npz")])
+    assert result.exit_code == 130
+    assert "interrupted" in result.output
+    assert list(out.iterdir()) == []

@@ -1,0 +1,93 @@
+"""Trained-model files: round trip, PyTorch layout, validation, and traces made from them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mhacli.core.errors import UsageError
+from mhacli.core.trace import run_tokens
+from mhacli.core.config import Config
+from mhacli.core.train import TrainConfig, train
+from mhacli.io.trained import load_trained, save_trained, trained_arrays, trained_run, trained_trace
+
+
+@pytest.fixture(scope="module")
+def result():
+    return train(TrainConfig(heads=2, d_model=8, steps=40, batch=8, length=6, held_out=10, positions="learned"))
+
+
+def test_round_trip_keeps_every_parameter_and_label(result, tmp_path: Path) -> None:
+    path = save_trained(result, tmp_path / "model.npz")
+    model, metrics = load_trained(path)
+    for name, value in result.model.params.items():
+        assert np.array_equal(model.params[name], value), name
+    assert model.config == result.config and model.vocabulary == result.model.vocabulary
+    assert model.relations == result.model.relations
+    assert metrics["accuracy"] == result.accuracy and metrics["parameters"] == result.parameters
+    with np.load(path, allow_pickle=False) as data:  # plain arrays only
+        assert int(data["format_version"]) == 1 and data["in_proj_weight"].shape == (24, 8)
+
+
+def test_saved_weights_reproduce_the_trace_in_pytorch(result, tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed: the nn.MultiheadAttention check needs it")
+    tokens = ["a", "c", "b", "a", "j"]
+    trace = trained_trace(result.model, tokens)
+    arrays = trained_arrays(result)
+    mha = torch.nn.MultiheadAttention(8, 2, bias=False, batch_first=True, dtype=torch.float64)
+    mha.load_state_dict({"in_proj_weight": torch.tensor(arrays["in_proj_weight"]),
+                         "out_proj.weight": torch.tensor(arrays["out_proj.weight"])})
+    x = torch.tensor(trace.X)[None]
+    out, weights = mha(x, x, x, need_weights=True, average_attn_weights=False)
+    np.testing.assert_allclose(out[0].detach().numpy(), trace.output, atol=1e-12)
+    np.testing.assert_allclose(weights[0].detach().numpy(), trace.weights, atol=1e-12)
+
+
+def test_trained_trace_is_a_normal_trace_with_the_learned_relations(result) -> None:
+    trace = trained_run("a b c d", result.model)
+    assert trace.config.weights == "trained" and trace.weights.shape == (2, 4, 4)
+    assert trace.rules == result.model.labels and "of queries" in trace.rules[0]
+    np.testing.assert_allclose(trace.weights, result.model.attention(np.array([[0, 1, 2, 3]]))[0])
+
+
+def test_text_outside_the_vocabulary_names_the_vocabulary(result) -> None:
+    with pytest.raises(UsageError) as info:
+        trained_run("a cat", result.model)
+    assert "'cat' is not in the trained vocabulary (a b c d e f g h i j ·)" in str(info.value)
+    with pytest.raises(UsageError, match="positions for 6 tokens, the text has 7"):
+        trained_run("a b c d e f g", result.model)
+
+
+def test_trained_weights_without_a_model_are_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="weights='trained' needs a trained model file"):
+        run_tokens(["a"], Config(weights="trained"))
+
+
+def _write(path: Path, **arrays: np.ndarray) -> Path:
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p, "does not exist"),
+    (lambda p: (p.write_text("hello"), p)[1], "cannot be read"),
+    (lambda p: _write(p, weights=np.zeros((2, 3, 3))), "no 'kind' member"),
+    (lambda p: _write(p, kind=np.array("mhacli-trained")), "it lacks format_version"),
+])
+def test_files_that_are_not_trained_models_are_usage_errors(tmp_path: Path, make, words: str) -> None:
+    path = make(tmp_path / "x.npz")
+    with pytest.raises(UsageError, match=words):
+        load_trained(path)
+
+
+def test_damaged_members_are_refused(result, tmp_path: Path) -> None:
+    arrays = trained_arrays(result)
+    for key, bad, words in [("format_version", np.array(2), "format_version"),
+                            ("embedding", np.full((11, 8), np.inf), "not finite"),
+                            ("out_proj.weight", np.zeros((3, 3)), "shapes do not fit"),
+                            ("config", np.array("{}x"), "cannot be read")]:
+        path = _write(tmp_path / f"{key}.npz", **{**arrays, key: bad})
+        with pytest.raises(UsageError, match=words):
+            load_trained(path)

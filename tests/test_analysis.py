@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mhacli.core.analysis import COPY, FIRST, FIXED, ITSELF, NEXT, NONE, PREVIOUS, RELATIONS, analyse
+from mhacli.core.analysis import COPY, FIRST, FIXED, ITSELF, NEXT, NONE, PREVIOUS, RELATIONS, TWO_BACK, analyse
 from mhacli.core.compare import single_head
 from mhacli.core.trace import run
 from mhacli.io.samples import list_samples, load_sample
@@ -45,6 +45,8 @@ def _relation_keys(name, q, tokens, visible, fixed=None):
         keys = [q - 1] if q >= 1 else []
     elif name == NEXT:
         keys = [q + 1] if q + 1 < n else []
+    elif name == TWO_BACK:
+        keys = [q - 2] if q >= 2 else []
     elif name == FIRST:
         keys = [0]
     elif name == COPY:

@@ -192,3 +192,4 @@ def test_the_wheel_carries_the_licence_types_marker_and_package_data(wheel):
     assert "mhacli/py.typed" in names
     assert any(n.endswith("licenses/LICENSE") or n.endswith("/LICENSE") for n in names), sorted(names)[:20]
     assert "mhacli/render/templates/page.html" in names
+    assert "mhacli/data/trained.npz" in names  # --weights trained from a fresh install

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from mhacli.cli.output import notes, spinner
-from mhacli.core.config import WEIGHT_KINDS, Config
+from mhacli.core.config import Config
+from mhacli.core.errors import UsageError
 
 if TYPE_CHECKING:
     from mhacli.core.trace import Trace
@@ -33,15 +34,26 @@ def config_from(ctx: typer.Context) -> Config:
     """
     params = {name: value for name, value in ctx.params.items() if name in _CONFIG_FIELDS}
     given = params.get("weights")
-    if isinstance(given, str) and given not in WEIGHT_KINDS:
+    if isinstance(given, str) and given not in ("random", "designed"):
         from mhacli.io.weights import resolve_weights
 
         own = resolve_weights(given)
         ctx.meta[_OWN_WEIGHTS] = own
-        params["weights"] = "pytorch"
-        source = ctx.get_parameter_source("d_model")
-        if source is None or source.name == "DEFAULT":
-            params["d_model"] = own.d_model
+        trained = getattr(own, "config", None)  # a model from `mha train` brings its heads, width and mask
+        if trained is not None:
+            params["weights"] = "trained"
+            for name in ("heads", "d_model", "causal"):
+                source = ctx.get_parameter_source(name)
+                explicit = source is not None and source.name != "DEFAULT"
+                if explicit and params.get(name) != getattr(trained, name):
+                    raise UsageError("the trained model has {%s}; leave {%s:name} out to use it." % (name, name),
+                                     **{name: getattr(trained, name)})
+                params[name] = getattr(trained, name)
+        else:
+            params["weights"] = "pytorch"
+            source = ctx.get_parameter_source("d_model")
+            if source is None or source.name == "DEFAULT":
+                params["d_model"] = own.d_model
     return Config(**params)
 
 
@@ -53,7 +65,12 @@ def run_trace(body: str, config: Config, ctx: typer.Context | None = None) -> Tr
     own = ctx.meta.get(_OWN_WEIGHTS) if ctx is not None else None
     if own is not None:
         options["weights"] = own
-    return run(body, **options)
+    trace = run(body, **options)
+    if own is not None and hasattr(own, "stand_ins"):  # a trained model: say what it does with these tokens
+        from mhacli.io.trained import trained_notes
+
+        notes(trained_notes(own, trace.tokens))
+    return trace
 
 
 def check_size(body: str, config: Config, json: bool = False) -> None:

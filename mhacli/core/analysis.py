@@ -137,9 +137,11 @@ NAME_SHARE = 0.5  # a relation is named when at least this share of its rows fol
 # ... and it is defined on at least half of the counted rows (see :func:`analyse`).
 
 # The relations a head's per-query argmax can follow, in the order that breaks exact ties.
-ITSELF, PREVIOUS, NEXT, FIRST, COPY, FIXED, NONE = (
-    "itself", "previous token", "next token", "first token", "earlier copy", "fixed token", "none")
-RELATIONS: tuple[str, ...] = (ITSELF, PREVIOUS, NEXT, FIRST, COPY, FIXED)
+ITSELF, PREVIOUS, NEXT, TWO_BACK, FIRST, COPY, FIXED, NONE = (
+    "itself", "previous token", "next token", "two back", "first token", "earlier copy", "fixed token", "none")
+RELATIONS: tuple[str, ...] = (ITSELF, PREVIOUS, NEXT, TWO_BACK, FIRST, COPY, FIXED)
+# The relations that name one key by position alone (the others depend on the tokens).
+_POSITIONAL = (ITSELF, PREVIOUS, NEXT, TWO_BACK, FIRST)
 
 
 @dataclass(frozen=True)
@@ -381,7 +383,8 @@ def _relation_targets(tokens: Sequence[str], visible: Array) -> dict[str, Array]
     """For the single-key relations, the key each row names: (N,) int, −1 where undefined or masked."""
     n = len(tokens)
     p = np.arange(n)
-    targets = {ITSELF: p.copy(), PREVIOUS: p - 1, NEXT: np.where(p + 1 < n, p + 1, -1), FIRST: np.zeros(n, int)}
+    targets = {ITSELF: p.copy(), PREVIOUS: p - 1, NEXT: np.where(p + 1 < n, p + 1, -1), TWO_BACK: p - 2,
+               FIRST: np.zeros(n, int)}
     for name, t in targets.items():
         ok = t >= 0
         ok[ok] = visible[p[ok], t[ok]]
@@ -395,7 +398,7 @@ def _head_relations(keys: Array, tokens: Sequence[str], ids: Array, visible: Arr
     n = len(tokens)
     p = np.arange(n)
     out = []
-    for name in (ITSELF, PREVIOUS, NEXT, FIRST):
+    for name in _POSITIONAL:
         t = targets[name]
         defined = counted & (t >= 0)
         out.append(Relation(name, int((defined & (keys == t)).sum()), int(defined.sum())))

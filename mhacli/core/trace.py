@@ -214,17 +214,29 @@ def own_weights(weights: AttentionWeights | Mapping[str, Any]) -> AttentionWeigh
 def run(text: str, **options: Any) -> Trace:
     """Tokenize ``text`` and run multi-head attention; options are :class:`Config` fields.
 
-    ``weights`` is a kind ("random", "designed") or your own weights: an
-    ``nn.MultiheadAttention`` state dict (numpy arrays or tensors, biases optional)
-    or :class:`AttentionWeights`; ``d_model`` is then taken from them.
+    ``weights`` is a kind ("random", "designed") or weights themselves: an
+    ``nn.MultiheadAttention`` state dict (numpy arrays or tensors, biases optional),
+    :class:`AttentionWeights` (``d_model`` is then taken from them), or a trained
+    model from ``mha train`` (which brings its own heads, width and embedding).
 
     >>> trace = run("the cat sat on the mat", heads=4)
     >>> trace.weights.shape
     (4, 6, 6)
     """
     given = options.get("weights", "random")
-    mine = None if isinstance(given, str) else own_weights(given)
-    if mine is not None:
+    mine: AttentionWeights | None = None
+    model: WeightSource | None = None
+    if hasattr(given, "inputs") and hasattr(given, "labels"):  # a trained model (mhacli.core.train.TrainedModel)
+        model = given
+        trained = getattr(given, "config")
+        for name in ("heads", "d_model", "causal"):
+            if name in options and options[name] != getattr(trained, name):
+                raise UsageError("the trained model has {%s}; leave {%s:name} out to use it." % (name, name),
+                                 **{name: getattr(trained, name)})
+        options = {**options, "weights": "trained", "heads": trained.heads, "d_model": trained.d_model,
+                   "causal": trained.causal}
+    elif not isinstance(given, str):
+        mine = own_weights(given)
         options = {**options, "weights": "pytorch", "d_model": options.get("d_model", mine.d_model)}
     config = Config(**options)
     tokens = tokenize(text, config.tokenizer)
@@ -232,4 +244,4 @@ def run(text: str, **options: Any) -> Trace:
         raise UsageError(
             f"the text has no tokens under the {config.tokenizer!r} tokenizer; give some words."
         )
-    return run_tokens(tokens, config, mine)
+    return run_tokens(tokens, config, mine, model)

@@ -29,7 +29,7 @@ from mhacli.core.attention import attend, causal_mask, merge_heads, project, spl
 from mhacli.core.config import Config
 from mhacli.core.embed import init_weights, positional_encoding
 from mhacli.core.errors import UsageError
-from mhacli.core.tasks import RELATION_KEYS, Task, get_task
+from mhacli.core.tasks import BOUNDARY, RELATION_KEYS, Task, get_task
 
 Array = np.ndarray
 Params = dict[str, Array]
@@ -343,27 +343,46 @@ class TrainedModel:
         """Each head's learned relation as a label: ``previous token (98% of queries)``."""
         return tuple(f"{name} ({share:.0%} of queries)" for name, share in self.relations)
 
-    def ids(self, tokens: Sequence[str]) -> Array:
-        """Token ids in the trained vocabulary; a token outside it, or a text too long, is a usage error."""
-        from mhacli.core.messages import shown
+    def stand_ins(self, tokens: Sequence[str]) -> dict[str, str]:
+        """Each token outside the trained vocabulary, and the trained word that stands in for it.
 
+        The heads learned relations of position (previous token, first token …), not
+        of meaning, so any text can go through them: a word the model never saw is
+        read as one of its words, picked by a stable hash (SHA-256, the same on every
+        machine), and the relations still show.
+        """
+        import hashlib
+
+        known = set(self.vocabulary)
+        words = [w for w in self.vocabulary if w != BOUNDARY] or list(self.vocabulary)
+        out: dict[str, str] = {}
+        for t in dict.fromkeys(tokens):
+            if t not in known:
+                digest = hashlib.sha256(f"mhacli-stand-in\x00{t}".encode("utf-8")).digest()
+                out[t] = words[int.from_bytes(digest[:8], "little") % len(words)]
+        return out
+
+    def ids(self, tokens: Sequence[str]) -> Array:
+        """Token ids in the trained vocabulary (a stand-in for words it never saw; see :meth:`stand_ins`)."""
         index = {t: i for i, t in enumerate(self.vocabulary)}
-        unknown = [t for t in dict.fromkeys(tokens) if t not in index]
-        if unknown:
-            raise UsageError(
-                f"{shown(unknown[0])} is not in the trained vocabulary ({' '.join(self.vocabulary)}); "
-                "the trained model knows only those tokens, e.g. 'a b c d e f'.")
-        most = self.params["positions"].shape[0]
-        if len(tokens) > most:
-            raise UsageError(f"the trained model has positions for {most} tokens, the text has {len(tokens)}; "
-                             "give a shorter text.")
-        return np.array([index[t] for t in tokens], dtype=np.int64)
+        stand = self.stand_ins(tokens)
+        return np.array([index[stand.get(t, t)] for t in tokens], dtype=np.int64)
+
+    def positions_for(self, n: int) -> Array:
+        """P for n tokens: the sinusoids extend to any length; learned positions exist only as far as trained."""
+        table = self.params["positions"]
+        if n <= table.shape[0]:
+            return table[:n]  # (N, d)
+        if self.config.positions == "sinusoidal":
+            return positional_encoding(n, self.config.d_model)  # (N, d), the same formula the model trained with
+        raise UsageError(f"the trained model learned positions for {table.shape[0]} tokens, the text has {n}; "
+                         "give a shorter text (or train with sinusoidal positions).")
 
     def inputs(self, tokens: Sequence[str]) -> tuple[Array, ...]:
         """E[tokens], P and W_q, W_k, W_v, W_o for a trace of ``tokens`` (see ``trace.run_tokens``)."""
         ids = self.ids(tokens)
         p = self.params
-        return (p["embedding"][ids], p["positions"][: len(ids)], p["W_q"], p["W_k"], p["W_v"], p["W_o"])
+        return (p["embedding"][ids], self.positions_for(len(ids)), p["W_q"], p["W_k"], p["W_v"], p["W_o"])
 
     def attention(self, ids: Array) -> Array:
         """Each head's weights on id sequences: (B, N) -> (B, h, N, N)."""

@@ -164,6 +164,24 @@ def trained_run(text: str, model: TrainedModel) -> Trace:
     return trained_trace(model, tokens)
 
 
+def trained_notes(model: TrainedModel, tokens: Sequence[str]) -> list[str]:
+    """What a reader must know about a run of ``tokens`` through ``model``, each said from the numbers."""
+    from mhacli.core.messages import shown
+
+    notes = []
+    stand = model.stand_ins(tokens)
+    if stand:
+        pairs = ", ".join(f"{shown(t)} → {w}" for t, w in list(stand.items())[:4])
+        more = f" and {len(stand) - 4} more" if len(stand) > 4 else ""
+        notes.append(f"the trained model knows only the words {' '.join(model.vocabulary)}; other words stand in "
+                     f"as one of them by a stable hash ({pairs}{more}): its heads learned positions, not meanings.")
+    trained_length = model.config.length
+    if len(tokens) > trained_length:
+        notes.append(f"the model was trained on sequences of {trained_length} tokens; this text has {len(tokens)}, "
+                     "so past that its heads may not follow what they learned (the measures below say).")
+    return notes
+
+
 def describe_relations(model: TrainedModel) -> list[str]:
     """One line per head: ``head 1: previous token (98% of queries)``."""
     return [f"head {i + 1}: {label}" for i, label in enumerate(model.labels)]

@@ -70,15 +70,43 @@ def read_state(path: Path) -> dict[str, Any]:
     return _read_npz(path)
 
 
-def resolve_weights(value: str) -> AttentionWeights:
-    """``--weights VALUE`` that is not a built-in kind: the path of a weights file, or a clear refusal."""
+SHIPPED_MODEL = "trained.npz"  # in mhacli/data/, made by the command in docs/training.md
+
+
+def shipped_model_path() -> Path:
+    """The trained model that ships in the package (``--weights trained``)."""
+    from importlib import resources
+
+    return Path(str(resources.files("mhacli") / "data" / SHIPPED_MODEL))
+
+
+def _is_trained(path: Path) -> bool:
+    """A file written by ``mha train --save`` (its ``kind`` member says so), not a PyTorch state dict."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return "kind" in getattr(npz, "files", ()) and "embedding" in npz.files
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
+        return False
+
+
+def resolve_weights(value: str) -> Any:
+    """``--weights VALUE`` that is not random or designed: the shipped trained model, a file, or a refusal.
+
+    Returns :class:`AttentionWeights` (your nn.MultiheadAttention) or a trained model.
+    """
     from mhacli.core.config import WEIGHT_KINDS
     from mhacli.core.messages import shown
+    from mhacli.io.trained import load_trained
 
+    if value == "trained":
+        return load_trained(shipped_model_path())[0]
     path = Path(value)
     if not path.exists() and path.suffix.lower() not in (".npz", ".pt", ".pth"):
         raise UsageError(f"unknown weights {shown(value)}; choose one of: {', '.join(WEIGHT_KINDS)}, "
                          "or give the path of a weights file (.npz or .pt).")
+    _check_file(path)
+    if path.suffix.lower() == ".npz" and _is_trained(path):
+        return load_trained(path)[0]
     return load_weights(path)
 
 
@@ -88,14 +116,14 @@ def load_weights(path: Path) -> AttentionWeights:
 
 
 def run(text: str, **options: Any) -> Any:
-    """:func:`mhacli.core.trace.run`, where ``weights`` may also be the path of a weights file.
+    """:func:`mhacli.core.trace.run`, where ``weights`` may also be "trained" (the model shipped in the
+    package) or the path of a weights file (your nn.MultiheadAttention's, or one from ``mha train --save``).
 
     >>> trace = run("the cat sat", heads=2, weights="mine.npz")  # doctest: +SKIP
     """
-    from mhacli.core.config import WEIGHT_SOURCES
     from mhacli.core.trace import run as run_core
 
     given = options.get("weights")
-    if isinstance(given, os.PathLike) or (isinstance(given, str) and given not in WEIGHT_SOURCES):
-        options = {**options, "weights": load_weights(Path(given))}
+    if isinstance(given, os.PathLike) or (isinstance(given, str) and given not in ("random", "designed")):
+        options = {**options, "weights": resolve_weights(str(given))}
     return run_core(text, **options)

@@ -1,0 +1,70 @@
+"""The trained model that ships in the package: `--weights trained` works at once, on any text,
+and retraining with the documented command gives the same arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import mhacli
+from mhacli.cli import app
+from mhacli.core.analysis import FIRST, NEXT, PREVIOUS, TWO_BACK, analyse
+from mhacli.core.train import TrainConfig, train
+from mhacli.io.trained import trained_arrays
+from mhacli.io.weights import shipped_model_path
+
+# docs/training.md: mha train --task relations --heads 4 --seed 0 --no-plots --save mhacli/data/trained.npz
+SHIPPED = TrainConfig(task="relations", heads=4, seed=0)
+SENTENCE = "The animal didn't cross the street because it was too tired"
+
+
+def test_retraining_with_the_documented_command_gives_the_shipped_arrays():
+    fresh = trained_arrays(train(SHIPPED))
+    with np.load(shipped_model_path(), allow_pickle=False) as shipped:
+        for key in ("in_proj_weight", "out_proj.weight", "embedding", "positions", "readout"):
+            # Same machine, same BLAS: the same bits; another CPU's kernels may round the last digits.
+            np.testing.assert_allclose(fresh[key], shipped[key], rtol=0, atol=1e-9, err_msg=key)
+        assert list(shipped["relations"]) == list(fresh["relations"])
+
+
+@pytest.mark.parametrize("text", [SENTENCE, "a b c d e f g h", "the cat sat on the mat and then it slept"])
+def test_each_trained_head_follows_its_own_relation_on_any_text(text):
+    """Any words (stand-ins for the ten it was trained on), up to the 12 positions it trained with."""
+    t = mhacli.run(text, weights="trained")
+    assert t.kind == "trained" and t.num_heads == 4
+    patterns = [(h.pattern, h.pattern_share) for h in analyse(t).heads]
+    assert [p for p, _ in patterns] == [NEXT, FIRST, PREVIOUS, TWO_BACK], patterns
+    assert all(share >= 0.9 for _, share in patterns), patterns
+
+
+def test_longer_texts_are_said_to_be_beyond_what_the_model_saw():
+    from mhacli.io.trained import trained_notes
+    from mhacli.io.weights import resolve_weights
+
+    model = resolve_weights("trained")
+    long = ("the cat sat on the mat and then it slept " * 3).split()
+    notes = trained_notes(model, long)
+    assert any("trained on sequences of 12 tokens; this text has 30" in n for n in notes), notes
+    assert any("stand in" in n and "'the'" in n for n in notes), notes
+    assert trained_notes(model, list("abcdef")) == []
+
+
+def test_explain_with_the_shipped_weights_from_the_command_line(tmp_path):
+    r = CliRunner().invoke(app, ["explain", SENTENCE, "--weights", "trained", "--no-plots",
+                                 "--save-npz", str(tmp_path / "t.npz")])
+    assert r.exit_code == 0, r.output
+    assert "weights trained" in r.output
+    r = CliRunner().invoke(app, ["explain", SENTENCE, "--weights", "trained", "--heads", "2", "--no-plots"])
+    assert r.exit_code == 2 and "the trained model has --heads 4" in r.output
+
+
+def test_a_saved_model_file_is_taken_by_path(tmp_path):
+    from mhacli.io.trained import save_trained
+
+    result = train(TrainConfig(task="neighbours", heads=2, steps=30, seed=1))
+    save_trained(result, tmp_path / "mine.npz")
+    t = mhacli.run("x y z w", weights=tmp_path / "mine.npz")
+    assert t.num_heads == 2 and t.kind == "trained"
+    r = CliRunner().invoke(app, ["explain", "x y z w", "--weights", str(tmp_path / "mine.npz"), "--no-plots"])
+    assert r.exit_code == 0 and "h = 2" in r.output

@@ -22,10 +22,19 @@ _PUBLIC = {
     "from_attention": "mhacli.core.view",
     "AttentionView": "mhacli.core.view",
     "AttentionWeights": "mhacli.core.weights",
+    # Pictures, for notebooks and scripts: each returns a matplotlib Figure (shown inline in Jupyter).
+    "head_figure": "mhacli.render.figures",
+    "heads_figure": "mhacli.render.figures",
+    "magnifiers_figure": "mhacli.render.figures",
+    "split_figure": "mhacli.render.figures",
+    "compare_figure": "mhacli.render.figures",
+    "html_page": "mhacli.render.notebook",
+    "save_figures": "mhacli.render.notebook",
 }
 
 __all__ = ["__version__", "run", "Config", "Trace", "load_trace", "from_attention", "AttentionView",
-           "AttentionWeights"]
+           "AttentionWeights", "head_figure", "heads_figure", "magnifiers_figure", "split_figure", "compare_figure",
+           "html_page", "save_figures"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from mhacli.core.config import Config
@@ -34,6 +43,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from mhacli.core.weights import AttentionWeights
     from mhacli.io.export import load_trace
     from mhacli.io.weights import run
+    from mhacli.render.figures import compare_figure, head_figure, heads_figure, magnifiers_figure, split_figure
+    from mhacli.render.notebook import html_page, save_figures
 
 
 def __getattr__(name: str) -> Any:

@@ -81,6 +81,12 @@ class Trace:
                 f"  arrays: X {self.X.shape}, Q/K/V {self.Q.shape}, scores/weights {self.weights.shape}, "
                 f"output {self.output.shape}>")
 
+    def _repr_html_(self) -> str:
+        """Jupyter shows a run as its interactive page, isolated in an iframe (see mhacli.render.notebook)."""
+        from mhacli.render.notebook import html_frame  # the display protocol asks the object; drawing is render's
+
+        return html_frame(self)
+
     @property
     def n_tokens(self) -> int:
         return len(self.tokens)

@@ -107,6 +107,12 @@ class AttentionView:
                 f"tokens, {'causal' if self.causal else 'bidirectional'}, showing {self.layer_names[self.layer]}\n"
                 f"  tokens: {words}>")
 
+    def _repr_html_(self) -> str:
+        """Jupyter shows a view as its interactive page, isolated in an iframe (see mhacli.render.notebook)."""
+        from mhacli.render.notebook import html_frame  # the display protocol asks the object; drawing is render's
+
+        return html_frame(self)
+
     @property
     def weights(self) -> Array:
         """(h, N, N): the shown layer's heads, as a trace's ``weights``."""

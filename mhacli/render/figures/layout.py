@@ -246,12 +246,10 @@ class Sheet:
     """
 
     def __init__(self, width: float, height: float) -> None:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        from mhacli.render.figures.inline import new_figure
 
         self.w, self.h = snap(width), snap(height)
-        self.fig = Figure(figsize=(self.w, self.h))
-        FigureCanvasAgg(self.fig)  # no pyplot, no global state: the Agg canvas draws PNGs and measures text
+        self.fig = new_figure(figsize=(self.w, self.h))  # a Figure with its Agg canvas, shown inline in Jupyter
         self.ax = self.fig.add_axes((0.0, 0.0, 1.0, 1.0))
         self.ax.set_xlim(0.0, self.w)
         self.ax.set_ylim(self.h, 0.0)

@@ -45,11 +45,11 @@ def _panel(ax: Any, m: np.ndarray, title: str, blocks: str, heads: int, rows: li
 
 def split_figure(trace: Trace, label: str | None = None) -> Any:
     """The split and the merge of ``trace`` as one figure (matplotlib ``Figure``, never pyplot)."""
-    from matplotlib.figure import Figure
+    from mhacli.render.figures.inline import new_figure
 
     h, d, dk = trace.num_heads, trace.d_model, trace.d_k
     toks = list(trace.tokens)
-    fig = Figure(figsize=(15, 4.6), facecolor=theme.PAPER_COLOR)
+    fig = new_figure(figsize=(15, 4.6), facecolor=theme.PAPER_COLOR)
     axes = fig.subplots(1, 5, gridspec_kw={"wspace": 0.42, "left": 0.05, "right": 0.98, "top": 0.74,
                                            "bottom": 0.2})
     _panel(axes[0], np.asarray(trace.W_q), "W_q  (d×d)", "rows", h, None,

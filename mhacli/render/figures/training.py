@@ -33,9 +33,9 @@ def _smooth(values: np.ndarray, window: int) -> np.ndarray:
 
 def training_figure(results: Sequence["TrainResult"]) -> "Figure":
     """Loss (left) and accuracy (right) against training step, one line per run."""
-    from matplotlib.figure import Figure
+    from mhacli.render.figures.inline import new_figure
 
-    fig = Figure(figsize=(10, 4), dpi=100, layout="constrained")
+    fig = new_figure(figsize=(10, 4), dpi=100, layout="constrained")
     ax_loss, ax_acc = fig.subplots(1, 2)
     task = results[0].config.task
     for index, result in enumerate(results):
@@ -64,13 +64,13 @@ def training_figure(results: Sequence["TrainResult"]) -> "Figure":
 
 def training_heads_figure(result: "TrainResult") -> "Figure":
     """Each head's weights on one held-out sequence (rows) at a few moments of training (columns)."""
-    from matplotlib.figure import Figure
+    from mhacli.render.figures.inline import new_figure
 
     heads, moments = result.heads, len(result.snapshot_steps)
     tokens = result.snapshot_tokens
     n = len(tokens)
     cell = 1.9
-    fig = Figure(figsize=(1.0 + cell * moments, 0.9 + cell * heads), dpi=100, layout="constrained")
+    fig = new_figure(figsize=(1.0 + cell * moments, 0.9 + cell * heads), dpi=100, layout="constrained")
     axes = np.atleast_2d(fig.subplots(heads, moments, squeeze=False))
     image = None
     for col, (step, acc) in enumerate(zip(result.snapshot_steps, result.snapshot_accuracy)):

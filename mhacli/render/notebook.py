@@ -1,0 +1,43 @@
+"""mhacli in Jupyter: a run or a view shows as its interactive page, figures as images.
+
+The page is a whole HTML document with its own styles; written straight into a
+notebook it would restyle the notebook's buttons and prompts.  So it is shown
+inside an ``<iframe srcdoc=…>``: a document of its own, sandboxed so that its
+script runs but cannot reach the notebook.  Nothing here needs IPython.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+FRAME_HEIGHT = 760  # pixels: the page's heatmaps and table fit without an inner scroll bar at 8 heads
+
+
+def html_page(trace: Any, max_tokens: int | None = None) -> str:
+    """The interactive page of ``trace`` (a run or an attention view) as one self-contained HTML string."""
+    from mhacli.render.html import DEFAULT_MAX_TOKENS, render_html
+
+    return render_html(trace, DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens)
+
+
+def html_frame(trace: Any, height: int = FRAME_HEIGHT) -> str:
+    """The page inside an isolated iframe: what ``_repr_html_`` gives Jupyter."""
+    document = html.escape(html_page(trace), quote=True)
+    return (f'<iframe srcdoc="{document}" sandbox="allow-scripts" title="mhacli attention page" '
+            f'style="width: 100%; height: {int(height)}px; border: 1px solid #ddd; border-radius: 4px;" '
+            'loading="lazy"></iframe>')
+
+
+def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "png", dpi: int = 150,
+                 query: int | str | None = None, max_tokens: int = 40) -> list[Path]:
+    """Every figure of a run into ``out_dir`` (created, with its parents, when missing), as ``mha explain`` writes them."""
+    from mhacli.render.figures import save_figures as save_all
+
+    single = None
+    if hasattr(trace, "W_q"):  # a run of its own: the one-head contrast uses its weights
+        from mhacli.core.compare import single_head
+
+        single = single_head(trace)
+    return list(save_all(trace, single, Path(out_dir), fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens))

@@ -7,6 +7,7 @@ import math
 import struct
 import subprocess
 import sys
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -16,16 +17,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from mhacli.bench import baselines
 from mhacli.bench import runner as bench
-from mhacli.core import trace as core
 from mhacli.cli.app import app
-from mhacli.core.trace import attend, attention_output, init_weights, run
+from mhacli.core import schedule
+from mhacli.core.attention import attend_all, multi_head_attention, softmax
+from mhacli.core.embed import init_weights
+from mhacli.core.schedule import attend_blocked
 from mhacli.core.steps import steps_for, total_madds
+from mhacli.core.trace import run
 from mhacli.core.verify import TOLERANCE, reference_loop, verify
 
 runner = CliRunner()
 TINY = ["--max-tokens", "32", "--repeats", "1", "--d-model", "16", "--heads", "2"]
-# Above core._PARALLEL_MIN score entries (h·N²), so the threaded path runs.
+# Above schedule.PARALLEL_MIN score entries (h·N²), so the threaded path runs.
 BIG_N, BIG_D, BIG_H = 1100, 16, 1
 
 
@@ -88,12 +93,12 @@ def test_json_numbers_are_consistent():
 
 
 def test_torch_columns_only_when_torch_is_importable(monkeypatch):
-    with_torch = bench.torch_available()
+    with_torch = baselines.torch_available()
     result = invoke(*TINY, "--json")
     rows = json.loads(result.stdout)["rows"]
     assert all((r["torch_seconds"] is not None) == with_torch for r in rows)
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails, as without PyTorch
-    assert not bench.torch_available()
+    assert not baselines.torch_available()
     result = invoke(*TINY)
     assert result.exit_code == 0, result.output
     assert "÷ torch" not in result.output and "PyTorch is not installed" in result.output
@@ -175,7 +180,7 @@ def test_installed_mha_bench_prints_json(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# The fast core against plain references
+# The core's schedule and the bench's own paths against plain references
 # ---------------------------------------------------------------------------
 
 
@@ -188,9 +193,9 @@ def inputs(n: int, d: int, seed: int, dtype: str = "float64"):
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 12), heads=st.integers(1, 4), d_k=st.integers(1, 4), causal=st.booleans(),
        dtype=st.sampled_from(["float64", "float32"]), seed=st.integers(0, 2**32 - 1))
-def test_core_matches_the_plain_loop_and_the_blocked_path(n, heads, d_k, causal, dtype, seed):
+def test_core_and_bench_paths_match_the_plain_loop(n, heads, d_k, causal, dtype, seed):
     x, w = inputs(n, heads * d_k, seed, dtype)
-    parts = attend(x, *w, heads, causal)
+    parts = baselines.core_attention(x, *w, heads, causal)
     ref = reference_loop(x, *w, heads, causal)
     tol = 1e-12 if dtype == "float64" else TOLERANCE["float32"]
     for name in ("Q", "K", "V", "weights", "heads", "concat", "output"):
@@ -199,22 +204,30 @@ def test_core_matches_the_plain_loop_and_the_blocked_path(n, heads, d_k, causal,
     finite = np.isfinite(ref["scores"])
     assert np.array_equal(np.isfinite(parts["scores"]), finite)
     np.testing.assert_allclose(parts["scores"][finite], ref["scores"][finite], atol=tol * 10, rtol=0)
-    # The blocked path does the same calls on the same blocks: the very same bits.
-    np.testing.assert_array_equal(attention_output(x, *w, heads, causal), parts["output"])
+    # The bench's output-only path runs the same step functions on blocks of rows.
+    np.testing.assert_allclose(baselines.output_only_blocked(x, *w, heads, causal), ref["output"],
+                               atol=tol, rtol=0)
+    np.testing.assert_allclose(baselines.numpy_per_head(x, *w, heads, causal), ref["output"], atol=tol, rtol=0)
+    if not causal:  # no mask, so no softmax either: the products alone differ, but have the right shape
+        assert baselines.matmuls_only(x, *w, heads, keep=True).shape == (n, heads * d_k)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_threaded_path_is_deterministic_and_matches_whole_arrays(dtype, causal):
+def test_threaded_schedule_is_deterministic_and_matches_whole_arrays(dtype, causal):
     x, w = inputs(BIG_N, BIG_D, 3, dtype)
-    assert BIG_H * BIG_N**2 >= core._PARALLEL_MIN
-    first, again = attend(x, *w, BIG_H, causal), attend(x, *w, BIG_H, causal)
+    assert BIG_H * BIG_N**2 >= schedule.PARALLEL_MIN and schedule.cpu_count() >= 2
+    first, again = (multi_head_attention(x, *w, BIG_H, causal, attender=attend_blocked) for _ in range(2))
     for name in ("scores", "weights", "heads", "output"):
         np.testing.assert_array_equal(first[name], again[name], err_msg=name)
-    np.testing.assert_array_equal(attention_output(x, *w, BIG_H, causal), first["output"])
-    plain = bench.numpy_per_head(x.astype(np.float64), *(m.astype(np.float64) for m in w), BIG_H, causal)
-    tol = 1e-12 if dtype == "float64" else 1e-4
-    np.testing.assert_allclose(first["output"], plain, atol=tol, rtol=0)
+    whole = multi_head_attention(x, *w, BIG_H, causal, attender=attend_all)
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    for name in ("weights", "heads", "output"):
+        np.testing.assert_allclose(first[name], whole[name], atol=tol, rtol=0, err_msg=name)
+    plain = baselines.numpy_per_head(x.astype(np.float64), *(m.astype(np.float64) for m in w), BIG_H, causal)
+    np.testing.assert_allclose(first["output"], plain, atol=1e-12 if dtype == "float64" else 1e-4, rtol=0)
+    np.testing.assert_allclose(baselines.output_only_blocked(x, *w, BIG_H, causal), first["output"],
+                               atol=tol, rtol=0)
     weights = first["weights"]
     assert not np.isnan(weights).any()
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-12 if dtype == "float64" else 1e-5)
@@ -223,11 +236,19 @@ def test_threaded_path_is_deterministic_and_matches_whole_arrays(dtype, causal):
         assert (weights[:, later] == 0).all() and np.isneginf(first["scores"][:, later]).all()
 
 
-def test_fully_masked_rows_give_zeros_not_nan_in_place():
+def test_matmuls_only_are_the_cores_products_without_mask_and_softmax():
+    x, w = inputs(64, 8, 1)
+    q = x @ w[0].T  # one head: (N, d)
+    k = x @ w[1].T
+    v = x @ w[2].T
+    expected = (q @ k.T / math.sqrt(8)) @ v @ w[3].T  # scores used as weights, unnormalised
+    np.testing.assert_allclose(baselines.matmuls_only(x, *w, 1, keep=False), expected, rtol=1e-10)
+
+
+def test_fully_masked_rows_give_zeros_not_nan():
     scores = np.full((2, 3), -np.inf)
     scores[1] = [0.0, 1.0, -np.inf]
-    out = np.empty_like(scores)
-    core.softmax_into(scores, out)
+    out = softmax(scores)
     assert (out[0] == 0).all() and not np.isnan(out).any()
     np.testing.assert_allclose(out[1], [1 / (1 + math.e), math.e / (1 + math.e), 0.0])
 
@@ -245,21 +266,29 @@ def test_blocked_output_memory_grows_with_n_not_n_squared():
         finally:
             tracemalloc.stop()
 
-    lean = peak(lambda: attention_output(x, *w, h, False))
-    full = peak(lambda: attend(x, *w, h, False))
+    lean = peak(lambda: baselines.output_only_blocked(x, *w, h, False))
+    full = peak(lambda: baselines.core_attention(x, *w, h, False))
     assert full >= 2 * weights_bytes  # scores and weights, as the trace needs
     assert lean < weights_bytes / 4, f"blocked path peaked at {lean / 2**20:.0f} MiB"
 
 
-def test_worker_errors_reach_the_caller():
-    def boom(item: int) -> None:
-        if item == 3:
-            raise ValueError("block 3 failed")
+def test_worker_errors_reach_the_caller(monkeypatch):
+    """A block that fails on a worker thread fails the whole call, with its own exception."""
+    real, calls, lock = schedule.attend, [], threading.Lock()
 
-    for entries in (1, 1 << 40):  # in order, and on the threads
-        with pytest.raises(ValueError, match="block 3"):
-            with core.shared_work(entries) as run_blocks:
-                run_blocks(boom, list(range(8)))
+    def second_block_fails(q, k, v, blocked):
+        with lock:
+            calls.append(q.shape[1])
+            failing = len(calls) == 2
+        if failing:
+            raise ValueError("block 2 failed")
+        return real(q, k, v, blocked)
+
+    x, w = inputs(BIG_N, BIG_D, 0)
+    monkeypatch.setattr(schedule, "attend", second_block_fails)
+    with pytest.raises(ValueError, match="block 2"):
+        multi_head_attention(x, *w, BIG_H, False, attender=attend_blocked)
+    assert len(calls) >= 2  # it did run on blocks
 
 
 def test_float32_runs_end_to_end_and_verifies(tmp_path):

@@ -2,8 +2,8 @@
 
 The article says the score matrix is N×N per head; this module lets a class
 watch what that means on the machine in front of it.  For N = 16, 32, …
-it times the core (:func:`mhacli.core.trace.attend`, every head's weights kept as a
-trace needs them, or :func:`mhacli.core.trace.attention_output` with ``--blocked``)
+it times the core (:func:`mhacli.bench.baselines.core_attention`, every head's weights
+kept as a trace needs them, or :func:`~mhacli.bench.baselines.output_only_blocked` with ``--blocked``)
 against the same core's matrix products alone, the plain per-head loop of
 ``mha verify`` and, when PyTorch happens to be installed, PyTorch's own
 ``multi_head_attention_forward``.  Every contender runs once to warm up, then
@@ -17,7 +17,6 @@ with and without figures, against importing the libraries they are built on.
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import shutil
@@ -38,7 +37,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from mhacli.core import trace as core
+from mhacli.bench.baselines import (Weights, core_attention, matmuls_only, numpy_per_head, output_only_blocked,
+                                    torch_available, torch_calls)
+from mhacli.core.embed import init_weights
+from mhacli.core.schedule import cpu_count, rows_per_block
 from mhacli.render import theme
 from mhacli.core.config import Config, memory_limit_bytes
 from mhacli.core.config import human_bytes as human_size
@@ -100,8 +102,8 @@ class Settings:
         """The most any one contender holds at N (default the largest): two (h, N, N) arrays, or blocks."""
         n, h = n_tokens or self.max_tokens, self.heads
         if self.blocked:  # each thread holds one block of scores and weights
-            block = core.rows_per_block(n, self.itemsize) * n * self.itemsize
-            return 2 * core.cpu_count() * block + 16 * n * self.d_model * self.itemsize
+            block = rows_per_block(h, n, self.itemsize) * h * n * self.itemsize
+            return 2 * cpu_count() * block + 16 * n * self.d_model * self.itemsize
         return 2 * h * n * n * self.itemsize + 16 * n * self.d_model * self.itemsize
 
 
@@ -168,80 +170,13 @@ def token_counts(max_tokens: int) -> list[int]:
 # The contenders
 # ---------------------------------------------------------------------------
 
-Weights = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-
-
 def bench_inputs(n: int, settings: Settings) -> tuple[np.ndarray, Weights]:
     """X (N, d) and W_q, W_k, W_v, W_o in the bench's float type, from the seed."""
     rng = np.random.default_rng(settings.seed)
     dtype = np.dtype(settings.dtype)
-    weights = tuple(w.astype(dtype) for w in core.init_weights(settings.d_model, rng))
+    weights = tuple(w.astype(dtype) for w in init_weights(settings.d_model, rng))
     x = rng.standard_normal((n, settings.d_model)).astype(dtype)  # (N, d)
     return x, weights  # type: ignore[return-value]
-
-
-def matmuls_only(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndarray,
-                 heads: int, keep: bool) -> np.ndarray:
-    """The core's own matrix products, same blocks and threads, with no mask and no softmax."""
-    n = x.shape[0]
-    with core.shared_work(heads * n * n) as run:
-        q = core.scale_queries(core.split_heads(core.project_rows(x, w_q, run), heads))  # (h, N, d/h)
-        k = np.ascontiguousarray(core.split_heads(core.project_rows(x, w_k, run), heads))  # (h, N, d/h)
-        v = np.ascontiguousarray(core.split_heads(core.project_rows(x, w_v, run), heads))  # (h, N, d/h)
-        heads_out = np.empty(q.shape, dtype=q.dtype)  # (h, N, d/h)
-        scores = np.empty((heads, n, n), dtype=q.dtype) if keep else None  # (h, N, N), as the core keeps
-
-        def block(item: tuple[int, slice]) -> None:
-            i, rows = item
-            s = scores[i, rows] if scores is not None else np.empty((rows.stop - rows.start, n), q.dtype)
-            core.score_rows(q[i, rows], k[i], out=s)  # (B, d/h) @ (d/h, N) -> (B, N)
-            np.matmul(s, v[i], out=heads_out[i, rows])  # (B, N) @ (N, d/h) -> (B, d/h)
-
-        run(block, core.head_blocks(heads, n, q.itemsize))
-        return core.project_rows(core.merge_heads(heads_out), w_o, run)  # (N, d)
-
-
-def numpy_per_head(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndarray,
-                   heads: int, causal: bool) -> np.ndarray:
-    """The straightforward numpy version: one head at a time, whole (N, N) arrays and their temporaries."""
-    n, d = x.shape
-    d_k = d // heads
-    outs = []
-    for i in range(heads):
-        rows = slice(i * d_k, (i + 1) * d_k)
-        q, k, v = x @ w_q[rows].T, x @ w_k[rows].T, x @ w_v[rows].T  # (N, d/h) each
-        s = q @ k.T / math.sqrt(d_k)  # (N, N)
-        if causal:
-            s = np.where(np.triu(np.ones((n, n), dtype=bool), 1), -np.inf, s)
-        e = np.exp(s - s.max(axis=1, keepdims=True))  # (N, N)
-        outs.append(e / e.sum(axis=1, keepdims=True) @ v)  # (N, N) @ (N, d/h) -> (N, d/h)
-    return np.concatenate(outs, axis=1) @ w_o.T  # (N, d)
-
-
-def torch_calls(x: np.ndarray, w: Weights, heads: int, causal: bool) -> dict[str, Callable[[], object]]:
-    """PyTorch's multi_head_attention_forward on the same X and weights, same threads; {} without torch."""
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
-        return {}
-    torch.set_num_threads(core.cpu_count())
-    n, d = x.shape
-    xt = torch.from_numpy(x)[:, None, :]  # (N, 1, d): PyTorch's (L, batch, E)
-    in_proj = torch.from_numpy(np.concatenate(w[:3]))  # (3d, d)
-    w_o = torch.from_numpy(np.ascontiguousarray(w[3]))  # (d, d)
-    mask = torch.from_numpy(core.causal_mask(n)) if causal else None  # True = blocked, as here
-
-    def forward(need_weights: bool) -> Callable[[], object]:
-        def call() -> object:
-            with torch.inference_mode():
-                return F.multi_head_attention_forward(
-                    xt, xt, xt, d, heads, in_proj, None, None, None, False, 0.0, w_o, None,
-                    training=False, need_weights=need_weights, attn_mask=mask,
-                    average_attn_weights=False)
-        return call
-
-    return {"torch": forward(False), "torch_weights": forward(True)}
 
 
 def contenders(n: int, settings: Settings) -> tuple[dict[str, Callable[[], object]], str]:
@@ -250,10 +185,10 @@ def contenders(n: int, settings: Settings) -> tuple[dict[str, Callable[[], objec
     h, causal = settings.heads, settings.causal
     if settings.blocked:
         def run_core() -> object:
-            return core.attention_output(x, *w, h, causal)
+            return output_only_blocked(x, *w, h, causal)
     else:
         def run_core() -> object:
-            return core.attend(x, *w, h, causal)
+            return core_attention(x, *w, h, causal)
     kind = "python" if n <= PYTHON_LOOP_MAX else "numpy"
     loop = reference_loop if kind == "python" else numpy_per_head
     calls: dict[str, Callable[[], object]] = {
@@ -339,12 +274,6 @@ def calls_per_size(settings: Settings) -> int:
     return (3 + 2 * has_torch) * (settings.repeats + 1) + 1
 
 
-def torch_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("torch") is not None
-
-
 def run_bench(settings: Settings, tick: Tick = lambda _: None) -> Result:
     """Measure every N and describe the machine."""
     settings.check()
@@ -398,7 +327,7 @@ def blas_info() -> list[dict[str, object]]:
 def machine_info() -> dict[str, object]:
     """What the numbers were measured on."""
     info: dict[str, object] = {
-        "cores": core.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
+        "cores": cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
         "numpy": np.__version__, "blas": blas_info(), "load_average": _load_average(),
     }
     if torch_available():
@@ -419,7 +348,8 @@ def _load_average() -> list[float] | None:
 def machine_line(machine: dict[str, object]) -> str:
     """The machine in one line, for the table's header and the figure."""
     parts = [f"{machine['cores']} cores", str(machine["cpu"]), f"numpy {machine['numpy']}"]
-    for lib in machine.get("blas", []):  # type: ignore[union-attr]
+    blas: list[dict[str, object]] = machine.get("blas", [])  # type: ignore[assignment]
+    for lib in blas:
         parts.append(f"{lib['internal_api']} {lib['version']} ({lib['architecture']})")
     if "torch" in machine:
         parts.append(f"torch {machine['torch']} ({machine['torch_threads']} threads)")
@@ -462,9 +392,9 @@ def _ratio(value: float | None) -> str:
 def bench_table(result: Result) -> Group:
     """The bench as a Rich table, with what each column means underneath."""
     s = result.settings
-    what = "attention_output (blocked, weights not kept)" if s.blocked else "attend (all weights kept)"
+    what = "outputs only (blocked, weights not kept)" if s.blocked else "all weights kept, as a trace"
     title = Text(f"mha bench · {s.dtype}, d = {s.d_model}, h = {s.heads}"
-                 f"{', causal' if s.causal else ''} · core.{what}", style=theme.STYLE_TITLE)
+                 f"{', causal' if s.causal else ''} · core: {what}", style=theme.STYLE_TITLE)
     table = Table(box=None, header_style=theme.STYLE_TITLE, pad_edge=False)
     for name in ("N", "time", "mult-\nadds", "GFLOP\n/s", "weights", "peak\nmemory", "÷ loop", "÷ mat-\nmuls"):
         table.add_column(name, justify="right")
@@ -513,7 +443,8 @@ def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
     fig = Figure(figsize=(7.5, 4.8), dpi=dpi, facecolor=theme.PAPER_COLOR)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    lines = [("mhacli core", n, [r.seconds for r in rows], theme.HEAD_COLORS[0], "o-"),
+    Series = tuple[str, np.ndarray, list[float | None], str, str]  # label, N, seconds, colour, style
+    lines: list[Series] = [("mhacli core", n, [r.seconds for r in rows], theme.HEAD_COLORS[0], "o-"),
              ("its matrix products alone", n, [r.matmul_seconds for r in rows], theme.HEAD_COLORS[2], "s--")]
     for kind, label, style in (("python", "pure-Python loop (mha verify)", "^:"),
                                ("numpy", "numpy loop over heads", "x:")):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import struct
@@ -19,10 +20,12 @@ from typer.testing import CliRunner
 
 from mhacli.bench import baselines
 from mhacli.bench import runner as bench
+from mhacli.bench import startup
 from mhacli.cli.app import app
 from mhacli.core import schedule
 from mhacli.core.attention import attend_all, multi_head_attention, softmax
 from mhacli.core.embed import init_weights
+from mhacli.core.errors import RunError
 from mhacli.core.schedule import attend_blocked
 from mhacli.core.steps import steps_for, total_madds
 from mhacli.core.trace import run
@@ -308,3 +311,85 @@ def test_trace_keeps_the_core_arrays_read_only():
     trace = run("the cat sat on the mat", heads=2, d_model=8)
     for name in ("scores", "weights", "output"):
         assert not getattr(trace, name).flags.writeable
+
+
+# ---------------------------------------------------------------------------
+# mha bench --startup: the harness on cheap commands (real timings would take minutes)
+# ---------------------------------------------------------------------------
+
+SLEEPER = "import sys, time; print('first', flush=True); time.sleep({}); print('last')"
+
+
+def test_run_timed_sees_the_first_line_before_the_end():
+    first, total = startup.run_timed([sys.executable, "-c", SLEEPER.format(0.4)])
+    assert first < total and total - first >= 0.35  # the sleep comes between the two lines
+
+
+def test_run_timed_refuses_a_failing_command():
+    with pytest.raises(RunError, match="boom"):
+        startup.run_timed([sys.executable, "-c", "import sys; sys.exit('boom')"])
+
+
+def fake_commands(out_dir: Path) -> dict[str, list[str]]:
+    """Stand-ins for the real commands: the same names, each with a known shape in time."""
+    py = sys.executable
+    return {"imports": [py, "-c", "'imports'"], "imports_pyplot": [py, "-c", "'pyplot'"], "help": [py, "-c", "1"],
+            "no_plots": [py, "-c", SLEEPER.format(0.0)],
+            "figures": [py, "-c", f"import pathlib; assert pathlib.Path({str(out_dir)!r}).is_dir(); "
+                        + SLEEPER.format(0.3)]}
+
+
+def test_startup_rounds_are_interleaved_medians_and_the_folder_goes(monkeypatch):
+    seen: list[list[str]] = []
+    real = startup.run_timed
+
+    def spy(argv):
+        seen.append(argv)
+        return real(argv)
+
+    monkeypatch.setattr(startup, "startup_commands", fake_commands)
+    monkeypatch.setattr(startup, "run_timed", spy)
+    ticks: list[str] = []
+    result = startup.measure_startup(2, ticks.append)
+    assert len(seen) == len(ticks) == startup.rounds_ticks(2) == 3 * 5  # warm-up round + 2, five commands
+    assert seen[0] != seen[5] and sorted(map(str, seen[:5])) == sorted(map(str, seen[5:10]))  # rotated rounds
+    assert all(len(v) == 2 for v in result.seconds.values())  # the warm-up round is not counted
+    folder = Path(seen[[i for i, a in enumerate(seen) if "pathlib" in a[-1]][0]][-1].split("'")[1])
+    assert not folder.exists()  # the temporary folder is gone after the run
+    assert result.median("figures") >= result.median("first_line") + 0.25
+    assert math.isclose(result.first_line_ratio, result.median("first_line") / result.median("no_plots"))
+    assert math.isclose(result.figures_ratio, result.median("figures") / result.median("imports"))
+    doc = result.to_dict()["ratios"]
+    assert doc["figures_over_imports"]["met"] == (result.figures_ratio <= 2.2)
+    assert doc["first_line_over_no_plots"]["met"] == (result.first_line_ratio <= 1.1)
+    assert result.machine["blas"] and "load_average_before" in result.machine
+
+
+def test_startup_report_states_both_ratios_and_the_blas(monkeypatch):
+    machine = {"cores": 2, "cpu": "Test CPU", "numpy": "2", "load_average": [1.0, 1.0, 1.0],
+               "load_average_before": [0.5, 0.5, 0.5],
+               "blas": [{"internal_api": "openblas", "version": "0.3", "architecture": "Haswell",
+                         "num_threads": 2, "threading_layer": "pthreads"}]}
+    seconds = {"imports": [0.5, 0.4, 0.6], "imports_pyplot": [0.6] * 3, "help": [0.2] * 3,
+               "no_plots": [0.4] * 3, "figures": [1.2, 1.0, 5.0], "first_line": [0.3, 0.5, 0.3]}
+    result = startup.Startup(repeats=3, seconds=seconds, machine=machine)
+    assert math.isclose(result.first_line_ratio, 0.75) and math.isclose(result.figures_ratio, 2.4)
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    console.print(startup.startup_table(result))
+    text = " ".join(console.file.getvalue().split())
+    assert "0.30 s ÷ 0.40 s = 0.75 (target ≤ 1.1: met)" in text
+    assert "1.20 s ÷ 0.50 s = 2.40 (target ≤ 2.2: NOT met)" in text
+    assert "openblas 0.3 (Haswell kernel, pthreads, 2 threads)" in text
+    assert max(len(line) for line in console.file.getvalue().splitlines()) <= 80
+
+
+def test_mha_bench_startup_prints_the_json(monkeypatch):
+    monkeypatch.setattr(startup, "startup_commands", fake_commands)
+    result = invoke("--startup", "--repeats", "1", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc["commands"]) == {"imports", "imports_pyplot", "help", "no_plots", "figures", "first_line"}
+    assert doc["ratios"]["figures_over_imports"]["target"] == 2.2
+    assert doc["ratios"]["figures_over_imports"]["baseline"] == startup.IMPORTS

@@ -10,20 +10,15 @@ against the same core's matrix products alone, the plain per-head loop of
 ``repeats`` rounds in turn (so a busy neighbour slows them all alike), and the
 median of each is kept.
 
-``--startup`` times whole commands instead: ``mha --help``, ``mha explain``
-with and without figures, against importing the libraries they are built on.
+``--startup`` times whole commands instead (:mod:`mhacli.bench.startup`); the
+machine the numbers come from is described by :mod:`mhacli.bench.machine`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import platform
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from contextlib import contextmanager
@@ -39,6 +34,7 @@ from rich.text import Text
 
 from mhacli.bench.baselines import (Weights, core_attention, matmuls_only, numpy_per_head, output_only_blocked,
                                     torch_available, torch_calls)
+from mhacli.bench.machine import machine_info, machine_line
 from mhacli.core.embed import init_weights
 from mhacli.core.schedule import cpu_count, rows_per_block
 from mhacli.render import theme
@@ -298,65 +294,6 @@ def progress_bar(total: int, stream: IO[str] | None = None) -> Iterator[Tick]:
 
 
 # ---------------------------------------------------------------------------
-# The machine
-# ---------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    """The processor's name from /proc/cpuinfo (or what the platform module knows)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def blas_info() -> list[dict[str, object]]:
-    """The BLAS libraries numpy loaded, with version, kernel and thread count (threadpoolctl)."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:  # pragma: no cover - a declared dependency
-        return []
-    keep = ("internal_api", "version", "architecture", "num_threads", "threading_layer")
-    return [{k: lib.get(k) for k in keep} for lib in threadpool_info() if lib.get("user_api") == "blas"]
-
-
-def machine_info() -> dict[str, object]:
-    """What the numbers were measured on."""
-    info: dict[str, object] = {
-        "cores": cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
-        "numpy": np.__version__, "blas": blas_info(), "load_average": _load_average(),
-    }
-    if torch_available():
-        import torch
-
-        info["torch"] = torch.__version__
-        info["torch_threads"] = torch.get_num_threads()
-    return info
-
-
-def _load_average() -> list[float] | None:
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except (AttributeError, OSError):  # pragma: no cover - not Unix
-        return None
-
-
-def machine_line(machine: dict[str, object]) -> str:
-    """The machine in one line, for the table's header and the figure."""
-    parts = [f"{machine['cores']} cores", str(machine["cpu"]), f"numpy {machine['numpy']}"]
-    blas: list[dict[str, object]] = machine.get("blas", [])  # type: ignore[assignment]
-    for lib in blas:
-        parts.append(f"{lib['internal_api']} {lib['version']} ({lib['architecture']})")
-    if "torch" in machine:
-        parts.append(f"torch {machine['torch']} ({machine['torch_threads']} threads)")
-    return " · ".join(parts)
-
-
-# ---------------------------------------------------------------------------
 # Rendering: table, JSON, figure
 # ---------------------------------------------------------------------------
 
@@ -479,84 +416,3 @@ def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
     fig.text(0.01, 0.01, machine_line(result.machine), fontsize=6, color=theme.SINGLE_HEAD_COLOR)
     fig.subplots_adjust(left=0.1, right=0.98, top=0.92, bottom=0.17)
     return atomic_write(path, lambda handle: fig.savefig(handle, format="png", dpi=dpi))
-
-
-# ---------------------------------------------------------------------------
-# Start-up
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StartupRow:
-    label: str
-    command: tuple[str, ...]
-    seconds: float
-    ratio: float  # over the import baseline
-
-
-def _mha_command() -> list[str]:
-    """The installed ``mha`` script beside this Python, or ``python -m mhacli``."""
-    script = Path(sys.executable).with_name("mha")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "mhacli"]
-
-
-def startup_commands(out_dir: Path) -> list[tuple[str, list[str]]]:
-    mha = _mha_command()
-    return [
-        ("import numpy, matplotlib, rich, typer", [sys.executable, "-c", IMPORT_BASELINE]),
-        ("mha --help", [*mha, "--help"]),
-        ("mha explain --no-plots (6 tokens)", [*mha, "explain", STARTUP_SENTENCE, "--no-plots"]),
-        ("mha explain with figures (6 tokens)", [*mha, "explain", STARTUP_SENTENCE, "--out", str(out_dir)]),
-    ]
-
-
-def _time_command(argv: list[str]) -> float:
-    env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
-    start = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                          env=env, text=True)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        from mhacli.core.errors import RunError
-
-        raise RunError(f"{' '.join(argv[-4:])} failed while timing start-up: {proc.stderr.strip()[-300:]}")
-    return seconds
-
-
-def measure_startup(repeats: int, tick: Tick = lambda _: None) -> list[StartupRow]:
-    """Median wall time of each command in a fresh process, interleaved, after one warm-up round."""
-    folder = Path(tempfile.mkdtemp(prefix="mha-bench-startup-"))
-    try:
-        commands = startup_commands(folder)
-        times: dict[str, list[float]] = {label: [] for label, _ in commands}
-        for round_ in range(repeats + 1):  # round 0 fills the disk cache and writes the font cache
-            for label, argv in commands:
-                seconds = _time_command(argv)
-                if round_:
-                    times[label].append(seconds)
-                tick(label)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    base = statistics.median(times[commands[0][0]])
-    return [StartupRow(label, tuple(argv), statistics.median(times[label]),
-                       statistics.median(times[label]) / base) for label, argv in commands]
-
-
-def startup_table(rows: list[StartupRow], repeats: int) -> Group:
-    table = Table(box=None, header_style=theme.STYLE_TITLE, pad_edge=False)
-    table.add_column("command")
-    table.add_column("median", justify="right")
-    table.add_column("÷ imports", justify="right")
-    for row in rows:
-        table.add_row(row.label, human_seconds(row.seconds), f"{row.ratio:.2f}")
-    figures = rows[-1]
-    verdict = "within" if figures.ratio <= 2 else "over"
-    notes = [f"median of {repeats} fresh processes after a warm-up round; ÷ imports: over the first line.",
-             f"mha explain with all its figures takes {figures.ratio:.2f}× importing its libraries "
-             f"({verdict} the 2× target)."]
-    return Group(Text("mha bench --startup", style=theme.STYLE_TITLE), table,
-                 *(Text(n, style=theme.STYLE_DIM) for n in notes))
-
-
-def startup_json(rows: list[StartupRow], machine: dict[str, object]) -> str:
-    return json.dumps({"machine": machine, "startup": [asdict(r) for r in rows]}, indent=2)

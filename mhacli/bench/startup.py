@@ -17,8 +17,9 @@
   shown beside, for whoever prefers it.
 
 Every command runs in a fresh process (the installed ``mha`` script, as a class
-runs it); one round runs each command once, in an order that rotates from round
-to round, after one warm-up round that fills the disk and font caches.  The
+runs it, in an environment without ``PYTHONDONTWRITEBYTECODE``); one round runs
+each command once, in an order that rotates from round to round, after one
+warm-up round that fills the disk, font and bytecode caches.  The
 medians of the rounds are compared, so a busy moment of the machine hits every
 command alike.
 """
@@ -75,6 +76,10 @@ LABELS = {
 def run_timed(argv: list[str]) -> tuple[float, float]:
     """Seconds until the first line on stdout, and until the process has ended (raises if it failed)."""
     env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
+    # As a user's shell has it: Python writes its bytecode cache (the warm-up round fills it, as
+    # pip does at install; without it every run compiles mhacli anew) and buffers a piped stdout.
+    for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"):
+        env.pop(name, None)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             env=env)

@@ -145,6 +145,66 @@ def test_plot_draws_every_measured_line(tmp_path, monkeypatch):
     assert ("PyTorch, no weights" in drawn) == result.has_torch
 
 
+def made_up_result(ns: list[int], torch: bool = True) -> bench.Result:
+    """Rows with round numbers (t ∝ N²): the figure's layout, without minutes of timing."""
+    rows = []
+    for n in ns:
+        t = 1e-4 + n * n * 1e-8
+        rows.append(bench.Row(n=n, seconds=t, madds=1, quadratic_madds=1, weights_bytes=1, peak_bytes=1,
+                              matmul_seconds=t * 0.8, loop_seconds=t * (30 if n <= 128 else 2),
+                              loop_kind="python" if n <= bench.PYTHON_LOOP_MAX else "numpy",
+                              torch_seconds=t * 0.9 if torch else None,
+                              torch_weights_seconds=t * 1.5 if torch else None))
+    machine = {"cores": 2, "cpu": "Test CPU " * 8, "numpy": "2", "blas": [], "load_average": [1.0, 1.0, 1.0]}
+    return bench.Result(settings=bench.Settings(max_tokens=ns[-1], d_model=64), machine=machine, rows=tuple(rows))
+
+
+@pytest.mark.parametrize("ns,dpi", [([16, 32, 64, 128, 256, 512, 1024, 2048, 4096], 120), ([16, 17], 60),
+                                    ([16, 32, 64, 100, 128, 200], 60), ([5], 120)])
+def test_plot_labels_never_overlap_and_the_two_loops_stay_apart(tmp_path, monkeypatch, ns, dpi):
+    from matplotlib.figure import Figure
+
+    figures = []
+    real_savefig = Figure.savefig
+
+    def keep(self, *args, **kwargs):
+        figures.append(self)
+        return real_savefig(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    bench.save_plot(made_up_result(ns), tmp_path / "b.png", dpi=dpi)
+    fig = figures[0]
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    for axis in (ax.xaxis, ax.yaxis):
+        ticks = [t for t in axis.get_ticklabels(which="both") if t.get_text() and t.get_visible()]
+        boxes = sorted((t.get_window_extent(renderer) for t in ticks), key=lambda b: (b.x0, b.y0))
+        assert boxes, "an axis without a single label"
+        for a, b in zip(boxes, boxes[1:]):  # minor labels (2×10¹ …) included
+            assert not a.overlaps(b), [t.get_text() for t in ticks]
+    assert ax.get_xticklabels()[-1].get_text() == str(ns[-1])  # the largest N is always named
+    figure_box = fig.bbox
+    for text in [*fig.texts, ax.xaxis.label, ax.yaxis.label, ax.title, *ax.get_legend().get_texts()]:
+        box = text.get_window_extent(renderer)
+        assert figure_box.x0 - 1 <= box.x0 and box.x1 <= figure_box.x1 + 1, text.get_text()  # nothing cut off
+    legend = ax.get_legend().get_window_extent(renderer)
+    assert not legend.overlaps(ax.get_window_extent(renderer))  # beside the axes: it hides no point
+    lines = {line.get_label(): line.get_xdata() for line in ax.get_lines()}
+    python, numpy_loop = lines.get("pure-Python loop (mha verify)"), lines.get("numpy loop over heads")
+    assert list(python) == [n for n in ns if n <= bench.PYTHON_LOOP_MAX]
+    assert (numpy_loop is None) == (ns[-1] <= bench.PYTHON_LOOP_MAX)
+    if numpy_loop is not None:  # one line each: the pure-Python points never joined to the numpy ones
+        assert list(numpy_loop) == [n for n in ns if n > bench.PYTHON_LOOP_MAX]
+
+
+def test_seconds_ticks_are_round_and_cover_the_range():
+    assert bench.seconds_ticks(1.1e-3, 9e-3) == pytest.approx([2e-3, 5e-3])
+    assert len(bench.seconds_ticks(1e-6, 10.0)) <= 8  # decades only, over seven decades
+    narrow = bench.seconds_ticks(1.2e-3, 1.4e-3)
+    assert narrow[0] <= 1.2e-3 and narrow[-1] >= 1.4e-3 and len(narrow) >= 2
+    assert [bench.tick_seconds(t) for t in (2.0, 5e-3, 1e-4)] == ["2 s", "5 ms", "100 µs"]
+
+
 def test_blocked_bench_runs_and_keeps_memory_below_the_weights():
     row = bench.measure(2048, bench.Settings(max_tokens=2048, repeats=1, d_model=16, heads=2, blocked=True),
                         tick=lambda _: None)

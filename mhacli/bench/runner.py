@@ -17,6 +17,7 @@ machine the numbers come from is described by :mod:`mhacli.bench.machine`.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 import time
@@ -24,7 +25,7 @@ import tracemalloc
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO, Callable, Iterator, Sequence
 
 import numpy as np
 from rich.console import Group
@@ -370,19 +371,72 @@ def quadratic_from(d_model: int) -> int:
     return 2 * d_model
 
 
+def spaced_labels(values: Sequence[float], axis_inches: float, size: float, log_span: tuple[float, float]) -> list[str]:
+    """Tick labels for ``values`` on a log axis, blank where one would touch its neighbour (the last one kept)."""
+    lo, hi = (math.log10(v) for v in log_span)
+    span = max(hi - lo, 1e-12)
+
+    def width(text: str) -> float:  # inches: a digit is about 0.6 em wide
+        return len(text) * 0.6 * size / 72
+
+    labels = [str(int(v)) for v in values]
+    kept: list[str] = [""] * len(values)
+    last: tuple[float, str] | None = None
+    for i in range(len(values) - 1, -1, -1):  # from the largest N down: the largest is always labelled
+        x = (math.log10(values[i]) - lo) / span * axis_inches
+        if last is None or last[0] - x >= (width(last[1]) + width(labels[i])) / 2 + 0.06:
+            kept[i] = labels[i]
+            last = (x, labels[i])
+    return kept
+
+
+def seconds_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 steps covering [low, high] seconds; decades only when those would be more than eight."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    steps = [m * 10.0**k for k in range(first, last + 1) for m in (1, 2, 5)]
+    inside = [t for t in steps if low <= t <= high]
+    if len(inside) > 8:
+        inside = [t for t in inside if math.isclose(t, 10.0 ** round(math.log10(t)))]
+    if len(inside) < 2:  # a narrow range: the nearest steps on either side make the axis readable
+        below = [t for t in steps if t < low] or [low]
+        above = [t for t in steps if t > high] or [high]
+        inside = [below[-1], *inside, above[0]]
+    return inside
+
+
+def tick_seconds(t: float) -> str:
+    """A round time for an axis: 2 ms, 500 µs, 1 s."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if t >= scale * 0.999:
+            return f"{t / scale:g} {unit}"
+    return f"{t * 1e9:g} ns"
+
+
 def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
-    """Log-log figure of time against N, the N² region and an N² slope marked; written atomically."""
+    """Log-log figure of time against N, the N² region and an N² slope marked; written atomically.
+
+    One line per contender; a contender whose method changes with N (the plain
+    loop: pure Python up to 128 tokens, numpy above) is two series, never joined.
+    Tick labels are thinned so that none touches its neighbour, the seconds are
+    written as times (1 ms, 2 ms, 5 ms), not powers of ten, and the legend sits
+    beside the axes, where it hides no point.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullLocator
 
     rows, s = result.rows, result.settings
     n = np.array([r.n for r in rows], dtype=float)
     fig = Figure(figsize=(7.5, 4.8), dpi=dpi, facecolor=theme.PAPER_COLOR)
     FigureCanvasAgg(fig)
+    left, right, top, bottom = 0.11, 0.7, 0.92, 0.2  # the legend goes right of the axes, over no line
+    fig.subplots_adjust(left=left, right=right, top=top, bottom=bottom)
     ax = fig.add_subplot()
     Series = tuple[str, np.ndarray, list[float | None], str, str]  # label, N, seconds, colour, style
-    lines: list[Series] = [("mhacli core", n, [r.seconds for r in rows], theme.HEAD_COLORS[0], "o-"),
-             ("its matrix products alone", n, [r.matmul_seconds for r in rows], theme.HEAD_COLORS[2], "s--")]
+    lines: list[Series] = [
+        ("mhacli core", n, [r.seconds for r in rows], theme.HEAD_COLORS[0], "o-"),
+        ("its matrix products alone", n, [r.matmul_seconds for r in rows], theme.HEAD_COLORS[2], "s--"),
+    ]
     for kind, label, style in (("python", "pure-Python loop (mha verify)", "^:"),
                                ("numpy", "numpy loop over heads", "x:")):
         picked = [r for r in rows if r.loop_kind == kind]  # two different loops: never joined by one line
@@ -402,17 +456,30 @@ def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
     start = quadratic_from(s.d_model)
     if start < n[-1]:
         ax.axvspan(max(start, n[0]), n[-1], color=theme.HEAD_COLORS[4], alpha=0.15, lw=0)
-        fig.text(0.01, 0.045, f"Shaded: N > 2d = {start}, where the N×N work (scores, weighted sums) "
-                 "outgrows the d×d projections: time ∝ N².",
-                 fontsize=7.5, color=theme.LABEL_COLOR)
-    ax.set_xlabel("tokens N (log scale)")
-    ax.set_ylabel("seconds per layer (log scale)")
+        fig.text(0.01, 0.06, f"Shaded: N > 2d = {start}, where the N×N work (scores, weighted sums) "
+                 "outgrows the d×d projections: time ∝ N².", fontsize=7.5, color=theme.LABEL_COLOR)
+    ax.set_xlabel("tokens N (log scale)", fontsize=9)
+    ax.set_ylabel("seconds per layer (log scale)", fontsize=9)
     ax.set_title(f"Multi-head attention, d = {s.d_model}, h = {s.heads}, {s.dtype}: time against N",
                  fontsize=10, color=theme.LABEL_COLOR)
-    ax.set_xticks(n, [str(int(v)) for v in n], minor=False)
-    ax.tick_params(axis="x", labelsize=7)
+    # Ticks of our own on both axes, minor ticks off: log axes otherwise label minor ticks
+    # (2×10¹, 3×10¹ …) on top of the N labels when the range is short.
+    span = (n[0] / 1.15, n[-1] * 1.15)
+    ax.set_xlim(*span)
+    ax.set_xticks(n, spaced_labels(list(n), 7.5 * (right - left), 8, span))
+    every = [v for _, _, values, _, _ in lines for v in values if v] + list(guide)
+    low, high = min(every) / 1.3, max(every) * 1.3
+    y_ticks = seconds_ticks(low, high)
+    ax.set_yticks(y_ticks, [tick_seconds(t) for t in y_ticks])
+    ax.set_ylim(min(low, y_ticks[0]), max(high, y_ticks[-1]))
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_minor_locator(NullLocator())
+    ax.tick_params(labelsize=8)
     ax.grid(True, which="major", color="#DDDDDD", lw=0.6)
-    ax.legend(fontsize=7, loc="lower right", frameon=False)
-    fig.text(0.01, 0.01, machine_line(result.machine), fontsize=6, color=theme.SINGLE_HEAD_COLOR)
-    fig.subplots_adjust(left=0.1, right=0.98, top=0.92, bottom=0.17)
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
+    machine = machine_line(result.machine)
+    cut = machine.find(" · ", len(machine) // 2) if len(machine) > 150 else -1  # two lines when long
+    if cut > 0:
+        machine = machine[:cut] + "\n" + machine[cut + 3:]
+    fig.text(0.01, 0.01, machine, fontsize=6, color=theme.SINGLE_HEAD_COLOR, va="bottom")
     return atomic_write(path, lambda handle: fig.savefig(handle, format="png", dpi=dpi))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import struct
 import subprocess
 import sys
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -16,16 +18,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from mhacli.bench import baselines
 from mhacli.bench import runner as bench
-from mhacli.core import trace as core
+from mhacli.bench import startup
 from mhacli.cli.app import app
-from mhacli.core.trace import attend, attention_output, init_weights, run
+from mhacli.core import schedule
+from mhacli.core.attention import attend_all, multi_head_attention, softmax
+from mhacli.core.embed import init_weights
+from mhacli.core.errors import RunError
+from mhacli.core.schedule import attend_blocked
 from mhacli.core.steps import steps_for, total_madds
+from mhacli.core.trace import run
 from mhacli.core.verify import TOLERANCE, reference_loop, verify
 
 runner = CliRunner()
 TINY = ["--max-tokens", "32", "--repeats", "1", "--d-model", "16", "--heads", "2"]
-# Above core._PARALLEL_MIN score entries (h·N²), so the threaded path runs.
+# Above schedule.PARALLEL_MIN score entries (h·N²), so the threaded path runs.
 BIG_N, BIG_D, BIG_H = 1100, 16, 1
 
 
@@ -88,12 +96,12 @@ def test_json_numbers_are_consistent():
 
 
 def test_torch_columns_only_when_torch_is_importable(monkeypatch):
-    with_torch = bench.torch_available()
+    with_torch = baselines.torch_available()
     result = invoke(*TINY, "--json")
     rows = json.loads(result.stdout)["rows"]
     assert all((r["torch_seconds"] is not None) == with_torch for r in rows)
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails, as without PyTorch
-    assert not bench.torch_available()
+    assert not baselines.torch_available()
     result = invoke(*TINY)
     assert result.exit_code == 0, result.output
     assert "÷ torch" not in result.output and "PyTorch is not installed" in result.output
@@ -137,6 +145,66 @@ def test_plot_draws_every_measured_line(tmp_path, monkeypatch):
     assert ("PyTorch, no weights" in drawn) == result.has_torch
 
 
+def made_up_result(ns: list[int], torch: bool = True) -> bench.Result:
+    """Rows with round numbers (t ∝ N²): the figure's layout, without minutes of timing."""
+    rows = []
+    for n in ns:
+        t = 1e-4 + n * n * 1e-8
+        rows.append(bench.Row(n=n, seconds=t, madds=1, quadratic_madds=1, weights_bytes=1, peak_bytes=1,
+                              matmul_seconds=t * 0.8, loop_seconds=t * (30 if n <= 128 else 2),
+                              loop_kind="python" if n <= bench.PYTHON_LOOP_MAX else "numpy",
+                              torch_seconds=t * 0.9 if torch else None,
+                              torch_weights_seconds=t * 1.5 if torch else None))
+    machine = {"cores": 2, "cpu": "Test CPU " * 8, "numpy": "2", "blas": [], "load_average": [1.0, 1.0, 1.0]}
+    return bench.Result(settings=bench.Settings(max_tokens=ns[-1], d_model=64), machine=machine, rows=tuple(rows))
+
+
+@pytest.mark.parametrize("ns,dpi", [([16, 32, 64, 128, 256, 512, 1024, 2048, 4096], 120), ([16, 17], 60),
+                                    ([16, 32, 64, 100, 128, 200], 60), ([5], 120)])
+def test_plot_labels_never_overlap_and_the_two_loops_stay_apart(tmp_path, monkeypatch, ns, dpi):
+    from matplotlib.figure import Figure
+
+    figures = []
+    real_savefig = Figure.savefig
+
+    def keep(self, *args, **kwargs):
+        figures.append(self)
+        return real_savefig(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    bench.save_plot(made_up_result(ns), tmp_path / "b.png", dpi=dpi)
+    fig = figures[0]
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    for axis in (ax.xaxis, ax.yaxis):
+        ticks = [t for t in axis.get_ticklabels(which="both") if t.get_text() and t.get_visible()]
+        boxes = sorted((t.get_window_extent(renderer) for t in ticks), key=lambda b: (b.x0, b.y0))
+        assert boxes, "an axis without a single label"
+        for a, b in zip(boxes, boxes[1:]):  # minor labels (2×10¹ …) included
+            assert not a.overlaps(b), [t.get_text() for t in ticks]
+    assert ax.get_xticklabels()[-1].get_text() == str(ns[-1])  # the largest N is always named
+    figure_box = fig.bbox
+    for text in [*fig.texts, ax.xaxis.label, ax.yaxis.label, ax.title, *ax.get_legend().get_texts()]:
+        box = text.get_window_extent(renderer)
+        assert figure_box.x0 - 1 <= box.x0 and box.x1 <= figure_box.x1 + 1, text.get_text()  # nothing cut off
+    legend = ax.get_legend().get_window_extent(renderer)
+    assert not legend.overlaps(ax.get_window_extent(renderer))  # beside the axes: it hides no point
+    lines = {line.get_label(): line.get_xdata() for line in ax.get_lines()}
+    python, numpy_loop = lines.get("pure-Python loop (mha verify)"), lines.get("numpy loop over heads")
+    assert list(python) == [n for n in ns if n <= bench.PYTHON_LOOP_MAX]
+    assert (numpy_loop is None) == (ns[-1] <= bench.PYTHON_LOOP_MAX)
+    if numpy_loop is not None:  # one line each: the pure-Python points never joined to the numpy ones
+        assert list(numpy_loop) == [n for n in ns if n > bench.PYTHON_LOOP_MAX]
+
+
+def test_seconds_ticks_are_round_and_cover_the_range():
+    assert bench.seconds_ticks(1.1e-3, 9e-3) == pytest.approx([2e-3, 5e-3])
+    assert len(bench.seconds_ticks(1e-6, 10.0)) <= 8  # decades only, over seven decades
+    narrow = bench.seconds_ticks(1.2e-3, 1.4e-3)
+    assert narrow[0] <= 1.2e-3 and narrow[-1] >= 1.4e-3 and len(narrow) >= 2
+    assert [bench.tick_seconds(t) for t in (2.0, 5e-3, 1e-4)] == ["2 s", "5 ms", "100 µs"]
+
+
 def test_blocked_bench_runs_and_keeps_memory_below_the_weights():
     row = bench.measure(2048, bench.Settings(max_tokens=2048, repeats=1, d_model=16, heads=2, blocked=True),
                         tick=lambda _: None)
@@ -175,7 +243,7 @@ def test_installed_mha_bench_prints_json(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# The fast core against plain references
+# The core's schedule and the bench's own paths against plain references
 # ---------------------------------------------------------------------------
 
 
@@ -188,9 +256,9 @@ def inputs(n: int, d: int, seed: int, dtype: str = "float64"):
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 12), heads=st.integers(1, 4), d_k=st.integers(1, 4), causal=st.booleans(),
        dtype=st.sampled_from(["float64", "float32"]), seed=st.integers(0, 2**32 - 1))
-def test_core_matches_the_plain_loop_and_the_blocked_path(n, heads, d_k, causal, dtype, seed):
+def test_core_and_bench_paths_match_the_plain_loop(n, heads, d_k, causal, dtype, seed):
     x, w = inputs(n, heads * d_k, seed, dtype)
-    parts = attend(x, *w, heads, causal)
+    parts = baselines.core_attention(x, *w, heads, causal)
     ref = reference_loop(x, *w, heads, causal)
     tol = 1e-12 if dtype == "float64" else TOLERANCE["float32"]
     for name in ("Q", "K", "V", "weights", "heads", "concat", "output"):
@@ -199,22 +267,30 @@ def test_core_matches_the_plain_loop_and_the_blocked_path(n, heads, d_k, causal,
     finite = np.isfinite(ref["scores"])
     assert np.array_equal(np.isfinite(parts["scores"]), finite)
     np.testing.assert_allclose(parts["scores"][finite], ref["scores"][finite], atol=tol * 10, rtol=0)
-    # The blocked path does the same calls on the same blocks: the very same bits.
-    np.testing.assert_array_equal(attention_output(x, *w, heads, causal), parts["output"])
+    # The bench's output-only path runs the same step functions on blocks of rows.
+    np.testing.assert_allclose(baselines.output_only_blocked(x, *w, heads, causal), ref["output"],
+                               atol=tol, rtol=0)
+    np.testing.assert_allclose(baselines.numpy_per_head(x, *w, heads, causal), ref["output"], atol=tol, rtol=0)
+    if not causal:  # no mask, so no softmax either: the products alone differ, but have the right shape
+        assert baselines.matmuls_only(x, *w, heads, keep=True).shape == (n, heads * d_k)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_threaded_path_is_deterministic_and_matches_whole_arrays(dtype, causal):
+def test_threaded_schedule_is_deterministic_and_matches_whole_arrays(dtype, causal):
     x, w = inputs(BIG_N, BIG_D, 3, dtype)
-    assert BIG_H * BIG_N**2 >= core._PARALLEL_MIN
-    first, again = attend(x, *w, BIG_H, causal), attend(x, *w, BIG_H, causal)
+    assert BIG_H * BIG_N**2 >= schedule.PARALLEL_MIN and schedule.cpu_count() >= 2
+    first, again = (multi_head_attention(x, *w, BIG_H, causal, attender=attend_blocked) for _ in range(2))
     for name in ("scores", "weights", "heads", "output"):
         np.testing.assert_array_equal(first[name], again[name], err_msg=name)
-    np.testing.assert_array_equal(attention_output(x, *w, BIG_H, causal), first["output"])
-    plain = bench.numpy_per_head(x.astype(np.float64), *(m.astype(np.float64) for m in w), BIG_H, causal)
-    tol = 1e-12 if dtype == "float64" else 1e-4
-    np.testing.assert_allclose(first["output"], plain, atol=tol, rtol=0)
+    whole = multi_head_attention(x, *w, BIG_H, causal, attender=attend_all)
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    for name in ("weights", "heads", "output"):
+        np.testing.assert_allclose(first[name], whole[name], atol=tol, rtol=0, err_msg=name)
+    plain = baselines.numpy_per_head(x.astype(np.float64), *(m.astype(np.float64) for m in w), BIG_H, causal)
+    np.testing.assert_allclose(first["output"], plain, atol=1e-12 if dtype == "float64" else 1e-4, rtol=0)
+    np.testing.assert_allclose(baselines.output_only_blocked(x, *w, BIG_H, causal), first["output"],
+                               atol=tol, rtol=0)
     weights = first["weights"]
     assert not np.isnan(weights).any()
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-12 if dtype == "float64" else 1e-5)
@@ -223,11 +299,19 @@ def test_threaded_path_is_deterministic_and_matches_whole_arrays(dtype, causal):
         assert (weights[:, later] == 0).all() and np.isneginf(first["scores"][:, later]).all()
 
 
-def test_fully_masked_rows_give_zeros_not_nan_in_place():
+def test_matmuls_only_are_the_cores_products_without_mask_and_softmax():
+    x, w = inputs(64, 8, 1)
+    q = x @ w[0].T  # one head: (N, d)
+    k = x @ w[1].T
+    v = x @ w[2].T
+    expected = (q @ k.T / math.sqrt(8)) @ v @ w[3].T  # scores used as weights, unnormalised
+    np.testing.assert_allclose(baselines.matmuls_only(x, *w, 1, keep=False), expected, rtol=1e-10)
+
+
+def test_fully_masked_rows_give_zeros_not_nan():
     scores = np.full((2, 3), -np.inf)
     scores[1] = [0.0, 1.0, -np.inf]
-    out = np.empty_like(scores)
-    core.softmax_into(scores, out)
+    out = softmax(scores)
     assert (out[0] == 0).all() and not np.isnan(out).any()
     np.testing.assert_allclose(out[1], [1 / (1 + math.e), math.e / (1 + math.e), 0.0])
 
@@ -245,21 +329,29 @@ def test_blocked_output_memory_grows_with_n_not_n_squared():
         finally:
             tracemalloc.stop()
 
-    lean = peak(lambda: attention_output(x, *w, h, False))
-    full = peak(lambda: attend(x, *w, h, False))
+    lean = peak(lambda: baselines.output_only_blocked(x, *w, h, False))
+    full = peak(lambda: baselines.core_attention(x, *w, h, False))
     assert full >= 2 * weights_bytes  # scores and weights, as the trace needs
     assert lean < weights_bytes / 4, f"blocked path peaked at {lean / 2**20:.0f} MiB"
 
 
-def test_worker_errors_reach_the_caller():
-    def boom(item: int) -> None:
-        if item == 3:
-            raise ValueError("block 3 failed")
+def test_worker_errors_reach_the_caller(monkeypatch):
+    """A block that fails on a worker thread fails the whole call, with its own exception."""
+    real, calls, lock = schedule.attend, [], threading.Lock()
 
-    for entries in (1, 1 << 40):  # in order, and on the threads
-        with pytest.raises(ValueError, match="block 3"):
-            with core.shared_work(entries) as run_blocks:
-                run_blocks(boom, list(range(8)))
+    def second_block_fails(q, k, v, blocked):
+        with lock:
+            calls.append(q.shape[1])
+            failing = len(calls) == 2
+        if failing:
+            raise ValueError("block 2 failed")
+        return real(q, k, v, blocked)
+
+    x, w = inputs(BIG_N, BIG_D, 0)
+    monkeypatch.setattr(schedule, "attend", second_block_fails)
+    with pytest.raises(ValueError, match="block 2"):
+        multi_head_attention(x, *w, BIG_H, False, attender=attend_blocked)
+    assert len(calls) >= 2  # it did run on blocks
 
 
 def test_float32_runs_end_to_end_and_verifies(tmp_path):
@@ -279,3 +371,85 @@ def test_trace_keeps_the_core_arrays_read_only():
     trace = run("the cat sat on the mat", heads=2, d_model=8)
     for name in ("scores", "weights", "output"):
         assert not getattr(trace, name).flags.writeable
+
+
+# ---------------------------------------------------------------------------
+# mha bench --startup: the harness on cheap commands (real timings would take minutes)
+# ---------------------------------------------------------------------------
+
+SLEEPER = "import sys, time; print('first', flush=True); time.sleep({}); print('last')"
+
+
+def test_run_timed_sees_the_first_line_before_the_end():
+    first, total = startup.run_timed([sys.executable, "-c", SLEEPER.format(0.4)])
+    assert first < total and total - first >= 0.35  # the sleep comes between the two lines
+
+
+def test_run_timed_refuses_a_failing_command():
+    with pytest.raises(RunError, match="boom"):
+        startup.run_timed([sys.executable, "-c", "import sys; sys.exit('boom')"])
+
+
+def fake_commands(out_dir: Path) -> dict[str, list[str]]:
+    """Stand-ins for the real commands: the same names, each with a known shape in time."""
+    py = sys.executable
+    return {"imports": [py, "-c", "'imports'"], "imports_pyplot": [py, "-c", "'pyplot'"], "help": [py, "-c", "1"],
+            "no_plots": [py, "-c", SLEEPER.format(0.0)],
+            "figures": [py, "-c", f"import pathlib; assert pathlib.Path({str(out_dir)!r}).is_dir(); "
+                        + SLEEPER.format(0.3)]}
+
+
+def test_startup_rounds_are_interleaved_medians_and_the_folder_goes(monkeypatch):
+    seen: list[list[str]] = []
+    real = startup.run_timed
+
+    def spy(argv):
+        seen.append(argv)
+        return real(argv)
+
+    monkeypatch.setattr(startup, "startup_commands", fake_commands)
+    monkeypatch.setattr(startup, "run_timed", spy)
+    ticks: list[str] = []
+    result = startup.measure_startup(2, ticks.append)
+    assert len(seen) == len(ticks) == startup.rounds_ticks(2) == 3 * 5  # warm-up round + 2, five commands
+    assert seen[0] != seen[5] and sorted(map(str, seen[:5])) == sorted(map(str, seen[5:10]))  # rotated rounds
+    assert all(len(v) == 2 for v in result.seconds.values())  # the warm-up round is not counted
+    folder = Path(seen[[i for i, a in enumerate(seen) if "pathlib" in a[-1]][0]][-1].split("'")[1])
+    assert not folder.exists()  # the temporary folder is gone after the run
+    assert result.median("figures") >= result.median("first_line") + 0.25
+    assert math.isclose(result.first_line_ratio, result.median("first_line") / result.median("no_plots"))
+    assert math.isclose(result.figures_ratio, result.median("figures") / result.median("imports"))
+    doc = result.to_dict()["ratios"]
+    assert doc["figures_over_imports"]["met"] == (result.figures_ratio <= 2.2)
+    assert doc["first_line_over_no_plots"]["met"] == (result.first_line_ratio <= 1.1)
+    assert result.machine["blas"] and "load_average_before" in result.machine
+
+
+def test_startup_report_states_both_ratios_and_the_blas(monkeypatch):
+    machine = {"cores": 2, "cpu": "Test CPU", "numpy": "2", "load_average": [1.0, 1.0, 1.0],
+               "load_average_before": [0.5, 0.5, 0.5],
+               "blas": [{"internal_api": "openblas", "version": "0.3", "architecture": "Haswell",
+                         "num_threads": 2, "threading_layer": "pthreads"}]}
+    seconds = {"imports": [0.5, 0.4, 0.6], "imports_pyplot": [0.6] * 3, "help": [0.2] * 3,
+               "no_plots": [0.4] * 3, "figures": [1.2, 1.0, 5.0], "first_line": [0.3, 0.5, 0.3]}
+    result = startup.Startup(repeats=3, seconds=seconds, machine=machine)
+    assert math.isclose(result.first_line_ratio, 0.75) and math.isclose(result.figures_ratio, 2.4)
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    console.print(startup.startup_table(result))
+    text = " ".join(console.file.getvalue().split())
+    assert "0.30 s ÷ 0.40 s = 0.75 (target ≤ 1.1: met)" in text
+    assert "1.20 s ÷ 0.50 s = 2.40 (target ≤ 2.2: NOT met)" in text
+    assert "openblas 0.3 (Haswell kernel, pthreads, 2 threads)" in text
+    assert max(len(line) for line in console.file.getvalue().splitlines()) <= 80
+
+
+def test_mha_bench_startup_prints_the_json(monkeypatch):
+    monkeypatch.setattr(startup, "startup_commands", fake_commands)
+    result = invoke("--startup", "--repeats", "1", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc["commands"]) == {"imports", "imports_pyplot", "help", "no_plots", "figures", "first_line"}
+    assert doc["ratios"]["figures_over_imports"]["target"] == 2.2
+    assert doc["ratios"]["figures_over_imports"]["baseline"] == startup.IMPORTS

@@ -2,35 +2,30 @@
 
 The article says the score matrix is N×N per head; this module lets a class
 watch what that means on the machine in front of it.  For N = 16, 32, …
-it times the core (:func:`mhacli.core.trace.attend`, every head's weights kept as a
-trace needs them, or :func:`mhacli.core.trace.attention_output` with ``--blocked``)
+it times the core (:func:`mhacli.bench.baselines.core_attention`, every head's weights
+kept as a trace needs them, or :func:`~mhacli.bench.baselines.output_only_blocked` with ``--blocked``)
 against the same core's matrix products alone, the plain per-head loop of
 ``mha verify`` and, when PyTorch happens to be installed, PyTorch's own
 ``multi_head_attention_forward``.  Every contender runs once to warm up, then
 ``repeats`` rounds in turn (so a busy neighbour slows them all alike), and the
 median of each is kept.
 
-``--startup`` times whole commands instead: ``mha --help``, ``mha explain``
-with and without figures, against importing the libraries they are built on.
+``--startup`` times whole commands instead (:mod:`mhacli.bench.startup`); the
+machine the numbers come from is described by :mod:`mhacli.bench.machine`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import platform
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO, Callable, Iterator, Sequence
 
 import numpy as np
 from rich.console import Group
@@ -38,7 +33,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from mhacli.core import trace as core
+from mhacli.bench.baselines import (Weights, core_attention, matmuls_only, numpy_per_head, output_only_blocked,
+                                    torch_available, torch_calls)
+from mhacli.bench.machine import machine_info, machine_line
+from mhacli.core.embed import init_weights
+from mhacli.core.schedule import cpu_count, rows_per_block
 from mhacli.render import theme
 from mhacli.core.config import Config, memory_limit_bytes
 from mhacli.core.config import human_bytes as human_size
@@ -100,8 +99,8 @@ class Settings:
         """The most any one contender holds at N (default the largest): two (h, N, N) arrays, or blocks."""
         n, h = n_tokens or self.max_tokens, self.heads
         if self.blocked:  # each thread holds one block of scores and weights
-            block = core.rows_per_block(n, self.itemsize) * n * self.itemsize
-            return 2 * core.cpu_count() * block + 16 * n * self.d_model * self.itemsize
+            block = rows_per_block(h, n, self.itemsize) * h * n * self.itemsize
+            return 2 * cpu_count() * block + 16 * n * self.d_model * self.itemsize
         return 2 * h * n * n * self.itemsize + 16 * n * self.d_model * self.itemsize
 
 
@@ -168,80 +167,13 @@ def token_counts(max_tokens: int) -> list[int]:
 # The contenders
 # ---------------------------------------------------------------------------
 
-Weights = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-
-
 def bench_inputs(n: int, settings: Settings) -> tuple[np.ndarray, Weights]:
     """X (N, d) and W_q, W_k, W_v, W_o in the bench's float type, from the seed."""
     rng = np.random.default_rng(settings.seed)
     dtype = np.dtype(settings.dtype)
-    weights = tuple(w.astype(dtype) for w in core.init_weights(settings.d_model, rng))
+    weights = tuple(w.astype(dtype) for w in init_weights(settings.d_model, rng))
     x = rng.standard_normal((n, settings.d_model)).astype(dtype)  # (N, d)
     return x, weights  # type: ignore[return-value]
-
-
-def matmuls_only(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndarray,
-                 heads: int, keep: bool) -> np.ndarray:
-    """The core's own matrix products, same blocks and threads, with no mask and no softmax."""
-    n = x.shape[0]
-    with core.shared_work(heads * n * n) as run:
-        q = core.scale_queries(core.split_heads(core.project_rows(x, w_q, run), heads))  # (h, N, d/h)
-        k = np.ascontiguousarray(core.split_heads(core.project_rows(x, w_k, run), heads))  # (h, N, d/h)
-        v = np.ascontiguousarray(core.split_heads(core.project_rows(x, w_v, run), heads))  # (h, N, d/h)
-        heads_out = np.empty(q.shape, dtype=q.dtype)  # (h, N, d/h)
-        scores = np.empty((heads, n, n), dtype=q.dtype) if keep else None  # (h, N, N), as the core keeps
-
-        def block(item: tuple[int, slice]) -> None:
-            i, rows = item
-            s = scores[i, rows] if scores is not None else np.empty((rows.stop - rows.start, n), q.dtype)
-            core.score_rows(q[i, rows], k[i], out=s)  # (B, d/h) @ (d/h, N) -> (B, N)
-            np.matmul(s, v[i], out=heads_out[i, rows])  # (B, N) @ (N, d/h) -> (B, d/h)
-
-        run(block, core.head_blocks(heads, n, q.itemsize))
-        return core.project_rows(core.merge_heads(heads_out), w_o, run)  # (N, d)
-
-
-def numpy_per_head(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndarray,
-                   heads: int, causal: bool) -> np.ndarray:
-    """The straightforward numpy version: one head at a time, whole (N, N) arrays and their temporaries."""
-    n, d = x.shape
-    d_k = d // heads
-    outs = []
-    for i in range(heads):
-        rows = slice(i * d_k, (i + 1) * d_k)
-        q, k, v = x @ w_q[rows].T, x @ w_k[rows].T, x @ w_v[rows].T  # (N, d/h) each
-        s = q @ k.T / math.sqrt(d_k)  # (N, N)
-        if causal:
-            s = np.where(np.triu(np.ones((n, n), dtype=bool), 1), -np.inf, s)
-        e = np.exp(s - s.max(axis=1, keepdims=True))  # (N, N)
-        outs.append(e / e.sum(axis=1, keepdims=True) @ v)  # (N, N) @ (N, d/h) -> (N, d/h)
-    return np.concatenate(outs, axis=1) @ w_o.T  # (N, d)
-
-
-def torch_calls(x: np.ndarray, w: Weights, heads: int, causal: bool) -> dict[str, Callable[[], object]]:
-    """PyTorch's multi_head_attention_forward on the same X and weights, same threads; {} without torch."""
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
-        return {}
-    torch.set_num_threads(core.cpu_count())
-    n, d = x.shape
-    xt = torch.from_numpy(x)[:, None, :]  # (N, 1, d): PyTorch's (L, batch, E)
-    in_proj = torch.from_numpy(np.concatenate(w[:3]))  # (3d, d)
-    w_o = torch.from_numpy(np.ascontiguousarray(w[3]))  # (d, d)
-    mask = torch.from_numpy(core.causal_mask(n)) if causal else None  # True = blocked, as here
-
-    def forward(need_weights: bool) -> Callable[[], object]:
-        def call() -> object:
-            with torch.inference_mode():
-                return F.multi_head_attention_forward(
-                    xt, xt, xt, d, heads, in_proj, None, None, None, False, 0.0, w_o, None,
-                    training=False, need_weights=need_weights, attn_mask=mask,
-                    average_attn_weights=False)
-        return call
-
-    return {"torch": forward(False), "torch_weights": forward(True)}
 
 
 def contenders(n: int, settings: Settings) -> tuple[dict[str, Callable[[], object]], str]:
@@ -250,10 +182,10 @@ def contenders(n: int, settings: Settings) -> tuple[dict[str, Callable[[], objec
     h, causal = settings.heads, settings.causal
     if settings.blocked:
         def run_core() -> object:
-            return core.attention_output(x, *w, h, causal)
+            return output_only_blocked(x, *w, h, causal)
     else:
         def run_core() -> object:
-            return core.attend(x, *w, h, causal)
+            return core_attention(x, *w, h, causal)
     kind = "python" if n <= PYTHON_LOOP_MAX else "numpy"
     loop = reference_loop if kind == "python" else numpy_per_head
     calls: dict[str, Callable[[], object]] = {
@@ -339,12 +271,6 @@ def calls_per_size(settings: Settings) -> int:
     return (3 + 2 * has_torch) * (settings.repeats + 1) + 1
 
 
-def torch_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("torch") is not None
-
-
 def run_bench(settings: Settings, tick: Tick = lambda _: None) -> Result:
     """Measure every N and describe the machine."""
     settings.check()
@@ -366,64 +292,6 @@ def progress_bar(total: int, stream: IO[str] | None = None) -> Iterator[Tick]:
             progress.update(task, advance=1, description=what)
 
         yield tick
-
-
-# ---------------------------------------------------------------------------
-# The machine
-# ---------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    """The processor's name from /proc/cpuinfo (or what the platform module knows)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def blas_info() -> list[dict[str, object]]:
-    """The BLAS libraries numpy loaded, with version, kernel and thread count (threadpoolctl)."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:  # pragma: no cover - a declared dependency
-        return []
-    keep = ("internal_api", "version", "architecture", "num_threads", "threading_layer")
-    return [{k: lib.get(k) for k in keep} for lib in threadpool_info() if lib.get("user_api") == "blas"]
-
-
-def machine_info() -> dict[str, object]:
-    """What the numbers were measured on."""
-    info: dict[str, object] = {
-        "cores": core.cpu_count(), "cpu": cpu_model(), "python": platform.python_version(),
-        "numpy": np.__version__, "blas": blas_info(), "load_average": _load_average(),
-    }
-    if torch_available():
-        import torch
-
-        info["torch"] = torch.__version__
-        info["torch_threads"] = torch.get_num_threads()
-    return info
-
-
-def _load_average() -> list[float] | None:
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except (AttributeError, OSError):  # pragma: no cover - not Unix
-        return None
-
-
-def machine_line(machine: dict[str, object]) -> str:
-    """The machine in one line, for the table's header and the figure."""
-    parts = [f"{machine['cores']} cores", str(machine["cpu"]), f"numpy {machine['numpy']}"]
-    for lib in machine.get("blas", []):  # type: ignore[union-attr]
-        parts.append(f"{lib['internal_api']} {lib['version']} ({lib['architecture']})")
-    if "torch" in machine:
-        parts.append(f"torch {machine['torch']} ({machine['torch_threads']} threads)")
-    return " · ".join(parts)
 
 
 # ---------------------------------------------------------------------------
@@ -462,9 +330,9 @@ def _ratio(value: float | None) -> str:
 def bench_table(result: Result) -> Group:
     """The bench as a Rich table, with what each column means underneath."""
     s = result.settings
-    what = "attention_output (blocked, weights not kept)" if s.blocked else "attend (all weights kept)"
+    what = "outputs only (blocked, weights not kept)" if s.blocked else "all weights kept, as a trace"
     title = Text(f"mha bench · {s.dtype}, d = {s.d_model}, h = {s.heads}"
-                 f"{', causal' if s.causal else ''} · core.{what}", style=theme.STYLE_TITLE)
+                 f"{', causal' if s.causal else ''} · core: {what}", style=theme.STYLE_TITLE)
     table = Table(box=None, header_style=theme.STYLE_TITLE, pad_edge=False)
     for name in ("N", "time", "mult-\nadds", "GFLOP\n/s", "weights", "peak\nmemory", "÷ loop", "÷ mat-\nmuls"):
         table.add_column(name, justify="right")
@@ -503,18 +371,72 @@ def quadratic_from(d_model: int) -> int:
     return 2 * d_model
 
 
+def spaced_labels(values: Sequence[float], axis_inches: float, size: float, log_span: tuple[float, float]) -> list[str]:
+    """Tick labels for ``values`` on a log axis, blank where one would touch its neighbour (the last one kept)."""
+    lo, hi = (math.log10(v) for v in log_span)
+    span = max(hi - lo, 1e-12)
+
+    def width(text: str) -> float:  # inches: a digit is about 0.6 em wide
+        return len(text) * 0.6 * size / 72
+
+    labels = [str(int(v)) for v in values]
+    kept: list[str] = [""] * len(values)
+    last: tuple[float, str] | None = None
+    for i in range(len(values) - 1, -1, -1):  # from the largest N down: the largest is always labelled
+        x = (math.log10(values[i]) - lo) / span * axis_inches
+        if last is None or last[0] - x >= (width(last[1]) + width(labels[i])) / 2 + 0.06:
+            kept[i] = labels[i]
+            last = (x, labels[i])
+    return kept
+
+
+def seconds_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 steps covering [low, high] seconds; decades only when those would be more than eight."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    steps = [m * 10.0**k for k in range(first, last + 1) for m in (1, 2, 5)]
+    inside = [t for t in steps if low <= t <= high]
+    if len(inside) > 8:
+        inside = [t for t in inside if math.isclose(t, 10.0 ** round(math.log10(t)))]
+    if len(inside) < 2:  # a narrow range: the nearest steps on either side make the axis readable
+        below = [t for t in steps if t < low] or [low]
+        above = [t for t in steps if t > high] or [high]
+        inside = [below[-1], *inside, above[0]]
+    return inside
+
+
+def tick_seconds(t: float) -> str:
+    """A round time for an axis: 2 ms, 500 µs, 1 s."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if t >= scale * 0.999:
+            return f"{t / scale:g} {unit}"
+    return f"{t * 1e9:g} ns"
+
+
 def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
-    """Log-log figure of time against N, the N² region and an N² slope marked; written atomically."""
+    """Log-log figure of time against N, the N² region and an N² slope marked; written atomically.
+
+    One line per contender; a contender whose method changes with N (the plain
+    loop: pure Python up to 128 tokens, numpy above) is two series, never joined.
+    Tick labels are thinned so that none touches its neighbour, the seconds are
+    written as times (1 ms, 2 ms, 5 ms), not powers of ten, and the legend sits
+    beside the axes, where it hides no point.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullLocator
 
     rows, s = result.rows, result.settings
     n = np.array([r.n for r in rows], dtype=float)
     fig = Figure(figsize=(7.5, 4.8), dpi=dpi, facecolor=theme.PAPER_COLOR)
     FigureCanvasAgg(fig)
+    left, right, top, bottom = 0.11, 0.7, 0.92, 0.2  # the legend goes right of the axes, over no line
+    fig.subplots_adjust(left=left, right=right, top=top, bottom=bottom)
     ax = fig.add_subplot()
-    lines = [("mhacli core", n, [r.seconds for r in rows], theme.HEAD_COLORS[0], "o-"),
-             ("its matrix products alone", n, [r.matmul_seconds for r in rows], theme.HEAD_COLORS[2], "s--")]
+    Series = tuple[str, np.ndarray, list[float | None], str, str]  # label, N, seconds, colour, style
+    lines: list[Series] = [
+        ("mhacli core", n, [r.seconds for r in rows], theme.HEAD_COLORS[0], "o-"),
+        ("its matrix products alone", n, [r.matmul_seconds for r in rows], theme.HEAD_COLORS[2], "s--"),
+    ]
     for kind, label, style in (("python", "pure-Python loop (mha verify)", "^:"),
                                ("numpy", "numpy loop over heads", "x:")):
         picked = [r for r in rows if r.loop_kind == kind]  # two different loops: never joined by one line
@@ -534,98 +456,30 @@ def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
     start = quadratic_from(s.d_model)
     if start < n[-1]:
         ax.axvspan(max(start, n[0]), n[-1], color=theme.HEAD_COLORS[4], alpha=0.15, lw=0)
-        fig.text(0.01, 0.045, f"Shaded: N > 2d = {start}, where the N×N work (scores, weighted sums) "
-                 "outgrows the d×d projections: time ∝ N².",
-                 fontsize=7.5, color=theme.LABEL_COLOR)
-    ax.set_xlabel("tokens N (log scale)")
-    ax.set_ylabel("seconds per layer (log scale)")
+        fig.text(0.01, 0.06, f"Shaded: N > 2d = {start}, where the N×N work (scores, weighted sums) "
+                 "outgrows the d×d projections: time ∝ N².", fontsize=7.5, color=theme.LABEL_COLOR)
+    ax.set_xlabel("tokens N (log scale)", fontsize=9)
+    ax.set_ylabel("seconds per layer (log scale)", fontsize=9)
     ax.set_title(f"Multi-head attention, d = {s.d_model}, h = {s.heads}, {s.dtype}: time against N",
                  fontsize=10, color=theme.LABEL_COLOR)
-    ax.set_xticks(n, [str(int(v)) for v in n], minor=False)
-    ax.tick_params(axis="x", labelsize=7)
+    # Ticks of our own on both axes, minor ticks off: log axes otherwise label minor ticks
+    # (2×10¹, 3×10¹ …) on top of the N labels when the range is short.
+    span = (n[0] / 1.15, n[-1] * 1.15)
+    ax.set_xlim(*span)
+    ax.set_xticks(n, spaced_labels(list(n), 7.5 * (right - left), 8, span))
+    every = [v for _, _, values, _, _ in lines for v in values if v] + list(guide)
+    low, high = min(every) / 1.3, max(every) * 1.3
+    y_ticks = seconds_ticks(low, high)
+    ax.set_yticks(y_ticks, [tick_seconds(t) for t in y_ticks])
+    ax.set_ylim(min(low, y_ticks[0]), max(high, y_ticks[-1]))
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_minor_locator(NullLocator())
+    ax.tick_params(labelsize=8)
     ax.grid(True, which="major", color="#DDDDDD", lw=0.6)
-    ax.legend(fontsize=7, loc="lower right", frameon=False)
-    fig.text(0.01, 0.01, machine_line(result.machine), fontsize=6, color=theme.SINGLE_HEAD_COLOR)
-    fig.subplots_adjust(left=0.1, right=0.98, top=0.92, bottom=0.17)
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
+    machine = machine_line(result.machine)
+    cut = machine.find(" · ", len(machine) // 2) if len(machine) > 150 else -1  # two lines when long
+    if cut > 0:
+        machine = machine[:cut] + "\n" + machine[cut + 3:]
+    fig.text(0.01, 0.01, machine, fontsize=6, color=theme.SINGLE_HEAD_COLOR, va="bottom")
     return atomic_write(path, lambda handle: fig.savefig(handle, format="png", dpi=dpi))
-
-
-# ---------------------------------------------------------------------------
-# Start-up
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StartupRow:
-    label: str
-    command: tuple[str, ...]
-    seconds: float
-    ratio: float  # over the import baseline
-
-
-def _mha_command() -> list[str]:
-    """The installed ``mha`` script beside this Python, or ``python -m mhacli``."""
-    script = Path(sys.executable).with_name("mha")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "mhacli"]
-
-
-def startup_commands(out_dir: Path) -> list[tuple[str, list[str]]]:
-    mha = _mha_command()
-    return [
-        ("import numpy, matplotlib, rich, typer", [sys.executable, "-c", IMPORT_BASELINE]),
-        ("mha --help", [*mha, "--help"]),
-        ("mha explain --no-plots (6 tokens)", [*mha, "explain", STARTUP_SENTENCE, "--no-plots"]),
-        ("mha explain with figures (6 tokens)", [*mha, "explain", STARTUP_SENTENCE, "--out", str(out_dir)]),
-    ]
-
-
-def _time_command(argv: list[str]) -> float:
-    env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
-    start = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                          env=env, text=True)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        from mhacli.core.errors import RunError
-
-        raise RunError(f"{' '.join(argv[-4:])} failed while timing start-up: {proc.stderr.strip()[-300:]}")
-    return seconds
-
-
-def measure_startup(repeats: int, tick: Tick = lambda _: None) -> list[StartupRow]:
-    """Median wall time of each command in a fresh process, interleaved, after one warm-up round."""
-    folder = Path(tempfile.mkdtemp(prefix="mha-bench-startup-"))
-    try:
-        commands = startup_commands(folder)
-        times: dict[str, list[float]] = {label: [] for label, _ in commands}
-        for round_ in range(repeats + 1):  # round 0 fills the disk cache and writes the font cache
-            for label, argv in commands:
-                seconds = _time_command(argv)
-                if round_:
-                    times[label].append(seconds)
-                tick(label)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    base = statistics.median(times[commands[0][0]])
-    return [StartupRow(label, tuple(argv), statistics.median(times[label]),
-                       statistics.median(times[label]) / base) for label, argv in commands]
-
-
-def startup_table(rows: list[StartupRow], repeats: int) -> Group:
-    table = Table(box=None, header_style=theme.STYLE_TITLE, pad_edge=False)
-    table.add_column("command")
-    table.add_column("median", justify="right")
-    table.add_column("÷ imports", justify="right")
-    for row in rows:
-        table.add_row(row.label, human_seconds(row.seconds), f"{row.ratio:.2f}")
-    figures = rows[-1]
-    verdict = "within" if figures.ratio <= 2 else "over"
-    notes = [f"median of {repeats} fresh processes after a warm-up round; ÷ imports: over the first line.",
-             f"mha explain with all its figures takes {figures.ratio:.2f}× importing its libraries "
-             f"({verdict} the 2× target)."]
-    return Group(Text("mha bench --startup", style=theme.STYLE_TITLE), table,
-                 *(Text(n, style=theme.STYLE_DIM) for n in notes))
-
-
-def startup_json(rows: list[StartupRow], machine: dict[str, object]) -> str:
-    return json.dumps({"machine": machine, "startup": [asdict(r) for r in rows]}, indent=2)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from mhacli.cli.options import (OUT_DIR, BlockedOpt, CausalOpt, DModelOpt, DtypeOpt, HeadsOpt, NumbersJsonOpt,
                                 PlotOpt, RepeatsOpt, StartupOpt)
 from mhacli.cli.options import BenchMaxTokensOpt as MaxTokensOpt
@@ -43,12 +41,14 @@ def bench(
     if startup:
         if plot:
             raise UsageError("--plot draws the bench over N; it has nothing to draw with --startup. Drop one.")
-        with runner.progress_bar((repeats + 1) * len(runner.startup_commands(Path(".")))) as tick:
-            rows = runner.measure_startup(repeats, tick)
+        from mhacli.bench import startup as timing
+
+        with runner.progress_bar(timing.rounds_ticks(repeats)) as tick:
+            measured = timing.measure_startup(repeats, tick)
         if json_out:
-            write_stdout(runner.startup_json(rows, runner.machine_info()) + "\n")
+            write_stdout(timing.startup_json(measured) + "\n")
         else:
-            print_all(runner.startup_table(rows, repeats))
+            print_all(timing.startup_table(measured))
         return
     if plot:
         from mhacli.io.files import prepare_out_dir

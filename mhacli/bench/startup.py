@@ -1,0 +1,214 @@
+"""``mha bench --startup``: the two start-up ratios of issue 10, measured side by side.
+
+* **first line**: wall time until the first line of ``mha explain "the cat sat on
+  the mat"`` (figures on) appears on stdout, read through a pipe, divided by the
+  whole ``--no-plots`` run.  Target ≤ 1.1: drawing must not keep the class waiting
+  for the walkthrough.
+* **figures**: the whole ``mha explain "the cat sat on the mat"`` with all its
+  figures (written into a temporary folder) divided by a Python process that only
+  imports numpy, matplotlib, rich and typer.  Target ≤ 2.2.
+
+  For matplotlib the baseline imports ``matplotlib.figure``: the module every
+  figure of mhacli is built from (``Figure`` objects, never pyplot), and the
+  baseline 0.1.0's 1.7× was measured against.  ``import matplotlib`` alone loads
+  none of the drawing code, so a ratio over it would mostly count importing
+  matplotlib; ``matplotlib.pyplot`` loads more than the tool ever does (its
+  backend switching and figure manager).  The pyplot baseline is timed too and
+  shown beside, for whoever prefers it.
+
+Every command runs in a fresh process (the installed ``mha`` script, as a class
+runs it, in an environment without ``PYTHONDONTWRITEBYTECODE``); one round runs
+each command once, in an order that rotates from round to round, after one
+warm-up round that fills the disk, font and bytecode caches.  The
+medians of the rounds are compared, so a busy moment of the machine hits every
+command alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+SENTENCE = "the cat sat on the mat"  # 6 tokens: the issue's benchmark
+IMPORTS = "import numpy, matplotlib.figure, rich.console, typer"
+IMPORTS_PYPLOT = "import numpy, matplotlib.pyplot, rich.console, typer"
+FIRST_LINE_TARGET = 1.1
+FIGURES_TARGET = 2.2
+
+Tick = Callable[[str], None]
+
+
+def mha_command() -> list[str]:
+    """The installed ``mha`` script beside this Python, or ``python -m mhacli``."""
+    script = Path(sys.executable).with_name("mha")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mhacli"]
+
+
+def startup_commands(out_dir: Path) -> dict[str, list[str]]:
+    """Name → argv of every command one round runs."""
+    mha = mha_command()
+    return {
+        "imports": [sys.executable, "-c", IMPORTS],
+        "imports_pyplot": [sys.executable, "-c", IMPORTS_PYPLOT],
+        "help": [*mha, "--help"],
+        "no_plots": [*mha, "explain", SENTENCE, "--no-plots"],
+        "figures": [*mha, "explain", SENTENCE, "--out", str(out_dir)],
+    }
+
+
+LABELS = {
+    "imports": IMPORTS,
+    "imports_pyplot": IMPORTS_PYPLOT,
+    "help": "mha --help",
+    "no_plots": f'mha explain "{SENTENCE}" --no-plots',
+    "figures": f'mha explain "{SENTENCE}" (all figures)',
+    "first_line": "  … its first walkthrough line on stdout",
+}
+
+
+def run_timed(argv: list[str]) -> tuple[float, float]:
+    """Seconds until the first line on stdout, and until the process has ended (raises if it failed)."""
+    env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
+    # As a user's shell has it: Python writes its bytecode cache (the warm-up round fills it, as
+    # pip does at install; without it every run compiles mhacli anew) and buffers a piped stdout.
+    for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"):
+        env.pop(name, None)
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    first = time.perf_counter() - start
+    proc.stdout.read()
+    err = proc.stderr.read()
+    code = proc.wait()
+    total = time.perf_counter() - start
+    if code != 0:
+        from mhacli.core.errors import RunError
+
+        raise RunError(f"{' '.join(argv[-4:])} failed while timing start-up ({code}): "
+                       f"{err.decode(errors='replace').strip()[-300:]}")
+    return first, total
+
+
+@dataclass(frozen=True)
+class Startup:
+    """Every timed round of every command, and what follows from their medians."""
+
+    repeats: int
+    seconds: dict[str, list[float]]  # name -> one time per round (first_line: of the figures run)
+    machine: dict[str, object]
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.seconds[name])
+
+    @property
+    def first_line_ratio(self) -> float:
+        """(a) first walkthrough line of the figures run ÷ the whole --no-plots run."""
+        return self.median("first_line") / self.median("no_plots")
+
+    @property
+    def figures_ratio(self) -> float:
+        """(b) the whole run with figures ÷ importing numpy, matplotlib.figure, rich and typer."""
+        return self.median("figures") / self.median("imports")
+
+    @property
+    def figures_ratio_pyplot(self) -> float:
+        """(b) over the pyplot baseline instead."""
+        return self.median("figures") / self.median("imports_pyplot")
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "machine": self.machine, "repeats": self.repeats, "sentence": SENTENCE,
+            "commands": {name: {"label": LABELS[name].strip(" …"), "median": self.median(name),
+                                "seconds": values} for name, values in self.seconds.items()},
+            "ratios": {
+                "first_line_over_no_plots": {"value": self.first_line_ratio, "target": FIRST_LINE_TARGET,
+                                             "met": self.first_line_ratio <= FIRST_LINE_TARGET},
+                "figures_over_imports": {"value": self.figures_ratio, "target": FIGURES_TARGET,
+                                         "met": self.figures_ratio <= FIGURES_TARGET, "baseline": IMPORTS},
+                "figures_over_imports_pyplot": {"value": self.figures_ratio_pyplot, "baseline": IMPORTS_PYPLOT},
+            },
+        }
+
+
+def rounds_ticks(repeats: int) -> int:
+    """Progress ticks of :func:`measure_startup`: every command of every round, the warm-up included."""
+    return (repeats + 1) * len(startup_commands(Path(".")))
+
+
+def measure_startup(repeats: int, tick: Tick = lambda _: None) -> Startup:
+    """Median wall times of every command over ``repeats`` interleaved rounds, after a warm-up round."""
+    from mhacli.bench.machine import load_average, machine_info
+    from mhacli.io.cleanup import temporary_folder
+
+    load_before = load_average()
+    with temporary_folder("mha-bench-startup-") as folder:
+        commands = startup_commands(folder)
+        names = list(commands)
+        seconds: dict[str, list[float]] = {name: [] for name in [*names, "first_line"]}
+        for round_ in range(repeats + 1):  # round 0 fills the disk cache and the font cache
+            shift = round_ % len(names)
+            for name in names[shift:] + names[:shift]:  # rotate, so no command always follows the same one
+                first, total = run_timed(commands[name])
+                if round_:
+                    seconds[name].append(total)
+                    if name == "figures":
+                        seconds["first_line"].append(first)
+                tick(LABELS[name].strip(" …"))
+    machine = machine_info(with_torch=False)
+    machine["load_average_before"] = load_before
+    return Startup(repeats=repeats, seconds=seconds, machine=machine)
+
+
+def verdict(value: float, target: float) -> str:
+    return f"≤ {target}: {'met' if value <= target else 'NOT met'}"
+
+
+def startup_table(result: Startup) -> object:
+    """The medians as a Rich table, the two ratios and their targets underneath."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from mhacli.bench.machine import blas_line, machine_line
+    from mhacli.bench.runner import human_seconds
+    from mhacli.render import theme
+
+    table = Table(box=None, header_style=theme.STYLE_TITLE, pad_edge=False)
+    table.add_column("command")
+    table.add_column("median", justify="right")
+    table.add_column("÷ imports", justify="right")
+    base = result.median("imports")
+    for name in ("imports", "imports_pyplot", "help", "no_plots", "figures", "first_line"):
+        table.add_row(LABELS[name], human_seconds(result.median(name)), f"{result.median(name) / base:.2f}")
+    a, b = result.first_line_ratio, result.figures_ratio
+    lines = [
+        f"(a) first walkthrough line ÷ whole --no-plots run: {result.median('first_line'):.2f} s ÷ "
+        f"{result.median('no_plots'):.2f} s = {a:.2f} (target {verdict(a, FIRST_LINE_TARGET)})",
+        f"(b) explain with all figures ÷ {IMPORTS}: {result.median('figures'):.2f} s ÷ {base:.2f} s = {b:.2f} "
+        f"(target {verdict(b, FIGURES_TARGET)}); over the pyplot import instead: {result.figures_ratio_pyplot:.2f}",
+    ]
+    before: list[float] = result.machine.get("load_average_before") or []  # type: ignore[assignment]
+    notes = [f"Medians of {result.repeats} interleaved rounds of fresh processes after a warm-up round; "
+             "the first line is read through a pipe.",
+             f"numpy's BLAS: {blas_line(result.machine)}.",
+             machine_line(result.machine)
+             + f" (before: {' '.join(f'{v:.1f}' for v in before)})"]
+    return Group(Text("mha bench --startup", style=theme.STYLE_TITLE), table,
+                 *(Text(line) for line in lines), *(Text(n, style=theme.STYLE_DIM) for n in notes))
+
+
+def startup_json(result: Startup) -> str:
+    return json.dumps(result.to_dict(), indent=2)
+
+
+if __name__ == "__main__":  # python -m mhacli.bench.startup [REPEATS]: the JSON document alone
+    print(startup_json(measure_startup(int(sys.argv[1]) if len(sys.argv) > 1 else 5)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import statistics
 import struct
 import subprocess
 import sys
@@ -453,3 +454,44 @@ def test_mha_bench_startup_prints_the_json(monkeypatch):
     assert set(doc["commands"]) == {"imports", "imports_pyplot", "help", "no_plots", "figures", "first_line"}
     assert doc["ratios"]["figures_over_imports"]["target"] == 2.2
     assert doc["ratios"]["figures_over_imports"]["baseline"] == startup.IMPORTS
+
+
+# ---------------------------------------------------------------------------
+# mha bench --train (a few steps of a small model: the wiring and the report, not the speed)
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def quick_train(monkeypatch):
+    from mhacli.bench import train as timing
+    from mhacli.core.train import TrainConfig
+
+    real = timing.bench_train
+    monkeypatch.setattr(timing, "bench_train", lambda repeats, tick: real(
+        repeats, steps=2, config=TrainConfig(heads=2, d_model=8, batch=4, length=6), tick=tick))
+
+
+def test_mha_bench_train_reports_both_medians_and_their_ratio(quick_train):
+    result = invoke("--train", "--repeats", "2", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert len(doc["numpy_times"]) == 2 and doc["numpy_seconds_per_step"] == statistics.median(doc["numpy_times"])
+    assert doc["config"]["d_model"] == 8 and doc["machine"]["blas"]
+    if baselines.torch_available():
+        assert math.isclose(doc["ratio"], doc["numpy_seconds_per_step"] / doc["torch_seconds_per_step"])
+    shown = invoke("--train", "--repeats", "1")
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.output.split())
+    assert "numpy (mhacli's backward pass, Adam)" in text and "d_model 8, 2 heads" in text
+    assert ("numpy ÷ PyTorch =" in text) == baselines.torch_available()
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--train", "--heads", "2"], "--heads"),
+    (["--train", "--startup"], "one at a time"),
+    (["--startup", "--max-tokens", "64"], "--max-tokens"),
+    (["--train", "--repeats", "0"], "--repeats"),
+])
+def test_train_and_startup_refuse_what_they_do_not_use(args, words):
+    result = invoke(*args)
+    assert result.exit_code == 2 and words in result.output and "Traceback" not in result.output

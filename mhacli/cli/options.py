@@ -152,7 +152,11 @@ BlockedOpt = Annotated[bool, typer.Option(
 PlotOpt = Annotated[bool, typer.Option(
     "--plot", metavar=FLAG, rich_help_panel=FIGURES,
     help="Also save bench.png into --out: time against N on log-log axes, the N² part marked.")]
+BenchTrainOpt = Annotated[bool, typer.Option(
+    "--train", metavar=FLAG, rich_help_panel=BENCH,
+    help="Time instead one training step of the default 'mha train' model in numpy, beside the same model "
+    "in PyTorch autograd when PyTorch is installed: --repeats blocks of 50 steps each, interleaved.")]
 StartupOpt = Annotated[bool, typer.Option(
     "--startup", metavar=FLAG, rich_help_panel=BENCH,
-    help="Time instead how long 'mha --help' and 'mha explain' (with and without figures) take to start, "
-    "beside importing numpy, matplotlib, rich and typer.")]
+    help="Time instead how long 'mha explain' takes to show its first line and to draw its figures, in fresh "
+    "processes beside one that only imports numpy, matplotlib.figure, rich and typer; prints both start-up ratios.")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import statistics
 import struct
 import subprocess
@@ -495,3 +496,16 @@ def test_mha_bench_train_reports_both_medians_and_their_ratio(quick_train):
 def test_train_and_startup_refuse_what_they_do_not_use(args, words):
     result = invoke(*args)
     assert result.exit_code == 2 and words in result.output and "Traceback" not in result.output
+
+
+def test_figure_costs_times_every_phase_and_writes_every_figure(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "mhacli.bench.figure_costs", "--once", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "MPLBACKEND": "Agg"})
+    assert proc.returncode == 0, proc.stderr
+    phases = json.loads(proc.stdout)
+    assert "import matplotlib.figure" in phases and "save heads.png" in phases
+    assert all(cpu >= 0 and wall >= 0 for cpu, wall in phases.values())
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["head-1.png", "head-2.png", "head-3.png", "head-4.png", "heads.png", "magnifiers.png",
+                       "split.png"]  # what mha explain writes for the sentence: the same work is timed
+    assert {f"update and save {name}" for name in written if name.startswith("head-")} <= set(phases)

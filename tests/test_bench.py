@@ -383,8 +383,12 @@ SLEEPER = "import sys, time; print('first', flush=True); time.sleep({}); print('
 
 
 def test_run_timed_sees_the_first_line_before_the_end():
-    first, total = startup.run_timed([sys.executable, "-c", SLEEPER.format(0.4)])
+    first, total, cpu = startup.run_timed([sys.executable, "-c", SLEEPER.format(0.4)])
     assert first < total and total - first >= 0.35  # the sleep comes between the two lines
+    assert 0 < cpu < total - 0.3  # sleeping uses no CPU
+    _, _, busy = startup.run_timed([sys.executable, "-c", "import time\nend = time.process_time() + 0.3\n"
+                                    "while time.process_time() < end: pass\nprint(1)"])
+    assert busy >= 0.3
 
 
 def test_run_timed_refuses_a_failing_command():
@@ -421,6 +425,8 @@ def test_startup_rounds_are_interleaved_medians_and_the_folder_goes(monkeypatch)
     assert result.median("figures") >= result.median("first_line") + 0.25
     assert math.isclose(result.first_line_ratio, result.median("first_line") / result.median("no_plots"))
     assert math.isclose(result.figures_ratio, result.median("figures") / result.median("imports"))
+    assert all(len(v) == 2 for v in result.cpu.values()) and "first_line" not in result.cpu
+    assert math.isclose(result.figures_cpu_ratio, result.median_cpu("figures") / result.median_cpu("imports"))
     doc = result.to_dict()["ratios"]
     assert doc["figures_over_imports"]["met"] == (result.figures_ratio <= 2.2)
     assert doc["first_line_over_no_plots"]["met"] == (result.first_line_ratio <= 1.1)
@@ -434,7 +440,9 @@ def test_startup_report_states_both_ratios_and_the_blas(monkeypatch):
                          "num_threads": 2, "threading_layer": "pthreads"}]}
     seconds = {"imports": [0.5, 0.4, 0.6], "imports_pyplot": [0.6] * 3, "help": [0.2] * 3,
                "no_plots": [0.4] * 3, "figures": [1.2, 1.0, 5.0], "first_line": [0.3, 0.5, 0.3]}
-    result = startup.Startup(repeats=3, seconds=seconds, machine=machine)
+    cpu = {name: [0.2] * 3 for name in ("imports_pyplot", "help", "no_plots")}
+    cpu.update(imports=[0.25, 0.3, 0.2], figures=[0.6, 0.5, 0.7])
+    result = startup.Startup(repeats=3, seconds=seconds, machine=machine, cpu=cpu)
     assert math.isclose(result.first_line_ratio, 0.75) and math.isclose(result.figures_ratio, 2.4)
     from rich.console import Console
 
@@ -444,6 +452,7 @@ def test_startup_report_states_both_ratios_and_the_blas(monkeypatch):
     assert "0.30 s ÷ 0.40 s = 0.75 (target ≤ 1.1: met)" in text
     assert "1.20 s ÷ 0.50 s = 2.40 (target ≤ 2.2: NOT met)" in text
     assert "openblas 0.3 (Haswell kernel, pthreads, 2 threads)" in text
+    assert "(b) in CPU seconds, which other jobs on the machine hardly change: 0.60 s ÷ 0.25 s = 2.40" in text
     assert max(len(line) for line in console.file.getvalue().splitlines()) <= 80
 
 

@@ -151,3 +151,16 @@ def test_devices_are_refused_at_once():
 
     with pytest.raises(UsageError, match="not a regular file"):
         load_attention("/dev/zero")
+
+
+def test_a_view_is_measured_like_the_run_it_came_from():
+    from mhacli.core.analysis import analyse
+
+    t = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed", causal=True)
+    mine, theirs = analyse(from_attention(t.weights, t.tokens)), analyse(t)
+    assert mine.causal and mine.kind == "your model" and mine.rules is None
+    assert [(s.pattern, s.pattern_key, s.pattern_rows, s.pattern_of) for s in mine.heads] == \
+        [(s.pattern, s.pattern_key, s.pattern_rows, s.pattern_of) for s in theirs.heads]
+    assert np.array_equal(mine.agreement, theirs.agreement) and np.allclose(mine.js, theirs.js)
+    named = analyse(from_attention(t.weights, t.tokens, names=["a", "b", "c", "d"]).at_layer(0))
+    assert named.rules == ("a", "b", "c", "d")

@@ -21,7 +21,6 @@ from rich.console import Console
 
 from mhacli.render import figures
 from mhacli.render import theme
-from mhacli.core.analysis import query_view
 from mhacli.cli.app import app
 from mhacli.core.compare import single_head as _single_head
 from mhacli.core.trace import run
@@ -338,22 +337,70 @@ def test_magnifier_rows_are_shaded_by_the_attention_each_token_receives(cat):
     single = _single_head(cat)
     fig = figures.magnifiers_figure(cat, single, query=1)
     rows = fig.mhacli_rows
+    assert fig.mhacli_queries == (1,)
     assert [r.name for r in rows] == ["1 head", "Head 1", "Head 2", "Head 3", "Head 4"]
     assert np.allclose(rows[0].weights, np.asarray(single.weights[0])[1])
-    expected = query_view(np.asarray(cat.weights), 1)
     for i in range(4):
-        assert np.allclose(rows[i + 1].weights, expected[i])
+        assert np.allclose(rows[i + 1].weights, np.asarray(cat.weights[i])[1])
         assert rows[i + 1].color == theme.head_color(i)
         assert rows[i + 1].labels == list(cat.tokens)
+        assert rows[i + 1].top == int(np.argmax(cat.weights[i][1]))  # the outlined box is the row's argmax
     vmax = max(float(r.weights.max()) for r in rows)
     for r in rows:
         for box, w in zip(r.boxes, r.weights):
             want = np.array([int(theme.tint(r.color, w / vmax)[k:k + 2], 16) / 255 for k in (1, 3, 5)])
             assert np.allclose(box.get_facecolor()[:3], want, atol=1 / 255)
-    # Averaged over all queries by default.
-    fig = figures.magnifiers_figure(cat, single)
-    assert np.allclose(fig.mhacli_rows[1].weights, np.asarray(cat.weights[0]).mean(axis=0))
-    assert "averaged" in all_text(fig)
+        assert [b.get_linewidth() for b in r.boxes].count(3.0) == 1
+    assert "random weights: these patterns mean nothing yet" in fig.mhacli_label.get_text()
+
+
+def test_magnifiers_without_a_query_show_the_queries_where_the_heads_differ_most(cat):
+    from mhacli.core.analysis import analyse
+
+    fig = figures.magnifiers_figure(cat, _single_head(cat))
+    a = analyse(cat)
+    distinct = {q: len({int(k) for k in a.top_keys[:, q] if k >= 0}) for q in range(cat.n_tokens)}
+    chosen = fig.mhacli_queries
+    assert 1 <= len(chosen) <= 3 and len(fig.mhacli_rows) == 5 * len(chosen)
+    assert distinct[chosen[0]] == max(distinct.values())  # no query has more different top keys
+    assert all(distinct[q] >= distinct[p] for q in chosen for p in range(cat.n_tokens) if p not in chosen)
+    for k, q in enumerate(chosen):  # each block shows that query's rows, never an average over queries
+        block = fig.mhacli_rows[5 * k:5 * (k + 1)]
+        assert all(r.query == q for r in block)
+        for i in range(4):
+            assert np.allclose(block[i + 1].weights, np.asarray(cat.weights[i])[q])
+    why = fig.mhacli_why.get_text().replace("\n", " ")
+    assert "differ most" in why and f"(position {chosen[0]}): {distinct[chosen[0]]} different tokens" in why
+    assert "averaged" not in all_text(fig)
+
+
+def test_repeated_designed_magnifiers_show_four_different_tokens_without_a_query():
+    """Issue 12's acceptance: the opening slide of --sample repeated --weights designed, no --query."""
+    from mhacli.io.samples import load_sample
+
+    trace = run(load_sample("repeated").text, heads=4, weights="designed")
+    fig = figures.magnifiers_figure(trace, _single_head(trace))
+    first = [r for r in fig.mhacli_rows if r.query == fig.mhacli_queries[0] and r.name.startswith("Head")]
+    focus = [r.top for r in first]
+    assert None not in focus and len(set(focus)) == 4, focus
+    for r in first:  # in focus means all of the row's weight, outlined
+        assert r.weights[r.top] > 0.9 and r.boxes[r.top].get_linewidth() == 3.0
+    assert "4 different tokens in focus" in all_text(fig)
+    for rule in trace.rules:
+        assert rule in fig.mhacli_label.get_text()
+
+
+def test_magnifiers_hatch_masked_keys_and_state_what_the_window_leaves_out():
+    trace = run(LONG30, heads=2, d_model=8, causal=True)
+    fig = figures.magnifiers_figure(trace, None, max_tokens=10, query=6)
+    for r in fig.mhacli_rows:
+        for k, box in enumerate(r.boxes):
+            assert bool(box.get_hatch()) == (k > 6) == bool(r.masked[k])
+            assert (r.percents[k].get_text() == "") == (k > 6)
+    text = all_text(fig).replace("\n", " ")
+    assert "tokens 0–9 of 29" in text and "falls outside the window" in text
+    # Query 6 sees keys 0…6, all inside the window: nothing of its row is outside.
+    assert text.count("0% outside the window") >= 2
 
 
 def test_each_row_is_led_by_a_magnifier_in_its_heads_colour(cat):

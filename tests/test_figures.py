@@ -646,6 +646,30 @@ def test_terminal_grid_steps_aside_when_the_sentence_is_too_wide():
     assert "head 2" in wide
 
 
+def test_terminal_grids_name_the_weights_and_each_heads_per_query_pattern():
+    trace = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed")
+    text = render(head_grids(trace, width=200), width=200)
+    assert "designed weights: head 1, previous token" in text
+    for i, rule in enumerate(trace.rules):
+        assert f"head {i + 1}  {rule}" in text
+    hidden = render(head_grids(trace, width=200, hide_rules=True), width=200)
+    assert not any(rule in hidden for rule in trace.rules) and "rules hidden" in hidden
+    random = render(head_grids(run(CAT, heads=2, d_model=8), width=80))
+    assert "random weights: these patterns mean nothing yet" in random
+    assert all(len(line) <= 80 for line in random.splitlines())
+
+
+def test_terminal_grids_of_a_view_show_its_weights_and_whose_they_are():
+    from mhacli.core.view import from_attention
+
+    trace = run(CAT, heads=2, d_model=8, causal=True)
+    view = from_attention(trace.weights, trace.tokens, layer_names=["only"])
+    text = render(head_grids(view, width=80))
+    assert "attention from your model" in text and "·" in text  # causal cells found from the weights
+    grid = render(head_grid(np.asarray(view.weights[1]), view.tokens))
+    assert [int(x) for x in grid.splitlines()[3].split()[2:4]] == [round(v * 100) for v in trace.weights[1][1, :2]]
+
+
 def test_terminal_grid_escapes_what_the_text_could_smuggle_in():
     trace = run("a \x1b[31mred\x1b[0m b", heads=1, d_model=4)
     assert "\x1b[31m" not in render(head_grids(trace, width=80))

@@ -26,7 +26,6 @@ from mhacli.render.labels import measure, pattern_words, weights_note
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
     from mhacli.core.compare import Comparison
-    from mhacli.core.trace import Trace
     from mhacli.render.labels import Shown
 
 CELL = 4  # cells are " 38" plus one space: room for "100"
@@ -174,7 +173,7 @@ def comparison_panel(cmp: Comparison) -> RenderableType:
     table.add_column("focus", justify="right")
     table.add_column("looks most at", overflow="fold")
     rows = [(cmp.single, Text("● 1 head", style=f"bold {theme.SINGLE_HEAD_COLOR}"))]
-    rows += [(s, Text(f"● head {s.head + 1}", style=theme.head_style(s.head or 0))) for s in cmp.heads]
+    rows += [(s, Text(f"● head {(s.head or 0) + 1}", style=theme.head_style(s.head or 0))) for s in cmp.heads]
     for k, (s, name) in enumerate(rows):
         if k == 1:
             table.add_section()

@@ -98,7 +98,8 @@ def save_figures(trace: Shown, single: Trace | None, out_dir: Path, fmt: str = "
         saved.append(save(build_magnifiers(trace, single, view, pen, analysis, hide_rules),
                           out / f"magnifiers.{fmt}", fmt, dpi))
         if not is_view(trace):
-            saved.append(save(split_figure(cast("Trace", trace), hide_rules=hide_rules), out / f"split.{fmt}", fmt, dpi))
+            split = split_figure(cast("Trace", trace), hide_rules=hide_rules)
+            saved.append(save(split, out / f"split.{fmt}", fmt, dpi))
     leftover = leftovers(out, trace.num_heads, fmt)
     if leftover:
         saved.notices.append(leftover)

@@ -793,3 +793,71 @@ def test_single_head_uses_the_same_input_and_weights(cat):
     again = run(CAT, heads=1, d_model=16)
     assert np.allclose(single.weights, again.weights)
     assert dataclasses.replace(cat.config, heads=1) == single.config
+
+
+# ---------------------------------------------------------------------------
+# An attention view, honest labels, hidden rules
+# ---------------------------------------------------------------------------
+
+
+def _view(causal: bool = True):
+    from mhacli.core.view import from_attention
+
+    rng = np.random.default_rng(3)
+    s = rng.standard_normal((2, 3, 6, 6)) * 2
+    if causal:
+        s = np.where(np.triu(np.ones((6, 6), bool), 1), -np.inf, s)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    return w, from_attention(w, CAT.split(), layer_names=["enc.0", "enc.1"], layer=1)
+
+
+def test_a_view_draws_heads_sheet_and_magnifiers_of_its_layer_and_nothing_invented(tmp_path):
+    import mhacli
+
+    w, view = _view()
+    saved = mhacli.save_figures(view, tmp_path / "new" / "dir", dpi=FAST_DPI)
+    assert [p.name for p in saved] == ["head-1.png", "head-2.png", "head-3.png", "heads.png", "magnifiers.png"]
+    hf = head_map(view, 2)
+    assert np.array_equal(np.ma.getdata(hf.map.image.get_array()), w[1][2])
+    assert np.array_equal(np.ma.getmaskarray(hf.map.image.get_array()), np.triu(np.ones((6, 6), bool), 1))
+    label = "attention from your model, layer 2 of 2 (enc.1)"
+    assert label in hf.note.get_text()
+    sheet = figures.heads_figure(view)
+    assert np.allclose(np.ma.getdata(sheet.mhacli_panels.maps[-1].image.get_array()), w[1].mean(axis=0))
+    assert label in sheet.mhacli_label.get_text()
+    mag = figures.magnifiers_figure(view)
+    assert [r.name for r in mag.mhacli_rows[:3]] == ["Head 1", "Head 2", "Head 3"]  # no one-head contrast
+    text = all_text(mag) + all_text(sheet) + all_text(hf.fig)
+    for invented in ("d/h", "d =", "W_q", "parameters"):
+        assert invented not in text, invented
+    for p in saved:
+        assert pixels(p).std() > 20, p.name
+
+
+@pytest.mark.parametrize("weights", ["random", "designed"])
+def test_every_figure_names_its_weights_and_hide_rules_hides_the_names(weights):
+    from mhacli.core import narrate
+
+    trace = run("the dog saw the cat and the cat saw the dog", heads=4, weights=weights)
+    single = _single_head(trace)
+    label = narrate.weights_label(weights, trace.rules)
+    figs = {
+        "head": head_map(trace, 1).fig, "heads": figures.heads_figure(trace),
+        "magnifiers": figures.magnifiers_figure(trace, single), "split": figures.split_figure(trace),
+        "compare": figures.compare_figure(trace, single),
+    }
+    for name, fig in figs.items():
+        assert label.replace(" ", "") in all_text(fig).replace("\n", "").replace(" ", ""), name
+    if weights == "designed":
+        hidden = {
+            "head": figures.head_figure(trace, 1, hide_rules=True), "heads": figures.heads_figure(trace, hide_rules=True),
+            "magnifiers": figures.magnifiers_figure(trace, single, hide_rules=True),
+            "split": figures.split_figure(trace, hide_rules=True),
+            "compare": figures.compare_figure(trace, single, hide_rules=True),
+        }
+        for name, fig in hidden.items():
+            text = all_text(fig)
+            assert "rules hidden" in text, name
+            for rule in trace.rules:
+                assert rule not in text, (name, rule)

@@ -255,7 +255,7 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
     sub = (f"Each box is a token, shaded by the weight the query gives it in that head "
            f"(white = none, full colour = {vmax:.2f}, the largest shown); the number under it is "
            "that weight. A thick outline marks the token the head looks at most from that query; "
-           "the dashed box is the query itself."
+           "the dashed box marks the query."
            + (" Hatched boxes are masked: the query may not look at later tokens." if blocked is not None else "")
            + team)
     sub_lines = pen.wrap(sub, inner, 11.0)

@@ -851,7 +851,8 @@ def test_every_figure_names_its_weights_and_hide_rules_hides_the_names(weights):
         assert label.replace(" ", "") in all_text(fig).replace("\n", "").replace(" ", ""), name
     if weights == "designed":
         hidden = {
-            "head": figures.head_figure(trace, 1, hide_rules=True), "heads": figures.heads_figure(trace, hide_rules=True),
+            "head": figures.head_figure(trace, 1, hide_rules=True),
+            "heads": figures.heads_figure(trace, hide_rules=True),
             "magnifiers": figures.magnifiers_figure(trace, single, hide_rules=True),
             "split": figures.split_figure(trace, hide_rules=True),
             "compare": figures.compare_figure(trace, single, hide_rules=True),

@@ -124,9 +124,10 @@ def head_grids(trace: Shown, *, width: int, max_tokens: int = 40, query: int | N
     if grid_width(n) > width:
         where = (f"the heatmaps are in {figures_at}" if figures_at else
                  "run without --no-plots to save them as figures")
-        return Text(f"The weight grids of {n} tokens need {grid_width(n)} columns and this terminal "
-                    f"has {width}; {where} (or widen the terminal, or lower --max-tokens).",
-                    style=theme.STYLE_DIM)
+        return Group(Text(weights_note(trace, hide_rules), style="italic"),
+                     Text(f"The weight grids of {n} tokens need {grid_width(n)} columns and this terminal "
+                          f"has {width}; {where} (or widen the terminal, or lower --max-tokens).",
+                          style=theme.STYLE_DIM))
     mask = _mask(trace)
     if mask is not None:
         mask = mask[start:stop, start:stop]

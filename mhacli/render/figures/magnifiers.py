@@ -194,7 +194,7 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
     lines = _flow(widths, area, gap)
     area = max(sum(widths[k] for k in ln) + gap * (len(ln) - 1) for ln in lines)
 
-    line_h = box_h + 0.06 + line(vs) + 0.1
+    line_h = box_h + 0.085 + line(vs) + 0.1
     lens_r = {True: box_h * 0.62, False: box_h * 0.5}  # the single head's lens is the big one
     sub_h = box_h / 2 + 0.1 + (2 if view.windowed else 1) * line(10.0) * 1.1
     row_h = max(len(lines) * line_h, 2 * lens_r[True] + 0.2, sub_h) + 0.08
@@ -307,7 +307,7 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
                 row.texts.append(sheet.text(x + widths[t] / 2, by + box_h / 2, labels[t], fontsize=fs,
                                             color="#555555" if masked else theme.ink_on(fill),
                                             ha="center", va="center"))
-                row.percents.append(sheet.text(x + widths[t] / 2, by + box_h + 0.06,
+                row.percents.append(sheet.text(x + widths[t] / 2, by + box_h + 0.085,
                                                "" if masked else f"{w:.0%}" if w >= 0.005 else "0",
                                                fontsize=vs, color="#555555", ha="center"))
                 x += widths[t] + gap

@@ -424,3 +424,6 @@ def test_a_view_with_layers_has_a_layer_picker_and_no_invented_steps(open_page, 
     wait_table(page, 5)
     assert cell_values(page, "2")[:6] == expected(w[2][2, 5, :6])
     page.screenshot(path=str(tmp_path / "view.png"), full_page=True)
+    ran = open_page(t).page  # a run of the tool has one layer: no picker, and its steps
+    assert ran.is_hidden("#layer-group") and ran.is_hidden("#layer-sep") and ran.is_visible("#steps")
+    assert ran.is_hidden("#weights-only")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import statistics
 import struct
 import subprocess
 import sys
@@ -381,8 +383,12 @@ SLEEPER = "import sys, time; print('first', flush=True); time.sleep({}); print('
 
 
 def test_run_timed_sees_the_first_line_before_the_end():
-    first, total = startup.run_timed([sys.executable, "-c", SLEEPER.format(0.4)])
+    first, total, cpu = startup.run_timed([sys.executable, "-c", SLEEPER.format(0.4)])
     assert first < total and total - first >= 0.35  # the sleep comes between the two lines
+    assert 0 < cpu < total - 0.3  # sleeping uses no CPU
+    _, _, busy = startup.run_timed([sys.executable, "-c", "import time\nend = time.process_time() + 0.3\n"
+                                    "while time.process_time() < end: pass\nprint(1)"])
+    assert busy >= 0.3
 
 
 def test_run_timed_refuses_a_failing_command():
@@ -419,6 +425,8 @@ def test_startup_rounds_are_interleaved_medians_and_the_folder_goes(monkeypatch)
     assert result.median("figures") >= result.median("first_line") + 0.25
     assert math.isclose(result.first_line_ratio, result.median("first_line") / result.median("no_plots"))
     assert math.isclose(result.figures_ratio, result.median("figures") / result.median("imports"))
+    assert all(len(v) == 2 for v in result.cpu.values()) and "first_line" not in result.cpu
+    assert math.isclose(result.figures_cpu_ratio, result.median_cpu("figures") / result.median_cpu("imports"))
     doc = result.to_dict()["ratios"]
     assert doc["figures_over_imports"]["met"] == (result.figures_ratio <= 2.2)
     assert doc["first_line_over_no_plots"]["met"] == (result.first_line_ratio <= 1.1)
@@ -432,7 +440,9 @@ def test_startup_report_states_both_ratios_and_the_blas(monkeypatch):
                          "num_threads": 2, "threading_layer": "pthreads"}]}
     seconds = {"imports": [0.5, 0.4, 0.6], "imports_pyplot": [0.6] * 3, "help": [0.2] * 3,
                "no_plots": [0.4] * 3, "figures": [1.2, 1.0, 5.0], "first_line": [0.3, 0.5, 0.3]}
-    result = startup.Startup(repeats=3, seconds=seconds, machine=machine)
+    cpu = {name: [0.2] * 3 for name in ("imports_pyplot", "help", "no_plots")}
+    cpu.update(imports=[0.25, 0.3, 0.2], figures=[0.6, 0.5, 0.7])
+    result = startup.Startup(repeats=3, seconds=seconds, machine=machine, cpu=cpu)
     assert math.isclose(result.first_line_ratio, 0.75) and math.isclose(result.figures_ratio, 2.4)
     from rich.console import Console
 
@@ -442,6 +452,7 @@ def test_startup_report_states_both_ratios_and_the_blas(monkeypatch):
     assert "0.30 s ÷ 0.40 s = 0.75 (target ≤ 1.1: met)" in text
     assert "1.20 s ÷ 0.50 s = 2.40 (target ≤ 2.2: NOT met)" in text
     assert "openblas 0.3 (Haswell kernel, pthreads, 2 threads)" in text
+    assert "(b) in CPU seconds, which other jobs on the machine hardly change: 0.60 s ÷ 0.25 s = 2.40" in text
     assert max(len(line) for line in console.file.getvalue().splitlines()) <= 80
 
 
@@ -453,3 +464,57 @@ def test_mha_bench_startup_prints_the_json(monkeypatch):
     assert set(doc["commands"]) == {"imports", "imports_pyplot", "help", "no_plots", "figures", "first_line"}
     assert doc["ratios"]["figures_over_imports"]["target"] == 2.2
     assert doc["ratios"]["figures_over_imports"]["baseline"] == startup.IMPORTS
+
+
+# ---------------------------------------------------------------------------
+# mha bench --train (a few steps of a small model: the wiring and the report, not the speed)
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def quick_train(monkeypatch):
+    from mhacli.bench import train as timing
+    from mhacli.core.train import TrainConfig
+
+    real = timing.bench_train
+    monkeypatch.setattr(timing, "bench_train", lambda repeats, tick: real(
+        repeats, steps=2, config=TrainConfig(heads=2, d_model=8, batch=4, length=6), tick=tick))
+
+
+def test_mha_bench_train_reports_both_medians_and_their_ratio(quick_train):
+    result = invoke("--train", "--repeats", "2", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert len(doc["numpy_times"]) == 2 and doc["numpy_seconds_per_step"] == statistics.median(doc["numpy_times"])
+    assert doc["config"]["d_model"] == 8 and doc["machine"]["blas"]
+    if baselines.torch_available():
+        assert math.isclose(doc["ratio"], doc["numpy_seconds_per_step"] / doc["torch_seconds_per_step"])
+    shown = invoke("--train", "--repeats", "1")
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.output.split())
+    assert "numpy (mhacli's backward pass, Adam)" in text and "d_model 8, 2 heads" in text
+    assert ("numpy ÷ PyTorch =" in text) == baselines.torch_available()
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--train", "--heads", "2"], "--heads"),
+    (["--train", "--startup"], "one at a time"),
+    (["--startup", "--max-tokens", "64"], "--max-tokens"),
+    (["--train", "--repeats", "0"], "--repeats"),
+])
+def test_train_and_startup_refuse_what_they_do_not_use(args, words):
+    result = invoke(*args)
+    assert result.exit_code == 2 and words in result.output and "Traceback" not in result.output
+
+
+def test_figure_costs_times_every_phase_and_writes_every_figure(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "mhacli.bench.figure_costs", "--once", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "MPLBACKEND": "Agg"})
+    assert proc.returncode == 0, proc.stderr
+    phases = json.loads(proc.stdout)
+    assert "import matplotlib.figure" in phases and "save heads.png" in phases
+    assert all(cpu >= 0 and wall >= 0 for cpu, wall in phases.values())
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["head-1.png", "head-2.png", "head-3.png", "head-4.png", "heads.png", "magnifiers.png",
+                       "split.png"]  # what mha explain writes for the sentence: the same work is timed
+    assert {f"update and save {name}" for name in written if name.startswith("head-")} <= set(phases)

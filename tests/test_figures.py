@@ -21,7 +21,6 @@ from rich.console import Console
 
 from mhacli.render import figures
 from mhacli.render import theme
-from mhacli.core.analysis import query_view
 from mhacli.cli.app import app
 from mhacli.core.compare import single_head as _single_head
 from mhacli.core.trace import run
@@ -338,22 +337,70 @@ def test_magnifier_rows_are_shaded_by_the_attention_each_token_receives(cat):
     single = _single_head(cat)
     fig = figures.magnifiers_figure(cat, single, query=1)
     rows = fig.mhacli_rows
+    assert fig.mhacli_queries == (1,)
     assert [r.name for r in rows] == ["1 head", "Head 1", "Head 2", "Head 3", "Head 4"]
     assert np.allclose(rows[0].weights, np.asarray(single.weights[0])[1])
-    expected = query_view(np.asarray(cat.weights), 1)
     for i in range(4):
-        assert np.allclose(rows[i + 1].weights, expected[i])
+        assert np.allclose(rows[i + 1].weights, np.asarray(cat.weights[i])[1])
         assert rows[i + 1].color == theme.head_color(i)
         assert rows[i + 1].labels == list(cat.tokens)
+        assert rows[i + 1].top == int(np.argmax(cat.weights[i][1]))  # the outlined box is the row's argmax
     vmax = max(float(r.weights.max()) for r in rows)
     for r in rows:
         for box, w in zip(r.boxes, r.weights):
             want = np.array([int(theme.tint(r.color, w / vmax)[k:k + 2], 16) / 255 for k in (1, 3, 5)])
             assert np.allclose(box.get_facecolor()[:3], want, atol=1 / 255)
-    # Averaged over all queries by default.
-    fig = figures.magnifiers_figure(cat, single)
-    assert np.allclose(fig.mhacli_rows[1].weights, np.asarray(cat.weights[0]).mean(axis=0))
-    assert "averaged" in all_text(fig)
+        assert [b.get_linewidth() for b in r.boxes].count(3.0) == 1
+    assert "random weights: these patterns mean nothing yet" in fig.mhacli_label.get_text()
+
+
+def test_magnifiers_without_a_query_show_the_queries_where_the_heads_differ_most(cat):
+    from mhacli.core.analysis import analyse
+
+    fig = figures.magnifiers_figure(cat, _single_head(cat))
+    a = analyse(cat)
+    distinct = {q: len({int(k) for k in a.top_keys[:, q] if k >= 0}) for q in range(cat.n_tokens)}
+    chosen = fig.mhacli_queries
+    assert 1 <= len(chosen) <= 3 and len(fig.mhacli_rows) == 5 * len(chosen)
+    assert distinct[chosen[0]] == max(distinct.values())  # no query has more different top keys
+    assert all(distinct[q] >= distinct[p] for q in chosen for p in range(cat.n_tokens) if p not in chosen)
+    for k, q in enumerate(chosen):  # each block shows that query's rows, never an average over queries
+        block = fig.mhacli_rows[5 * k:5 * (k + 1)]
+        assert all(r.query == q for r in block)
+        for i in range(4):
+            assert np.allclose(block[i + 1].weights, np.asarray(cat.weights[i])[q])
+    why = fig.mhacli_why.get_text().replace("\n", " ")
+    assert "differ most" in why and f"(position {chosen[0]}): {distinct[chosen[0]]} different tokens" in why
+    assert "averaged" not in all_text(fig)
+
+
+def test_repeated_designed_magnifiers_show_four_different_tokens_without_a_query():
+    """Issue 12's acceptance: the opening slide of --sample repeated --weights designed, no --query."""
+    from mhacli.io.samples import load_sample
+
+    trace = run(load_sample("repeated").text, heads=4, weights="designed")
+    fig = figures.magnifiers_figure(trace, _single_head(trace))
+    first = [r for r in fig.mhacli_rows if r.query == fig.mhacli_queries[0] and r.name.startswith("Head")]
+    focus = [r.top for r in first]
+    assert None not in focus and len(set(focus)) == 4, focus
+    for r in first:  # in focus means all of the row's weight, outlined
+        assert r.weights[r.top] > 0.9 and r.boxes[r.top].get_linewidth() == 3.0
+    assert "4 different tokens in focus" in all_text(fig)
+    for rule in trace.rules:
+        assert rule in fig.mhacli_label.get_text()
+
+
+def test_magnifiers_hatch_masked_keys_and_state_what_the_window_leaves_out():
+    trace = run(LONG30, heads=2, d_model=8, causal=True)
+    fig = figures.magnifiers_figure(trace, None, max_tokens=10, query=6)
+    for r in fig.mhacli_rows:
+        for k, box in enumerate(r.boxes):
+            assert bool(box.get_hatch()) == (k > 6) == bool(r.masked[k])
+            assert (r.percents[k].get_text() == "") == (k > 6)
+    text = all_text(fig).replace("\n", " ")
+    assert "tokens 0–9 of 29" in text and "falls outside the window" in text
+    # Query 6 sees keys 0…6, all inside the window: nothing of its row is outside.
+    assert text.count("0% outside the window") >= 2
 
 
 def test_each_row_is_led_by_a_magnifier_in_its_heads_colour(cat):
@@ -593,10 +640,35 @@ def test_terminal_grid_steps_aside_when_the_sentence_is_too_wide():
     assert grid_width(trace.n_tokens) > 80
     text = render(head_grids(trace, width=80, figures_at="mha-output"))
     assert "mha-output" in text and len(text.strip().splitlines()) <= 3
+    assert text.startswith("random weights: these patterns mean nothing yet")  # what the grids would have shown
     text = render(head_grids(trace, width=80, figures_at=None))
     assert "--no-plots" in text
     wide = render(head_grids(trace, width=200), width=200)
     assert "head 2" in wide
+
+
+def test_terminal_grids_name_the_weights_and_each_heads_per_query_pattern():
+    trace = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed")
+    text = render(head_grids(trace, width=200), width=200)
+    assert "designed weights: head 1, previous token" in text
+    for i, rule in enumerate(trace.rules):
+        assert f"head {i + 1}  {rule}" in text
+    hidden = render(head_grids(trace, width=200, hide_rules=True), width=200)
+    assert not any(rule in hidden for rule in trace.rules) and "rules hidden" in hidden
+    random = render(head_grids(run(CAT, heads=2, d_model=8), width=80))
+    assert "random weights: these patterns mean nothing yet" in random
+    assert all(len(line) <= 80 for line in random.splitlines())
+
+
+def test_terminal_grids_of_a_view_show_its_weights_and_whose_they_are():
+    from mhacli.core.view import from_attention
+
+    trace = run(CAT, heads=2, d_model=8, causal=True)
+    view = from_attention(trace.weights, trace.tokens, layer_names=["only"])
+    text = render(head_grids(view, width=80))
+    assert "attention from your model" in text and "·" in text  # causal cells found from the weights
+    grid = render(head_grid(np.asarray(view.weights[1]), view.tokens))
+    assert [int(x) for x in grid.splitlines()[3].split()[2:4]] == [round(v * 100) for v in trace.weights[1][1, :2]]
 
 
 def test_terminal_grid_escapes_what_the_text_could_smuggle_in():
@@ -722,3 +794,72 @@ def test_single_head_uses_the_same_input_and_weights(cat):
     again = run(CAT, heads=1, d_model=16)
     assert np.allclose(single.weights, again.weights)
     assert dataclasses.replace(cat.config, heads=1) == single.config
+
+
+# ---------------------------------------------------------------------------
+# An attention view, honest labels, hidden rules
+# ---------------------------------------------------------------------------
+
+
+def _view(causal: bool = True):
+    from mhacli.core.view import from_attention
+
+    rng = np.random.default_rng(3)
+    s = rng.standard_normal((2, 3, 6, 6)) * 2
+    if causal:
+        s = np.where(np.triu(np.ones((6, 6), bool), 1), -np.inf, s)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    return w, from_attention(w, CAT.split(), layer_names=["enc.0", "enc.1"], layer=1)
+
+
+def test_a_view_draws_heads_sheet_and_magnifiers_of_its_layer_and_nothing_invented(tmp_path):
+    import mhacli
+
+    w, view = _view()
+    saved = mhacli.save_figures(view, tmp_path / "new" / "dir", dpi=FAST_DPI)
+    assert [p.name for p in saved] == ["head-1.png", "head-2.png", "head-3.png", "heads.png", "magnifiers.png"]
+    hf = head_map(view, 2)
+    assert np.array_equal(np.ma.getdata(hf.map.image.get_array()), w[1][2])
+    assert np.array_equal(np.ma.getmaskarray(hf.map.image.get_array()), np.triu(np.ones((6, 6), bool), 1))
+    label = "attention from your model, layer 2 of 2 (enc.1)"
+    assert label in hf.note.get_text()
+    sheet = figures.heads_figure(view)
+    assert np.allclose(np.ma.getdata(sheet.mhacli_panels.maps[-1].image.get_array()), w[1].mean(axis=0))
+    assert label in sheet.mhacli_label.get_text()
+    mag = figures.magnifiers_figure(view)
+    assert [r.name for r in mag.mhacli_rows[:3]] == ["Head 1", "Head 2", "Head 3"]  # no one-head contrast
+    text = all_text(mag) + all_text(sheet) + all_text(hf.fig)
+    for invented in ("d/h", "d =", "W_q", "parameters"):
+        assert invented not in text, invented
+    for p in saved:
+        assert pixels(p).std() > 20, p.name
+
+
+@pytest.mark.parametrize("weights", ["random", "designed"])
+def test_every_figure_names_its_weights_and_hide_rules_hides_the_names(weights):
+    from mhacli.core import narrate
+
+    trace = run("the dog saw the cat and the cat saw the dog", heads=4, weights=weights)
+    single = _single_head(trace)
+    label = narrate.weights_label(weights, trace.rules)
+    figs = {
+        "head": head_map(trace, 1).fig, "heads": figures.heads_figure(trace),
+        "magnifiers": figures.magnifiers_figure(trace, single), "split": figures.split_figure(trace),
+        "compare": figures.compare_figure(trace, single),
+    }
+    for name, fig in figs.items():
+        assert label.replace(" ", "") in all_text(fig).replace("\n", "").replace(" ", ""), name
+    if weights == "designed":
+        hidden = {
+            "head": figures.head_figure(trace, 1, hide_rules=True),
+            "heads": figures.heads_figure(trace, hide_rules=True),
+            "magnifiers": figures.magnifiers_figure(trace, single, hide_rules=True),
+            "split": figures.split_figure(trace, hide_rules=True),
+            "compare": figures.compare_figure(trace, single, hide_rules=True),
+        }
+        for name, fig in hidden.items():
+            text = all_text(fig)
+            assert "rules hidden" in text, name
+            for rule in trace.rules:
+                assert rule not in text, (name, rule)

@@ -305,3 +305,66 @@ def test_docs_snippet_reads_the_page_back(tmp_path):
     token, row = p.stdout.strip().split(" ", 1)
     assert token == "it" == t.tokens[7]
     np.testing.assert_allclose(json.loads(row), t.weights[0, 7], atol=0.5e-4 + 1e-12)
+
+
+# ---------------------------------------------------------------------------
+# The measures, the weights' label, and an attention view with layers
+# ---------------------------------------------------------------------------
+
+
+def test_summaries_are_the_per_query_measures_and_the_page_names_its_weights():
+    from mhacli.core.analysis import analyse
+
+    t = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed")
+    d = data_of(render_html(t))
+    a = analyse(t)
+    for sm, s in zip(d["summaries"], a.heads):
+        assert (sm["pattern"], sm["pattern_rows"], sm["pattern_of"]) == (s.pattern, s.pattern_rows, s.pattern_of)
+        assert sm["pattern_share"] == pytest.approx(s.pattern_share) and sm["pattern_share"] >= 0.9
+    assert len({sm["pattern"] for sm in d["summaries"]}) == 4  # four heads, four relations
+    assert d["weights_label"].startswith("designed weights: head 1, previous token")
+    assert "random weights: these patterns mean nothing yet" == data_of(render_html(run(SENTENCE)))["weights_label"]
+    hidden = data_of(render_html(t, hide_rules=True))
+    assert hidden["rules"] is None and all(sm["pattern"] is None for sm in hidden["summaries"])
+    embedded = json.dumps(hidden)  # the template explains every relation; the data names none
+    assert not any(rule in embedded for rule in t.rules + ("itself", "previous token", "first token"))
+
+
+def _layers(causal: bool = False) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    s = rng.standard_normal((3, 2, 6, 6)) * 2
+    if causal:
+        s = np.where(np.triu(np.ones((6, 6), bool), 1), -np.inf, s)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return w / w.sum(-1, keepdims=True)
+
+
+def test_a_view_page_has_its_weights_every_layer_and_nothing_invented():
+    from mhacli.core.analysis import analyse
+    from mhacli.core.view import from_attention
+
+    w = _layers(causal=True)
+    view = from_attention(w, "the cat sat on the mat".split(), layer_names=["a", "b", "c"], layer=1)
+    d = data_of(render_html(view))
+    assert d["kind"] == "view" and d["layer"] == 1 and d["layer_names"] == ["a", "b", "c"]
+    for key in ("config", "scores", "steps", "parameters", "split_equals_direct_max_diff"):
+        assert d[key] is None, key
+    np.testing.assert_allclose(np.array(d["weights"]), w[1], atol=0.5e-4 + 1e-12)
+    assert d["causal"] is True and d["mask"] is not None
+    assert len(d["layers"]) == 3
+    for k, layer in enumerate(d["layers"]):
+        np.testing.assert_allclose(np.array(layer["weights"]), w[k], atol=0.5e-4 + 1e-12)
+        np.testing.assert_allclose(np.array(layer["average"]), w[k].mean(axis=0), atol=0.5e-4 + 1e-12)
+        a = analyse(view.at_layer(k))
+        assert [sm["pattern"] for sm in layer["summaries"]] == [s.pattern for s in a.heads]
+        assert layer["weights_label"] == f"attention from your model, layer {k + 1} of 3 ({'abc'[k]})"
+    # A picture too big for every layer keeps the shown one only, and says so in the picker.
+    from mhacli.render import html as page_module
+
+    small = page_module.LAYERS_BUDGET
+    try:
+        page_module.LAYERS_BUDGET = 10
+        assert page_data(view)["layers"] is None
+    finally:
+        page_module.LAYERS_BUDGET = small
+    assert data_of(render_html(from_attention(w[0], view.tokens)))["layers"] is None  # one layer: no picker

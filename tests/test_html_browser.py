@@ -396,3 +396,34 @@ def test_every_part_of_the_url_is_untrusted(open_page, fragment, query):
     assert texts == list(t.tokens)  # the tokens are still drawn
     assert current_query(p) == query
     assert p.evaluate("({}).polluted === undefined && Object.prototype.q === undefined")
+
+
+def test_a_view_with_layers_has_a_layer_picker_and_no_invented_steps(open_page, tmp_path):
+    from mhacli.core.view import from_attention
+
+    t = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed", causal=True)
+    rng = np.random.default_rng(0)
+    s = np.where(np.triu(np.ones((11, 11), bool), 1), -np.inf, rng.standard_normal((3, 4, 11, 11)))
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    w[1] = t.weights
+    view = from_attention(w, t.tokens, layer_names=["embed", "block 1", "block 2"], layer=1)
+    o = open_page(view)
+    page = o.page
+    assert page.is_visible("#layer-select") and page.input_value("#layer-select") == "1"
+    assert page.is_hidden("#steps") and page.is_visible("#weights-only")
+    assert "Attention from your model, layer 2 of 3 (block 1)" in page.text_content("#weights-line")
+    patterns = page.eval_on_selector_all("#sumtable td.pattern", "els => els.map(e => e.textContent)")
+    assert patterns == ["previous token", "an earlier copy of its word", "first token", "itself"]
+    wait_table(page, 0)
+    assert cell_values(page, "0") == expected(w[1][0, 0, :1]) + ["masked"] * 10
+    page.select_option("#layer-select", "2")
+    page.wait_for_selector("html[data-layer='2']")
+    assert "layer 3 of 3" in page.text_content("#weights-line")
+    page.click("#tok-5")
+    wait_table(page, 5)
+    assert cell_values(page, "2")[:6] == expected(w[2][2, 5, :6])
+    page.screenshot(path=str(tmp_path / "view.png"), full_page=True)
+    ran = open_page(t).page  # a run of the tool has one layer: no picker, and its steps
+    assert ran.is_hidden("#layer-group") and ran.is_hidden("#layer-sep") and ran.is_visible("#steps")
+    assert ran.is_hidden("#weights-only")

@@ -151,3 +151,94 @@ def test_devices_are_refused_at_once():
 
     with pytest.raises(UsageError, match="not a regular file"):
         load_attention("/dev/zero")
+
+
+def test_a_view_is_measured_like_the_run_it_came_from():
+    from mhacli.core.analysis import analyse
+
+    t = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed", causal=True)
+    mine, theirs = analyse(from_attention(t.weights, t.tokens)), analyse(t)
+    assert mine.causal and mine.kind == "your model" and mine.rules is None
+    assert [(s.pattern, s.pattern_key, s.pattern_rows, s.pattern_of) for s in mine.heads] == \
+        [(s.pattern, s.pattern_key, s.pattern_rows, s.pattern_of) for s in theirs.heads]
+    assert np.array_equal(mine.agreement, theirs.agreement) and np.allclose(mine.js, theirs.js)
+    named = analyse(from_attention(t.weights, t.tokens, names=["a", "b", "c", "d"]).at_layer(0))
+    assert named.rules == ("a", "b", "c", "d")
+
+
+# ---------------------------------------------------------------------------
+# mha show FILE.npz --layer: your model's attention from the command line
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def attention_npz(tmp_path):
+    t = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed", causal=True)
+    w = softmax_rows(np.random.default_rng(11), (3, 4, 11, 11), causal=True)
+    w[1] = t.weights
+    path = tmp_path / "mine.npz"
+    np.savez(path, weights=w.astype(np.float32), tokens=np.array(t.tokens),
+             layer_names=np.array(["embed", "block.1", "block.2"]))
+    return path, w, t
+
+
+@pytest.mark.parametrize("layer", ["2", "block.1", "BLOCK.1"])
+def test_show_draws_the_chosen_layer_into_figures_and_a_page(runner, attention_npz, layer):
+    import json
+    import re
+
+    from mhacli.cli.app import app
+
+    path, w, t = attention_npz
+    out, page = path.parent / "figs", path.parent / "page.html"
+    result = runner.invoke(app, ["show", str(path), "--layer", layer, "-o", str(out), "--dpi", "30",
+                                 "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["head-1.png", "head-2.png", "head-3.png", "head-4.png",
+                                                     "heads.png", "magnifiers.png"]
+    assert "attention from mine.npz, layer 2 of 3 (block.1)" in result.output
+    for rule in ("previous token", "earlier copy", "first token", "itself"):
+        assert rule in result.output  # each grid is titled with its measured relation
+    data = json.loads(re.search(r'id="mha-data">(.*?)</script>', page.read_text(), re.S).group(1))
+    assert data["kind"] == "view" and data["layer"] == 1 and data["steps"] is None
+    np.testing.assert_allclose(np.array(data["weights"]), w[1], atol=1e-4)
+
+
+def test_show_json_of_a_layer_is_its_weights_and_measures(runner, attention_npz):
+    import json
+
+    from mhacli.cli.app import app
+
+    path, w, _ = attention_npz
+    result = runner.invoke(app, ["show", str(path), "--layer", "2", "--json", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["layer"] == 2 and doc["layer_names"] == ["embed", "block.1", "block.2"] and doc["causal"]
+    np.testing.assert_allclose(np.array(doc["weights"]), w[1].astype(np.float32), atol=1e-7)
+    assert [h["pattern"] for h in doc["head_summaries"]] == ["previous token", "earlier copy", "first token",
+                                                             "itself"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--layer", "4"], "--layer 4 is out of range: this attention has 3 layers (1–3)."),
+    (["--layer", "0"], "--layer 0 is out of range"),
+    (["--layer", "nope"], "--layer 'nope' is not a layer of"),
+    (["--show-values"], "an attention file holds only the weights"),
+])
+def test_show_refuses_a_bad_layer_in_one_line(runner, attention_npz, args, message):
+    from mhacli.cli.app import app
+
+    path, _, _ = attention_npz
+    result = runner.invoke(app, ["show", str(path), "--no-plots", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) <= 2
+
+
+def test_layer_of_a_saved_run_is_refused(runner, tmp_path):
+    from mhacli.cli.app import app
+
+    npz = tmp_path / "run.npz"
+    assert runner.invoke(app, ["explain", "the cat sat", "--no-plots", "--save-npz", str(npz)]).exit_code == 0
+    result = runner.invoke(app, ["show", str(npz), "--layer", "2", "--no-plots"])
+    assert result.exit_code == 2 and "a saved run of mha explain has one layer" in result.output

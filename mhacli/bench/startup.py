@@ -32,7 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -73,13 +73,21 @@ LABELS = {
 }
 
 
-def run_timed(argv: list[str]) -> tuple[float, float]:
-    """Seconds until the first line on stdout, and until the process has ended (raises if it failed)."""
+def run_timed(argv: list[str]) -> tuple[float, float, float]:
+    """Seconds until the first line on stdout, until the process has ended, and the CPU seconds it used.
+
+    Raises :class:`~mhacli.core.errors.RunError` when the command fails.  The CPU
+    seconds (user + system, from the kernel's account of finished children) hardly
+    move when other jobs share the cores; wall time does.
+    """
+    import resource
+
     env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
     # As a user's shell has it: Python writes its bytecode cache (the warm-up round fills it, as
     # pip does at install; without it every run compiles mhacli anew) and buffers a piped stdout.
     for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"):
         env.pop(name, None)
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             env=env)
@@ -90,12 +98,14 @@ def run_timed(argv: list[str]) -> tuple[float, float]:
     err = proc.stderr.read()
     code = proc.wait()
     total = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
     if code != 0:
         from mhacli.core.errors import RunError
 
         raise RunError(f"{' '.join(argv[-4:])} failed while timing start-up ({code}): "
                        f"{err.decode(errors='replace').strip()[-300:]}")
-    return first, total
+    return first, total, cpu
 
 
 @dataclass(frozen=True)
@@ -105,6 +115,17 @@ class Startup:
     repeats: int
     seconds: dict[str, list[float]]  # name -> one time per round (first_line: of the figures run)
     machine: dict[str, object]
+    cpu: dict[str, list[float]] = field(default_factory=dict)  # name -> CPU seconds per round
+
+    def median_cpu(self, name: str) -> float:
+        return statistics.median(self.cpu[name])
+
+    @property
+    def figures_cpu_ratio(self) -> float | None:
+        """(b) in CPU seconds: what it would be on an idle machine, near enough (None if not measured)."""
+        if not self.cpu.get("figures") or not self.cpu.get("imports"):
+            return None
+        return self.median_cpu("figures") / self.median_cpu("imports")
 
     def median(self, name: str) -> float:
         return statistics.median(self.seconds[name])
@@ -128,13 +149,16 @@ class Startup:
         return {
             "machine": self.machine, "repeats": self.repeats, "sentence": SENTENCE,
             "commands": {name: {"label": LABELS[name].strip(" …"), "median": self.median(name),
-                                "seconds": values} for name, values in self.seconds.items()},
+                                "seconds": values, "cpu_median": self.median_cpu(name) if self.cpu.get(name)
+                                else None, "cpu_seconds": self.cpu.get(name)}
+                         for name, values in self.seconds.items()},
             "ratios": {
                 "first_line_over_no_plots": {"value": self.first_line_ratio, "target": FIRST_LINE_TARGET,
                                              "met": self.first_line_ratio <= FIRST_LINE_TARGET},
                 "figures_over_imports": {"value": self.figures_ratio, "target": FIGURES_TARGET,
                                          "met": self.figures_ratio <= FIGURES_TARGET, "baseline": IMPORTS},
                 "figures_over_imports_pyplot": {"value": self.figures_ratio_pyplot, "baseline": IMPORTS_PYPLOT},
+                "figures_over_imports_cpu": {"value": self.figures_cpu_ratio, "baseline": IMPORTS},
             },
         }
 
@@ -154,18 +178,20 @@ def measure_startup(repeats: int, tick: Tick = lambda _: None) -> Startup:
         commands = startup_commands(folder)
         names = list(commands)
         seconds: dict[str, list[float]] = {name: [] for name in [*names, "first_line"]}
+        cpu: dict[str, list[float]] = {name: [] for name in names}
         for round_ in range(repeats + 1):  # round 0 fills the disk cache and the font cache
             shift = round_ % len(names)
             for name in names[shift:] + names[:shift]:  # rotate, so no command always follows the same one
-                first, total = run_timed(commands[name])
+                first, total, used = run_timed(commands[name])
                 if round_:
                     seconds[name].append(total)
+                    cpu[name].append(used)
                     if name == "figures":
                         seconds["first_line"].append(first)
                 tick(LABELS[name].strip(" …"))
     machine = machine_info(with_torch=False)
     machine["load_average_before"] = load_before
-    return Startup(repeats=repeats, seconds=seconds, machine=machine)
+    return Startup(repeats=repeats, seconds=seconds, machine=machine, cpu=cpu)
 
 
 def verdict(value: float, target: float) -> str:
@@ -186,9 +212,11 @@ def startup_table(result: Startup) -> object:
     table.add_column("command")
     table.add_column("median", justify="right")
     table.add_column("÷ imports", justify="right")
+    table.add_column("CPU", justify="right")
     base = result.median("imports")
     for name in ("imports", "imports_pyplot", "help", "no_plots", "figures", "first_line"):
-        table.add_row(LABELS[name], human_seconds(result.median(name)), f"{result.median(name) / base:.2f}")
+        cpu = human_seconds(result.median_cpu(name)) if result.cpu.get(name) else ""
+        table.add_row(LABELS[name], human_seconds(result.median(name)), f"{result.median(name) / base:.2f}", cpu)
     a, b = result.first_line_ratio, result.figures_ratio
     lines = [
         f"(a) first walkthrough line ÷ whole --no-plots run: {result.median('first_line'):.2f} s ÷ "
@@ -196,6 +224,10 @@ def startup_table(result: Startup) -> object:
         f"(b) explain with all figures ÷ {IMPORTS}: {result.median('figures'):.2f} s ÷ {base:.2f} s = {b:.2f} "
         f"(target {verdict(b, FIGURES_TARGET)}); over the pyplot import instead: {result.figures_ratio_pyplot:.2f}",
     ]
+    if result.figures_cpu_ratio is not None:
+        lines.append(f"(b) in CPU seconds, which other jobs on the machine hardly change: "
+                     f"{result.median_cpu('figures'):.2f} s ÷ {result.median_cpu('imports'):.2f} s = "
+                     f"{result.figures_cpu_ratio:.2f}")
     before: list[float] = result.machine.get("load_average_before") or []  # type: ignore[assignment]
     notes = [f"Medians of {result.repeats} interleaved rounds of fresh processes after a warm-up round; "
              "the first line is read through a pipe.",

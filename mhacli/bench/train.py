@@ -8,13 +8,15 @@ median step over torch's (below 1: numpy is faster).
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from mhacli.bench.machine import machine_info, machine_line
 from mhacli.core.tasks import get_task
 from mhacli.core.train import Adam, TrainConfig, init_params, loss_and_grads, trainable
 
@@ -80,7 +82,8 @@ def _torch_block(torch: Any, model: Any, optimizer: Any, batches: list) -> float
     return (time.perf_counter() - start) / len(batches)
 
 
-def bench_train(repeats: int = 5, steps: int = 50, config: TrainConfig | None = None) -> dict[str, Any]:
+def bench_train(repeats: int = 5, steps: int = 50, config: TrainConfig | None = None,
+                tick: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Median seconds per training step, numpy and (when installed) PyTorch, and their ratio."""
     config = config or TrainConfig()
     task = get_task(config.task)
@@ -110,6 +113,7 @@ def bench_train(repeats: int = 5, steps: int = 50, config: TrainConfig | None = 
             t = _torch_block(*torch_side, torch_batches)
             if timed:
                 torch_times.append(t)
+        tick("timed block" if timed else "warm-up")
     numpy_step = statistics.median(numpy_times)
     torch_step = statistics.median(torch_times) if torch_times else None
     return {
@@ -118,4 +122,38 @@ def bench_train(repeats: int = 5, steps: int = 50, config: TrainConfig | None = 
         "ratio": numpy_step / torch_step if torch_step else None,
         "torch_version": torch_side[0].__version__ if torch_side is not None else None,
         "numpy_times": numpy_times, "torch_times": torch_times,
+        "machine": machine_info(with_torch=torch_side is not None),
     }
+
+
+def train_json(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2)
+
+
+def train_table(report: dict[str, Any]) -> Any:
+    """The two medians and their ratio, with what was timed underneath."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from mhacli.bench.runner import human_seconds
+    from mhacli.render import theme
+
+    c = report["config"]
+    table = Table(box=None, header_style=theme.STYLE_TITLE, pad_edge=False)
+    table.add_column("one training step")
+    table.add_column("median", justify="right")
+    table.add_row("numpy (mhacli's backward pass, Adam)", human_seconds(report["numpy_seconds_per_step"]))
+    torch_step = report["torch_seconds_per_step"]
+    if torch_step is not None:
+        table.add_row(f"PyTorch {report['torch_version']} autograd, Adam", human_seconds(torch_step))
+    ratio = report["ratio"]
+    verdict = ("PyTorch is not installed here: numpy alone was timed." if ratio is None else
+               f"numpy ÷ PyTorch = {ratio:.2f} ({'numpy faster' if ratio < 1 else 'PyTorch faster'}).")
+    notes = [f"Model of 'mha train': task {c['task']}, d_model {c['d_model']}, {c['heads']} heads, batch "
+             f"{c['batch']} × {c['length']} tokens, float64, {report['threads']} threads each side.",
+             f"Median of {report['repeats']} blocks of {report['steps_per_block']} steps after a warm-up block; "
+             "numpy and PyTorch blocks alternate.",
+             machine_line(report["machine"])]
+    return Group(Text("mha bench --train", style=theme.STYLE_TITLE), table, Text(verdict),
+                 *(Text(n, style=theme.STYLE_DIM) for n in notes))

@@ -48,6 +48,9 @@ TokenizerOpt = Annotated[str, typer.Option(
     rich_help_panel=INPUT)]
 TraceArg = Annotated[Path, typer.Argument(
     help="An .npz file written by 'mha explain --save-npz'.", show_default=False, readable=False)]
+ShowFileArg = Annotated[Path, typer.Argument(
+    help="An .npz written by 'mha explain --save-npz', or your model's attention: 'weights' and 'tokens' "
+    "(docs/your-model.md).", show_default=False, readable=False)]
 SampleNameArg = Annotated[Optional[str], typer.Argument(
     help="Show this sample's text and tokens instead of the list.", show_default=False)]
 
@@ -124,7 +127,10 @@ DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of png figures, i
 QueryOpt = Annotated[Optional[str], typer.Option(
     "--query", "-q", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
     help="Shade the magnifier picture by what this token looks at: a 0-based position or the token's text "
-    "(default: averaged over all queries).")]
+    "(default: the few queries where the heads' top tokens differ most).")]
+LayerOpt = Annotated[Optional[str], typer.Option(
+    "--layer", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
+    help="Which layer of an attention file to draw: its number (1 = first) or its name (default: the first).")]
 
 # --- classroom -----------------------------------------------------------------------------------
 LessonQueryOpt = Annotated[Optional[str], typer.Option(
@@ -152,7 +158,11 @@ BlockedOpt = Annotated[bool, typer.Option(
 PlotOpt = Annotated[bool, typer.Option(
     "--plot", metavar=FLAG, rich_help_panel=FIGURES,
     help="Also save bench.png into --out: time against N on log-log axes, the N² part marked.")]
+BenchTrainOpt = Annotated[bool, typer.Option(
+    "--train", metavar=FLAG, rich_help_panel=BENCH,
+    help="Time instead one training step of the default 'mha train' model in numpy, beside the same model "
+    "in PyTorch autograd when PyTorch is installed: --repeats blocks of 50 steps each, interleaved.")]
 StartupOpt = Annotated[bool, typer.Option(
     "--startup", metavar=FLAG, rich_help_panel=BENCH,
-    help="Time instead how long 'mha --help' and 'mha explain' (with and without figures) take to start, "
-    "beside importing numpy, matplotlib, rich and typer.")]
+    help="Time instead how long 'mha explain' takes to show its first line and to draw its figures, in fresh "
+    "processes beside one that only imports numpy, matplotlib.figure, rich and typer; prints both start-up ratios.")]

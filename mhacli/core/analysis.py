@@ -13,6 +13,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from mhacli.core.trace import Trace
+    from mhacli.core.view import AttentionView
 
 Array = np.ndarray
 
@@ -460,8 +461,12 @@ def _readback(keys: Array, top: Array, single: Array, counted: Array) -> ReadBac
                     distinct=distinct, heads_mass=top.sum(axis=0), single_mass=single_mass, counted=counted)
 
 
-def analyse(trace: Trace, single: Trace | None = None, window: int | tuple[int, int] | None = None) -> Analysis:
+def analyse(trace: Trace | AttentionView, single: Trace | None = None,
+            window: int | tuple[int, int] | None = None) -> Analysis:
     """Every measure of ``trace``, once.  ``single``: the same run as one head (:func:`compare.single_head`).
+
+    ``trace`` may also be an attention view (:func:`mhacli.core.view.from_attention`): its shown
+    layer's weights, tokens and causal flag are all the measures read.
 
     ``window``: the tokens a view shows — W for the first W, or (start, stop).
 
@@ -499,7 +504,9 @@ def analyse(trace: Trace, single: Trace | None = None, window: int | tuple[int, 
     """
     weights = np.asarray(trace.weights)  # (h, N, N)
     h, n, _ = weights.shape
-    causal = trace.config.causal
+    config = getattr(trace, "config", None)  # an attention view has no config: only its weights
+    causal = bool(config.causal if config is not None else trace.causal)
+    kind = str(config.weights if config is not None else trace.kind)
     tokens = tuple(trace.tokens)
     visible = visible_keys(n, causal, trace.mask)  # (N, N)
     counted = visible.sum(axis=1) >= 2  # (N,)
@@ -544,6 +551,6 @@ def analyse(trace: Trace, single: Trace | None = None, window: int | tuple[int, 
             raise ValueError("single must be the same tokens run as one head (compare.single_head)")
         back = _readback(keys, top, np.asarray(single.weights[0]), counted)
     rules = tuple(trace.rules) if trace.rules else None
-    return Analysis(tokens=tokens, causal=causal, kind=str(trace.config.weights), rules=rules,
+    return Analysis(tokens=tokens, causal=causal, kind=kind, rules=rules,
                     heads=tuple(heads), top_keys=keys, counted=counted, agreement=agreement,
                     agreement_rows=agreement_rows, js=js, window=span, readback=back)

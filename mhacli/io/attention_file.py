@@ -26,6 +26,18 @@ def is_attention_npz(names: list[str]) -> bool:
     return "weights" in names and "tokens" in names and "Q" not in names
 
 
+def is_attention_file(path: Path) -> bool:
+    """Whether ``path`` is a regular .npz holding an attention view (read from the zip's names, no data)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with zipfile.ZipFile(path) as archive:
+            names = [n[:-4] for n in archive.namelist() if n.endswith(".npy")]
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+    return is_attention_npz(names)
+
+
 def _strings(path: Path, key: str, a: np.ndarray) -> list[str]:
     if a.dtype.kind not in "US" or a.ndim != 1:
         raise UsageError(f"{shown_path(path)}: {key!r} must be a 1-d array of strings, got {a.dtype} {a.shape}.")

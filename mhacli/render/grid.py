@@ -19,13 +19,14 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli.render import theme
-from mhacli.core.analysis import summarize_heads
 from mhacli.render.figures import token_view
 from mhacli.core.tokenize import graphemes, label
+from mhacli.render.labels import measure, pattern_words, weights_note
 
 if TYPE_CHECKING:
+    from mhacli.core.analysis import Analysis
     from mhacli.core.compare import Comparison
-    from mhacli.core.trace import Trace
+    from mhacli.render.labels import Shown
 
 CELL = 4  # cells are " 38" plus one space: room for "100"
 ROW_LABEL = 8  # terminal cells for a query token's label
@@ -96,44 +97,49 @@ def legend() -> Text:
     return text
 
 
-def _mask(trace: Trace) -> np.ndarray | None:
+def _mask(trace: Shown) -> np.ndarray | None:
     if trace.mask is not None:
         return np.asarray(trace.mask)
-    if trace.config.causal:
+    if trace.causal:
         return np.triu(np.ones((trace.n_tokens, trace.n_tokens), dtype=bool), k=1)
     return None
 
 
-def fits(trace: Trace, width: int, max_tokens: int = 40) -> bool:
+def fits(trace: Shown, width: int, max_tokens: int = 40) -> bool:
     """Whether one head's grid fits ``width`` terminal cells."""
     return grid_width(min(trace.n_tokens, max_tokens)) <= width
 
 
-def head_grids(trace: Trace, *, width: int, max_tokens: int = 40, query: int | None = None,
+def head_grids(trace: Shown, *, width: int, max_tokens: int = 40, query: int | None = None,
                figures_at: str | None = None, title: str = "Each head's weights",
-               single: bool = False) -> RenderableType:
-    """Every head as a coloured grid, side by side when they fit; otherwise one line saying where to look."""
+               single: bool = False, analysis: Analysis | None = None, hide_rules: bool = False) -> RenderableType:
+    """Every head of a run or a view as a coloured grid, side by side when they fit; else one line saying where.
+
+    Each grid is titled with the relation its per-query top key follows (or its rule); a line
+    above them says which weights made them.
+    """
     heading = Text(title, style=theme.STYLE_TITLE)
     view = token_view(trace.n_tokens, max_tokens, query)
     start, stop, n = view.start, view.stop, view.n
     if grid_width(n) > width:
         where = (f"the heatmaps are in {figures_at}" if figures_at else
                  "run without --no-plots to save them as figures")
-        return Text(f"The weight grids of {n} tokens need {grid_width(n)} columns and this terminal "
-                    f"has {width}; {where} (or widen the terminal, or lower --max-tokens).",
-                    style=theme.STYLE_DIM)
+        return Group(Text(weights_note(trace, hide_rules), style="italic"),
+                     Text(f"The weight grids of {n} tokens need {grid_width(n)} columns and this terminal "
+                          f"has {width}; {where} (or widen the terminal, or lower --max-tokens).",
+                          style=theme.STYLE_DIM))
     mask = _mask(trace)
     if mask is not None:
         mask = mask[start:stop, start:stop]
     tokens = trace.tokens[start:stop]
-    summaries = summarize_heads(np.asarray(trace.weights), trace.config.causal)
+    analysis = analysis or measure(trace)
     grids = []
     for i in range(trace.num_heads):
-        s = summaries[i]
-        rule = trace.rules[i] if trace.rules is not None and i < len(trace.rules) else None
         head_title = (Text("● 1 head", style=f"bold {theme.SINGLE_HEAD_COLOR}") if single
                       else Text(f"● head {i + 1}", style=theme.head_style(i)))
-        head_title.append(f"  {rule if rule else s.describe()}", style=theme.STYLE_DIM)
+        words = pattern_words(analysis, i, hide_rules)
+        room = grid_width(n) - cell_len(head_title.plain) - 2  # the title stays as wide as its grid
+        head_title.append(f"  {fit(words, room).rstrip() if room > 1 else ''}", style=theme.STYLE_DIM)
         grids.append(head_grid(np.asarray(trace.weights[i])[start:stop, start:stop], tokens,
                                start=start, mask=mask, query=query, title=head_title))
     per_row = max(1, (width + GAP) // (grid_width(n) + GAP))
@@ -146,7 +152,7 @@ def head_grids(trace: Trace, *, width: int, max_tokens: int = 40, query: int | N
             layout.add_row(*([""] * columns))  # a blank line between rows of grids
         row = grids[k : k + per_row]
         layout.add_row(*row, *([""] * (columns - len(row))))
-    parts: list[RenderableType] = [heading, layout, legend()]
+    parts: list[RenderableType] = [heading, Text(weights_note(trace, hide_rules), style="italic"), layout, legend()]
     if stop - start < trace.n_tokens:
         parts.append(Text(f"Showing tokens {start}–{stop - 1} of {trace.n_tokens} (--max-tokens {n}).",
                           style=theme.STYLE_DIM))
@@ -168,7 +174,7 @@ def comparison_panel(cmp: Comparison) -> RenderableType:
     table.add_column("focus", justify="right")
     table.add_column("looks most at", overflow="fold")
     rows = [(cmp.single, Text("● 1 head", style=f"bold {theme.SINGLE_HEAD_COLOR}"))]
-    rows += [(s, Text(f"● head {s.head + 1}", style=theme.head_style(s.head or 0))) for s in cmp.heads]
+    rows += [(s, Text(f"● head {(s.head or 0) + 1}", style=theme.head_style(s.head or 0))) for s in cmp.heads]
     for k, (s, name) in enumerate(rows):
         if k == 1:
             table.add_section()

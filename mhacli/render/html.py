@@ -1,7 +1,9 @@
-"""One self-contained interactive page of a trace: ``mha explain … --html PATH``.
+"""One self-contained interactive page of a trace or an attention view: ``mha explain … --html PATH``.
 
 The page is a template shipped in the package (``mhacli/templates/page.html``)
-with the trace's data embedded as JSON.  Everything is inline — styles,
+with the trace's data embedded as JSON.  A view (your model's attention) has
+weights only: its page has no steps, scores or parameter counts, and a layer
+picker when it has several layers.  Everything is inline — styles,
 script, data — so the file opens in any browser with no network, no server
 and no Python.  Like every renderer, this module only reads the trace.
 
@@ -16,21 +18,27 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mhacli import __version__
-from mhacli.render import theme
-from mhacli.core.analysis import summarize_heads
-from mhacli.core.trace import Trace
-from mhacli.io.files import atomic_write
+from mhacli.core.analysis import FIXED, Analysis
+from mhacli.core.narrate import head_caption
 from mhacli.core.tokenize import label
+from mhacli.io.files import atomic_write
+from mhacli.render import theme
+from mhacli.render.labels import is_view, layer_note, measure, pattern_words, weights_note
+
+if TYPE_CHECKING:
+    from mhacli.core.view import AttentionView
+    from mhacli.render.labels import Shown
 
 DEFAULT_MAX_TOKENS = 200
 DATA_PLACEHOLDER = "/*MHA_DATA_JSON*/"
 WEIGHT_DECIMALS = 4  # exact enough to read, small enough that 200 tokens stay a few MB
 SCORE_DECIMALS = 3
+LAYERS_BUDGET = 2_000_000  # weights embedded for the layer picker (about 15 MB of JSON); beyond, the shown layer only
 
 # Written into a JSON string inside <script>: these must never appear raw.
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -55,23 +63,76 @@ def _rounded(a: np.ndarray, decimals: int) -> list:
     return out
 
 
-def page_data(trace: Trace, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, Any]:
+def summaries(analysis: Analysis, hide_rules: bool = False) -> list[dict[str, Any]]:
+    """Each head's per-query measures for the page (names left out with ``hide_rules``)."""
+    out = []
+    for s in analysis.heads:
+        named = not hide_rules
+        key = s.pattern_key if named and s.pattern == FIXED else None
+        out.append({
+            "head": s.head, "pattern": s.pattern if named else None, "pattern_key": key,
+            "pattern_label": label(analysis.tokens[key], 24) if key is not None else None,
+            "pattern_share": s.pattern_share if named else None,
+            "pattern_rows": s.pattern_rows if named else None, "pattern_of": s.pattern_of if named else None,
+            "counted_rows": s.counted_rows, "tied_rows": s.tied_rows,
+            "words": pattern_words(analysis, s.head, hide_rules), "caption": head_caption(analysis, s.head, hide_rules),
+            "mean_top_weight": s.mean_top_weight, "mean_entropy": s.mean_entropy, "max_entropy": s.max_entropy,
+            "focus": s.focus, "describe": s.describe(),
+        })
+    return out
+
+
+def _layer(shown: Shown, m: int, hide_rules: bool, analysis: Analysis | None = None) -> dict[str, Any]:
+    """What changes from layer to layer (or is all there is, for a run): weights, average, measures, label."""
+    weights = np.asarray(shown.weights, dtype=np.float64)  # (h, N, N)
+    analysis = analysis or measure(shown)
+    return {
+        "weights": _rounded(weights[:, :m, :m], WEIGHT_DECIMALS),  # (h, N, N) -> (h, m, m)
+        "average": _rounded(weights.mean(axis=0)[:m, :m], WEIGHT_DECIMALS),  # what PyTorch returns by default
+        # Attention each query pays to tokens cut off by the window (0 when not windowed).
+        "outside": _rounded(weights[:, :m, m:].sum(axis=-1), WEIGHT_DECIMALS),
+        "outside_average": _rounded(weights.mean(axis=0)[:m, m:].sum(axis=-1), WEIGHT_DECIMALS),
+        "summaries": summaries(analysis, hide_rules),
+        "weights_label": weights_note(shown, hide_rules),
+        "layer_note": layer_note(shown),
+    }
+
+
+def _run_only(trace: Any, m: int) -> dict[str, Any]:
+    """What only a run of the tool has: its config, scores, steps and parameters."""
+    params = trace.parameters
+    steps = trace.steps
+    return {
+        "config": trace.config.to_dict(),
+        "scores": _rounded(np.asarray(trace.scores)[:, :m, :m], SCORE_DECIMALS),
+        "steps": [s.to_dict() for s in steps],
+        "total_madds": sum(s.madds for s in steps),
+        "parameters": {**params.to_dict(), "d_model": params.d_model, "heads": params.heads, "d_k": params.d_k},
+        "split_equals_direct_max_diff": trace.split_equals_direct(),
+    }
+
+
+def _layers(view: AttentionView, m: int, hide_rules: bool, shown: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Every layer for the page's layer picker, or None when there is one layer or they would not fit."""
+    if view.n_layers < 2 or view.n_layers * view.num_heads * m * m > LAYERS_BUDGET:
+        return None
+    return [shown if k == view.layer else _layer(view.at_layer(k), m, hide_rules) for k in range(view.n_layers)]
+
+
+def page_data(trace: Shown, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules: bool = False,
+              analysis: Analysis | None = None) -> dict[str, Any]:
     """Everything the page shows, as one JSON-ready dict (the first ``max_tokens`` tokens)."""
     if max_tokens < 1:
         raise ValueError("max_tokens must be at least 1")
     n = trace.n_tokens
     m = min(n, max_tokens)
-    weights = np.asarray(trace.weights, dtype=np.float64)  # (h, N, N)
-    window = weights[:, :m, :m]  # (h, N, N) -> (h, m, m)
-    average = weights.mean(axis=0)[:m, :m]  # (h, N, N) -> (m, m): what PyTorch returns by default
-    params = trace.parameters
-    steps = trace.steps
-    summaries = summarize_heads(weights, trace.config.causal)
     mask = np.asarray(trace.mask)[:m, :m] if trace.mask is not None else None
-    return {
+    view = is_view(trace)
+    shown = _layer(trace, m, hide_rules, analysis)
+    data: dict[str, Any] = {
         "mhacli_version": __version__,
+        "kind": "view" if view else "run",
         "source": trace.source,
-        "config": trace.config.to_dict(),
         "n_tokens": n,
         "window": {"start": 0, "stop": m, "total": n, "max_tokens": max_tokens, "windowed": m < n},
         "tokens": list(trace.tokens[:m]),
@@ -84,27 +145,21 @@ def page_data(trace: Trace, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, A
         # The same anchors the terminal grid interpolates, sampled from the figures' colour map.
         "cmap": {"name": theme.HEATMAP_CMAP, "stops": list(theme.HEATMAP_ANCHORS)},
         "decimals": WEIGHT_DECIMALS,
-        "weights": _rounded(window, WEIGHT_DECIMALS),
-        "average": _rounded(average, WEIGHT_DECIMALS),
-        # Attention each query pays to tokens cut off by the window (0 when not windowed).
-        "outside": _rounded(weights[:, :m, m:].sum(axis=-1), WEIGHT_DECIMALS),
-        "outside_average": _rounded(weights.mean(axis=0)[:m, m:].sum(axis=-1), WEIGHT_DECIMALS),
-        "scores": _rounded(np.asarray(trace.scores)[:, :m, :m], SCORE_DECIMALS),
-        "causal": bool(trace.config.causal),
+        **shown,
+        "causal": bool(trace.causal),
         "mask": mask.astype(int).tolist() if mask is not None else None,
-        "rules": list(trace.rules) if trace.rules else None,
-        "steps": [s.to_dict() for s in steps],
-        "total_madds": sum(s.madds for s in steps),
-        "parameters": {**params.to_dict(), "d_model": params.d_model, "heads": params.heads,
-                       "d_k": params.d_k},
-        "split_equals_direct_max_diff": trace.split_equals_direct(),
-        "summaries": [
-            {"head": s.head, "top_key": s.top_key, "top_label": label(trace.tokens[s.top_key], 24),
-             "top_share": s.top_share, "mean_entropy": s.mean_entropy,
-             "max_entropy": s.max_entropy, "focus": s.focus, "describe": s.describe()}
-            for s in summaries
-        ],
+        "rules": list(trace.rules) if trace.rules and not hide_rules else None,
+        "hide_rules": hide_rules,
+        "config": None, "scores": None, "steps": None, "total_madds": None, "parameters": None,
+        "split_equals_direct_max_diff": None,
+        "layer": None, "layer_names": None, "layers": None,
     }
+    if view:
+        v: AttentionView = trace  # type: ignore[assignment]
+        data.update(layer=v.layer, layer_names=list(v.layer_names), layers=_layers(v, m, hide_rules, shown))
+    else:
+        data.update(_run_only(trace, m))
+    return data
 
 
 def template() -> str:
@@ -112,15 +167,25 @@ def template() -> str:
     return (resources.files("mhacli.render") / "templates" / "page.html").read_text(encoding="utf-8")
 
 
-def render_html(trace: Trace, max_tokens: int = DEFAULT_MAX_TOKENS) -> str:
-    """The whole page as one string."""
+def render_html(trace: Shown, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules: bool = False,
+                analysis: Analysis | None = None) -> str:
+    """The whole page of a run or an attention view as one string."""
     parts = template().split(DATA_PLACEHOLDER)
     if len(parts) != 2:  # pragma: no cover - guards the shipped template
         raise RuntimeError("the page template must contain the data placeholder exactly once")
-    return parts[0] + embed_json(page_data(trace, max_tokens)) + parts[1]
+    data = page_data(trace, max_tokens, hide_rules=hide_rules, analysis=analysis)
+    return parts[0] + embed_json(data) + parts[1]
 
 
-def write_html(trace: Trace, path: Path, max_tokens: int = DEFAULT_MAX_TOKENS) -> Path:
-    """Write the interactive page for ``trace`` to ``path``, atomically; returns the path."""
-    page = render_html(trace, max_tokens).encode("utf-8")
-    return atomic_write(Path(path), lambda handle: handle.write(page))
+def write_html(trace: Shown, path: Path, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules: bool = False,
+               analysis: Analysis | None = None) -> Path:
+    """Write the interactive page for ``trace`` to ``path``, atomically; returns the path.
+
+    ``hide_rules`` leaves rule and pattern names out of the page, data included.
+    """
+    page = render_html(trace, max_tokens, hide_rules=hide_rules, analysis=analysis).encode("utf-8")
+
+    def write(handle: Any) -> None:
+        handle.write(page)
+
+    return atomic_write(Path(path), write)

@@ -15,11 +15,11 @@ from typing import Any
 FRAME_HEIGHT = 760  # pixels: the page's heatmaps and table fit without an inner scroll bar at 8 heads
 
 
-def html_page(trace: Any, max_tokens: int | None = None) -> str:
+def html_page(trace: Any, max_tokens: int | None = None, *, hide_rules: bool = False) -> str:
     """The interactive page of ``trace`` (a run or an attention view) as one self-contained HTML string."""
     from mhacli.render.html import DEFAULT_MAX_TOKENS, render_html
 
-    return render_html(trace, DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens)
+    return render_html(trace, DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens, hide_rules=hide_rules)
 
 
 def html_frame(trace: Any, height: int = FRAME_HEIGHT) -> str:
@@ -31,8 +31,12 @@ def html_frame(trace: Any, height: int = FRAME_HEIGHT) -> str:
 
 
 def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "png", dpi: int = 150,
-                 query: int | str | None = None, max_tokens: int = 40) -> list[Path]:
-    """Every figure of a run into ``out_dir`` (created, with its parents, when missing), as ``mha explain`` writes them."""
+                 query: int | str | None = None, max_tokens: int = 40, hide_rules: bool = False) -> list[Path]:
+    """Every figure of a run or a view into ``out_dir`` (created, with its parents, when missing).
+
+    A run gets what ``mha explain`` writes; an attention view its heads, the heads sheet and the
+    magnifiers (no split: a view has no weight matrices).  ``hide_rules`` leaves rule and pattern names out.
+    """
     from mhacli.render.figures import save_figures as save_all
 
     single = None
@@ -40,4 +44,5 @@ def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "
         from mhacli.core.compare import single_head
 
         single = single_head(trace)
-    return list(save_all(trace, single, Path(out_dir), fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens))
+    return list(save_all(trace, single, Path(out_dir), fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens,
+                         hide_rules=hide_rules))

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
-from mhacli.cli.options import (OUT_DIR, BlockedOpt, CausalOpt, DModelOpt, DtypeOpt, HeadsOpt, NumbersJsonOpt,
-                                PlotOpt, RepeatsOpt, StartupOpt)
+import typer
+
+from mhacli.cli.options import (OUT_DIR, BenchTrainOpt, BlockedOpt, CausalOpt, DModelOpt, DtypeOpt, HeadsOpt,
+                                NumbersJsonOpt, PlotOpt, RepeatsOpt, StartupOpt)
 from mhacli.cli.options import BenchMaxTokensOpt as MaxTokensOpt
 from mhacli.cli.options import OutOpt as OutDirOpt
 from mhacli.cli.output import print_all, report_written, write_stdout
 from mhacli.core.errors import UsageError
 
+# What only the layer bench (time against N) reads: --startup and --train time something else.
+_LAYER_OPTIONS = (("max_tokens", "--max-tokens"), ("d_model", "--d-model"), ("heads", "--heads"),
+                  ("dtype", "--dtype"), ("causal", "--causal"), ("blocked", "--blocked"), ("plot", "--plot"))
+
+
+def _refuse_layer_options(ctx: typer.Context, mode: str, what: str) -> None:
+    for name, flag in _LAYER_OPTIONS:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name != "DEFAULT":
+            raise UsageError(f"{flag} sets the layer timed against N; {mode} times {what}, so it has no "
+                             f"use there. Drop {flag} or {mode}.")
+
 
 def bench(
+    ctx: typer.Context,
     max_tokens: MaxTokensOpt = 4096,
     repeats: RepeatsOpt = 3,
     d_model: DModelOpt = 512,
@@ -22,6 +37,7 @@ def bench(
     out: OutDirOpt = OUT_DIR,
     json_out: NumbersJsonOpt = False,
     startup: StartupOpt = False,
+    train: BenchTrainOpt = False,
 ) -> None:
     """Time multi-head attention as the number of tokens N grows: the N² cost, live.
 
@@ -29,27 +45,28 @@ def bench(
     products alone, the plain per-head loop and, when PyTorch is installed,
     PyTorch's multi_head_attention_forward, and prints a table. The default
     (N up to 4096, float64) takes a few minutes on two cores; close other
-    programs first. docs/performance.md explains every column.
+    programs first. --startup times how quickly 'mha explain' starts and
+    draws; --train times a training step. docs/performance.md explains every
+    column and gives the numbers measured on the project's machine.
 
     Example: [bold]mha bench --max-tokens 1024 --plot[/bold]
     """
     from mhacli.bench import runner
 
+    if startup and train:
+        raise UsageError("--startup and --train time different things; run them one at a time.")
+    if startup or train:
+        mode = "--startup" if startup else "--train"
+        _refuse_layer_options(ctx, mode, "whole commands" if startup else "a training step")
+        runner.Settings(repeats=repeats).check()  # the --repeats range, in the same words
+        if startup:
+            _bench_startup(repeats, json_out)
+        else:
+            _bench_train(repeats, json_out)
+        return
     settings = runner.Settings(max_tokens=max_tokens, repeats=repeats, d_model=d_model, heads=heads,
                                dtype=dtype, causal=causal, blocked=blocked)
     settings.check()
-    if startup:
-        if plot:
-            raise UsageError("--plot draws the bench over N; it has nothing to draw with --startup. Drop one.")
-        from mhacli.bench import startup as timing
-
-        with runner.progress_bar(timing.rounds_ticks(repeats)) as tick:
-            measured = timing.measure_startup(repeats, tick)
-        if json_out:
-            write_stdout(timing.startup_json(measured) + "\n")
-        else:
-            print_all(timing.startup_table(measured))
-        return
     if plot:
         from mhacli.io.files import prepare_out_dir
 
@@ -62,3 +79,27 @@ def bench(
         print_all(runner.bench_table(result))
     if plot:
         report_written([str(runner.save_plot(result, out / "bench.png"))], to_stderr=json_out)
+
+
+def _bench_startup(repeats: int, json_out: bool) -> None:
+    from mhacli.bench import runner
+    from mhacli.bench import startup as timing
+
+    with runner.progress_bar(timing.rounds_ticks(repeats)) as tick:
+        measured = timing.measure_startup(repeats, tick)
+    if json_out:
+        write_stdout(timing.startup_json(measured) + "\n")
+    else:
+        print_all(timing.startup_table(measured))
+
+
+def _bench_train(repeats: int, json_out: bool) -> None:
+    from mhacli.bench import runner
+    from mhacli.bench import train as timing
+
+    with runner.progress_bar(repeats + 1) as tick:
+        report = timing.bench_train(repeats, tick=tick)
+    if json_out:
+        write_stdout(timing.train_json(report) + "\n")
+    else:
+        print_all(timing.train_table(report))

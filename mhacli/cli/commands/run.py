@@ -10,9 +10,9 @@ import typer
 from mhacli.cli.common import (check_figure_options, check_size, config_from, html_max_tokens, query_position,
                                run_trace, single_head, write_compare, write_figures)
 from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, CausalOpt, DModelOpt, DpiOpt, DtypeOpt,
-                                FileOpt, FormatOpt, HeadsOpt, HtmlOpt, JsonOpt, MaxTokensOpt, NumbersJsonOpt,
+                                FileOpt, FormatOpt, HeadsOpt, HtmlOpt, JsonOpt, LayerOpt, MaxTokensOpt, NumbersJsonOpt,
                                 OutOpt, PlotsOpt, PositionsOpt, QueryOpt, QuietOpt, SampleOpt, SaveNpzOpt, SeedOpt,
-                                ShowValuesOpt, TextArg, TokenizerOpt, TraceArg, WeightsOpt, WorkedOpt)
+                                ShowFileArg, ShowValuesOpt, TextArg, TokenizerOpt, TraceArg, WeightsOpt, WorkedOpt)
 from mhacli.cli.output import console, print_all, report_written, set_quiet, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.files import check_distinct, check_target
@@ -20,6 +20,7 @@ from mhacli.io.inputs import resolve_text
 
 if TYPE_CHECKING:
     from mhacli.core.trace import Trace
+    from mhacli.core.view import AttentionView
 
 
 def _walkthrough(trace: Trace, max_tokens: int, show_values: bool, query: int | None,
@@ -35,7 +36,7 @@ def _walkthrough(trace: Trace, max_tokens: int, show_values: bool, query: int | 
     console.print()
 
 
-def _write_html(trace: Trace, html: Path | None, max_tokens: int) -> list[str]:
+def _write_html(trace: Trace | AttentionView, html: Path | None, max_tokens: int) -> list[str]:
     if html is None:
         return []
     from mhacli.render.html import write_html
@@ -114,9 +115,76 @@ def explain(
     report_written(written, to_stderr=json_out)
 
 
+def _pick_layer(path: Path, layer: str | None) -> AttentionView:
+    """The attention file's view at ``--layer``: a number (1 = first) or one of its layer names."""
+    from mhacli.core.messages import shown_path
+    from mhacli.io.attention_file import load_attention
+
+    view = load_attention(path)
+    if layer is None:
+        return load_attention(path, 1) if view.layer else view
+    text = layer.strip()
+    if text.lstrip("+-").isdigit():
+        return load_attention(path, int(text))
+    for wanted in (text, text.casefold()):
+        for k, name in enumerate(view.layer_names):
+            if (name if wanted is text else name.casefold()) == wanted:
+                return load_attention(path, k + 1)
+    names = ", ".join(view.layer_names[:8]) + (", …" if view.n_layers > 8 else "")
+    raise UsageError(f"--layer {text!r} is not a layer of {shown_path(path)}; give a number from 1 to "
+                     f"{view.n_layers} or one of its names: {names}.")
+
+
+def _view_json(view: AttentionView) -> str:
+    """The shown layer of a view as one JSON document: tokens, weights and the per-query measures."""
+    import json
+
+    from mhacli.core.analysis import analyse
+
+    document = {"kind": "attention", "source": view.source, "layer": view.layer + 1,
+                "layer_names": list(view.layer_names), "tokens": list(view.tokens), "causal": view.causal,
+                "head_names": list(view.head_names) if view.head_names else None,
+                "weights": view.weights.tolist(), **analyse(view).to_dict()}
+    return json.dumps(document, ensure_ascii=False)
+
+
+def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_tokens: int, show_values: bool,
+                    json_out: bool, html: Path | None, out: Path, plots: bool, fmt: str, dpi: int,
+                    query: str | None) -> None:
+    """``mha show`` of your model's attention: the grids, the figures and the page of one layer."""
+    from mhacli.cli.output import notes, spinner
+    from mhacli.render.figures import resolve_query
+
+    if show_values:
+        raise UsageError("--show-values prints a run's matrices; an attention file holds only the weights "
+                         "(drop --show-values).")
+    view = _pick_layer(path, layer)
+    position = resolve_query(view.tokens, query)
+    if json_out:
+        write_stdout(_view_json(view) + "\n")
+    else:
+        from mhacli.render.grid import head_grids
+
+        console.print(head_grids(view, width=console.width, max_tokens=max_tokens, query=position,
+                                 figures_at=str(out) if plots else None,
+                                 title=f"Each head's weights, {view.layer_names[view.layer]} "
+                                       f"({view.layer + 1} of {view.n_layers})"))
+        console.print()
+    written: list[str] = []
+    if plots:
+        from mhacli.render.figures import save_figures
+
+        with spinner("drawing figures…"):
+            saved = save_figures(view, None, out, fmt=fmt, dpi=dpi, query=position, max_tokens=max_tokens)
+        notes(list(saved.notices))
+        written = [str(p) for p in saved]
+    written += _write_html(view, html, html_max_tokens(ctx, max_tokens))
+    report_written(written, to_stderr=json_out)
+
+
 def show(
     ctx: typer.Context,
-    trace_file: TraceArg,
+    trace_file: ShowFileArg,
     max_tokens: MaxTokensOpt = MAX_TOKENS,
     show_values: ShowValuesOpt = False,
     json_out: JsonOpt = False,
@@ -127,8 +195,12 @@ def show(
     fmt: FormatOpt = FORMAT,
     dpi: DpiOpt = DPI,
     query: QueryOpt = None,
+    layer: LayerOpt = None,
 ) -> None:
     """Re-render the walkthrough and the figures from a saved .npz, without recomputing attention.
+
+    Also draws your own model's attention saved as an npz of 'weights' (layers × heads × N × N)
+    and 'tokens' (docs/your-model.md), one layer at a time (--layer).
 
     Example: [bold]mha explain "the cat sat on the mat" --save-npz cat.npz && mha show cat.npz --html cat.html[/bold]
     """
@@ -137,9 +209,17 @@ def show(
         check_target(html, "--html")
     check_distinct(("the input .npz", trace_file), ("--html", html))  # never write over the input
     fmt, dpi = check_figure_options(plots, out, fmt, dpi)
+    from mhacli.io.attention_file import is_attention_file
+
+    if is_attention_file(trace_file):
+        _show_attention(ctx, trace_file, layer, max_tokens, show_values, json_out, html, out, plots, fmt, dpi, query)
+        return
     from mhacli.io.export import load_trace
 
     trace = load_trace(trace_file)
+    if layer is not None:
+        raise UsageError("--layer picks a layer of an attention file ('weights' and 'tokens'); "
+                         "a saved run of mha explain has one layer (drop --layer).")
     position = query_position(trace, query)
     if json_out:
         from mhacli.io.export import trace_json

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mhacli.core.analysis import summarize_heads
+from mhacli.core.analysis import outside_window
+from mhacli.core.narrate import head_caption
 from mhacli.render import theme
+from mhacli.render.labels import measure, weights_note
 from mhacli.render.figures.heatmap import bar_width, colour_bar, heatmap, trace_mask
 from mhacli.render.figures.layout import PT, Pen, Sheet, clamp, drawing, label_pad, line, ordinal, sup
 from mhacli.render.figures.view import View, token_view
@@ -16,20 +18,17 @@ from mhacli.render.figures.view import View, token_view
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from mhacli.core.trace import Trace
+    from mhacli.core.analysis import Analysis
+    from mhacli.render.labels import Shown
 
 MAX_MATRIX_INCHES = 12.0  # beyond 60 tokens cells shrink instead: the image stays a sane size
 
 
-def describe_head(trace: Trace, i: int, pen: Pen) -> str:
-    """Two lines for a head's title: its rule (designed weights) or how focused it is, then where it looks."""
-    s = summarize_heads(np.asarray(trace.weights[i : i + 1]), trace.config.causal)[0]
-    first = (f"rule: {pen.shown(trace.rules[i], 60)}"
-             if trace.rules is not None and i < len(trace.rules) and trace.rules[i]
-             else f"{s.describe()}: mean row entropy {s.mean_entropy:.2f} of at most "
-                  f"{s.max_entropy:.2f} bits")
-    return (f"{first}\nlooks most at “{pen.shown(trace.tokens[s.top_key])}” (position {s.top_key}): "
-            f"{s.top_share:.0%} of its attention")
+def describe_head(analysis: Analysis, i: int, hide_rules: bool = False) -> str:
+    """Two lines under a head's title: what its per-query top key follows (narrate's caption), then how spread."""
+    s = analysis.heads[i]
+    return (f"{head_caption(analysis, i, hide_rules)}\n{s.describe()}: mean row entropy {s.mean_entropy:.2f} "
+            f"of at most {s.max_entropy:.2f} bits")
 
 
 def head_sizes(n: int) -> tuple[float, float, float, int]:
@@ -53,10 +52,12 @@ class HeadFigure:
     (a new figure also lays out all of its text again on its first draw).
     """
 
-    TITLE, SUB, AXIS, CAPTION = 16.0, 12.0, 12.0, 10.5
+    TITLE, NOTE, SUB, AXIS, CAPTION = 16.0, 12.0, 12.0, 12.0, 10.5
 
-    def __init__(self, trace: Trace, view: View, pen: Pen) -> None:
+    def __init__(self, trace: Shown, view: View, pen: Pen, analysis: Analysis | None = None,
+                 hide_rules: bool = False) -> None:
         self.trace, self.view, self.pen = trace, view, pen
+        analysis = analysis or measure(trace)
         n = view.n
         cell, tick, value, step = head_sizes(n)
         self.step = step
@@ -65,7 +66,11 @@ class HeadFigure:
         rotate = label_w > cell * step - 4 * PT
         x_label_h = label_w if rotate else line(tick)
         matrix = n * cell
-        self.subtitles = [describe_head(trace, i, pen) for i in range(trace.num_heads)]
+        self.subtitles = [describe_head(analysis, i, hide_rules) for i in range(trace.num_heads)]
+        if view.windowed:  # what the window hides, per head: the rows shown, the keys cut off
+            outside = outside_window(np.asarray(trace.weights), view.start, view.stop)  # (h,)
+            self.subtitles = [f"{s}\n{outside[i]:.0%} of the shown rows' attention falls on keys outside the window"
+                              for i, s in enumerate(self.subtitles)]
 
         pad = label_pad(4.0)
         left = 0.2 + line(self.AXIS) + 0.08 + label_w + pad
@@ -73,9 +78,10 @@ class HeadFigure:
         width = max(left + matrix + right, 6.0)
         inner = width - 0.4
         sub_lines = max(len(pen.wrap(s, inner, self.SUB)) for s in self.subtitles)
+        note_lines = pen.wrap(weights_note(trace, hide_rules), inner, self.NOTE)
         caption_lines = pen.wrap(" ".join(self._captions()), inner, self.CAPTION)
 
-        top = 0.2 + line(self.TITLE) + sub_lines * line(self.SUB)
+        top = 0.2 + line(self.TITLE) + len(note_lines) * line(self.NOTE) + sub_lines * line(self.SUB)
         top += line(11.0) if view.windowed else 0.0
         top += 0.15 + line(self.AXIS) + 0.08 + x_label_h + pad
         height = top + matrix + 0.2 + len(caption_lines) * line(self.CAPTION) + 0.2
@@ -96,10 +102,13 @@ class HeadFigure:
                                   "← query (the token looking)", fontsize=self.AXIS, ha="right",
                                   va="center", rotation=90)
         self.title = sheet.text(0.2, 0.2, "", fontsize=self.TITLE, fontweight="bold")
-        self.subtitle = sheet.text(0.2, 0.2 + line(self.TITLE), "", fontsize=self.SUB, linespacing=1.15)
+        y = 0.2 + line(self.TITLE)
+        self.note = sheet.text(0.2, y, "\n".join(note_lines), fontsize=self.NOTE, fontstyle="italic",
+                               linespacing=1.15)
+        y += len(note_lines) * line(self.NOTE)
+        self.subtitle = sheet.text(0.2, y, "", fontsize=self.SUB, linespacing=1.15)
         if view.windowed:
-            sheet.text(0.2, 0.2 + line(self.TITLE) + sub_lines * line(self.SUB), view.note(),
-                       fontsize=11.0, color=theme.HATCH_COLOR)
+            sheet.text(0.2, y + sub_lines * line(self.SUB), view.note(), fontsize=11.0, color=theme.HATCH_COLOR)
         sheet.text(0.2, top + matrix + 0.25, "\n".join(caption_lines), fontsize=self.CAPTION,
                    color="#444444", linespacing=1.15)
         self._inner = inner
@@ -110,7 +119,7 @@ class HeadFigure:
         out = ["Each row is one query token: where it looks among the keys. "
                + ("Its weights sum to 1." if not self.view.windowed else
                   "Keys outside the window are not shown, so a row may sum to less than 1.")]
-        if self.trace.config.causal:
+        if self.trace.causal:
             out.append("Grey hatched cells are masked (causal): a token may not look at later "
                        "tokens, so their weight is exactly 0.")
         if self.step > 1:
@@ -129,8 +138,9 @@ class HeadFigure:
         return self.fig
 
 
-def head_figure(trace: Trace, head: int, *, max_tokens: int = 40, query: int | None = None,
-                pen: Pen | None = None) -> Figure:
-    """The heatmap of one head (0-based) as a Figure (``head-{head+1}.png``)."""
+def head_figure(trace: Shown, head: int, *, max_tokens: int = 40, query: int | None = None,
+                pen: Pen | None = None, hide_rules: bool = False) -> Figure:
+    """The heatmap of one head (0-based) of a run or an attention view, as a Figure (``head-{head+1}.png``)."""
     with drawing(pen) as p:
-        return HeadFigure(trace, token_view(trace.n_tokens, max_tokens, query), p).show(head)
+        return HeadFigure(trace, token_view(trace.n_tokens, max_tokens, query), p,
+                          hide_rules=hide_rules).show(head)

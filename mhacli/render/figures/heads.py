@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mhacli.core.analysis import summarize_heads
 from mhacli.render import theme
+from mhacli.render.labels import measure, pattern_words, weights_note, window_note
 from mhacli.render.figures.heatmap import Heatmap, bar_width, colour_bar, heatmap, trace_mask
 from mhacli.render.figures.layout import PT, Pen, Sheet, clamp, drawing, label_pad, line, ordinal, sentence
 from mhacli.render.figures.view import View, token_view
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.text import Text
 
-    from mhacli.core.trace import Trace
+    from mhacli.core.analysis import Analysis
+    from mhacli.render.labels import Shown
 
 GAP = 0.3  # inches between panels
 
@@ -80,22 +81,21 @@ def panels(sheet: Sheet, matrices: list[np.ndarray], names: list[str], details: 
     return Panels(maps, titles, bottom, right)
 
 
-def short_head(trace: Trace, i: int, pen: Pen) -> str:
-    """A few words for a small panel title."""
-    if trace.rules is not None and i < len(trace.rules) and trace.rules[i]:
-        return pen.shown(trace.rules[i], 22)
-    s = summarize_heads(np.asarray(trace.weights[i : i + 1]), trace.config.causal)[0]
-    return f"{s.describe()} · “{pen.shown(trace.tokens[s.top_key], 8)}”"
+def short_head(analysis: Analysis, i: int, pen: Pen, hide_rules: bool = False) -> str:
+    """A few words for a small panel title: the rule, or the relation the head's per-query top key follows."""
+    return pen.shown(pattern_words(analysis, i, hide_rules), 26)
 
 
-def heads_figure(trace: Trace, *, max_tokens: int = 40, query: int | None = None,
-                 pen: Pen | None = None) -> Figure:
-    """All heads on one scale, with the average over heads beside them (``heads.png``)."""
+def heads_figure(trace: Shown, *, max_tokens: int = 40, query: int | None = None,
+                 pen: Pen | None = None, hide_rules: bool = False) -> Figure:
+    """All heads of a run or a view on one scale, with the average over heads beside them (``heads.png``)."""
     with drawing(pen) as p:
-        return build_heads(trace, token_view(trace.n_tokens, max_tokens, query), p)
+        return build_heads(trace, token_view(trace.n_tokens, max_tokens, query), p, hide_rules=hide_rules)
 
 
-def build_heads(trace: Trace, view: View, pen: Pen) -> Figure:
+def build_heads(trace: Shown, view: View, pen: Pen, analysis: Analysis | None = None,
+                hide_rules: bool = False) -> Figure:
+    analysis = analysis or measure(trace)
     h, n = trace.num_heads, view.n
     weights = np.asarray(trace.weights)[:, view.rows, view.rows]  # (h, n, n)
     average = weights.mean(axis=0)  # (h, n, n) -> (n, n): what PyTorch returns by default
@@ -113,7 +113,8 @@ def build_heads(trace: Trace, view: View, pen: Pen) -> Figure:
     label_w = pen.widest(labels[::step], tick)
     rotate = label_w > panel / n * step - 3 * PT
 
-    details = ([short_head(trace, i, pen) for i in range(h)] + ["what PyTorch returns by default"])[:count]
+    details = ([short_head(analysis, i, pen, hide_rules) for i in range(h)]
+               + ["what PyTorch returns by default"])[:count]
     names = ([f"Head {i + 1}" for i in range(h)] + [f"Average of the {h} heads"])[:count]
     pad = label_pad(panel_frame(n))
     left = 0.2 + line(12.0) + 0.08 + label_w + pad
@@ -126,13 +127,18 @@ def build_heads(trace: Trace, view: View, pen: Pen) -> Figure:
         "With one head, the head is its own average: what PyTorch's nn.MultiheadAttention "
         "returns either way.",
     ]
-    if trace.config.causal:
+    if trace.causal:
         notes.append("Grey hatched cells are masked (causal): a token never looks at later tokens.")
     if step > 1:
         notes.append(f"Labels show every {ordinal(step)} token.")
+    outside = window_note(analysis, np.asarray(trace.weights), view.start, view.stop)
+    if outside:
+        notes.append(outside)
     note_lines = pen.wrap(" ".join(notes), inner, 10.5)
     title = f"{h} head{'s' if h != 1 else ''} on one scale: each row is a query, each column a key"
-    top = 0.2 + line(16.0) + line(12.0) + (line(11.0) if view.windowed else 0.0) + 0.2
+    label_lines = pen.wrap(weights_note(trace, hide_rules), inner, 12.0)
+    top = (0.2 + line(16.0) + len(label_lines) * line(12.0) + line(12.0) + (line(11.0) if view.windowed else 0.0)
+           + 0.2)
     top_axis = top
     top += line(12.0) + 0.04
     title_h = line(12.0) + line(10.0) + 0.06
@@ -143,9 +149,12 @@ def build_heads(trace: Trace, view: View, pen: Pen) -> Figure:
     sheet = Sheet(width, height)
     x0 = left + (width - (left + grid_w + bar)) / 2
     sheet.text(0.2, 0.2, title, fontsize=16.0, fontweight="bold")
-    sheet.text(0.2, 0.2 + line(16.0), sentence(trace, view, pen, inner, 12.0), fontsize=12.0)
+    y = 0.2 + line(16.0)
+    label_text = sheet.text(0.2, y, "\n".join(label_lines), fontsize=12.0, fontstyle="italic", linespacing=1.15)
+    y += len(label_lines) * line(12.0)
+    sheet.text(0.2, y, sentence(trace, view, pen, inner, 12.0), fontsize=12.0)
     if view.windowed:
-        sheet.text(0.2, 0.2 + line(16.0) + line(12.0), view.note(), fontsize=11.0, color=theme.HATCH_COLOR)
+        sheet.text(0.2, y + line(12.0), view.note(), fontsize=11.0, color=theme.HATCH_COLOR)
     sheet.text(x0 + grid_w / 2, top_axis, "key (the token looked at) →", fontsize=12.0, ha="center")
     matrices = ([weights[i] for i in range(h)] + [average])[:count]
     colors = ([theme.head_color(i) for i in range(h)] + [theme.AVERAGE_COLOR])[:count]
@@ -161,4 +170,5 @@ def build_heads(trace: Trace, view: View, pen: Pen) -> Figure:
                linespacing=1.15)
     sheet.fig.mhacli_panels = grid  # type: ignore[attr-defined]  # for tests: the drawn panels
     sheet.fig.mhacli_colour_bars = [bar_ax]  # type: ignore[attr-defined]
+    sheet.fig.mhacli_label = label_text  # type: ignore[attr-defined]
     return sheet.fig

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from matplotlib.patches import PathPatch, Rectangle
     from matplotlib.text import Text
 
-    from mhacli.core.trace import Trace
+    from mhacli.render.labels import Shown
     from mhacli.render.figures.view import View
 
 
@@ -33,11 +33,11 @@ def cmap() -> Any:
     return matplotlib.colormaps[theme.HEATMAP_CMAP].with_extremes(bad=theme.MASK_COLOR)
 
 
-def trace_mask(trace: Trace, view: View) -> np.ndarray | None:
+def trace_mask(trace: Shown, view: View) -> np.ndarray | None:
     """The blocked cells of the shown window, or None when every key is visible."""
     if trace.mask is not None:
         return np.asarray(trace.mask)[view.rows, view.rows]
-    if trace.config.causal:
+    if trace.causal:
         from mhacli.core.attention import causal_mask
 
         return causal_mask(trace.n_tokens)[view.rows, view.rows]

@@ -31,7 +31,7 @@ def figure_class() -> Any:
             import matplotlib
 
             buffer = io.BytesIO()
-            with matplotlib.rc_context(RENDER_RC):
+            with matplotlib.rc_context(RENDER_RC):  # type: ignore[arg-type]
                 self.savefig(buffer, format="png", dpi=min(float(self.dpi), 100.0))
             return buffer.getvalue()
 

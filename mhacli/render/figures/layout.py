@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.text import Text
 
-    from mhacli.core.trace import Trace
     from mhacli.render.figures.view import View
+    from mhacli.render.labels import Shown
 
 PT = 1 / 72  # one typographic point, in inches
 _GLYPH_WARNING = re.compile(r"Glyph (\d+) .*missing from font")
@@ -295,7 +295,7 @@ def label_pad(frame_width: float) -> float:
     return frame_width * PT / 2 + 3 * PT
 
 
-def sentence(trace: Trace, view: View, pen: Pen, width_in: float, size: float) -> str:
+def sentence(trace: Shown, view: View, pen: Pen, width_in: float, size: float) -> str:
     """The sentence as shown, on one line that fits."""
     words = [pen.shown(t, 16) for t in trace.tokens[view.rows]]
     text = " ".join(words)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 from mhacli.io.files import atomic_write
 from mhacli.render.figures.head import HeadFigure
@@ -18,8 +18,10 @@ from mhacli.render.figures.view import check_dpi, check_format, resolve_query, t
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from mhacli.core.analysis import Analysis
     from mhacli.core.compare import Comparison
     from mhacli.core.trace import Trace
+    from mhacli.render.labels import Shown
 
 # zlib level of Pillow's PNG writer. Measured on head-1.png of the cat sentence at 150 dpi: level 1
 # saves in 65 ms against 72 ms for Pillow's default (6), for a file 4 % larger; drawing is the rest.
@@ -68,26 +70,36 @@ def _finish(saved: Saved, pen: Pen) -> Saved:
     return saved
 
 
-def save_figures(trace: Trace, single: Trace | None, out_dir: Path, fmt: str = "png", dpi: int = 150,
-                 query: int | str | None = None, max_tokens: int = 40) -> Saved:
+def save_figures(trace: Shown, single: Trace | None, out_dir: Path, fmt: str = "png", dpi: int = 150,
+                 query: int | str | None = None, max_tokens: int = 40, *, hide_rules: bool = False,
+                 analysis: Analysis | None = None) -> Saved:
     """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` into ``out_dir`` (created if missing).
 
+    ``trace`` is a run, or an attention view (no ``split``: a view has no weight matrices).
+    ``hide_rules`` leaves rule and pattern names out (the "name what each head does" activity);
+    ``analysis``: the run's measures when the caller has them already (else computed here, once).
     Returns the paths written, in order (a list with ``.notices``: lines worth printing
     once, such as characters no installed font could draw).
     """
+    from mhacli.render.labels import is_view, measure
+
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     view = token_view(trace.n_tokens, max_tokens, resolve_query(trace.tokens, query))
+    analysis = analysis or measure(trace)
     saved = Saved()
     with drawing() as pen:
         # One per-head figure, updated for each head: its layout, labels and colour bar are built once.
-        per_head = HeadFigure(trace, view, pen)
+        per_head = HeadFigure(trace, view, pen, analysis, hide_rules)
         for i in range(trace.num_heads):
             saved.append(save(per_head.show(i), out / f"head-{i + 1}.{fmt}", fmt, dpi))
-        saved.append(save(build_heads(trace, view, pen), out / f"heads.{fmt}", fmt, dpi))
-        saved.append(save(build_magnifiers(trace, single, view, pen), out / f"magnifiers.{fmt}", fmt, dpi))
-        saved.append(save(split_figure(trace), out / f"split.{fmt}", fmt, dpi))
+        saved.append(save(build_heads(trace, view, pen, analysis, hide_rules), out / f"heads.{fmt}", fmt, dpi))
+        saved.append(save(build_magnifiers(trace, single, view, pen, analysis, hide_rules),
+                          out / f"magnifiers.{fmt}", fmt, dpi))
+        if not is_view(trace):
+            split = split_figure(cast("Trace", trace), hide_rules=hide_rules)
+            saved.append(save(split, out / f"split.{fmt}", fmt, dpi))
     leftover = leftovers(out, trace.num_heads, fmt)
     if leftover:
         saved.notices.append(leftover)
@@ -96,7 +108,7 @@ def save_figures(trace: Trace, single: Trace | None, out_dir: Path, fmt: str = "
 
 def save_compare(trace: Trace, single: Trace, out_dir: Path, fmt: str = "png", dpi: int = 150,
                  query: int | str | None = None, max_tokens: int = 40, *,
-                 comparison: Comparison | None = None) -> Saved:
+                 comparison: Comparison | None = None, hide_rules: bool = False) -> Saved:
     """Write ``single-vs-multi`` into ``out_dir`` (created if missing); return the path (with ``.notices``).
 
     ``query`` is accepted for symmetry with :func:`save_figures`; the comparison covers every query.
@@ -110,6 +122,7 @@ def save_compare(trace: Trace, single: Trace, out_dir: Path, fmt: str = "png", d
     comparison = comparison or compare(trace, single)
     saved = Saved()
     with drawing() as pen:
-        fig = build_compare(trace, single, comparison, token_view(trace.n_tokens, max_tokens), pen)
+        fig = build_compare(trace, single, comparison, token_view(trace.n_tokens, max_tokens), pen,
+                            hide_rules=hide_rules)
         saved.append(save(fig, out / f"single-vs-multi.{fmt}", fmt, dpi))
     return _finish(saved, pen)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mhacli.render import theme
+from mhacli.render.labels import weights_note
 from mhacli.render.figures.heads import grid_sizes, panel_frame, panels
 from mhacli.render.figures.heatmap import bar_width, colour_bar, heatmap, trace_mask
 from mhacli.render.figures.layout import PT, Pen, Sheet, clamp, drawing, label_pad, line, sentence
@@ -21,17 +22,18 @@ if TYPE_CHECKING:
 
 
 def compare_figure(trace: Trace, single: Trace, comparison: Comparison | None = None, *,
-                   max_tokens: int = 40, pen: Pen | None = None) -> Figure:
+                   max_tokens: int = 40, pen: Pen | None = None, hide_rules: bool = False) -> Figure:
     """One head of size d beside h heads of size d/h, and how spread and how different they are."""
     from mhacli.core.compare import compare
 
     comparison = comparison or compare(trace, single)
     with drawing(pen) as p:
         return build_compare(trace, single, comparison,
-                               token_view(trace.n_tokens, max_tokens, None), p)
+                             token_view(trace.n_tokens, max_tokens, None), p, hide_rules=hide_rules)
 
 
-def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen: Pen) -> Figure:
+def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen: Pen,
+                  hide_rules: bool = False) -> Figure:
     h, n = trace.num_heads, view.n
     labels = [pen.shown(t) for t in trace.tokens[view.rows]]
     mask = trace_mask(trace, view)
@@ -59,7 +61,8 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
     sub = (f"one head of size d = {trace.d_model} and {h} heads of size d/h = {trace.d_k}: same text, "
            "embedding, seed and weight matrices; one colour scale; rows are queries, columns keys")
     sub_lines = pen.wrap(sub, inner, 12.0)
-    top = 0.2 + line(17.0) + len(sub_lines) * line(12.0) + line(12.0)
+    label_lines = pen.wrap(weights_note(trace, hide_rules), inner, 12.0)
+    top = 0.2 + line(17.0) + len(label_lines) * line(12.0) + len(sub_lines) * line(12.0) + line(12.0)
     top += (line(11.0) if view.windowed else 0.0) + 0.2
     block_top = top + title_h + max(above_big, above_small)
     block_h = max(big, rows * small + (rows - 1) * (0.3 + title_h))
@@ -79,6 +82,8 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
     heads_left += x_shift
     sheet.text(0.25, 0.2, f"One magnifier against {h}", fontsize=17.0, fontweight="bold")
     y = 0.2 + line(17.0)
+    label_text = sheet.text(0.25, y, "\n".join(label_lines), fontsize=12.0, fontstyle="italic", linespacing=1.15)
+    y += len(label_lines) * line(12.0)
     sheet.text(0.25, y, "\n".join(sub_lines), fontsize=12.0, color="#444444", linespacing=1.15)
     y += len(sub_lines) * line(12.0)
     sheet.text(0.25, y, sentence(trace, view, pen, inner, 12.0), fontsize=12.0)
@@ -142,6 +147,7 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
     sheet.fig.mhacli_single = one  # type: ignore[attr-defined]  # for tests
     sheet.fig.mhacli_heads = grid  # type: ignore[attr-defined]
     sheet.fig.mhacli_js = js  # type: ignore[attr-defined]
+    sheet.fig.mhacli_label = label_text  # type: ignore[attr-defined]
     sheet.fig.mhacli_chart = chart  # type: ignore[attr-defined]
     return sheet.fig
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from mhacli.core.trace import Trace
 from mhacli.render import theme
+from mhacli.render.labels import weights_note
 
 
 def _panel(ax: Any, m: np.ndarray, title: str, blocks: str, heads: int, rows: list[str] | None,
@@ -43,8 +44,11 @@ def _panel(ax: Any, m: np.ndarray, title: str, blocks: str, heads: int, rows: li
     ax.set_xlabel(caption, fontsize=10, color=theme.LABEL_COLOR, labelpad=6)
 
 
-def split_figure(trace: Trace, label: str | None = None) -> Any:
-    """The split and the merge of ``trace`` as one figure (matplotlib ``Figure``, never pyplot)."""
+def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = False) -> Any:
+    """The split and the merge of ``trace`` as one figure (matplotlib ``Figure``, never pyplot).
+
+    ``label`` replaces the line that names the weights (by default :func:`~mhacli.render.labels.weights_note`).
+    """
     from mhacli.render.figures.inline import new_figure
 
     h, d, dk = trace.num_heads, trace.d_model, trace.d_k
@@ -73,7 +77,7 @@ def split_figure(trace: Trace, label: str | None = None) -> Any:
     names = "  ".join(f"head {i + 1}" for i in range(min(h, 8))) + (" …" if h > 8 else "")
     title = f"One matrix, {h} heads: d = {d} split into h = {h} blocks of d/h = {dk}"
     fig.suptitle(title, fontsize=15, color=theme.LABEL_COLOR, y=0.97)
-    sub = label if label is not None else f"weights {trace.config.weights}"
+    sub = label if label is not None else weights_note(trace, hide_rules)
     fig.text(0.5, 0.87, f"{sub} · outlines: {names}", ha="center", fontsize=11, color=theme.LABEL_COLOR)
     for i in range(min(h, 8)):
         fig.text(0.5 + (i - min(h, 8) / 2 + 0.5) * 0.07, 0.03, f"■ head {i + 1}", ha="center", fontsize=11,

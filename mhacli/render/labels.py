@@ -1,0 +1,104 @@
+"""What every picture says about its weights, and a few words per head, for figures, grids and the page alike.
+
+A picture of random weights must say so before anyone reads a pattern into it;
+a picture of someone's model must say whose attention it is.  The sentences
+come from :mod:`mhacli.core.narrate` where it has them; this module picks the
+right one for a run or an attention view.  Plain strings, no Rich, no matplotlib.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Union
+
+import numpy as np
+
+from mhacli.core import narrate
+from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, analyse, outside_window
+from mhacli.core.tokenize import label
+
+if TYPE_CHECKING:
+    from mhacli.core.trace import Trace
+    from mhacli.core.view import AttentionView
+
+    Shown = Union[Trace, AttentionView]
+
+# How the tool's own non-narrated weight kinds are named (narrate has random, designed and trained).
+_OTHER_KINDS = {
+    "pytorch": "your own weights (an nn.MultiheadAttention state dict): each head's relation is measured",
+    "worked": "the worked example's hand-sized weights: small numbers to redo by hand",
+}
+
+
+def is_view(shown: "Shown") -> bool:
+    """An attention view (weights only) rather than a run of the tool (every step)."""
+    return not hasattr(shown, "config")
+
+
+def layer_note(shown: "Shown") -> str | None:
+    """'layer 2 of 3 (encoder.2)' for a view with several layers; None otherwise."""
+    if not is_view(shown) or shown.n_layers < 2:  # type: ignore[union-attr]
+        return None
+    v = shown
+    name = v.layer_names[v.layer]  # type: ignore[union-attr]
+    plain = f"layer {v.layer + 1}"  # type: ignore[union-attr]
+    return f"{plain} of {v.n_layers}" + (f" ({label(name, 24)})" if name != plain else "")  # type: ignore[union-attr]
+
+
+def weights_note(shown: "Shown", hide_rules: bool = False) -> str:
+    """Which weights made the picture: random (they mean nothing yet), designed rules, trained, or a model's view."""
+    if is_view(shown):
+        source = shown.source  # type: ignore[union-attr]
+        where = f"attention from {label(Path(source).name, 40)}" if source else "attention from your model"
+        layer = layer_note(shown)
+        text = where + (f", {layer}" if layer else "")
+        names = shown.head_names  # type: ignore[union-attr]
+        if names and not hide_rules:
+            text += ": " + "; ".join(f"head {i + 1}, {label(n, 24)}" for i, n in enumerate(names))
+        return text
+    kind = str(shown.config.weights)  # type: ignore[union-attr]
+    if kind in _OTHER_KINDS:
+        return _OTHER_KINDS[kind] if not hide_rules else _OTHER_KINDS[kind].split(":")[0]
+    return narrate.weights_label(kind, shown.rules, hide_rules)
+
+
+def pattern_words(analysis: Analysis, i: int, hide_rules: bool = False, max_chars: int = 24) -> str:
+    """A few words for head ``i`` (0-based) in a small title: its rule, or the relation its per-query top key follows.
+
+    'previous token' (a designed rule), 'itself · 100%', '“dog” · 60%', 'no single relation';
+    with ``hide_rules`` only how sharp it is ('sharp').
+    """
+    s = analysis.heads[i]
+    if hide_rules:
+        return s.describe()
+    if analysis.kind == narrate.DESIGNED and analysis.rules and i < len(analysis.rules):
+        return label(analysis.rules[i], max_chars)
+    if s.pattern == NONE:
+        return "no single relation"
+    if s.pattern == FIXED and s.pattern_key is not None:
+        name = f"“{label(analysis.tokens[s.pattern_key], 10)}”"
+    elif s.pattern == COPY:
+        name = "earlier copy"
+    else:
+        name = s.pattern
+    return f"{name} · {s.pattern_share:.0%}"
+
+
+def measure(shown: "Shown") -> Analysis:
+    """The per-query measures of what is shown (the shown layer of a view)."""
+    return analyse(shown)
+
+
+def windowed(analysis: Analysis, weights: np.ndarray, start: int, stop: int) -> Analysis:
+    """``analysis`` with the mass each head puts outside tokens ``start … stop−1`` (for narrate.window_sentence)."""
+    outside = outside_window(weights, start, stop)  # (h,)
+    heads = tuple(replace(s, outside_window=float(outside[s.head])) for s in analysis.heads)
+    return replace(analysis, heads=heads, window=(start, stop))
+
+
+def window_note(analysis: Analysis, weights: np.ndarray, start: int, stop: int) -> str | None:
+    """How much attention falls outside a window of the tokens (None when everything is shown)."""
+    if start == 0 and stop >= len(analysis.tokens):
+        return None
+    return narrate.window_sentence(windowed(analysis, weights, start, stop))

@@ -208,8 +208,8 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
     for name in ("scores", "weights"):
         # Fresh arrays nobody else holds: frozen where they are, so the trace does not copy (h, N, N) twice.
         parts[name].setflags(write=False)  # type: ignore[union-attr]
-    return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,  # type: ignore[arg-type]
-                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, **biases, **parts)
+    return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,
+                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, **biases, **parts)  # type: ignore[arg-type]
 
 
 def own_weights(weights: AttentionWeights | Mapping[str, Any]) -> AttentionWeights:

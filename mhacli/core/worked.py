@@ -29,5 +29,5 @@ def worked_example(seed: int = 0, causal: bool = False) -> Trace:
     w_q, w_k, w_v, w_o = rng.integers(-1, 2, size=(4, d, d)).astype(np.float64)  # (d, d) each, PyTorch layout
     parts = multi_head_attention(x, w_q, w_k, w_v, w_o, HEADS, causal)
     config = Config(heads=HEADS, d_model=d, seed=seed, causal=causal, weights="worked")
-    return Trace(config=config, tokens=TOKENS, token_ids=vocabulary(TOKENS)[1], X=x,  # type: ignore[arg-type]
-                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, **parts)
+    return Trace(config=config, tokens=TOKENS, token_ids=vocabulary(TOKENS)[1], X=x,
+                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, **parts)  # type: ignore[arg-type]

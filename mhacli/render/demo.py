@@ -58,15 +58,17 @@ def samples_table(samples: Sequence[Sample], tokenizer: str = "word") -> Rendera
                   padding=(0, 1))
     table.add_column("name", no_wrap=True, style=theme.STYLE_FORMULA)
     table.add_column("tokens", justify="right", no_wrap=True, style=theme.STYLE_NUMBER)
+    table.add_column("distinct", justify="right", no_wrap=True, style=theme.STYLE_NUMBER)
     table.add_column("what it shows", overflow="fold")
     for s in samples:
-        table.add_row(s.name, str(len(s.tokens(tokenizer))), Text(s.description))
+        tokens = s.tokens(tokenizer)
+        table.add_row(s.name, str(len(tokens)), str(len(set(tokens))), Text(s.description))
     note = _note(Text.assemble(
         ("Use one with ", theme.STYLE_DIM), ("mha explain --sample NAME", theme.STYLE_FORMULA),
         (" (also demo, quiz, compare); see its text with ", theme.STYLE_DIM),
         ("mha samples NAME", theme.STYLE_FORMULA), (". Tokens counted with the ", theme.STYLE_DIM),
         (tokenizer, theme.STYLE_DIM), (" tokenizer.", theme.STYLE_DIM)))
-    return Group(table, note)
+    return Group(fitted_table(table), note)
 
 
 def sample_view(sample: Sample, tokenizer: str = "word") -> RenderableType:
@@ -343,29 +345,33 @@ def query_table(trace: Trace, q: int, what: str) -> RenderableType:
     return fitted_table(table)
 
 
-def mask_grid(trace: Trace) -> RenderableType:
+def mask_grid(trace: Trace, shown: int = MASK_GRID_MAX) -> RenderableType:
     """Which keys each query may see in THIS run (first few tokens): ✓ may look, · blocked.
 
-    A bidirectional run has no mask to draw: it gets one sentence instead of a grid of ✓.
+    A bidirectional run has no mask to draw: it gets one sentence instead of a grid of ✓.  On a narrow
+    console the grid shows fewer tokens rather than squeezing its columns.
     """
+    from mhacli.render.fit import Fitted
+
     if not trace.config.causal:
         return _note("No mask in this run: every query may see every key. With --causal the keys after each "
                      "query (k > q) would be blocked.")
-    n = min(trace.n_tokens, MASK_GRID_MAX)
-    causal = True
+    n = min(trace.n_tokens, shown)
     table = Table(box=box.MINIMAL, padding=(0, 1), pad_edge=False)
-    table.add_column("query \\ key")
+    table.add_column("query \\ key", no_wrap=True)
     for k in range(n):
-        table.add_column(str(k), justify="center")
+        table.add_column(str(k), justify="center", no_wrap=True)
     for qpos in range(n):
         table.add_row(Text(f"{qpos} {label(trace.tokens[qpos], 8)}"),
-                      *(Text("✓", style=theme.STYLE_OK) if not causal or k <= qpos else Text("·", style=theme.STYLE_DIM)
+                      *(Text("✓", style=theme.STYLE_OK) if k <= qpos else Text("·", style=theme.STYLE_DIM)
                         for k in range(n)))
     parts: list[RenderableType] = [table]
     if n < trace.n_tokens:
         parts.append(_note(f"(first {n} of {trace.n_tokens} tokens)"))
     parts.append(_note("mask[q, k] = True (blocked) where k > q: the '·' cells, PyTorch's attn_mask polarity."))
-    return Group(*parts)
+    if n <= 2:
+        return Group(*parts)
+    return Fitted(Group(*parts), lambda console: mask_grid(trace, n - 1))
 
 
 def values_table(trace: Trace, q: int) -> RenderableType:

@@ -9,6 +9,7 @@ instead, where text wraps only between words.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Callable, Iterable
 
 from rich import box
@@ -35,20 +36,26 @@ def _as_text(console: Console, cell: RenderableType) -> Text | None:
     return None
 
 
-def _words(console: Console, options: ConsoleOptions, renderable: RenderableType) -> set[str]:
-    """The words (runs of letters and digits) that ``renderable`` shows at the width of ``options``."""
-    lines = console.render_lines(renderable, options, pad=False)
-    return set(_WORD.findall("\n".join("".join(segment.text for segment in line) for line in lines)))
+def _shown(console: Console, options: ConsoleOptions, renderable: RenderableType) -> str:
+    """What ``renderable`` shows at the width of ``options``, as plain text."""
+    lines = console.render_lines(renderable, options.update(height=None), pad=False)
+    return "\n".join("".join(segment.text for segment in line) for line in lines)
+
+
+def _ink(text: str) -> Counter[str]:
+    """Every character that carries content: no spaces, no box-drawing lines."""
+    return Counter(ch for ch in text if not ch.isspace() and not "\u2500" <= ch <= "\u257f")
 
 
 def breaks_words(console: Console, options: ConsoleOptions, renderable: RenderableType) -> bool:
-    """Whether ``renderable`` at this width shows a piece of a word that it shows whole on an endless line.
+    """Whether ``renderable`` at this width splits a word or loses a character it shows on an endless line.
 
     Rendering is the only faithful test: Rich may fold a column below its narrowest word even when the
-    table's measured minimum fits.
+    table's measured minimum fits, squeeze a column of marks to nothing, or cut a title with "…".
     """
-    whole = _words(console, options.update(width=_UNBOUNDED, max_width=_UNBOUNDED, height=None), renderable)
-    return not _words(console, options.update(height=None), renderable) <= whole
+    whole = _shown(console, options.update(width=_UNBOUNDED, max_width=_UNBOUNDED), renderable)
+    narrow = _shown(console, options, renderable)
+    return not set(_WORD.findall(narrow)) <= set(_WORD.findall(whole)) or _ink(narrow) != _ink(whole)
 
 
 class Fitted:

@@ -37,7 +37,7 @@ def _brought(tokens: tuple[str, ...], key: int, weight: float) -> Text:
     """'mat 97%', or 'a tie' for a row whose largest weight is shared."""
     if key < 0:
         return Text(f"tie {weight:.0%}", style=theme.STYLE_DIM)
-    return Text(f"{label(tokens[key], 10)} {weight:.0%}")
+    return Text(f"{label(tokens[key], 8)} {weight:.0%}")
 
 
 def readback_table(cmp: Comparison, max_rows: int = READBACK_ROWS) -> RenderableType:
@@ -54,7 +54,7 @@ def readback_table(cmp: Comparison, max_rows: int = READBACK_ROWS) -> Renderable
     table.add_column(Text("1 head", style=f"bold {theme.SINGLE_HEAD_COLOR}"), overflow="fold")
     rows = min(len(cmp.tokens), max_rows)
     for p in range(rows):
-        table.add_row(Text(f"{label(cmp.tokens[p], 10)} ({p})"),
+        table.add_row(Text(f"{label(cmp.tokens[p], 8)} ({p})"),
                       *(_brought(cmp.tokens, int(back.head_keys[i, p]), float(back.head_weights[i, p]))
                         for i in range(h)),
                       _brought(cmp.tokens, int(back.single_keys[p]), float(back.single_weights[p])))

@@ -117,7 +117,8 @@ def demo(
     if sample is not None:
         from mhacli.io.samples import load_sample
 
-        intro = f"The text is the sample '{sample}': {load_sample(sample).description}"
+        # A description may name the rule a sample shows off: --hide-rules keeps it for later.
+        intro = f"The text is the sample '{sample}'" + ("." if hide_rules else f": {load_sample(sample).description}")
     position = query_position(trace, query)
     steps = lesson(trace, intro=intro, query=position, width=console.width,
                    figures_at=str(out) if out is not None else None, hide_rules=hide_rules)

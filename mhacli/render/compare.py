@@ -66,12 +66,12 @@ def readback_table(cmp: Comparison, max_rows: int = READBACK_ROWS) -> Renderable
     return Group(*parts)
 
 
-def _follows(found: Analysis | None, i: int) -> str:
+def _follows(found: Analysis | None, i: int) -> tuple[str, str]:
+    """The relation head ``i``'s top keys follow, and on how many of its rows ('—' for none)."""
     if found is None:
-        return ""
+        return "", ""
     s = found.heads[i]
-    return narrate.relation_name(s, found.tokens) + ("" if s.pattern == NONE else
-                                                      f" ({s.pattern_rows} of {s.pattern_of})")
+    return narrate.short_relation(s, found.tokens), "—" if s.pattern == NONE else f"{s.pattern_rows} of {s.pattern_of}"
 
 
 def comparison_panel(cmp: Comparison, hide_rules: bool = False) -> RenderableType:
@@ -81,11 +81,12 @@ def comparison_panel(cmp: Comparison, hide_rules: bool = False) -> RenderableTyp
                   title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("magnifier", no_wrap=True)
     table.add_column("width", justify="right", no_wrap=True)
-    table.add_column("mean entropy", justify="right")
+    table.add_column("entropy", justify="right")
     table.add_column("of max", justify="right", no_wrap=True)
     table.add_column("top weight", justify="right")
     if not hide_rules:
         table.add_column("top key follows", overflow="fold")
+        table.add_column("rows", justify="right", no_wrap=True)
     singles = cmp.single_analysis.heads[0].mean_top_weight if cmp.single_analysis is not None else None
     rows = [(cmp.single, Text("● 1 head", style=f"bold {theme.SINGLE_HEAD_COLOR}"), singles,
              _follows(cmp.single_analysis, 0))]
@@ -99,7 +100,7 @@ def comparison_panel(cmp: Comparison, hide_rules: bool = False) -> RenderableTyp
                                      Text(f"{s.mean_entropy:.2f} b", style=theme.STYLE_NUMBER),
                                      f"{s.max_entropy:.2f} b", "" if top is None else f"{top:.0%}"]
         if not hide_rules:
-            row.append(Text(follows))
+            row += [Text(follows[0]), follows[1]]
         table.add_row(*row)
     js = Text("How different the heads are: mean pairwise Jensen–Shannon divergence ")
     js.append(f"{cmp.mean_pairwise_js:.3f} bits", style=theme.STYLE_NUMBER)

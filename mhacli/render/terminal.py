@@ -168,7 +168,7 @@ def heads_panel(trace: Trace, title: str = "5. Each head is its own magnifier", 
     for s in a.heads:
         row: list[RenderableType] = [Text(f"● {s.head + 1}", style=theme.head_style(s.head))]
         if not hide_rules:
-            row += [Text(narrate.relation_name(s, a.tokens)),
+            row += [Text(narrate.short_relation(s, a.tokens)),
                     "—" if s.pattern == NONE else f"{s.pattern_rows} of {s.pattern_of}"]
         row += [f"{s.mean_top_weight:.0%}", f"{s.mean_entropy:.2f}/{s.max_entropy:.2f} b", s.describe()]
         if rules:

@@ -276,3 +276,12 @@ def test_the_fitted_table_keeps_its_columns_when_they_fit():
     narrow = _rendered([fitted_table(table)], 16)
     assert "top key follows:" in narrow.replace("\n", " ") or "top key" in narrow  # a record, not a column
     assert _broken_words([fitted_table(table)], 16) == []
+
+
+def test_the_headline_sentence_keeps_didnt_whole(cwd):
+    import json
+
+    p = _piped(["explain", SENTENCE, "--json", "--no-plots"], cwd)
+    assert p.returncode == 0, p.stderr
+    tokens = json.loads(p.stdout)["tokens"]
+    assert "t" not in tokens and "didn't" in tokens, tokens

@@ -264,3 +264,48 @@ def test_a_window_reports_the_mass_it_leaves_out():
     for s in a.heads:
         assert s.outside_window == pytest.approx(w[s.head, :10, 10:].sum(axis=-1).mean())
         assert 0.5 < s.outside_window < 1  # 50 keys outside, 10 inside: most of the mass is not shown
+
+
+# --------------------------------------------------------------------------
+# --json: what the document says equals the slow loop over the weights
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sample", [s.name for s in list_samples()])
+@pytest.mark.parametrize("weights", ["random", "designed"])
+def test_the_json_patterns_and_agreement_agree_with_the_weights(sample, weights):
+    from mhacli.io.export import trace_document
+
+    trace = run(load_sample(sample).text, weights=weights)
+    doc = trace_document(trace)
+    w = np.asarray(doc["arrays"]["weights"], dtype=np.float64)  # read back from the document itself
+    heads, agree, js, total, _ = reference(w, doc["tokens"], doc["config"]["causal"])
+    assert doc["counted_rows"] == total
+    for entry, (name, key, rows, of) in zip(doc["head_summaries"], heads):
+        assert (entry["pattern"], entry["pattern_key"], entry["pattern_rows"], entry["pattern_of"]) == (
+            name, key, rows, of)
+        assert entry["pattern_share"] == pytest.approx(rows / of if of else 0.0)
+        assert entry["pattern_token"] == (None if key is None else doc["tokens"][key])
+        assert entry["mean_top_weight"] == pytest.approx(w[entry["head"] - 1].max(axis=-1).mean())
+    np.testing.assert_allclose(doc["agreement"], np.array(agree) / total)
+    np.testing.assert_allclose(doc["js_divergence_bits"], js, atol=1e-9)
+    assert "top_key" not in doc["head_summaries"][0]  # the column sum is gone
+
+
+def test_the_json_of_repeated_designed_names_four_relations_on_nine_tenths_of_rows():
+    import json
+
+    from typer.testing import CliRunner
+
+    from mhacli.cli import app
+
+    r = CliRunner().invoke(app, ["explain", "--sample", "repeated", "--weights", "designed", "--json", "--no-plots"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    patterns = [(e["pattern"], e["pattern_share"]) for e in doc["head_summaries"]]
+    assert len({p for p, _ in patterns}) == 4 and NONE not in {p for p, _ in patterns}, patterns
+    assert all(share >= 0.9 for _, share in patterns), patterns
+    jsonschema = pytest.importorskip("jsonschema")
+    from mhacli.io.export import trace_schema
+
+    jsonschema.Draft202012Validator(trace_schema()).validate(doc)

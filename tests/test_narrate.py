@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
+
+import mhacli
 
 from mhacli.core import narrate
 from mhacli.core.analysis import NONE, RELATIONS, analyse
 from mhacli.core.compare import single_head
 from mhacli.core.designed import RULE_ORDER
 from mhacli.core.trace import run
+from mhacli.core.tokenize import label
 from mhacli.io.samples import list_samples, load_sample
 
-CASES = [(s.name, w) for s in list_samples() for w in ("random", "designed")]
+CASES = [(s.name, w) for s in list_samples() for w in ("random", "designed", "trained")]
 NAMES = [r for r in RELATIONS] + list(RULE_ORDER) + ["earlier copy of its own word", "the token"]
 
 
 def _analysis(sample, weights, **options):
-    trace = run(load_sample(sample).text, weights=weights, **options)
+    trace = mhacli.run(load_sample(sample).text, weights=weights, **options)  # "trained": the shipped model
     return trace, analyse(trace, single_head(trace), window=min(5, trace.n_tokens))
 
 
@@ -134,3 +138,120 @@ def test_designed_repeated_closing_says_every_head_brings_back_something_differe
     assert text.startswith("4 heads, 4 different patterns (previous token, an earlier copy of its own word, "
                            "first token, itself)")
     assert text.endswith("every head brings back something different.")
+
+
+# --------------------------------------------------------------------------
+# The lesson: every number it says is this run's
+# --------------------------------------------------------------------------
+
+# Numbers that are part of the method, not of the run (a row sums to 1, a masked weight is 0, Q/K/V are 3).
+CONSTANTS = ("add up to 1", "weight exactly 0", "0 = identical, 1 = no overlap", "× 3 matrices ×", "head_1",
+             "a 1 in one column", "--heads 4 to hand out")
+TERM = r"[\w/√()·×.,^]+"
+CHAIN = re.compile(rf"(?<![\w/√(·×]){TERM}(?: = {TERM})+")
+
+
+def _evaluate(term, dims):
+    """A term of N, d, h, d/h and numbers with ·, / and √, as a number; None when it holds anything else."""
+    expr = re.sub(r"(?<=\d),(?=\d{3})", "", term.strip(".,:;")).replace("d/h", "k")  # 12,288
+    while expr.count(")") > expr.count("("):  # "(here h = 4)": the bracket belongs to the sentence
+        expr = expr[:-1] if expr.endswith(")") else expr.replace(")", "", 1)
+    expr = expr.lstrip("(") if expr.count("(") > expr.count(")") else expr
+    if not expr or re.search(r"[^Ndhk0-9·/√().]", expr) or not re.search(r"[0-9Ndhk]", expr):
+        return None
+    expr = re.sub(r"√\(?(\w+)\)?", r"(\1)**0.5", expr).replace("·", "*")
+    return eval(expr, {}, dict(dims))  # noqa: S307 - the test's own narrow arithmetic
+
+
+def _check_chain(chain, dims):
+    """'N×d/h = 6×4', '√(d/h) = √4 = 2', '3·d·d = 768': every evaluable side equal, shape by shape.
+
+    A side written with decimals ('2.83') may differ by half its last digit; any other must be exact.
+    """
+    sides = []
+    for term in chain.split(" = "):
+        values = [_evaluate(f, dims) for f in term.split("×")]
+        if None not in values:
+            places = re.search(r"\.(\d+)", term)
+            sides.append((values, 0.5 * 10 ** -len(places[1]) if places else 1e-9))
+    if len(sides) < 2:
+        return False
+    (first, tol0), rest = sides[0], sides[1:]
+    for values, tol in rest:
+        if len(values) != len(first):
+            values, first_ = [math.prod(values)], [math.prod(first)]
+        else:
+            first_ = first
+        assert values == pytest.approx(first_, abs=max(tol, tol0)), chain
+    return True
+
+
+def _lesson_numbers_left(step, trace, a, q, description):
+    """The narration of one step with every checked number removed; what is left must hold no digit."""
+    n, d, h, dk = trace.n_tokens, trace.d_model, trace.num_heads, trace.d_k
+    dims = {"N": n, "d": d, "h": h, "k": dk}
+    text = step.narration
+    for fixed in (description, narrate.closing_sentence(a), narrate.closing_sentence(a, hide_rules=True)):
+        text = text.replace(fixed, "")  # each checked on its own: tests/test_samples.py and above
+    for m in list(CHAIN.finditer(text)):
+        if _check_chain(m[0], dims):
+            text = text.replace(m[0], "")
+    checks = [
+        (r"\(×(\d+)\)", lambda m: int(m[1]) == h),
+        (r"(\d+) matrices in all", lambda m: int(m[1]) == 3 * h),
+        (r"into (\d+) blocks of (\d+)", lambda m: (int(m[1]), int(m[2])) == (h, dk)),
+        (r"\((\d+) of them, each (\d+)×(\d+)\)", lambda m: (int(m[1]), int(m[2]), int(m[3])) == (h, n, dk)),
+        (r"\((\d+)×(\d+)\)", lambda m: (int(m[1]), int(m[2])) == (n, d)),
+        (r"the same (\d+) tokens?", lambda m: int(m[1]) == n),
+        (r"'([^']*)' \((\d+)\)", lambda m: int(m[2]) == q and m[1] == label(trace.tokens[q], 14)),
+        (r"differ by (\d+\.\d\d) bits", lambda m: m[1] == f"{a.mean_pairwise_js:.2f}"),
+        (r"head (\d+), ([^;.]+)", lambda m: trace.rules is not None and trace.rules[int(m[1]) - 1] == m[2]),
+        (r"With (\d+) heads? the tool uses (?:only )?the first (?:(\d+) )?of its (\d+) rules",
+         lambda m: int(m[1]) == h and int(m[2] or 1) == h and int(m[3]) == len(RULE_ORDER)),
+        (r"With (\d+) heads every one of the (\d+) rules", lambda m: int(m[1]) == int(m[2]) == len(RULE_ORDER)),
+        (r"With (\d+) heads the (\d+) rules are used in order and then repeat: head (\d+) follows",
+         lambda m: int(m[1]) == h and int(m[2]) == len(RULE_ORDER) == int(m[3]) - 1),
+        (r"the rule of head 1 again", lambda m: True),
+    ]
+    for pattern, ok in checks:
+        for m in list(re.finditer(pattern, text)):
+            assert ok(m), (step.key, m[0])
+            text = text.replace(m[0], "", 1)
+    for fixed in CONSTANTS:
+        text = text.replace(fixed, "")
+    return text
+
+
+OTHER_SHAPES = [("pronoun", "random", {"heads": 8, "d_model": 64, "causal": True}),
+                ("repeated", "designed", {"heads": 2, "d_model": 8, "causal": True, "positions": True}),
+                ("cat", "random", {"heads": 1, "d_model": 8, "positions": False})]
+
+
+@pytest.mark.parametrize("sample,weights,options", [(s, w, {}) for s, w in CASES] + OTHER_SHAPES)
+def test_every_number_the_lesson_says_is_this_runs(sample, weights, options):
+    """The demo's narration for every sample × {random, designed, trained}: each number checked, none left over."""
+    from mhacli.render.demo import focus_query, lesson
+
+    trace = mhacli.run(load_sample(sample).text, weights=weights, **options)
+    a = analyse(trace)
+    description = load_sample(sample).description
+    steps = lesson(trace, intro=f"The text is the sample '{sample}': {description}", analysis=a)
+    q = focus_query(trace)
+    for step in steps:
+        left = _lesson_numbers_left(step, trace, a, q, description)
+        assert not re.search(r"\d", left), (step.key, left)
+    said = " ".join(s.narration for s in steps)
+    assert narrate.closing_sentence(a) in said  # the run's own closing sentence, checked above
+    assert ("is an accident of the seed, not a finding" in said) == (weights == "random")
+    assert ("built by hand" in said) == (weights == "designed")
+    assert ("were trained" in said) == (weights == "trained")
+
+
+@pytest.mark.parametrize("sample,weights", CASES[::3] + CASES[1::3][:3])
+def test_the_hidden_lesson_names_no_rule_and_no_relation(sample, weights):
+    from mhacli.render.demo import lesson
+
+    trace = mhacli.run(load_sample(sample).text, weights=weights)
+    said = " ".join(s.narration for s in lesson(trace, hide_rules=True))
+    assert not any(name in said for name in NAMES if name != "the token"), said  # "the token at position p"
+    assert narrate.closing_sentence(analyse(trace), hide_rules=True) in said

@@ -60,12 +60,43 @@ def test_the_samples_cover_what_the_lesson_needs():
     assert "Shall I compare thee" in by_name["poem"].text
 
 
-def test_description_token_claims_match_the_texts():
-    pron = load_sample("pronoun")
-    toks = pron.tokens()
-    assert f"{toks.index('she') - toks.index('keeper')} tokens away" in pron.description
-    rep = load_sample("repeated").tokens()
-    assert len(rep) == 11 and len(set(rep)) == 5  # "Only five distinct words in eleven tokens"
+def test_every_claim_of_every_description_matches_the_texts():
+    """Each description states only what the sample's tokens show (the word tokenizer, as 'mha samples' counts)."""
+    from mhacli.cli.options import MAX_TOKENS
+
+    by_name = {s.name: (s.description, s.tokens()) for s in list_samples()}
+    checked = set()
+
+    def claim(name, *facts):
+        checked.add(name)
+        assert all(facts), (name, by_name[name][0])
+
+    text, toks = by_name["cat"]
+    claim("cat", text.startswith("Six words"), len(toks) == 6, toks.count("the") == 2)
+    text, toks = by_name["repeated"]
+    claim("repeated", "Five distinct words in eleven tokens" in text, len(set(toks)) == 5, len(toks) == 11)
+    text, toks = by_name["word-order"]
+    half = toks.index("Then")
+    claim("word-order", sorted(t.lower() for t in toks[:half]) == sorted(t.lower() for t in toks[half + 1:]),
+          [t.lower() for t in toks[:half]] != [t.lower() for t in toks[half + 1:]])
+    text, toks = by_name["pronoun"]
+    claim("pronoun", f"{toks.index('she') - toks.index('keeper')} tokens away" in text)
+    text, toks = by_name["list"]
+    items = [t for t in toks if t not in (",", "a", ".", "and")]
+    claim("list", toks.count(",") >= 2, toks.count("a") >= 2, len(set(items)) == len(items))
+    text, toks = by_name["poem"]
+    claim("poem", toks.count("more") == 2, "summer's" in toks, "stays one token" in text)
+    text, toks = by_name["code"]
+    claim("code", "'i' three times" in text, toks.count("i") == 3, "(" in toks and "=" in toks)
+    text, toks = by_name["russian"]
+    claim("russian", all(unicodedata.name(ch).startswith("CYRILLIC") for t in toks for ch in t if ch.isalpha()))
+    text, toks = by_name["japanese"]
+    claim("japanese", " " not in load_sample("japanese").text,
+          all(len(t) == 1 for t in toks))  # every kana and kanji (and the full stop) its own token
+    text, toks = by_name["paragraph"]
+    claim("paragraph", "About 60 tokens" in text, 55 <= len(toks) <= 65,
+          f"longer than the {MAX_TOKENS} tokens" in text, len(toks) > MAX_TOKENS)
+    assert checked == set(by_name), f"a description nobody checks: {sorted(set(by_name) - checked)}"
 
 
 def test_unknown_sample_is_a_usage_error_listing_the_names():

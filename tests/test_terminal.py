@@ -173,3 +173,115 @@ def test_a_terminal_that_cannot_show_unicode_gets_escapes_not_a_crash(cwd):
     assert p.returncode == 0, p.stderr
     assert "caf\\xe9" in p.stdout and "\\U0001f600" in p.stdout
     assert "Traceback" not in p.stderr and "UnicodeEncodeError" not in p.stderr
+
+
+# --------------------------------------------------------------------------
+# No word breaks at 40 columns: the walkthrough, the demo, compare, the quiz, samples
+# --------------------------------------------------------------------------
+
+WORD = re.compile(r"\w+")
+
+
+def _rendered(parts: list, width: int) -> str:
+    from io import StringIO
+
+    from rich.console import Console
+
+    console = Console(file=StringIO(), width=width, color_system=None, legacy_windows=False)
+    for part in parts:
+        console.print(part)
+    return console.file.getvalue()
+
+
+def _broken_words(parts: list, width: int = 40) -> list[str]:
+    """Pieces of words at ``width`` that the same renderables never show whole on an endless line."""
+    from collections import Counter
+
+    narrow = _rendered(parts, width)
+    assert max(cell_len(line) for line in narrow.splitlines()) <= width
+    wide = _rendered(parts, 2000)
+    whole = set(WORD.findall(wide))
+
+    def ink(text: str) -> Counter[str]:  # marks a squeezed column or a cut title would lose (✓ · ● …)
+        return Counter(ch for ch in text if not ch.isspace() and not ch.isascii() and not ch.isalnum()
+                       and not "\u2500" <= ch <= "\u257f")
+
+    # A record layout may repeat a column's header, but it never drops a mark or cuts a text short with "…".
+    lost = sorted((ink(wide) - ink(narrow)).elements()) + ["…"] * (ink(narrow) - ink(wide))["…"]
+    return sorted({w for w in WORD.findall(narrow) if w not in whole}) + lost
+
+
+def _everything(sample: str, weights: str, **options: object) -> dict[str, list]:
+    import mhacli
+    from mhacli.core.analysis import analyse
+    from mhacli.core.compare import compare, single_head
+    from mhacli.core.quiz import make_quiz
+    from mhacli.io.samples import load_sample
+    from mhacli.render import demo
+    from mhacli.render.compare import comparison_panel
+    from mhacli.render.terminal import walkthrough
+
+    trace = mhacli.run(load_sample(sample).text, weights=weights, **options)
+    a = analyse(trace)
+    steps = demo.lesson(trace, width=40, analysis=a)
+    out: dict[str, list] = {
+        "walkthrough": walkthrough(trace, width=40, show_values=True, analysis=a),
+        "hidden": walkthrough(trace, width=40, analysis=a, hide_rules=True),
+        "compare": [comparison_panel(compare(trace, single_head(trace)))],
+        "quiz": demo.quiz_view(demo_quiz := make_quiz(trace, 0, 20), True, "title", "mha explain --sample x"),
+        "samples": [demo.sample_table_or_view(None), demo.sample_table_or_view(sample)],
+    }
+    assert demo_quiz
+    for number, step in enumerate(steps, 1):
+        if step.key != "mask":  # a narrow mask grid shows fewer tokens: checked on its own below
+            out[f"demo step {number} ({step.key})"] = [demo.step_panel(step, number, len(steps)), step.shows]
+    return out
+
+
+@pytest.mark.parametrize("width", [40, 30, 80])
+def test_a_narrow_mask_grid_shows_fewer_tokens_whole(width):
+    import mhacli
+    from mhacli.io.samples import load_sample
+    from mhacli.render.demo import mask_grid
+
+    trace = mhacli.run(load_sample("code").text, causal=True)
+    out = _rendered([mask_grid(trace)], width)
+    rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit() and "│" in line]
+    shown = len(rows)
+    assert 3 <= shown <= 10 and (f"(first {shown} of {trace.n_tokens} tokens)" in out)
+    for q, cells in enumerate(rows):
+        assert [c for c in cells if c in "✓·"] == ["✓" if k <= q else "·" for k in range(shown)], cells
+    assert max(cell_len(line) for line in out.splitlines()) <= width
+
+
+@pytest.mark.parametrize("sample,weights,options", [
+    ("cat", "random", {}), ("repeated", "designed", {}), ("paragraph", "random", {}),
+    ("pronoun", "trained", {}), ("code", "designed", {"causal": True}),
+    ("pronoun", "random", {"heads": 8, "d_model": 64, "causal": True}),
+], ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={x}" for k, x in v.items()))
+def test_no_word_breaks_at_forty_columns(sample, weights, options):
+    broken = {name: found for name, parts in _everything(sample, weights, **options).items()
+              if (found := _broken_words(parts))}
+    assert broken == {}
+
+
+def test_the_fitted_table_keeps_its_columns_when_they_fit():
+    from rich.table import Table
+
+    from mhacli.render.fit import fitted_table
+
+    table = Table("head", "top key follows")
+    table.add_row("● 1", "previous token")
+    assert "top key follows" in _rendered([fitted_table(table)], 80).splitlines()[1]
+    narrow = _rendered([fitted_table(table)], 16)
+    assert "top key follows:" in narrow.replace("\n", " ") or "top key" in narrow  # a record, not a column
+    assert _broken_words([fitted_table(table)], 16) == []
+
+
+def test_the_headline_sentence_keeps_didnt_whole(cwd):
+    import json
+
+    p = _piped(["explain", SENTENCE, "--json", "--no-plots"], cwd)
+    assert p.returncode == 0, p.stderr
+    tokens = json.loads(p.stdout)["tokens"]
+    assert "t" not in tokens and "didn't" in tokens, tokens

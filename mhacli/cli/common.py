@@ -17,6 +17,8 @@ from mhacli.core.config import Config
 from mhacli.core.errors import UsageError
 
 if TYPE_CHECKING:
+    from mhacli.core.analysis import Analysis
+    from mhacli.core.compare import Comparison
     from mhacli.core.trace import Trace
 
 _CONFIG_FIELDS = frozenset(f.name for f in fields(Config))
@@ -117,7 +119,8 @@ def html_max_tokens(ctx: typer.Context, max_tokens: int) -> int:
     return max_tokens if given else DEFAULT_MAX_TOKENS
 
 
-def write_figures(trace: Trace, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int) -> list[str]:
+def write_figures(trace: Trace, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int,
+                  hide_rules: bool = False, analysis: Analysis | None = None) -> list[str]:
     """Draw head-1 … head-h, heads and magnifiers into ``out`` (after the walkthrough is on screen).
 
     The one call of the figure module's per-run API: matplotlib is imported
@@ -126,17 +129,20 @@ def write_figures(trace: Trace, out: Path, fmt: str, dpi: int, query: int | None
     from mhacli.render.figures import save_figures
 
     with spinner("drawing figures…"):
-        saved = save_figures(trace, single_head(trace), out, fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens)
+        saved = save_figures(trace, single_head(trace), out, fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens,
+                             hide_rules=hide_rules, analysis=analysis)
     notes(list(getattr(saved, "notices", [])))
     return [str(p) for p in saved]
 
 
-def write_compare(trace: Trace, single: Trace, out: Path, fmt: str, dpi: int, max_tokens: int) -> list[str]:
+def write_compare(trace: Trace, single: Trace, out: Path, fmt: str, dpi: int, max_tokens: int,
+                  hide_rules: bool = False, comparison: Comparison | None = None) -> list[str]:
     """Draw single-vs-multi into ``out``."""
     from mhacli.render.figures import save_compare
 
     with spinner("drawing figures…"):
-        saved = save_compare(trace, single, out, fmt=fmt, dpi=dpi, max_tokens=max_tokens)
+        saved = save_compare(trace, single, out, fmt=fmt, dpi=dpi, max_tokens=max_tokens, comparison=comparison,
+                             hide_rules=hide_rules)
     notes(list(getattr(saved, "notices", [])))
     return [str(p) for p in saved]
 

@@ -101,6 +101,10 @@ HtmlOpt = Annotated[Optional[Path], typer.Option(
 MaxTokensOpt = Annotated[int, typer.Option(
     "--max-tokens", min=1, metavar="N", rich_help_panel=OUTPUT,
     help="Show at most this many tokens in tables and figures (long texts are windowed).")]
+HideRulesOpt = Annotated[bool, typer.Option(
+    "--hide-rules", metavar=FLAG, rich_help_panel=OUTPUT,
+    help="Hide the names of rules and of the relations heads follow, for the 'name what each head does' "
+    "activity: only positions and numbers are shown.")]
 QuietOpt = Annotated[bool, typer.Option(
     "--quiet", metavar=FLAG, rich_help_panel=OUTPUT,
     help="Print nothing but errors (and the --json document): no walkthrough, tables, notes or file list; "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mhacli.core.analysis import ReadBack, analyse, focus, max_row_entropy, mean_pairwise_js, row_entropy
+from mhacli.core.analysis import Analysis, ReadBack, analyse, focus, max_row_entropy, mean_pairwise_js, row_entropy
 
 if TYPE_CHECKING:
     from mhacli.core.trace import Trace
@@ -43,9 +43,10 @@ class Spread:
         return focus(self.mean_entropy, self.max_entropy)
 
     def to_dict(self) -> dict[str, Any]:
+        # top_key is a column sum, which the per-query pattern replaces (Comparison.to_dict adds it).
         return {"name": self.name, "head": None if self.head is None else self.head + 1,
                 "d_k": self.d_k, "mean_entropy_bits": self.mean_entropy,
-                "max_entropy_bits": self.max_entropy, "focus": self.focus, "top_key": self.top_key}
+                "max_entropy_bits": self.max_entropy, "focus": self.focus}
 
 
 @dataclass(frozen=True)
@@ -59,24 +60,37 @@ class Comparison:
     heads: tuple[Spread, ...]
     mean_pairwise_js: float  # bits; 0 for identical heads (and for h = 1)
     readback: ReadBack | None = None  # per token: what the h heads bring back against the single head
+    analysis: Analysis | None = None  # the h heads' per-query measures (with the read-back)
+    single_analysis: Analysis | None = None  # the single head's, for the relation it follows
 
     @property
     def mean_head_entropy(self) -> float:
         return float(np.mean([s.mean_entropy for s in self.heads]))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        single = self.single.to_dict()
+        per_head = [s.to_dict() for s in self.heads]
+        out: dict[str, Any] = {
             "tokens": list(self.tokens),
             "d_model": self.d_model,
             "heads": len(self.heads),
             "causal": self.causal,
             "uniform_max_entropy_bits": self.single.max_entropy,
-            "single_head": self.single.to_dict(),
-            "per_head": [s.to_dict() for s in self.heads],
+            "single_head": single,
+            "per_head": per_head,
             "mean_head_entropy_bits": self.mean_head_entropy,
             "mean_pairwise_js_bits": self.mean_pairwise_js,
             "readback": None if self.readback is None else self.readback.to_dict(),
         }
+        # The relation each head's per-query top key follows, and how often two heads pick the same key.
+        for entry, found in ((single, self.single_analysis), *zip(per_head, [self.analysis] * len(per_head))):
+            if found is not None:
+                s = found.heads[entry["head"] - 1 if entry["head"] is not None else 0]
+                entry.update(pattern=s.pattern, pattern_key=s.pattern_key, pattern_share=s.pattern_share)
+        if self.analysis is not None:
+            out["agreement"] = self.analysis.agreement.tolist()
+            out["js_divergence_bits"] = self.analysis.js.tolist()
+        return out
 
 
 def spread(weights: np.ndarray, causal: bool, name: str, head: int | None, d_k: int) -> Spread:
@@ -114,6 +128,7 @@ def compare(trace: Trace, single: Trace) -> Comparison:
         raise ValueError("the single-head trace was run on different tokens")
     causal = trace.config.causal
     weights = np.asarray(trace.weights)  # (h, N, N)
+    measures = analyse(trace, single)
     return Comparison(
         tokens=trace.tokens,
         d_model=trace.d_model,
@@ -122,5 +137,7 @@ def compare(trace: Trace, single: Trace) -> Comparison:
         heads=tuple(spread(weights[i], causal, f"head {i + 1}", i, trace.d_k)
                     for i in range(trace.num_heads)),
         mean_pairwise_js=mean_pairwise_js(weights),
-        readback=analyse(trace, single).readback,
+        readback=measures.readback,
+        analysis=measures,
+        single_analysis=analyse(single),
     )

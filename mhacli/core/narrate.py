@@ -68,6 +68,13 @@ def relation_name(s: HeadAnalysis, tokens: Sequence[str]) -> str:
     return s.pattern
 
 
+def short_relation(s: HeadAnalysis, tokens: Sequence[str]) -> str:
+    """The head's pattern for a table cell: 'previous token', 'token “sat” (pos 2)', 'earlier copy', 'none'."""
+    if s.pattern == FIXED and s.pattern_key is not None:
+        return f"token “{label(tokens[s.pattern_key], 12)}” (pos {s.pattern_key})"
+    return s.pattern
+
+
 def pattern_phrase(s: HeadAnalysis, tokens: Sequence[str]) -> str:
     """'previous token on 10 of 10 rows', or for no pattern 'no single relation (closest: itself on 3 of 11 rows)'."""
     if s.pattern != NONE:

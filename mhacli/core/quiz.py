@@ -109,7 +109,7 @@ def _top_key(trace: Trace, rng: random.Random) -> Question:
     row = np.asarray(trace.weights[i, p], dtype=np.float64)  # (N,)
     order = np.argsort(-row, kind="stable")  # keys from most to least attended
     k = int(order[0])
-    rule = f" (its rule: {trace.rules[i]})" if trace.rules else ""
+    rule = f" (its rule: {trace.rules[i]})" if trace.rules and trace.config.weights == "designed" else ""
     answer = f"{_where(trace, k)}, with weight {row[k]:.2f}"
     if len(order) > 1 and row[k] - row[order[1]] < 0.01:
         answer += f" (a near tie with {_where(trace, int(order[1]))}, {row[order[1]]:.2f})"
@@ -122,10 +122,9 @@ def _top_key(trace: Trace, rng: random.Random) -> Question:
 
 
 def _sharpest(trace: Trace, rng: random.Random) -> Question | None:
-    from mhacli.core.analysis import summarize_heads
+    from mhacli.core.analysis import analyse
 
-    heads = sorted(summarize_heads(np.asarray(trace.weights), trace.config.causal),
-                   key=lambda s: s.mean_entropy)
+    heads = sorted(analyse(trace).heads, key=lambda s: s.mean_entropy)
     if len(heads) < 2 or heads[1].mean_entropy - heads[0].mean_entropy < 0.01:
         return None  # no clear winner: not a fair question
     best = heads[0]
@@ -134,6 +133,48 @@ def _sharpest(trace: Trace, rng: random.Random) -> Question | None:
         "Which head is the sharpest, that is, has the lowest mean entropy?",
         f"head {best.head + 1} ({best.mean_entropy:.2f} bits on average)",
         "the 'entropy' column of the heads table")
+
+
+def _pattern(trace: Trace, rng: random.Random) -> Question | None:
+    """Which relation a head's per-query top key follows: measured, whatever made the weights."""
+    from mhacli.core.analysis import analyse
+    from mhacli.core.narrate import RANDOM, kind_of, pattern_phrase
+
+    a = analyse(trace)
+    if a.counted_rows == 0:
+        return None
+    i = rng.randrange(trace.num_heads)
+    s = a.heads[i]
+    answer = pattern_phrase(s, a.tokens)
+    if kind_of(a) == RANDOM:
+        answer += " (random weights: an accident of the seed, not something the head learned)"
+    return Question(
+        "attention",
+        f"For every query, find the key head {i + 1} weights most. Which relation do those keys follow on most "
+        "rows: the previous token, the next token, two back, itself, the first token, an earlier copy of the same "
+        "word, one fixed token, or none of these?",
+        answer,
+        f"the 'top key follows' column of the heads table, or head {i + 1}'s heat map row by row")
+
+
+def _agreement(trace: Trace, rng: random.Random) -> Question | None:
+    """On how many queries two heads weight the same key most."""
+    from mhacli.core.analysis import analyse
+
+    if trace.num_heads < 2:
+        return None
+    a = analyse(trace)
+    first, second = sorted(rng.sample(range(trace.num_heads), 2))
+    rows, total = int(a.agreement_rows[first, second]), a.counted_rows
+    if total == 0:
+        return None
+    return Question(
+        "attention",
+        f"On how many of the {total} queries that can choose between keys do heads {first + 1} and {second + 1} "
+        "weight the same key most?",
+        f"{rows} of {total}" + (" (a query whose largest weight is shared by two keys picks none)"
+                                if a.heads[first].tied_rows or a.heads[second].tied_rows else ""),
+        f"heads {first + 1} and {second + 1}'s heat maps row by row, or 'agreement' in 'mha explain … --json'")
 
 
 def _masked(trace: Trace, rng: random.Random) -> Question:
@@ -159,7 +200,7 @@ def _row_sum(trace: Trace, rng: random.Random) -> Question:
 
 
 def _decoded(trace: Trace, rng: random.Random) -> Question | None:
-    if not trace.rules or trace.embeddings is None:
+    if trace.config.weights != "designed" or not trace.rules or trace.embeddings is None:
         return None  # only designed weights write a readable word into each head's block
     from mhacli.core.designed import decode_output
 
@@ -178,10 +219,11 @@ def _decoded(trace: Trace, rng: random.Random) -> Question | None:
 
 Generator = Callable[[Trace, random.Random], "Question | None"]
 GENERATORS: tuple[Generator, ...] = (
-    _shape, _parameters, _top_key, _madds, _columns, _scale, _sharpest, _masked, _row_sum, _decoded,
+    _shape, _parameters, _top_key, _madds, _columns, _scale, _sharpest, _masked, _row_sum, _decoded, _pattern,
+    _agreement,
 )
 # Generators that can ask a different question when called again.
-REPEATABLE = (_shape, _parameters, _top_key, _madds, _columns, _row_sum, _decoded)
+REPEATABLE = (_shape, _parameters, _top_key, _madds, _columns, _row_sum, _decoded, _pattern, _agreement)
 MAX_QUESTIONS = 20
 
 

@@ -366,8 +366,6 @@ def _jsonable(a: np.ndarray) -> Any:
 
 def trace_document(trace: Trace) -> dict[str, Any]:
     """Everything a student needs to check the run, as one JSON-ready dict."""
-    from mhacli.core.analysis import summarize_heads
-
     params = trace.parameters
     biases = trace_biases(trace)
     return {
@@ -384,12 +382,7 @@ def trace_document(trace: Trace) -> dict[str, Any]:
         "rules": list(trace.rules) if trace.rules else None,
         "relations": list(trace_relations(trace) or ()) or None,
         "biases": {k: _jsonable(v) for k, v in biases.items()} or None,
-        "head_summaries": [
-            {"head": s.head + 1, "top_key": s.top_key, "top_token": trace.tokens[s.top_key],
-             "top_share": s.top_share, "mean_entropy_bits": s.mean_entropy,
-             "max_entropy_bits": s.max_entropy, "focus": s.focus}
-            for s in summarize_heads(trace.weights, trace.config.causal)
-        ],
+        **head_measures(trace),
         "notes": {
             "layout": "PyTorch nn.MultiheadAttention: Q = X @ W_q.T; head i uses rows i*d_k:(i+1)*d_k of W_q.",
             "masked_scores": "Masked scores are -inf in the npz and null here (JSON has no infinity).",
@@ -398,6 +391,22 @@ def trace_document(trace: Trace) -> dict[str, Any]:
         "arrays": {name: _jsonable(np.asarray(a)) for name, a in npz_arrays(trace).items()
                    if name in ARRAY_FIELDS or name in ("embeddings", "position_encoding")},
     }
+
+
+def head_measures(trace: Trace) -> dict[str, Any]:
+    """The per-query measures of :func:`~mhacli.core.analysis.analyse`: ``head_summaries`` (each head's
+    pattern and pattern_share), ``agreement`` (h×h), ``js_divergence_bits`` (h×h) and ``counted_rows``."""
+    from mhacli.core.analysis import analyse
+
+    measures = analyse(trace)
+    heads = []
+    for s in measures.heads:
+        entry = s.to_dict()
+        entry["pattern_token"] = None if s.pattern_key is None else trace.tokens[s.pattern_key]
+        del entry["outside_window"]  # the document shows every token: nothing is outside
+        heads.append(entry)
+    return {"head_summaries": heads, "agreement": measures.agreement.tolist(),
+            "js_divergence_bits": measures.js.tolist(), "counted_rows": measures.counted_rows}
 
 
 def trace_schema() -> dict[str, Any]:

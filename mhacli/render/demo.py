@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli.render import theme
+from mhacli.render.fit import fitted_table, titled_panel
 from mhacli.render.terminal import parameters_panel, steps_table
 from mhacli.core.steps import ParameterCount, steps_for, total_madds
 from mhacli.core.tokenize import label
@@ -27,6 +28,7 @@ from mhacli.core.tokenize import label
 if TYPE_CHECKING:
     import numpy as np
 
+    from mhacli.core.analysis import Analysis
     from mhacli.core.trace import Trace
     from mhacli.core.quiz import Question
     from mhacli.io.samples import Sample
@@ -56,15 +58,17 @@ def samples_table(samples: Sequence[Sample], tokenizer: str = "word") -> Rendera
                   padding=(0, 1))
     table.add_column("name", no_wrap=True, style=theme.STYLE_FORMULA)
     table.add_column("tokens", justify="right", no_wrap=True, style=theme.STYLE_NUMBER)
+    table.add_column("distinct", justify="right", no_wrap=True, style=theme.STYLE_NUMBER)
     table.add_column("what it shows", overflow="fold")
     for s in samples:
-        table.add_row(s.name, str(len(s.tokens(tokenizer))), Text(s.description))
+        tokens = s.tokens(tokenizer)
+        table.add_row(s.name, str(len(tokens)), str(len(set(tokens))), Text(s.description))
     note = _note(Text.assemble(
         ("Use one with ", theme.STYLE_DIM), ("mha explain --sample NAME", theme.STYLE_FORMULA),
         (" (also demo, quiz, compare); see its text with ", theme.STYLE_DIM),
         ("mha samples NAME", theme.STYLE_FORMULA), (". Tokens counted with the ", theme.STYLE_DIM),
         (tokenizer, theme.STYLE_DIM), (" tokenizer.", theme.STYLE_DIM)))
-    return Group(table, note)
+    return Group(fitted_table(table), note)
 
 
 def sample_view(sample: Sample, tokenizer: str = "word") -> RenderableType:
@@ -264,16 +268,19 @@ def positions_table(trace: Trace, rows: int = 6) -> RenderableType:
         if p is not None:
             cells.append(" ".join(f"{v:+.2f}" for v in p[i, p_cols]))
         table.add_row(*cells)
-    parts: list[RenderableType] = [table]
+    parts: list[RenderableType] = [fitted_table(table)]
     first: dict[str, int] = {}
     for i, t in enumerate(trace.tokens):
         if t in first and e is not None:
             a = first[t]
             same = float(np.abs(e[a] - e[i]).max())
             apart = float(np.linalg.norm(x[a] - x[i]))
-            parts.append(_note(
-                f"{_tok(trace, a)} and {_tok(trace, i)} are the same word: their E rows differ by "
-                f"{same:.2g}, but their rows of X = E + P are {apart:.2f} apart, thanks to P."))
+            if apart > 0:
+                said = f"but their rows of X = E + P are {apart:.2f} apart, thanks to P."
+            else:
+                said = "and so do their rows of X: without P nothing tells the two copies apart."
+            parts.append(_note(f"{_tok(trace, a)} and {_tok(trace, i)} are the same word: their E rows differ by "
+                               f"{same:.2g}, {said}"))
             break
         first.setdefault(t, i)
     if not trace.config.positions:
@@ -281,7 +288,7 @@ def positions_table(trace: Trace, rows: int = 6) -> RenderableType:
     return Group(*parts)
 
 
-def per_head_table(trace: Trace) -> RenderableType:
+def per_head_table(trace: Trace, hide_rules: bool = False) -> RenderableType:
     """Where each head's W_q^i lives in PyTorch's stacked W_q, and the shapes it makes."""
     d, dk, n = trace.d_model, trace.d_k, trace.n_tokens
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
@@ -289,17 +296,23 @@ def per_head_table(trace: Trace) -> RenderableType:
     table.add_column("W_q^i =", overflow="fold")
     table.add_column("shape", style=theme.STYLE_SHAPE)
     table.add_column("Q^i = X W_q^i", style=theme.STYLE_SHAPE)
-    if trace.rules:
+    rules = _rules(trace, hide_rules)
+    if rules:
         table.add_column("rule", overflow="fold")
     for i in range(trace.num_heads):
-        row = [Text(f"● {i + 1}", style=theme.head_style(i)),
-               Text(f"W_q[{i * dk}:{(i + 1) * dk}]ᵀ"),
-               f"{d}×{dk}", f"{n}×{dk}"]
-        if trace.rules:
-            row.append(Text(trace.rules[i]))
+        row: list[RenderableType] = [Text(f"● {i + 1}", style=theme.head_style(i)),
+                                     Text(f"W_q[{i * dk}:{(i + 1) * dk}]ᵀ"),
+                                     f"{d}×{dk}", f"{n}×{dk}"]
+        if rules:
+            row.append(Text(rules[i]))
         table.add_row(*row)
-    return Group(table, _note(f"W_q[a:b] is rows a … b−1, as numpy and PyTorch slice. The same holds for "
+    return Group(fitted_table(table), _note(f"W_q[a:b] is rows a … b−1, as numpy and PyTorch slice. The same holds for "
                               f"W_k^i and W_v^i: {3 * trace.num_heads} matrices of {d}×{dk} in all."))
+
+
+def _rules(trace: Trace, hide_rules: bool) -> tuple[str, ...] | None:
+    """The designed heads' rules, unless hidden (a trained model's labels are measured, not rules)."""
+    return trace.rules if trace.config.weights == "designed" and trace.rules and not hide_rules else None
 
 
 def _top(row: Sequence[float], k: int) -> list[int]:
@@ -325,39 +338,47 @@ def query_table(trace: Trace, q: int, what: str) -> RenderableType:
             v = row[j]
             shown = "−∞" if np.isneginf(v) else (f"{v:.0%}" if what == "weights" else f"{v:.2f}")
             cells.append(f"{_tok(trace, j)} {shown}")
-        out = [Text(f"● {i + 1}", style=theme.head_style(i)), Text("   ".join(cells))]
+        out: list[RenderableType] = [Text(f"● {i + 1}", style=theme.head_style(i)), Text("   ".join(cells))]
         if what == "weights":
             out.append(f"{row.sum():.3f}")
         table.add_row(*out)
-    return table
+    return fitted_table(table)
 
 
-def mask_grid(trace: Trace) -> RenderableType:
-    """Which keys each query may see in THIS run (first few tokens): ✓ may look, · blocked."""
-    n = min(trace.n_tokens, MASK_GRID_MAX)
-    causal = trace.config.causal
+def mask_grid(trace: Trace, shown: int = MASK_GRID_MAX) -> RenderableType:
+    """Which keys each query may see in THIS run (first few tokens): ✓ may look, · blocked.
+
+    A bidirectional run has no mask to draw: it gets one sentence instead of a grid of ✓.  On a narrow
+    console the grid shows fewer tokens rather than squeezing its columns.
+    """
+    from mhacli.render.fit import Fitted
+
+    if not trace.config.causal:
+        return _note("No mask in this run: every query may see every key. With --causal the keys after each "
+                     "query (k > q) would be blocked.")
+    n = min(trace.n_tokens, shown)
     table = Table(box=box.MINIMAL, padding=(0, 1), pad_edge=False)
-    table.add_column("query \\ key")
+    table.add_column("query \\ key", no_wrap=True)
     for k in range(n):
-        table.add_column(str(k), justify="center")
+        table.add_column(str(k), justify="center", no_wrap=True)
     for qpos in range(n):
         table.add_row(Text(f"{qpos} {label(trace.tokens[qpos], 8)}"),
-                      *(Text("✓", style=theme.STYLE_OK) if not causal or k <= qpos else Text("·", style=theme.STYLE_DIM)
+                      *(Text("✓", style=theme.STYLE_OK) if k <= qpos else Text("·", style=theme.STYLE_DIM)
                         for k in range(n)))
     parts: list[RenderableType] = [table]
     if n < trace.n_tokens:
         parts.append(_note(f"(first {n} of {trace.n_tokens} tokens)"))
-    if causal:
-        parts.append(_note("mask[q, k] = True (blocked) where k > q: the '·' cells, PyTorch's attn_mask polarity."))
-    else:
-        parts.append(_note("No mask in this run: every query may see every key (all ✓). With --causal the cells "
-                           "above the diagonal (k > q) would be blocked."))
-    return Group(*parts)
+    parts.append(_note("mask[q, k] = True (blocked) where k > q: the '·' cells, PyTorch's attn_mask polarity."))
+    if n <= 2:
+        return Group(*parts)
+    return Fitted(Group(*parts), lambda console: mask_grid(trace, n - 1))
 
 
 def values_table(trace: Trace, q: int) -> RenderableType:
     """For one query: what each head's output row is mostly made of, and the row itself."""
     import numpy as np
+
+    from mhacli.core.analysis import TIE_TOLERANCE
 
     w = np.asarray(trace.weights, dtype=np.float64)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
@@ -365,11 +386,15 @@ def values_table(trace: Trace, q: int) -> RenderableType:
     table.add_column("head_i row is mostly", overflow="fold")
     table.add_column(Text(f"head_i[{q}] (first {min(4, trace.d_k)})"), no_wrap=True, style=theme.STYLE_NUMBER)
     for i in range(trace.num_heads):
-        j = int(np.argmax(w[i, q]))
+        row = w[i, q]
+        j = int(np.argmax(row))
+        tied = int((row >= row[j] - TIE_TOLERANCE).sum())
+        # A tied row has no single "mostly": say how many value rows share the top weight.
+        what = (f"{row[j]:.0%} of V^{i + 1} of {_tok(trace, j)}" if tied == 1
+                else f"{row[j]:.0%} each of {tied} rows of V^{i + 1} (a tie)")
         vals = " ".join(f"{v:+.2f}" for v in np.asarray(trace.heads[i, q])[:4])
-        table.add_row(Text(f"● {i + 1}", style=theme.head_style(i)),
-                      Text(f"{w[i, q, j]:.0%} of V^{i + 1} of {_tok(trace, j)}"), vals)
-    return table
+        table.add_row(Text(f"● {i + 1}", style=theme.head_style(i)), Text(what), vals)
+    return fitted_table(table)
 
 
 def concat_table(trace: Trace) -> RenderableType:
@@ -384,26 +409,28 @@ def concat_table(trace: Trace) -> RenderableType:
                       f"{i * dk}–{(i + 1) * dk - 1}")
     table.add_section()
     table.add_row("H", "", f"{trace.n_tokens}×{trace.d_model} (all {trace.d_model})")
-    return table
+    return fitted_table(table)
 
 
-def output_table(trace: Trace) -> RenderableType:
+def output_table(trace: Trace, hide_rules: bool = False) -> RenderableType:
     """W^O at work: the words each head brought back (designed), or how every output column mixes heads."""
     import numpy as np
 
     h, dk = trace.num_heads, trace.d_k
-    if trace.rules and trace.embeddings is not None:
+    if trace.config.weights == "designed" and trace.rules and trace.embeddings is not None:
+        rules = _rules(trace, hide_rules)
         from mhacli.core.designed import decode_output
 
         found = decode_output(np.asarray(trace.output), np.asarray(trace.embeddings), trace.tokens, h)
         table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
         table.add_column("token")
         for i in range(h):
-            table.add_column(Text(f"{i + 1}: {trace.rules[i]}", style=theme.head_style(i)), overflow="fold")
+            table.add_column(Text(f"{i + 1}: {rules[i]}" if rules else f"head {i + 1}", style=theme.head_style(i)),
+                             overflow="fold")
         rows = min(trace.n_tokens, DECODE_MAX_ROWS)
         for p in range(rows):
             table.add_row(Text(_tok(trace, p)), *(Text(label(w, 12)) for w in found[p]))
-        parts: list[RenderableType] = [table]
+        parts: list[RenderableType] = [fitted_table(table)]
         if rows < trace.n_tokens:
             parts.append(_note(f"(first {rows} of {trace.n_tokens} tokens)"))
         parts.append(_note("Each cell: the word whose code is closest to that head's block of O[token]."))
@@ -417,31 +444,63 @@ def output_table(trace: Trace) -> RenderableType:
         table.add_column(Text(f"head {i + 1}", style=theme.head_style(i)), justify="right")
     for j in range(min(4, trace.d_model)):
         table.add_row(f"O[:, {j}]", *(f"{s:.0%}" for s in share[j]))
-    return Group(table, _note("Share of |W^O| weight that each output column takes from each head's block: "
-                              "every column draws on every head."))
+    return Group(fitted_table(table), _note("Share of |W^O| weight that each output column takes from each "
+                                            "head's block: every column draws on every head."))
+
+
+def _embedding_note(trace: Trace) -> str:
+    """Where this run's E came from, in brackets after the tokens step."""
+    kind = trace.config.weights
+    if kind == "designed" and trace.rules:
+        return " (Designed weights use a hand-made E: a 1 in one column and a code for the word in three others.)"
+    if kind == "trained":
+        return (" (The trained model brings the E it learned; a word it was not trained on stands in for one "
+                "it was, by a stable hash.)")
+    return " (This toy E is random, seeded by a hash of each token.)"
+
+
+def _weights_sentence(trace: Trace, hide_rules: bool) -> str:
+    """What made the weights, said once at the start of the lesson: random, designed (which rules) or trained."""
+    kind, h = trace.config.weights, trace.num_heads
+    if kind == "designed" and trace.rules:
+        from mhacli.core.designed import rules_note
+
+        if hide_rules:
+            return (" Here the weights were built by hand so each head follows a rule you can name; the rules "
+                    "are hidden (--hide-rules): name each one from what its head does.")
+        return (" Here the weights were built by hand so each head follows a rule you can name: "
+                + "; ".join(f"head {i + 1}, {r}" for i, r in enumerate(trace.rules)) + "."
+                + (f" {rules_note(h)}" if h != 4 else ""))
+    if kind == "random":
+        return (" The weights here are random: whatever pattern a head shows is an accident of the seed, not "
+                "a finding (--weights designed gives heads that follow rules, --weights trained heads that "
+                "learned them).")
+    if kind == "trained":
+        return (" The weights here were trained ('mha train'): what each head learned is measured from its "
+                "weights at the end of the lesson" + (", without naming it (--hide-rules)." if hide_rules else "."))
+    return " The weights here are your own: the lesson measures what each head does, it does not assume it."
 
 
 def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int = 80,
-           figures_at: str | None = None) -> list[LessonStep]:
+           figures_at: str | None = None, analysis: Analysis | None = None,
+           hide_rules: bool = False) -> list[LessonStep]:
     """The article's steps, in order, each narrated in a few sentences and shown with this run's numbers.
 
     ``figures_at``: the folder the figures are being saved to, if any, so the narration can point at them.
+    ``analysis``: the run's measures (computed here if not given); ``hide_rules``: no rule or relation names.
     """
     import numpy as np
 
-    from mhacli.core.analysis import mean_pairwise_js
+    from mhacli.core import narrate
+    from mhacli.core.analysis import analyse
     from mhacli.render.terminal import claim_panel, header, heads_panel, tokens_table
 
+    a = analysis if analysis is not None else analyse(trace)
     n, d, h, dk = trace.n_tokens, trace.d_model, trace.num_heads, trace.d_k
     q = focus_query(trace) if query is None else query
-    designed = bool(trace.rules)
-    rules = ""
-    if designed:
-        from mhacli.core.designed import rules_note
-
-        rules = " Here the weights were built by hand so each head follows a rule you can name: " + "; ".join(
-            f"head {i + 1}, {r}" for i, r in enumerate(trace.rules)) + "." + (
-            f" {rules_note(h)}" if h != 4 else "")
+    kind = trace.config.weights
+    designed = kind == "designed" and bool(trace.rules)
+    rules = _weights_sentence(trace, hide_rules)
     pc = trace.parameters
     if h == 1:
         rules += (" This run has a single head, one magnifier: run it again with --heads 4 to hand out "
@@ -460,15 +519,15 @@ def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int =
             f"First the text is cut into N = {_count(n, 'token')}. Each distinct token is looked up in a table E "
             f"that holds one row of d = {d} numbers per token, so the same string always gets the same "
             f"row. Stacked, the rows make an N×d = {n}×{d} matrix."
-            + (" (Designed weights use a hand-made E: a 1 in one column and a code for the word in three "
-               "others.)" if designed else " (This toy E is random, seeded by a hash of each token.)"),
+            + _embedding_note(trace),
             tokens_table(trace, max_tokens=24, width=width)),
         LessonStep(
             "positions", "Positions",
             "Attention on its own ignores order: shuffle the rows and each head gives the same answers, "
             "only shuffled. So a position vector P[p] is added to the row of the token at position p: "
             "X = E + P. Now two copies of the same word get different rows of X, and 'dog bites man' "
-            "differs from 'man bites dog'.",
+            "differs from 'man bites dog'."
+            + ("" if trace.config.positions else " This run has --no-positions: P is zero, so X = E."),
             positions_table(trace)),
         LessonStep(
             "plan", "The whole plan",
@@ -482,7 +541,7 @@ def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int =
             f"d×d/h = {d}×{dk}: {3 * h} matrices in all. Head i's queries are Q^i = X W_q^i, an N×d/h = "
             f"{n}×{dk} matrix, and likewise K^i and V^i. PyTorch stores the h small matrices stacked in "
             "one d×d weight, so W_q^i is a block of rows of W_q, transposed.",
-            per_head_table(trace)),
+            per_head_table(trace, hide_rules)),
         LessonStep(
             "parameters", "More matrices, the same number of parameters",
             f"h = {h} × 3 matrices × d·d/h numbers = 3·d·d = {pc.multi_head_qkv:,}: exactly what one "
@@ -541,24 +600,27 @@ def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int =
             "one head found can be combined with what another found."
             + (" Here W^O is the identity, so each head's finding stays readable in its own block: the "
                "table reads back the word each head brought to each token." if designed else ""),
-            output_table(trace)),
+            output_table(trace, hide_rules)),
         LessonStep(
             "magnifiers", "Each head is its own magnifier",
-            f"Back to the magnifiers: {_count(h, 'head')}, {_count(h, 'place')} in focus. The table says "
-            "where each head looks most and how sharply; heads that looked at the same things would be wasted. On "
-            f"average the heads here differ by {mean_pairwise_js(np.asarray(trace.weights)):.2f} bits "
+            "Back to the magnifiers. For every query the table takes the key each head weights most"
+            + (" and, when at least half of the rows agree, names the relation those keys follow (the previous "
+               "token, itself, an earlier copy of the word, …). " if not hide_rules else
+               "; the names are hidden, so say from the numbers and the heat maps what each head does. ")
+            + narrate.closing_sentence(a, hide_rules=hide_rules)
+            + f" On average the heads' rows differ by {a.mean_pairwise_js:.2f} bits "
             "(Jensen–Shannon divergence: 0 = identical, 1 = no overlap)."
             + (f" The pictures: {figures_at}/heads.png (all heads side by side) and "
                f"{figures_at}/magnifiers.png (each head as a magnifier over the text)." if figures_at else ""),
-            heads_panel(trace, title="Heads")),
+            heads_panel(trace, title="Heads", analysis=a, hide_rules=hide_rules, sentence=False)),
     ]
     return steps
 
 
-def step_panel(step: LessonStep, number: int, total: int) -> Panel:
-    """The narration box for one step."""
-    return Panel(Text(step.narration), title=f"Step {number} of {total} · {step.title}", title_align="left",
-                 box=box.ROUNDED, border_style=theme.STYLE_FORMULA, padding=(0, 1))
+def step_panel(step: LessonStep, number: int, total: int) -> RenderableType:
+    """The narration box for one step (its title moves inside when the border is too short for it)."""
+    return titled_panel(Text(step.narration), f"Step {number} of {total} · {step.title}",
+                        border_style=theme.STYLE_FORMULA, padding=(0, 1))
 
 
 def present(console: Console, steps: Sequence[LessonStep], pause: bool, start: int = 1,

@@ -16,12 +16,14 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli.render import theme
+from mhacli.render.fit import fitted_table
 from mhacli.core.steps import ParameterCount, Step
 from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:  # numpy stays unloaded until a trace is drawn: 'mha shapes' never needs it
     import numpy as np
 
+    from mhacli.core.analysis import Analysis
     from mhacli.core.trace import Trace
 
 SHOW_VALUES_MAX_TOKENS = 12
@@ -104,7 +106,7 @@ def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps") -> R
     table.add_section()
     table.add_row("total", "", "", f"{total:,}")
     note = _note("(×h) steps run once per head; shapes are per head. Multiply-adds count all heads.")
-    return Group(table, note)
+    return Group(fitted_table(table), note)
 
 
 def parameters_panel(params: ParameterCount, title: str = "3. Parameters") -> RenderableType:
@@ -122,7 +124,7 @@ def parameters_panel(params: ParameterCount, title: str = "3. Parameters") -> Re
     verdict.append("yes" if params.equal else "NO", style=theme.STYLE_OK if params.equal else theme.STYLE_BAD)
     verdict.append(" — splitting into heads changes the shape of the work, not its size.",
                    style=theme.STYLE_DIM)
-    return Group(table, _note(verdict))
+    return Group(fitted_table(table), _note(verdict))
 
 
 def claim_panel(trace: Trace) -> RenderableType:
@@ -140,34 +142,47 @@ def claim_panel(trace: Trace) -> RenderableType:
     return Group(_heading("4. Split or direct?"), text)
 
 
-def heads_panel(trace: Trace, title: str = "5. Each head is its own magnifier") -> RenderableType:
-    """Step 5: per head, where it looks most and how focused it is."""
-    import numpy as np
+def heads_panel(trace: Trace, title: str = "5. Each head is its own magnifier", *,
+                analysis: Analysis | None = None, hide_rules: bool = False, sentence: bool = True) -> RenderableType:
+    """Step 5: per head, the relation its per-query top key follows, how sharply, and what that means here.
 
-    from mhacli.core.analysis import summarize_heads
+    ``hide_rules``: no rule or relation name, for the "name what each head does" activity.
+    ``sentence``: end with the run's closing sentence (the lesson says it in its narration instead).
+    """
+    from mhacli.core import narrate
+    from mhacli.core.analysis import NONE, analyse
 
+    a = analysis if analysis is not None else analyse(trace)
+    kind = narrate.kind_of(a)
     table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD)
-    table.add_column("head")
-    table.add_column("looks most at", overflow="fold")
-    table.add_column("share", justify="right")
-    table.add_column("entropy", justify="right")
+    table.add_column("head", no_wrap=True)
+    if not hide_rules:
+        table.add_column("top key follows", overflow="fold")
+        table.add_column("rows", justify="right", no_wrap=True)
+    table.add_column("top weight", justify="right", no_wrap=True)
+    table.add_column("entropy", justify="right", no_wrap=True)
     table.add_column("focus", overflow="fold")
-    if trace.rules:
+    rules = a.rules if kind == narrate.DESIGNED and not hide_rules else None
+    if rules:
         table.add_column("rule", overflow="fold")
-    for s in summarize_heads(np.asarray(trace.weights), trace.config.causal):
-        row: list[RenderableType] = [
-            Text(f"● {s.head + 1}", style=theme.head_style(s.head)),
-            Text(f"{label(trace.tokens[s.top_key], 14)} (pos {s.top_key})"),
-            f"{s.top_share:.0%}",
-            f"{s.mean_entropy:.2f}/{s.max_entropy:.2f} b",
-            s.describe(),
-        ]
-        if trace.rules:
-            row.append(Text(trace.rules[s.head]))
+    for s in a.heads:
+        row: list[RenderableType] = [Text(f"● {s.head + 1}", style=theme.head_style(s.head))]
+        if not hide_rules:
+            row += [Text(narrate.short_relation(s, a.tokens)),
+                    "—" if s.pattern == NONE else f"{s.pattern_rows} of {s.pattern_of}"]
+        row += [f"{s.mean_top_weight:.0%}", f"{s.mean_entropy:.2f}/{s.max_entropy:.2f} b", s.describe()]
+        if rules:
+            row.append(Text(rules[s.head]))
         table.add_row(*row)
-    note = _note("share: part of all the head's attention that lands on that token; entropy: mean "
-                 "per query, in bits, against the uniform maximum (lower = sharper).")
-    return Group(table, note)
+    counted = a.counted_rows
+    rows = "" if hide_rules else (
+        f"top key follows: the relation that each query's most weighted key follows (previous token, "
+        f"itself, …), on how many of the {counted} query rows that can choose it applies to. ")
+    note = _note(rows + "top weight: the largest weight of a row, on average. entropy: mean per query, "
+                 "in bits, against the uniform maximum (lower = sharper).")
+    if not sentence:
+        return Group(fitted_table(table), note)
+    return Group(fitted_table(table), note, _note(Text(narrate.closing_sentence(a, hide_rules=hide_rules))))
 
 
 def causal_note(trace: Trace) -> RenderableType | None:
@@ -222,24 +237,33 @@ def values_panel(trace: Trace, width: int = 80) -> RenderableType:
     for i in range(trace.num_heads):
         style = theme.head_style(i)
         parts.append(Text(f"\nhead {i + 1}", style=style))
-        parts.append(_matrix(f"Q^{i + 1} (N×d/h)", np.asarray(trace.Q[i]), toks, None, width))
-        parts.append(_matrix(f"S^{i + 1} (N×N)", np.asarray(trace.scores[i]), toks, toks, width))
-        parts.append(_matrix(f"A^{i + 1} (N×N)", np.asarray(trace.weights[i]), toks, toks, width))
+        # Everything S^i = Q^i K^iᵀ / √(d/h) and head_i = A^i V^i need, so each product can be redone by hand.
+        for name, m, cols in ((f"Q^{i + 1} (N×d/h)", trace.Q[i], None), (f"K^{i + 1} (N×d/h)", trace.K[i], None),
+                              (f"V^{i + 1} (N×d/h)", trace.V[i], None), (f"S^{i + 1} (N×N)", trace.scores[i], toks),
+                              (f"A^{i + 1} (N×N)", trace.weights[i], toks),
+                              (f"head_{i + 1} = A^{i + 1} V^{i + 1} (N×d/h)", trace.heads[i], None)):
+            parts.append(_matrix(name, np.asarray(m), toks, cols, width))
     parts.append(Text(""))
-    parts.append(_matrix("O (N×d)", np.asarray(trace.output), toks, None, width))
+    parts.append(_matrix("H = [head_1 … head_h] (N×d)", np.asarray(trace.concat), toks, None, width))
+    parts.append(_matrix("W^O (d×d)", np.asarray(trace.W_o), [str(j) for j in range(d)], None, width))
+    bias = " + b_o" if trace.b_o is not None else ""
+    parts.append(_matrix(f"O = H W^Oᵀ{bias} (N×d)", np.asarray(trace.output), toks, None, width))
     return Group(*parts)
 
 
-def walkthrough(trace: Trace, *, max_tokens: int = 40, show_values: bool = False,
-                width: int = 80) -> list[RenderableType]:
-    """The whole explanation, in the issue's order, a blank line between sections."""
+def walkthrough(trace: Trace, *, max_tokens: int = 40, show_values: bool = False, width: int = 80,
+                analysis: Analysis | None = None, hide_rules: bool = False) -> list[RenderableType]:
+    """The whole explanation, in the issue's order, a blank line between sections.
+
+    ``analysis``: the run's measures (:func:`~mhacli.core.analysis.analyse`), computed here if not given.
+    """
     parts: list[RenderableType | None] = [
         header(trace),
         tokens_table(trace, max_tokens, width),
         steps_table(trace.steps, trace.num_heads),
         parameters_panel(trace.parameters),
         claim_panel(trace),
-        heads_panel(trace),
+        heads_panel(trace, analysis=analysis, hide_rules=hide_rules),
         causal_note(trace),
         values_panel(trace, width) if show_values else None,
     ]
@@ -279,7 +303,7 @@ def verify_table(trace: Trace, checks: Sequence) -> RenderableType:
     else:
         verdict = Text(f"All {len(checks)} arrays agree within {tol:g} ({', '.join(refs)}).",
                        style=theme.STYLE_OK)
-    parts: list[RenderableType] = [table, _note(verdict)]
+    parts: list[RenderableType] = [fitted_table(table), _note(verdict)]
     if "PyTorch" not in refs:
         parts.append(_note("PyTorch is not installed, so only the plain loop was compared."))
     return Group(*parts)

@@ -8,8 +8,8 @@ import typer
 
 from mhacli.cli.common import (check_figure_options, check_size, config_args, config_from, query_position, run_trace,
                                source_args, write_figures)
-from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, FileOpt,
-                                HeadsOpt, LessonOutOpt, LessonQueryOpt, MarkdownOpt, PauseOpt, PositionsOpt,
+from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, FileOpt, HeadsOpt,
+                                HideRulesOpt, LessonOutOpt, LessonQueryOpt, MarkdownOpt, PauseOpt, PositionsOpt,
                                 NumbersJsonOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt, StepOpt, TextArg,
                                 TokenizerOpt, TokensOpt, WeightsOpt)
 from mhacli.cli.output import console, print_all, report_written, write_stdout
@@ -92,6 +92,7 @@ def demo(
     pause: PauseOpt = True,
     step: StepOpt = 1,
     out: LessonOutOpt = None,
+    hide_rules: HideRulesOpt = False,
 ) -> None:
     """A guided lesson: every step of multi-head attention, narrated, then shown on a real run.
 
@@ -116,10 +117,11 @@ def demo(
     if sample is not None:
         from mhacli.io.samples import load_sample
 
-        intro = f"The text is the sample '{sample}': {load_sample(sample).description}"
+        # A description may name the rule a sample shows off: --hide-rules keeps it for later.
+        intro = f"The text is the sample '{sample}'" + ("." if hide_rules else f": {load_sample(sample).description}")
     position = query_position(trace, query)
     steps = lesson(trace, intro=intro, query=position, width=console.width,
-                   figures_at=str(out) if out is not None else None)
+                   figures_at=str(out) if out is not None else None, hide_rules=hide_rules)
     if not 1 <= step <= len(steps):
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
     present(console, steps, pause=pause and sys.stdin.isatty(), start=step,

@@ -10,38 +10,43 @@ import typer
 from mhacli.cli.common import (check_figure_options, check_size, config_from, html_max_tokens, query_position,
                                run_trace, single_head, write_compare, write_figures)
 from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, CausalOpt, DModelOpt, DpiOpt, DtypeOpt,
-                                FileOpt, FormatOpt, HeadsOpt, HtmlOpt, JsonOpt, LayerOpt, MaxTokensOpt, NumbersJsonOpt,
-                                OutOpt, PlotsOpt, PositionsOpt, QueryOpt, QuietOpt, SampleOpt, SaveNpzOpt, SeedOpt,
-                                ShowFileArg, ShowValuesOpt, TextArg, TokenizerOpt, TraceArg, WeightsOpt, WorkedOpt)
+                                FileOpt, FormatOpt, HeadsOpt, HideRulesOpt, HtmlOpt, JsonOpt, LayerOpt, MaxTokensOpt,
+                                NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt, QueryOpt, QuietOpt, SampleOpt,
+                                SaveNpzOpt, SeedOpt, ShowFileArg, ShowValuesOpt, TextArg, TokenizerOpt, TraceArg,
+                                WeightsOpt, WorkedOpt)
 from mhacli.cli.output import console, print_all, report_written, set_quiet, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.files import check_distinct, check_target
 from mhacli.io.inputs import resolve_text
 
 if TYPE_CHECKING:
+    from mhacli.core.analysis import Analysis
     from mhacli.core.trace import Trace
     from mhacli.core.view import AttentionView
 
 
-def _walkthrough(trace: Trace, max_tokens: int, show_values: bool, query: int | None,
-                 figures_at: Path | None) -> None:
+def _walkthrough(trace: Trace, analysis: Analysis, max_tokens: int, show_values: bool, query: int | None,
+                 figures_at: Path | None, hide_rules: bool = False) -> None:
     """Every step of the run, then where each head looks (the grids name the figures' folder)."""
     from mhacli.render.grid import head_grids
     from mhacli.render.terminal import walkthrough
 
-    print_all(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width))
+    print_all(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width,
+                           analysis=analysis, hide_rules=hide_rules))
     console.print()
     console.print(head_grids(trace, width=console.width, max_tokens=max_tokens, query=query,
-                             figures_at=str(figures_at) if figures_at is not None else None))
+                             figures_at=str(figures_at) if figures_at is not None else None,
+                             analysis=analysis, hide_rules=hide_rules))
     console.print()
 
 
-def _write_html(trace: Trace | AttentionView, html: Path | None, max_tokens: int) -> list[str]:
+def _write_html(trace: Trace | AttentionView, html: Path | None, max_tokens: int, hide_rules: bool = False,
+                analysis: Analysis | None = None) -> list[str]:
     if html is None:
         return []
     from mhacli.render.html import write_html
 
-    return [str(write_html(trace, html, max_tokens=max_tokens))]
+    return [str(write_html(trace, html, max_tokens=max_tokens, hide_rules=hide_rules, analysis=analysis))]
 
 
 def explain(
@@ -69,6 +74,7 @@ def explain(
     fmt: FormatOpt = FORMAT,
     dpi: DpiOpt = DPI,
     query: QueryOpt = None,
+    hide_rules: HideRulesOpt = False,
 ) -> None:
     """Walk through multi-head attention on TEXT, step by step.
 
@@ -96,6 +102,9 @@ def explain(
         check_size(body, config, json=json_out)  # refuse what would not fit before any array exists
         trace = run_trace(body, config, ctx)
     position = query_position(trace, query)
+    from mhacli.core.analysis import analyse
+
+    analysis = analyse(trace)  # once per run: the walkthrough, grids, figures and page all read it
     if json_out:
         from mhacli.io.export import trace_json
 
@@ -105,13 +114,13 @@ def explain(
 
         print_all(*worked_view(trace))
     else:
-        _walkthrough(trace, max_tokens, show_values, position, out if plots else None)
-    written = write_figures(trace, out, fmt, dpi, position, max_tokens) if plots else []
+        _walkthrough(trace, analysis, max_tokens, show_values, position, out if plots else None, hide_rules)
+    written = write_figures(trace, out, fmt, dpi, position, max_tokens, hide_rules, analysis) if plots else []
     if save_npz is not None:
         from mhacli.io.export import save_npz as write_npz
 
         written.append(str(write_npz(trace, save_npz)))
-    written += _write_html(trace, html, html_max_tokens(ctx, max_tokens))
+    written += _write_html(trace, html, html_max_tokens(ctx, max_tokens), hide_rules, analysis)
     report_written(written, to_stderr=json_out)
 
 
@@ -196,6 +205,7 @@ def show(
     dpi: DpiOpt = DPI,
     query: QueryOpt = None,
     layer: LayerOpt = None,
+    hide_rules: HideRulesOpt = False,
 ) -> None:
     """Re-render the walkthrough and the figures from a saved .npz, without recomputing attention.
 
@@ -221,14 +231,17 @@ def show(
         raise UsageError("--layer picks a layer of an attention file ('weights' and 'tokens'); "
                          "a saved run of mha explain has one layer (drop --layer).")
     position = query_position(trace, query)
+    from mhacli.core.analysis import analyse
+
+    analysis = analyse(trace)  # once per run: the walkthrough, grids, figures and page all read it
     if json_out:
         from mhacli.io.export import trace_json
 
         write_stdout(trace_json(trace) + "\n")
     else:
-        _walkthrough(trace, max_tokens, show_values, position, out if plots else None)
-    written = write_figures(trace, out, fmt, dpi, position, max_tokens) if plots else []
-    written += _write_html(trace, html, html_max_tokens(ctx, max_tokens))
+        _walkthrough(trace, analysis, max_tokens, show_values, position, out if plots else None, hide_rules)
+    written = write_figures(trace, out, fmt, dpi, position, max_tokens, hide_rules, analysis) if plots else []
+    written += _write_html(trace, html, html_max_tokens(ctx, max_tokens), hide_rules, analysis)
     report_written(written, to_stderr=json_out)
 
 
@@ -251,13 +264,15 @@ def compare(
     plots: PlotsOpt = True,
     fmt: FormatOpt = FORMAT,
     dpi: DpiOpt = DPI,
+    hide_rules: HideRulesOpt = False,
 ) -> None:
     """One magnifier against h: a single head of size d beside h heads of size d/h.
 
-    Same text, embedding, seed and weight matrices; prints how spread each head's
-    attention is (mean row entropy, in bits, against the uniform maximum) and how
-    different the heads are from each other (mean pairwise Jensen–Shannon
-    divergence; 0 for identical heads), and saves single-vs-multi.png.
+    Same text, embedding, seed and weight matrices; prints, for each token, what
+    each of the h heads brings back most against what the single head brings
+    back (h heads make h blends per token, one head one), how spread each head's
+    attention is (mean row entropy, in bits) and how different the heads are
+    (mean pairwise Jensen–Shannon divergence), and saves single-vs-multi.png.
 
     Example: [bold]mha compare "the cat sat on the mat" --heads 4[/bold]
     """
@@ -275,18 +290,21 @@ def compare(
     if json_out:
         import json
 
-        written = write_compare(trace, single, out, fmt, dpi, max_tokens) if plots else []
+        written = write_compare(trace, single, out, fmt, dpi, max_tokens, hide_rules, comparison) if plots else []
         write_stdout(json.dumps({**comparison.to_dict(), "files": written}, ensure_ascii=False) + "\n")
     else:
-        from mhacli.render.grid import comparison_panel, head_grids
+        from mhacli.render.compare import comparison_panel
+        from mhacli.render.grid import head_grids
 
         figures_at = str(out) if plots else None
-        print_all(comparison_panel(comparison), "",
+        print_all(comparison_panel(comparison, hide_rules=hide_rules), "",
                   head_grids(single, width=console.width, max_tokens=max_tokens, figures_at=figures_at,
-                             title=f"One head of size d = {trace.d_model}", single=True), "",
+                             title=f"One head of size d = {trace.d_model}", single=True,
+                             analysis=comparison.single_analysis, hide_rules=hide_rules), "",
                   head_grids(trace, width=console.width, max_tokens=max_tokens, figures_at=figures_at,
-                             title=f"{trace.num_heads} heads of size d/h = {trace.d_k}"), "")
-        written = write_compare(trace, single, out, fmt, dpi, max_tokens) if plots else []
+                             title=f"{trace.num_heads} heads of size d/h = {trace.d_k}",
+                             analysis=comparison.analysis, hide_rules=hide_rules), "")
+        written = write_compare(trace, single, out, fmt, dpi, max_tokens, hide_rules, comparison) if plots else []
     report_written(written, to_stderr=json_out)
 
 

@@ -63,13 +63,13 @@ def startup_commands(out_dir: Path) -> dict[str, list[str]]:
     }
 
 
-LABELS = {
-    "imports": IMPORTS,
-    "imports_pyplot": IMPORTS_PYPLOT,
+LABELS = {  # short, so the table fits 40 columns; the notes under it give the full commands
+    "imports": "imports (matplotlib.figure)",
+    "imports_pyplot": "imports (matplotlib.pyplot)",
     "help": "mha --help",
-    "no_plots": f'mha explain "{SENTENCE}" --no-plots',
-    "figures": f'mha explain "{SENTENCE}" (all figures)',
-    "first_line": "  … its first walkthrough line on stdout",
+    "no_plots": "explain --no-plots",
+    "figures": "explain, all figures",
+    "first_line": "  … its first line",
 }
 
 
@@ -218,22 +218,24 @@ def startup_table(result: Startup) -> object:
         cpu = human_seconds(result.median_cpu(name)) if result.cpu.get(name) else ""
         table.add_row(LABELS[name], human_seconds(result.median(name)), f"{result.median(name) / base:.2f}", cpu)
     a, b = result.first_line_ratio, result.figures_ratio
+    sec = " s"
     lines = [
-        f"(a) first walkthrough line ÷ whole --no-plots run: {result.median('first_line'):.2f} s ÷ "
-        f"{result.median('no_plots'):.2f} s = {a:.2f} (target {verdict(a, FIRST_LINE_TARGET)})",
-        f"(b) explain with all figures ÷ {IMPORTS}: {result.median('figures'):.2f} s ÷ {base:.2f} s = {b:.2f} "
-        f"(target {verdict(b, FIGURES_TARGET)}); over the pyplot import instead: {result.figures_ratio_pyplot:.2f}",
+        f"(a) first line ÷ whole --no-plots run: {result.median('first_line'):.2f}{sec} ÷ "
+        f"{result.median('no_plots'):.2f}{sec} = {a:.2f} (target {verdict(a, FIRST_LINE_TARGET)})",
+        f"(b) explain with all figures ÷ imports: {result.median('figures'):.2f}{sec} ÷ {base:.2f}{sec} = "
+        f"{b:.2f} (target {verdict(b, FIGURES_TARGET)}); ÷ the pyplot imports: {result.figures_ratio_pyplot:.2f}",
     ]
     if result.figures_cpu_ratio is not None:
         lines.append(f"(b) in CPU seconds, which other jobs on the machine hardly change: "
-                     f"{result.median_cpu('figures'):.2f} s ÷ {result.median_cpu('imports'):.2f} s = "
+                     f"{result.median_cpu('figures'):.2f}{sec} ÷ {result.median_cpu('imports'):.2f}{sec} = "
                      f"{result.figures_cpu_ratio:.2f}")
     before: list[float] = result.machine.get("load_average_before") or []  # type: ignore[assignment]
-    notes = [f"Medians of {result.repeats} interleaved rounds of fresh processes after a warm-up round; "
-             "the first line is read through a pipe.",
+    notes = [f'explain: mha explain "{SENTENCE}" (its first line: the first walkthrough line on stdout, '
+             f"read through a pipe); imports: python -c \"{IMPORTS}\" (pyplot: the same with "
+             "matplotlib.pyplot).",
+             f"Medians of {result.repeats} interleaved rounds of fresh processes after a warm-up round.",
              f"numpy's BLAS: {blas_line(result.machine)}.",
-             machine_line(result.machine)
-             + f" (before: {' '.join(f'{v:.1f}' for v in before)})"]
+             machine_line(result.machine) + f" (before: {' '.join(f'{v:.1f}' for v in before)})"]
     return Group(Text("mha bench --startup", style=theme.STYLE_TITLE), table,
                  *(Text(line) for line in lines), *(Text(n, style=theme.STYLE_DIM) for n in notes))
 

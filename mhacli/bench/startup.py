@@ -91,12 +91,23 @@ def run_timed(argv: list[str]) -> tuple[float, float, float]:
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             env=env)
-    assert proc.stdout is not None and proc.stderr is not None
-    proc.stdout.readline()
-    first = time.perf_counter() - start
-    proc.stdout.read()
-    err = proc.stderr.read()
-    code = proc.wait()
+    assert proc.stdout is not None
+    try:
+        proc.stdout.readline()
+        first = time.perf_counter() - start
+        _, err = proc.communicate()  # the rest of both streams, then the exit
+    except BaseException:
+        # Ctrl-C or SIGTERM of the bench: end the timed command too, or it would draw on into (and
+        # recreate) the temporary folder the bench is removing. SIGTERM first: mha removes its own
+        # temporary files on it.
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+    code = proc.returncode
     total = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
@@ -230,10 +241,11 @@ def startup_table(result: Startup) -> object:
                      f"{result.median_cpu('figures'):.2f}{sec} ÷ {result.median_cpu('imports'):.2f}{sec} = "
                      f"{result.figures_cpu_ratio:.2f}")
     before: list[float] = result.machine.get("load_average_before") or []  # type: ignore[assignment]
+    rounds = f"{result.repeats} interleaved round{'s' if result.repeats != 1 else ''}"
     notes = [f'explain: mha explain "{SENTENCE}" (its first line: the first walkthrough line on stdout, '
              f"read through a pipe); imports: python -c \"{IMPORTS}\" (pyplot: the same with "
              "matplotlib.pyplot).",
-             f"Medians of {result.repeats} interleaved rounds of fresh processes after a warm-up round.",
+             f"Medians of {rounds} of fresh processes after a warm-up round.",
              f"numpy's BLAS: {blas_line(result.machine)}.",
              machine_line(result.machine) + f" (before: {' '.join(f'{v:.1f}' for v in before)})"]
     return Group(Text("mha bench --startup", style=theme.STYLE_TITLE), table,

@@ -518,3 +518,26 @@ def test_figure_costs_times_every_phase_and_writes_every_figure(tmp_path):
     assert written == ["head-1.png", "head-2.png", "head-3.png", "head-4.png", "heads.png", "magnifiers.png",
                        "split.png"]  # what mha explain writes for the sentence: the same work is timed
     assert {f"update and save {name}" for name in written if name.startswith("head-")} <= set(phases)
+
+
+def test_an_interrupted_bench_ends_the_timed_command(monkeypatch):
+    """Ctrl-C while a command is timed: the command is ended too, not left running on its own."""
+    import signal
+    import threading
+
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def popen(*args, **kwargs):
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(startup.subprocess, "Popen", popen)
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            startup.run_timed([sys.executable, "-c", "print('first', flush=True); import time; time.sleep(60)"])
+    finally:
+        timer.cancel()
+    assert started and started[0].poll() is not None  # the sleeper was ended with the bench

@@ -1,7 +1,8 @@
 """Where the time of ``mha explain "the cat sat on the mat"`` with its figures goes, phase by phase.
 
 ``python -m mhacli.bench.figure_costs [ROUNDS]`` runs ROUNDS fresh processes; each
-imports what ``mha explain`` imports, in the order it does, runs the trace and
+imports what ``mha explain`` draws with (typer and the command line aside: the
+bench stays below the CLI), runs the trace and
 saves every figure as :func:`mhacli.render.figures.save_figures` does (one
 ``HeadFigure`` updated per head, then the heads sheet, the magnifiers and the
 split), timing each phase in CPU seconds (``time.process_time``: steadier than
@@ -35,16 +36,14 @@ def one_process(out_dir: str) -> dict[str, list[float]]:
 
     import numpy  # noqa: F401
     import rich.console  # noqa: F401
-    import typer  # noqa: F401
 
-    mark("import numpy, rich.console, typer")
+    mark("import numpy, rich.console")
     import matplotlib.figure  # noqa: F401
 
     mark("import matplotlib.figure")
-    import mhacli.cli.app  # noqa: F401
     from mhacli.core.trace import run
 
-    mark("import mhacli (command line, core)")
+    mark("import mhacli.core")
     from mhacli.render.figures.save import (HeadFigure, build_heads, build_magnifiers, drawing, resolve_query,
                                             save, split_figure, token_view)
 

@@ -63,13 +63,13 @@ def startup_commands(out_dir: Path) -> dict[str, list[str]]:
     }
 
 
-LABELS = {
-    "imports": IMPORTS,
-    "imports_pyplot": IMPORTS_PYPLOT,
+LABELS = {  # short, so the table fits 40 columns; the notes under it give the full commands
+    "imports": "imports (matplotlib.figure)",
+    "imports_pyplot": "imports (matplotlib.pyplot)",
     "help": "mha --help",
-    "no_plots": f'mha explain "{SENTENCE}" --no-plots',
-    "figures": f'mha explain "{SENTENCE}" (all figures)',
-    "first_line": "  … its first walkthrough line on stdout",
+    "no_plots": "explain --no-plots",
+    "figures": "explain, all figures",
+    "first_line": "  … its first line",
 }
 
 
@@ -91,12 +91,23 @@ def run_timed(argv: list[str]) -> tuple[float, float, float]:
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             env=env)
-    assert proc.stdout is not None and proc.stderr is not None
-    proc.stdout.readline()
-    first = time.perf_counter() - start
-    proc.stdout.read()
-    err = proc.stderr.read()
-    code = proc.wait()
+    assert proc.stdout is not None
+    try:
+        proc.stdout.readline()
+        first = time.perf_counter() - start
+        _, err = proc.communicate()  # the rest of both streams, then the exit
+    except BaseException:
+        # Ctrl-C or SIGTERM of the bench: end the timed command too, or it would draw on into (and
+        # recreate) the temporary folder the bench is removing. SIGTERM first: mha removes its own
+        # temporary files on it.
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+    code = proc.returncode
     total = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
@@ -218,22 +229,25 @@ def startup_table(result: Startup) -> object:
         cpu = human_seconds(result.median_cpu(name)) if result.cpu.get(name) else ""
         table.add_row(LABELS[name], human_seconds(result.median(name)), f"{result.median(name) / base:.2f}", cpu)
     a, b = result.first_line_ratio, result.figures_ratio
+    sec = " s"
     lines = [
-        f"(a) first walkthrough line ÷ whole --no-plots run: {result.median('first_line'):.2f} s ÷ "
-        f"{result.median('no_plots'):.2f} s = {a:.2f} (target {verdict(a, FIRST_LINE_TARGET)})",
-        f"(b) explain with all figures ÷ {IMPORTS}: {result.median('figures'):.2f} s ÷ {base:.2f} s = {b:.2f} "
-        f"(target {verdict(b, FIGURES_TARGET)}); over the pyplot import instead: {result.figures_ratio_pyplot:.2f}",
+        f"(a) first line ÷ whole --no-plots run: {result.median('first_line'):.2f}{sec} ÷ "
+        f"{result.median('no_plots'):.2f}{sec} = {a:.2f} (target {verdict(a, FIRST_LINE_TARGET)})",
+        f"(b) explain with all figures ÷ imports: {result.median('figures'):.2f}{sec} ÷ {base:.2f}{sec} = "
+        f"{b:.2f} (target {verdict(b, FIGURES_TARGET)}); ÷ the pyplot imports: {result.figures_ratio_pyplot:.2f}",
     ]
     if result.figures_cpu_ratio is not None:
         lines.append(f"(b) in CPU seconds, which other jobs on the machine hardly change: "
-                     f"{result.median_cpu('figures'):.2f} s ÷ {result.median_cpu('imports'):.2f} s = "
+                     f"{result.median_cpu('figures'):.2f}{sec} ÷ {result.median_cpu('imports'):.2f}{sec} = "
                      f"{result.figures_cpu_ratio:.2f}")
     before: list[float] = result.machine.get("load_average_before") or []  # type: ignore[assignment]
-    notes = [f"Medians of {result.repeats} interleaved rounds of fresh processes after a warm-up round; "
-             "the first line is read through a pipe.",
+    rounds = f"{result.repeats} interleaved round{'s' if result.repeats != 1 else ''}"
+    notes = [f'explain: mha explain "{SENTENCE}" (its first line: the first walkthrough line on stdout, '
+             f"read through a pipe); imports: python -c \"{IMPORTS}\" (pyplot: the same with "
+             "matplotlib.pyplot).",
+             f"Medians of {rounds} of fresh processes after a warm-up round.",
              f"numpy's BLAS: {blas_line(result.machine)}.",
-             machine_line(result.machine)
-             + f" (before: {' '.join(f'{v:.1f}' for v in before)})"]
+             machine_line(result.machine) + f" (before: {' '.join(f'{v:.1f}' for v in before)})"]
     return Group(Text("mha bench --startup", style=theme.STYLE_TITLE), table,
                  *(Text(line) for line in lines), *(Text(n, style=theme.STYLE_DIM) for n in notes))
 

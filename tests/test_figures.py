@@ -863,3 +863,18 @@ def test_every_figure_names_its_weights_and_hide_rules_hides_the_names(weights):
             assert "rules hidden" in text, name
             for rule in trace.rules:
                 assert rule not in text, (name, rule)
+
+
+def test_the_measures_of_a_run_are_computed_once_for_every_renderer(cat, monkeypatch, tmp_path):
+    """Grids, figures and the page of one run share one analysis (it costs seconds on long texts)."""
+    import mhacli.render.labels as labels
+    from mhacli.render.html import render_html
+
+    calls = []
+    real = labels.analyse
+    monkeypatch.setattr(labels, "analyse", lambda shown: calls.append(shown) or real(shown))
+    trace = run(CAT, heads=2, d_model=8)
+    render(head_grids(trace, width=80))
+    figures.save_figures(trace, None, tmp_path, dpi=FAST_DPI)
+    render_html(trace)
+    assert len(calls) == 1 and calls[0] is trace

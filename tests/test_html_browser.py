@@ -412,6 +412,7 @@ def test_a_view_with_layers_has_a_layer_picker_and_no_invented_steps(open_page, 
     page = o.page
     assert page.is_visible("#layer-select") and page.input_value("#layer-select") == "1"
     assert page.is_hidden("#steps") and page.is_visible("#weights-only")
+    assert "softmax" not in page.text_content("#qtable-note")  # no scores were given, none are named
     assert "Attention from your model, layer 2 of 3 (block 1)" in page.text_content("#weights-line")
     patterns = page.eval_on_selector_all("#sumtable td.pattern", "els => els.map(e => e.textContent)")
     assert patterns == ["previous token", "an earlier copy of its word", "first token", "itself"]

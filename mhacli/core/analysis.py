@@ -75,52 +75,6 @@ def _describe(f: float) -> str:
     return "nearly uniform"
 
 
-@dataclass(frozen=True)
-class HeadSummary:
-    """One head as a magnifier: what it looks at most and how tightly.
-
-    Deprecated: ``top_key``/``top_share`` are column sums, which make designed heads
-    look alike where they differ most.  Kept only until the renderers read
-    :class:`HeadAnalysis` (from :func:`analyse`); then removed.
-    """
-
-    head: int  # 0-based
-    top_key: int  # key position that receives the most attention, summed over queries
-    top_share: float  # that key's share of all attention in the head (0..1)
-    mean_entropy: float  # mean row entropy, bits
-    max_entropy: float  # mean uniform maximum, bits
-    mean_top_weight: float  # mean over queries of each row's largest weight
-
-    @property
-    def focus(self) -> float:
-        """1 = every query on a single key, 0 = uniform."""
-        return focus(self.mean_entropy, self.max_entropy)
-
-    def describe(self) -> str:
-        """A short phrase: sharp, focused, spread or uniform."""
-        return _describe(self.focus)
-
-
-def summarize_heads(weights: Array, causal: bool) -> list[HeadSummary]:
-    """A :class:`HeadSummary` per head of ``weights`` (h, N, N).  Deprecated: use :func:`analyse`."""
-    h, n, _ = weights.shape
-    received = weights.sum(axis=1)  # (h, N, N) -> (h, N): attention each key receives
-    entropy = row_entropy(weights)  # (h, N)
-    ceiling = float(max_row_entropy(n, causal).mean())
-    out = []
-    for i in range(h):
-        top = int(np.argmax(received[i]))
-        out.append(HeadSummary(
-            head=i,
-            top_key=top,
-            top_share=float(received[i, top] / n),
-            mean_entropy=float(entropy[i].mean()),
-            max_entropy=ceiling,
-            mean_top_weight=float(weights[i].max(axis=-1).mean()),
-        ))
-    return out
-
-
 def query_view(weights: Array, query: int | None) -> Array:
     """What each head gives each key: one query's row, or the mean over all queries. (h, N)."""
     if query is None:

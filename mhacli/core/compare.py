@@ -35,7 +35,6 @@ class Spread:
     d_k: int  # the head's width: d for the single head, d/h for each of h heads
     mean_entropy: float  # bits, mean over queries
     max_entropy: float  # bits, mean over queries of log2(visible keys)
-    top_key: int  # deprecated (column sum): the key that receives the most attention, summed over queries
 
     @property
     def focus(self) -> float:
@@ -43,7 +42,6 @@ class Spread:
         return focus(self.mean_entropy, self.max_entropy)
 
     def to_dict(self) -> dict[str, Any]:
-        # top_key is a column sum, which the per-query pattern replaces (Comparison.to_dict adds it).
         return {"name": self.name, "head": None if self.head is None else self.head + 1,
                 "d_k": self.d_k, "mean_entropy_bits": self.mean_entropy,
                 "max_entropy_bits": self.max_entropy, "focus": self.focus}
@@ -102,7 +100,6 @@ def spread(weights: np.ndarray, causal: bool, name: str, head: int | None, d_k: 
         d_k=d_k,
         mean_entropy=float(row_entropy(weights).mean()),
         max_entropy=float(max_row_entropy(n, causal).mean()),
-        top_key=int(np.argmax(weights.sum(axis=0))),  # (N, N) -> (N,): attention each key receives
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-from rich import box
 from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.style import Style
@@ -25,7 +24,6 @@ from mhacli.render.labels import measure, pattern_words, weights_note
 
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
-    from mhacli.core.compare import Comparison
     from mhacli.render.labels import Shown
 
 CELL = 4  # cells are " 38" plus one space: room for "100"
@@ -160,36 +158,3 @@ def head_grids(trace: Shown, *, width: int, max_tokens: int = 40, query: int | N
         parts.append(Text(f"▶ marks the query “{label(trace.tokens[query], 16)}” (position {query}).",
                           style=theme.STYLE_DIM))
     return Group(*parts)
-
-
-def comparison_panel(cmp: Comparison) -> RenderableType:
-    """``mha compare``: how spread the single head and each head are, and how different the heads are."""
-    h = len(cmp.heads)
-    table = Table(title=Text(f"One magnifier against {h}", style=theme.STYLE_TITLE),
-                  title_justify="left", box=box.SIMPLE_HEAD)
-    table.add_column("magnifier", overflow="fold")
-    table.add_column("width", justify="right")
-    table.add_column("mean entropy", justify="right")
-    table.add_column("of max", justify="right")
-    table.add_column("focus", justify="right")
-    table.add_column("looks most at", overflow="fold")
-    rows = [(cmp.single, Text("● 1 head", style=f"bold {theme.SINGLE_HEAD_COLOR}"))]
-    rows += [(s, Text(f"● head {(s.head or 0) + 1}", style=theme.head_style(s.head or 0))) for s in cmp.heads]
-    for k, (s, name) in enumerate(rows):
-        if k == 1:
-            table.add_section()
-        table.add_row(name, f"{'d' if s.head is None else 'd/h'} = {s.d_k}",
-                      Text(f"{s.mean_entropy:.2f} b", style=theme.STYLE_NUMBER),
-                      f"{s.max_entropy:.2f} b", f"{s.focus:.0%}",
-                      Text(f"{label(cmp.tokens[s.top_key], 14)} (pos {s.top_key})"))
-    js = Text("How different the heads are: mean pairwise Jensen–Shannon divergence ")
-    js.append(f"{cmp.mean_pairwise_js:.3f} bits", style=theme.STYLE_NUMBER)
-    js.append(" (0 = identical heads, 1 = heads that never look at the same token).")
-    sharper = sum(s.mean_entropy < cmp.single.mean_entropy for s in cmp.heads)
-    verdict = Text(f"{sharper} of {h} heads spread their attention less than the single head "
-                   f"(mean {cmp.mean_head_entropy:.2f} b against {cmp.single.mean_entropy:.2f} b).",
-                   style=theme.STYLE_DIM)
-    note = Text("Entropy: how spread a head's attention is, in bits, averaged over queries; "
-                "the maximum is every visible key weighted equally. Focus = 1 − entropy/max.",
-                style=theme.STYLE_DIM)
-    return Group(table, js, verdict, note)

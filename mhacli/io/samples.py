@@ -11,6 +11,7 @@ Pure Python (no numpy): ``mha samples`` must start fast.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -20,7 +21,10 @@ from typing import TYPE_CHECKING
 from mhacli.core.errors import RunError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover - importlib.abc's copy is deprecated from Python 3.12
-    from importlib.resources.abc import Traversable
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
 
 INDEX = "index.json"
 

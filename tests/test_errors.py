@@ -120,6 +120,9 @@ ROWS: list[tuple[str, str]] = [
     ("--html behind a dangling link", 'mha explain "the cat" --html dangling.html'),
     ("--query with more digits than any position", 'mha explain "the cat sat" --query ' + "9" * 40),
     ("figures too large for memory", 'mha explain "the cat" --d-model 512 --heads 512 --dpi 600'),
+    ("--no-json-arrays without --json", 'mha explain "the cat" --no-json-arrays'),
+    ("train saving its model over one of its figures", "mha train --save figs/training.png --out figs"),
+    ("train --save ending with a slash", "mha train --save model.npz/"),
     # --- show and verify ------------------------------------------------------
     ("show without a file", "mha show"),
     ("show a missing file", "mha show missing.npz"),

@@ -88,14 +88,15 @@ def report_error(exc: BaseException, group: Any, argv: list[str], interrupted: b
 @contextmanager
 def _noting_swallowed_interrupts() -> Iterator[list[bool]]:
     """Ctrl-C landing inside a weakref callback or __del__ cannot propagate: Python would print
-    "Exception ignored in …" with a traceback. Note it in the list instead."""
+    "Exception ignored in …" with a traceback. Note it in the list instead (SIGTERM and SIGHUP
+    are noted by :mod:`mhacli.io.cleanup` itself)."""
     swallowed: list[bool] = []
     previous_hook = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:
         if issubclass(unraisable.exc_type, KeyboardInterrupt):
             swallowed.append(True)
-        else:
+        elif not issubclass(unraisable.exc_type, cleanup.Terminated):  # cleanup.received() tells that one
             previous_hook(unraisable)
 
     sys.unraisablehook = hook

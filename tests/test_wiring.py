@@ -79,6 +79,7 @@ def no_run(monkeypatch):
     (["compare", "--file", "figs/single-vs-multi.png", "--out", "figs"], "which is the input (--file)"),
     (["demo", "--file", "figs/magnifiers.png", "--out", "figs", "--no-pause"], "which is the input (--file)"),
     (["train", *TRAIN_FAST, "--save", "figs/training.png", "--out", "figs"], "name the same file"),
+    (["explain", CAT, "--weights", "own.npz", "-H", "2", "--save-npz", "own.npz"], "is also the input (--weights)"),
     (["train", *TRAIN_FAST, "--save", "model.npz/"], "ends with '/', which names a folder"),
 ])
 def test_a_colliding_output_is_refused_before_any_work(runner, tmp_path, monkeypatch, no_run, args, words):
@@ -86,6 +87,9 @@ def test_a_colliding_output_is_refused_before_any_work(runner, tmp_path, monkeyp
     (tmp_path / "figs").mkdir()
     for name in ("heads.png", "single-vs-multi.png", "magnifiers.png"):
         (tmp_path / "figs" / name).write_text(CAT)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "own.npz", **{"in_proj_weight": rng.normal(size=(24, 8)),
+                                      "out_proj.weight": rng.normal(size=(8, 8))})
     before = _files(tmp_path)
     result = runner.invoke(app, args)
     assert words in _one_error(result)

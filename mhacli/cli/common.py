@@ -125,6 +125,16 @@ def open_figures(plan: OutputPlan, config: Config, n_tokens: int, max_tokens: in
     prepare_out_dir(plan.out)
 
 
+def read_files(file: Path | None, weights: str | None = None) -> list[tuple[str, object]]:
+    """The files a run reads, as (option, path), so that no output is planned over one of them."""
+    from mhacli.core.config import WEIGHT_KINDS
+
+    read: list[tuple[str, object]] = [("--file", file)]
+    if weights is not None and weights not in WEIGHT_KINDS:
+        read.append(("--weights", weights))
+    return read
+
+
 def checked_query(query: str | None) -> str | None:
     """``--query`` refused at once when no text could have that position (thousands of digits)."""
     from mhacli.io.inputs import check_query
@@ -218,5 +228,5 @@ def config_args(config: Config, skip: tuple[str, ...] = ()) -> str:
 
 
 __all__ = ["check_size", "checked_query", "config_args", "config_from", "html_max_tokens", "open_figures",
-           "plan_outputs", "query_position", "run_trace", "shown_folder", "single_head", "source_args",
+           "plan_outputs", "query_position", "read_files", "run_trace", "shown_folder", "single_head", "source_args",
            "write_compare", "write_figures"]

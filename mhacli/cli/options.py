@@ -92,8 +92,7 @@ JsonOpt = Annotated[bool, typer.Option(
     "the figures are still saved unless --no-plots, and the files written are listed on stderr.")]
 JsonArraysOpt = Annotated[bool, typer.Option(
     "--json-arrays/--no-json-arrays", metavar=FLAG, rich_help_panel=OUTPUT,
-    help="With --json: include every array (the default), or leave them out for a small document of the config, "
-    "steps, counts and head summaries (the npz of --save-npz keeps the arrays).")]
+    help="With --json: every array (the default), or none, for a small document (--save-npz keeps the arrays).")]
 NumbersJsonOpt = Annotated[bool, typer.Option(
     "--json", metavar=FLAG,
     help="Print the measured numbers as one JSON document and nothing else.", rich_help_panel=OUTPUT)]

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from mhacli.cli.common import (check_size, checked_query, config_args, config_from, open_figures, plan_outputs,
-                               query_position, run_trace, shown_folder, source_args, write_figures)
+                               query_position, read_files, run_trace, shown_folder, source_args, write_figures)
 from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, FileOpt,
                                 HeadsOpt, LessonOutOpt, LessonQueryOpt, MarkdownOpt, PauseOpt, PositionsOpt,
                                 NumbersJsonOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt, StepOpt, TextArg,
@@ -125,7 +125,7 @@ def demo(
     config = config_from(ctx)
     checked_query(query)
     plan, fmt, dpi = plan_outputs(plots=out is not None, out=out, fmt=FORMAT, dpi=DPI, heads=config.heads,
-                                  inputs=[("--file", file)])
+                                  inputs=read_files(file, weights))
     n = check_size(body, config)
     open_figures(plan, config, n, MAX_TOKENS, fmt, dpi)
 

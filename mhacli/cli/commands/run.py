@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from mhacli.cli.common import (check_size, checked_query, config_from, html_max_tokens, open_figures, plan_outputs,
-                               query_position, run_trace, shown_folder, single_head, write_compare, write_figures)
+                               query_position, read_files, run_trace, shown_folder, single_head, write_compare,
+                               write_figures)
 from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, CausalOpt, DModelOpt, DpiOpt, DtypeOpt,
                                 FileOpt, FormatOpt, HeadsOpt, HtmlOpt, JsonArraysOpt, JsonOpt, MaxTokensOpt,
                                 NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt, QueryOpt, QuietOpt, SampleOpt,
@@ -97,7 +98,7 @@ def explain(
     config = config_from(ctx)
     checked_query(query)
     plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=config.heads, save_npz=save_npz,
-                                  html=html, inputs=[("--file", file)])
+                                  html=html, inputs=read_files(file, weights))
     if worked:
         from mhacli.core.worked import worked_example
 
@@ -200,7 +201,7 @@ def compare(
     body = resolve_text(text, file, sample)
     config = config_from(ctx)
     plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=config.heads, compare=True,
-                                  inputs=[("--file", file)])
+                                  inputs=read_files(file, weights))
     n = check_size(body, config)  # compare's JSON is a few numbers, not the arrays: plan without it
     open_figures(plan, config, n, max_tokens, fmt, dpi)
 

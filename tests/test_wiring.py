@@ -445,3 +445,17 @@ def test_no_json_arrays_leaves_the_arrays_out_and_plans_memory_without_them(runn
     assert runner.invoke(app, ["explain", text, "--json", "--no-json-arrays", "--no-plots"]).exit_code == 0
     result = runner.invoke(app, ["explain", text, "--no-json-arrays", "--no-plots"])
     assert "add --json or drop them" in _one_error(result)
+
+
+def test_quiz_names_the_run_it_asks_about_not_the_options_typed(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    name = "own\x1b[31m.npz"
+    np.savez(tmp_path / name, **{"in_proj_weight": rng.normal(size=(24, 8)),
+                                 "out_proj.weight": rng.normal(size=(8, 8))})
+    result = runner.invoke(app, ["quiz", "the cat sat", "--weights", name, "--heads", "2"])
+    assert result.exit_code == 0, result.output
+    _no_raw(result.stdout + result.stderr)
+    assert "d = 8, h = 2" in result.stdout and "pytorch weights" in " ".join(result.stdout.split())
+    trained = runner.invoke(app, ["quiz", "the cat sat", "--weights", "trained"])
+    assert trained.exit_code == 0 and "trained weights" in " ".join(trained.stdout.split())

@@ -184,8 +184,11 @@ def quiz(
     trace = run_trace(body, config, ctx)
     asked = make_quiz(trace, seed, questions)
     source = source_args(text, file, sample)
-    title = (f"{len(asked)} questions about {source}: N = {trace.n_tokens} tokens, d = {d_model}, "
-             f"h = {heads}, {'causal' if causal else 'bidirectional'}, {weights} weights, seed {seed}")
+    # From the run's config, not the options: a weights file sets d, h and the kind ('pytorch', 'trained'),
+    # and its path (which may hold escape sequences) is never echoed raw.
+    c = trace.config
+    title = (f"{len(asked)} questions about {source}: N = {trace.n_tokens} tokens, d = {c.d_model}, "
+             f"h = {c.heads}, {'causal' if c.causal else 'bidirectional'}, {c.weights} weights, seed {c.seed}")
     check = f"mha explain {source} {config_args(config)}".rstrip()
     if json_out:
         _json({"title": title, "check": check, "seed": seed,

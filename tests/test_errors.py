@@ -120,6 +120,10 @@ ROWS: list[tuple[str, str]] = [
     ("--html behind a dangling link", 'mha explain "the cat" --html dangling.html'),
     ("--query with more digits than any position", 'mha explain "the cat sat" --query ' + "9" * 40),
     ("figures too large for memory", 'mha explain "the cat" --d-model 512 --heads 512 --dpi 600'),
+    ("--no-json-arrays without --json", 'mha explain "the cat" --no-json-arrays'),
+    ("an output over the weights file it reads", 'mha explain "the cat" --weights own.npz --save-npz own.npz'),
+    ("train saving its model over one of its figures", "mha train --save figs/training.png --out figs"),
+    ("train --save ending with a slash", "mha train --save model.npz/"),
     # --- show and verify ------------------------------------------------------
     ("show without a file", "mha show"),
     ("show a missing file", "mha show missing.npz"),
@@ -207,6 +211,9 @@ def make_fixtures(folder: Path) -> None:
     (folder / "planted").mkdir()
     (folder / "planted" / "heads.png").symlink_to("../notes.txt")
     (folder / "dangling.html").symlink_to("gone/page.html")
+    rng = np.random.default_rng(0)
+    np.savez(folder / "own.npz", **{"in_proj_weight": rng.normal(size=(48, 16)),
+                                    "out_proj.weight": rng.normal(size=(16, 16))})
 
 
 @dataclass(frozen=True)

@@ -158,35 +158,56 @@ def test_a_010_trace_without_format_version_still_loads(tmp_path):
     assert trace.embeddings is None
 
 
+def _state_dict_with_biases(d: int = 8) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(5)
+    return {"in_proj_weight": rng.normal(size=(3 * d, d)) / np.sqrt(d), "in_proj_bias": rng.normal(size=3 * d),
+            "out_proj.weight": rng.normal(size=(d, d)) / np.sqrt(d), "out_proj.bias": rng.normal(size=d)}
+
+
 def test_biases_are_saved_and_read_back_when_the_trace_has_them(tmp_path):
-    import dataclasses
-
     from mhacli import run
-    from mhacli.io.export import npz_arrays, trace_biases, trace_document
+    from mhacli.core.verify import verify
+    from mhacli.io.export import ARRAY_FIELDS, load_trace, npz_arrays, save_npz, trace_biases, trace_document
 
-    trace = run("the cat sat", d_model=8, heads=2)
-    biases = {k: np.arange(8.0) + i for i, k in enumerate(("b_q", "b_k", "b_v", "b_o"))}
+    state = _state_dict_with_biases()
+    trace = run("the cat sat on the mat", weights=state, heads=2)
+    assert set(trace_biases(trace)) == {"b_q", "b_k", "b_v", "b_o"}
+    np.testing.assert_array_equal(npz_arrays(trace)["b_k"], state["in_proj_bias"][8:16])
+    assert trace_document(trace)["biases"]["b_o"] == state["out_proj.bias"].tolist()
+    save_npz(trace, tmp_path / "b.npz")
+    back = load_trace(tmp_path / "b.npz")
+    for name in ("b_q", "b_k", "b_v", "b_o", *ARRAY_FIELDS):
+        np.testing.assert_array_equal(getattr(back, name), getattr(trace, name), err_msg=name)
+    assert back.config == trace.config and back.config.weights == "pytorch"
+    # Read back, the biases take part in the check: verify recomputes the same output with them ...
+    assert all(c.ok for c in verify(back))
+    # ... and a file whose biases were changed no longer verifies (they are not decoration).
+    arrays = npz_arrays(trace)
+    np.savez(tmp_path / "changed.npz", **{**arrays, "b_v": arrays["b_v"] + 0.5})
+    assert not all(c.ok for c in verify(load_trace(tmp_path / "changed.npz")))
+    without = run("the cat sat", d_model=8, heads=2)
+    assert trace_biases(without) == {} and trace_document(without)["biases"] is None
+    np.savez(tmp_path / "short.npz", **{**arrays, "b_q": arrays["b_q"][:3]})
+    from mhacli.core.errors import UsageError
 
-    class WithBiases:  # what the core's trace looks like once it gains biases
-        def __init__(self, t):
-            self._t, self.biases = t, biases
+    with pytest.raises(UsageError, match=r"b_q has shape \(3,\), expected \(8,\)"):
+        load_trace(tmp_path / "short.npz")
 
-        def __getattr__(self, name):
-            return getattr(self._t, name)
 
-    fake = WithBiases(trace)
-    assert set(trace_biases(fake)) == set(biases)
-    arrays = npz_arrays(fake)  # type: ignore[arg-type]
-    np.testing.assert_array_equal(arrays["b_k"], biases["b_k"])
-    assert trace_document(fake)["biases"]["b_o"] == biases["b_o"].tolist()  # type: ignore[arg-type]
-    assert trace_biases(trace) == {} and trace_document(trace)["biases"] is None
-    if "biases" not in {f.name for f in dataclasses.fields(type(trace))}:
-        from mhacli.core.errors import UsageError
-        from mhacli.io.export import load_trace
+def test_biases_through_the_installed_command_line(tmp_path):
+    import json
 
-        np.savez(tmp_path / "b.npz", **arrays)
-        with pytest.raises(UsageError, match="biases"):
-            load_trace(tmp_path / "b.npz")
+    np.savez(tmp_path / "own.npz", **_state_dict_with_biases())
+    made = mha("explain", "the cat sat on the mat", "--weights", "own.npz", "--heads", "2", "--no-plots",
+               "--save-npz", "b.npz", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    shown = mha("show", "b.npz", "--json", "--no-json-arrays", "--no-plots", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    document = json.loads(shown.stdout)
+    assert document["weight_kind"] == "pytorch" and document["arrays"] is None
+    assert document["biases"]["b_o"] == pytest.approx(_state_dict_with_biases()["out_proj.bias"].tolist())
+    checked = mha("verify", "b.npz", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def _validate(document, schema):

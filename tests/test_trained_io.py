@@ -52,12 +52,43 @@ def test_trained_trace_is_a_normal_trace_with_the_learned_relations(result) -> N
     np.testing.assert_allclose(trace.weights, result.model.attention(np.array([[0, 1, 2, 3]]))[0])
 
 
-def test_text_outside_the_vocabulary_names_the_vocabulary(result) -> None:
-    with pytest.raises(UsageError) as info:
-        trained_run("a cat", result.model)
-    assert "'cat' is not in the trained vocabulary (a b c d e f g h i j ·)" in str(info.value)
+def _expected_stand_in(word: str, vocabulary: tuple[str, ...]) -> str:
+    """The documented rule, computed here independently: SHA-256 of a fixed prefix and the word."""
+    import hashlib
+
+    words = [w for w in vocabulary if w != "·"]
+    digest = hashlib.sha256(f"mhacli-stand-in\x00{word}".encode("utf-8")).digest()
+    return words[int.from_bytes(digest[:8], "little") % len(words)]
+
+
+def test_text_outside_the_vocabulary_runs_with_stable_stand_ins_and_says_so(result) -> None:
+    """Trained weights apply to any text: a word the model never saw is read as one of its words,
+    chosen by a stable SHA-256 hash, and the notes name every such word and its stand-in."""
+    from mhacli.io.trained import trained_notes
+
+    model = result.model
+    assert "cat" not in model.vocabulary and "dog" not in model.vocabulary
+    trace = trained_run("a cat dog", model)
+    assert trace.tokens == ("a", "cat", "dog")
+    stand = model.stand_ins(trace.tokens)
+    assert set(stand) == {"cat", "dog"} and "a" not in stand
+    for word in ("cat", "dog"):
+        assert stand[word] == _expected_stand_in(word, model.vocabulary)
+    # The unknown word's row of X is its stand-in's: the run is the stand-ins' run, exactly.
+    same = trained_run(f"a {stand['cat']} {stand['dog']}", model)
+    np.testing.assert_array_equal(trace.X, same.X)
+    np.testing.assert_array_equal(trace.weights, same.weights)
+    assert trace.tokens != same.tokens  # ... but the trace keeps the words that were typed
+    # Stable: the same words stand in on every run (no Python hash(), no process salt).
+    np.testing.assert_array_equal(trained_run("a cat dog", model).weights, trace.weights)
+    notes = trained_notes(model, trace.tokens)
+    assert len(notes) == 1
+    assert f"'cat' → {stand['cat']}" in notes[0] and f"'dog' → {stand['dog']}" in notes[0]
+    assert " ".join(model.vocabulary) in notes[0] and "stable hash" in notes[0]
+    assert trained_notes(model, ("a", "b")) == []  # known words: nothing to say
+    # Learned positions exist only as far as the model was trained: that is still refused.
     with pytest.raises(UsageError, match="positions for 6 tokens, the text has 7"):
-        trained_run("a b c d e f g", result.model)
+        trained_run("a b c d e f g", model)
 
 
 def test_trained_weights_without_a_model_are_a_usage_error() -> None:

@@ -8,6 +8,7 @@ or draws, and nothing heavy is imported before a command needs it, so
 
 from __future__ import annotations
 
+import signal
 import sys
 import traceback
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from mhacli.cli.messages import click_message, is_click
 from mhacli.cli.options import FLAG
 from mhacli.cli.output import console, error_line, reset, silence_stdout, tolerant_streams
 from mhacli.core.errors import ExitCode, MhaError
+from mhacli.io import cleanup
 
 #: Every command, in the order ``mha --help`` lists them: register a new command here.
 COMMANDS: tuple[Callable[..., None], ...] = (explain, show, compare, verify, train, samples, shapes, demo, quiz,
@@ -86,14 +88,15 @@ def report_error(exc: BaseException, group: Any, argv: list[str], interrupted: b
 @contextmanager
 def _noting_swallowed_interrupts() -> Iterator[list[bool]]:
     """Ctrl-C landing inside a weakref callback or __del__ cannot propagate: Python would print
-    "Exception ignored in …" with a traceback. Note it in the list instead."""
+    "Exception ignored in …" with a traceback. Note it in the list instead (SIGTERM and SIGHUP
+    are noted by :mod:`mhacli.io.cleanup` itself)."""
     swallowed: list[bool] = []
     previous_hook = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:
         if issubclass(unraisable.exc_type, KeyboardInterrupt):
             swallowed.append(True)
-        else:
+        elif not issubclass(unraisable.exc_type, cleanup.Terminated):  # cleanup.received() tells that one
             previous_hook(unraisable)
 
     sys.unraisablehook = hook
@@ -104,7 +107,13 @@ def _noting_swallowed_interrupts() -> Iterator[list[bool]]:
 
 
 class MhaGroup(TyperGroup):
-    """The ``mha`` group: runs a command and sends whatever it raises through :func:`report_error`."""
+    """The ``mha`` group: runs a command and sends whatever it raises through :func:`report_error`.
+
+    The one way out of a run, however it ends (success, an error, Ctrl-C,
+    SIGTERM, SIGHUP, a closed pipe): every temporary file or folder still
+    registered with :mod:`mhacli.io.cleanup` is removed here, and the exit
+    code says how the run ended (0, 1, 2, or 128 + the signal's number).
+    """
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
@@ -112,14 +121,21 @@ class MhaGroup(TyperGroup):
         global _debug
         _debug = False
         reset()
+        cleanup.reset()
         tolerant_streams()
         argv = list(sys.argv[1:] if args is None else args)
         with _noting_swallowed_interrupts() as swallowed:
             code: int
             try:
-                rv = super().main(args=args, prog_name=prog_name or "mha", complete_var=complete_var,
-                                  standalone_mode=False, windows_expand_args=windows_expand_args, **extra)
-                sys.stdout.flush()  # a closed pipe shows up here rather than at exit
+                try:
+                    rv = super().main(args=args, prog_name=prog_name or "mha", complete_var=complete_var,
+                                      standalone_mode=False, windows_expand_args=windows_expand_args, **extra)
+                    sys.stdout.flush()  # a closed pipe shows up here rather than at exit
+                finally:
+                    cleanup.remove_all()  # before any message: the message promises nothing was left behind
+            except cleanup.Terminated as ended:  # SIGTERM, SIGHUP: unwound like Ctrl-C
+                error_line(str(ended))
+                code = ended.exit_code
             except Exception as exc:  # noqa: BLE001 - every failure becomes one line, never a traceback
                 code = report_error(exc, self, argv, bool(swallowed))
             except KeyboardInterrupt as exc:
@@ -131,9 +147,23 @@ class MhaGroup(TyperGroup):
                     code = ExitCode.INTERRUPTED  # the run finished, but Ctrl-C was pressed: say it was seen
                 if code == ExitCode.INTERRUPTED:
                     error_line(INTERRUPTED)
+        code = _as_signalled(code)
         if standalone_mode:
             sys.exit(int(code))
         return int(code)
+
+
+def _as_signalled(code: int) -> int:
+    """A signal swallowed on its way (inside a library, a destructor) still decides the exit code."""
+    ended_by = cleanup.received()
+    if ended_by is None or code not in (ExitCode.OK, ExitCode.FAILURE, ExitCode.INTERRUPTED):
+        return code
+    signalled = cleanup.exit_code_for(ended_by)
+    if code != signalled:
+        if code == ExitCode.OK:  # nothing was said yet
+            error_line(cleanup.message_for(ended_by))
+        code = signalled
+    return code
 
 
 app = typer.Typer(
@@ -171,16 +201,34 @@ def _root(
 
 
 def main() -> None:
-    """Entry point of the ``mha`` console script."""
-    try:
-        app(prog_name="mha")
-    finally:
-        # Everything is written and reported by now: a Ctrl-C that lands while Python
-        # shuts down (joining worker threads) has nothing left to interrupt, and would
-        # only kill the process without its message.
-        import signal
+    """Entry point of the ``mha`` console script.
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    Before the run: a closed stdout or stderr becomes /dev/null (``mha … >&-``),
+    SIGTERM and SIGHUP unwind the run as Ctrl-C does (:func:`mhacli.io.cleanup.install`),
+    and matplotlib gets a writable config folder.  The run itself ends in
+    :meth:`MhaGroup.main`, which removes every temporary file and names the exit code.
+    """
+    from mhacli.io.environment import ensure_std_streams, usable_mplconfigdir
+
+    ensure_std_streams()  # >&- : output to a closed stream is dropped, and no file becomes descriptor 1
+    cleanup.install()
+    usable_mplconfigdir()  # before matplotlib is imported: it would print its own two lines
+    code: int = ExitCode.FAILURE
+    try:
+        code = app(prog_name="mha", standalone_mode=False)
+    except cleanup.Terminated as ended:  # landed between the run's end and here
+        code = ended.exit_code
+    except KeyboardInterrupt:
+        code = ExitCode.INTERRUPTED
+    finally:
+        # Everything is written and reported by now: a signal that lands while Python shuts
+        # down (joining worker threads) has nothing left to interrupt, and would only kill the
+        # process without its message.
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_IGN)
+        cleanup.remove_all()  # the matplotlib config folder, and anything a late signal left
+    sys.exit(int(_as_signalled(code)))
 
 
 __all__ = ["COMMANDS", "MhaGroup", "app", "main", "report_error"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import typer
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
     from mhacli.core.compare import Comparison
     from mhacli.core.trace import Trace
+    from mhacli.io.outputs import OutputPlan
 
 _CONFIG_FIELDS = frozenset(f.name for f in fields(Config))
 
@@ -75,8 +76,8 @@ def run_trace(body: str, config: Config, ctx: typer.Context | None = None) -> Tr
     return trace
 
 
-def check_size(body: str, config: Config, json: bool = False) -> None:
-    """Refuse an empty or oversized text before any array exists (and designed weights' limits)."""
+def check_size(body: str, config: Config, json: bool = False) -> int:
+    """Refuse an empty or oversized text before any array exists (and designed weights' limits); N."""
     from mhacli.io.inputs import count_tokens
 
     n = count_tokens(body, config, json=json)
@@ -84,17 +85,71 @@ def check_size(body: str, config: Config, json: bool = False) -> None:
         from mhacli.core.designed import check_designable
 
         check_designable(n, config)
+    return n
 
 
-def check_figure_options(plots: bool, out: Path, fmt: str, dpi: int) -> tuple[str, int]:
-    """Refuse a bad --format, --dpi or --out before any work; create --out when figures are on."""
-    from mhacli.io.files import prepare_out_dir
+def plan_outputs(*, plots: bool, out: Path | None, fmt: str, dpi: int, heads: int, compare: bool = False,
+                 names: Sequence[str] | None = None, inputs: Sequence[tuple[str, object]] = (),
+                 **files: object) -> tuple[OutputPlan, str, int]:
+    """Refuse a bad --format or --dpi, then resolve every output of the run once, before any work.
+
+    Every path the run will write (the figures in --out, --save-npz, --html,
+    --save) is decided here by :func:`mhacli.io.outputs.plan_outputs`: a
+    trailing slash, a link in --out, an output over an input or over another
+    output is a usage error now, not a clobbered file later.  ``names``
+    overrides the figure names (train's and bench's own figures).  Nothing is
+    created: :func:`open_figures` makes --out once the memory plan agrees.
+    Returns the plan and the checked format and dpi.
+    """
+    from mhacli.io.outputs import figure_names
+    from mhacli.io.outputs import plan_outputs as plan
     from mhacli.render.figures import check_dpi, check_format
 
     fmt, dpi = check_format(fmt), check_dpi(dpi)
-    if plots:
-        prepare_out_dir(out)
-    return fmt, dpi
+    wanted: Sequence[str] = ()
+    if plots and out is not None:
+        wanted = names if names is not None else figure_names(heads, fmt, compare=compare)
+    return plan(out=out, figure_names=wanted, inputs=inputs, **files), fmt, dpi
+
+
+def open_figures(plan: OutputPlan, config: Config, n_tokens: int, max_tokens: int, fmt: str, dpi: int) -> None:
+    """When the run draws figures: refuse, before anything is drawn, figures that would not fit in memory
+    beside the run's arrays (pixels x dpi²), then create --out."""
+    if plan.out is None or not plan.figures:
+        return
+    from mhacli.core.config import check_figures_fit
+    from mhacli.io.files import prepare_out_dir
+
+    # The arrays stay alive while the figures are drawn; both plans count Python and its libraries
+    # once (planned_bytes(0) less the weights is that baseline), so it is taken out of this one.
+    arrays = config.planned_bytes(n_tokens) - config.planned_bytes(0) + config.weight_bytes()
+    check_figures_fit(config.heads, min(n_tokens, max_tokens), dpi, fmt, besides=arrays)
+    prepare_out_dir(plan.out)
+
+
+def read_files(file: Path | None, weights: str | None = None) -> list[tuple[str, object]]:
+    """The files a run reads, as (option, path), so that no output is planned over one of them."""
+    from mhacli.core.config import WEIGHT_KINDS
+
+    read: list[tuple[str, object]] = [("--file", file)]
+    if weights is not None and weights not in WEIGHT_KINDS:
+        read.append(("--weights", weights))
+    return read
+
+
+def checked_query(query: str | None) -> str | None:
+    """``--query`` refused at once when no text could have that position (thousands of digits)."""
+    from mhacli.io.inputs import check_query
+
+    return check_query(query)
+
+
+def shown_folder(folder: Path | None) -> str | None:
+    """A folder named in the renderers' notes ('the heatmaps are in …'), escaped: an --out name may hold
+    escape sequences, which are spelled out, never obeyed."""
+    from mhacli.core.messages import printable
+
+    return printable(folder) if folder is not None else None
 
 
 def query_position(trace: Trace, query: str | None) -> int | None:
@@ -151,7 +206,7 @@ def source_args(text: str | None, file: Path | None, sample: str | None) -> str:
     """How the text was given, as it would be typed again (for 'what next' hints)."""
     import shlex
 
-    from mhacli.core.tokenize import printable
+    from mhacli.core.messages import printable
 
     # printable: the text or a file name may hold escape sequences; they are shown, not obeyed.
     if file is not None:
@@ -178,5 +233,6 @@ def config_args(config: Config, skip: tuple[str, ...] = ()) -> str:
     return " ".join(out)
 
 
-__all__ = ["check_figure_options", "check_size", "config_args", "config_from", "html_max_tokens",
-           "query_position", "run_trace", "single_head", "source_args", "write_compare", "write_figures"]
+__all__ = ["check_size", "checked_query", "config_args", "config_from", "html_max_tokens", "open_figures",
+           "plan_outputs", "query_position", "read_files", "run_trace", "shown_folder", "single_head", "source_args",
+           "write_compare", "write_figures"]

@@ -84,17 +84,22 @@ WorkedOpt = Annotated[bool, typer.Option(
 ShowValuesOpt = Annotated[bool, typer.Option(
     "--show-values", metavar=FLAG,
     help="Print the actual matrices (rounded) for short inputs.", rich_help_panel=OUTPUT)]
-SaveNpzOpt = Annotated[Optional[Path], typer.Option(
+# File outputs are read as text, not Path: Path('keep.txt/') drops the '/', which names a folder and must
+# reach mhacli.io.outputs.plan_outputs to be refused.
+SaveNpzOpt = Annotated[Optional[str], typer.Option(
     "--save-npz", help="Save every array of the run to this .npz file.", show_default=False, readable=False,
     metavar="PATH", rich_help_panel=OUTPUT)]
 JsonOpt = Annotated[bool, typer.Option(
     "--json", metavar=FLAG, rich_help_panel=OUTPUT,
     help="Print one JSON document (config, steps, arrays) on stdout and nothing else there; "
     "the figures are still saved unless --no-plots, and the files written are listed on stderr.")]
+JsonArraysOpt = Annotated[bool, typer.Option(
+    "--json-arrays/--no-json-arrays", metavar=FLAG, rich_help_panel=OUTPUT,
+    help="With --json: every array (the default), or none, for a small document (--save-npz keeps the arrays).")]
 NumbersJsonOpt = Annotated[bool, typer.Option(
     "--json", metavar=FLAG,
     help="Print the measured numbers as one JSON document and nothing else.", rich_help_panel=OUTPUT)]
-HtmlOpt = Annotated[Optional[Path], typer.Option(
+HtmlOpt = Annotated[Optional[str], typer.Option(
     "--html", show_default=False, readable=False, metavar="PATH", rich_help_panel=OUTPUT,
     help="Also write one self-contained interactive page (opens offline in any browser; "
     "up to 200 tokens, or --max-tokens when given).")]

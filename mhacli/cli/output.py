@@ -8,12 +8,15 @@ silences everything but errors and a ``--json`` document.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
+
+from mhacli.core.messages import printable
 
 
 def silence_stdout() -> None:
@@ -82,26 +85,57 @@ def error_line(message: str, hint: str | None = None) -> None:
 
 
 def notes(notices: list[str]) -> None:
-    """Things worth knowing that are not errors (a missing glyph, leftover files): once each, on stderr."""
+    """Things worth knowing that are not errors (a missing glyph, leftover files): once each, on stderr.
+
+    A note may quote --out or a token, which may hold escape sequences: each is one printable line.
+    """
+    from mhacli.core.messages import one_line
+
     if _quiet:
         return
     for notice in notices:
         line = Text("mha: note: ", style="bold yellow")
-        line.append(notice)
-        err_console.print(line, soft_wrap=True, highlight=False)
+        line.append(one_line(notice))
+        err_console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
 def report_written(paths: list[str], to_stderr: bool = False) -> None:
     """The list of files written (on stderr when stdout carries a JSON document)."""
     if not paths or _quiet:
         return
-    from mhacli.core.tokenize import printable
+    from mhacli.core.messages import printable
     from mhacli.render.terminal import files_written
 
     # A file name may hold anything, escape sequences included: spell those out.
     # soft_wrap: a long path stays on one line, so it can be copied whole.
     (err_console if to_stderr else console).print(files_written([printable(p) for p in paths]),
                                                   highlight=False, soft_wrap=True)
+
+
+_UNSAFE = re.compile(r"[^\x20-\x7e\n]")  # what json.dumps(ensure_ascii=False) may leave raw: DEL and non-ASCII
+
+
+def _json_escape(found: re.Match[str]) -> str:
+    ch = found.group()
+    if printable(ch) == ch:
+        return ch
+    code = ord(ch)
+    if code > 0xFFFF:  # JSON spells a character beyond the BMP as a surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def json_text(document: Any, **options: Any) -> str:
+    """``document`` as JSON text with every control, bidi or invisible character written as its ``\\u`` escape.
+
+    The same JSON value (a reader decodes the escape back), but a token or a file
+    name holding ESC, U+009B or U+202E cannot act on the terminal the document is
+    shown on.  Inside strings json.dumps escapes only what is below U+0020.
+    """
+    import json
+
+    return _UNSAFE.sub(_json_escape, json.dumps(document, ensure_ascii=False, **options))
 
 
 def spinner(message: str) -> AbstractContextManager[Any]:

@@ -76,6 +76,8 @@ def load_attention(path: Path, layer: int | None = None) -> AttentionView:
 
 def save_attention(view: AttentionView, path: Path) -> None:
     """Write ``view`` in the same format (used by the tests and by anyone converting a trace)."""
-    extra: dict[str, Any] = {"head_names": np.array(view.head_names)} if view.head_names else {}
-    np.savez(path, weights=view.layers, tokens=np.array(view.tokens), layer_names=np.array(view.layer_names),
-             **extra)
+    arrays: dict[str, Any] = {"weights": view.layers, "tokens": np.array(view.tokens),
+                              "layer_names": np.array(view.layer_names)}
+    if view.head_names:
+        arrays["head_names"] = np.array(view.head_names)
+    np.savez(path, **arrays)

@@ -82,6 +82,11 @@ def received() -> int | None:
     return _received[0] if _received else None
 
 
+def reset() -> None:
+    """Forget the signals received so far (one process may run several commands, as the tests do)."""
+    _received.clear()
+
+
 def register(path: Path | str, folder: bool = False) -> None:
     """Remember ``path`` (a temporary file, or a folder) until :func:`unregister`: it goes on any exit."""
     with _lock:

@@ -341,11 +341,7 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
     from mhacli.core.attention import causal_mask
 
     known = {f.name for f in fields(Trace)}
-    extra: dict[str, Any] = {}
-    if biases:
-        if "biases" not in known:
-            raise _shape_error(path, "it has biases (b_q, b_k, b_v, b_o), which this mhacli cannot show")
-        extra["biases"] = biases
+    extra: dict[str, Any] = dict(biases)  # the Trace keeps b_q, b_k, b_v, b_o as fields of their own
     if relations is not None and "relations" in known:
         extra["relations"] = relations
     return Trace(
@@ -364,8 +360,13 @@ def _jsonable(a: np.ndarray) -> Any:
     return a.tolist()
 
 
-def trace_document(trace: Trace) -> dict[str, Any]:
-    """Everything a student needs to check the run, as one JSON-ready dict."""
+def trace_document(trace: Trace, arrays: bool = True) -> dict[str, Any]:
+    """Everything a student needs to check the run, as one JSON-ready dict.
+
+    ``arrays=False`` (``--no-json-arrays``) leaves the (h, N, N) and (N, d)
+    arrays out (``"arrays": null``): the document then grows with the steps,
+    not with N².  The biases are kept either way: they are d numbers each.
+    """
     params = trace.parameters
     biases = trace_biases(trace)
     return {
@@ -387,9 +388,10 @@ def trace_document(trace: Trace) -> dict[str, Any]:
             "layout": "PyTorch nn.MultiheadAttention: Q = X @ W_q.T; head i uses rows i*d_k:(i+1)*d_k of W_q.",
             "masked_scores": "Masked scores are -inf in the npz and null here (JSON has no infinity).",
             "schema": "mhacli/io/trace.schema.json in the package describes this document.",
+            **({} if arrays else {"arrays": "Left out (--no-json-arrays); --save-npz keeps every array."}),
         },
         "arrays": {name: _jsonable(np.asarray(a)) for name, a in npz_arrays(trace).items()
-                   if name in ARRAY_FIELDS or name in ("embeddings", "position_encoding")},
+                   if name in ARRAY_FIELDS or name in ("embeddings", "position_encoding")} if arrays else None,
     }
 
 
@@ -416,6 +418,6 @@ def trace_schema() -> dict[str, Any]:
     return json.loads((resources.files("mhacli.io") / "trace.schema.json").read_text(encoding="utf-8"))
 
 
-def trace_json(trace: Trace) -> str:
+def trace_json(trace: Trace, arrays: bool = True) -> str:
     """:func:`trace_document` serialised (strict JSON: no NaN, no Infinity)."""
-    return json.dumps(trace_document(trace), ensure_ascii=False, allow_nan=False)
+    return json.dumps(trace_document(trace, arrays=arrays), ensure_ascii=False, allow_nan=False)

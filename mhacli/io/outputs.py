@@ -34,7 +34,7 @@ from mhacli.io.files import _stat, check_target, confine
 
 # The file names the figure renderers write into --out (mhacli.render.figures): keep in step.
 PER_HEAD = "head-{k}.{fmt}"
-SHEETS = ("heads.{fmt}", "magnifiers.{fmt}")
+SHEETS = ("heads.{fmt}", "magnifiers.{fmt}", "split.{fmt}")
 COMPARE = ("single-vs-multi.{fmt}",)
 _EXAMPLE = {"--save-npz": "trace.npz", "--html": "attention.html", "--save": "weights.npz"}
 
@@ -67,8 +67,12 @@ class OutputPlan:
         return [path for _, path in self.named]
 
 
-def _as_file_target(what: str, value: object) -> Path | None:
-    """A file option as typed: refuse a trailing slash (a folder), then the checks of :func:`check_target`."""
+def _as_file_target(what: str, value: object, made: Path | None = None) -> Path | None:
+    """A file option as typed: refuse a trailing slash (a folder), then the checks of :func:`check_target`.
+
+    ``made`` is --out when the run creates it before writing (figures on): a file
+    inside it (``--save figs/model.npz --out figs``) needs no folder that exists yet.
+    """
     if value is None:
         return None
     raw = os.fspath(value)  # type: ignore[call-overload]
@@ -84,6 +88,9 @@ def _as_file_target(what: str, value: object) -> Path | None:
             raise UsageError(f"{what} {_shown(raw)} is a symbolic link to {_shown(os.readlink(path))}, "
                              f"whose folder does not exist; remove the link or give another name.")
         check_target(target, what)
+    elif made is not None and _key(path.parent if str(path.parent) else Path(".")) == _key(made) \
+            and not os.path.lexists(made):
+        pass  # --out is created before anything is written; what it must be, plan_outputs checked
     else:
         check_target(path, what)
     return path
@@ -140,7 +147,7 @@ def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_n
         for name in figure_names:
             figures.append(_figure_target(out_path, name))
         named += [("--out", p) for p in figures]
-    files = {what: _as_file_target(what, value)
+    files = {what: _as_file_target(what, value, out_path)
              for what, value in (("--save-npz", save_npz), ("--html", html), ("--save", save))}
     named += [(what, p) for what, p in files.items() if p is not None]
 

@@ -67,9 +67,12 @@ def bench(
     settings = runner.Settings(max_tokens=max_tokens, repeats=repeats, d_model=d_model, heads=heads,
                                dtype=dtype, causal=causal, blocked=blocked)
     settings.check()
+    plan = None
     if plot:
+        from mhacli.cli.common import plan_outputs
         from mhacli.io.files import prepare_out_dir
 
+        plan, _, _ = plan_outputs(plots=True, out=out, fmt="png", dpi=150, heads=1, names=["bench.png"])
         prepare_out_dir(out)
     with runner.progress_bar(runner.calls_per_size(settings) * len(runner.token_counts(max_tokens))) as tick:
         result = runner.run_bench(settings, tick)
@@ -77,8 +80,8 @@ def bench(
         write_stdout(runner.bench_json(result) + "\n")
     else:
         print_all(runner.bench_table(result))
-    if plot:
-        report_written([str(runner.save_plot(result, out / "bench.png"))], to_stderr=json_out)
+    if plan is not None:
+        report_written([str(runner.save_plot(result, plan.figures[0]))], to_stderr=json_out)
 
 
 def _bench_startup(repeats: int, json_out: bool) -> None:

@@ -6,13 +6,14 @@ import sys
 
 import typer
 
-from mhacli.cli.common import (check_figure_options, check_size, config_args, config_from, query_position, run_trace,
-                               source_args, write_figures)
-from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, FileOpt, HeadsOpt,
-                                HideRulesOpt, LessonOutOpt, LessonQueryOpt, MarkdownOpt, PauseOpt, PositionsOpt,
+from mhacli.cli.common import (check_size, checked_query, config_args, config_from, open_figures, plan_outputs,
+                               query_position, read_files, run_trace, shown_folder, source_args, write_figures)
+from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, FileOpt,
+                                HeadsOpt, HideRulesOpt, LessonOutOpt, LessonQueryOpt, MarkdownOpt, PauseOpt,
+                                PositionsOpt,
                                 NumbersJsonOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt, StepOpt, TextArg,
                                 TokenizerOpt, TokensOpt, WeightsOpt)
-from mhacli.cli.output import console, print_all, report_written, write_stdout
+from mhacli.cli.output import console, json_text, print_all, report_written, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
 
@@ -20,9 +21,27 @@ DEFAULT_SAMPLE = "cat"  # the lesson's and the quiz's text when none is given
 
 
 def _json(document: object) -> None:
-    import json
+    write_stdout(json_text(document) + "\n")
 
-    write_stdout(json.dumps(document, ensure_ascii=False) + "\n")
+
+def _wait_for_enter(prompt: str) -> str:
+    """Show ``prompt`` and read one line from the terminal; EOFError when standard input is closed.
+
+    Unlike input(), the wait wakes every 0.1 s: a signal (Ctrl-C, SIGTERM) that lands
+    between the prompt and the read is handled at once, not when the next key is pressed.
+    """
+    import os
+    import select
+
+    if os.name == "nt":  # pragma: no cover - select() takes only sockets there
+        return console.input(prompt)
+    console.print(prompt, end="")
+    while not select.select([sys.stdin], [], [], 0.1)[0]:
+        pass
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line
 
 
 def samples(name: SampleNameArg = None, tokenizer: TokenizerOpt = DEFAULT.tokenizer,
@@ -106,9 +125,11 @@ def demo(
         sample = DEFAULT_SAMPLE
     body = resolve_text(text, file, sample)
     config = config_from(ctx)
-    if out is not None:
-        check_figure_options(True, out, FORMAT, DPI)
-    check_size(body, config)
+    checked_query(query)
+    plan, fmt, dpi = plan_outputs(plots=out is not None, out=out, fmt=FORMAT, dpi=DPI, heads=config.heads,
+                                  inputs=read_files(file, weights))
+    n = check_size(body, config)
+    open_figures(plan, config, n, MAX_TOKENS, fmt, dpi)
 
     from mhacli.render.demo import lesson, next_steps, present
 
@@ -120,13 +141,14 @@ def demo(
         # A description may name the rule a sample shows off: --hide-rules keeps it for later.
         intro = f"The text is the sample '{sample}'" + ("." if hide_rules else f": {load_sample(sample).description}")
     position = query_position(trace, query)
-    steps = lesson(trace, intro=intro, query=position, width=console.width,
-                   figures_at=str(out) if out is not None else None, hide_rules=hide_rules)
+    steps = lesson(trace, intro=intro, query=position, width=console.width, figures_at=shown_folder(plan.out),
+                   hide_rules=hide_rules)
     if not 1 <= step <= len(steps):
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
-    present(console, steps, pause=pause and sys.stdin.isatty(), start=step,
+    present(console, steps, pause=pause and sys.stdin.isatty(), start=step, wait=_wait_for_enter,
             closing=next_steps(trace, source_args(text, file, sample), config_args(config, skip=("weights",))))
-    report_written(write_figures(trace, out, FORMAT, DPI, position, MAX_TOKENS) if out is not None else [])
+    report_written(write_figures(trace, plan.out, fmt, dpi, position, MAX_TOKENS, hide_rules)
+                   if plan.out is not None else [])
 
 
 def quiz(
@@ -167,8 +189,11 @@ def quiz(
     trace = run_trace(body, config, ctx)
     asked = make_quiz(trace, seed, questions)
     source = source_args(text, file, sample)
-    title = (f"{len(asked)} questions about {source}: N = {trace.n_tokens} tokens, d = {d_model}, "
-             f"h = {heads}, {'causal' if causal else 'bidirectional'}, {weights} weights, seed {seed}")
+    # From the run's config, not the options: a weights file sets d, h and the kind ('pytorch', 'trained'),
+    # and its path (which may hold escape sequences) is never echoed raw.
+    c = trace.config
+    title = (f"{len(asked)} questions about {source}: N = {trace.n_tokens} tokens, d = {c.d_model}, "
+             f"h = {c.heads}, {'causal' if c.causal else 'bidirectional'}, {c.weights} weights, seed {c.seed}")
     check = f"mha explain {source} {config_args(config)}".rstrip()
     if json_out:
         _json({"title": title, "check": check, "seed": seed,

@@ -7,16 +7,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from mhacli.cli.common import (check_figure_options, check_size, config_from, html_max_tokens, query_position,
-                               run_trace, single_head, write_compare, write_figures)
+from mhacli.cli.common import (check_size, checked_query, config_from, html_max_tokens, open_figures, plan_outputs,
+                               query_position, read_files, run_trace, shown_folder, single_head, write_compare,
+                               write_figures)
 from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, CausalOpt, DModelOpt, DpiOpt, DtypeOpt,
-                                FileOpt, FormatOpt, HeadsOpt, HideRulesOpt, HtmlOpt, JsonOpt, LayerOpt, MaxTokensOpt,
-                                NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt, QueryOpt, QuietOpt, SampleOpt,
-                                SaveNpzOpt, SeedOpt, ShowFileArg, ShowValuesOpt, TextArg, TokenizerOpt, TraceArg,
-                                WeightsOpt, WorkedOpt)
-from mhacli.cli.output import console, print_all, report_written, set_quiet, write_stdout
+                                FileOpt, FormatOpt, HeadsOpt, HideRulesOpt, HtmlOpt, JsonArraysOpt, JsonOpt, LayerOpt,
+                                MaxTokensOpt, NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt, QueryOpt, QuietOpt,
+                                SampleOpt, SaveNpzOpt, SeedOpt, ShowFileArg, ShowValuesOpt, TextArg, TokenizerOpt,
+                                TraceArg, WeightsOpt, WorkedOpt)
+from mhacli.cli.output import console, json_text, print_all, report_written, set_quiet, write_stdout
 from mhacli.core.errors import UsageError
-from mhacli.io.files import check_distinct, check_target
 from mhacli.io.inputs import resolve_text
 
 if TYPE_CHECKING:
@@ -35,8 +35,7 @@ def _walkthrough(trace: Trace, analysis: Analysis, max_tokens: int, show_values:
                            analysis=analysis, hide_rules=hide_rules))
     console.print()
     console.print(head_grids(trace, width=console.width, max_tokens=max_tokens, query=query,
-                             figures_at=str(figures_at) if figures_at is not None else None,
-                             analysis=analysis, hide_rules=hide_rules))
+                             figures_at=shown_folder(figures_at), analysis=analysis, hide_rules=hide_rules))
     console.print()
 
 
@@ -47,6 +46,18 @@ def _write_html(trace: Trace | AttentionView, html: Path | None, max_tokens: int
     from mhacli.render.html import write_html
 
     return [str(write_html(trace, html, max_tokens=max_tokens, hide_rules=hide_rules, analysis=analysis))]
+
+
+def _print_json(trace: Trace, arrays: bool) -> None:
+    from mhacli.io.export import trace_document
+
+    write_stdout(json_text(trace_document(trace, arrays=arrays), allow_nan=False) + "\n")
+
+
+def _no_arrays_without_json(ctx: typer.Context, json_out: bool) -> None:
+    source = ctx.get_parameter_source("json_arrays")
+    if not json_out and source is not None and source.name != "DEFAULT":
+        raise UsageError("--json-arrays and --no-json-arrays shape the --json document; add --json or drop them.")
 
 
 def explain(
@@ -66,6 +77,7 @@ def explain(
     worked: WorkedOpt = False,
     save_npz: SaveNpzOpt = None,
     json_out: JsonOpt = False,
+    json_arrays: JsonArraysOpt = True,
     max_tokens: MaxTokensOpt = MAX_TOKENS,
     html: HtmlOpt = None,
     quiet: QuietOpt = False,
@@ -86,41 +98,41 @@ def explain(
     set_quiet(quiet)
     if worked and (text is not None or file is not None or sample is not None):
         raise UsageError("--worked brings its own three tokens; drop the text, --file or --sample.")
+    _no_arrays_without_json(ctx, json_out)
     body = "" if worked else resolve_text(text, file, sample)
     config = config_from(ctx)
-    if save_npz is not None:
-        check_target(save_npz, "--save-npz")
-    if html is not None:
-        check_target(html, "--html")
-    check_distinct(("--file", file), ("--save-npz", save_npz), ("--html", html))
-    fmt, dpi = check_figure_options(plots, out, fmt, dpi)
+    checked_query(query)
+    plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=config.heads, save_npz=save_npz,
+                                  html=html, inputs=read_files(file, weights))
     if worked:
         from mhacli.core.worked import worked_example
 
         trace = worked_example(config.seed, config.causal)
+        open_figures(plan, trace.config, trace.n_tokens, max_tokens, fmt, dpi)
     else:
-        check_size(body, config, json=json_out)  # refuse what would not fit before any array exists
+        # Refuse what would not fit before any array exists, the figures' pixels included.
+        n = check_size(body, config, json=json_out and json_arrays)
+        open_figures(plan, config, n, max_tokens, fmt, dpi)
         trace = run_trace(body, config, ctx)
     position = query_position(trace, query)
     from mhacli.core.analysis import analyse
 
     analysis = analyse(trace)  # once per run: the walkthrough, grids, figures and page all read it
     if json_out:
-        from mhacli.io.export import trace_json
-
-        write_stdout(trace_json(trace) + "\n")
+        _print_json(trace, json_arrays)
     elif worked:
         from mhacli.render.worked import worked_view
 
         print_all(*worked_view(trace))
     else:
-        _walkthrough(trace, analysis, max_tokens, show_values, position, out if plots else None, hide_rules)
-    written = write_figures(trace, out, fmt, dpi, position, max_tokens, hide_rules, analysis) if plots else []
-    if save_npz is not None:
+        _walkthrough(trace, analysis, max_tokens, show_values, position, plan.out, hide_rules)
+    written = (write_figures(trace, plan.out, fmt, dpi, position, max_tokens, hide_rules, analysis)
+               if plan.out is not None else [])
+    if plan.save_npz is not None:
         from mhacli.io.export import save_npz as write_npz
 
-        written.append(str(write_npz(trace, save_npz)))
-    written += _write_html(trace, html, html_max_tokens(ctx, max_tokens), hide_rules, analysis)
+        written.append(str(write_npz(trace, plan.save_npz)))
+    written += _write_html(trace, plan.html, html_max_tokens(ctx, max_tokens), hide_rules, analysis)
     report_written(written, to_stderr=json_out)
 
 
@@ -158,8 +170,8 @@ def _view_json(view: AttentionView) -> str:
 
 
 def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_tokens: int, show_values: bool,
-                    json_out: bool, html: Path | None, out: Path, plots: bool, fmt: str, dpi: int,
-                    query: str | None) -> None:
+                    json_out: bool, html: str | None, out: Path, plots: bool, fmt: str, dpi: int,
+                    query: str | None, hide_rules: bool = False) -> None:
     """``mha show`` of your model's attention: the grids, the figures and the page of one layer."""
     from mhacli.cli.output import notes, spinner
     from mhacli.render.figures import resolve_query
@@ -168,26 +180,35 @@ def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_token
         raise UsageError("--show-values prints a run's matrices; an attention file holds only the weights "
                          "(drop --show-values).")
     view = _pick_layer(path, layer)
+    plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=view.num_heads, html=html,
+                                  inputs=[("the attention file", path)])
     position = resolve_query(view.tokens, query)
+    if plan.out is not None and plan.figures:
+        from mhacli.core.config import check_figures_fit
+        from mhacli.io.files import prepare_out_dir
+
+        check_figures_fit(view.num_heads, min(view.n_tokens, max_tokens), dpi, fmt, besides=view.layers.nbytes)
+        prepare_out_dir(plan.out)
     if json_out:
         write_stdout(_view_json(view) + "\n")
     else:
         from mhacli.render.grid import head_grids
 
         console.print(head_grids(view, width=console.width, max_tokens=max_tokens, query=position,
-                                 figures_at=str(out) if plots else None,
+                                 figures_at=shown_folder(plan.out), hide_rules=hide_rules,
                                  title=f"Each head's weights, {view.layer_names[view.layer]} "
                                        f"({view.layer + 1} of {view.n_layers})"))
         console.print()
     written: list[str] = []
-    if plots:
+    if plan.out is not None:
         from mhacli.render.figures import save_figures
 
         with spinner("drawing figures…"):
-            saved = save_figures(view, None, out, fmt=fmt, dpi=dpi, query=position, max_tokens=max_tokens)
+            saved = save_figures(view, None, plan.out, fmt=fmt, dpi=dpi, query=position, max_tokens=max_tokens,
+                                 hide_rules=hide_rules)
         notes(list(saved.notices))
         written = [str(p) for p in saved]
-    written += _write_html(view, html, html_max_tokens(ctx, max_tokens))
+    written += _write_html(view, plan.html, html_max_tokens(ctx, max_tokens), hide_rules)
     report_written(written, to_stderr=json_out)
 
 
@@ -197,6 +218,7 @@ def show(
     max_tokens: MaxTokensOpt = MAX_TOKENS,
     show_values: ShowValuesOpt = False,
     json_out: JsonOpt = False,
+    json_arrays: JsonArraysOpt = True,
     html: HtmlOpt = None,
     quiet: QuietOpt = False,
     out: OutOpt = OUT_DIR,
@@ -215,33 +237,37 @@ def show(
     Example: [bold]mha explain "the cat sat on the mat" --save-npz cat.npz && mha show cat.npz --html cat.html[/bold]
     """
     set_quiet(quiet)
-    if html is not None:
-        check_target(html, "--html")
-    check_distinct(("the input .npz", trace_file), ("--html", html))  # never write over the input
-    fmt, dpi = check_figure_options(plots, out, fmt, dpi)
+    _no_arrays_without_json(ctx, json_out)
+    checked_query(query)
+    inputs = [("the trace file", trace_file)]
+    # --html, --format and --dpi before the file is read; the figures' names need its head count.
+    plan_outputs(plots=False, out=None, fmt=fmt, dpi=dpi, heads=1, html=html, inputs=inputs)
     from mhacli.io.attention_file import is_attention_file
 
     if is_attention_file(trace_file):
-        _show_attention(ctx, trace_file, layer, max_tokens, show_values, json_out, html, out, plots, fmt, dpi, query)
+        _show_attention(ctx, trace_file, layer, max_tokens, show_values, json_out, html, out, plots, fmt, dpi, query,
+                        hide_rules)
         return
-    from mhacli.io.export import load_trace
-
-    trace = load_trace(trace_file)
     if layer is not None:
         raise UsageError("--layer picks a layer of an attention file ('weights' and 'tokens'); "
                          "a saved run of mha explain has one layer (drop --layer).")
+    from mhacli.io.export import load_trace
+
+    trace = load_trace(trace_file)
+    plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=trace.num_heads, html=html,
+                                  inputs=inputs)
     position = query_position(trace, query)
+    open_figures(plan, trace.config, trace.n_tokens, max_tokens, fmt, dpi)
     from mhacli.core.analysis import analyse
 
     analysis = analyse(trace)  # once per run: the walkthrough, grids, figures and page all read it
     if json_out:
-        from mhacli.io.export import trace_json
-
-        write_stdout(trace_json(trace) + "\n")
+        _print_json(trace, json_arrays)
     else:
-        _walkthrough(trace, analysis, max_tokens, show_values, position, out if plots else None, hide_rules)
-    written = write_figures(trace, out, fmt, dpi, position, max_tokens, hide_rules, analysis) if plots else []
-    written += _write_html(trace, html, html_max_tokens(ctx, max_tokens), hide_rules, analysis)
+        _walkthrough(trace, analysis, max_tokens, show_values, position, plan.out, hide_rules)
+    written = (write_figures(trace, plan.out, fmt, dpi, position, max_tokens, hide_rules, analysis)
+               if plan.out is not None else [])
+    written += _write_html(trace, plan.html, html_max_tokens(ctx, max_tokens), hide_rules, analysis)
     report_written(written, to_stderr=json_out)
 
 
@@ -279,8 +305,10 @@ def compare(
     set_quiet(quiet)
     body = resolve_text(text, file, sample)
     config = config_from(ctx)
-    fmt, dpi = check_figure_options(plots, out, fmt, dpi)
-    check_size(body, config)  # compare's JSON is a few numbers, not the arrays: plan without it
+    plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=config.heads, compare=True,
+                                  inputs=read_files(file, weights))
+    n = check_size(body, config)  # compare's JSON is a few numbers, not the arrays: plan without it
+    open_figures(plan, config, n, max_tokens, fmt, dpi)
 
     from mhacli.core.compare import compare as measure
 
@@ -288,15 +316,14 @@ def compare(
     single = single_head(trace)
     comparison = measure(trace, single)
     if json_out:
-        import json
-
-        written = write_compare(trace, single, out, fmt, dpi, max_tokens, hide_rules, comparison) if plots else []
-        write_stdout(json.dumps({**comparison.to_dict(), "files": written}, ensure_ascii=False) + "\n")
+        written = (write_compare(trace, single, plan.out, fmt, dpi, max_tokens, hide_rules, comparison)
+                   if plan.out is not None else [])
+        write_stdout(json_text({**comparison.to_dict(), "files": written}) + "\n")
     else:
         from mhacli.render.compare import comparison_panel
         from mhacli.render.grid import head_grids
 
-        figures_at = str(out) if plots else None
+        figures_at = shown_folder(plan.out)
         print_all(comparison_panel(comparison, hide_rules=hide_rules), "",
                   head_grids(single, width=console.width, max_tokens=max_tokens, figures_at=figures_at,
                              title=f"One head of size d = {trace.d_model}", single=True,
@@ -304,7 +331,8 @@ def compare(
                   head_grids(trace, width=console.width, max_tokens=max_tokens, figures_at=figures_at,
                              title=f"{trace.num_heads} heads of size d/h = {trace.d_k}",
                              analysis=comparison.analysis, hide_rules=hide_rules), "")
-        written = write_compare(trace, single, out, fmt, dpi, max_tokens, hide_rules, comparison) if plots else []
+        written = (write_compare(trace, single, plan.out, fmt, dpi, max_tokens, hide_rules, comparison)
+                   if plan.out is not None else [])
     report_written(written, to_stderr=json_out)
 
 
@@ -327,12 +355,10 @@ def verify(trace_file: TraceArg, json_out: NumbersJsonOpt = False, quiet: QuietO
     checks = run_checks(trace)
     failed = [c for c in checks if not c.ok]
     if json_out:
-        import json
-
         document = {"file": str(trace_file), "ok": not failed,
                     "checks": [{"reference": c.reference, "array": c.array, "max_diff": c.max_diff,
                                 "tolerance": c.tolerance, "ok": c.ok} for c in checks]}
-        write_stdout(json.dumps(document, ensure_ascii=False) + "\n")
+        write_stdout(json_text(document) + "\n")
     else:
         print_all(verify_table(trace, checks))
     if failed:

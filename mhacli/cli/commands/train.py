@@ -10,22 +10,19 @@ inside, so ``mha --help`` stays quick.
 from __future__ import annotations
 
 import json
-import sys
 from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from mhacli.cli.output import console, err_console, write_stdout
 from mhacli.core.errors import UsageError
 
 if TYPE_CHECKING:
     from mhacli.core.train import TrainConfig, TrainResult
 
-console = Console()
-err_console = Console(stderr=True)
 
 # Shown in --help without importing numpy; tests/test_train_cli.py checks them against the core.
 TASK_NAMES = ("neighbours", "relations")
@@ -38,7 +35,7 @@ StepsOpt = Annotated[int, typer.Option("--steps", help="Training steps (one batc
 BatchOpt = Annotated[int, typer.Option("--batch", help="Sequences per training step.")]
 LrOpt = Annotated[float, typer.Option("--lr", help="Adam's learning rate.")]
 TrainSeedOpt = Annotated[int, typer.Option("--seed", "-s", help="Seed for the initial weights and every sequence.")]
-SaveOpt = Annotated[Optional[Path], typer.Option(
+SaveOpt = Annotated[Optional[str], typer.Option(  # str: a trailing '/' must reach plan_outputs
     "--save", help="Write the trained model (of the last run) to this .npz file, for 'mha explain --weights'.",
     show_default=False, dir_okay=True, readable=False)]
 TrainOutOpt = Annotated[Path, typer.Option(
@@ -149,8 +146,9 @@ def train(
 
     Example: mha train --task neighbours --compare 1,2,4
     """
+    from mhacli.cli.common import plan_outputs
     from mhacli.core.train import TrainConfig
-    from mhacli.io.files import check_target, prepare_out_dir
+    from mhacli.io.files import prepare_out_dir
 
     head_counts = parse_compare(compare) if compare is not None else [heads]
     configs = []
@@ -166,29 +164,35 @@ def train(
             raise UsageError("{compare}: {d_model} is not divisible by " + f"{h} heads; use head counts that "
                              f"divide it ({', '.join(map(str, divisors(d_model)))}).",
                              compare=compare, d_model=d_model) from None
-    if plots:
-        prepare_out_dir(out)
-    if save is not None:
-        check_target(save, "--save")
+    # Every output resolved before the first step: --save and the two figures never land on each other,
+    # through a link in --out, or on a folder named with a trailing '/'.
+    plan, _, _ = plan_outputs(plots=plots, out=out, fmt="png", dpi=100, heads=1, names=FIGURE_NAMES, save=save)
+    if plan.out is not None:
+        prepare_out_dir(plan.out)
     results = [_train_with_bar(config, quiet=json_out) for config in configs]
     written: list[str] = []
-    if save is not None:
+    if plan.save is not None:
         from mhacli.io.trained import save_trained
 
-        written.append(str(save_trained(results[-1], save)))
-    if plots:
-        written += _save_figures(results, out)
+        written.append(str(save_trained(results[-1], plan.save)))
+    if plan.out is not None:
+        written += _save_figures(results, plan.out)
+    from mhacli.core.messages import printable
+
     if json_out:
-        sys.stdout.write(results_json(results) + "\n")
+        write_stdout(results_json(results) + "\n")
         for path in written:
-            err_console.print(f"wrote {path}", highlight=False, markup=False)
+            err_console.print(f"wrote {printable(path)}", highlight=False, markup=False)
         return
     console.print(results_table(results))
     for line in learned_lines(results):
         console.print(line, highlight=False, markup=False)
     console.print(conclusion(results), highlight=False)
     for path in written:
-        console.print(f"wrote {path}", highlight=False, markup=False)
+        console.print(f"wrote {printable(path)}", highlight=False, markup=False)
+
+
+FIGURE_NAMES = ("training.png", "training-heads.png")  # what --out receives
 
 
 def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
@@ -198,8 +202,7 @@ def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
 
     shown = max(results, key=lambda r: r.heads)
     paths = []
-    for name, fig in (("training.png", training_figure(results)),
-                      ("training-heads.png", training_heads_figure(shown))):
+    for name, fig in zip(FIGURE_NAMES, (training_figure(results), training_heads_figure(shown))):
         paths.append(str(atomic_write(out / name, partial(_save_png, fig))))
     return paths
 

@@ -1,0 +1,461 @@
+"""Issue 14's io-level guards, wired into every command: each behaviour through Typer's CliRunner
+(the app's own error handling runs inside it) and, where signals or streams matter, the installed
+``mha`` in a real process.
+
+- every output is planned once, before any work (the core's run is never reached on a refusal);
+- ``--query`` is checked before the text is run or the trace is read;
+- one exit path: exceptions and signals leave no temporary file or folder, and the exit code says how;
+- every string the tool prints is escaped (notes, file lists, JSON);
+- the figures' memory (pixels x dpi²) is planned before --out is made, and its advice is honest;
+- exports keep the weight source as an enum and can leave the arrays out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mhacli.cli.app import app
+
+MHA = Path(sys.executable).with_name("mha")
+CAT = "the cat sat on the mat"
+TRAIN_FAST = ["--steps", "20", "--batch", "8"]
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    env.update({"MPLBACKEND": "Agg", "MPLCONFIGDIR": str(tmp_path / ".mpl"), "COLUMNS": "100", **extra})
+    return env
+
+
+def _one_error(result, code: int = 2) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == code, result.output
+    assert len(lines) == 1 and lines[0].startswith("mha: error: "), result.stderr
+    return lines[0]
+
+
+def _files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def _temporaries(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
+
+
+@pytest.fixture()
+def no_run(monkeypatch):
+    """Fail loudly if a command reaches the core: a refusal must come before any work."""
+    import mhacli.core.trace
+    import mhacli.core.train
+
+    def never(*args, **kwargs):
+        raise AssertionError("the run started before the refusal")
+
+    monkeypatch.setattr(mhacli.core.trace, "run", never)
+    monkeypatch.setattr(mhacli.core.train, "train", never)
+
+
+# ---------------------------------------------------------------------------
+# Every output planned once, before any work
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["explain", CAT, "--html", "figs/heads.png", "--out", "figs"], "name the same file"),
+    (["explain", CAT, "--save-npz", "figs/split.png", "--out", "figs"], "name the same file"),
+    (["explain", CAT, "--save-npz", "x.npz", "--html", "x.npz", "--no-plots"], "name the same file"),
+    (["explain", CAT, "--save-npz", "keep/", "--no-plots"], "ends with '/', which names a folder"),
+    (["explain", CAT, "--html", "page.html/", "--no-plots"], "ends with '/', which names a folder"),
+    (["explain", "--file", "figs/heads.png", "--out", "figs"], "which is the input (--file)"),
+    (["compare", "--file", "figs/single-vs-multi.png", "--out", "figs"], "which is the input (--file)"),
+    (["demo", "--file", "figs/magnifiers.png", "--out", "figs", "--no-pause"], "which is the input (--file)"),
+    (["train", *TRAIN_FAST, "--save", "figs/training.png", "--out", "figs"], "name the same file"),
+    (["explain", CAT, "--weights", "own.npz", "-H", "2", "--save-npz", "own.npz"], "is also the input (--weights)"),
+    (["train", *TRAIN_FAST, "--save", "model.npz/"], "ends with '/', which names a folder"),
+])
+def test_a_colliding_output_is_refused_before_any_work(runner, tmp_path, monkeypatch, no_run, args, words):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "figs").mkdir()
+    for name in ("heads.png", "single-vs-multi.png", "magnifiers.png"):
+        (tmp_path / "figs" / name).write_text(CAT)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "own.npz", **{"in_proj_weight": rng.normal(size=(24, 8)),
+                                      "out_proj.weight": rng.normal(size=(8, 8))})
+    before = _files(tmp_path)
+    result = runner.invoke(app, args)
+    assert words in _one_error(result)
+    assert result.stdout == "" and _files(tmp_path) == before
+
+
+@pytest.mark.parametrize(("args", "name"), [
+    (["explain", CAT, "--out", "figs"], "split.png"),
+    (["compare", CAT, "--out", "figs"], "single-vs-multi.png"),
+    (["train", *TRAIN_FAST, "--out", "figs"], "training-heads.png"),
+    (["bench", "--max-tokens", "16", "--repeats", "1", "--plot", "--out", "figs"], "bench.png"),
+])
+def test_a_link_planted_in_out_is_refused_in_every_command(runner, tmp_path, monkeypatch, no_run, args, name):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "figs").mkdir()
+    (tmp_path / "victim.txt").write_text("precious")
+    (tmp_path / "figs" / name).symlink_to(tmp_path / "victim.txt")
+    result = runner.invoke(app, args)
+    line = _one_error(result)
+    assert "symbolic link" in line and name in line
+    assert (tmp_path / "victim.txt").read_text() == "precious"
+
+
+def test_the_planned_figure_names_are_exactly_the_files_written(runner, tmp_path, monkeypatch):
+    from mhacli.io.outputs import figure_names
+
+    monkeypatch.chdir(tmp_path)
+    for fmt in ("png", "svg"):
+        result = runner.invoke(app, ["explain", CAT, "--heads", "2", "--out", fmt, "--format", fmt, "--quiet"])
+        assert result.exit_code == 0, result.output
+        assert _files(tmp_path / fmt) == set(figure_names(2, fmt))
+    result = runner.invoke(app, ["compare", CAT, "--out", "c", "--quiet"])
+    assert result.exit_code == 0 and _files(tmp_path / "c") == set(figure_names(4, compare=True))
+
+
+def test_a_file_inside_an_out_folder_yet_to_be_made_is_fine(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["explain", CAT, "--out", "new", "--save-npz", "new/run.npz", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "new" / "run.npz").is_file() and (tmp_path / "new" / "heads.png").is_file()
+    result = runner.invoke(app, ["explain", CAT, "--no-plots", "--save-npz", "absent/run.npz"])
+    assert "folder 'absent' does not exist" in _one_error(result)  # without figures, nothing makes the folder
+
+
+def test_show_refuses_its_page_over_the_trace_before_reading_it(runner, tmp_path, monkeypatch):
+    import mhacli.io.export
+
+    monkeypatch.chdir(tmp_path)
+    np.savez(tmp_path / "t.npz", nothing=np.zeros(1))
+
+    def never(path):
+        raise AssertionError("the trace was read before --html was checked")
+
+    monkeypatch.setattr(mhacli.io.export, "load_trace", never)
+    result = runner.invoke(app, ["show", "t.npz", "--html", "./t.npz"])
+    assert "is also the input (the trace file)" in _one_error(result)
+
+
+def test_the_installed_script_refuses_before_printing_anything(tmp_path):
+    p = subprocess.run([str(MHA), "explain", CAT, "--save-npz", "a.npz", "--html", "a.npz"], cwd=tmp_path,
+                       env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith("mha: error: --save-npz and --html name the same file 'a.npz'")
+    assert len(p.stderr.splitlines()) == 1 and not (tmp_path / "mha-output").exists()
+
+
+# ---------------------------------------------------------------------------
+# --query checked early
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [["explain", CAT, "--no-plots"], ["demo", CAT, "--no-pause"],
+                                  ["show", "missing.npz", "--no-plots"]])
+def test_a_query_of_thousands_of_digits_is_refused_before_the_run(runner, tmp_path, monkeypatch, no_run, args):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [*args, "--query", "7" * 5000])
+    line = _one_error(result)
+    assert "--query 777777777777…(5,000 digits) is beyond any text" in line and len(line) < 200
+
+
+def test_a_query_of_a_few_digits_still_names_the_sentence(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["explain", CAT, "--no-plots", "--query", "123456789012345678"])
+    assert "outside the sentence; give a position from 0 to 5" in _one_error(result)
+
+
+# ---------------------------------------------------------------------------
+# One exit path: exceptions and signals, temporary files and folders, exit codes
+# ---------------------------------------------------------------------------
+
+def test_an_exception_mid_write_leaves_no_temporary_file_or_folder(runner, tmp_path, monkeypatch):
+    from mhacli.io import cleanup
+
+    monkeypatch.chdir(tmp_path)
+    scratch = tmp_path / "scratch"
+
+    def half_then_fail(handle, **arrays):
+        scratch.mkdir()
+        cleanup.register(scratch, folder=True)  # as a helper that keeps a folder would
+        handle.write(b"PK half an archive")
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(np, "savez", half_then_fail)
+    result = runner.invoke(app, ["explain", CAT, "--no-plots", "--save-npz", "t.npz"])
+    assert "unexpected ZeroDivisionError: boom" in _one_error(result, code=1)
+    assert _temporaries(tmp_path) == [] and not (tmp_path / "t.npz").exists() and not scratch.exists()
+    assert cleanup.pending() == []
+
+
+@pytest.mark.parametrize(("signum", "code", "words"), [
+    (signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGHUP, 129, "the terminal went away (SIGHUP)")])
+def test_a_signal_unwinding_the_run_names_itself(runner, tmp_path, monkeypatch, signum, code, words):
+    import mhacli.core.trace
+    from mhacli.io import cleanup
+
+    monkeypatch.chdir(tmp_path)
+
+    def ended(*args, **kwargs):
+        raise cleanup.Terminated(signum)
+
+    monkeypatch.setattr(mhacli.core.trace, "run", ended)
+    result = runner.invoke(app, ["explain", CAT, "--no-plots"])
+    assert _one_error(result, code) == f"mha: error: {words}; nothing half-written was left behind."
+
+
+def test_a_signal_swallowed_by_a_destructor_still_decides_the_exit_code(runner, tmp_path, monkeypatch):
+    """SIGTERM landing in a __del__ cannot unwind the run; the run ends, and the exit code still says 143."""
+    import mhacli.core.trace
+    from mhacli.io import cleanup
+
+    real_run = mhacli.core.trace.run
+
+    class Unlucky:
+        def __del__(self):
+            cleanup._on_signal(signal.SIGTERM, None)  # what the handler does when SIGTERM lands here
+
+    def run(*args, **kwargs):
+        Unlucky()
+        return real_run(*args, **kwargs)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(mhacli.core.trace, "run", run)
+    result = runner.invoke(app, ["explain", CAT, "--no-plots", "--save-npz", "t.npz"])
+    assert _one_error(result, 143) == "mha: error: terminated (SIGTERM); nothing half-written was left behind."
+    assert "Exception ignored" not in result.output
+    monkeypatch.setattr(mhacli.core.trace, "run", real_run)
+    later = runner.invoke(app, ["explain", CAT, "--no-plots"])
+    assert later.exit_code == 0, "a signal seen by one command must not end the next"
+
+
+def _wait_for(path_glob: str, folder: Path, proc: subprocess.Popen, seconds: float = 240) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        if list(folder.glob(path_glob)):
+            return
+        time.sleep(0.02)
+    proc.kill()
+    pytest.fail(f"never saw {path_glob} (exit {proc.poll()})")
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
+def test_a_signal_while_figures_are_written_leaves_nothing_behind(tmp_path, sig, code):
+    """Real process, unusable MPLCONFIGDIR (so a temporary config folder exists), SVG figures of 16 heads."""
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "ro").mkdir(mode=0o500)
+    env = _env(tmp_path, MPLCONFIGDIR="/dev/null/x", TMPDIR=str(tmp_path / "tmp"))
+    text = " ".join(f"w{i}" for i in range(40))
+    proc = subprocess.Popen([str(MHA), "explain", text, "--heads", "16", "--format", "svg", "--out", "figs"],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for("figs/head-1.svg", tmp_path, proc)
+    assert list((tmp_path / "tmp").glob("mha-matplotlib-*")), "the temporary matplotlib folder is in use"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    assert err.startswith("mha: error: ") and len(err.strip().splitlines()) == 1 and "nothing half-written" in err
+    assert _temporaries(tmp_path) == [] and list((tmp_path / "tmp").iterdir()) == []
+    assert not (tmp_path / "figs" / "magnifiers.svg").exists()
+
+
+def test_sigterm_during_bench_startup_removes_its_folder(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    env = _env(tmp_path, TMPDIR=str(tmp_path / "tmp"))
+    proc = subprocess.Popen([str(MHA), "bench", "--startup", "--repeats", "3"], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for("tmp/mha-bench-startup-*", tmp_path, proc)
+    time.sleep(0.5)  # inside a timed child process
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_train_piped_into_head_exits_0_and_writes_its_files(tmp_path):
+    command = (f"'{MHA}' train --steps 20 --batch 8 --out figs --save figs/model.npz | head -1; "
+               "exit ${PIPESTATUS[0]}")
+    p = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout.splitlines()) == 1 and "Traceback" not in p.stderr
+    assert {"training.png", "training-heads.png", "model.npz"} <= {f.name for f in (tmp_path / "figs").iterdir()}
+
+
+# ---------------------------------------------------------------------------
+# Every string printed is escaped
+# ---------------------------------------------------------------------------
+
+RAW = ("\x1b", "\x07", "\x9b", "\u202e")
+
+
+def _no_raw(text: str) -> None:
+    assert not any(ch in text for ch in RAW), repr(text[:300])
+
+
+def test_notes_and_file_lists_spell_out_escape_sequences(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    name = "fig\x1b[31mred\u202e"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "head-9.png").write_text("from a run with 9 heads")
+    result = runner.invoke(app, ["explain", "the cat sat", "--out", name])
+    assert result.exit_code == 0, result.output
+    _no_raw(result.stdout + result.stderr)
+    assert "mha: note: fig\\x1b[31mred\\u202e also holds head-9.png" in result.stderr
+    assert "fig\\x1b[31mred\\u202e/heads.png" in result.stdout
+    trained = runner.invoke(app, ["train", *TRAIN_FAST, "--out", name, "--save", f"{name}/m.npz"])
+    assert trained.exit_code == 0, trained.output
+    _no_raw(trained.stdout + trained.stderr)
+    assert "wrote fig\\x1b[31mred\\u202e/m.npz" in trained.stdout
+
+
+def test_json_documents_hold_no_raw_control_character_and_decode_to_the_same_text(tmp_path):
+    """The tokens are cleaned by the tokenizer; file names are not: verify's and compare's JSON name files."""
+    name = "t\x1b[31m\u202e\x9b.npz"
+    made = subprocess.run([str(MHA), "explain", CAT, "--no-plots", "--save-npz", name], cwd=tmp_path,
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    _no_raw(made.stdout + made.stderr)
+    for args, key in ((["verify", name, "--json"], "file"), (["compare", CAT, "--json", "--out", name[:-4]], "files")):
+        p = subprocess.run([str(MHA), *args], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+        _no_raw(p.stdout + p.stderr)
+        assert "\\u001b" in p.stdout and "\\u202e" in p.stdout and "\\u009b" in p.stdout
+        value = json.loads(p.stdout)[key]
+        assert (value if key == "file" else value[0].split("/")[0] + ".npz") == name  # decoded back exactly
+
+
+def test_the_cli_has_one_escaping_function():
+    """cli and io print through mhacli.core.messages (printable, one_line, shown), never tokenize's copy."""
+    package = Path(__file__).resolve().parent.parent / "mhacli"
+    for folder in ("cli", "io"):
+        for path in (package / folder).rglob("*.py"):
+            assert "tokenize import printable" not in path.read_text(encoding="utf-8"), path
+
+
+# ---------------------------------------------------------------------------
+# The figures' memory plan
+# ---------------------------------------------------------------------------
+
+def test_figures_too_big_are_refused_before_out_is_made_and_the_advice_works(runner, tmp_path, monkeypatch):
+    import mhacli.core.config as config
+    from mhacli.core.config import Config, figure_bytes
+
+    monkeypatch.chdir(tmp_path)
+    arrays = Config(heads=16, d_model=16).planned_bytes(6)
+    limit = arrays + figure_bytes(16, 6, 200) - figure_bytes(16, 6, 30)  # 200 dpi fits, 600 does not
+    monkeypatch.setattr(config, "memory_limit_bytes", lambda: limit)
+    args = ["explain", CAT, "--heads", "16", "--quiet"]
+    refused = runner.invoke(app, [*args, "--dpi", "600", "--out", "big"])
+    line = _one_error(refused)
+    assert "the figures of 16 heads at --dpi 600 need" in line and not (tmp_path / "big").exists()
+    suggested = int(re.search(r"use --dpi (\d+) or less", line).group(1))
+    assert 150 < suggested < 600
+    assert runner.invoke(app, [*args, "--dpi", str(suggested), "--out", "ok"]).exit_code == 0
+    assert runner.invoke(app, [*args, "--dpi", str(suggested + 1), "--out", "no"]).exit_code == 2
+    assert runner.invoke(app, [*args, "--dpi", "600", "--format", "svg", "--out", "svg"]).exit_code == 0
+    assert runner.invoke(app, [*args, "--dpi", "600", "--no-plots"]).exit_code == 0
+
+
+def test_show_plans_the_figures_of_the_trace_it_reads(runner, tmp_path, monkeypatch):
+    import mhacli.core.config as config
+    from mhacli.core.config import figure_bytes
+
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["explain", CAT, "--heads", "16", "--no-plots", "--save-npz", "t.npz"]).exit_code == 0
+    monkeypatch.setattr(config, "memory_limit_bytes", lambda: figure_bytes(16, 6, 300))
+    line = _one_error(runner.invoke(app, ["show", "t.npz", "--dpi", "600", "--out", "figs"]))
+    assert "the figures of 16 heads at --dpi 600" in line and not (tmp_path / "figs").exists()
+
+
+def test_the_plan_bounds_the_pixels_really_drawn(runner, tmp_path, monkeypatch):
+    """The plan's largest figure holds at least as many pixels as any figure drawn (16 heads, 40 tokens)."""
+    import struct
+
+    from mhacli.core.config import figure_inches
+
+    monkeypatch.chdir(tmp_path)
+    text = " ".join(f"w{i}" for i in range(40))
+    assert runner.invoke(app, ["explain", text, "--heads", "16", "--dpi", "40", "--quiet"]).exit_code == 0
+    _, width, height = figure_inches(16, 40)
+    for png in (tmp_path / "mha-output").glob("*.png"):
+        w, h = struct.unpack(">II", png.read_bytes()[16:24])
+        assert w * h <= width * height * 40 * 40, png.name
+
+
+# ---------------------------------------------------------------------------
+# Exports: the weight source as an enum, the arrays optional
+# ---------------------------------------------------------------------------
+
+def test_the_schema_names_exactly_the_weight_sources():
+    from mhacli.core.config import WEIGHT_SOURCES
+    from mhacli.io.export import trace_schema
+
+    schema = trace_schema()
+    assert schema["$defs"]["weight_source"]["enum"] == list(WEIGHT_SOURCES)
+    for where in (schema["properties"]["weight_kind"], schema["properties"]["config"]["properties"]["weights"]):
+        assert where["$ref"] == "#/$defs/weight_source"
+
+
+@pytest.mark.parametrize("args", [["--worked"], [CAT, "--weights", "designed"], [CAT, "--weights", "trained"]])
+def test_documents_of_every_weight_source_follow_the_schema(runner, tmp_path, monkeypatch, args):
+    jsonschema = pytest.importorskip("jsonschema")
+    from mhacli.io.export import trace_schema
+
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["explain", *args, "--json", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, trace_schema())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**document, "weight_kind": "bogus"}, trace_schema())
+
+
+def test_no_json_arrays_leaves_the_arrays_out_and_plans_memory_without_them(runner, tmp_path, monkeypatch):
+    jsonschema = pytest.importorskip("jsonschema")
+    import mhacli.core.config as config
+    from mhacli.core.config import Config
+    from mhacli.io.export import trace_schema
+
+    monkeypatch.chdir(tmp_path)
+    text = " ".join(f"w{i}" for i in range(200))
+    full = runner.invoke(app, ["explain", text, "--json", "--no-plots"])
+    small = runner.invoke(app, ["explain", text, "--json", "--no-json-arrays", "--no-plots"])
+    assert full.exit_code == small.exit_code == 0
+    a, b = json.loads(full.stdout), json.loads(small.stdout)
+    assert b["arrays"] is None and set(a["arrays"]) >= {"X", "weights", "scores"}
+    assert {k: v for k, v in a.items() if k not in ("arrays", "notes")} == \
+        {k: v for k, v in b.items() if k not in ("arrays", "notes")}
+    assert len(small.stdout) * 20 < len(full.stdout)
+    jsonschema.validate(b, trace_schema())
+    # A machine with room for the run but not for its arrays as JSON: only --no-json-arrays runs.
+    room = Config().planned_bytes(200) + 2**20
+    monkeypatch.setattr(config, "memory_limit_bytes", lambda: room)
+    assert "drop --json" in _one_error(runner.invoke(app, ["explain", text, "--json", "--no-plots"]))
+    assert runner.invoke(app, ["explain", text, "--json", "--no-json-arrays", "--no-plots"]).exit_code == 0
+    result = runner.invoke(app, ["explain", text, "--no-json-arrays", "--no-plots"])
+    assert "add --json or drop them" in _one_error(result)
+
+
+def test_quiz_names_the_run_it_asks_about_not_the_options_typed(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    name = "own\x1b[31m.npz"
+    np.savez(tmp_path / name, **{"in_proj_weight": rng.normal(size=(24, 8)),
+                                 "out_proj.weight": rng.normal(size=(8, 8))})
+    result = runner.invoke(app, ["quiz", "the cat sat", "--weights", name, "--heads", "2"])
+    assert result.exit_code == 0, result.output
+    _no_raw(result.stdout + result.stderr)
+    assert "d = 8, h = 2" in result.stdout and "pytorch weights" in " ".join(result.stdout.split())
+    trained = runner.invoke(app, ["quiz", "the cat sat", "--weights", "trained"])
+    assert trained.exit_code == 0 and "trained weights" in " ".join(trained.stdout.split())

@@ -459,3 +459,17 @@ def test_quiz_names_the_run_it_asks_about_not_the_options_typed(runner, tmp_path
     assert "d = 8, h = 2" in result.stdout and "pytorch weights" in " ".join(result.stdout.split())
     trained = runner.invoke(app, ["quiz", "the cat sat", "--weights", "trained"])
     assert trained.exit_code == 0 and "trained weights" in " ".join(trained.stdout.split())
+
+
+def test_worked_plans_the_figures_of_its_own_two_heads(runner, tmp_path, monkeypatch):
+    from mhacli.core.worked import HEADS
+    from mhacli.io.outputs import figure_names
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "figs").mkdir()
+    (tmp_path / "victim.txt").write_text("precious")
+    (tmp_path / "figs" / "head-3.png").symlink_to(tmp_path / "victim.txt")  # not a name --worked writes
+    result = runner.invoke(app, ["explain", "--worked", "--out", "figs", "--heads", "4", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert _files(tmp_path / "figs") == set(figure_names(HEADS)) | {"head-3.png"}
+    assert (tmp_path / "victim.txt").read_text() == "precious"

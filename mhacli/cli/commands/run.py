@@ -102,7 +102,10 @@ def explain(
     body = "" if worked else resolve_text(text, file, sample)
     config = config_from(ctx)
     checked_query(query)
-    plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=config.heads, save_npz=save_npz,
+    from mhacli.core import worked as hand_sized
+
+    plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi,
+                                  heads=hand_sized.HEADS if worked else config.heads, save_npz=save_npz,
                                   html=html, inputs=read_files(file, weights))
     if worked:
         from mhacli.core.worked import worked_example

@@ -23,8 +23,11 @@ def test_retraining_with_the_documented_command_gives_the_shipped_arrays():
     fresh = trained_arrays(train(SHIPPED))
     with np.load(shipped_model_path(), allow_pickle=False) as shipped:
         for key in ("in_proj_weight", "out_proj.weight", "embedding", "positions", "readout"):
-            # Same machine, same BLAS: the same bits; another CPU's kernels may round the last digits.
-            np.testing.assert_allclose(fresh[key], shipped[key], rtol=0, atol=1e-9, err_msg=key)
+            # Same machine, same BLAS: the same bits. Another CPU's kernels round the last digits
+            # differently and 1,500 Adam steps carry that along: the model shipped from an AMD EPYC
+            # (OpenBLAS Zen) retrains on an Intel Xeon (SkylakeX kernel) to within 3.6e-9 of entries up
+            # to 7. Another seed, task or step count moves entries by whole units, far outside this.
+            np.testing.assert_allclose(fresh[key], shipped[key], rtol=0, atol=1e-6, err_msg=key)
         assert list(shipped["relations"]) == list(fresh["relations"])
 
 

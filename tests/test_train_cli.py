@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from mhacli.cli.commands import train as train_cli
 from mhacli.cli.app import app
+from mhacli.cli import options
 from mhacli.core.tasks import TASKS
 from mhacli.core.train import TrainConfig
 from mhacli.io.trained import load_trained
@@ -23,9 +24,9 @@ FAST = ["--steps", "30", "--batch", "8"]
 def test_cli_defaults_and_task_names_are_the_cores() -> None:
     defaults = {name: p.default for name, p in inspect.signature(train_cli.train).parameters.items()}
     core = TrainConfig()
-    for name, value in train_cli.DEFAULTS.items():
+    for name, value in options.TRAIN_DEFAULTS.items():
         assert defaults[name] == value == getattr(core, name), name
-    assert train_cli.TASK_NAMES == tuple(TASKS)
+    assert options.TASK_NAMES == tuple(TASKS)
 
 
 def test_compare_prints_the_table_and_a_conclusion_from_its_numbers(tmp_path: Path) -> None:

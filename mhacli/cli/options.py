@@ -30,7 +30,7 @@ DPI = 150
 FLAG = ""
 
 # Panels group the options in --help, so a long option list stays readable on a projector.
-INPUT, MODEL, OUTPUT, FIGURES, BENCH = "Input", "Model", "Output", "Figures", "Bench"
+INPUT, MODEL, OUTPUT, FIGURES, BENCH, TRAINING = "Input", "Model", "Output", "Figures", "Bench", "Training"
 
 # readable=False on paths: mhacli.io says what is wrong with a file, and how to fix it, in one line.
 
@@ -175,3 +175,39 @@ StartupOpt = Annotated[bool, typer.Option(
     "--startup", metavar=FLAG, rich_help_panel=BENCH,
     help="Time instead how long 'mha explain' takes to show its first line and to draw its figures, in fresh "
     "processes beside one that only imports numpy, matplotlib.figure, rich and typer; prints both start-up ratios.")]
+
+# --- training (mha train) ------------------------------------------------------------------------
+# Shown in --help without importing numpy; tests/test_train_cli.py checks them against the core's TrainConfig.
+TASK_NAMES = ("neighbours", "relations")
+TRAIN_DEFAULTS: dict = dict(task="neighbours", heads=4, d_model=16, steps=1500, batch=64, lr=0.02, seed=0)
+
+TaskOpt = Annotated[str, typer.Option(
+    "--task", metavar="NAME", rich_help_panel=TRAINING, help=f"What to learn: {', '.join(TASK_NAMES)}.")]
+TrainHeadsOpt = Annotated[int, typer.Option(
+    "--heads", "-H", metavar="H", rich_help_panel=TRAINING, help="Number of heads h (ignored with --compare).")]
+TrainDModelOpt = Annotated[int, typer.Option(
+    "--d-model", "-d", metavar="D", rich_help_panel=TRAINING,
+    help="Model width d (divisible by every head count).")]
+StepsOpt = Annotated[int, typer.Option(
+    "--steps", metavar="S", rich_help_panel=TRAINING, help="Training steps (one batch each).")]
+BatchOpt = Annotated[int, typer.Option(
+    "--batch", metavar="B", rich_help_panel=TRAINING, help="Sequences per training step.")]
+LrOpt = Annotated[float, typer.Option(
+    "--lr", metavar="LR", rich_help_panel=TRAINING, help="Adam's learning rate.")]
+TrainSeedOpt = Annotated[int, typer.Option(
+    "--seed", "-s", metavar="S", rich_help_panel=TRAINING,
+    help="Seed for the initial weights and every sequence.")]
+CompareOpt = Annotated[Optional[str], typer.Option(
+    "--compare", metavar="H,H,…", rich_help_panel=TRAINING, show_default=False,
+    help="Train each of these head counts with the same d, steps and seed, e.g. 1,2,4.")]
+TrainSaveOpt = Annotated[Optional[str], typer.Option(  # str: a trailing '/' must reach plan_outputs
+    "--save", metavar="PATH", rich_help_panel=OUTPUT, show_default=False, readable=False,
+    help="Write the trained model (of the last run) to this .npz file, for 'mha explain --weights'.")]
+TrainOutOpt = Annotated[Path, typer.Option(
+    "--out", "-o", metavar="PATH", rich_help_panel=OUTPUT, readable=False,
+    help="Folder for training.png and training-heads.png (created if missing).")]
+TrainPlotsOpt = Annotated[bool, typer.Option(
+    "--plots/--no-plots", metavar=FLAG, rich_help_panel=OUTPUT, help="Save the two training figures into --out.")]
+TrainJsonOpt = Annotated[bool, typer.Option(
+    "--json", metavar=FLAG, rich_help_panel=OUTPUT,
+    help="Print one JSON document (the task and each run's numbers) on stdout and nothing else there.")]

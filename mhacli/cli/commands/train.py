@@ -12,41 +12,19 @@ from __future__ import annotations
 import json
 from functools import partial
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any, Optional
+from typing import IO, TYPE_CHECKING, Any
 
-import typer
 from rich.table import Table
 
+from mhacli.cli.options import (OUT_DIR, TRAIN_DEFAULTS, BatchOpt, CompareOpt, LrOpt, StepsOpt, TaskOpt,
+                                TrainDModelOpt, TrainHeadsOpt, TrainJsonOpt, TrainOutOpt, TrainPlotsOpt, TrainSaveOpt,
+                                TrainSeedOpt)
 from mhacli.cli.output import console, err_console, write_stdout
 from mhacli.core.errors import UsageError
 
 if TYPE_CHECKING:
     from mhacli.core.train import TrainConfig, TrainResult
 
-
-# Shown in --help without importing numpy; tests/test_train_cli.py checks them against the core.
-TASK_NAMES = ("neighbours", "relations")
-DEFAULTS = dict(task="neighbours", heads=4, d_model=16, steps=1500, batch=64, lr=0.02, seed=0)
-
-TaskOpt = Annotated[str, typer.Option("--task", help=f"What to learn: {', '.join(TASK_NAMES)}.")]
-TrainHeadsOpt = Annotated[int, typer.Option("--heads", "-H", help="Number of heads h (ignored with --compare).")]
-TrainDModelOpt = Annotated[int, typer.Option("--d-model", "-d", help="Model width d (divisible by every head count).")]
-StepsOpt = Annotated[int, typer.Option("--steps", help="Training steps (one batch each).")]
-BatchOpt = Annotated[int, typer.Option("--batch", help="Sequences per training step.")]
-LrOpt = Annotated[float, typer.Option("--lr", help="Adam's learning rate.")]
-TrainSeedOpt = Annotated[int, typer.Option("--seed", "-s", help="Seed for the initial weights and every sequence.")]
-SaveOpt = Annotated[Optional[str], typer.Option(  # str: a trailing '/' must reach plan_outputs
-    "--save", help="Write the trained model (of the last run) to this .npz file, for 'mha explain --weights'.",
-    show_default=False, dir_okay=True, readable=False)]
-TrainOutOpt = Annotated[Path, typer.Option(
-    "--out", "-o", help="Folder for training.png and training-heads.png (created if missing).",
-    dir_okay=True, file_okay=True, readable=False)]
-TrainPlotsOpt = Annotated[bool, typer.Option("--plots/--no-plots", help="Save the two training figures into --out.")]
-TrainJsonOpt = Annotated[bool, typer.Option(
-    "--json", help="Print one JSON document (the task and each run's numbers) on stdout and nothing else there.")]
-CompareOpt = Annotated[Optional[str], typer.Option(
-    "--compare", help="Train each of these head counts with the same d, steps and seed, e.g. 1,2,4.",
-    show_default=False)]
 
 
 def parse_compare(text: str) -> list[int]:
@@ -129,15 +107,15 @@ def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
 
 
 def train(
-    task: TaskOpt = "neighbours",
-    heads: TrainHeadsOpt = 4,
-    d_model: TrainDModelOpt = 16,
-    steps: StepsOpt = 1500,
-    batch: BatchOpt = 64,
-    lr: LrOpt = 0.02,
-    seed: TrainSeedOpt = 0,
-    save: SaveOpt = None,
-    out: TrainOutOpt = Path("figures"),
+    task: TaskOpt = TRAIN_DEFAULTS["task"],
+    heads: TrainHeadsOpt = TRAIN_DEFAULTS["heads"],
+    d_model: TrainDModelOpt = TRAIN_DEFAULTS["d_model"],
+    steps: StepsOpt = TRAIN_DEFAULTS["steps"],
+    batch: BatchOpt = TRAIN_DEFAULTS["batch"],
+    lr: LrOpt = TRAIN_DEFAULTS["lr"],
+    seed: TrainSeedOpt = TRAIN_DEFAULTS["seed"],
+    save: TrainSaveOpt = None,
+    out: TrainOutOpt = OUT_DIR,
     plots: TrainPlotsOpt = True,
     json_out: TrainJsonOpt = False,
     compare: CompareOpt = None,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from mhacli.render import theme
-from mhacli.render.figures.layout import PT, Pen, Sheet, line
+from mhacli.render.figures.layout import PT, Pen, Sheet, line, unclipped_text
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -156,8 +156,8 @@ def heatmap(
         for r in range(n_rows):
             for c in range(n_cols):
                 v = float(weights[r, c])
-                out.values.append(ax.text(c, r, "" if blocked[r, c] else value_text(v), ha="center",
-                                          va="center", fontsize=value_size, color=theme.heat_ink(v)))
+                out.values.append(unclipped_text(ax, c, r, "" if blocked[r, c] else value_text(v), ha="center",
+                                                 va="center", fontsize=value_size, color=theme.heat_ink(v)))
     return out
 
 

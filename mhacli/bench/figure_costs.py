@@ -3,10 +3,11 @@
 ``python -m mhacli.bench.figure_costs [ROUNDS]`` runs ROUNDS fresh processes; each
 imports what ``mha explain`` draws with (typer and the command line aside: the
 bench stays below the CLI), runs the trace and
-saves every figure as :func:`mhacli.render.figures.save_figures` does (one
-``HeadFigure`` updated per head, then the heads sheet, the magnifiers and the
-split), timing each phase in CPU seconds (``time.process_time``: steadier than
-wall time on a shared machine) and wall seconds.  It prints the medians as JSON.
+saves every figure as :func:`mhacli.render.figures.save_figures` does for ``mha
+explain`` (one ``HeadFigure`` updated per head, then the heads sheet, the
+magnifiers with the single-head row, and the split), timing each phase in CPU
+seconds (``time.process_time``: steadier than wall time on a shared machine) and
+wall seconds.  It prints the medians as JSON.
 This is the measurement behind the breakdown in docs/performance.md; ``mha
 bench --startup`` measures the ratios themselves.
 """
@@ -41,25 +42,29 @@ def one_process(out_dir: str) -> dict[str, list[float]]:
     import matplotlib.figure  # noqa: F401
 
     mark("import matplotlib.figure")
+    from mhacli.core.compare import single_head
     from mhacli.core.trace import run
 
     mark("import mhacli.core")
     from mhacli.render.figures.save import (HeadFigure, build_heads, build_magnifiers, drawing, resolve_query,
                                             save, split_figure, token_view)
+    from mhacli.render.labels import measure
 
     mark("import mhacli.render.figures, Agg")
     trace = run(SENTENCE)
+    single = single_head(trace)  # the "1 head" row of magnifiers.png, as mha explain draws it
+    analysis = measure(trace)
     view = token_view(trace.n_tokens, 40, resolve_query(trace.tokens, None))
     out = Path(out_dir)
     mark("trace")
     with drawing() as pen:
-        per_head = HeadFigure(trace, view, pen)
+        per_head = HeadFigure(trace, view, pen, analysis)
         mark("build the per-head figure")
         for i in range(trace.num_heads):
             save(per_head.show(i), out / f"head-{i + 1}.png", "png", 150)
             mark(f"update and save head-{i + 1}.png")
-        for name, build in (("heads", lambda: build_heads(trace, view, pen)),
-                            ("magnifiers", lambda: build_magnifiers(trace, None, view, pen)),
+        for name, build in (("heads", lambda: build_heads(trace, view, pen, analysis)),
+                            ("magnifiers", lambda: build_magnifiers(trace, single, view, pen, analysis)),
                             ("split", lambda: split_figure(trace))):
             fig = build()
             mark(f"build {name}")

@@ -72,7 +72,8 @@ def panels(sheet: Sheet, matrices: list[np.ndarray], names: list[str], details: 
         x = left + c * (panel + GAP)
         maps.append(heatmap(sheet.axes(x, row_top, panel, panel), m, labels, labels, mask=mask,
                             color=colors[k], tick_size=tick, value_size=value, label_step=step,
-                            rotate_x=rotate, show_x=r == 0, show_y=c == 0, frame_width=frame))
+                            rotate_x=rotate, show_x=r == 0, show_y=c == 0, frame_width=frame,
+                            tick_labels=False))
         titles.append(sheet.text(x, y, name, fontsize=12.0, fontweight="bold", color=text_colors[k]))
         if details[k]:
             sheet.text(x, y + line(12.0), details[k], fontsize=10.0, color="#444444")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from mhacli.render import theme
-from mhacli.render.figures.layout import PT, Pen, Sheet, line
+from mhacli.render.figures.layout import PT, Pen, Sheet, line, unclipped_text
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -116,12 +116,15 @@ def heatmap(
     show_x: bool = True,
     show_y: bool = True,
     frame_width: float = 3.0,
+    tick_labels: bool = True,
 ) -> Heatmap:
     """Draw one attention matrix on ``ax``: keys along x (labelled on top), queries down y.
 
     Values are on a fixed 0…1 scale so every head reads against the same colour
     bar; blocked cells are masked (grey) and hatched, so "not allowed" never
     looks like "allowed but zero". ``value_size`` > 0 writes each weight in its cell.
+    ``tick_labels=False`` writes the tokens as plain texts where the tick labels
+    would be, with no Axis drawn (see :func:`_label_texts`).
     """
     from matplotlib.patches import PathPatch, Rectangle
 
@@ -136,16 +139,19 @@ def heatmap(
     out = Heatmap(ax=ax, image=image, frame=frame, mask=mask)
 
     pad = frame_width / 2 + 3  # points between the frame (it straddles the edge) and the labels
-    ax.tick_params(length=0, pad=pad, labelsize=tick_size, top=False, bottom=False, left=False,
-                   labeltop=show_x, labelbottom=False, labelleft=show_y)
     picked_x = list(range(0, n_cols, label_step)) if show_x else []
     out.x_labels = [cols[j] for j in picked_x]
-    ax.set_xticks(picked_x, out.x_labels, rotation=90 if rotate_x else 0)
     picked_y = list(range(0, n_rows, label_step)) if show_y else []
     out.y_labels = [rows[i] for i in picked_y]
-    ax.set_yticks(picked_y, out.y_labels)
     ax.set_xlim(-0.5, n_cols - 0.5)
     ax.set_ylim(n_rows - 0.5, -0.5)
+    if tick_labels:
+        ax.tick_params(length=0, pad=pad, labelsize=tick_size, top=False, bottom=False, left=False,
+                       labeltop=show_x, labelbottom=False, labelleft=show_y)
+        ax.set_xticks(picked_x, out.x_labels, rotation=90 if rotate_x else 0)
+        ax.set_yticks(picked_y, out.y_labels)
+    else:
+        _label_texts(ax, picked_x, out.x_labels, picked_y, out.y_labels, pad, tick_size, rotate_x)
 
     if mask is not None and mask.any():
         out.hatch = PathPatch(_mask_path(mask), facecolor="none", edgecolor=theme.HATCH_COLOR,
@@ -156,9 +162,36 @@ def heatmap(
         for r in range(n_rows):
             for c in range(n_cols):
                 v = float(weights[r, c])
-                out.values.append(ax.text(c, r, "" if blocked[r, c] else value_text(v), ha="center",
-                                          va="center", fontsize=value_size, color=theme.heat_ink(v)))
+                out.values.append(unclipped_text(ax, c, r, "" if blocked[r, c] else value_text(v), ha="center",
+                                                 va="center", fontsize=value_size, color=theme.heat_ink(v)))
     return out
+
+
+def _label_texts(ax: Axes, xs: list[int], x_labels: list[str], ys: list[int], y_labels: list[str], pad: float,
+                 size: float, rotate_x: bool) -> None:
+    """Token labels as texts placed where the Axis would put its tick labels, and no Axis drawn.
+
+    Each Axis tick is five artists (two lines, a grid line, two labels) and the Axis
+    measures every label again at each draw; a sheet of small heatmaps has dozens.
+    Same anchors as matplotlib's top x and left y tick labels: ``pad`` points
+    outside the Axes, centred on the cell.
+    """
+    import matplotlib
+    from matplotlib.text import Text
+    from matplotlib.transforms import ScaledTranslation
+
+    fig = ax.get_figure(root=True)
+    assert fig is not None, "the Axes belongs to a figure"
+    ax.set_axis_off()
+    above = ax.get_xaxis_transform() + ScaledTranslation(0, pad / 72, fig.dpi_scale_trans)
+    left = ax.get_yaxis_transform() + ScaledTranslation(-pad / 72, 0, fig.dpi_scale_trans)
+    rc = matplotlib.rcParams
+    for x, s in zip(xs, x_labels):
+        fig.add_artist(Text(x, 1.0, s, transform=above, ha="center", va="bottom", fontsize=size,
+                            rotation=90 if rotate_x else 0, color=rc["xtick.color"]), clip=False)
+    for y, s in zip(ys, y_labels):
+        fig.add_artist(Text(0.0, y, s, transform=left, ha="right", va="center_baseline", fontsize=size,
+                            color=rc["ytick.color"]), clip=False)
 
 
 @dataclass

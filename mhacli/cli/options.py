@@ -50,7 +50,7 @@ TraceArg = Annotated[Path, typer.Argument(
     help="An .npz file written by 'mha explain --save-npz'.", show_default=False, readable=False)]
 ShowFileArg = Annotated[Path, typer.Argument(
     help="An .npz written by 'mha explain --save-npz', or your model's attention: 'weights' and 'tokens' "
-    "(docs/your-model.md).", show_default=False, readable=False)]
+    "(docs/your-model.md in mhacli's source).", show_default=False, readable=False)]
 SampleNameArg = Annotated[Optional[str], typer.Argument(
     help="Show this sample's text and tokens instead of the list.", show_default=False)]
 

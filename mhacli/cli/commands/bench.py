@@ -46,8 +46,10 @@ def bench(
     PyTorch's multi_head_attention_forward, and prints a table. The default
     (N up to 4096, float64) takes a few minutes on two cores; close other
     programs first. --startup times how quickly 'mha explain' starts and
-    draws; --train times a training step. docs/performance.md explains every
-    column and gives the numbers measured on the project's machine.
+    draws; --train times a training step. docs/performance.md in mhacli's
+    source (beside its README; the installed package carries no docs)
+    explains every column and gives the numbers measured on the project's
+    machine.
 
     Example: [bold]mha bench --max-tokens 1024 --plot[/bold]
     """

@@ -20,7 +20,7 @@ import pytest
 
 from mhacli.core.config import Config
 from mhacli.core.trace import run, run_tokens
-from mhacli.render.html import write_html
+from mhacli.render.html import page_data, write_html
 from mhacli.core.tokenize import label
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
@@ -74,7 +74,8 @@ def open_page(browser, tmp_path):
     opened: list[Opened] = []
     contexts = []
 
-    def _open(trace, viewport=(1280, 900), fragment: str = "") -> Opened:
+    # Most tests read the page from query 0; the query a page opens on by itself has its own test.
+    def _open(trace, viewport=(1280, 900), fragment: str = "#q=0") -> Opened:
         path = write_html(trace, tmp_path / f"page{len(opened)}.html")
         ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, offline=True,
                                   java_script_enabled=True)
@@ -379,14 +380,23 @@ def test_designed_rules_are_shown_per_head(open_page):
     assert "rule" in p.inner_text("#sumtable thead")
 
 
+def test_without_a_fragment_the_page_opens_where_the_heads_differ_most(open_page):
+    t = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed")
+    p = open_page(t, fragment="").page
+    start = page_data(t)["start_query"]
+    assert current_query(p) == start != 0
+    tops = {int(np.argmax(t.weights[i, start])) for i in range(4)}
+    assert len(tops) == 4  # four heads, four different tokens in focus, as on the magnifier slide
+
+
 @pytest.mark.parametrize(("fragment", "query"), [
-    ("#q=%E0%A4%A", 0),  # a malformed escape: decodeURIComponent would throw
+    ("#q=%E0%A4%A", None),  # a malformed escape: decodeURIComponent would throw
     ("#%=1&q=3", 3),  # a malformed key beside a good setting
     ("#__proto__=1&constructor=2&q=2", 2),  # keys that would reach Object.prototype
-    ("#q=99999999999999999999999", 0),  # a number past any sentence
-    ("#q=-5&large=%ZZ", 0),  # a negative position; a malformed value of a known key
-    ("#q=1e3", 0),  # not a plain position
-    ("#q=%F0%9F%98%80&q=4", 0),  # an emoji, then a second q (the first one counts)
+    ("#q=99999999999999999999999", None),  # a number past any sentence
+    ("#q=-5&large=%ZZ", None),  # a negative position; a malformed value of a known key
+    ("#q=1e3", None),  # not a plain position
+    ("#q=%F0%9F%98%80&q=4", None),  # an emoji, then a second q (the first one counts)
     ("#" + "q=1&" * 3000, 1),  # a fragment far longer than any real one
 ])
 def test_every_part_of_the_url_is_untrusted(open_page, fragment, query):
@@ -394,7 +404,8 @@ def test_every_part_of_the_url_is_untrusted(open_page, fragment, query):
     p = open_page(t, fragment=fragment).page  # open_page fails on any page error or console error
     texts = p.eval_on_selector_all("#tokens .tok .tok-text", "els => els.map(e => e.textContent)")
     assert texts == list(t.tokens)  # the tokens are still drawn
-    assert current_query(p) == query
+    # None: the fragment is ignored, so the page opens on its own choice of query.
+    assert current_query(p) == (page_data(t)["start_query"] if query is None else query)
     assert p.evaluate("({}).polluted === undefined && Object.prototype.q === undefined")
 
 

@@ -93,6 +93,9 @@ def _layer(shown: Shown, m: int, hide_rules: bool, analysis: Analysis | None = N
         "outside": _rounded(weights[:, :m, m:].sum(axis=-1), WEIGHT_DECIMALS),
         "outside_average": _rounded(weights.mean(axis=0)[:m, m:].sum(axis=-1), WEIGHT_DECIMALS),
         "summaries": summaries(analysis, hide_rules),
+        # The page opens on the query where the heads' top keys differ most (the magnifier slide's choice),
+        # not on token 0, where heads often agree (a causal run's first row has one key); #q=K picks another.
+        "start_query": next((q for q in analysis.showcase_queries(weights.shape[-1]) if q < m), 0),
         "weights_label": weights_note(shown, hide_rules),
         "layer_note": layer_note(shown),
     }

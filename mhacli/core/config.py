@@ -303,7 +303,7 @@ def figure_inches(heads: int, n_shown: int) -> tuple[str, float, float]:
     sheet_w, sheet_h = max(cols * panel + 3.0, 8.0), rows * panel + 3.0
     lens_w, lens_h = 13.3, 2.0 + 1.2 * heads
     sizes = [("a head's heatmap", head, head), ("the all-heads sheet", sheet_w, sheet_h),
-             ("the magnifiers", lens_w, lens_h)]
+             ("the magnifier slide", lens_w, lens_h)]
     return max(sizes, key=lambda s: s[1] * s[2])
 
 

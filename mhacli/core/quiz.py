@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from mhacli.core.analysis import Analysis, analyse
 from mhacli.core.trace import Trace
 from mhacli.core.tokenize import label
 
@@ -34,7 +35,7 @@ def _where(trace: Trace, p: int) -> str:
     return f"'{label(trace.tokens[p], 16)}' (position {p})"
 
 
-def _shape(trace: Trace, rng: random.Random) -> Question:
+def _shape(trace: Trace, rng: random.Random, a: Analysis) -> Question:
     step = rng.choice([s for s in trace.steps if s.key != "embed"])
     per = " for one head" if step.per_head else ""
     return Question(
@@ -45,7 +46,7 @@ def _shape(trace: Trace, rng: random.Random) -> Question:
         "the 'Steps' table of the walkthrough")
 
 
-def _madds(trace: Trace, rng: random.Random) -> Question:
+def _madds(trace: Trace, rng: random.Random, a: Analysis) -> Question:
     step = rng.choice([s for s in trace.steps if s.madds])
     return Question(
         "cost",
@@ -54,7 +55,7 @@ def _madds(trace: Trace, rng: random.Random) -> Question:
         "the 'mult-adds' column of the 'Steps' table")
 
 
-def _parameters(trace: Trace, rng: random.Random) -> Question:
+def _parameters(trace: Trace, rng: random.Random, a: Analysis) -> Question:
     pc = trace.parameters
     d, h, dk = pc.d_model, pc.heads, pc.d_k
     kind = rng.choice(["one head", "all heads", "W_O", "total"])
@@ -85,7 +86,7 @@ def _parameters(trace: Trace, rng: random.Random) -> Question:
         "the 'Parameters' table, row 'total with W^O'")
 
 
-def _columns(trace: Trace, rng: random.Random) -> Question:
+def _columns(trace: Trace, rng: random.Random, a: Analysis) -> Question:
     i, dk = rng.randrange(trace.num_heads), trace.d_k
     return Question(
         "split",
@@ -95,7 +96,7 @@ def _columns(trace: Trace, rng: random.Random) -> Question:
         "the 'Split or direct?' section")
 
 
-def _scale(trace: Trace, rng: random.Random) -> Question:
+def _scale(trace: Trace, rng: random.Random, a: Analysis) -> Question:
     dk = trace.d_k
     return Question(
         "scores",
@@ -104,7 +105,7 @@ def _scale(trace: Trace, rng: random.Random) -> Question:
         "the 'Scores' row of the 'Steps' table")
 
 
-def _top_key(trace: Trace, rng: random.Random) -> Question:
+def _top_key(trace: Trace, rng: random.Random, a: Analysis) -> Question:
     i, p = rng.randrange(trace.num_heads), rng.randrange(trace.n_tokens)
     row = np.asarray(trace.weights[i, p], dtype=np.float64)  # (N,)
     order = np.argsort(-row, kind="stable")  # keys from most to least attended
@@ -121,10 +122,8 @@ def _top_key(trace: Trace, rng: random.Random) -> Question:
         "--show-values for short texts")
 
 
-def _sharpest(trace: Trace, rng: random.Random) -> Question | None:
-    from mhacli.core.analysis import analyse
-
-    heads = sorted(analyse(trace).heads, key=lambda s: s.mean_entropy)
+def _sharpest(trace: Trace, rng: random.Random, a: Analysis) -> Question | None:
+    heads = sorted(a.heads, key=lambda s: s.mean_entropy)
     if len(heads) < 2 or heads[1].mean_entropy - heads[0].mean_entropy < 0.01:
         return None  # no clear winner: not a fair question
     best = heads[0]
@@ -135,12 +134,10 @@ def _sharpest(trace: Trace, rng: random.Random) -> Question | None:
         "the 'entropy' column of the heads table")
 
 
-def _pattern(trace: Trace, rng: random.Random) -> Question | None:
+def _pattern(trace: Trace, rng: random.Random, a: Analysis) -> Question | None:
     """Which relation a head's per-query top key follows: measured, whatever made the weights."""
-    from mhacli.core.analysis import analyse
     from mhacli.core.narrate import RANDOM, kind_of, pattern_phrase
 
-    a = analyse(trace)
     if a.counted_rows == 0:
         return None
     i = rng.randrange(trace.num_heads)
@@ -157,13 +154,10 @@ def _pattern(trace: Trace, rng: random.Random) -> Question | None:
         f"the 'top key follows' column of the heads table, or head {i + 1}'s heat map row by row")
 
 
-def _agreement(trace: Trace, rng: random.Random) -> Question | None:
+def _agreement(trace: Trace, rng: random.Random, a: Analysis) -> Question | None:
     """On how many queries two heads weight the same key most."""
-    from mhacli.core.analysis import analyse
-
     if trace.num_heads < 2:
         return None
-    a = analyse(trace)
     first, second = sorted(rng.sample(range(trace.num_heads), 2))
     rows, total = int(a.agreement_rows[first, second]), a.counted_rows
     if total == 0:
@@ -177,7 +171,7 @@ def _agreement(trace: Trace, rng: random.Random) -> Question | None:
         f"heads {first + 1} and {second + 1}'s heat maps row by row, or 'agreement' in 'mha explain … --json'")
 
 
-def _masked(trace: Trace, rng: random.Random) -> Question:
+def _masked(trace: Trace, rng: random.Random, a: Analysis) -> Question:
     n = trace.n_tokens
     blocked = n * (n - 1) // 2
     ran = "" if trace.config.causal else " if you ran it with --causal"
@@ -188,7 +182,7 @@ def _masked(trace: Trace, rng: random.Random) -> Question:
         "the 'Causal mask' note of 'mha explain … --causal'")
 
 
-def _row_sum(trace: Trace, rng: random.Random) -> Question:
+def _row_sum(trace: Trace, rng: random.Random, a: Analysis) -> Question:
     i, p = rng.randrange(trace.num_heads), rng.randrange(trace.n_tokens)
     total = float(np.asarray(trace.weights[i, p], dtype=np.float64).sum())
     return Question(
@@ -199,7 +193,7 @@ def _row_sum(trace: Trace, rng: random.Random) -> Question:
         "'mha explain … --json' (weights) or --show-values for short texts")
 
 
-def _decoded(trace: Trace, rng: random.Random) -> Question | None:
+def _decoded(trace: Trace, rng: random.Random, a: Analysis) -> Question | None:
     if trace.config.weights != "designed" or not trace.rules or trace.embeddings is None:
         return None  # only designed weights write a readable word into each head's block
     from mhacli.core.designed import decode_output
@@ -217,7 +211,8 @@ def _decoded(trace: Trace, rng: random.Random) -> Question | None:
         "'mha demo --weights designed --step 13' (the word each head brought back)")
 
 
-Generator = Callable[[Trace, random.Random], "Question | None"]
+# Every generator reads the run's measures, computed once by make_quiz (a generator may be called dozens of times).
+Generator = Callable[[Trace, random.Random, "Analysis"], "Question | None"]
 GENERATORS: tuple[Generator, ...] = (
     _shape, _parameters, _top_key, _madds, _columns, _scale, _sharpest, _masked, _row_sum, _decoded, _pattern,
     _agreement,
@@ -231,6 +226,7 @@ def make_quiz(trace: Trace, seed: int, count: int = 5) -> list[Question]:
     """``count`` different questions about ``trace``; the first three kinds are a shape, a
     parameter count and a head's favourite key, the rest are drawn by ``seed``."""
     rng = random.Random(f"mhacli-quiz:{seed}")  # str seeds hash with SHA-512: stable everywhere
+    measures = analyse(trace)
     rest = list(GENERATORS[3:])
     rng.shuffle(rest)
     plan = list(GENERATORS[:3]) + rest
@@ -240,7 +236,7 @@ def make_quiz(trace: Trace, seed: int, count: int = 5) -> list[Question]:
     while len(questions) < count and attempts < 50 * max(count, 1):
         make = plan[attempts] if attempts < len(plan) else rng.choice(REPEATABLE)
         attempts += 1
-        q = make(trace, rng)
+        q = make(trace, rng, measures)
         if q is not None and q.prompt not in seen:
             seen.add(q.prompt)
             questions.append(q)

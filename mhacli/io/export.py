@@ -14,7 +14,7 @@ import stat
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from mhacli.core.embed import vocabulary
 from mhacli.core.trace import Trace
 from mhacli.core.errors import UsageError
 from mhacli.io.files import atomic_write
+
+if TYPE_CHECKING:
+    from mhacli.core.analysis import Analysis
 
 ARRAY_FIELDS = ("X", "W_q", "W_k", "W_v", "W_o", "Q", "K", "V", "heads", "scores", "weights",
                 "concat", "output")
@@ -360,7 +363,7 @@ def _jsonable(a: np.ndarray) -> Any:
     return a.tolist()
 
 
-def trace_document(trace: Trace, arrays: bool = True) -> dict[str, Any]:
+def trace_document(trace: Trace, arrays: bool = True, analysis: Analysis | None = None) -> dict[str, Any]:
     """Everything a student needs to check the run, as one JSON-ready dict.
 
     ``arrays=False`` (``--no-json-arrays``) leaves the (h, N, N) and (N, d)
@@ -383,7 +386,7 @@ def trace_document(trace: Trace, arrays: bool = True) -> dict[str, Any]:
         "rules": list(trace.rules) if trace.rules else None,
         "relations": list(trace_relations(trace) or ()) or None,
         "biases": {k: _jsonable(v) for k, v in biases.items()} or None,
-        **head_measures(trace),
+        **head_measures(trace, analysis),
         "notes": {
             "layout": "PyTorch nn.MultiheadAttention: Q = X @ W_q.T; head i uses rows i*d_k:(i+1)*d_k of W_q.",
             "masked_scores": "Masked scores are -inf in the npz and null here (JSON has no infinity).",
@@ -395,12 +398,14 @@ def trace_document(trace: Trace, arrays: bool = True) -> dict[str, Any]:
     }
 
 
-def head_measures(trace: Trace) -> dict[str, Any]:
+def head_measures(trace: Trace, analysis: Analysis | None = None) -> dict[str, Any]:
     """The per-query measures of :func:`~mhacli.core.analysis.analyse`: ``head_summaries`` (each head's
-    pattern and pattern_share), ``agreement`` (h×h), ``js_divergence_bits`` (h×h) and ``counted_rows``."""
+    pattern and pattern_share), ``agreement`` (h×h), ``js_divergence_bits`` (h×h) and ``counted_rows``.
+
+    ``analysis``: the run's measures when the caller has them already (else computed here)."""
     from mhacli.core.analysis import analyse
 
-    measures = analyse(trace)
+    measures = analysis if analysis is not None else analyse(trace)
     heads = []
     for s in measures.heads:
         entry = s.to_dict()

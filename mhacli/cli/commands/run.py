@@ -48,10 +48,10 @@ def _write_html(trace: Trace | AttentionView, html: Path | None, max_tokens: int
     return [str(write_html(trace, html, max_tokens=max_tokens, hide_rules=hide_rules, analysis=analysis))]
 
 
-def _print_json(trace: Trace, arrays: bool) -> None:
+def _print_json(trace: Trace, arrays: bool, analysis: Analysis) -> None:
     from mhacli.io.export import trace_document
 
-    write_stdout(json_text(trace_document(trace, arrays=arrays), allow_nan=False) + "\n")
+    write_stdout(json_text(trace_document(trace, arrays=arrays, analysis=analysis), allow_nan=False) + "\n")
 
 
 def _no_arrays_without_json(ctx: typer.Context, json_out: bool) -> None:
@@ -122,7 +122,7 @@ def explain(
 
     analysis = analyse(trace)  # once per run: the walkthrough, grids, figures and page all read it
     if json_out:
-        _print_json(trace, json_arrays)
+        _print_json(trace, json_arrays, analysis)
     elif worked:
         from mhacli.render.worked import worked_view
 
@@ -265,7 +265,7 @@ def show(
 
     analysis = analyse(trace)  # once per run: the walkthrough, grids, figures and page all read it
     if json_out:
-        _print_json(trace, json_arrays)
+        _print_json(trace, json_arrays, analysis)
     else:
         _walkthrough(trace, analysis, max_tokens, show_values, position, plan.out, hide_rules)
     written = (write_figures(trace, plan.out, fmt, dpi, position, max_tokens, hide_rules, analysis)

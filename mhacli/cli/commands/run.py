@@ -144,16 +144,16 @@ def _pick_layer(path: Path, layer: str | None) -> AttentionView:
     from mhacli.core.messages import shown_path
     from mhacli.io.attention_file import load_attention
 
-    view = load_attention(path)
+    view = load_attention(path)  # read and checked once; a layer is picked from it, never by reading again
     if layer is None:
-        return load_attention(path, 1) if view.layer else view
+        return view
     text = layer.strip()
     if text.lstrip("+-").isdigit():
-        return load_attention(path, int(text))
+        return view.at_layer(int(text) - 1)
     for wanted in (text, text.casefold()):
         for k, name in enumerate(view.layer_names):
             if (name if wanted is text else name.casefold()) == wanted:
-                return load_attention(path, k + 1)
+                return view.at_layer(k)
     names = ", ".join(view.layer_names[:8]) + (", …" if view.n_layers > 8 else "")
     raise UsageError(f"--layer {text!r} is not a layer of {shown_path(path)}; give a number from 1 to "
                      f"{view.n_layers} or one of its names: {names}.")

@@ -285,13 +285,15 @@ class Analysis:
                 seen.append(p)
         return seen
 
-    def showcase_queries(self, count: int = 3) -> tuple[int, ...]:
+    def showcase_queries(self, count: int = 3, start: int = 0, stop: int | None = None) -> tuple[int, ...]:
         """Queries that show the heads at their most different: most distinct top keys, then sharpest rows.
 
-        For a magnifier slide without ``--query``; counted rows only (all rows if none).
+        For a magnifier slide without ``--query`` and the page's first query; counted rows only (all rows
+        if none), and of those only the ones inside a window of tokens ``start … stop−1``.
         """
         h, n = self.top_keys.shape
         rows = [p for p in range(n) if self.counted[p]] or list(range(n))
+        rows = [p for p in rows if start <= p < (n if stop is None else stop)]
         distinct = {p: len({int(k) for k in self.top_keys[:, p] if k >= 0}) for p in rows}
         tied = {p: int((self.top_keys[:, p] < 0).sum()) for p in rows}
         return tuple(sorted(rows, key=lambda p: (-distinct[p], tied[p], p))[:count])

@@ -95,7 +95,7 @@ def _layer(shown: Shown, m: int, hide_rules: bool, analysis: Analysis | None = N
         "summaries": summaries(analysis, hide_rules),
         # The page opens on the query where the heads' top keys differ most (the magnifier slide's choice),
         # not on token 0, where heads often agree (a causal run's first row has one key); #q=K picks another.
-        "start_query": next((q for q in analysis.showcase_queries(weights.shape[-1]) if q < m), 0),
+        "start_query": (analysis.showcase_queries(1, 0, m) or (0,))[0],
         "weights_label": weights_note(shown, hide_rules),
         "layer_note": layer_note(shown),
     }

@@ -116,8 +116,7 @@ def chosen_queries(analysis: Analysis, view: View, count: int) -> tuple[int, ...
     The ranking is the analysis's own (:meth:`Analysis.showcase_queries`: most distinct top keys,
     then fewest tied rows, then position).
     """
-    ranked = [q for q in analysis.showcase_queries(len(analysis.tokens)) if view.start <= q < view.stop]
-    return tuple(ranked[:max(1, count)]) or (view.start,)
+    return analysis.showcase_queries(max(1, count), view.start, view.stop) or (view.start,)
 
 
 def why_chosen(analysis: Analysis, queries: Sequence[int], pen: Pen) -> str:

@@ -15,7 +15,6 @@ bench --startup`` measures the ratios themselves.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -77,8 +76,9 @@ def measure(rounds: int) -> dict[str, dict[str, float]]:
     """Median CPU and wall seconds of every phase over ``rounds`` fresh processes (after one warm-up)."""
     from mhacli.io.cleanup import temporary_folder
 
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["MPLBACKEND"] = "Agg"
+    from mhacli.bench.startup import child_env
+
+    env = child_env()  # as mha bench --startup times its commands
     runs: list[dict[str, list[float]]] = []
     with temporary_folder("mha-figure-costs-") as folder:
         for round_ in range(rounds + 1):

@@ -73,6 +73,18 @@ LABELS = {  # short, so the table fits 40 columns; the notes under it give the f
 }
 
 
+def child_env() -> dict[str, str]:
+    """The environment of a timed child, as a user's shell has it.
+
+    Python writes its bytecode cache (the warm-up round fills it, as pip does at install; without it
+    every run compiles mhacli anew) and buffers a piped stdout; matplotlib draws with Agg.
+    """
+    env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
+    for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"):
+        env.pop(name, None)
+    return env
+
+
 def run_timed(argv: list[str]) -> tuple[float, float, float]:
     """Seconds until the first line on stdout, until the process has ended, and the CPU seconds it used.
 
@@ -82,11 +94,7 @@ def run_timed(argv: list[str]) -> tuple[float, float, float]:
     """
     import resource
 
-    env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
-    # As a user's shell has it: Python writes its bytecode cache (the warm-up round fills it, as
-    # pip does at install; without it every run compiles mhacli anew) and buffers a piped stdout.
-    for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"):
-        env.pop(name, None)
+    env = child_env()
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,

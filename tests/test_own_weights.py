@@ -145,3 +145,15 @@ def test_an_unknown_weights_name_is_one_line():
 
     r = CliRunner().invoke(app, ["explain", "a b", "--weights", "bogus"])
     assert r.exit_code == 2 and "unknown weights 'bogus'" in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("name", ["x" * 300, "x" * 300 + ".npz"])
+def test_a_weights_name_too_long_for_the_file_system_is_a_usage_error(name):
+    # Found by the CLI fuzzer: Path.exists() raises ENAMETOOLONG instead of answering False.
+    from typer.testing import CliRunner
+
+    from mhacli.cli import app
+
+    r = CliRunner().invoke(app, ["demo", "--no-pause", "--weights", name])
+    assert r.exit_code == 2, r.output
+    assert "cannot use the weights file" in r.output and "too long" in r.output and "Traceback" not in r.output

@@ -101,7 +101,11 @@ def resolve_weights(value: str) -> Any:
     if value == "trained":
         return load_trained(shipped_model_path())[0]
     path = Path(value)
-    if not path.exists() and path.suffix.lower() not in (".npz", ".pt", ".pth"):
+    try:
+        exists = path.exists()
+    except OSError as exc:  # a name the file system refuses (too long): a bad value, not a failure
+        raise UsageError(f"cannot use the weights file {shown_path(path)}: {exc.strerror or exc}.") from None
+    if not exists and path.suffix.lower() not in (".npz", ".pt", ".pth"):
         raise UsageError(f"unknown weights {shown(value)}; choose one of: {', '.join(WEIGHT_KINDS)}, "
                          "or give the path of a weights file (.npz or .pt).")
     _check_file(path)

@@ -255,3 +255,20 @@ def test_the_hidden_lesson_names_no_rule_and_no_relation(sample, weights):
     said = " ".join(s.narration for s in lesson(trace, hide_rules=True))
     assert not any(name in said for name in NAMES if name != "the token"), said  # "the token at position p"
     assert narrate.closing_sentence(analyse(trace), hide_rules=True) in said
+
+
+@pytest.mark.parametrize("weights", ["random", "designed"])
+def test_a_head_figure_says_random_weights_once(weights):
+    # The figure's weights line says it; the caption under the title does not repeat it there,
+    # while the same caption standing alone (the page, the terminal) still carries it.
+    from matplotlib.text import Text
+
+    from mhacli.render.figures import head_figure
+
+    trace, a = _analysis("pronoun", weights)
+    for i in range(trace.num_heads):
+        texts = " ".join(t.get_text() for t in head_figure(trace, i).findobj(Text))
+        assert texts.count("random weights") == (1 if weights == "random" else 0), texts
+        assert ("random weights" in narrate.head_caption(a, i)) == (weights == "random")
+        assert "random weights" not in narrate.head_caption(a, i, stand_alone=False)
+        assert narrate.head_caption(a, i, stand_alone=False) in texts.replace("\n", " ")

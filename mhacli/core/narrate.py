@@ -99,12 +99,14 @@ def weights_label(kind: str, rules: Sequence[str] | None = None, hide_rules: boo
     return "trained weights: each head's relation is measured from its weights"
 
 
-def head_caption(analysis: Analysis, i: int, hide_rules: bool = False) -> str:
+def head_caption(analysis: Analysis, i: int, hide_rules: bool = False, *, stand_alone: bool = True) -> str:
     """One line under head ``i`` (0-based): what its per-query argmax follows, in the run's words.
 
     ``head 2: previous token on 10 of 10 rows`` (designed, trained);
     ``head 2: previous token on 4 of 10 rows (random weights: this means nothing yet)``;
     hidden: ``head 2: its top key takes 97 % of a row on average; sharp``.
+    ``stand_alone=False`` leaves out the random-weights remark, for a figure whose own
+    weights line right above already says it.
     """
     s = analysis.heads[i]
     kind = kind_of(analysis)
@@ -112,7 +114,7 @@ def head_caption(analysis: Analysis, i: int, hide_rules: bool = False) -> str:
     if hide_rules:
         return f"{head}: its top key takes {_pct(s.mean_top_weight)} of a row on average; {s.describe()}"
     what = pattern_phrase(s, analysis.tokens)
-    if kind == RANDOM:
+    if kind == RANDOM and stand_alone:
         return f"{head}: {what} (random weights: this means nothing yet)"
     if kind == DESIGNED and analysis.rules and i < len(analysis.rules):
         return f"{head} (rule: {analysis.rules[i]}): {what}"

@@ -25,9 +25,12 @@ MAX_MATRIX_INCHES = 12.0  # beyond 60 tokens cells shrink instead: the image sta
 
 
 def describe_head(analysis: Analysis, i: int, hide_rules: bool = False) -> str:
-    """Two lines under a head's title: what its per-query top key follows (narrate's caption), then how spread."""
+    """Two lines under a head's title: what its per-query top key follows (narrate's caption), then how spread.
+
+    The caption leaves out the random-weights remark: the figure's weights line says it just above.
+    """
     s = analysis.heads[i]
-    return (f"{head_caption(analysis, i, hide_rules)}\n{s.describe()}: mean row entropy {s.mean_entropy:.2f} "
+    return (f"{head_caption(analysis, i, hide_rules, stand_alone=False)}\n{s.describe()}: mean row entropy {s.mean_entropy:.2f} "
             f"of at most {s.max_entropy:.2f} bits")
 
 

@@ -196,6 +196,9 @@ def test_show_draws_the_chosen_layer_into_figures_and_a_page(runner, attention_n
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == ["head-1.png", "head-2.png", "head-3.png", "head-4.png",
                                                      "heads.png", "magnifiers.png"]
+    from mhacli.io.outputs import figure_names
+
+    assert sorted(figure_names(4, split=False)) == sorted(p.name for p in out.iterdir())  # what was planned
     assert "attention from mine.npz, layer 2 of 3 (block.1)" in result.output
     for rule in ("previous token", "earlier copy", "first token", "itself"):
         assert rule in result.output  # each grid is titled with its measured relation
@@ -242,3 +245,31 @@ def test_layer_of_a_saved_run_is_refused(runner, tmp_path):
     assert runner.invoke(app, ["explain", "the cat sat", "--no-plots", "--save-npz", str(npz)]).exit_code == 0
     result = runner.invoke(app, ["show", str(npz), "--layer", "2", "--no-plots"])
     assert result.exit_code == 2 and "a saved run of mha explain has one layer" in result.output
+
+
+def test_show_of_a_view_plans_no_split_figure(attention_npz):
+    # The plan (what is checked and counted before any work) names exactly what a view writes.
+    from mhacli.cli.common import plan_outputs
+
+    path, _, _ = attention_npz
+    plan, _, _ = plan_outputs(plots=True, out=path.parent / "figs", fmt="png", dpi=30, heads=4, split=False)
+    assert [p.name for p in plan.figures] == ["head-1.png", "head-2.png", "head-3.png", "head-4.png",
+                                              "heads.png", "magnifiers.png"]
+
+
+@pytest.mark.parametrize("kind", ["run", "view"])
+def test_save_figures_reports_each_file_as_it_is_written(tmp_path, kind):
+    import os
+
+    from mhacli.render.figures import save_figures
+
+    t = run("the cat sat", heads=2, d_model=8)
+    shown = t if kind == "run" else from_attention(t.weights, t.tokens)
+    seen = []
+
+    def on_saved(path):  # the file is whole on disk when it is reported
+        seen.append((path, os.path.getsize(path)))
+
+    saved = save_figures(shown, None, tmp_path, dpi=30, on_saved=on_saved)
+    assert [p for p, _ in seen] == list(saved) and all(size > 0 for _, size in seen)
+    assert len(seen) == (5 if kind == "run" else 4)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import typer
 
-from mhacli.cli.output import notes, spinner
+from mhacli.cli.output import figure_progress, notes
 from mhacli.core.config import Config
 from mhacli.core.errors import UsageError
 
@@ -89,7 +89,7 @@ def check_size(body: str, config: Config, json: bool = False) -> int:
 
 
 def plan_outputs(*, plots: bool, out: Path | None, fmt: str, dpi: int, heads: int, compare: bool = False,
-                 names: Sequence[str] | None = None, inputs: Sequence[tuple[str, object]] = (),
+                 split: bool = True, names: Sequence[str] | None = None, inputs: Sequence[tuple[str, object]] = (),
                  **files: object) -> tuple[OutputPlan, str, int]:
     """Refuse a bad --format or --dpi, then resolve every output of the run once, before any work.
 
@@ -97,7 +97,8 @@ def plan_outputs(*, plots: bool, out: Path | None, fmt: str, dpi: int, heads: in
     --save) is decided here by :func:`mhacli.io.outputs.plan_outputs`: a
     trailing slash, a link in --out, an output over an input or over another
     output is a usage error now, not a clobbered file later.  ``names``
-    overrides the figure names (train's and bench's own figures).  Nothing is
+    overrides the figure names (train's and bench's own figures); ``split=False`` for an
+    attention view, which has no split figure.  Nothing is
     created: :func:`open_figures` makes --out once the memory plan agrees.
     Returns the plan and the checked format and dpi.
     """
@@ -108,7 +109,7 @@ def plan_outputs(*, plots: bool, out: Path | None, fmt: str, dpi: int, heads: in
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     wanted: Sequence[str] = ()
     if plots and out is not None:
-        wanted = names if names is not None else figure_names(heads, fmt, compare=compare)
+        wanted = names if names is not None else figure_names(heads, fmt, compare=compare, split=split)
     return plan(out=out, figure_names=wanted, inputs=inputs, **files), fmt, dpi
 
 
@@ -181,11 +182,12 @@ def write_figures(trace: Trace, out: Path, fmt: str, dpi: int, query: int | None
     The one call of the figure module's per-run API: matplotlib is imported
     here, after the first line has appeared.
     """
+    from mhacli.io.outputs import figure_names
     from mhacli.render.figures import save_figures
 
-    with spinner("drawing figures…"):
+    with figure_progress(len(figure_names(trace.num_heads, fmt))) as progress:
         saved = save_figures(trace, single_head(trace), out, fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens,
-                             hide_rules=hide_rules, analysis=analysis)
+                             hide_rules=hide_rules, analysis=analysis, on_saved=progress)
     notes(list(getattr(saved, "notices", [])))
     return [str(p) for p in saved]
 
@@ -195,9 +197,9 @@ def write_compare(trace: Trace, single: Trace, out: Path, fmt: str, dpi: int, ma
     """Draw single-vs-multi into ``out``."""
     from mhacli.render.figures import save_compare
 
-    with spinner("drawing figures…"):
+    with figure_progress(1) as progress:
         saved = save_compare(trace, single, out, fmt=fmt, dpi=dpi, max_tokens=max_tokens, comparison=comparison,
-                             hide_rules=hide_rules)
+                             hide_rules=hide_rules, on_saved=progress)
     notes(list(getattr(saved, "notices", [])))
     return [str(p) for p in saved]
 

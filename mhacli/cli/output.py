@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.text import Text
@@ -143,6 +144,24 @@ def spinner(message: str) -> AbstractContextManager[Any]:
     if _quiet or not err_console.is_terminal:
         return nullcontext()
     return err_console.status(message)
+
+
+@contextmanager
+def figure_progress(total: int) -> Iterator[Callable[[Path], None]]:
+    """The "drawing figures…" spinner, counting the files as they are written; yields the callback.
+
+    ``drawing figures… 3 of 7 written``: on a long text each figure takes seconds, and a count says
+    the run is moving (no file name: the line stays within 40 columns). Nothing is shown when quiet
+    or not on a terminal.
+    """
+    written: list[Path] = []
+    with spinner(f"drawing figures… 0 of {total} written") as status:
+        def saved(path: Path) -> None:
+            written.append(path)
+            if status is not None:
+                status.update(f"drawing figures… {len(written)} of {total} written")
+
+        yield saved
 
 
 def tolerant_streams() -> None:

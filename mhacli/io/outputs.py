@@ -44,11 +44,15 @@ def _shown(path: object) -> str:
     return shown_path(path)
 
 
-def figure_names(heads: int, fmt: str = "png", *, compare: bool = False) -> list[str]:
-    """The file names one run writes into ``--out``: a heatmap per head, the sheets (or compare's figure)."""
+def figure_names(heads: int, fmt: str = "png", *, compare: bool = False, split: bool = True) -> list[str]:
+    """The file names one run writes into ``--out``: a heatmap per head, the sheets (or compare's figure).
+
+    ``split=False`` for an attention view: it has no weight matrices to split, so no ``split`` figure.
+    """
     if compare:
         return [name.format(fmt=fmt) for name in COMPARE]
-    return [PER_HEAD.format(k=k, fmt=fmt) for k in range(1, heads + 1)] + [s.format(fmt=fmt) for s in SHEETS]
+    sheets = [s.format(fmt=fmt) for s in SHEETS if split or not s.startswith("split.")]
+    return [PER_HEAD.format(k=k, fmt=fmt) for k in range(1, heads + 1)] + sheets
 
 
 @dataclass(frozen=True)

@@ -176,15 +176,15 @@ def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_token
                     json_out: bool, html: str | None, out: Path, plots: bool, fmt: str, dpi: int,
                     query: str | None, hide_rules: bool = False) -> None:
     """``mha show`` of your model's attention: the grids, the figures and the page of one layer."""
-    from mhacli.cli.output import notes, spinner
+    from mhacli.cli.output import figure_progress, notes
     from mhacli.render.figures import resolve_query
 
     if show_values:
         raise UsageError("--show-values prints a run's matrices; an attention file holds only the weights "
                          "(drop --show-values).")
     view = _pick_layer(path, layer)
-    plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=view.num_heads, html=html,
-                                  inputs=[("the attention file", path)])
+    plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=view.num_heads, split=False,
+                                  html=html, inputs=[("the attention file", path)])
     position = resolve_query(view.tokens, query)
     if plan.out is not None and plan.figures:
         from mhacli.core.config import check_figures_fit
@@ -206,9 +206,9 @@ def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_token
     if plan.out is not None:
         from mhacli.render.figures import save_figures
 
-        with spinner("drawing figures…"):
+        with figure_progress(len(plan.figures)) as progress:
             saved = save_figures(view, None, plan.out, fmt=fmt, dpi=dpi, query=position, max_tokens=max_tokens,
-                                 hide_rules=hide_rules)
+                                 hide_rules=hide_rules, on_saved=progress)
         notes(list(saved.notices))
         written = [str(p) for p in saved]
     written += _write_html(view, plan.html, html_max_tokens(ctx, max_tokens), hide_rules)

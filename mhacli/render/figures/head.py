@@ -30,8 +30,8 @@ def describe_head(analysis: Analysis, i: int, hide_rules: bool = False) -> str:
     The caption leaves out the random-weights remark: the figure's weights line says it just above.
     """
     s = analysis.heads[i]
-    return (f"{head_caption(analysis, i, hide_rules, stand_alone=False)}\n{s.describe()}: mean row entropy {s.mean_entropy:.2f} "
-            f"of at most {s.max_entropy:.2f} bits")
+    caption = head_caption(analysis, i, hide_rules, stand_alone=False)
+    return f"{caption}\n{s.describe()}: mean row entropy {s.mean_entropy:.2f} of at most {s.max_entropy:.2f} bits"
 
 
 def head_sizes(n: int) -> tuple[float, float, float, int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from mhacli.io.files import atomic_write
 from mhacli.render.figures.head import HeadFigure
@@ -72,12 +72,13 @@ def _finish(saved: Saved, pen: Pen) -> Saved:
 
 def save_figures(trace: Shown, single: Trace | None, out_dir: Path, fmt: str = "png", dpi: int = 150,
                  query: int | str | None = None, max_tokens: int = 40, *, hide_rules: bool = False,
-                 analysis: Analysis | None = None) -> Saved:
+                 analysis: Analysis | None = None, on_saved: Callable[[Path], None] | None = None) -> Saved:
     """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` into ``out_dir`` (created if missing).
 
     ``trace`` is a run, or an attention view (no ``split``: a view has no weight matrices).
     ``hide_rules`` leaves rule and pattern names out (the "name what each head does" activity);
     ``analysis``: the run's measures when the caller has them already (else computed here, once).
+    ``on_saved(path)`` is called as each file is written (a progress display, a timer).
     Returns the paths written, in order (a list with ``.notices``: lines worth printing
     once, such as characters no installed font could draw).
     """
@@ -89,17 +90,21 @@ def save_figures(trace: Shown, single: Trace | None, out_dir: Path, fmt: str = "
     view = token_view(trace.n_tokens, max_tokens, resolve_query(trace.tokens, query))
     analysis = analysis or measure(trace)
     saved = Saved()
+
+    def write(fig: Figure, name: str) -> None:
+        saved.append(save(fig, out / f"{name}.{fmt}", fmt, dpi))
+        if on_saved is not None:
+            on_saved(saved[-1])
+
     with drawing() as pen:
         # One per-head figure, updated for each head: its layout, labels and colour bar are built once.
         per_head = HeadFigure(trace, view, pen, analysis, hide_rules)
         for i in range(trace.num_heads):
-            saved.append(save(per_head.show(i), out / f"head-{i + 1}.{fmt}", fmt, dpi))
-        saved.append(save(build_heads(trace, view, pen, analysis, hide_rules), out / f"heads.{fmt}", fmt, dpi))
-        saved.append(save(build_magnifiers(trace, single, view, pen, analysis, hide_rules),
-                          out / f"magnifiers.{fmt}", fmt, dpi))
+            write(per_head.show(i), f"head-{i + 1}")
+        write(build_heads(trace, view, pen, analysis, hide_rules), "heads")
+        write(build_magnifiers(trace, single, view, pen, analysis, hide_rules), "magnifiers")
         if not is_view(trace):
-            split = split_figure(cast("Trace", trace), hide_rules=hide_rules)
-            saved.append(save(split, out / f"split.{fmt}", fmt, dpi))
+            write(split_figure(cast("Trace", trace), hide_rules=hide_rules), "split")
     leftover = leftovers(out, trace.num_heads, fmt)
     if leftover:
         saved.notices.append(leftover)
@@ -108,7 +113,8 @@ def save_figures(trace: Shown, single: Trace | None, out_dir: Path, fmt: str = "
 
 def save_compare(trace: Trace, single: Trace, out_dir: Path, fmt: str = "png", dpi: int = 150,
                  query: int | str | None = None, max_tokens: int = 40, *,
-                 comparison: Comparison | None = None, hide_rules: bool = False) -> Saved:
+                 comparison: Comparison | None = None, hide_rules: bool = False,
+                 on_saved: Callable[[Path], None] | None = None) -> Saved:
     """Write ``single-vs-multi`` into ``out_dir`` (created if missing); return the path (with ``.notices``).
 
     ``query`` is accepted for symmetry with :func:`save_figures`; the comparison covers every query.
@@ -125,4 +131,6 @@ def save_compare(trace: Trace, single: Trace, out_dir: Path, fmt: str = "png", d
         fig = build_compare(trace, single, comparison, token_view(trace.n_tokens, max_tokens), pen,
                             hide_rules=hide_rules)
         saved.append(save(fig, out / f"single-vs-multi.{fmt}", fmt, dpi))
+    if on_saved is not None:
+        on_saved(saved[-1])
     return _finish(saved, pen)

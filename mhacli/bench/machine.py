@@ -86,7 +86,8 @@ def machine_line(machine: dict[str, object]) -> str:
     """The machine in one line, for the tables' notes and the figure."""
     parts = [f"{machine['cores']} cores", str(machine["cpu"]), f"numpy {machine['numpy']}", blas_line(machine)]
     if "torch" in machine:
-        parts.append(f"torch {machine['torch']} ({machine['torch_threads']} threads)")
+        threads = machine['torch_threads']
+        parts.append(f"torch {machine['torch']} ({threads} thread{'s' if threads != 1 else ''})")
     load: list[float] | None = machine.get("load_average")  # type: ignore[assignment]
     if load:
         parts.append("load " + " ".join(f"{v:.1f}" for v in load))

@@ -9,7 +9,6 @@ median step over torch's (below 1: numpy is faster).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from typing import Any, Callable
@@ -17,21 +16,9 @@ from typing import Any, Callable
 import numpy as np
 
 from mhacli.bench.machine import machine_info, machine_line
+from mhacli.core.schedule import single_threaded_blas
 from mhacli.core.tasks import get_task
 from mhacli.core.train import Adam, TrainConfig, init_params, loss_and_grads, trainable
-
-
-def _threads() -> int:
-    """Threads numpy's BLAS uses here (torch is given the same number)."""
-    try:
-        from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
-
-        counts = [pool["num_threads"] for pool in threadpool_info() if pool.get("user_api") == "blas"]
-        if counts:
-            return int(max(counts))
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        pass
-    return os.cpu_count() or 1
 
 
 def _numpy_block(config: TrainConfig, params: dict, adam: Adam, batches: list) -> float:
@@ -90,7 +77,9 @@ def bench_train(repeats: int = 5, steps: int = 50, config: TrainConfig | None = 
     rng = np.random.default_rng(config.seed)
     params = init_params(config, task, rng)
     batches = [task.batch(rng, config.batch, config.length) for _ in range(steps)]
-    threads = _threads()
+    # mha train holds numpy's BLAS to one thread (core.train: a second thread only waits on these small
+    # matrices); the bench times it as it runs, and gives PyTorch the same single thread.
+    threads = 1
     torch_side = None
     try:
         import torch
@@ -106,7 +95,8 @@ def bench_train(repeats: int = 5, steps: int = 50, config: TrainConfig | None = 
     torch_times: list[float] = []
     # One untimed block each first: caches, allocators and torch's lazy set-up.
     for timed in [False] + [True] * repeats:
-        t = _numpy_block(config, params, adam, batches)
+        with single_threaded_blas():
+            t = _numpy_block(config, params, adam, batches)
         if timed:
             numpy_times.append(t)
         if torch_side is not None:
@@ -151,8 +141,10 @@ def train_table(report: dict[str, Any]) -> Any:
     verdict = ("PyTorch is not installed here: numpy alone was timed." if ratio is None else
                f"numpy ÷ PyTorch = {ratio:.2f} ({'numpy faster' if ratio < 1 else 'PyTorch faster'}).")
     notes = [f"Model of 'mha train': task {c['task']}, d_model {c['d_model']}, {c['heads']} heads, batch "
-             f"{c['batch']} × {c['length']} tokens, float64, {report['threads']} threads each side.",
-             f"Median of {report['repeats']} blocks of {report['steps_per_block']} steps after a warm-up block; "
+             f"{c['batch']} × {c['length']} tokens, float64, "
+             f"{report['threads']} thread{'s' if report['threads'] != 1 else ''} each side.",
+             f"Median of {report['repeats']} block{'s' if report['repeats'] != 1 else ''} of "
+             f"{report['steps_per_block']} steps after a warm-up block; "
              "numpy and PyTorch blocks alternate.",
              machine_line(report["machine"])]
     return Group(Text("mha bench --train", style=theme.STYLE_TITLE), table, Text(verdict),

@@ -48,6 +48,28 @@ class Spread:
 
 
 @dataclass(frozen=True)
+class TrainedApart:
+    """The single head trained ALONE on the h heads' task, with as many parameters: what each reached.
+
+    Read from the two models' own training records (held-out accuracy, parameter count), so
+    ``mha compare --weights trained`` can say how one head fares where h heads share the work.
+    """
+
+    task: str
+    single_accuracy: float  # held-out accuracy of the one head trained alone, 0 … 1
+    heads_accuracy: float  # held-out accuracy of the h heads trained together
+    single_parameters: int
+    heads_parameters: int
+    single_relations: tuple[str, ...] = ()  # what the lone head learned to follow
+    heads_relations: tuple[str, ...] = ()  # what each of the h heads learned to follow
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "single_accuracy": self.single_accuracy, "heads_accuracy": self.heads_accuracy,
+                "single_parameters": self.single_parameters, "heads_parameters": self.heads_parameters,
+                "single_relations": list(self.single_relations), "heads_relations": list(self.heads_relations)}
+
+
+@dataclass(frozen=True)
 class Comparison:
     """The single head and each of the h heads, side by side, with how different the heads are."""
 
@@ -60,6 +82,7 @@ class Comparison:
     readback: ReadBack | None = None  # per token: what the h heads bring back against the single head
     analysis: Analysis | None = None  # the h heads' per-query measures (with the read-back)
     single_analysis: Analysis | None = None  # the single head's, for the relation it follows
+    apart: TrainedApart | None = None  # set when the single head was trained alone (its own weights)
 
     @property
     def mean_head_entropy(self) -> float:
@@ -79,6 +102,8 @@ class Comparison:
             "mean_head_entropy_bits": self.mean_head_entropy,
             "mean_pairwise_js_bits": self.mean_pairwise_js,
             "readback": None if self.readback is None else self.readback.to_dict(),
+            # null: the single head is the h heads' own matrices run as one head (same X, same weights)
+            "single_trained_alone": None if self.apart is None else self.apart.to_dict(),
         }
         # The relation each head's per-query top key follows, and how often two heads pick the same key.
         for entry, found in ((single, self.single_analysis), *zip(per_head, [self.analysis] * len(per_head))):
@@ -117,8 +142,12 @@ def single_head(trace: Trace) -> Trace:
                  **parts)  # type: ignore[arg-type]  # the step arrays by name, as run_tokens passes them
 
 
-def compare(trace: Trace, single: Trace) -> Comparison:
-    """Measure ``trace`` (h heads) against ``single`` (one head of size d, same X and weights)."""
+def compare(trace: Trace, single: Trace, apart: TrainedApart | None = None) -> Comparison:
+    """Measure ``trace`` (h heads) against ``single`` (one head of size d, same tokens).
+
+    ``single`` is :func:`single_head` of ``trace`` (same X and weights), or, with ``apart``,
+    one head trained alone on the same task (its own embedding and weights).
+    """
     if single.num_heads != 1:
         raise ValueError(f"the single-head trace has {single.num_heads} heads, expected 1")
     if single.tokens != trace.tokens:
@@ -137,4 +166,5 @@ def compare(trace: Trace, single: Trace) -> Comparison:
         readback=measures.readback,
         analysis=measures,
         single_analysis=analyse(single),
+        apart=apart,
     )

@@ -21,10 +21,13 @@ activity: no rule or relation name appears, only positions and numbers.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, HeadAnalysis
 from mhacli.core.tokenize import label
+
+if TYPE_CHECKING:
+    from mhacli.core.compare import TrainedApart
 
 RANDOM, DESIGNED, TRAINED = "random", "designed", "trained"
 RANDOM_LABEL = "random weights: these patterns mean nothing yet"
@@ -203,6 +206,29 @@ def compare_conclusion(analysis: Analysis) -> str:
         return text + (" With random weights which tokens come back is an accident of the seed; "
                        f"what holds for any weights is that {h} heads return {h} blends per token and one head one.")
     return text + f" {h} heads can bring back {h} different things per token; one softmax row has to share its 100 %."
+
+
+def _listed(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def apart_sentence(apart: TrainedApart, heads: int) -> str:
+    """``mha compare --weights trained``: one head trained alone against the h heads, from their training records."""
+    same = apart.single_parameters == apart.heads_parameters
+    size = (f"the same {apart.single_parameters:,} parameters" if same else
+            f"{apart.single_parameters:,} and {apart.heads_parameters:,} parameters")
+    text = (f"Trained apart on the same task ({apart.task}) with {size}: one head alone reached "
+            f"{apart.single_accuracy:.1%} held-out accuracy, the {_count(heads, 'head')} together "
+            f"{apart.heads_accuracy:.1%}.")
+    if apart.single_relations and apart.heads_relations:
+        text += (f" The lone head learned to follow {_listed(apart.single_relations)}; the {_count(heads, 'head')} "
+                 f"learned {_listed(apart.heads_relations)}.")
+    distinct = len(set(apart.heads_relations)) == heads > 1
+    if distinct and apart.heads_accuracy > apart.single_accuracy:
+        text += (f" Each of the {heads} heads follows a relation of its own; one head has one softmax row per "
+                 "query to spend on all of them.")
+    return text
 
 
 def window_sentence(analysis: Analysis) -> str | None:

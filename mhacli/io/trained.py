@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import zipfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from mhacli.core.tokenize import tokenize
 from mhacli.core.trace import Trace, run_tokens
 from mhacli.core.train import TrainConfig, TrainedModel, TrainResult
 from mhacli.io.files import atomic_write
+
+if TYPE_CHECKING:
+    from mhacli.core.compare import TrainedApart
 
 KIND = "mhacli-trained"
 FORMAT_VERSION = 1
@@ -186,3 +189,24 @@ def describe_relations(model: TrainedModel) -> list[str]:
     """One line per head: ``head 1: previous token (98% of queries)``."""
     return [f"head {i + 1}: {label}" for i, label in enumerate(model.labels)]
 
+
+
+def shipped_apart() -> tuple[TrainedModel, TrainedApart]:
+    """The shipped one-head model trained alone, and what it and the shipped h heads reached.
+
+    Both files were made by the same documented command (docs/training.md), once with
+    ``--heads 1``: same task, steps and parameter count, so ``mha compare --weights trained``
+    can set one head trained alone beside the heads trained together.
+    """
+    from mhacli.core.compare import TrainedApart
+    from mhacli.io.weights import shipped_model_path
+
+    alone, alone_metrics = load_trained(shipped_model_path(alone=True))
+    heads, heads_metrics = load_trained(shipped_model_path())
+    apart = TrainedApart(task=heads.config.task, single_accuracy=float(alone_metrics["accuracy"]),
+                         heads_accuracy=float(heads_metrics["accuracy"]),
+                         single_parameters=int(alone_metrics["parameters"]),
+                         heads_parameters=int(heads_metrics["parameters"]),
+                         single_relations=tuple(name for name, _ in alone.relations),
+                         heads_relations=tuple(name for name, _ in heads.relations))
+    return alone, apart

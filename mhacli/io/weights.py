@@ -71,13 +71,14 @@ def read_state(path: Path) -> dict[str, Any]:
 
 
 SHIPPED_MODEL = "trained.npz"  # in mhacli/data/, made by the command in docs/training.md
+SHIPPED_ALONE = "trained-1-head.npz"  # the same task and command with --heads 1: mha compare's lone head
 
 
-def shipped_model_path() -> Path:
-    """The trained model that ships in the package (``--weights trained``)."""
+def shipped_model_path(alone: bool = False) -> Path:
+    """The trained model that ships in the package (``--weights trained``), or its one-head twin."""
     from importlib import resources
 
-    return Path(str(resources.files("mhacli") / "data" / SHIPPED_MODEL))
+    return Path(str(resources.files("mhacli") / "data" / (SHIPPED_ALONE if alone else SHIPPED_MODEL)))
 
 
 def _is_trained(path: Path) -> bool:

@@ -51,7 +51,8 @@ def readback_table(cmp: Comparison, max_rows: int = READBACK_ROWS) -> Renderable
     table.add_column("token", no_wrap=True)
     for i in range(h):
         table.add_column(Text(f"head {i + 1}", style=theme.head_style(i)), overflow="fold")
-    table.add_column(Text("1 head", style=f"bold {theme.SINGLE_HEAD_COLOR}"), overflow="fold")
+    table.add_column(Text("1 head alone" if cmp.apart is not None else "1 head",
+                          style=f"bold {theme.SINGLE_HEAD_COLOR}"), overflow="fold")
     rows = min(len(cmp.tokens), max_rows)
     for p in range(rows):
         table.add_row(Text(f"{label(cmp.tokens[p], 8)} ({p})"),
@@ -88,7 +89,8 @@ def comparison_panel(cmp: Comparison, hide_rules: bool = False) -> RenderableTyp
         table.add_column("top key follows", overflow="fold")
         table.add_column("rows", justify="right", no_wrap=True)
     singles = cmp.single_analysis.heads[0].mean_top_weight if cmp.single_analysis is not None else None
-    rows = [(cmp.single, Text("● 1 head", style=f"bold {theme.SINGLE_HEAD_COLOR}"), singles,
+    one = "● 1 head alone" if cmp.apart is not None else "● 1 head"
+    rows = [(cmp.single, Text(one, style=f"bold {theme.SINGLE_HEAD_COLOR}"), singles,
              _follows(cmp.single_analysis, 0))]
     rows += [(s, Text(f"● head {i + 1}", style=theme.head_style(i)),
               cmp.analysis.heads[i].mean_top_weight if cmp.analysis is not None else None,
@@ -110,4 +112,6 @@ def comparison_panel(cmp: Comparison, hide_rules: bool = False) -> RenderableTyp
     parts: list[RenderableType] = [fitted_table(table), js, note, Text(""), readback_table(cmp)]
     if cmp.analysis is not None and cmp.readback is not None:
         parts += [Text(""), Text(narrate.compare_conclusion(cmp.analysis))]
+    if cmp.apart is not None:
+        parts += [Text(""), Text(narrate.apart_sentence(cmp.apart, h))]
     return Group(*parts)

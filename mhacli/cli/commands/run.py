@@ -297,7 +297,9 @@ def compare(
 ) -> None:
     """One magnifier against h: a single head of size d beside h heads of size d/h.
 
-    Same text, embedding, seed and weight matrices; prints, for each token, what
+    Same text, embedding, seed and weight matrices (with --weights trained: a
+    head trained alone on the same task, beside the heads trained together);
+    prints, for each token, what
     each of the h heads brings back most against what the single head brings
     back (h heads make h blends per token, one head one), how spread each head's
     attention is (mean row entropy, in bits) and how different the heads are
@@ -316,8 +318,15 @@ def compare(
     from mhacli.core.compare import compare as measure
 
     trace = run_trace(body, config, ctx)
-    single = single_head(trace)
-    comparison = measure(trace, single)
+    apart = None
+    if config.weights == "trained":  # the shipped model has a one-head twin trained alone on its task
+        from mhacli.io.trained import shipped_apart, trained_trace
+
+        alone, apart = shipped_apart()
+        single = trained_trace(alone, trace.tokens)
+    else:
+        single = single_head(trace)
+    comparison = measure(trace, single, apart)
     if json_out:
         written = (write_compare(trace, single, plan.out, fmt, dpi, max_tokens, hide_rules, comparison)
                    if plan.out is not None else [])
@@ -329,7 +338,8 @@ def compare(
         figures_at = shown_folder(plan.out)
         print_all(comparison_panel(comparison, hide_rules=hide_rules), "",
                   head_grids(single, width=console.width, max_tokens=max_tokens, figures_at=figures_at,
-                             title=f"One head of size d = {trace.d_model}", single=True,
+                             title=f"One head of size d = {trace.d_model}" + (", trained alone" if apart else ""),
+                             single=True,
                              analysis=comparison.single_analysis, hide_rules=hide_rules), "",
                   head_grids(trace, width=console.width, max_tokens=max_tokens, figures_at=figures_at,
                              title=f"{trace.num_heads} heads of size d/h = {trace.d_k}",

@@ -58,8 +58,19 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
     grid_w = cols * small + (cols - 1) * 0.3
     width = max(heads_left + grid_w + bar, 9.0)
     inner = width - 0.5
-    sub = (f"one head of size d = {trace.d_model} and {h} heads of size d/h = {trace.d_k}: same text, "
-           "embedding, seed and weight matrices; one colour scale; rows are queries, columns keys")
+    apart = cmp.apart
+    if apart is None:
+        sub = (f"one head of size d = {trace.d_model} and {h} heads of size d/h = {trace.d_k}: same text, "
+               "embedding, seed and weight matrices; one colour scale; rows are queries, columns keys")
+    else:  # each model has its own trained embedding and weights: say what they share and what each reached
+        size = (f"each with {apart.single_parameters:,} parameters"
+                if apart.single_parameters == apart.heads_parameters else
+                f"with {apart.single_parameters:,} and {apart.heads_parameters:,} parameters")
+        sub = (f"one head of size d = {trace.d_model} trained alone, and {h} heads of size d/h = {trace.d_k} "
+               f"trained together, on the same task ({apart.task}), {size}: held-out accuracy "
+               f"{apart.single_accuracy:.1%} against {apart.heads_accuracy:.1%}; one colour scale; rows are "
+               "queries, columns keys")
+    one_name = "1 head alone" if apart is not None else "1 head"
     sub_lines = pen.wrap(sub, inner, 12.0)
     label_lines = pen.wrap(weights_note(trace, hide_rules), inner, 12.0)
     top = 0.2 + line(17.0) + len(label_lines) * line(12.0) + len(sub_lines) * line(12.0) + line(12.0)
@@ -95,7 +106,7 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
                   labels, labels, mask=mask, color=theme.SINGLE_HEAD_COLOR,
                   tick_size=tick_big, value_size=value_big, label_step=step_big, rotate_x=rot_big,
                   frame_width=4.0)
-    sheet.text(left, block_top - above_big - title_h, f"1 head (d = {trace.d_model})",
+    sheet.text(left, block_top - above_big - title_h, f"{one_name} (d = {trace.d_model})",
                fontsize=12.0, fontweight="bold", color=theme.SINGLE_HEAD_COLOR)
 
     # The h heads, small, on the same scale.
@@ -111,7 +122,7 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
     # How spread each head is: mean row entropy against the uniform maximum.
     sheet.text(0.25, spread_head, "How spread is each magnifier? Mean row entropy in bits "
                "(lower = sharper)", fontsize=13.0, fontweight="bold")
-    names = [f"1 head (d={trace.d_model})"] + [f"head {i + 1} (d/h={trace.d_k})" for i in range(h)]
+    names = [f"{one_name} (d={trace.d_model})"] + [f"head {i + 1} (d/h={trace.d_k})" for i in range(h)]
     name_w = pen.widest(names, 10.5)
     chart_left = 0.25 + name_w + 0.15
     chart = sheet.axes(chart_left, chart_top, width - chart_left - 1.3, chart_h)

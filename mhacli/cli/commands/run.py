@@ -297,13 +297,14 @@ def compare(
 ) -> None:
     """One magnifier against h: a single head of size d beside h heads of size d/h.
 
-    Same text, embedding, seed and weight matrices (with --weights trained: a
-    head trained alone on the same task, beside the heads trained together);
-    prints, for each token, what
+    Same text, embedding, seed and weight matrices; prints, for each token, what
     each of the h heads brings back most against what the single head brings
     back (h heads make h blends per token, one head one), how spread each head's
     attention is (mean row entropy, in bits) and how different the heads are
     (mean pairwise Jensen–Shannon divergence), and saves single-vs-multi.png.
+
+    With --weights trained the single head is one trained alone on the same
+    task, with as many parameters, beside the heads trained together.
 
     Example: [bold]mha compare "the cat sat on the mat" --heads 4[/bold]
     """

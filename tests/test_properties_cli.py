@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import typer.testing
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,18 @@ SETTINGS = settings(max_examples=40, deadline=None,
 any_text = st.text(alphabet=st.characters(codec=None), max_size=40)
 wordy_text = st.lists(st.sampled_from(["the", "cat", "😀", "日本", "é", "\u200b", "\x1b", " ", "-", "[b]"]),
                       max_size=12).map(" ".join)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _app_built_once():
+    """CliRunner.invoke builds the click command from the app on every call (11 ms, most of an example
+    here); a real process builds it once, and so do these tests."""
+    from typer.main import get_command
+
+    built = get_command(app)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(typer.testing, "_get_command", lambda a: built if a is app else get_command(a))
+        yield
 
 
 def _one_error_line(result) -> str:

@@ -157,7 +157,9 @@ def test_an_error_line_is_never_wrapped_even_at_forty_columns(cwd):
 
 
 def test_json_to_a_closed_pipe_is_quiet(cwd):
-    words = " ".join(f"w{i}" for i in range(300))
+    # 100 words print 2 MB of JSON, 30 pipe buffers: the reader is gone long before the last write
+    # (300 words, 16 MB, took three times as long to compute and check the same thing).
+    words = " ".join(f"w{i}" for i in range(100))
     p = subprocess.Popen([str(MHA), "explain", words, "--no-plots", "--json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=_env())
     assert p.stdout is not None and p.stderr is not None
@@ -276,12 +278,3 @@ def test_the_fitted_table_keeps_its_columns_when_they_fit():
     narrow = _rendered([fitted_table(table)], 16)
     assert "top key follows:" in narrow.replace("\n", " ") or "top key" in narrow  # a record, not a column
     assert _broken_words([fitted_table(table)], 16) == []
-
-
-def test_the_headline_sentence_keeps_didnt_whole(cwd):
-    import json
-
-    p = _piped(["explain", SENTENCE, "--json", "--no-plots"], cwd)
-    assert p.returncode == 0, p.stderr
-    tokens = json.loads(p.stdout)["tokens"]
-    assert "t" not in tokens and "didn't" in tokens, tokens

@@ -280,5 +280,6 @@ def test_the_readme_sentence_has_no_token_t(runner):
                                  "--json", *NO_PLOTS])
     import json
 
+    assert result.exit_code == 0, result.output
     tokens = json.loads(result.output)["tokens"]
     assert "didn't" in tokens and "t" not in tokens and "'" not in tokens

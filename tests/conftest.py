@@ -21,3 +21,21 @@ def runner():
     from typer.testing import CliRunner
 
     return CliRunner()
+
+
+@pytest.fixture(scope="module")
+def app_built_once():
+    """Typer's CliRunner builds the click command from the app again at every invoke (11 ms on the
+    2-core machine, most of a hypothesis example through the CLI); a real process builds it once, and
+    so do the modules that use this. One command shared by every call is, if anything, stricter: a run
+    that changed it would show in the next. (typer.testing imports get_command under this name; if
+    that changes, setattr fails loudly instead of silently doing nothing.)"""
+    import typer.testing
+    from typer.main import get_command
+
+    from mhacli.cli.app import app
+
+    built = get_command(app)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(typer.testing, "_get_command", lambda a: built if a is app else get_command(a))
+        yield built

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import typer.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.main import get_command
@@ -39,6 +38,9 @@ NASTY = ["0", "-1", "1", "2", "3", "4", "8", "16", "99", "10000000", "1" * 40, "
          "folder/", "/dev/null", "missing.npz", "trace.npz", "other.npz", "blob.bin", "out/x.npz", "x" * 300]
 
 
+pytestmark = pytest.mark.usefixtures("app_built_once")  # conftest: the click command built once, as a process does
+
+
 @pytest.fixture(autouse=True)
 def _fixtures(tmp_path, monkeypatch):
     """A folder holding the files NASTY names, as cwd."""
@@ -52,10 +54,6 @@ def _fixtures(tmp_path, monkeypatch):
     import mhacli.cli.commands.classroom as classroom
 
     monkeypatch.setattr(classroom, "DPI", 30)
-    # CliRunner.invoke builds the click command from the app on every call (11 ms, a third of an average
-    # example): a real process builds it once and so does this test. One command object shared by every
-    # example is, if anything, stricter: a run that changed it would show in the next.
-    monkeypatch.setattr(typer.testing, "_get_command", lambda a: GROUP if a is app else get_command(a))
     (tmp_path / "notes.txt").write_text("the cat sat on the mat")
     (tmp_path / "folder").mkdir()
     (tmp_path / "blob.bin").write_bytes(bytes(range(256)))

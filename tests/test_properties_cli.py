@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import typer.testing
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -33,16 +32,7 @@ wordy_text = st.lists(st.sampled_from(["the", "cat", "😀", "日本", "é", "\u
                       max_size=12).map(" ".join)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _app_built_once():
-    """CliRunner.invoke builds the click command from the app on every call (11 ms, most of an example
-    here); a real process builds it once, and so do these tests."""
-    from typer.main import get_command
-
-    built = get_command(app)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(typer.testing, "_get_command", lambda a: built if a is app else get_command(a))
-        yield
+pytestmark = pytest.mark.usefixtures("app_built_once")  # conftest: the click command built once, as a process does
 
 
 def _one_error_line(result) -> str:

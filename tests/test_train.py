@@ -142,6 +142,10 @@ def test_tasks_give_boundaries_at_the_ends() -> None:
 @pytest.mark.parametrize("bad, words", [
     (dict(task="neighbors"), "unknown task 'neighbors'"),
     (dict(steps=0), "steps must be at least 1"),
+    (dict(steps=100_001), "steps must be at most 100,000, got 100,001"),
+    (dict(batch=4_097), "batch must be at most 4,096"),
+    (dict(length=257), "length must be at most 256"),
+    (dict(held_out=10**6), "held_out must be at most 100,000"),
     (dict(lr=0.0), "lr must be a finite number above 0"),
     (dict(lr=float("nan")), "lr must be a finite number above 0"),
     (dict(lr=float("inf")), "lr must be a finite number above 0"),

@@ -27,6 +27,9 @@ def test_cli_defaults_and_task_names_are_the_cores() -> None:
     for name, value in options.TRAIN_DEFAULTS.items():
         assert defaults[name] == value == getattr(core, name), name
     assert options.TASK_NAMES == tuple(TASKS)
+    from mhacli.core.train import TRAIN_LIMITS
+
+    assert all(TRAIN_LIMITS[name] == most for name, most in options.TRAIN_MOST.items())
 
 
 def test_compare_prints_the_table_and_a_conclusion_from_its_numbers(tmp_path: Path) -> None:
@@ -67,6 +70,9 @@ def test_same_seed_saves_identical_arrays(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args, words", [
     (["--task", "sorting"], "unknown --task 'sorting'; choose one of: neighbours, relations."),
     (["--steps", "0"], "--steps must be at least 1, got 0."),
+    # Found by the CLI fuzzer: unbounded, these trained for hours or ran out of memory.
+    (["--steps", "10000000"], "--steps must be at most 100,000, got 10,000,000"),
+    (["--batch", "10000000", "--compare", "1,2"], "--batch must be at most 4,096, got 10,000,000"),
     (["--lr", "0"], "--lr must be a finite number above 0"),
     (["--lr", "inf"], "--lr must be a finite number above 0"),
     (["--heads", "3"], "--d-model 16 is not divisible by --heads 3"),

@@ -180,6 +180,7 @@ StartupOpt = Annotated[bool, typer.Option(
 # Shown in --help without importing numpy; tests/test_train_cli.py checks them against the core's TrainConfig.
 TASK_NAMES = ("neighbours", "relations")
 TRAIN_DEFAULTS: dict = dict(task="neighbours", heads=4, d_model=16, steps=1500, batch=64, lr=0.02, seed=0)
+TRAIN_MOST: dict = dict(steps=100_000, batch=4_096)  # the core's TRAIN_LIMITS, for the help
 
 TaskOpt = Annotated[str, typer.Option(
     "--task", metavar="NAME", rich_help_panel=TRAINING, help=f"What to learn: {', '.join(TASK_NAMES)}.")]
@@ -189,9 +190,11 @@ TrainDModelOpt = Annotated[int, typer.Option(
     "--d-model", "-d", metavar="D", rich_help_panel=TRAINING,
     help="Model width d (divisible by every head count).")]
 StepsOpt = Annotated[int, typer.Option(
-    "--steps", metavar="S", rich_help_panel=TRAINING, help="Training steps (one batch each).")]
+    "--steps", metavar="S", rich_help_panel=TRAINING,
+    help=f"Training steps (one batch each), at most {TRAIN_MOST['steps']:,}.")]
 BatchOpt = Annotated[int, typer.Option(
-    "--batch", metavar="B", rich_help_panel=TRAINING, help="Sequences per training step.")]
+    "--batch", metavar="B", rich_help_panel=TRAINING,
+    help=f"Sequences per training step, at most {TRAIN_MOST['batch']:,}.")]
 LrOpt = Annotated[float, typer.Option(
     "--lr", metavar="LR", rich_help_panel=TRAINING, help="Adam's learning rate.")]
 TrainSeedOpt = Annotated[int, typer.Option(

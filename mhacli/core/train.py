@@ -43,6 +43,18 @@ WEIGHT_NAMES = ("embedding", "W_q", "W_k", "W_v", "W_o", "readout")
 # ----------------------------------------------------------------------------- configuration
 
 
+# Upper bounds a teaching run never needs to pass: without them `--steps 10000000` trains for hours and
+# `--batch 10000000` asks for more memory than the machine has, instead of one clear line.
+TRAIN_LIMITS = {"steps": 100_000, "batch": 4_096, "length": 256, "held_out": 100_000, "snapshots": 50}
+TRAIN_LIMIT_REASONS = {
+    "steps": "the tasks are learned in 1,500; 100,000 take minutes",
+    "batch": "64 sequences a step are enough; a bigger batch only costs memory",
+    "length": "the tasks' sequences are 12 tokens",
+    "held_out": "500 sequences measure the accuracy to within a few percent",
+    "snapshots": "one figure column each",
+}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that decides a training run's numbers."""
@@ -77,6 +89,10 @@ class TrainConfig:
             least = 2 if name in ("length", "snapshots") else 1
             if value < least:
                 raise UsageError(f"{{{name}:name}} must be at least {least}, got {value}.", **{name: value})
+            most = TRAIN_LIMITS[name]
+            if value > most:
+                raise UsageError(f"{{{name}:name}} must be at most {most:,}, got {value:,} "
+                                 f"({TRAIN_LIMIT_REASONS[name]}).", **{name: value})
         lr = self.lr
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
             raise UsageError("{lr:name} must be a finite number above 0 (0.001 to 0.05 works), got "

@@ -2,10 +2,10 @@
 
 ``python -m mhacli.bench.figure_costs [ROUNDS]`` runs ROUNDS fresh processes; each
 imports what ``mha explain`` draws with (typer and the command line aside: the
-bench stays below the CLI), runs the trace and
-saves every figure as :func:`mhacli.render.figures.save_figures` does for ``mha
-explain`` (one ``HeadFigure`` updated per head, then the heads sheet, the
-magnifiers with the single-head row, and the split), timing each phase in CPU
+bench stays below the CLI), runs the trace and calls
+:func:`mhacli.render.figures.save_figures` as ``mha explain`` does, timing each
+phase (each import, the trace, then each file from the end of the previous one
+to its own ``on_saved``) in CPU
 seconds (``time.process_time``: steadier than wall time on a shared machine) and
 wall seconds.  It prints the medians as JSON.
 This is the measurement behind the breakdown in docs/performance.md; ``mha
@@ -45,30 +45,18 @@ def one_process(out_dir: str) -> dict[str, list[float]]:
     from mhacli.core.trace import run
 
     mark("import mhacli.core")
-    from mhacli.render.figures.save import (HeadFigure, build_heads, build_magnifiers, drawing, resolve_query,
-                                            save, split_figure, token_view)
+    from mhacli.render.figures.save import save_figures
     from mhacli.render.labels import measure
 
     mark("import mhacli.render.figures, Agg")
     trace = run(SENTENCE)
     single = single_head(trace)  # the "1 head" row of magnifiers.png, as mha explain draws it
     analysis = measure(trace)
-    view = token_view(trace.n_tokens, 40, resolve_query(trace.tokens, None))
-    out = Path(out_dir)
     mark("trace")
-    with drawing() as pen:
-        per_head = HeadFigure(trace, view, pen, analysis)
-        mark("build the per-head figure")
-        for i in range(trace.num_heads):
-            save(per_head.show(i), out / f"head-{i + 1}.png", "png", 150)
-            mark(f"update and save head-{i + 1}.png")
-        for name, build in (("heads", lambda: build_heads(trace, view, pen, analysis)),
-                            ("magnifiers", lambda: build_magnifiers(trace, single, view, pen, analysis)),
-                            ("split", lambda: split_figure(trace))):
-            fig = build()
-            mark(f"build {name}")
-            save(fig, out / f"{name}.png", "png", 150)
-            mark(f"save {name}.png")
+    # save_figures itself, as mha explain calls it: each phase ends when a file is written (the first
+    # per-head file also pays for building the figure that every head then updates).
+    save_figures(trace, single, Path(out_dir), analysis=analysis,
+                 on_saved=lambda path: mark(f"draw and save {path.name}"))
     return phases
 
 

@@ -27,7 +27,7 @@ def mha(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: object 
                           stdin=stdin, timeout=timeout, **kw)  # type: ignore[call-overload]
 
 
-def mha_in_process(*args: str, cwd: Path, columns: str = ENV["COLUMNS"]) -> subprocess.CompletedProcess[str]:
+def mha_in_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The same command through Typer's CliRunner: ``MhaGroup.main``, the installed script's one way out
     (error lines, exit codes, cleanup), runs inside it, without the ~0.35 s of a new process.
 
@@ -46,7 +46,7 @@ def mha_in_process(*args: str, cwd: Path, columns: str = ENV["COLUMNS"]) -> subp
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = CliRunner().invoke(app, list(args), env={"COLUMNS": columns})
+            result = CliRunner().invoke(app, list(args))  # the consoles' width was fixed at import
     finally:
         os.chdir(here)
     assert caught == [], [f"{w.category.__name__}: {w.message}" for w in caught]
@@ -612,21 +612,16 @@ def test_an_out_name_with_escape_sequences_is_spelled_out_in_every_note(tmp_path
     out.mkdir()
     (out / "head-9.png").write_bytes(b"left from a run with 9 heads")
     # One head (3 of the 7 figures fewer) and explain's figures at --dpi 30: names and notes, not pixels.
-    # The first name through the installed script, the others in-process (warnings recorded).
-    words = " ".join(f"w{i}" for i in range(12))  # a grid of 12 tokens is already wider than 40 columns
-    if name == HOSTILE_NAMES[0]:
-        runs = [
-            mha("demo", "--no-pause", "--heads", "1", "--out", name, cwd=tmp_path),  # the lesson's heatmap note
-            # The grids are too wide: "the heatmaps are in …"; and the note on the leftover head-9.png.
-            mha("explain", words, "--heads", "1", "--dpi", "30", "--out", name, cwd=tmp_path,
-                env={**ENV, "COLUMNS": "40"}),
-        ]
-    else:
-        runs = [
-            mha_in_process("demo", "--no-pause", "--heads", "1", "--out", name, cwd=tmp_path),
-            mha_in_process("explain", words, "--heads", "1", "--dpi", "30", "--out", name, cwd=tmp_path,
-                           columns="40"),
-        ]
+    # The demo of the first name through the installed script, the others in-process (warnings recorded).
+    # explain always in a real process: the consoles read COLUMNS when mhacli.cli.output is imported.
+    demo = mha if name == HOSTILE_NAMES[0] else mha_in_process
+    runs = [
+        demo("demo", "--no-pause", "--heads", "1", "--out", name, cwd=tmp_path),  # the lesson's heatmap note
+        # The grids are too wide: "the heatmaps are in …" (a grid of 12 tokens needs more than 40 columns);
+        # and the note on the leftover head-9.png.
+        mha("explain", " ".join(f"w{i}" for i in range(12)), "--heads", "1", "--dpi", "30", "--out", name,
+            cwd=tmp_path, env={**ENV, "COLUMNS": "40"}),
+    ]
     for proc in runs:
         assert proc.returncode == 0, proc.stderr
         both = proc.stdout + proc.stderr

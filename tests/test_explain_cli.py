@@ -88,8 +88,9 @@ def test_npz_holds_exactly_the_promised_arrays(runner, tmp_path):
         assert np.abs(a - z["weights"]).max() < 1e-12
 
 
-def test_json_is_one_document_and_nothing_else(runner):
-    r = runner.invoke(app, ["explain", CAT, "--json"])
+def test_json_is_one_document_and_nothing_else(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the figures are drawn too (the file list must stay off stdout): not pixels
+    r = runner.invoke(app, ["explain", CAT, "--json", "--dpi", "30"])
     assert r.exit_code == 0
     doc = json.loads(r.stdout)  # the whole stdout parses
     assert doc["tokens"] == CAT.split()
@@ -103,7 +104,7 @@ def test_json_is_one_document_and_nothing_else(runner):
 
 
 def test_json_masked_scores_are_null(runner):
-    r = runner.invoke(app, ["explain", "a b c", "--causal", "--json"])
+    r = runner.invoke(app, ["explain", "a b c", "--causal", "--json", "--no-plots"])
     doc = json.loads(r.stdout)
     assert doc["arrays"]["scores"][0][0][1] is None
     assert doc["arrays"]["weights"][0][0][1] == 0.0
@@ -112,8 +113,8 @@ def test_json_masked_scores_are_null(runner):
 def test_text_from_file_and_stdin(runner, tmp_path):
     f = tmp_path / "t.txt"
     f.write_bytes(b"\xef\xbb\xbfthe cat\r\nsat\r\n")  # BOM and CRLF are fine
-    via_file = runner.invoke(app, ["explain", "--file", str(f), "--json"])
-    via_stdin = runner.invoke(app, ["explain", "-", "--json"], input="the cat sat\n")
+    via_file = runner.invoke(app, ["explain", "--file", str(f), "--json", "--no-plots"])
+    via_stdin = runner.invoke(app, ["explain", "-", "--json", "--no-plots"], input="the cat sat\n")
     assert via_file.exit_code == 0 and via_stdin.exit_code == 0
     assert json.loads(via_file.stdout)["tokens"] == ["the", "cat", "sat"]
     assert json.loads(via_stdin.stdout)["arrays"] == json.loads(via_file.stdout)["arrays"]
@@ -170,7 +171,7 @@ def test_verify_against_pytorch_when_installed(tmp_path):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["..."], None),  # punctuation tokens are tokens: fine
+    (["...", "--dpi", "30"], None),  # punctuation tokens are tokens: fine (figures too, at the smallest dpi)
     (["   "], "empty"),
     (["hi", "--heads", "0"], "--heads must be at least 1"),
     (["hi", "--heads", "-2"], "--heads must be at least 1"),

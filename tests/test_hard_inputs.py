@@ -27,6 +27,32 @@ def mha(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: object 
                           stdin=stdin, timeout=timeout, **kw)  # type: ignore[call-overload]
 
 
+def mha_in_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The same command through Typer's CliRunner: ``MhaGroup.main``, the installed script's one way out
+    (error lines, exit codes, cleanup), runs inside it, without the ~0.35 s of a new process.
+
+    Every warning is recorded and fails the test, as the installed script under
+    ``PYTHONWARNINGS=default`` would print it on stderr (pytest's own capture would hide it).
+    Each family that uses this keeps some cases on the installed ``mha`` (``INSTALLED``).
+    """
+    import warnings
+
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+
+    here = Path.cwd()
+    os.chdir(cwd)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = CliRunner().invoke(app, list(args))  # the consoles' width was fixed at import
+    finally:
+        os.chdir(here)
+    assert caught == [], [f"{w.category.__name__}: {w.message}" for w in caught]
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
 def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -226,7 +252,8 @@ def test_real_json_output_follows_the_shipped_schema(tmp_path, args):
 
     from mhacli.io.export import trace_schema
 
-    proc = mha("explain", *args, "--json", "--no-plots", cwd=tmp_path)
+    installed = len(args) == 1  # the first through the installed script, the others in-process
+    proc = (mha if installed else mha_in_process)("explain", *args, "--json", "--no-plots", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     document = json.loads(proc.stdout)
     schema = trace_schema()
@@ -258,8 +285,11 @@ def test_the_schema_ships_in_the_wheel_listing():
 def test_devices_pipes_and_folders_are_refused_before_a_byte_is_read(tmp_path, command, device):
     os.mkfifo(tmp_path / "fifo")  # no writer: an open() that waited would hang the test
     (tmp_path / "folder").mkdir()
-    proc = mha(command, device, "--no-plots", cwd=tmp_path, timeout=60) if command == "show" else \
-        mha(command, device, cwd=tmp_path, timeout=60)
+    args = (command, device, "--no-plots") if command == "show" else (command, device)
+    if device == "folder":  # fails at once even if the check were gone: in-process
+        proc = mha_in_process(*args, cwd=tmp_path)
+    else:  # an open() or read() that waited or never ended must hit the timeout, not hang the test run
+        proc = mha(*args, cwd=tmp_path, timeout=60)
     line = one_error_line(proc)
     assert proc.returncode == 2
     assert "not a regular file" in line or "is a folder" in line
@@ -336,12 +366,16 @@ HOSTILE = {
 }
 
 
+# Cases that also run through the installed script (the rest in-process, warnings recorded).
+HOSTILE_INSTALLED = ("num_heads NaN", "W_q infinite")
+
+
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_a_hostile_trace_gets_one_clear_line_and_no_warning(tmp_path, case):
     changes, expected = HOSTILE[case]
     _tampered(tmp_path, "bad.npz", **changes)
     for command in (("show", "bad.npz", "--no-plots"), ("verify", "bad.npz")):
-        proc = mha(*command, cwd=tmp_path)
+        proc = (mha if case in HOSTILE_INSTALLED else mha_in_process)(*command, cwd=tmp_path)
         line = one_error_line(proc)  # nothing else on stderr: no RuntimeWarning, no source line
         assert proc.returncode == 2, proc.stderr
         assert "is not a valid mha trace" in line and expected in line, line
@@ -370,8 +404,8 @@ def test_a_member_that_is_not_npy_data_or_holds_objects(tmp_path):
     expected = {"garbage.npz": "its member 'seed' is not .npy array data",
                 "truncated-header.npz": "its member 'W_q' is not .npy array data",
                 "objects.npz": "it holds Python objects"}
-    for file, words in expected.items():
-        proc = mha("verify", file, cwd=tmp_path)
+    for file, words in expected.items():  # the first through the installed script, the others in-process
+        proc = (mha if file == "garbage.npz" else mha_in_process)("verify", file, cwd=tmp_path)
         assert proc.returncode == 2 and words in one_error_line(proc), proc.stderr
 
 
@@ -386,9 +420,11 @@ def _listing(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture()
 def figs(tmp_path: Path) -> Path:
+    from mhacli import run
+    from mhacli.io.export import save_npz
+
     (tmp_path / "figs").mkdir()
-    made = mha("explain", "the cat sat", "--no-plots", "--save-npz", "figs/heads.png", cwd=tmp_path)
-    assert made.returncode == 0, made.stderr
+    save_npz(run("the cat sat"), tmp_path / "figs" / "heads.png")  # what `mha explain --save-npz` writes
     (tmp_path / "figs" / "magnifiers.png").write_text("the cat sat on the mat")
     (tmp_path / "victim.txt").write_text("precious")
     return tmp_path
@@ -406,7 +442,8 @@ def figs(tmp_path: Path) -> Path:
 ])
 def test_an_output_never_lands_on_an_input_or_another_output(figs, args, words):
     before = _listing(figs)
-    proc = mha(*args, cwd=figs)
+    installed = args[0] == "compare" or args[1] == "figs/../figs/heads.png"  # the rest in-process
+    proc = (mha if installed else mha_in_process)(*args, cwd=figs)
     if words is None:  # compare writes single-vs-multi.png only: no collision, a real run
         assert proc.returncode == 0, proc.stderr
         assert (figs / "figs" / "magnifiers.png").read_text() == "the cat sat on the mat"
@@ -421,7 +458,7 @@ def test_a_link_planted_in_out_is_never_followed(figs, name):
     link = figs / "figs" / name
     link.unlink(missing_ok=True)
     link.symlink_to(figs / "victim.txt")
-    proc = mha("explain", "the cat", "--out", "figs", cwd=figs)
+    proc = (mha if name == "heads.png" else mha_in_process)("explain", "the cat", "--out", "figs", cwd=figs)
     line = one_error_line(proc)
     assert proc.returncode == 2 and "symbolic link" in line and name in line
     assert (figs / "victim.txt").read_text() == "precious" and link.is_symlink()
@@ -448,7 +485,8 @@ def test_a_trailing_slash_names_a_folder_and_is_refused(tmp_path, option, value)
     (tmp_path / "keep.txt").write_text("keep")
     (tmp_path / "existing").mkdir()
     before = _listing(tmp_path)
-    proc = mha("explain", "the cat", "--no-plots", option, value, cwd=tmp_path)
+    installed = value == "keep.txt/"  # the rest in-process
+    proc = (mha if installed else mha_in_process)("explain", "the cat", "--no-plots", option, value, cwd=tmp_path)
     line = one_error_line(proc)
     assert proc.returncode == 2 and ("names a folder" in line or "is a folder" in line), line
     assert _listing(tmp_path) == before
@@ -457,7 +495,9 @@ def test_a_trailing_slash_names_a_folder_and_is_refused(tmp_path, option, value)
 @pytest.mark.parametrize("target", ["missing-folder/page.html", "/nonexistent/x/y.html"])
 def test_an_html_target_behind_a_dangling_link_is_refused_before_the_run(tmp_path, target):
     (tmp_path / "page.html").symlink_to(target)
-    proc = mha("explain", "the cat", "--no-plots", "--html", "page.html", cwd=tmp_path)
+    installed = target.startswith("/")  # the other in-process
+    proc = (mha if installed else mha_in_process)("explain", "the cat", "--no-plots", "--html", "page.html",
+                                                   cwd=tmp_path)
     line = one_error_line(proc)
     assert proc.returncode == 2 and "symbolic link" in line and "does not exist" in line
 
@@ -478,15 +518,18 @@ def test_a_dangling_link_into_an_existing_folder_is_written_through(tmp_path):
 @pytest.mark.parametrize("command", ["explain", "demo"])
 def test_a_query_with_thousands_of_digits_is_a_usage_error(tmp_path, query, command):
     extra = ["--no-plots"] if command == "explain" else ["--no-pause"]
-    proc = mha(command, "the cat sat", "--query", query, *extra, cwd=tmp_path)
+    installed = query.startswith("-")  # past Python's 4,300-digit int limit: the installed script; the rest in-process
+    proc = (mha if installed else mha_in_process)(command, "the cat sat", "--query", query, *extra, cwd=tmp_path)
     line = one_error_line(proc)
     assert proc.returncode == 2 and "is beyond any text" in line and "digits" in line
     assert len(line) < 200
 
 
 def test_a_trace_whose_name_is_not_utf8_still_gets_a_page(tmp_path):
-    made = mha("explain", "the cat sat", "--no-plots", "--save-npz", "t.npz", cwd=tmp_path)
-    assert made.returncode == 0
+    from mhacli import run
+    from mhacli.io.export import save_npz
+
+    save_npz(run("the cat sat"), tmp_path / "t.npz")  # what `mha explain --save-npz` writes
     odd = os.fsencode(tmp_path) + b"/tr\xe9\xff.npz"
     os.rename(tmp_path / "t.npz", odd)
     proc = subprocess.run([os.fsencode(MHA), b"show", odd, b"--no-plots", b"--html", b"page.html"], cwd=tmp_path,
@@ -499,8 +542,11 @@ def test_a_trace_whose_name_is_not_utf8_still_gets_a_page(tmp_path):
 @pytest.mark.parametrize("args", [["explain", "the cat sat", "--no-plots", "--save-npz", "c.npz"],
                                   ["show", "c.npz", "--no-plots"], ["samples"], ["shapes"]])
 def test_a_closed_stdout_does_not_crash_and_files_are_still_whole(tmp_path, args):
-    if args[0] == "show":
-        assert mha("explain", "the cat sat", "--no-plots", "--save-npz", "c.npz", cwd=tmp_path).returncode == 0
+    if args[0] == "show":  # a trace to show, as `mha explain --save-npz` writes it (that run is the first case)
+        from mhacli import run
+        from mhacli.io.export import save_npz
+
+        save_npz(run("the cat sat"), tmp_path / "c.npz")
     proc = subprocess.run(["sh", "-c", '"$0" "$@" >&-', str(MHA), *args], cwd=tmp_path, env=ENV,
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -516,7 +562,7 @@ def test_an_unusable_mplconfigdir_lets_matplotlib_print_nothing(tmp_path, config
     (tmp_path / "readonly").mkdir(mode=0o500)
     env = {**ENV, "MPLCONFIGDIR": str(tmp_path / config_dir) if not config_dir.startswith("/") else config_dir}
     before = {p.name for p in Path(tempfile_dir()).glob("mha-matplotlib-*")}
-    proc = mha("explain", "the cat sat", "--out", "figs", cwd=tmp_path, env=env)
+    proc = mha("explain", "the cat sat", "--dpi", "30", "--out", "figs", cwd=tmp_path, env=env)  # names, not pixels
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "" and (tmp_path / "figs" / "heads.png").exists()
     after = {p.name for p in Path(tempfile_dir()).glob("mha-matplotlib-*")}
@@ -565,11 +611,16 @@ def test_an_out_name_with_escape_sequences_is_spelled_out_in_every_note(tmp_path
     out = tmp_path / name
     out.mkdir()
     (out / "head-9.png").write_bytes(b"left from a run with 9 heads")
+    # One head (3 of the 7 figures fewer) and explain's figures at --dpi 30: names and notes, not pixels.
+    # The demo of the first name through the installed script, the others in-process (warnings recorded).
+    # explain always in a real process: the consoles read COLUMNS when mhacli.cli.output is imported.
+    demo = mha if name == HOSTILE_NAMES[0] else mha_in_process
     runs = [
-        mha("demo", "--no-pause", "--out", name, cwd=tmp_path),  # the lesson's heatmap note
-        mha("explain", " ".join(f"w{i}" for i in range(30)), "--out", name, cwd=tmp_path,
-            env={**ENV, "COLUMNS": "40"}),  # the grids are too wide: "the heatmaps are in …"
-        mha("explain", "the cat sat", "--out", name, cwd=tmp_path),  # the note on leftover head-9.png
+        demo("demo", "--no-pause", "--heads", "1", "--out", name, cwd=tmp_path),  # the lesson's heatmap note
+        # The grids are too wide: "the heatmaps are in …" (a grid of 12 tokens needs more than 40 columns);
+        # and the note on the leftover head-9.png.
+        mha("explain", " ".join(f"w{i}" for i in range(12)), "--heads", "1", "--dpi", "30", "--out", name,
+            cwd=tmp_path, env={**ENV, "COLUMNS": "40"}),
     ]
     for proc in runs:
         assert proc.returncode == 0, proc.stderr
@@ -577,8 +628,10 @@ def test_an_out_name_with_escape_sequences_is_spelled_out_in_every_note(tmp_path
         raw = [ch for ch in name if ch in "\x1b\x07\x9b\u202e"]
         assert not any(ch in both for ch in raw), repr(both[:300])
         assert "fig\\x1b" in both or "fig\\u202e" in both or "fig\\x9b" in both
-    assert "head-9.png" in runs[2].stderr and "note" in runs[2].stderr
-    assert "heatmaps are in" in runs[1].stdout
+    heatmaps = [line for line in runs[1].stdout.splitlines() if "heatmaps are in" in line]
+    leftover = [line for line in runs[1].stderr.splitlines() if "head-9.png" in line and "note" in line]
+    assert heatmaps and leftover, runs[1].stdout + runs[1].stderr
+    assert all("fig\\" in line for line in heatmaps + leftover)  # each note names the folder, spelled out
 
 
 @pytest.mark.parametrize("text", ["a\x1b[2Jb", "x\u202ey", "p\x00q", "\ud800", "tab\there", "l\u2028m"])

@@ -117,17 +117,19 @@ def test_the_planned_figure_names_are_exactly_the_files_written(runner, tmp_path
     from mhacli.io.outputs import figure_names
 
     monkeypatch.chdir(tmp_path)
-    for fmt in ("png", "svg"):
-        result = runner.invoke(app, ["explain", CAT, "--heads", "2", "--out", fmt, "--format", fmt, "--quiet"])
+    for fmt in ("png", "svg"):  # names, not pixels: the smallest --dpi
+        result = runner.invoke(app, ["explain", CAT, "--heads", "2", "--out", fmt, "--format", fmt, "--quiet",
+                                     "--dpi", "30"])
         assert result.exit_code == 0, result.output
         assert _files(tmp_path / fmt) == set(figure_names(2, fmt))
-    result = runner.invoke(app, ["compare", CAT, "--out", "c", "--quiet"])
+    result = runner.invoke(app, ["compare", CAT, "--out", "c", "--quiet", "--dpi", "30"])
     assert result.exit_code == 0 and _files(tmp_path / "c") == set(figure_names(4, compare=True))
 
 
 def test_a_file_inside_an_out_folder_yet_to_be_made_is_fine(runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["explain", CAT, "--out", "new", "--save-npz", "new/run.npz", "--quiet"])
+    result = runner.invoke(app, ["explain", CAT, "--out", "new", "--save-npz", "new/run.npz", "--quiet",
+                                 "--dpi", "30"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "new" / "run.npz").is_file() and (tmp_path / "new" / "heads.png").is_file()
     result = runner.invoke(app, ["explain", CAT, "--no-plots", "--save-npz", "absent/run.npz"])
@@ -282,7 +284,8 @@ def test_sigterm_during_bench_startup_removes_its_folder(tmp_path):
 
 
 def test_train_piped_into_head_exits_0_and_writes_its_files(tmp_path):
-    command = (f"'{MHA}' train --steps 20 --batch 8 --out figs --save figs/model.npz | head -1; "
+    # One head: training-heads.png has a row of panels per head, and its layout is most of the run's time.
+    command = (f"'{MHA}' train --steps 20 --batch 8 --heads 1 --out figs --save figs/model.npz | head -1; "
                "exit ${PIPESTATUS[0]}")
     p = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
                        timeout=300)
@@ -307,27 +310,37 @@ def test_notes_and_file_lists_spell_out_escape_sequences(runner, tmp_path, monke
     name = "fig\x1b[31mred\u202e"
     (tmp_path / name).mkdir()
     (tmp_path / name / "head-9.png").write_text("from a run with 9 heads")
-    result = runner.invoke(app, ["explain", "the cat sat", "--out", name])
+    result = runner.invoke(app, ["explain", "the cat sat", "--out", name, "--dpi", "30"])  # notes, not pixels
     assert result.exit_code == 0, result.output
     _no_raw(result.stdout + result.stderr)
     assert "mha: note: fig\\x1b[31mred\\u202e also holds head-9.png" in result.stderr
     assert "fig\\x1b[31mred\\u202e/heads.png" in result.stdout
-    trained = runner.invoke(app, ["train", *TRAIN_FAST, "--out", name, "--save", f"{name}/m.npz"])
+    trained = runner.invoke(app, ["train", *TRAIN_FAST, "--heads", "1", "--out", name, "--save", f"{name}/m.npz"])
     assert trained.exit_code == 0, trained.output
     _no_raw(trained.stdout + trained.stderr)
     assert "wrote fig\\x1b[31mred\\u202e/m.npz" in trained.stdout
 
 
-def test_json_documents_hold_no_raw_control_character_and_decode_to_the_same_text(tmp_path):
-    """The tokens are cleaned by the tokenizer; file names are not: verify's and compare's JSON name files."""
+def test_json_documents_hold_no_raw_control_character_and_decode_to_the_same_text(runner, tmp_path, monkeypatch):
+    """The tokens are cleaned by the tokenizer; file names are not: verify's and compare's JSON name files.
+
+    explain and compare in real processes; verify through the CliRunner (a real verify spends ~2 s
+    importing PyTorch for its second opinion, which has nothing to do with the file name it prints).
+    """
     name = "t\x1b[31m\u202e\x9b.npz"
     made = subprocess.run([str(MHA), "explain", CAT, "--no-plots", "--save-npz", name], cwd=tmp_path,
                           env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
     _no_raw(made.stdout + made.stderr)
-    for args, key in ((["verify", name, "--json"], "file"), (["compare", CAT, "--json", "--out", name[:-4]], "files")):
-        p = subprocess.run([str(MHA), *args], cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
-                           timeout=120)
+    monkeypatch.chdir(tmp_path)
+    for args, key in ((["verify", name, "--json"], "file"),
+                      (["compare", CAT, "--json", "--out", name[:-4], "--dpi", "30"], "files")):  # names, not pixels
+        if args[0] == "verify":
+            result = runner.invoke(app, args)
+            p = subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+        else:
+            p = subprocess.run([str(MHA), *args], cwd=tmp_path, env=_env(tmp_path), capture_output=True,
+                               text=True, timeout=120)
         assert p.returncode == 0, p.stderr
         _no_raw(p.stdout + p.stderr)
         assert "\\u001b" in p.stdout and "\\u202e" in p.stdout and "\\u009b" in p.stdout
@@ -352,10 +365,12 @@ def test_figures_too_big_are_refused_before_out_is_made_and_the_advice_works(run
     from mhacli.core.config import Config, figure_bytes
 
     monkeypatch.chdir(tmp_path)
-    arrays = Config(heads=16, d_model=16).planned_bytes(6)
-    limit = arrays + figure_bytes(16, 6, 200) - figure_bytes(16, 6, 30)  # 200 dpi fits, 600 does not
+    # Two tokens: the largest figure is the 16 heads' magnifier slide either way, and the runs that do
+    # draw (at the suggested dpi, and svg at 600) draw smaller heatmaps than with six (half the time).
+    arrays = Config(heads=16, d_model=16).planned_bytes(2)
+    limit = arrays + figure_bytes(16, 2, 200) - figure_bytes(16, 2, 30)  # 200 dpi fits, 600 does not
     monkeypatch.setattr(config, "memory_limit_bytes", lambda: limit)
-    args = ["explain", CAT, "--heads", "16", "--quiet"]
+    args = ["explain", "the cat", "--heads", "16", "--quiet"]
     refused = runner.invoke(app, [*args, "--dpi", "600", "--out", "big"])
     line = _one_error(refused)
     assert "the figures of 16 heads at --dpi 600 need" in line and not (tmp_path / "big").exists()
@@ -469,7 +484,7 @@ def test_worked_plans_the_figures_of_its_own_two_heads(runner, tmp_path, monkeyp
     (tmp_path / "figs").mkdir()
     (tmp_path / "victim.txt").write_text("precious")
     (tmp_path / "figs" / "head-3.png").symlink_to(tmp_path / "victim.txt")  # not a name --worked writes
-    result = runner.invoke(app, ["explain", "--worked", "--out", "figs", "--heads", "4", "--quiet"])
+    result = runner.invoke(app, ["explain", "--worked", "--out", "figs", "--heads", "4", "--quiet", "--dpi", "30"])
     assert result.exit_code == 0, result.output
     assert _files(tmp_path / "figs") == set(figure_names(HEADS)) | {"head-3.png"}
     assert (tmp_path / "victim.txt").read_text() == "precious"

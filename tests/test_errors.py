@@ -124,6 +124,9 @@ ROWS: list[tuple[str, str]] = [
     ("an output over the weights file it reads", 'mha explain "the cat" --weights own.npz --save-npz own.npz'),
     ("train saving its model over one of its figures", "mha train --save figs/training.png --out figs"),
     ("train --save ending with a slash", "mha train --save model.npz/"),
+    ("train for more steps than a lesson needs", "mha train --steps 10000000"),
+    ("train with a batch bigger than memory needs", "mha train --batch 10000000"),
+    ("a --weights name too long for the file system", "mha compare \"a b\" --weights " + "x" * 300),
     # --- show and verify ------------------------------------------------------
     ("show without a file", "mha show"),
     ("show a missing file", "mha show missing.npz"),

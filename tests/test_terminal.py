@@ -278,3 +278,19 @@ def test_the_fitted_table_keeps_its_columns_when_they_fit():
     narrow = _rendered([fitted_table(table)], 16)
     assert "top key follows:" in narrow.replace("\n", " ") or "top key" in narrow  # a record, not a column
     assert _broken_words([fitted_table(table)], 16) == []
+
+
+def test_each_command_in_one_process_takes_the_columns_it_is_run_with():
+    # Rich fixes a console's width when COLUMNS is set as it is made; mhacli's consoles are made when
+    # mhacli.cli.output is first imported, which in a test runner may be inside a COLUMNS=40 command.
+    from typer.testing import CliRunner
+
+    from mhacli.cli import output
+    from mhacli.cli.app import app
+
+    output.console.width = 40  # as if the module had been imported under COLUMNS=40
+    output.err_console.width = 40
+    wide = CliRunner().invoke(app, ["shapes", "--tokens", "9"], env={"COLUMNS": "120"})
+    assert wide.exit_code == 0 and max(map(len, wide.stdout.splitlines())) > 80, wide.stdout
+    narrow = CliRunner().invoke(app, ["shapes", "--tokens", "9"], env={"COLUMNS": "40"})
+    assert narrow.exit_code == 0 and max(map(len, narrow.stdout.splitlines())) <= 40, narrow.stdout

@@ -46,6 +46,11 @@ _quiet = False
 def reset() -> None:
     """Fresh state for one invocation (tests run many in one process)."""
     set_quiet(False)
+    for c in (console, err_console):
+        # Rich fixes a console's width for good when COLUMNS is set as it is made (here: when this module
+        # is first imported); size it as a console made now would be, so a long-lived process (a test
+        # runner, a notebook kernel) that runs several commands gets each one's COLUMNS and LINES.
+        c.size = Console(file=c.file, stderr=c.stderr).size
 
 
 def set_quiet(quiet: bool) -> None:

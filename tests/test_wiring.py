@@ -490,3 +490,27 @@ def test_worked_plans_the_figures_of_its_own_two_heads(runner, tmp_path, monkeyp
     assert result.exit_code == 0, result.output
     assert _files(tmp_path / "figs") == set(figure_names(HEADS)) | {"head-3.png"}
     assert (tmp_path / "victim.txt").read_text() == "precious"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT])
+def test_a_swallowed_signal_is_what_the_run_reports_not_the_write_that_failed_after_it(runner, tmp_path,
+                                                                                     monkeypatch, signum):
+    # Seen once under load: SIGHUP while a figure was written removed the temporary file at once, a library
+    # swallowed the exception, and the writer then failed on its vanished file ("cannot write …").
+    import mhacli.render.figures as figures
+    from mhacli.io import cleanup
+
+    def swallowing_writer(*args, **kwargs):
+        try:
+            cleanup._on_signal(signum, None)  # what the installed handler does when the signal arrives
+        except BaseException:  # noqa: BLE001 - a library that swallows it
+            pass
+        raise FileNotFoundError(2, "No such file or directory", "figs/head-2.svg")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(figures, "save_figures", swallowing_writer)
+    result = runner.invoke(app, ["explain", "the cat", "--out", "figs"])
+    assert result.exit_code == cleanup.exit_code_for(signum), result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mha: error: "), result.stderr
+    assert "nothing half-written was left behind" in lines[0] and "cannot write" not in lines[0], lines

@@ -137,7 +137,14 @@ class MhaGroup(TyperGroup):
                 error_line(str(ended))
                 code = ended.exit_code
             except Exception as exc:  # noqa: BLE001 - every failure becomes one line, never a traceback
-                code = report_error(exc, self, argv, bool(swallowed))
+                signum = cleanup.received()
+                if signum is not None:
+                    # A signal that a library swallowed: it removed the temporary files at once, and a writer
+                    # then failed on its vanished file. Say what ended the run, not that.
+                    error_line(INTERRUPTED if signum == signal.SIGINT else cleanup.message_for(signum))
+                    code = cleanup.exit_code_for(signum)
+                else:
+                    code = report_error(exc, self, argv, bool(swallowed))
             except KeyboardInterrupt as exc:
                 code = report_error(exc, self, argv, True)
             else:

@@ -48,12 +48,14 @@ def _count(n: int, word: str) -> str:
     return f"{n:,} " + (word if n == 1 else _PLURAL.get(word, word + "s"))
 
 
+def _listed(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _heads(heads: Sequence[int]) -> str:
     """'head 2', 'heads 2 and 3', 'heads 1, 2 and 4' (1-based in the text)."""
-    names = [str(i + 1) for i in heads]
-    if len(names) == 1:
-        return f"head {names[0]}"
-    return "heads " + ", ".join(names[:-1]) + " and " + names[-1]
+    return ("head " if len(heads) == 1 else "heads ") + _listed([str(i + 1) for i in heads])
 
 
 def _pct(x: float) -> str:
@@ -206,11 +208,6 @@ def compare_conclusion(analysis: Analysis) -> str:
         return text + (" With random weights which tokens come back is an accident of the seed; "
                        f"what holds for any weights is that {h} heads return {h} blends per token and one head one.")
     return text + f" {h} heads can bring back {h} different things per token; one softmax row has to share its 100 %."
-
-
-def _listed(items: Sequence[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def apart_sentence(apart: TrainedApart, heads: int) -> str:

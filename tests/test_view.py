@@ -273,3 +273,19 @@ def test_save_figures_reports_each_file_as_it_is_written(tmp_path, kind):
     saved = save_figures(shown, None, tmp_path, dpi=30, on_saved=on_saved)
     assert [p for p, _ in seen] == list(saved) and all(size > 0 for _, size in seen)
     assert len(seen) == (5 if kind == "run" else 4)
+
+
+def test_show_json_of_a_view_spells_out_bidi_and_escape_characters(runner, tmp_path):
+    # The view's JSON goes through json_text like every other document: U+202E and ESC as \u escapes,
+    # and the tokens decode back exactly.
+    import json
+
+    from mhacli.cli.app import app
+
+    tokens = ["a", "b\u202ec", "d\x1b[2J"]
+    w = softmax_rows(np.random.default_rng(3), (1, 2, 3, 3), causal=False)
+    np.savez(tmp_path / "odd.npz", weights=w, tokens=np.array(tokens))
+    result = runner.invoke(app, ["show", str(tmp_path / "odd.npz"), "--json", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert "\u202e" not in result.stdout and "\x1b" not in result.stdout
+    assert "\\u202e" in result.stdout and json.loads(result.stdout)["tokens"] == tokens

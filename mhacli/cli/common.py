@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Sequence, cast
 
 import typer
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
     from mhacli.core.compare import Comparison
     from mhacli.core.trace import Trace
+    from mhacli.core.view import AttentionView
     from mhacli.io.outputs import OutputPlan
 
 _CONFIG_FIELDS = frozenset(f.name for f in fields(Config))
@@ -175,18 +176,22 @@ def html_max_tokens(ctx: typer.Context, max_tokens: int) -> int:
     return max_tokens if given else DEFAULT_MAX_TOKENS
 
 
-def write_figures(trace: Trace, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int,
+def write_figures(trace: Trace | AttentionView, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int,
                   hide_rules: bool = False, analysis: Analysis | None = None) -> list[str]:
-    """Draw head-1 … head-h, heads and magnifiers into ``out`` (after the walkthrough is on screen).
+    """Draw head-1 … head-h, heads, magnifiers and split into ``out`` (after the walkthrough is on screen).
 
     The one call of the figure module's per-run API: matplotlib is imported
-    here, after the first line has appeared.
+    here, after the first line has appeared.  An attention view (``mha show
+    FILE.npz``) has no single-head contrast and no split figure.
     """
     from mhacli.io.outputs import figure_names
     from mhacli.render.figures import save_figures
+    from mhacli.render.labels import is_view
 
-    with figure_progress(len(figure_names(trace.num_heads, fmt))) as progress:
-        saved = save_figures(trace, single_head(trace), out, fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens,
+    view = is_view(trace)
+    single = None if view else single_head(cast("Trace", trace))
+    with figure_progress(len(figure_names(trace.num_heads, fmt, split=not view))) as progress:
+        saved = save_figures(trace, single, out, fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens,
                              hide_rules=hide_rules, analysis=analysis, on_saved=progress)
     notes(list(getattr(saved, "notices", [])))
     return [str(p) for p in saved]

@@ -159,24 +159,20 @@ def _pick_layer(path: Path, layer: str | None) -> AttentionView:
                      f"{view.n_layers} or one of its names: {names}.")
 
 
-def _view_json(view: AttentionView) -> str:
+def _view_json(view: AttentionView, analysis: Analysis) -> str:
     """The shown layer of a view as one JSON document: tokens, weights and the per-query measures."""
-    import json
-
-    from mhacli.core.analysis import analyse
-
     document = {"kind": "attention", "source": view.source, "layer": view.layer + 1,
                 "layer_names": list(view.layer_names), "tokens": list(view.tokens), "causal": view.causal,
                 "head_names": list(view.head_names) if view.head_names else None,
-                "weights": view.weights.tolist(), **analyse(view).to_dict()}
-    return json.dumps(document, ensure_ascii=False)
+                "weights": view.weights.tolist(), **analysis.to_dict()}
+    return json_text(document)
 
 
 def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_tokens: int, show_values: bool,
                     json_out: bool, html: str | None, out: Path, plots: bool, fmt: str, dpi: int,
                     query: str | None, hide_rules: bool = False) -> None:
     """``mha show`` of your model's attention: the grids, the figures and the page of one layer."""
-    from mhacli.cli.output import figure_progress, notes
+    from mhacli.core.analysis import analyse
     from mhacli.render.figures import resolve_query
 
     if show_values:
@@ -192,26 +188,20 @@ def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_token
 
         check_figures_fit(view.num_heads, min(view.n_tokens, max_tokens), dpi, fmt, besides=view.layers.nbytes)
         prepare_out_dir(plan.out)
+    analysis = analyse(view)  # once: the JSON or the grids, the figures and the page all read it
     if json_out:
-        write_stdout(_view_json(view) + "\n")
+        write_stdout(_view_json(view, analysis) + "\n")
     else:
         from mhacli.render.grid import head_grids
 
         console.print(head_grids(view, width=console.width, max_tokens=max_tokens, query=position,
-                                 figures_at=shown_folder(plan.out), hide_rules=hide_rules,
+                                 figures_at=shown_folder(plan.out), hide_rules=hide_rules, analysis=analysis,
                                  title=f"Each head's weights, {view.layer_names[view.layer]} "
                                        f"({view.layer + 1} of {view.n_layers})"))
         console.print()
-    written: list[str] = []
-    if plan.out is not None:
-        from mhacli.render.figures import save_figures
-
-        with figure_progress(len(plan.figures)) as progress:
-            saved = save_figures(view, None, plan.out, fmt=fmt, dpi=dpi, query=position, max_tokens=max_tokens,
-                                 hide_rules=hide_rules, on_saved=progress)
-        notes(list(saved.notices))
-        written = [str(p) for p in saved]
-    written += _write_html(view, plan.html, html_max_tokens(ctx, max_tokens), hide_rules)
+    written = (write_figures(view, plan.out, fmt, dpi, position, max_tokens, hide_rules, analysis)
+               if plan.out is not None else [])
+    written += _write_html(view, plan.html, html_max_tokens(ctx, max_tokens), hide_rules, analysis)
     report_written(written, to_stderr=json_out)
 
 

@@ -1,7 +1,8 @@
 """mhacli: make multi-head attention visible, one step at a time.
 
 The command line lives in :mod:`mhacli.cli.app`; the numbers come from
-:func:`mhacli.run`, which returns one immutable :class:`mhacli.core.trace.Trace`.
+:func:`mhacli.run` (:mod:`mhacli.pipeline`), which returns one immutable :class:`mhacli.pipeline.Run`:
+the config, the :class:`mhacli.core.trace.Trace` and its analysis.
 ``import mhacli`` stays cheap (no numpy) so that ``mha --help`` starts fast;
 the numerical names are loaded on first use.
 """
@@ -15,7 +16,8 @@ __version__ = "0.1.0"
 # The public names and the module each lives in, loaded on first use (PEP 562): the CLI
 # imports this package on every start, and ``mha --help`` must not pay for numpy.
 _PUBLIC = {
-    "run": "mhacli.io.weights",
+    "run": "mhacli.pipeline",
+    "Run": "mhacli.pipeline",
     "Config": "mhacli.core.config",
     "Trace": "mhacli.core.trace",
     "load_trace": "mhacli.io.export",
@@ -32,7 +34,7 @@ _PUBLIC = {
     "save_figures": "mhacli.render.notebook",
 }
 
-__all__ = ["__version__", "run", "Config", "Trace", "load_trace", "from_attention", "AttentionView",
+__all__ = ["__version__", "run", "Run", "Config", "Trace", "load_trace", "from_attention", "AttentionView",
            "AttentionWeights", "head_figure", "heads_figure", "magnifiers_figure", "split_figure", "compare_figure",
            "html_page", "save_figures"]
 
@@ -42,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mhacli.core.view import AttentionView, from_attention
     from mhacli.core.weights import AttentionWeights
     from mhacli.io.export import load_trace
-    from mhacli.io.weights import run
+    from mhacli.pipeline import Run, run
     from mhacli.render.figures import compare_figure, head_figure, heads_figure, magnifiers_figure, split_figure
     from mhacli.render.notebook import html_page, save_figures
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from mhacli.core.analysis import analyse
 from mhacli.cli.app import app
 
 
@@ -141,7 +142,8 @@ def test_demo_narration_covers_the_article_in_the_lesson_data():
     from mhacli.core.trace import run
     from mhacli.render.demo import lesson
 
-    steps = lesson(run("the cat sat on the mat"))
+    shown = run("the cat sat on the mat")
+    steps = lesson(shown, analyse(shown))
     keys = [s.key for s in steps]
     assert keys[0] == "why" and keys[-1] == "magnifiers"
     assert {"mask", "softmax", "output", "parameters", "split", "concat", "weighted"} <= set(keys)
@@ -189,7 +191,8 @@ def test_present_waits_between_steps_and_q_quits():
     from mhacli.core.trace import run
     from mhacli.render.demo import lesson, present
 
-    steps = lesson(run("the cat sat on the mat"))
+    shown = run("the cat sat on the mat")
+    steps = lesson(shown, analyse(shown))
     prompts: list[str] = []
 
     def enter(prompt: str) -> str:

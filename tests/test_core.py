@@ -138,10 +138,13 @@ def test_empty_text_is_a_usage_error():
 
 
 def test_lazy_package_attributes():
-    from mhacli.io.weights import run as public_run
+    from mhacli.pipeline import Run, run as pipeline_run
 
-    assert mhacli.run is public_run  # the core's run, plus weights given as a file path
-    assert mhacli.run("the cat sat", heads=2).weights.shape == run("the cat sat", heads=2).weights.shape
+    assert mhacli.run is pipeline_run and mhacli.Run is Run  # the one pipeline: weights, config, trace, analysis
+    result = mhacli.run("the cat sat", heads=2)
+    assert result.trace.weights.shape == run("the cat sat", heads=2).weights.shape
+    assert result.weights is result.trace.weights  # `trace = mhacli.run(...)` reads through to the trace
+    assert result.analysis.num_heads == 2 and result.config is result.trace.config
     assert mhacli.Config is Config
     with pytest.raises(AttributeError):
         mhacli.nothing_here  # noqa: B018
@@ -226,7 +229,7 @@ def test_the_step_table_says_what_ran():
     rng = np.random.default_rng(0)
     sd = {"in_proj_weight": rng.standard_normal((24, 8)), "in_proj_bias": rng.standard_normal(24),
           "out_proj.weight": rng.standard_normal((8, 8)), "out_proj.bias": rng.standard_normal(8)}
-    own = {s.key: s.formula for s in run("the cat sat", heads=2, weights=sd).steps}
+    own = {s.key: s.formula for s in mhacli.run("the cat sat", heads=2, weights=sd).trace.steps}
     assert own["query"] == "Q^i = X W_q^i + b_q^i" and own["output"] == "O = H W^Oᵀ + b_o"
 
 

@@ -29,6 +29,7 @@ from mhacli.core.designed import (
 )
 from mhacli.core.errors import UsageError
 from mhacli.io.samples import list_samples
+from mhacli.core.analysis import analyse
 
 
 # The rules, written again here from their plain-language meaning (not imported),
@@ -219,7 +220,7 @@ def test_rules_appear_in_the_walkthrough(tmp_path):
     trace = run("the cat sat on the mat", weights="designed")
     # Wide enough that no cell wraps: at 80 columns a rule may wrap inside its cell, between words.
     console = Console(file=StringIO(), width=160, color_system=None)
-    console.print(heads_panel(trace))
+    console.print(heads_panel(trace, analyse(trace)))
     text = console.file.getvalue()
     for rule in rules_for(4):
         assert rule in text

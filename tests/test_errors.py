@@ -452,7 +452,7 @@ def test_any_failure_inside_a_command_is_one_line_with_its_exit_code(monkeypatch
     from mhacli.cli.app import app
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core.trace, "run", _failing_run(exc))
+    monkeypatch.setattr(mhacli.core.trace, "run_tokens", _failing_run(exc))
     r = CliRunner().invoke(app, ["explain", "the cat", "--no-plots"])
     assert r.exit_code == code
     lines = r.stderr.splitlines()
@@ -467,7 +467,7 @@ def test_debug_adds_the_traceback(monkeypatch, tmp_path):
     from mhacli.cli.app import app
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core.trace, "run", _failing_run(ZeroDivisionError("boom")))
+    monkeypatch.setattr(mhacli.core.trace, "run_tokens", _failing_run(ZeroDivisionError("boom")))
     r = CliRunner().invoke(app, ["--debug", "explain", "the cat", "--no-plots"])
     assert r.exit_code == 1
     assert "Traceback (most recent call last)" in r.stderr and "ZeroDivisionError: boom" in r.stderr
@@ -483,7 +483,7 @@ def test_ctrl_c_swallowed_by_a_destructor_is_reported_not_printed_as_a_traceback
     import mhacli.core.trace
     from mhacli.cli.app import app
 
-    real_run = mhacli.core.trace.run
+    real_run = mhacli.core.trace.run_tokens
 
     class Unlucky:
         def __del__(self):
@@ -494,7 +494,7 @@ def test_ctrl_c_swallowed_by_a_destructor_is_reported_not_printed_as_a_traceback
         return real_run(*args, **kwargs)
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core.trace, "run", run)
+    monkeypatch.setattr(mhacli.core.trace, "run_tokens", run)
     hook = sys.unraisablehook
     r = CliRunner().invoke(app, ["explain", "the cat", "--no-plots"])
     assert r.exit_code == 130

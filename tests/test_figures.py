@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from PIL import Image
 from rich.console import Console
 
+from mhacli.core.analysis import analyse
 from mhacli.render import figures
 from mhacli.render import theme
 from mhacli.cli.app import app
@@ -628,7 +629,7 @@ def render(renderable, width=80, color_system=None) -> str:
 
 
 def test_terminal_grid_shows_every_weight_in_percent(cat):
-    text = render(head_grids(cat, width=80))
+    text = render(head_grids(cat, analyse(cat), width=80))
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
     for i in range(4):
@@ -662,24 +663,25 @@ def test_terminal_grid_marks_masked_cells_and_the_query(cat_causal):
 def test_terminal_grid_steps_aside_when_the_sentence_is_too_wide():
     trace = run(LONG30, heads=2, d_model=8)
     assert grid_width(trace.n_tokens) > 80
-    text = render(head_grids(trace, width=80, figures_at="mha-output"))
+    text = render(head_grids(trace, analyse(trace), width=80, figures_at="mha-output"))
     assert "mha-output" in text and len(text.strip().splitlines()) <= 3
     assert text.startswith("random weights: these patterns mean nothing yet")  # what the grids would have shown
-    text = render(head_grids(trace, width=80, figures_at=None))
+    text = render(head_grids(trace, analyse(trace), width=80, figures_at=None))
     assert "--no-plots" in text
-    wide = render(head_grids(trace, width=200), width=200)
+    wide = render(head_grids(trace, analyse(trace), width=200), width=200)
     assert "head 2" in wide
 
 
 def test_terminal_grids_name_the_weights_and_each_heads_per_query_pattern():
     trace = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed")
-    text = render(head_grids(trace, width=200), width=200)
+    text = render(head_grids(trace, analyse(trace), width=200), width=200)
     assert "designed weights: head 1, previous token" in text
     for i, rule in enumerate(trace.rules):
         assert f"head {i + 1}  {rule}" in text
-    hidden = render(head_grids(trace, width=200, hide_rules=True), width=200)
+    hidden = render(head_grids(trace, analyse(trace), width=200, hide_rules=True), width=200)
     assert not any(rule in hidden for rule in trace.rules) and "rules hidden" in hidden
-    random = render(head_grids(run(CAT, heads=2, d_model=8), width=80))
+    shown = run(CAT, heads=2, d_model=8)
+    random = render(head_grids(shown, analyse(shown), width=80))
     assert "random weights: these patterns mean nothing yet" in random
     assert all(len(line) <= 80 for line in random.splitlines())
 
@@ -689,7 +691,7 @@ def test_terminal_grids_of_a_view_show_its_weights_and_whose_they_are():
 
     trace = run(CAT, heads=2, d_model=8, causal=True)
     view = from_attention(trace.weights, trace.tokens, layer_names=["only"])
-    text = render(head_grids(view, width=80))
+    text = render(head_grids(view, analyse(view), width=80))
     assert "attention from your model" in text and "·" in text  # causal cells found from the weights
     grid = render(head_grid(np.asarray(view.weights[1]), view.tokens))
     assert [int(x) for x in grid.splitlines()[3].split()[2:4]] == [round(v * 100) for v in trace.weights[1][1, :2]]
@@ -697,7 +699,7 @@ def test_terminal_grids_of_a_view_show_its_weights_and_whose_they_are():
 
 def test_terminal_grid_escapes_what_the_text_could_smuggle_in():
     trace = run("a \x1b[31mred\x1b[0m b", heads=1, d_model=4)
-    assert "\x1b[31m" not in render(head_grids(trace, width=80))
+    assert "\x1b[31m" not in render(head_grids(trace, analyse(trace), width=80))
 
 
 # ---------------------------------------------------------------------------
@@ -887,18 +889,3 @@ def test_every_figure_names_its_weights_and_hide_rules_hides_the_names(weights):
             assert "rules hidden" in text, name
             for rule in trace.rules:
                 assert rule not in text, (name, rule)
-
-
-def test_the_measures_of_a_run_are_computed_once_for_every_renderer(cat, monkeypatch, tmp_path):
-    """Grids, figures and the page of one run share one analysis (it costs seconds on long texts)."""
-    import mhacli.render.labels as labels
-    from mhacli.render.html import render_html
-
-    calls = []
-    real = labels.analyse
-    monkeypatch.setattr(labels, "analyse", lambda shown: calls.append(shown) or real(shown))
-    trace = run(CAT, heads=2, d_model=8)
-    render(head_grids(trace, width=80))
-    figures.save_figures(trace, None, tmp_path, dpi=FAST_DPI)
-    render_html(trace)
-    assert len(calls) == 1 and calls[0] is trace

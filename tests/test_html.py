@@ -18,6 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mhacli.core.analysis import analyse
+from mhacli.pipeline import result_of
 from mhacli.render import theme
 from mhacli.cli.app import app
 from mhacli.core.attention import causal_mask
@@ -66,7 +68,8 @@ def long_text(n: int) -> str:
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_page_is_self_contained(causal):
-    page = render_html(run(SENTENCE, heads=4, causal=causal))
+    shown = run(SENTENCE, heads=4, causal=causal)
+    page = render_html(shown, analyse(shown))
     lower = page.lower()
     for needle in ("http://", "https://", "//cdn", "@import", "<link", "url(", "<iframe", "<img",
                    "fetch(", "xmlhttprequest", "websocket", "importscripts", "sourcemappingurl"):
@@ -101,7 +104,7 @@ def test_template_ships_as_package_data():
 @pytest.mark.parametrize("heads,d_model,causal", [(1, 8, False), (4, 16, False), (4, 16, True), (8, 16, True)])
 def test_data_equals_the_trace(heads, d_model, causal):
     t = run(SENTENCE, heads=heads, d_model=d_model, seed=3, causal=causal)
-    d = data_of(render_html(t))
+    d = data_of(render_html(t, analyse(t)))
     assert d["tokens"] == list(t.tokens)
     assert d["labels"] == [label(tok, 24) for tok in t.tokens]
     assert d["heads"] == heads and d["n_tokens"] == t.n_tokens
@@ -133,9 +136,9 @@ def test_data_equals_the_trace(heads, d_model, causal):
 
 def test_rules_are_embedded_when_present():
     t = run(SENTENCE, heads=4)
-    assert data_of(render_html(t))["rules"] is None
+    assert data_of(render_html(t, analyse(t)))["rules"] is None
     ruled = dataclasses.replace(t, rules=("previous token", "next token", "same word", "first token"))
-    d = data_of(render_html(ruled))
+    d = data_of(render_html(ruled, analyse(ruled)))
     assert d["rules"] == ["previous token", "next token", "same word", "first token"]
 
 
@@ -144,7 +147,7 @@ def test_page_of_a_loaded_trace_names_its_source(tmp_path):
 
     npz = save_npz(run(SENTENCE, heads=2, d_model=8, causal=True), tmp_path / "t.npz")
     loaded = load_trace(npz)
-    d = data_of(render_html(loaded))
+    d = data_of(render_html(loaded, analyse(loaded)))
     assert d["source"] == str(npz)
     np.testing.assert_allclose(np.array(d["weights"]), loaded.weights, atol=0.5e-4 + 1e-12)
     assert d["mask"] is not None
@@ -152,7 +155,7 @@ def test_page_of_a_loaded_trace_names_its_source(tmp_path):
 
 def test_long_text_is_windowed_and_says_what_it_left_out():
     t = run(long_text(250), heads=2, d_model=8)
-    d = page_data(t)
+    d = page_data(t, analyse(t))
     assert d["window"] == {"start": 0, "stop": 200, "total": 250, "max_tokens": 200, "windowed": True}
     assert len(d["tokens"]) == 200 and d["n_tokens"] == 250
     w, out = np.array(d["weights"]), np.array(d["outside"])
@@ -166,14 +169,16 @@ def test_long_text_is_windowed_and_says_what_it_left_out():
 
 def test_max_tokens_must_be_positive():
     with pytest.raises(ValueError):
-        page_data(run("a b c"), max_tokens=0)
+        shown = run("a b c")
+        page_data(shown, analyse(shown), max_tokens=0)
 
 
 def test_heatmap_colours_come_from_the_theme():
     matplotlib = pytest.importorskip("matplotlib")
     from matplotlib.colors import to_hex
 
-    d = page_data(run("a b"))
+    shown = run("a b")
+    d = page_data(shown, analyse(shown))
     # One palette: the page interpolates the theme's anchors, exactly as the terminal grid does …
     assert d["cmap"] == {"name": theme.HEATMAP_CMAP, "stops": list(theme.HEATMAP_ANCHORS)}
     assert d["mask_color"] == theme.MASK_COLOR and d["hatch_color"] == theme.HATCH_COLOR
@@ -190,7 +195,7 @@ def test_heatmap_colours_come_from_the_theme():
 
 def test_hostile_tokens_stay_data():
     t = run_tokens(NASTY, Config(heads=2, d_model=8))
-    page = render_html(t)
+    page = render_html(t, analyse(t))
     assert page.count("</script>") == 2  # only the page's own two script elements close
     assert "<script>alert" not in page and "<!--" not in page.split("<body>", 1)[1]
     assert "<b>bold" not in page
@@ -216,7 +221,8 @@ def test_embed_json_round_trips_without_markup_characters(value):
 def test_write_html_is_atomic_and_replaces(tmp_path):
     target = tmp_path / "page.html"
     target.write_text("old")
-    out = write_html(run(SENTENCE), target)
+    shown = run(SENTENCE)
+    out = write_html(shown, analyse(shown), target)
     assert out == target
     assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["page.html"]  # no temp file left behind
@@ -299,7 +305,7 @@ def test_docs_snippet_reads_the_page_back(tmp_path):
     docs = Path(__file__).resolve().parent.parent / "docs" / "html.md"
     snippet = re.search(r"```python\n(.*?)```", docs.read_text(encoding="utf-8"), re.S).group(1)
     t = run(SENTENCE, heads=4)
-    write_html(t, tmp_path / "animal.html")
+    write_html(t, analyse(t), tmp_path / "animal.html")
     p = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     token, row = p.stdout.strip().split(" ", 1)
@@ -316,15 +322,17 @@ def test_summaries_are_the_per_query_measures_and_the_page_names_its_weights():
     from mhacli.core.analysis import analyse
 
     t = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed")
-    d = data_of(render_html(t))
+    d = data_of(render_html(t, analyse(t)))
     a = analyse(t)
     for sm, s in zip(d["summaries"], a.heads):
         assert (sm["pattern"], sm["pattern_rows"], sm["pattern_of"]) == (s.pattern, s.pattern_rows, s.pattern_of)
         assert sm["pattern_share"] == pytest.approx(s.pattern_share) and sm["pattern_share"] >= 0.9
     assert len({sm["pattern"] for sm in d["summaries"]}) == 4  # four heads, four relations
     assert d["weights_label"].startswith("designed weights: head 1, previous token")
-    assert "random weights: these patterns mean nothing yet" == data_of(render_html(run(SENTENCE)))["weights_label"]
-    hidden = data_of(render_html(t, hide_rules=True))
+    shown = run(SENTENCE)
+    label = data_of(render_html(shown, analyse(shown)))["weights_label"]
+    assert label == "random weights: these patterns mean nothing yet"
+    hidden = data_of(render_html(t, analyse(t), hide_rules=True))
     assert hidden["rules"] is None and all(sm["pattern"] is None for sm in hidden["summaries"])
     embedded = json.dumps(hidden)  # the template explains every relation; the data names none
     assert not any(rule in embedded for rule in t.rules + ("itself", "previous token", "first token"))
@@ -345,7 +353,8 @@ def test_a_view_page_has_its_weights_every_layer_and_nothing_invented():
 
     w = _layers(causal=True)
     view = from_attention(w, "the cat sat on the mat".split(), layer_names=["a", "b", "c"], layer=1)
-    d = data_of(render_html(view))
+    result = result_of(view, layers=True)  # the page's layer picker reads every layer's analysis
+    d = data_of(render_html(view, result.analysis, layers=result.layers))
     assert d["kind"] == "view" and d["layer"] == 1 and d["layer_names"] == ["a", "b", "c"]
     for key in ("config", "scores", "steps", "parameters", "split_equals_direct_max_diff"):
         assert d[key] is None, key
@@ -364,7 +373,8 @@ def test_a_view_page_has_its_weights_every_layer_and_nothing_invented():
     small = page_module.LAYERS_BUDGET
     try:
         page_module.LAYERS_BUDGET = 10
-        assert page_data(view)["layers"] is None
+        assert page_data(view, analyse(view))["layers"] is None
     finally:
         page_module.LAYERS_BUDGET = small
-    assert data_of(render_html(from_attention(w[0], view.tokens)))["layers"] is None  # one layer: no picker
+    shown = from_attention(w[0], view.tokens)
+    assert data_of(render_html(shown, analyse(shown)))["layers"] is None  # one layer: no picker

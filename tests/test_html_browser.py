@@ -22,6 +22,7 @@ from mhacli.core.config import Config
 from mhacli.core.trace import run, run_tokens
 from mhacli.render.html import page_data, write_html
 from mhacli.core.tokenize import label
+from mhacli.core.analysis import analyse
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -76,7 +77,7 @@ def open_page(browser, tmp_path):
 
     # Most tests read the page from query 0; the query a page opens on by itself has its own test.
     def _open(trace, viewport=(1280, 900), fragment: str = "#q=0") -> Opened:
-        path = write_html(trace, tmp_path / f"page{len(opened)}.html")
+        path = write_html(trace, analyse(trace), tmp_path / f"page{len(opened)}.html")
         ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, offline=True,
                                   java_script_enabled=True)
         contexts.append(ctx)
@@ -383,7 +384,7 @@ def test_designed_rules_are_shown_per_head(open_page):
 def test_without_a_fragment_the_page_opens_where_the_heads_differ_most(open_page):
     t = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed")
     p = open_page(t, fragment="").page
-    start = page_data(t)["start_query"]
+    start = page_data(t, analyse(t))["start_query"]
     assert current_query(p) == start != 0
     tops = {int(np.argmax(t.weights[i, start])) for i in range(4)}
     assert len(tops) == 4  # four heads, four different tokens in focus, as on the magnifier slide
@@ -405,7 +406,7 @@ def test_every_part_of_the_url_is_untrusted(open_page, fragment, query):
     texts = p.eval_on_selector_all("#tokens .tok .tok-text", "els => els.map(e => e.textContent)")
     assert texts == list(t.tokens)  # the tokens are still drawn
     # None: the fragment is ignored, so the page opens on its own choice of query.
-    assert current_query(p) == (page_data(t)["start_query"] if query is None else query)
+    assert current_query(p) == (page_data(t, analyse(t))["start_query"] if query is None else query)
     assert p.evaluate("({}).polluted === undefined && Object.prototype.q === undefined")
 
 

@@ -235,7 +235,7 @@ def test_every_number_the_lesson_says_is_this_runs(sample, weights, options):
     trace = mhacli.run(load_sample(sample).text, weights=weights, **options)
     a = analyse(trace)
     description = load_sample(sample).description
-    steps = lesson(trace, intro=f"The text is the sample '{sample}': {description}", analysis=a)
+    steps = lesson(trace, a, intro=f"The text is the sample '{sample}': {description}")
     q = focus_query(trace)
     for step in steps:
         left = _lesson_numbers_left(step, trace, a, q, description)
@@ -252,7 +252,7 @@ def test_the_hidden_lesson_names_no_rule_and_no_relation(sample, weights):
     from mhacli.render.demo import lesson
 
     trace = mhacli.run(load_sample(sample).text, weights=weights)
-    said = " ".join(s.narration for s in lesson(trace, hide_rules=True))
+    said = " ".join(s.narration for s in lesson(trace, analyse(trace), hide_rules=True))
     assert not any(name in said for name in NAMES if name != "the token"), said  # "the token at position p"
     assert narrate.closing_sentence(analyse(trace), hide_rules=True) in said
 

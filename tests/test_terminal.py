@@ -225,10 +225,10 @@ def _everything(sample: str, weights: str, **options: object) -> dict[str, list]
 
     trace = mhacli.run(load_sample(sample).text, weights=weights, **options)
     a = analyse(trace)
-    steps = demo.lesson(trace, width=40, analysis=a)
+    steps = demo.lesson(trace, a, width=40)
     out: dict[str, list] = {
-        "walkthrough": walkthrough(trace, width=40, show_values=True, analysis=a),
-        "hidden": walkthrough(trace, width=40, analysis=a, hide_rules=True),
+        "walkthrough": walkthrough(trace, a, width=40, show_values=True),
+        "hidden": walkthrough(trace, a, width=40, hide_rules=True),
         "compare": [comparison_panel(compare(trace, single_head(trace)))],
         "quiz": demo.quiz_view(demo_quiz := make_quiz(trace, 0, 20), True, "title", "mha explain --sample x"),
         "samples": [demo.sample_table_or_view(None), demo.sample_table_or_view(sample)],

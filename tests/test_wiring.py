@@ -61,7 +61,7 @@ def no_run(monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("the run started before the refusal")
 
-    monkeypatch.setattr(mhacli.core.trace, "run", never)
+    monkeypatch.setattr(mhacli.core.trace, "run_tokens", never)
     monkeypatch.setattr(mhacli.core.train, "train", never)
 
 
@@ -211,7 +211,7 @@ def test_a_signal_unwinding_the_run_names_itself(runner, tmp_path, monkeypatch, 
     def ended(*args, **kwargs):
         raise cleanup.Terminated(signum)
 
-    monkeypatch.setattr(mhacli.core.trace, "run", ended)
+    monkeypatch.setattr(mhacli.core.trace, "run_tokens", ended)
     result = runner.invoke(app, ["explain", CAT, "--no-plots"])
     assert _one_error(result, code) == f"mha: error: {words}; nothing half-written was left behind."
 
@@ -221,7 +221,7 @@ def test_a_signal_swallowed_by_a_destructor_still_decides_the_exit_code(runner, 
     import mhacli.core.trace
     from mhacli.io import cleanup
 
-    real_run = mhacli.core.trace.run
+    real_run = mhacli.core.trace.run_tokens
 
     class Unlucky:
         def __del__(self):
@@ -232,11 +232,11 @@ def test_a_signal_swallowed_by_a_destructor_still_decides_the_exit_code(runner, 
         return real_run(*args, **kwargs)
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core.trace, "run", run)
+    monkeypatch.setattr(mhacli.core.trace, "run_tokens", run)
     result = runner.invoke(app, ["explain", CAT, "--no-plots", "--save-npz", "t.npz"])
     assert _one_error(result, 143) == "mha: error: terminated (SIGTERM); nothing half-written was left behind."
     assert "Exception ignored" not in result.output
-    monkeypatch.setattr(mhacli.core.trace, "run", real_run)
+    monkeypatch.setattr(mhacli.core.trace, "run_tokens", real_run)
     later = runner.invoke(app, ["explain", CAT, "--no-plots"])
     assert later.exit_code == 0, "a signal seen by one command must not end the next"
 

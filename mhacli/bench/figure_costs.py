@@ -41,17 +41,14 @@ def one_process(out_dir: str) -> dict[str, list[float]]:
     import matplotlib.figure  # noqa: F401
 
     mark("import matplotlib.figure")
-    from mhacli.core.compare import single_head
-    from mhacli.core.trace import run
+    from mhacli.pipeline import prepare
 
     mark("import mhacli.core")
     from mhacli.render.figures.save import save_figures
-    from mhacli.render.labels import measure
 
     mark("import mhacli.render.figures, Agg")
-    trace = run(SENTENCE)
-    single = single_head(trace)  # the "1 head" row of magnifiers.png, as mha explain draws it
-    analysis = measure(trace)
+    result = prepare(SENTENCE).run(single=True)  # the "1 head" row of magnifiers.png, as mha explain draws it
+    trace, single, analysis = result.trace, result.single, result.analysis
     mark("trace")
     # save_figures itself, as mha explain calls it: each phase ends when a file is written (the first
     # per-head file also pays for building the figure that every head then updates).

@@ -1,4 +1,4 @@
-"""What several commands do the same way: build the Config, check figure options, draw the figures.
+"""What several commands do the same way: call the pipeline, check figure options, draw the figures.
 
 Heavy modules (numpy through the core, matplotlib through the figures) are
 imported inside these functions, so ``mha --help`` stays quick.
@@ -6,87 +6,32 @@ imported inside these functions, so ``mha --help`` stays quick.
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence, cast
+from typing import TYPE_CHECKING, Sequence
 
 import typer
 
 from mhacli.cli.output import figure_progress, notes
 from mhacli.core.config import Config
-from mhacli.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from mhacli.core.analysis import Analysis
     from mhacli.core.compare import Comparison
     from mhacli.core.trace import Trace
-    from mhacli.core.view import AttentionView
     from mhacli.io.outputs import OutputPlan
+    from mhacli.pipeline import Prepared, Run
 
-_CONFIG_FIELDS = frozenset(f.name for f in fields(Config))
+def prepare_run(body: str, options: dict[str, object], json: bool = False) -> Prepared:
+    """The pipeline's first step for a command: weights resolved, Config built, tokens counted and checked."""
+    from mhacli.pipeline import prepare
 
-
-_OWN_WEIGHTS = "mhacli.own_weights"  # where config_from keeps weights read from a file, for run_trace
-
-
-def config_from(ctx: typer.Context) -> Config:
-    """The run's Config, built in this one place: the command's options named like Config's fields.
-
-    A field the command has no option for keeps Config's default (``mha quiz``
-    has no --tokenizer: it is always "word").  ``--weights FILE`` is read here,
-    once: the run then takes d from the file unless --d-model was given.
-    """
-    params = {name: value for name, value in ctx.params.items() if name in _CONFIG_FIELDS}
-    given = params.get("weights")
-    if isinstance(given, str) and given not in ("random", "designed"):
-        from mhacli.io.weights import resolve_weights
-
-        own = resolve_weights(given)
-        ctx.meta[_OWN_WEIGHTS] = own
-        trained = getattr(own, "config", None)  # a model from `mha train` brings its heads, width and mask
-        if trained is not None:
-            params["weights"] = "trained"
-            for name in ("heads", "d_model", "causal"):
-                source = ctx.get_parameter_source(name)
-                explicit = source is not None and source.name != "DEFAULT"
-                if explicit and params.get(name) != getattr(trained, name):
-                    raise UsageError("the trained model has {%s}; leave {%s:name} out to use it." % (name, name),
-                                     **{name: getattr(trained, name)})
-                params[name] = getattr(trained, name)
-        else:
-            params["weights"] = "pytorch"
-            source = ctx.get_parameter_source("d_model")
-            if source is None or source.name == "DEFAULT":
-                params["d_model"] = own.d_model
-    return Config(**params)
+    return prepare(body, json=json, **options)
 
 
-def run_trace(body: str, config: Config, ctx: typer.Context | None = None) -> Trace:
-    """The core's run of ``body`` under ``config`` (with the weights file config_from read, if any)."""
-    from mhacli.core.trace import run
-
-    options = asdict(config)
-    own = ctx.meta.get(_OWN_WEIGHTS) if ctx is not None else None
-    if own is not None:
-        options["weights"] = own
-    trace = run(body, **options)
-    if own is not None and hasattr(own, "stand_ins"):  # a trained model: say what it does with these tokens
-        from mhacli.io.trained import trained_notes
-
-        notes(trained_notes(own, trace.tokens))
-    return trace
-
-
-def check_size(body: str, config: Config, json: bool = False) -> int:
-    """Refuse an empty or oversized text before any array exists (and designed weights' limits); N."""
-    from mhacli.io.inputs import count_tokens
-
-    n = count_tokens(body, config, json=json)
-    if config.weights == "designed":
-        from mhacli.core.designed import check_designable
-
-        check_designable(n, config)
-    return n
+def finish_run(prepared: Prepared, *, single: bool = False, compare: bool = False) -> Run:
+    """The pipeline's second step: the trace and its measures; what the weights say about the tokens is noted."""
+    result = prepared.run(single=single, compare=compare)
+    notes(list(result.notes))
+    return result
 
 
 def plan_outputs(*, plots: bool, out: Path | None, fmt: str, dpi: int, heads: int, compare: bool = False,
@@ -161,13 +106,6 @@ def query_position(trace: Trace, query: str | None) -> int | None:
     return resolve_query(trace.tokens, query)
 
 
-def single_head(trace: Trace) -> Trace:
-    """The same X and weight matrices run as ONE head of size d: the magnifier's contrast."""
-    from mhacli.core.compare import single_head as one_head
-
-    return one_head(trace)
-
-
 def html_max_tokens(ctx: typer.Context, max_tokens: int) -> int:
     """The page's window: 200 tokens (it stays quick up to there) unless --max-tokens was given."""
     from mhacli.render.html import DEFAULT_MAX_TOKENS
@@ -176,8 +114,8 @@ def html_max_tokens(ctx: typer.Context, max_tokens: int) -> int:
     return max_tokens if given else DEFAULT_MAX_TOKENS
 
 
-def write_figures(trace: Trace | AttentionView, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int,
-                  hide_rules: bool = False, analysis: Analysis | None = None) -> list[str]:
+def write_figures(result: Run, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int,
+                  hide_rules: bool = False) -> list[str]:
     """Draw head-1 … head-h, heads, magnifiers and split into ``out`` (after the walkthrough is on screen).
 
     The one call of the figure module's per-run API: matplotlib is imported
@@ -186,13 +124,11 @@ def write_figures(trace: Trace | AttentionView, out: Path, fmt: str, dpi: int, q
     """
     from mhacli.io.outputs import figure_names
     from mhacli.render.figures import save_figures
-    from mhacli.render.labels import is_view
 
-    view = is_view(trace)
-    single = None if view else single_head(cast("Trace", trace))
-    with figure_progress(len(figure_names(trace.num_heads, fmt, split=not view))) as progress:
-        saved = save_figures(trace, single, out, fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens,
-                             hide_rules=hide_rules, analysis=analysis, on_saved=progress)
+    view = result.config is None
+    with figure_progress(len(figure_names(result.trace.num_heads, fmt, split=not view))) as progress:
+        saved = save_figures(result.trace, result.single, out, fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens,
+                             hide_rules=hide_rules, analysis=result.analysis, on_saved=progress)
     notes(list(getattr(saved, "notices", [])))
     return [str(p) for p in saved]
 
@@ -240,6 +176,6 @@ def config_args(config: Config, skip: tuple[str, ...] = ()) -> str:
     return " ".join(out)
 
 
-__all__ = ["check_size", "checked_query", "config_args", "config_from", "html_max_tokens", "open_figures",
-           "plan_outputs", "query_position", "read_files", "run_trace", "shown_folder", "single_head", "source_args",
-           "write_compare", "write_figures"]
+__all__ = ["checked_query", "config_args", "finish_run", "html_max_tokens", "open_figures", "plan_outputs",
+           "prepare_run", "query_position", "read_files", "shown_folder", "source_args", "write_compare",
+           "write_figures"]

@@ -20,6 +20,25 @@ from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
 
 #: Config's field defaults (``DEFAULT.heads`` is 4): the one place the model defaults come from.
 DEFAULT = SimpleNamespace(**{f.name: f.default for f in fields(Config)})
+
+
+def model_options(ctx: typer.Context, **values: object) -> dict[str, object]:
+    """A command's model options as the pipeline takes them: by Config's field names, and only those given.
+
+    An option left at its default is left out, so the weights decide it (a file's d, a trained
+    model's heads, width and mask) or Config's default applies.  A name that is not a Config field,
+    or not an option of this command, is a bug and fails loudly (never a silent default).
+    """
+    given: dict[str, object] = {}
+    for name, value in values.items():
+        source = ctx.get_parameter_source(name)
+        if not hasattr(DEFAULT, name) or source is None:
+            raise TypeError(f"{name!r} is not a model option of 'mha {ctx.info_name}'")
+        if source.name != "DEFAULT":
+            given[name] = value
+    return given
+
+
 #: Defaults of the options that are not model settings.
 OUT_DIR = Path("mha-output")
 MAX_TOKENS = 40

@@ -246,6 +246,7 @@ class Analysis:
     js: Array  # (h, h): Jensen–Shannon divergence in bits, mean over every query row
     window: tuple[int, int] | None = None  # (start, stop) of the shown tokens, if windowed
     readback: ReadBack | None = None  # against the single head, when it was given
+    mask: Array | None = None  # (N, N) bool, True = blocked (a causal run, a view's own mask); None: every key seen
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -507,6 +508,7 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
             raise ValueError("single must be the same tokens run as one head (compare.single_head)")
         back = _readback(keys, top, np.asarray(single.weights[0]), counted)
     rules = tuple(trace.rules) if trace.rules else None
+    blocked = None if (trace.mask is None and not causal) else ~visible
     return Analysis(tokens=tokens, causal=causal, kind=kind, rules=rules,
                     heads=tuple(heads), top_keys=keys, counted=counted, agreement=agreement,
-                    agreement_rows=agreement_rows, js=js, window=span, readback=back)
+                    agreement_rows=agreement_rows, js=js, window=span, readback=back, mask=blocked)

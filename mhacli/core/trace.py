@@ -218,36 +218,21 @@ def own_weights(weights: AttentionWeights | Mapping[str, Any]) -> AttentionWeigh
 
 
 def run(text: str, **options: Any) -> Trace:
-    """Tokenize ``text`` and run multi-head attention; options are :class:`Config` fields.
+    """Tokenize ``text`` and run multi-head attention under ``Config(**options)``: the core's own weights only.
 
-    ``weights`` is a kind ("random", "designed") or weights themselves: an
-    ``nn.MultiheadAttention`` state dict (numpy arrays or tensors, biases optional),
-    :class:`AttentionWeights` (``d_model`` is then taken from them), or a trained
-    model from ``mha train`` (which brings its own heads, width and embedding).
+    Weights files, state dicts and trained models are resolved by the pipeline
+    (:func:`mhacli.run`, in :mod:`mhacli.pipeline`), which also measures the run.
 
     >>> trace = run("the cat sat on the mat", heads=4)
     >>> trace.weights.shape
     (4, 6, 6)
     """
-    given = options.get("weights", "random")
-    mine: AttentionWeights | None = None
-    model: WeightSource | None = None
-    if hasattr(given, "inputs") and hasattr(given, "labels"):  # a trained model (mhacli.core.train.TrainedModel)
-        model = given
-        trained = getattr(given, "config")
-        for name in ("heads", "d_model", "causal"):
-            if name in options and options[name] != getattr(trained, name):
-                raise UsageError("the trained model has {%s}; leave {%s:name} out to use it." % (name, name),
-                                 **{name: getattr(trained, name)})
-        options = {**options, "weights": "trained", "heads": trained.heads, "d_model": trained.d_model,
-                   "causal": trained.causal}
-    elif not isinstance(given, str):
-        mine = own_weights(given)
-        options = {**options, "weights": "pytorch", "d_model": options.get("d_model", mine.d_model)}
+    if not isinstance(options.get("weights", "random"), str):
+        raise TypeError("weights given as arrays or a model go through mhacli.run (mhacli.pipeline)")
     config = Config(**options)
     tokens = tokenize(text, config.tokenizer)
     if not tokens:
         raise UsageError(
             f"the text has no tokens under the {config.tokenizer!r} tokenizer; give some words."
         )
-    return run_tokens(tokens, config, mine, model)
+    return run_tokens(tokens, config)

@@ -199,7 +199,7 @@ def shipped_apart() -> tuple[TrainedModel, TrainedApart]:
     can set one head trained alone beside the heads trained together.
     """
     from mhacli.core.compare import TrainedApart
-    from mhacli.io.weights import shipped_model_path
+    from mhacli.io.shipped import shipped_model_path
 
     alone, alone_metrics = load_trained(shipped_model_path(alone=True))
     heads, heads_metrics = load_trained(shipped_model_path())

@@ -19,6 +19,7 @@ import numpy as np
 from mhacli.core.errors import UsageError
 from mhacli.core.messages import shown_path
 from mhacli.core.weights import AttentionWeights, from_state_dict
+from mhacli.io.shipped import SHIPPED_ALONE, SHIPPED_MODEL, shipped_model_path  # noqa: F401 - their old home
 
 MAX_WEIGHT_BYTES = 2 * 2**30  # a d = 8192 layer is 1 GiB in float64; more is not a teaching run
 
@@ -70,17 +71,6 @@ def read_state(path: Path) -> dict[str, Any]:
     return _read_npz(path)
 
 
-SHIPPED_MODEL = "trained.npz"  # in mhacli/data/, made by the command in docs/training.md
-SHIPPED_ALONE = "trained-1-head.npz"  # the same task and command with --heads 1: mha compare's lone head
-
-
-def shipped_model_path(alone: bool = False) -> Path:
-    """The trained model that ships in the package (``--weights trained``), or its one-head twin."""
-    from importlib import resources
-
-    return Path(str(resources.files("mhacli") / "data" / (SHIPPED_ALONE if alone else SHIPPED_MODEL)))
-
-
 def _is_trained(path: Path) -> bool:
     """A file written by ``mha train --save`` (its ``kind`` member says so), not a PyTorch state dict."""
     try:
@@ -119,16 +109,3 @@ def load_weights(path: Path) -> AttentionWeights:
     """Your nn.MultiheadAttention's weights from an npz or .pt file, checked."""
     return from_state_dict(read_state(path))
 
-
-def run(text: str, **options: Any) -> Any:
-    """:func:`mhacli.core.trace.run`, where ``weights`` may also be "trained" (the model shipped in the
-    package) or the path of a weights file (your nn.MultiheadAttention's, or one from ``mha train --save``).
-
-    >>> trace = run("the cat sat", heads=2, weights="mine.npz")  # doctest: +SKIP
-    """
-    from mhacli.core.trace import run as run_core
-
-    given = options.get("weights")
-    if isinstance(given, os.PathLike) or (isinstance(given, str) and given not in ("random", "designed")):
-        options = {**options, "weights": resolve_weights(str(given))}
-    return run_core(text, **options)

@@ -481,21 +481,19 @@ def _weights_sentence(trace: Trace, hide_rules: bool) -> str:
     return " The weights here are your own: the lesson measures what each head does, it does not assume it."
 
 
-def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int = 80,
-           figures_at: str | None = None, analysis: Analysis | None = None,
-           hide_rules: bool = False) -> list[LessonStep]:
+def lesson(trace: Trace, analysis: Analysis, intro: str = "", query: int | None = None, width: int = 80,
+           figures_at: str | None = None, hide_rules: bool = False) -> list[LessonStep]:
     """The article's steps, in order, each narrated in a few sentences and shown with this run's numbers.
 
     ``figures_at``: the folder the figures are being saved to, if any, so the narration can point at them.
-    ``analysis``: the run's measures (computed here if not given); ``hide_rules``: no rule or relation names.
+    ``analysis``: the run's measures; ``hide_rules``: no rule or relation names.
     """
     import numpy as np
 
     from mhacli.core import narrate
-    from mhacli.core.analysis import analyse
     from mhacli.render.terminal import claim_panel, header, heads_panel, tokens_table
 
-    a = analysis if analysis is not None else analyse(trace)
+    a = analysis
     n, d, h, dk = trace.n_tokens, trace.d_model, trace.num_heads, trace.d_k
     q = focus_query(trace) if query is None else query
     kind = trace.config.weights
@@ -612,7 +610,7 @@ def lesson(trace: Trace, intro: str = "", query: int | None = None, width: int =
             "(Jensen–Shannon divergence: 0 = identical, 1 = no overlap)."
             + (f" The pictures: {figures_at}/heads.png (all heads side by side) and "
                f"{figures_at}/magnifiers.png (each head as a magnifier over the text)." if figures_at else ""),
-            heads_panel(trace, title="Heads", analysis=a, hide_rules=hide_rules, sentence=False)),
+            heads_panel(trace, a, title="Heads", hide_rules=hide_rules, sentence=False)),
     ]
     return steps
 

@@ -20,7 +20,7 @@ from rich.text import Text
 from mhacli.render import theme
 from mhacli.render.figures import token_view
 from mhacli.core.tokenize import graphemes, label
-from mhacli.render.labels import measure, pattern_words, weights_note
+from mhacli.render.labels import pattern_words, weights_note
 
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
@@ -95,22 +95,14 @@ def legend() -> Text:
     return text
 
 
-def _mask(trace: Shown) -> np.ndarray | None:
-    if trace.mask is not None:
-        return np.asarray(trace.mask)
-    if trace.causal:
-        return np.triu(np.ones((trace.n_tokens, trace.n_tokens), dtype=bool), k=1)
-    return None
-
-
 def fits(trace: Shown, width: int, max_tokens: int = 40) -> bool:
     """Whether one head's grid fits ``width`` terminal cells."""
     return grid_width(min(trace.n_tokens, max_tokens)) <= width
 
 
-def head_grids(trace: Shown, *, width: int, max_tokens: int = 40, query: int | None = None,
+def head_grids(trace: Shown, analysis: Analysis, *, width: int, max_tokens: int = 40, query: int | None = None,
                figures_at: str | None = None, title: str = "Each head's weights",
-               single: bool = False, analysis: Analysis | None = None, hide_rules: bool = False) -> RenderableType:
+               single: bool = False, hide_rules: bool = False) -> RenderableType:
     """Every head of a run or a view as a coloured grid, side by side when they fit; else one line saying where.
 
     Each grid is titled with the relation its per-query top key follows (or its rule); a line
@@ -126,11 +118,8 @@ def head_grids(trace: Shown, *, width: int, max_tokens: int = 40, query: int | N
                      Text(f"The weight grids of {n} tokens need {grid_width(n)} columns and this terminal "
                           f"has {width}; {where} (or widen the terminal, or lower --max-tokens).",
                           style=theme.STYLE_DIM))
-    mask = _mask(trace)
-    if mask is not None:
-        mask = mask[start:stop, start:stop]
+    mask = analysis.mask[start:stop, start:stop] if analysis.mask is not None else None
     tokens = trace.tokens[start:stop]
-    analysis = analysis or measure(trace)
     grids = []
     for i in range(trace.num_heads):
         head_title = (Text("● 1 head", style=f"bold {theme.SINGLE_HEAD_COLOR}") if single

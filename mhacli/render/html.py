@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from mhacli.core.narrate import head_caption
 from mhacli.core.tokenize import label
 from mhacli.io.files import atomic_write
 from mhacli.render import theme
-from mhacli.render.labels import is_view, layer_note, measure, pattern_words, weights_note
+from mhacli.render.labels import is_view, layer_note, pattern_words, weights_note
 
 if TYPE_CHECKING:
     from mhacli.core.view import AttentionView
@@ -82,10 +82,9 @@ def summaries(analysis: Analysis, hide_rules: bool = False) -> list[dict[str, An
     return out
 
 
-def _layer(shown: Shown, m: int, hide_rules: bool, analysis: Analysis | None = None) -> dict[str, Any]:
+def _layer(shown: Shown, m: int, hide_rules: bool, analysis: Analysis) -> dict[str, Any]:
     """What changes from layer to layer (or is all there is, for a run): weights, average, measures, label."""
     weights = np.asarray(shown.weights, dtype=np.float64)  # (h, N, N)
-    analysis = analysis or measure(shown)
     return {
         "weights": _rounded(weights[:, :m, :m], WEIGHT_DECIMALS),  # (h, N, N) -> (h, m, m)
         "average": _rounded(weights.mean(axis=0)[:m, :m], WEIGHT_DECIMALS),  # what PyTorch returns by default
@@ -115,21 +114,27 @@ def _run_only(trace: Any, m: int) -> dict[str, Any]:
     }
 
 
-def _layers(view: AttentionView, m: int, hide_rules: bool, shown: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """Every layer for the page's layer picker, or None when there is one layer or they would not fit."""
-    if view.n_layers < 2 or view.n_layers * view.num_heads * m * m > LAYERS_BUDGET:
+def _layers(view: AttentionView, m: int, hide_rules: bool, shown: dict[str, Any],
+            layers: Sequence[Analysis] | None) -> list[dict[str, Any]] | None:
+    """Every layer for the page's layer picker, or None when there is one layer, they would not fit,
+    or their analyses were not given (``layers``: one per layer, from :func:`mhacli.pipeline.result_of`)."""
+    if view.n_layers < 2 or layers is None or view.n_layers * view.num_heads * m * m > LAYERS_BUDGET:
         return None
-    return [shown if k == view.layer else _layer(view.at_layer(k), m, hide_rules) for k in range(view.n_layers)]
+    return [shown if k == view.layer else _layer(view.at_layer(k), m, hide_rules, layers[k])
+            for k in range(view.n_layers)]
 
 
-def page_data(trace: Shown, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules: bool = False,
-              analysis: Analysis | None = None) -> dict[str, Any]:
-    """Everything the page shows, as one JSON-ready dict (the first ``max_tokens`` tokens)."""
+def page_data(trace: Shown, analysis: Analysis, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules: bool = False,
+              layers: Sequence[Analysis] | None = None) -> dict[str, Any]:
+    """Everything the page shows, as one JSON-ready dict (the first ``max_tokens`` tokens).
+
+    ``analysis``: the measures of what is shown; ``layers``: every layer's, for a view's layer picker.
+    """
     if max_tokens < 1:
         raise ValueError("max_tokens must be at least 1")
     n = trace.n_tokens
     m = min(n, max_tokens)
-    mask = np.asarray(trace.mask)[:m, :m] if trace.mask is not None else None
+    mask = np.asarray(trace.mask)[:m, :m] if trace.mask is not None else None  # a view's own mask, as given
     view = is_view(trace)
     shown = _layer(trace, m, hide_rules, analysis)
     data: dict[str, Any] = {
@@ -159,7 +164,7 @@ def page_data(trace: Shown, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules:
     }
     if view:
         v: AttentionView = trace  # type: ignore[assignment]
-        data.update(layer=v.layer, layer_names=list(v.layer_names), layers=_layers(v, m, hide_rules, shown))
+        data.update(layer=v.layer, layer_names=list(v.layer_names), layers=_layers(v, m, hide_rules, shown, layers))
     else:
         data.update(_run_only(trace, m))
     return data
@@ -170,23 +175,23 @@ def template() -> str:
     return (resources.files("mhacli.render") / "templates" / "page.html").read_text(encoding="utf-8")
 
 
-def render_html(trace: Shown, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules: bool = False,
-                analysis: Analysis | None = None) -> str:
+def render_html(trace: Shown, analysis: Analysis, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules: bool = False,
+                layers: Sequence[Analysis] | None = None) -> str:
     """The whole page of a run or an attention view as one string."""
     parts = template().split(DATA_PLACEHOLDER)
     if len(parts) != 2:  # pragma: no cover - guards the shipped template
         raise RuntimeError("the page template must contain the data placeholder exactly once")
-    data = page_data(trace, max_tokens, hide_rules=hide_rules, analysis=analysis)
+    data = page_data(trace, analysis, max_tokens, hide_rules=hide_rules, layers=layers)
     return parts[0] + embed_json(data) + parts[1]
 
 
-def write_html(trace: Shown, path: Path, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules: bool = False,
-               analysis: Analysis | None = None) -> Path:
+def write_html(trace: Shown, analysis: Analysis, path: Path, max_tokens: int = DEFAULT_MAX_TOKENS, *,
+               hide_rules: bool = False, layers: Sequence[Analysis] | None = None) -> Path:
     """Write the interactive page for ``trace`` to ``path``, atomically; returns the path.
 
     ``hide_rules`` leaves rule and pattern names out of the page, data included.
     """
-    page = render_html(trace, max_tokens, hide_rules=hide_rules, analysis=analysis).encode("utf-8")
+    page = render_html(trace, analysis, max_tokens, hide_rules=hide_rules, layers=layers).encode("utf-8")
 
     def write(handle: Any) -> None:
         handle.write(page)

@@ -8,7 +8,6 @@ right one for a run or an attention view.  Plain strings, no Rich, no matplotlib
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Union
 import numpy as np
 
 from mhacli.core import narrate
-from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, analyse, outside_window
+from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, outside_window
 from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:
@@ -84,28 +83,6 @@ def pattern_words(analysis: Analysis, i: int, hide_rules: bool = False, max_char
     else:
         name = s.pattern
     return f"{name} · {s.pattern_share:.0%}"
-
-
-# The measures of each run or view drawn, while it lives: a run and a view are immutable, so the
-# terminal grids, the figures and the page of one command share one computation (at 2,000 tokens
-# and 8 heads it takes seconds, most of it the pairwise Jensen–Shannon divergence).
-_MEASURED: dict[int, tuple["weakref.ref[Shown]", Analysis]] = {}
-
-
-def measure(shown: "Shown") -> Analysis:
-    """The per-query measures of what is shown (the shown layer of a view), computed once per object."""
-    key = id(shown)
-    hit = _MEASURED.get(key)
-    if hit is not None and hit[0]() is shown:
-        return hit[1]
-    analysis = analyse(shown)
-    try:
-        ref = weakref.ref(shown)
-    except TypeError:  # an object that cannot be referenced weakly is simply measured each time
-        return analysis
-    _MEASURED[key] = (ref, analysis)
-    weakref.finalize(shown, _MEASURED.pop, key, None)
-    return analysis
 
 
 def windowed(analysis: Analysis, weights: np.ndarray, start: int, stop: int) -> Analysis:

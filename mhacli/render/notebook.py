@@ -17,9 +17,12 @@ FRAME_HEIGHT = 760  # pixels: the page's heatmaps and table fit without an inner
 
 def html_page(trace: Any, max_tokens: int | None = None, *, hide_rules: bool = False) -> str:
     """The interactive page of ``trace`` (a run or an attention view) as one self-contained HTML string."""
+    from mhacli.pipeline import Run, result_of
     from mhacli.render.html import DEFAULT_MAX_TOKENS, render_html
 
-    return render_html(trace, DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens, hide_rules=hide_rules)
+    result = trace if isinstance(trace, Run) else result_of(trace, layers=True)  # a result's measures, else once here
+    return render_html(result.trace, result.analysis, DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens,
+                       hide_rules=hide_rules, layers=result.layers)
 
 
 def html_frame(trace: Any, height: int = FRAME_HEIGHT) -> str:
@@ -37,12 +40,10 @@ def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "
     A run gets what ``mha explain`` writes; an attention view its heads, the heads sheet and the
     magnifiers (no split: a view has no weight matrices).  ``hide_rules`` leaves rule and pattern names out.
     """
+    from mhacli.pipeline import Run, result_of
     from mhacli.render.figures import save_figures as save_all
 
-    single = None
-    if hasattr(trace, "W_q"):  # a run of its own: the one-head contrast uses its weights
-        from mhacli.core.compare import single_head
-
-        single = single_head(trace)
-    return list(save_all(trace, single, Path(out_dir), fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens,
-                         hide_rules=hide_rules))
+    result = trace if isinstance(trace, Run) and trace.single is not None else result_of(
+        getattr(trace, "trace", trace), single=True)  # the one-head contrast and the measures, once
+    return list(save_all(result.trace, result.single, Path(out_dir), fmt=fmt, dpi=dpi, query=query,
+                         max_tokens=max_tokens, hide_rules=hide_rules, analysis=result.analysis))

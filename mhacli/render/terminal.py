@@ -142,17 +142,17 @@ def claim_panel(trace: Trace) -> RenderableType:
     return Group(_heading("4. Split or direct?"), text)
 
 
-def heads_panel(trace: Trace, title: str = "5. Each head is its own magnifier", *,
-                analysis: Analysis | None = None, hide_rules: bool = False, sentence: bool = True) -> RenderableType:
+def heads_panel(trace: Trace, analysis: Analysis, title: str = "5. Each head is its own magnifier", *,
+                hide_rules: bool = False, sentence: bool = True) -> RenderableType:
     """Step 5: per head, the relation its per-query top key follows, how sharply, and what that means here.
 
     ``hide_rules``: no rule or relation name, for the "name what each head does" activity.
     ``sentence``: end with the run's closing sentence (the lesson says it in its narration instead).
     """
     from mhacli.core import narrate
-    from mhacli.core.analysis import NONE, analyse
+    from mhacli.core.analysis import NONE
 
-    a = analysis if analysis is not None else analyse(trace)
+    a = analysis
     kind = narrate.kind_of(a)
     table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("head", no_wrap=True)
@@ -251,11 +251,11 @@ def values_panel(trace: Trace, width: int = 80) -> RenderableType:
     return Group(*parts)
 
 
-def walkthrough(trace: Trace, *, max_tokens: int = 40, show_values: bool = False, width: int = 80,
-                analysis: Analysis | None = None, hide_rules: bool = False) -> list[RenderableType]:
+def walkthrough(trace: Trace, analysis: Analysis, *, max_tokens: int = 40, show_values: bool = False, width: int = 80,
+                hide_rules: bool = False) -> list[RenderableType]:
     """The whole explanation, in the issue's order, a blank line between sections.
 
-    ``analysis``: the run's measures (:func:`~mhacli.core.analysis.analyse`), computed here if not given.
+    ``analysis``: the run's measures (the pipeline's :class:`~mhacli.pipeline.Run` holds them).
     """
     parts: list[RenderableType | None] = [
         header(trace),
@@ -263,7 +263,7 @@ def walkthrough(trace: Trace, *, max_tokens: int = 40, show_values: bool = False
         steps_table(trace.steps, trace.num_heads),
         parameters_panel(trace.parameters),
         claim_panel(trace),
-        heads_panel(trace, analysis=analysis, hide_rules=hide_rules),
+        heads_panel(trace, analysis, hide_rules=hide_rules),
         causal_note(trace),
         values_panel(trace, width) if show_values else None,
     ]

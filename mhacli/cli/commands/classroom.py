@@ -6,13 +6,13 @@ import sys
 
 import typer
 
-from mhacli.cli.common import (check_size, checked_query, config_args, config_from, open_figures, plan_outputs,
-                               query_position, read_files, run_trace, shown_folder, source_args, write_figures)
+from mhacli.cli.common import (checked_query, config_args, finish_run, open_figures, plan_outputs, prepare_run,
+                               query_position, read_files, shown_folder, source_args, write_figures)
 from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, FileOpt,
                                 HeadsOpt, HideRulesOpt, LessonOutOpt, LessonQueryOpt, MarkdownOpt, PauseOpt,
                                 PositionsOpt,
                                 NumbersJsonOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt, StepOpt, TextArg,
-                                TokenizerOpt, TokensOpt, WeightsOpt)
+                                TokenizerOpt, TokensOpt, WeightsOpt, model_options)
 from mhacli.cli.output import console, json_text, print_all, report_written, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
@@ -123,17 +123,19 @@ def demo(
     """
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
-    body = resolve_text(text, file, sample)
-    config = config_from(ctx)
+    prepared = prepare_run(resolve_text(text, file, sample), model_options(
+        ctx, weights=weights, heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer, positions=positions,
+        causal=causal))
+    config = prepared.config
     checked_query(query)
     plan, fmt, dpi = plan_outputs(plots=out is not None, out=out, fmt=FORMAT, dpi=DPI, heads=config.heads,
                                   inputs=read_files(file, weights))
-    n = check_size(body, config)
-    open_figures(plan, config, n, MAX_TOKENS, fmt, dpi)
+    open_figures(plan, config, prepared.n_tokens, MAX_TOKENS, fmt, dpi)
 
     from mhacli.render.demo import lesson, next_steps, present
 
-    trace = run_trace(body, config, ctx)
+    result = finish_run(prepared, single=plan.out is not None)
+    trace = result.trace
     intro = ""
     if sample is not None:
         from mhacli.io.samples import load_sample
@@ -141,13 +143,13 @@ def demo(
         # A description may name the rule a sample shows off: --hide-rules keeps it for later.
         intro = f"The text is the sample '{sample}'" + ("." if hide_rules else f": {load_sample(sample).description}")
     position = query_position(trace, query)
-    steps = lesson(trace, intro=intro, query=position, width=console.width, figures_at=shown_folder(plan.out),
-                   hide_rules=hide_rules)
+    steps = lesson(trace, result.analysis, intro=intro, query=position, width=console.width,
+                   figures_at=shown_folder(plan.out), hide_rules=hide_rules)
     if not 1 <= step <= len(steps):
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
     present(console, steps, pause=pause and sys.stdin.isatty(), start=step, wait=_wait_for_enter,
             closing=next_steps(trace, source_args(text, file, sample), config_args(config, skip=("weights",))))
-    report_written(write_figures(trace, plan.out, fmt, dpi, position, MAX_TOKENS, hide_rules)
+    report_written(write_figures(result, plan.out, fmt, dpi, position, MAX_TOKENS, hide_rules)
                    if plan.out is not None else [])
 
 
@@ -179,14 +181,14 @@ def quiz(
         raise UsageError(f"--questions must be from 1 to {MAX_QUESTIONS}, got {questions}.")
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
-    body = resolve_text(text, file, sample)
-    config = config_from(ctx)
-    check_size(body, config)
+    prepared = prepare_run(resolve_text(text, file, sample), model_options(
+        ctx, seed=seed, weights=weights, heads=heads, d_model=d_model, causal=causal))
+    config = prepared.config
 
     from mhacli.core.quiz import make_quiz
     from mhacli.render.demo import quiz_view
 
-    trace = run_trace(body, config, ctx)
+    trace = finish_run(prepared).trace
     asked = make_quiz(trace, seed, questions)
     source = source_args(text, file, sample)
     # From the run's config, not the options: a weights file sets d, h and the kind ('pytorch', 'trained'),

@@ -7,51 +7,66 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from mhacli.cli.common import (check_size, checked_query, config_from, html_max_tokens, open_figures, plan_outputs,
-                               query_position, read_files, run_trace, shown_folder, single_head, write_compare,
-                               write_figures)
+from mhacli.cli.common import (checked_query, finish_run, html_max_tokens, open_figures, plan_outputs, prepare_run,
+                               query_position, read_files, shown_folder, write_compare, write_figures)
 from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, CausalOpt, DModelOpt, DpiOpt, DtypeOpt,
                                 FileOpt, FormatOpt, HeadsOpt, HideRulesOpt, HtmlOpt, JsonArraysOpt, JsonOpt, LayerOpt,
                                 MaxTokensOpt, NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt, QueryOpt, QuietOpt,
                                 SampleOpt, SaveNpzOpt, SeedOpt, ShowFileArg, ShowValuesOpt, TextArg, TokenizerOpt,
-                                TraceArg, WeightsOpt, WorkedOpt)
+                                TraceArg, WeightsOpt, WorkedOpt, model_options)
 from mhacli.cli.output import console, json_text, print_all, report_written, set_quiet, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
 
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
-    from mhacli.core.trace import Trace
     from mhacli.core.view import AttentionView
+    from mhacli.io.outputs import OutputPlan
+    from mhacli.pipeline import Run
 
 
-def _walkthrough(trace: Trace, analysis: Analysis, max_tokens: int, show_values: bool, query: int | None,
+def _walkthrough(result: Run, max_tokens: int, show_values: bool, query: int | None,
                  figures_at: Path | None, hide_rules: bool = False) -> None:
     """Every step of the run, then where each head looks (the grids name the figures' folder)."""
     from mhacli.render.grid import head_grids
     from mhacli.render.terminal import walkthrough
 
-    print_all(*walkthrough(trace, max_tokens=max_tokens, show_values=show_values, width=console.width,
-                           analysis=analysis, hide_rules=hide_rules))
+    trace, analysis = result.trace, result.analysis
+    print_all(*walkthrough(trace, analysis, max_tokens=max_tokens, show_values=show_values, width=console.width,
+                           hide_rules=hide_rules))
     console.print()
-    console.print(head_grids(trace, width=console.width, max_tokens=max_tokens, query=query,
-                             figures_at=shown_folder(figures_at), analysis=analysis, hide_rules=hide_rules))
+    console.print(head_grids(trace, analysis, width=console.width, max_tokens=max_tokens, query=query,
+                             figures_at=shown_folder(figures_at), hide_rules=hide_rules))
     console.print()
 
 
-def _write_html(trace: Trace | AttentionView, html: Path | None, max_tokens: int, hide_rules: bool = False,
-                analysis: Analysis | None = None) -> list[str]:
+def _write_html(result: Run, html: Path | None, max_tokens: int, hide_rules: bool = False) -> list[str]:
     if html is None:
         return []
     from mhacli.render.html import write_html
 
-    return [str(write_html(trace, html, max_tokens=max_tokens, hide_rules=hide_rules, analysis=analysis))]
+    return [str(write_html(result.trace, result.analysis, html, max_tokens=max_tokens, hide_rules=hide_rules,
+                           layers=result.layers))]
 
 
-def _print_json(trace: Trace, arrays: bool, analysis: Analysis) -> None:
+def _print_json(result: Run, arrays: bool) -> None:
     from mhacli.io.export import trace_document
 
-    write_stdout(json_text(trace_document(trace, arrays=arrays, analysis=analysis), allow_nan=False) + "\n")
+    document = trace_document(result.trace, arrays=arrays, analysis=result.analysis)
+    write_stdout(json_text(document, allow_nan=False) + "\n")
+
+
+def _write_all(ctx: typer.Context, result: Run, plan: OutputPlan, fmt: str, dpi: int, position: int | None,
+               max_tokens: int, hide_rules: bool, to_stderr: bool) -> None:
+    """Every file of a run, in order (figures, --save-npz, --html), then the list of what was written."""
+    written = (write_figures(result, plan.out, fmt, dpi, position, max_tokens, hide_rules)
+               if plan.out is not None else [])
+    if plan.save_npz is not None:
+        from mhacli.io.export import save_npz as write_npz
+
+        written.append(str(write_npz(result.trace, plan.save_npz)))
+    written += _write_html(result, plan.html, html_max_tokens(ctx, max_tokens), hide_rules)
+    report_written(written, to_stderr=to_stderr)
 
 
 def _no_arrays_without_json(ctx: typer.Context, json_out: bool) -> None:
@@ -99,44 +114,38 @@ def explain(
     if worked and (text is not None or file is not None or sample is not None):
         raise UsageError("--worked brings its own three tokens; drop the text, --file or --sample.")
     _no_arrays_without_json(ctx, json_out)
-    body = "" if worked else resolve_text(text, file, sample)
-    config = config_from(ctx)
-    checked_query(query)
-    from mhacli.core import worked as hand_sized
-
-    plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi,
-                                  heads=hand_sized.HEADS if worked else config.heads, save_npz=save_npz,
-                                  html=html, inputs=read_files(file, weights))
+    options = model_options(ctx, heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer, positions=positions,
+                            causal=causal, weights=weights, dtype=dtype)
     if worked:
-        from mhacli.core.worked import worked_example
+        from mhacli.core.config import Config
+        from mhacli.core.worked import HEADS, worked_example
+        from mhacli.pipeline import result_of
 
+        config = Config(**{k: v for k, v in options.items() if k != "weights"})  # type: ignore[arg-type]
+        checked_query(query)
         trace = worked_example(config.seed, config.causal)
+        plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=HEADS, save_npz=save_npz,
+                                      html=html, inputs=read_files(file, weights))
         open_figures(plan, trace.config, trace.n_tokens, max_tokens, fmt, dpi)
+        result = result_of(trace, single=plan.out is not None)
     else:
+        prepared = prepare_run(resolve_text(text, file, sample), options, json=json_out and json_arrays)
+        checked_query(query)
+        plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=prepared.config.heads,
+                                      save_npz=save_npz, html=html, inputs=read_files(file, weights))
         # Refuse what would not fit before any array exists, the figures' pixels included.
-        n = check_size(body, config, json=json_out and json_arrays)
-        open_figures(plan, config, n, max_tokens, fmt, dpi)
-        trace = run_trace(body, config, ctx)
-    position = query_position(trace, query)
-    from mhacli.core.analysis import analyse
-
-    analysis = analyse(trace)  # once per run: the walkthrough, grids, figures and page all read it
+        open_figures(plan, prepared.config, prepared.n_tokens, max_tokens, fmt, dpi)
+        result = finish_run(prepared, single=plan.out is not None)
+    position = query_position(result.trace, query)
     if json_out:
-        _print_json(trace, json_arrays, analysis)
+        _print_json(result, json_arrays)
     elif worked:
         from mhacli.render.worked import worked_view
 
-        print_all(*worked_view(trace))
+        print_all(*worked_view(result.trace))
     else:
-        _walkthrough(trace, analysis, max_tokens, show_values, position, plan.out, hide_rules)
-    written = (write_figures(trace, plan.out, fmt, dpi, position, max_tokens, hide_rules, analysis)
-               if plan.out is not None else [])
-    if plan.save_npz is not None:
-        from mhacli.io.export import save_npz as write_npz
-
-        written.append(str(write_npz(trace, plan.save_npz)))
-    written += _write_html(trace, plan.html, html_max_tokens(ctx, max_tokens), hide_rules, analysis)
-    report_written(written, to_stderr=json_out)
+        _walkthrough(result, max_tokens, show_values, position, plan.out, hide_rules)
+    _write_all(ctx, result, plan, fmt, dpi, position, max_tokens, hide_rules, json_out)
 
 
 def _pick_layer(path: Path, layer: str | None) -> AttentionView:
@@ -172,7 +181,7 @@ def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_token
                     json_out: bool, html: str | None, out: Path, plots: bool, fmt: str, dpi: int,
                     query: str | None, hide_rules: bool = False) -> None:
     """``mha show`` of your model's attention: the grids, the figures and the page of one layer."""
-    from mhacli.core.analysis import analyse
+    from mhacli.pipeline import result_of
     from mhacli.render.figures import resolve_query
 
     if show_values:
@@ -188,21 +197,18 @@ def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_token
 
         check_figures_fit(view.num_heads, min(view.n_tokens, max_tokens), dpi, fmt, besides=view.layers.nbytes)
         prepare_out_dir(plan.out)
-    analysis = analyse(view)  # once: the JSON or the grids, the figures and the page all read it
+    result = result_of(view, layers=plan.html is not None)  # once: the JSON or the grids, figures and page read it
     if json_out:
-        write_stdout(_view_json(view, analysis) + "\n")
+        write_stdout(_view_json(view, result.analysis) + "\n")
     else:
         from mhacli.render.grid import head_grids
 
-        console.print(head_grids(view, width=console.width, max_tokens=max_tokens, query=position,
-                                 figures_at=shown_folder(plan.out), hide_rules=hide_rules, analysis=analysis,
+        console.print(head_grids(view, result.analysis, width=console.width, max_tokens=max_tokens, query=position,
+                                 figures_at=shown_folder(plan.out), hide_rules=hide_rules,
                                  title=f"Each head's weights, {view.layer_names[view.layer]} "
                                        f"({view.layer + 1} of {view.n_layers})"))
         console.print()
-    written = (write_figures(view, plan.out, fmt, dpi, position, max_tokens, hide_rules, analysis)
-               if plan.out is not None else [])
-    written += _write_html(view, plan.html, html_max_tokens(ctx, max_tokens), hide_rules, analysis)
-    report_written(written, to_stderr=json_out)
+    _write_all(ctx, result, plan, fmt, dpi, position, max_tokens, hide_rules, json_out)
 
 
 def show(
@@ -251,17 +257,14 @@ def show(
                                   inputs=inputs)
     position = query_position(trace, query)
     open_figures(plan, trace.config, trace.n_tokens, max_tokens, fmt, dpi)
-    from mhacli.core.analysis import analyse
+    from mhacli.pipeline import result_of
 
-    analysis = analyse(trace)  # once per run: the walkthrough, grids, figures and page all read it
+    result = result_of(trace, single=plan.out is not None)  # once: the walkthrough, grids, figures, page read it
     if json_out:
-        _print_json(trace, json_arrays, analysis)
+        _print_json(result, json_arrays)
     else:
-        _walkthrough(trace, analysis, max_tokens, show_values, position, plan.out, hide_rules)
-    written = (write_figures(trace, plan.out, fmt, dpi, position, max_tokens, hide_rules, analysis)
-               if plan.out is not None else [])
-    written += _write_html(trace, plan.html, html_max_tokens(ctx, max_tokens), hide_rules, analysis)
-    report_written(written, to_stderr=json_out)
+        _walkthrough(result, max_tokens, show_values, position, plan.out, hide_rules)
+    _write_all(ctx, result, plan, fmt, dpi, position, max_tokens, hide_rules, json_out)
 
 
 def compare(
@@ -299,44 +302,35 @@ def compare(
     Example: [bold]mha compare "the cat sat on the mat" --heads 4[/bold]
     """
     set_quiet(quiet)
-    body = resolve_text(text, file, sample)
-    config = config_from(ctx)
+    prepared = prepare_run(resolve_text(text, file, sample), model_options(
+        ctx, heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer, positions=positions, causal=causal,
+        weights=weights))
+    config = prepared.config
     plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=config.heads, compare=True,
                                   inputs=read_files(file, weights))
-    n = check_size(body, config)  # compare's JSON is a few numbers, not the arrays: plan without it
-    open_figures(plan, config, n, max_tokens, fmt, dpi)
-
-    from mhacli.core.compare import compare as measure
-
-    trace = run_trace(body, config, ctx)
-    apart = None
-    if config.weights == "trained":  # the shipped model has a one-head twin trained alone on its task
-        from mhacli.io.trained import shipped_apart, trained_trace
-
-        alone, apart = shipped_apart()
-        single = trained_trace(alone, trace.tokens)
-    else:
-        single = single_head(trace)
-    comparison = measure(trace, single, apart)
-    if json_out:
-        written = (write_compare(trace, single, plan.out, fmt, dpi, max_tokens, hide_rules, comparison)
-                   if plan.out is not None else [])
-        write_stdout(json_text({**comparison.to_dict(), "files": written}) + "\n")
-    else:
+    open_figures(plan, config, prepared.n_tokens, max_tokens, fmt, dpi)  # compare's JSON is a few numbers
+    result = finish_run(prepared, compare=True)
+    trace, single, comparison = result.trace, result.single, result.comparison
+    # asked for with compare=True: both are there, with both analyses
+    assert single is not None and comparison is not None and comparison.analysis is not None
+    assert comparison.single_analysis is not None
+    if not json_out:
         from mhacli.render.compare import comparison_panel
         from mhacli.render.grid import head_grids
 
         figures_at = shown_folder(plan.out)
+        apart = comparison.apart is not None
         print_all(comparison_panel(comparison, hide_rules=hide_rules), "",
-                  head_grids(single, width=console.width, max_tokens=max_tokens, figures_at=figures_at,
-                             title=f"One head of size d = {trace.d_model}" + (", trained alone" if apart else ""),
-                             single=True,
-                             analysis=comparison.single_analysis, hide_rules=hide_rules), "",
-                  head_grids(trace, width=console.width, max_tokens=max_tokens, figures_at=figures_at,
-                             title=f"{trace.num_heads} heads of size d/h = {trace.d_k}",
-                             analysis=comparison.analysis, hide_rules=hide_rules), "")
-        written = (write_compare(trace, single, plan.out, fmt, dpi, max_tokens, hide_rules, comparison)
-                   if plan.out is not None else [])
+                  head_grids(single, comparison.single_analysis, width=console.width, max_tokens=max_tokens,
+                             figures_at=figures_at, single=True, hide_rules=hide_rules,
+                             title=f"One head of size d = {trace.d_model}" + (", trained alone" if apart else "")),
+                  "", head_grids(trace, comparison.analysis, width=console.width, max_tokens=max_tokens,
+                                 figures_at=figures_at, title=f"{trace.num_heads} heads of size d/h = {trace.d_k}",
+                                 hide_rules=hide_rules), "")
+    written = (write_compare(trace, single, plan.out, fmt, dpi, max_tokens, hide_rules, comparison)
+               if plan.out is not None else [])
+    if json_out:
+        write_stdout(json_text({**comparison.to_dict(), "files": written}) + "\n")
     report_written(written, to_stderr=json_out)
 
 

@@ -10,7 +10,8 @@ import numpy as np
 from mhacli.core.analysis import outside_window
 from mhacli.core.narrate import head_caption
 from mhacli.render import theme
-from mhacli.render.labels import measure, weights_note
+from mhacli.pipeline import analysis_for
+from mhacli.render.labels import weights_note
 from mhacli.render.figures.heatmap import bar_width, colour_bar, heatmap, trace_mask
 from mhacli.render.figures.layout import PT, Pen, Sheet, clamp, drawing, label_pad, line, ordinal, sup
 from mhacli.render.figures.view import View, token_view
@@ -60,7 +61,7 @@ class HeadFigure:
     def __init__(self, trace: Shown, view: View, pen: Pen, analysis: Analysis | None = None,
                  hide_rules: bool = False) -> None:
         self.trace, self.view, self.pen = trace, view, pen
-        analysis = analysis or measure(trace)
+        analysis = analysis or analysis_for(trace)
         n = view.n
         cell, tick, value, step = head_sizes(n)
         self.step = step

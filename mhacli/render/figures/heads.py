@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mhacli.render import theme
-from mhacli.render.labels import measure, pattern_words, weights_note, window_note
+from mhacli.pipeline import analysis_for
+from mhacli.render.labels import pattern_words, weights_note, window_note
 from mhacli.render.figures.heatmap import Heatmap, bar_width, colour_bar, heatmap, trace_mask
 from mhacli.render.figures.layout import PT, Pen, Sheet, clamp, drawing, label_pad, line, ordinal, sentence
 from mhacli.render.figures.view import View, token_view
@@ -96,7 +97,7 @@ def heads_figure(trace: Shown, *, max_tokens: int = 40, query: int | None = None
 
 def build_heads(trace: Shown, view: View, pen: Pen, analysis: Analysis | None = None,
                 hide_rules: bool = False) -> Figure:
-    analysis = analysis or measure(trace)
+    analysis = analysis or analysis_for(trace)
     h, n = trace.num_heads, view.n
     weights = np.asarray(trace.weights)[:, view.rows, view.rows]  # (h, n, n)
     average = weights.mean(axis=0)  # (h, n, n) -> (n, n): what PyTorch returns by default

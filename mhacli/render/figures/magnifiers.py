@@ -20,7 +20,8 @@ from mhacli.core.analysis import top_keys
 from mhacli.render import theme
 from mhacli.render.figures.layout import PT, Pen, Sheet, clamp, drawing, line
 from mhacli.render.figures.view import View, token_view
-from mhacli.render.labels import is_view, measure, pattern_words, weights_note, window_note
+from mhacli.pipeline import analysis_for
+from mhacli.render.labels import is_view, pattern_words, weights_note, window_note
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -153,7 +154,7 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
 
     if view.n > MAGNIFIER_MAX_TOKENS:
         view = token_view(trace.n_tokens, MAGNIFIER_MAX_TOKENS, view.query)
-    analysis = analysis or measure(trace)
+    analysis = analysis or analysis_for(trace)
     weights = np.asarray(trace.weights)  # (h, N, N)
     blocked = np.asarray(trace.mask) if trace.mask is not None else (
         np.triu(np.ones((trace.n_tokens, trace.n_tokens), dtype=bool), 1) if trace.causal else None)

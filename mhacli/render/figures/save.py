@@ -82,13 +82,14 @@ def save_figures(trace: Shown, single: Trace | None, out_dir: Path, fmt: str = "
     Returns the paths written, in order (a list with ``.notices``: lines worth printing
     once, such as characters no installed font could draw).
     """
-    from mhacli.render.labels import is_view, measure
+    from mhacli.pipeline import analysis_for
+    from mhacli.render.labels import is_view
 
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     view = token_view(trace.n_tokens, max_tokens, resolve_query(trace.tokens, query))
-    analysis = analysis or measure(trace)
+    analysis = analysis or analysis_for(trace)
     saved = Saved()
 
     def write(fig: Figure, name: str) -> None:

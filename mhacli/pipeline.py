@@ -1,0 +1,238 @@
+"""One run, assembled in one place: text (or tokens), options and weights in, one immutable :class:`Run` out.
+
+The layer between the command line (or a notebook, or a test) and the core: it
+resolves ``--weights`` once (a name or a path through :func:`mhacli.io.weights.resolve_weights`,
+an in-memory state dict or a trained model as given), builds the :class:`~mhacli.core.config.Config`
+once, refuses what would not fit before any array exists, then computes the
+trace and every measure the renderers read (:class:`~mhacli.core.analysis.Analysis`,
+the single-head contrast, the comparison).  Renderers and writers take the
+result's parts as arguments and compute nothing; nothing else assembles a run.
+
+Two steps, because a command decides its outputs between them: :func:`prepare`
+(weights, config, tokens, size checks; cheap) and :meth:`Prepared.run` (the
+arrays).  :func:`run` does both, and is ``mhacli.run``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+from mhacli.core.config import Config
+from mhacli.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from mhacli.core.analysis import Analysis
+    from mhacli.core.compare import Comparison, TrainedApart
+    from mhacli.core.trace import Trace, WeightSource
+    from mhacli.core.view import AttentionView
+    from mhacli.core.weights import AttentionWeights
+
+    Shown = Union[Trace, AttentionView]
+
+#: --weights names the core builds itself; any other string is the shipped model or a file (io resolves it).
+_BUILT_IN = ("random", "designed")
+#: The options a trained model decides; given explicitly, they must agree with it.
+_TRAINED_DECIDES = ("heads", "d_model", "causal")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run's result, read-only: the config, the trace, and every measure of it, computed once.
+
+    ``trace`` is a :class:`~mhacli.core.trace.Trace`, or an attention view for ``mha show`` of your
+    model's attention (``config`` is then None).  ``single``: the same run as one head of size d
+    (the magnifiers' and ``mha compare``'s contrast), when asked for; ``comparison`` with it for compare.
+    ``layers``: the analysis of every layer of a view, when the page's layer picker needs them.
+    ``parse``: the grammar's parse of the sentence (issue "Heads that learned English"), when the
+    weights' grammar can parse it; None otherwise.
+
+    For ``trace = mhacli.run(...)`` written before the result existed, every attribute of the
+    trace also reads through the result (``mhacli.run(text).weights`` is the trace's weights).
+    """
+
+    config: Config | None
+    trace: Any  # Trace | AttentionView (Any: the attribute pass-through below reads it by name)
+    analysis: Analysis
+    notes: tuple[str, ...] = ()
+    single: Trace | None = None
+    comparison: Comparison | None = None
+    layers: tuple[Analysis, ...] | None = None
+    parse: object | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy, pickle and dataclass machinery ask for dunders: never the trace's
+            raise AttributeError(name)
+        return getattr(object.__getattribute__(self, "trace"), name)
+
+    def __repr__(self) -> str:
+        return f"<mhacli Run: {self.analysis.num_heads} heads over {len(self.analysis.tokens)} tokens>\n" + repr(
+            self.trace)
+
+    def _repr_html_(self) -> str:
+        """Jupyter shows a run as its page (the trace's own display)."""
+        return str(self.trace._repr_html_())
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A run decided but not computed: weights resolved and checked, Config built, tokens counted."""
+
+    config: Config
+    tokens: tuple[str, ...]
+    own: AttentionWeights | None = None  # your nn.MultiheadAttention's weights
+    model: WeightSource | None = None  # a trained model (its own embedding, positions and weights)
+    notes: tuple[str, ...] = ()  # what a reader must know about these tokens under these weights
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+    def run(self, *, single: bool = False, compare: bool = False) -> Run:
+        """The trace and its measures.  ``single``: also the one-head contrast; ``compare``: and the comparison."""
+        from mhacli.core.analysis import analyse
+        from mhacli.core.trace import run_tokens
+
+        trace = run_tokens(self.tokens, self.config, self.own, self.model)
+        if not (single or compare):
+            return Run(config=self.config, trace=trace, analysis=analyse(trace), notes=self.notes)
+        one, apart = self._single(trace)
+        comparison = None
+        if compare:
+            from mhacli.core.compare import compare as measure
+
+            comparison = measure(trace, one, apart)
+        analysis = comparison.analysis if comparison is not None and comparison.analysis is not None else analyse(
+            trace)
+        return Run(config=self.config, trace=trace, analysis=analysis, notes=self.notes, single=one,
+                   comparison=comparison)
+
+    def _single(self, trace: Trace) -> tuple[Trace, TrainedApart | None]:
+        """One head of size d: trained alone on the same task for the shipped model, else the same matrices."""
+        if self.config.weights == "trained":  # the shipped model has a one-head twin trained alone on its task
+            from mhacli.io.trained import shipped_apart, trained_trace
+
+            alone, apart = shipped_apart()
+            return trained_trace(alone, trace.tokens), apart
+        from mhacli.core.compare import single_head
+
+        return single_head(trace), None
+
+
+def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights | None, WeightSource | None]:
+    """``options`` with the weights resolved once: a name or path read through io, an object taken as given."""
+    given = options.get("weights", "random")
+    if isinstance(given, os.PathLike) or (isinstance(given, str) and given not in _BUILT_IN):
+        from mhacli.io.weights import resolve_weights
+
+        given = resolve_weights(str(given))
+    if isinstance(given, str):
+        return options, None, None
+    if hasattr(given, "inputs") and hasattr(given, "labels"):  # a trained model (mhacli.core.train.TrainedModel)
+        trained = getattr(given, "config")
+        for name in _TRAINED_DECIDES:
+            if name in options and options[name] != getattr(trained, name):
+                raise UsageError("the trained model has {%s}; leave {%s:name} out to use it." % (name, name),
+                                 **{name: getattr(trained, name)})
+        decided = {name: getattr(trained, name) for name in _TRAINED_DECIDES}
+        return {**options, **decided, "weights": "trained"}, None, given
+    from mhacli.core.trace import own_weights
+
+    mine = own_weights(given)
+    return {**options, "weights": "pytorch", "d_model": options.get("d_model", mine.d_model)}, mine, None
+
+
+def _tokens(text: str, config: Config, json: bool) -> tuple[str, ...]:
+    """The text's tokens, refused when empty or when the run would not fit in memory, before any array."""
+    from mhacli.core.tokenize import tokenize
+
+    config.check_fits(len(text.split()), json=json, at_least=True)  # every chunk is a token at least: a book at once
+    tokens = tuple(tokenize(text, config.tokenizer))
+    if not tokens:
+        raise UsageError(
+            f"the text has no tokens under the {config.tokenizer!r} tokenizer: it holds only spaces, "
+            "control or invisible characters; give some words."
+        )
+    return tokens
+
+
+def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, **options: Any) -> Prepared:
+    """Resolve the weights, build the Config and count the tokens of one run; compute nothing yet.
+
+    ``options`` are :class:`~mhacli.core.config.Config` fields; those not given are taken from the
+    weights (a file's d, a trained model's heads, width and mask) or are Config's defaults.  ``json``:
+    the run will also print every array as JSON, which the memory check counts.
+    """
+    options, mine, model = _resolved(dict(options))
+    config = Config(**options)
+    if tokens is None:
+        toks = _tokens(text or "", config, json)
+    else:
+        toks = tuple(str(t) for t in tokens)
+        if not toks:
+            raise UsageError("the text has no tokens to attend over; give at least one word.")
+    config.check_fits(len(toks), json=json)
+    if config.weights == "designed":
+        from mhacli.core.designed import check_designable
+
+        check_designable(len(toks), config)
+    notes: tuple[str, ...] = ()
+    if model is not None and hasattr(model, "stand_ins"):
+        from mhacli.io.trained import trained_notes
+
+        notes = tuple(trained_notes(model, toks))  # type: ignore[arg-type]
+    return Prepared(config=config, tokens=toks, own=mine, model=model, notes=notes)
+
+
+def run(text: str | None = None, *, tokens: Any = None, **options: Any) -> Run:
+    """Run multi-head attention over ``text`` (or ``tokens``) and measure it: one immutable :class:`Run`.
+
+    ``weights`` is a kind ("random", "designed"), "trained" (the model shipped in the package), the
+    path of a weights file (your nn.MultiheadAttention's, or one from ``mha train --save``), or
+    weights themselves: a state dict, :class:`~mhacli.core.weights.AttentionWeights`, a trained model.
+    Other options are :class:`~mhacli.core.config.Config` fields.
+
+    >>> result = run("the cat sat on the mat", heads=4)
+    >>> result.trace.weights.shape, result.analysis.num_heads
+    ((4, 6, 6), 4)
+    """
+    return prepare(text, tokens=tokens, **options).run()
+
+
+def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Run:
+    """The result of a run made elsewhere: a saved trace (``mha show``), the worked example, or an attention
+    view (its shown layer; ``layers``: every layer's analysis too, for the page's layer picker)."""
+    from mhacli.core.analysis import analyse
+
+    config = getattr(shown, "config", None)
+    one = None
+    if single and config is not None:
+        from mhacli.core.compare import single_head
+
+        one = single_head(shown)  # type: ignore[arg-type]
+    every = None
+    if layers and config is None and shown.n_layers > 1:  # type: ignore[union-attr]
+        every = tuple(analyse(shown.at_layer(k)) for k in range(shown.n_layers))  # type: ignore[union-attr]
+    return Run(config=config, trace=shown, analysis=analyse(shown), single=one, layers=every)
+
+
+def analysis_for(shown: Any) -> Analysis:
+    """The analysis of what a notebook hands a figure function: a :class:`Run`'s own, else computed here.
+
+    The one place a picture drawn without a result gets its measures (the figure functions a notebook
+    calls accept a bare trace or view); renderers never call the core's measures themselves.
+    """
+    if isinstance(shown, Run):
+        return shown.analysis
+    from mhacli.core.analysis import analyse
+
+    return analyse(shown)
+
+
+def trace_of(shown: Any) -> Any:
+    """The trace (or view) inside a :class:`Run`, or ``shown`` itself."""
+    return shown.trace if isinstance(shown, Run) else shown
+
+
+__all__ = ["Prepared", "Run", "analysis_for", "prepare", "result_of", "run", "trace_of"]

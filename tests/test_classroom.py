@@ -81,8 +81,7 @@ def test_shapes_markdown_for_slides(runner):
     assert "| **total with W^O** | **1,024** |" in out
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--tokens", "0"], "--tokens must be from 1 to 10,000,000, got 0"),
+@pytest.mark.parametrize("args,message", [  # --tokens 0 and --d-model 10000000: rows of docs/errors.md
     (["--heads", "3"], "--d-model 16 is not divisible by --heads 3; try --heads 2 or 4"),
     (["--heads", "32"], "--heads 32 is more than --d-model 16"),
     (["--d-model", "0"], "--d-model must be from 1"),
@@ -183,8 +182,6 @@ def test_demo_step_and_query_options(runner):
     assert result.exit_code == 0 and "Step 13 of" not in result.output and "Step 14 of 14" in result.output
     result = runner.invoke(app, ["demo", "--no-pause", "--query", "mat"])
     assert "for the query 'mat' (5)" in re.sub(r"\s*│\s*", " ", result.output)
-    result = runner.invoke(app, ["demo", "--no-pause", "--step", "99"])
-    assert result.exit_code == 2 and "--step must be from 1 to 14" in result.output
 
 
 def test_present_waits_between_steps_and_q_quits():
@@ -286,21 +283,21 @@ def test_quiz_asks_a_shape_a_parameter_count_and_a_favourite_key():
 def test_quiz_answers_come_from_the_trace():
     from mhacli.core.trace import run
     from mhacli.core.analysis import analyse
-    from mhacli.core.quiz import _parameters, _shape, _top_key
+    from mhacli.core.quiz import ask
 
     for seed in range(6):
         trace = run("the dog saw the cat and the cat saw the dog", seed=seed, heads=2, d_model=8)
-        q = _top_key(trace, random.Random(seed), analyse(trace))
+        q = ask("top_key", trace, random.Random(seed), analyse(trace))
         head, pos = map(int, re.search(r"head (\d+).*\(position (\d+)\)", q.prompt).groups())
         best = int(np.argmax(trace.weights[head - 1, pos]))
         assert q.answer.startswith(f"'{trace.tokens[best]}' (position {best})")
         assert f"{trace.weights[head - 1, pos, best]:.2f}" in q.answer
     trace = run("a b c", heads=2, d_model=8)
-    shape = _shape(trace, random.Random(0), analyse(trace))
+    shape = ask("shape", trace, random.Random(0), analyse(trace))
     step = next(s for s in trace.steps if s.name in shape.prompt)
     assert shape.answer == f"{step.shape} = {step.shape_numeric}"
     for k in range(8):
-        q = _parameters(trace, random.Random(k), analyse(trace))
+        q = ask("parameters", trace, random.Random(k), analyse(trace))
         numbers = {3 * 8 * 4, 3 * 8 * 8, 8 * 8, 4 * 8 * 8}
         assert int(q.answer.split()[0].replace(",", "")) in numbers
 
@@ -309,19 +306,14 @@ def test_quiz_on_designed_weights_follows_the_rules():
     from mhacli.core.trace import run
     from mhacli.core.analysis import analyse
     from mhacli.core.designed import expected_keys
-    from mhacli.core.quiz import _top_key
+    from mhacli.core.quiz import ask
 
     trace = run("the dog saw the cat and the cat saw the dog", weights="designed")
     for seed in range(10):
-        q = _top_key(trace, random.Random(seed), analyse(trace))
+        q = ask("top_key", trace, random.Random(seed), analyse(trace))
         head, pos = map(int, re.search(r"head (\d+).*\(position (\d+)\)", q.prompt).groups())
         key = expected_keys(trace.rules[head - 1], trace.tokens, False)[pos]
         assert f"(position {key}), with weight 1.00" in q.answer
-
-
-def test_quiz_refuses_a_bad_question_count(runner):
-    result = runner.invoke(app, ["quiz", "--questions", "0"])
-    assert result.exit_code == 2 and "--questions must be from 1 to 20" in result.output
 
 
 # --------------------------------------------------------------------------
@@ -494,7 +486,7 @@ def test_quiz_answers_about_patterns_and_agreement_are_the_runs(sample, weights)
     import random
 
     from mhacli.core.analysis import analyse
-    from mhacli.core.quiz import _agreement, _pattern
+    from mhacli.core.quiz import ask
     from mhacli.core.trace import run
     from mhacli.io.samples import load_sample
 
@@ -503,11 +495,11 @@ def test_quiz_answers_about_patterns_and_agreement_are_the_runs(sample, weights)
     top = w.argmax(-1)  # (h, N): no sample row ties here except designed first rows, checked below
     tied = (np.sort(w, -1)[..., -1] - np.sort(w, -1)[..., -2]) < 1e-9
     for seed in range(6):
-        q = _agreement(trace, random.Random(seed), analyse(trace))
+        q = ask("agreement", trace, random.Random(seed), analyse(trace))
         a, b = (int(x) - 1 for x in re.search(r"heads (\d+) and (\d+)", q.prompt).groups())
         same = int(((top[a] == top[b]) & ~tied[a] & ~tied[b]).sum())
         assert q.answer.startswith(f"{same} of {trace.n_tokens}"), (q.prompt, q.answer)
-        q = _pattern(trace, random.Random(seed), analyse(trace))
+        q = ask("pattern", trace, random.Random(seed), analyse(trace))
         i = int(re.search(r"head (\d+)", q.prompt)[1]) - 1
         m = re.search(r"on (\d+) of (\d+) rows", q.answer)
         if m:  # rows whose top key the named relation picks, checked by hand for the positional ones

@@ -138,15 +138,6 @@ def test_explain_with_a_weights_file_from_the_command_line(tmp_path, causal):
     assert np.array_equal(saved.output, expected.output) and np.array_equal(saved.weights, expected.weights)
 
 
-def test_an_unknown_weights_name_is_one_line():
-    from typer.testing import CliRunner
-
-    from mhacli.cli import app
-
-    r = CliRunner().invoke(app, ["explain", "a b", "--weights", "bogus"])
-    assert r.exit_code == 2 and "unknown weights 'bogus'" in r.output and "Traceback" not in r.output
-
-
 @pytest.mark.parametrize("name", ["x" * 300, "x" * 300 + ".npz"])
 def test_a_weights_name_too_long_for_the_file_system_is_a_usage_error(name):
     # Found by the CLI fuzzer: Path.exists() raises ENAMETOOLONG instead of answering False.

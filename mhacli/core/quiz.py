@@ -220,13 +220,21 @@ GENERATORS: tuple[Generator, ...] = (
 # Generators that can ask a different question when called again.
 REPEATABLE = (_shape, _parameters, _top_key, _madds, _columns, _row_sum, _decoded, _pattern, _agreement)
 MAX_QUESTIONS = 20
+#: Each kind of question by name ("shape", "parameters", "top_key", …), for :func:`ask`.
+KINDS: dict[str, Generator] = {g.__name__.lstrip("_"): g for g in GENERATORS}
 
 
-def make_quiz(trace: Trace, seed: int, count: int = 5) -> list[Question]:
+def ask(kind: str, trace: Trace, rng: random.Random, analysis: Analysis) -> Question | None:
+    """One question of one kind about ``trace``, as :func:`make_quiz` asks it (None: the run has no such question)."""
+    return KINDS[kind](trace, rng, analysis)
+
+
+def make_quiz(trace: Trace, seed: int, count: int = 5, analysis: Analysis | None = None) -> list[Question]:
     """``count`` different questions about ``trace``; the first three kinds are a shape, a
-    parameter count and a head's favourite key, the rest are drawn by ``seed``."""
+    parameter count and a head's favourite key, the rest are drawn by ``seed``.
+    ``analysis``: the run's measures when the caller has them (the pipeline's result)."""
     rng = random.Random(f"mhacli-quiz:{seed}")  # str seeds hash with SHA-512: stable everywhere
-    measures = analyse(trace)
+    measures = analysis if analysis is not None else analyse(trace)
     rest = list(GENERATORS[3:])
     rng.shuffle(rest)
     plan = list(GENERATORS[:3]) + rest

@@ -188,8 +188,9 @@ def quiz(
     from mhacli.core.quiz import make_quiz
     from mhacli.render.demo import quiz_view
 
-    trace = finish_run(prepared).trace
-    asked = make_quiz(trace, seed, questions)
+    result = finish_run(prepared)
+    trace = result.trace
+    asked = make_quiz(trace, seed, questions, analysis=result.analysis)
     source = source_args(text, file, sample)
     # From the run's config, not the options: a weights file sets d, h and the kind ('pytorch', 'trained'),
     # and its path (which may hold escape sequences) is never echoed raw.

@@ -87,6 +87,27 @@ def results_json(results: "list[TrainResult]") -> str:
     return json.dumps({"task": results[0].config.task, "runs": runs}, indent=2)
 
 
+def train_configs(compare: str | None, **fields: Any) -> "list[TrainConfig]":
+    """One TrainConfig per head count (``--compare``, else ``--heads``), every option checked before any training."""
+    from mhacli.core.train import TrainConfig
+
+    head_counts = parse_compare(compare) if compare is not None else [fields["heads"]]
+    configs = []
+    for h in head_counts:
+        try:
+            configs.append(TrainConfig(**{**fields, "heads": h}))
+        except UsageError as exc:
+            if compare is None or "heads" not in exc.params:
+                raise
+            from mhacli.core.config import divisors
+
+            d_model = fields["d_model"]
+            raise UsageError("{compare}: {d_model} is not divisible by " + f"{h} heads; use head counts that "
+                             f"divide it ({', '.join(map(str, divisors(d_model)))}).",
+                             compare=compare, d_model=d_model) from None
+    return configs
+
+
 def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -125,23 +146,10 @@ def train(
     Example: mha train --task neighbours --compare 1,2,4
     """
     from mhacli.cli.common import plan_outputs
-    from mhacli.core.train import TrainConfig
     from mhacli.io.files import prepare_out_dir
 
-    head_counts = parse_compare(compare) if compare is not None else [heads]
-    configs = []
-    for h in head_counts:  # every option checked before any training
-        try:
-            configs.append(TrainConfig(task=task, heads=h, d_model=d_model, steps=steps, batch=batch, lr=lr,
-                                       seed=seed))
-        except UsageError as exc:
-            if compare is None or "heads" not in exc.params:
-                raise
-            from mhacli.core.config import divisors
-
-            raise UsageError("{compare}: {d_model} is not divisible by " + f"{h} heads; use head counts that "
-                             f"divide it ({', '.join(map(str, divisors(d_model)))}).",
-                             compare=compare, d_model=d_model) from None
+    configs = train_configs(compare, task=task, heads=heads, d_model=d_model, steps=steps, batch=batch, lr=lr,
+                            seed=seed)
     # Every output resolved before the first step: --save and the two figures never land on each other,
     # through a link in --out, or on a folder named with a trailing '/'.
     plan, _, _ = plan_outputs(plots=plots, out=out, fmt="png", dpi=100, heads=1, names=FIGURE_NAMES, save=save)

@@ -143,11 +143,12 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
     return {**options, "weights": "pytorch", "d_model": options.get("d_model", mine.d_model)}, mine, None
 
 
-def _tokens(text: str, config: Config, json: bool) -> tuple[str, ...]:
+def _tokens(text: str, config: Config, json: bool, limit: int) -> tuple[str, ...]:
     """The text's tokens, refused when empty or when the run would not fit in memory, before any array."""
     from mhacli.core.tokenize import tokenize
 
-    config.check_fits(len(text.split()), json=json, at_least=True)  # every chunk is a token at least: a book at once
+    # Every chunk is a token at least: a book is refused at once, before it is tokenized.
+    config.check_fits(len(text.split()), limit=limit, json=json, at_least=True)
     tokens = tuple(tokenize(text, config.tokenizer))
     if not tokens:
         raise UsageError(
@@ -164,15 +165,19 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
     weights (a file's d, a trained model's heads, width and mask) or are Config's defaults.  ``json``:
     the run will also print every array as JSON, which the memory check counts.
     """
+    from mhacli.io.memory import memory_limit_bytes
+
     options, mine, model = _resolved(dict(options))
     config = Config(**options)
+    limit = memory_limit_bytes()  # the host, read once for the run
+    config.check_fits(1, limit=limit)  # the weights alone, before the text is even tokenized
     if tokens is None:
-        toks = _tokens(text or "", config, json)
+        toks = _tokens(text or "", config, json, limit)
     else:
         toks = tuple(str(t) for t in tokens)
         if not toks:
             raise UsageError("the text has no tokens to attend over; give at least one word.")
-    config.check_fits(len(toks), json=json)
+    config.check_fits(len(toks), limit=limit, json=json)
     if config.weights == "designed":
         from mhacli.core.designed import check_designable
 

@@ -577,7 +577,8 @@ def tempfile_dir() -> str:
 
 @pytest.mark.parametrize(("heads", "dpi", "fits"), [(4, 150, True), (512, 600, False), (256, 600, False)])
 def test_the_memory_plan_counts_figures(heads, dpi, fits):
-    from mhacli.core.config import check_figures_fit, figure_bytes, memory_limit_bytes
+    from mhacli.io.memory import memory_limit_bytes
+    from mhacli.render.sizes import check_figures_fit, figure_bytes
     from mhacli.core.errors import UsageError
 
     assert figure_bytes(heads, 40, 2 * dpi) > 3.9 * (figure_bytes(heads, 40, dpi) - 256 * 2**20)

@@ -112,9 +112,9 @@ def test_absurd_sizes_are_refused_before_allocating(runner, d_model, heads):
 
 
 def test_a_text_longer_than_memory_allows_is_refused_with_the_limit(runner, tmp_path, monkeypatch):
-    import mhacli.core.config as config
+    import mhacli.io.memory as memory
 
-    monkeypatch.setattr(config, "memory_limit_bytes", lambda: 600 * 2**20)
+    monkeypatch.setattr(memory, "memory_limit_bytes", lambda: 600 * 2**20)
     text = " ".join(f"w{i}" for i in range(3000))
     r = runner.invoke(app, ["explain", *NO_PLOTS, text])
     assert r.exit_code == 2
@@ -125,9 +125,9 @@ def test_a_text_longer_than_memory_allows_is_refused_with_the_limit(runner, tmp_
 
 
 def test_json_that_would_not_fit_suggests_npz(runner, monkeypatch):
-    import mhacli.core.config as config
+    import mhacli.io.memory as memory
 
-    monkeypatch.setattr(config, "memory_limit_bytes", lambda: 600 * 2**20)
+    monkeypatch.setattr(memory, "memory_limit_bytes", lambda: 600 * 2**20)
     text = " ".join(f"w{i}" for i in range(700))
     r = runner.invoke(app, ["explain", *NO_PLOTS, text, "--json"])
     assert r.exit_code == 2

@@ -361,15 +361,16 @@ def test_the_cli_has_one_escaping_function():
 # ---------------------------------------------------------------------------
 
 def test_figures_too_big_are_refused_before_out_is_made_and_the_advice_works(runner, tmp_path, monkeypatch):
-    import mhacli.core.config as config
-    from mhacli.core.config import Config, figure_bytes
+    import mhacli.io.memory as memory
+    from mhacli.core.config import Config
+    from mhacli.render.sizes import figure_bytes
 
     monkeypatch.chdir(tmp_path)
     # Two tokens: the largest figure is the 16 heads' magnifier slide either way, and the run that does
     # draw (at the suggested dpi) draws smaller heatmaps than with six (half the time).
     arrays = Config(heads=16, d_model=16).planned_bytes(2)
     limit = arrays + figure_bytes(16, 2, 200) - figure_bytes(16, 2, 30)  # 200 dpi fits, 600 does not
-    monkeypatch.setattr(config, "memory_limit_bytes", lambda: limit)
+    monkeypatch.setattr(memory, "memory_limit_bytes", lambda: limit)
     args = ["explain", "the cat", "--heads", "16", "--quiet"]
     refused = runner.invoke(app, [*args, "--dpi", "600", "--out", "big"])
     line = _one_error(refused)
@@ -385,12 +386,12 @@ def test_figures_too_big_are_refused_before_out_is_made_and_the_advice_works(run
 
 
 def test_show_plans_the_figures_of_the_trace_it_reads(runner, tmp_path, monkeypatch):
-    import mhacli.core.config as config
-    from mhacli.core.config import figure_bytes
+    import mhacli.io.memory as memory
+    from mhacli.render.sizes import figure_bytes
 
     monkeypatch.chdir(tmp_path)
     assert runner.invoke(app, ["explain", CAT, "--heads", "16", "--no-plots", "--save-npz", "t.npz"]).exit_code == 0
-    monkeypatch.setattr(config, "memory_limit_bytes", lambda: figure_bytes(16, 6, 300))
+    monkeypatch.setattr(memory, "memory_limit_bytes", lambda: figure_bytes(16, 6, 300))
     line = _one_error(runner.invoke(app, ["show", "t.npz", "--dpi", "600", "--out", "figs"]))
     assert "the figures of 16 heads at --dpi 600" in line and not (tmp_path / "figs").exists()
 
@@ -399,7 +400,7 @@ def test_the_plan_bounds_the_pixels_really_drawn(runner, tmp_path, monkeypatch):
     """The plan's largest figure holds at least as many pixels as any figure drawn (16 heads, 40 tokens)."""
     import struct
 
-    from mhacli.core.config import figure_inches
+    from mhacli.render.sizes import figure_inches
 
     monkeypatch.chdir(tmp_path)
     text = " ".join(f"w{i}" for i in range(40))
@@ -440,7 +441,7 @@ def test_documents_of_every_weight_source_follow_the_schema(runner, tmp_path, mo
 
 def test_no_json_arrays_leaves_the_arrays_out_and_plans_memory_without_them(runner, tmp_path, monkeypatch):
     jsonschema = pytest.importorskip("jsonschema")
-    import mhacli.core.config as config
+    import mhacli.io.memory as memory
     from mhacli.core.config import Config
     from mhacli.io.export import trace_schema
 
@@ -457,7 +458,7 @@ def test_no_json_arrays_leaves_the_arrays_out_and_plans_memory_without_them(runn
     jsonschema.validate(b, trace_schema())
     # A machine with room for the run but not for its arrays as JSON: only --no-json-arrays runs.
     room = Config().planned_bytes(200) + 2**20
-    monkeypatch.setattr(config, "memory_limit_bytes", lambda: room)
+    monkeypatch.setattr(memory, "memory_limit_bytes", lambda: room)
     assert "drop --json" in _one_error(runner.invoke(app, ["explain", text, "--json", "--no-plots"]))
     assert runner.invoke(app, ["explain", text, "--json", "--no-json-arrays", "--no-plots"]).exit_code == 0
     result = runner.invoke(app, ["explain", text, "--no-json-arrays", "--no-plots"])

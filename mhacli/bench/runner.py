@@ -39,7 +39,8 @@ from mhacli.bench.machine import machine_info, machine_line
 from mhacli.core.embed import init_weights
 from mhacli.core.schedule import cpu_count, rows_per_block
 from mhacli.render import theme
-from mhacli.core.config import Config, memory_limit_bytes
+from mhacli.core.config import Config
+from mhacli.io import memory
 from mhacli.core.config import human_bytes as human_size
 from mhacli.core.errors import UsageError
 from mhacli.io.files import atomic_write
@@ -83,8 +84,9 @@ class Settings:
         if self.max_tokens < 1:
             raise UsageError(f"--max-tokens must be at least 1, got {self.max_tokens}.")
         # The run's own checks, with the run's words: sizes, nearest head counts, weights' memory.
-        Config(heads=self.heads, d_model=self.d_model, dtype=self.dtype)
-        need, limit = self.planned_bytes(), memory_limit_bytes()
+        limit = memory.memory_limit_bytes()
+        Config(heads=self.heads, d_model=self.d_model, dtype=self.dtype).check_fits(1, limit=limit)
+        need = self.planned_bytes()
         if need > limit:
             fix = "a smaller --max-tokens" if self.blocked else "a smaller --max-tokens, or --blocked"
             raise UsageError(f"--max-tokens {self.max_tokens} needs about {human_size(need)} "

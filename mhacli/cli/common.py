@@ -64,8 +64,8 @@ def open_figures(plan: OutputPlan, config: Config, n_tokens: int, max_tokens: in
     beside the run's arrays (pixels x dpi²), then create --out."""
     if plan.out is None or not plan.figures:
         return
-    from mhacli.core.config import check_figures_fit
     from mhacli.io.files import prepare_out_dir
+    from mhacli.render.sizes import check_figures_fit
 
     # The arrays stay alive while the figures are drawn; both plans count Python and its libraries
     # once (planned_bytes(0) less the weights is that baseline), so it is taken out of this one.

@@ -1,13 +1,13 @@
 """The run configuration: every knob of one attention run, validated once.
 
 Pure Python (no numpy), so the CLI can validate options before it imports
-anything heavy, and ``mha shapes`` never needs the numerical core.
+anything heavy, and ``mha shapes`` never needs the numerical core.  The memory
+plan is arithmetic only: how much this machine can spare is read by
+:func:`mhacli.io.memory.memory_limit_bytes` and passed in as ``limit``.
 """
 
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -37,57 +37,7 @@ _WEIGHT_COPIES = 12
 # --json turns every number into a Python float in a list and then into text:
 # measured at ~120 bytes per number for each of scores and weights.
 _JSON_BYTES_PER_NUMBER = 150
-_BASELINE_BYTES = 256 * 2**20  # Python, numpy, Rich and matplotlib themselves
-
-
-def _read_int(path: str) -> int | None:
-    try:
-        with open(path, encoding="ascii") as handle:
-            value = handle.read().strip()
-    except OSError:
-        return None
-    return int(value) if value.isdigit() else None
-
-
-def _meminfo_bytes(key: str) -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def memory_limit_bytes() -> int:
-    """The most one run may plan to use: 3/4 of physical memory, less if a cgroup or rlimit says so.
-
-    Linux overcommits memory, so a run that does not fit is often killed
-    without a word rather than given a MemoryError; refusing up front is the
-    only way to answer with a message.
-    """
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        total = 8 * 2**30
-    limits = [int(total * 0.75)]
-    available = _meminfo_bytes("MemAvailable")
-    if available:
-        limits.append(int(available * 0.9))
-    for cgroup in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        value = _read_int(cgroup)
-        if value and value < total:
-            limits.append(int(value * 0.9))
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
-            limits.append(int(soft * 0.9))
-    except (ImportError, ValueError, OSError):  # pragma: no cover - non-POSIX
-        pass
-    return min(limits)
+BASELINE_BYTES = 256 * 2**20  # Python, numpy, Rich and matplotlib themselves
 
 
 def human_bytes(n: int | float) -> str:
@@ -113,7 +63,7 @@ def _n(value: object) -> str:
     return text
 
 
-def _about(n: int | float) -> str:
+def about_bytes(n: int | float) -> str:
     """``about 3.9 GiB``, or ``over 1,000 EiB`` for sizes beyond any machine."""
     size = human_bytes(n)
     return size if size.startswith("over") else f"about {size}"
@@ -132,8 +82,15 @@ def divisors(n: int) -> list[int]:
     return small + large[::-1]
 
 
+#: Above this width no machine holds the weights (12 copies of d² floats), so listing its divisors
+#: (O(√d)) would only keep the user waiting for a refusal: the memory check says it instead.
+_LISTED_UP_TO = 10**12
+
+
 def _list_heads(d_model: int, asked: int | None = None) -> str:
     """The head counts that work for ``d_model`` (nearest to ``asked`` first), shortened when many."""
+    if d_model > _LISTED_UP_TO:
+        return "use a smaller {d_model:name}"
     ok = divisors(d_model)
     if len(ok) > 12:
         ok_text = ", ".join(str(k) for k in ok[:10]) + f" … {ok[-1]}, {len(ok)} in all"
@@ -210,8 +167,7 @@ class Config:
                 f"least one of the d dimensions; {_list_heads(self.d_model)}.",
                 heads=self.heads, d_model=self.d_model,
             )
-        # Size before divisibility: listing the divisors of an absurd d_model is pointless.
-        self.check_fits(1)
+        # Memory is checked by the pipeline with this machine's limit (check_fits), before any array.
         if self.d_model % self.heads:
             raise UsageError(
                 "{d_model} is not divisible by {heads}; "
@@ -231,15 +187,14 @@ class Config:
         """
         n, d, h = n_tokens, self.d_model, self.heads
         f = max(_DTYPE_BYTES[self.dtype], 8)  # the head summaries work in float64 anyway
-        need = (_BASELINE_BYTES + self.weight_bytes() + _PER_TOKEN_COPIES * n * d * f
+        need = (BASELINE_BYTES + self.weight_bytes() + _PER_TOKEN_COPIES * n * d * f
                 + _ATTENTION_COPIES * h * n * n * f + n * n)  # + the (N, N) boolean mask
         if json:
             need += _JSON_BYTES_PER_NUMBER * (2 * h * n * n + 12 * n * d + 4 * d * d)
         return int(need)
 
-    def max_tokens(self, limit: int | None = None, json: bool = False) -> int:
-        """The most tokens whose run fits in ``limit`` bytes (default: this machine's limit)."""
-        limit = memory_limit_bytes() if limit is None else limit
+    def max_tokens(self, limit: int, json: bool = False) -> int:
+        """The most tokens whose run fits in ``limit`` bytes."""
         lo, hi = 0, 1
         while self.planned_bytes(hi, json=json) <= limit:
             lo, hi = hi, hi * 2
@@ -248,12 +203,12 @@ class Config:
             lo, hi = (mid, hi) if self.planned_bytes(mid, json=json) <= limit else (lo, mid)
         return lo
 
-    def check_fits(self, n_tokens: int, json: bool = False, at_least: bool = False) -> None:
-        """Refuse, before allocating, a run that would not fit in memory (a usage error, never a MemoryError)."""
-        limit = memory_limit_bytes()
+    def check_fits(self, n_tokens: int, *, limit: int, json: bool = False, at_least: bool = False) -> None:
+        """Refuse, before allocating, a run that would not fit in ``limit`` bytes (a usage error, never a
+        MemoryError); ``limit`` is what this machine can spare (:func:`mhacli.io.memory.memory_limit_bytes`)."""
         if self.weight_bytes() > limit:
             raise UsageError(
-                f"{{d_model}} needs {_about(self.weight_bytes())} for its weights "
+                f"{{d_model}} needs {about_bytes(self.weight_bytes())} for its weights "
                 f"alone, more than the {human_bytes(limit)} this machine can spare; "
                 "use a smaller {d_model:name} (16 to 512 is plenty to see the heads).",
                 d_model=self.d_model,
@@ -269,7 +224,7 @@ class Config:
             raise UsageError(
                 f"{'at least ' if at_least else ''}{n_tokens:,} tokens with {{d_model}} "
                 "and {heads}"
-                f"{' and {json:name}' if json else ''} need {_about(need)}, more than the "
+                f"{' and {json:name}' if json else ''} need {about_bytes(need)}, more than the "
                 f"{human_bytes(limit)} this machine can spare; {fix}.",
                 d_model=self.d_model, heads=self.heads, json=json, save_npz=None,
             )
@@ -277,63 +232,3 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON, with the derived head width."""
         return {**asdict(self), "d_k": self.d_k}
-
-
-# Figures: matplotlib's Agg canvas is 4 bytes per pixel, and a PNG is encoded from a copy, with
-# the artists' own buffers beside it; a 512-head all-heads sheet at --dpi 400 (about 1.3 billion
-# pixels by figure_inches below) peaked at 16 GB, i.e. ~12 bytes per pixel: plan 16.
-_FIGURE_BYTES_PER_PIXEL = 16
-# svg and pdf embed each heatmap as an image rasterised at --dpi too: 16 heads of the cat sentence peaked
-# at 103 MB (svg), 116 MB (pdf) and 113 MB (png) at --dpi 72, and at 422, 511 and 839 MB at --dpi 600.
-# They are planned as png, an upper bound; so --format svg is no way around a refusal.
-
-
-def figure_inches(heads: int, n_shown: int) -> tuple[str, float, float]:
-    """The largest figure a run draws, as (name, width, height) in inches; an upper bound of the layouts.
-
-    ``n_shown`` is the number of tokens a figure shows (``min(N, --max-tokens)``).
-    Mirrors mhacli.render.figures: a head's heatmap is at most 12 inches plus its
-    labels and colour bar; the all-heads sheet has h + 1 panels of up to 3.2
-    inches (plus gaps and labels); the magnifiers a row per head.
-    """
-    n = max(1, n_shown)
-    head = min(12.0, max(2.6, min(0.8, 6.4 / n) * n)) + 4.0
-    panels = heads + 1 if heads > 1 else 1
-    cols = max(1, math.ceil(math.sqrt(panels * 16 / 9)))
-    rows = math.ceil(panels / cols)
-    panel = max(min(n * 0.16, 3.2), 1.4) + 0.8
-    sheet_w, sheet_h = max(cols * panel + 3.0, 8.0), rows * panel + 3.0
-    lens_w, lens_h = 13.3, 2.0 + 1.2 * heads
-    sizes = [("a head's heatmap", head, head), ("the all-heads sheet", sheet_w, sheet_h),
-             ("the magnifier slide", lens_w, lens_h)]
-    return max(sizes, key=lambda s: s[1] * s[2])
-
-
-def figure_bytes(heads: int, n_shown: int, dpi: int, fmt: str = "png") -> int:
-    """Peak memory of drawing the largest figure: its pixels (inches² × dpi²) times the bytes each costs.
-
-    ``fmt`` does not lower the plan: svg and pdf rasterise their heatmaps at ``dpi`` as well.
-    """
-    _, width, height = figure_inches(heads, n_shown)
-    return int(_BASELINE_BYTES + width * height * dpi * dpi * _FIGURE_BYTES_PER_PIXEL)
-
-
-def check_figures_fit(heads: int, n_shown: int, dpi: int, fmt: str = "png", besides: int = 0) -> None:
-    """Refuse, before drawing, figures that would not fit in memory beside ``besides`` bytes (the arrays)."""
-    limit = memory_limit_bytes()
-    need = figure_bytes(heads, n_shown, dpi, fmt) + besides
-    if need <= limit:
-        return
-    name, width, height = figure_inches(heads, n_shown)
-    most = 0
-    for candidate in range(min(dpi, 600), 29, -1):
-        if figure_bytes(heads, n_shown, candidate, fmt) + besides <= limit:
-            most = candidate
-            break
-    fix = "use {dpi:name} " + f"{most} or less, " if most else ""
-    raise UsageError(
-        f"the figures of {heads:,} heads at " + "{dpi}" + f" need {_about(need)} ({name} is "
-        f"{width:,.0f}×{height:,.0f} inches), more than the {human_bytes(limit)} this machine can spare; "
-        f"{fix}" + "fewer {heads:name}, or {plots}.",
-        dpi=dpi, heads=heads, plots=False,
-    )

@@ -166,7 +166,6 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
     tokens = tuple(tokens)
     if not tokens:
         raise UsageError("the text has no tokens to attend over; give at least one word.")
-    config.check_fits(len(tokens))
     dtype = np.dtype(config.dtype)
     n, d = len(tokens), config.d_model
     _, ids = vocabulary(tokens)

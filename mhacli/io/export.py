@@ -175,7 +175,7 @@ def _member_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) 
 
 def _read_members(path: Path) -> dict[str, np.ndarray]:
     """Every member of the npz, each checked from its header (kind, dtype, size) before it is read."""
-    from mhacli.core.config import memory_limit_bytes
+    from mhacli.io.memory import memory_limit_bytes
 
     handle, size = _open_regular(path)
     with handle:

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 from mhacli.core.errors import UsageError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from mhacli.core.config import Config
 
 # 1 MiB is ~180,000 English words: far more than attention over N x N fits in
 # memory (~10,000 tokens at 4 heads), yet small enough that the tokenizer
@@ -171,22 +168,3 @@ def check_query(query: str | None) -> str | None:
         raise UsageError(f"--query {shown} is beyond any text; give a 0-based position (such as 3) "
                          "or one of the text's tokens.")
     return query
-
-
-def count_tokens(body: str, config: "Config", json: bool = False) -> int:
-    """Tokens of ``body`` under ``config``; refuse no tokens, or more than fit in memory, before any array.
-
-    A cheap lower bound (every white-space separated chunk is at least one
-    token) refuses a book at once; otherwise the exact count decides.
-    """
-    from mhacli.core.tokenize import tokenize
-
-    config.check_fits(len(body.split()), json=json, at_least=True)
-    n = len(tokenize(body, config.tokenizer))
-    if n == 0:
-        raise UsageError(
-            f"the text has no tokens under the {config.tokenizer!r} tokenizer: it holds only spaces, "
-            "control or invisible characters; give some words."
-        )
-    config.check_fits(n, json=json)
-    return n

@@ -15,7 +15,6 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mhacli.core.attention import head_weight
 from mhacli.core.trace import Trace
 from mhacli.render import theme
 
@@ -64,9 +63,9 @@ def worked_view(trace: Trace) -> list[RenderableType]:
         style = theme.head_style(i)
         k = i + 1
         parts.append(Text(f"Head {k}", style=style))
-        for sym, w in (("q", trace.W_q), ("k", trace.W_k), ("v", trace.W_v)):
+        for sym, w in zip("qkv", trace.head_weights(i)):  # the article's W^i, derived by the trace
             rows = f"rows {i * dk}–{(i + 1) * dk - 1} of W_{sym}, transposed"
-            parts.append(matrix(f"W_{sym}^{k}", rows, np.asarray(head_weight(np.asarray(w), i, h)), style=style))
+            parts.append(matrix(f"W_{sym}^{k}", rows, np.asarray(w), style=style))
         parts += [
             matrix(f"Q^{k}", f"X W_q^{k}", np.asarray(trace.Q[i]), toks, style=style),
             matrix(f"K^{k}", f"X W_k^{k}", np.asarray(trace.K[i]), toks, style=style),

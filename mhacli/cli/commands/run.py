@@ -192,8 +192,8 @@ def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_token
                                   html=html, inputs=[("the attention file", path)])
     position = resolve_query(view.tokens, query)
     if plan.out is not None and plan.figures:
-        from mhacli.core.config import check_figures_fit
         from mhacli.io.files import prepare_out_dir
+        from mhacli.render.sizes import check_figures_fit
 
         check_figures_fit(view.num_heads, min(view.n_tokens, max_tokens), dpi, fmt, besides=view.layers.nbytes)
         prepare_out_dir(plan.out)

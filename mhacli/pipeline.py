@@ -25,6 +25,7 @@ from mhacli.core.errors import UsageError
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
     from mhacli.core.compare import Comparison, TrainedApart
+    from mhacli.core.lesson import LessonNumbers
     from mhacli.core.trace import Trace, WeightSource
     from mhacli.core.view import AttentionView
     from mhacli.core.weights import AttentionWeights
@@ -45,6 +46,7 @@ class Run:
     model's attention (``config`` is then None).  ``single``: the same run as one head of size d
     (the magnifiers' and ``mha compare``'s contrast), when asked for; ``comparison`` with it for compare.
     ``layers``: the analysis of every layer of a view, when the page's layer picker needs them.
+    ``lesson``: the numbers ``mha demo`` shows for its query (:func:`with_lesson`).
     ``parse``: the grammar's parse of the sentence (issue "Heads that learned English"), when the
     weights' grammar can parse it; None otherwise.
 
@@ -59,6 +61,7 @@ class Run:
     single: Trace | None = None
     comparison: Comparison | None = None
     layers: tuple[Analysis, ...] | None = None
+    lesson: LessonNumbers | None = None
     parse: object | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -222,6 +225,15 @@ def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Ru
     return Run(config=config, trace=shown, analysis=analyse(shown), single=one, layers=every)
 
 
+def with_lesson(result: Run, query: int | None = None) -> Run:
+    """``result`` with the lesson's numbers for ``query`` (default: the lesson's own choice of query)."""
+    from dataclasses import replace
+
+    from mhacli.core.lesson import lesson_numbers
+
+    return replace(result, lesson=lesson_numbers(result.trace, query))
+
+
 def analysis_for(shown: Any) -> Analysis:
     """The analysis of what a notebook hands a figure function: a :class:`Run`'s own, else computed here.
 
@@ -240,4 +252,4 @@ def trace_of(shown: Any) -> Any:
     return shown.trace if isinstance(shown, Run) else shown
 
 
-__all__ = ["Prepared", "Run", "analysis_for", "prepare", "result_of", "run", "trace_of"]
+__all__ = ["Prepared", "Run", "analysis_for", "prepare", "result_of", "run", "trace_of", "with_lesson"]

@@ -139,10 +139,11 @@ def test_demo_runs_to_the_end_and_narrates_every_step(runner):
 
 def test_demo_narration_covers_the_article_in_the_lesson_data():
     from mhacli.core.trace import run
-    from mhacli.render.demo import lesson
+    from mhacli.core.lesson import lesson_numbers
+    from mhacli.render.lesson import lesson
 
     shown = run("the cat sat on the mat")
-    steps = lesson(shown, analyse(shown))
+    steps = lesson(shown, analyse(shown), lesson_numbers(shown))
     keys = [s.key for s in steps]
     assert keys[0] == "why" and keys[-1] == "magnifiers"
     assert {"mask", "softmax", "output", "parameters", "split", "concat", "weighted"} <= set(keys)
@@ -186,10 +187,11 @@ def test_demo_step_and_query_options(runner):
 
 def test_present_waits_between_steps_and_q_quits():
     from mhacli.core.trace import run
-    from mhacli.render.demo import lesson, present
+    from mhacli.core.lesson import lesson_numbers
+    from mhacli.render.lesson import lesson, present
 
     shown = run("the cat sat on the mat")
-    steps = lesson(shown, analyse(shown))
+    steps = lesson(shown, analyse(shown), lesson_numbers(shown))
     prompts: list[str] = []
 
     def enter(prompt: str) -> str:
@@ -443,11 +445,11 @@ def test_the_mask_step_draws_the_mask_this_run_has(causal):
     from rich.console import Console
 
     from mhacli.core.trace import run
-    from mhacli.render.demo import mask_grid
+    from mhacli.render.lesson import mask_grid
 
     t = run("the cat sat on the mat", heads=2, causal=causal)
     buf = io.StringIO()
-    Console(file=buf, width=80, color_system=None).print(mask_grid(t))
+    Console(file=buf, width=80, color_system=None).print(mask_grid(t, analyse(t)))
     out = buf.getvalue()
     rows = [line for line in out.splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == (6 if causal else 0)

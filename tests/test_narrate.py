@@ -8,6 +8,7 @@ import re
 import pytest
 
 import mhacli
+from mhacli.pipeline import with_lesson
 
 from mhacli.core import narrate
 from mhacli.core.analysis import NONE, RELATIONS, analyse
@@ -230,13 +231,14 @@ OTHER_SHAPES = [("pronoun", "random", {"heads": 8, "d_model": 64, "causal": True
 @pytest.mark.parametrize("sample,weights,options", [(s, w, {}) for s, w in CASES] + OTHER_SHAPES)
 def test_every_number_the_lesson_says_is_this_runs(sample, weights, options):
     """The demo's narration for every sample × {random, designed, trained}: each number checked, none left over."""
-    from mhacli.render.demo import focus_query, lesson
+    from mhacli.render.lesson import lesson
 
-    trace = mhacli.run(load_sample(sample).text, weights=weights, **options)
-    a = analyse(trace)
+    result = mhacli.run(load_sample(sample).text, weights=weights, **options)
+    trace, a = result.trace, result.analysis
+    numbers = with_lesson(result).lesson
     description = load_sample(sample).description
-    steps = lesson(trace, a, intro=f"The text is the sample '{sample}': {description}")
-    q = focus_query(trace)
+    steps = lesson(trace, a, numbers, intro=f"The text is the sample '{sample}': {description}")
+    q = numbers.q
     for step in steps:
         left = _lesson_numbers_left(step, trace, a, q, description)
         assert not re.search(r"\d", left), (step.key, left)
@@ -249,10 +251,11 @@ def test_every_number_the_lesson_says_is_this_runs(sample, weights, options):
 
 @pytest.mark.parametrize("sample,weights", CASES[::3] + CASES[1::3][:3])
 def test_the_hidden_lesson_names_no_rule_and_no_relation(sample, weights):
-    from mhacli.render.demo import lesson
+    from mhacli.render.lesson import lesson
 
-    trace = mhacli.run(load_sample(sample).text, weights=weights)
-    said = " ".join(s.narration for s in lesson(trace, analyse(trace), hide_rules=True))
+    result = with_lesson(mhacli.run(load_sample(sample).text, weights=weights))
+    trace = result.trace
+    said = " ".join(s.narration for s in lesson(trace, result.analysis, result.lesson, hide_rules=True))
     assert not any(name in said for name in NAMES if name != "the token"), said  # "the token at position p"
     assert narrate.closing_sentence(analyse(trace), hide_rules=True) in said
 

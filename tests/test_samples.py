@@ -123,7 +123,7 @@ def test_samples_command_lists_every_sample_within_80_columns(runner):
     for s in list_samples():
         assert s.name in result.output
         assert f" {len(s.tokens())} " in result.output
-    from mhacli.render.demo import samples_table
+    from mhacli.render.samples import samples_table
 
     text = _render(samples_table(list_samples()))
     assert max(len(line) for line in text.splitlines()) <= 80

@@ -217,26 +217,29 @@ def _everything(sample: str, weights: str, **options: object) -> dict[str, list]
     import mhacli
     from mhacli.core.analysis import analyse
     from mhacli.core.compare import compare, single_head
+    from mhacli.core.lesson import lesson_numbers
     from mhacli.core.quiz import make_quiz
     from mhacli.io.samples import load_sample
-    from mhacli.render import demo
     from mhacli.render.compare import comparison_panel
+    from mhacli.render.lesson import lesson, step_panel
+    from mhacli.render.quiz import quiz_view
+    from mhacli.render.samples import sample_table_or_view
     from mhacli.render.terminal import walkthrough
 
     trace = mhacli.run(load_sample(sample).text, weights=weights, **options)
     a = analyse(trace)
-    steps = demo.lesson(trace, a, width=40)
+    steps = lesson(trace, a, lesson_numbers(trace), width=40)
     out: dict[str, list] = {
         "walkthrough": walkthrough(trace, a, width=40, show_values=True),
         "hidden": walkthrough(trace, a, width=40, hide_rules=True),
         "compare": [comparison_panel(compare(trace, single_head(trace)))],
-        "quiz": demo.quiz_view(demo_quiz := make_quiz(trace, 0, 20), True, "title", "mha explain --sample x"),
-        "samples": [demo.sample_table_or_view(None), demo.sample_table_or_view(sample)],
+        "quiz": quiz_view(demo_quiz := make_quiz(trace, 0, 20), True, "title", "mha explain --sample x"),
+        "samples": [sample_table_or_view(None), sample_table_or_view(sample)],
     }
     assert demo_quiz
     for number, step in enumerate(steps, 1):
         if step.key != "mask":  # a narrow mask grid shows fewer tokens: checked on its own below
-            out[f"demo step {number} ({step.key})"] = [demo.step_panel(step, number, len(steps)), step.shows]
+            out[f"demo step {number} ({step.key})"] = [step_panel(step, number, len(steps)), step.shows]
     return out
 
 
@@ -244,10 +247,11 @@ def _everything(sample: str, weights: str, **options: object) -> dict[str, list]
 def test_a_narrow_mask_grid_shows_fewer_tokens_whole(width):
     import mhacli
     from mhacli.io.samples import load_sample
-    from mhacli.render.demo import mask_grid
+    from mhacli.render.lesson import mask_grid
 
-    trace = mhacli.run(load_sample("code").text, causal=True)
-    out = _rendered([mask_grid(trace)], width)
+    result = mhacli.run(load_sample("code").text, causal=True)
+    trace = result.trace
+    out = _rendered([mask_grid(trace, result.analysis)], width)
     rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit() and "│" in line]
     shown = len(rows)
     assert 3 <= shown <= 10 and (f"(first {shown} of {trace.n_tokens} tokens)" in out)

@@ -232,3 +232,23 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON, with the derived head width."""
         return {**asdict(self), "d_k": self.d_k}
+
+
+SHAPES_MAX_TOKENS = 10_000_000  # beyond any context length in use; keeps every number on one line
+SHAPES_MAX_D_MODEL = 1_000_000  # beyond any model width in use; keeps listing the head counts quick
+
+
+def check_shapes(n_tokens: int, d_model: int, heads: int) -> None:
+    """Refuse sizes ``mha shapes`` cannot tabulate, with the same wording as a run's checks."""
+    for name, value, top in (("tokens", n_tokens, SHAPES_MAX_TOKENS), ("d_model", d_model, SHAPES_MAX_D_MODEL),
+                             ("heads", heads, SHAPES_MAX_D_MODEL)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageError(f"{{{name}:name}} must be a whole number, got {value!r}.", **{name: value})
+        if not 1 <= value <= top:
+            raise UsageError(f"{{{name}:name}} must be from 1 to {top:,}, got {value:,}.", **{name: value})
+    if heads > d_model:
+        raise UsageError(f"{{heads:name}} {heads:,} is more than {{d_model:name}} {d_model:,}: every head needs at "
+                         f"least one of the d dimensions; {_list_heads(d_model)}.", heads=heads, d_model=d_model)
+    if d_model % heads:
+        raise UsageError(f"{{d_model:name}} {d_model:,} is not divisible by {{heads:name}} {heads:,}; "
+                         f"{_list_heads(d_model, heads)}.", heads=heads, d_model=d_model)

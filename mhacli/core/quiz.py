@@ -5,7 +5,7 @@ count and attention weights), never from a table of expected results, and
 every question names the command that shows the answer.  The choice of
 questions is drawn from :class:`random.Random` seeded with the quiz seed, so
 the same sample and seed always give the same quiz.  Pure logic: the terminal
-rendering lives in :mod:`mhacli.render.demo`.
+rendering lives in :mod:`mhacli.render.quiz`.
 """
 
 from __future__ import annotations

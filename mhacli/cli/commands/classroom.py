@@ -51,7 +51,7 @@ def samples(name: SampleNameArg = None, tokenizer: TokenizerOpt = DEFAULT.tokeni
     Example: [bold]mha samples[/bold]   then   [bold]mha explain --sample repeated --weights designed[/bold]
     """
     from mhacli.core.config import TOKENIZERS
-    from mhacli.render.demo import sample_table_or_view
+    from mhacli.render.samples import sample_table_or_view
 
     if tokenizer not in TOKENIZERS:
         raise UsageError(f"unknown tokenizer {tokenizer!r}; choose one of: {', '.join(TOKENIZERS)}.")
@@ -79,20 +79,23 @@ def shapes(
 
     Example: [bold]mha shapes --tokens 9 --d-model 16 --heads 4[/bold]
     """
-    from mhacli.render.demo import check_shapes, shapes_markdown, shapes_view
+    from mhacli.core.config import check_shapes
+    from mhacli.core.steps import ParameterCount, steps_for, total_madds
 
     check_shapes(tokens, d_model, heads)  # no arrays are made, so no memory limit: sizes of real models work
+    steps, params = steps_for(tokens, d_model, heads, causal), ParameterCount(d_model, heads)
     if json_out:
-        from mhacli.core.steps import ParameterCount, steps_for, total_madds
-
-        steps = steps_for(tokens, d_model, heads, causal)
         _json({"tokens": tokens, "d_model": d_model, "heads": heads, "d_k": d_model // heads, "causal": causal,
                "steps": [s.to_dict() for s in steps], "total_madds": total_madds(steps),
-               "parameters": ParameterCount(d_model, heads).to_dict()})
+               "parameters": params.to_dict()})
     elif markdown:
-        write_stdout(shapes_markdown(tokens, d_model, heads, causal))
+        from mhacli.render.shapes import shapes_markdown
+
+        write_stdout(shapes_markdown(tokens, steps, params, causal, total_madds(steps)))
     else:
-        print_all(*shapes_view(tokens, d_model, heads, causal))
+        from mhacli.render.shapes import shapes_view
+
+        print_all(*shapes_view(tokens, steps, params, causal))
 
 
 def demo(
@@ -132,7 +135,8 @@ def demo(
                                   inputs=read_files(file, weights))
     open_figures(plan, config, prepared.n_tokens, MAX_TOKENS, fmt, dpi)
 
-    from mhacli.render.demo import lesson, next_steps, present
+    from mhacli.pipeline import with_lesson
+    from mhacli.render.lesson import lesson, next_steps, present
 
     result = finish_run(prepared, single=plan.out is not None)
     trace = result.trace
@@ -143,7 +147,9 @@ def demo(
         # A description may name the rule a sample shows off: --hide-rules keeps it for later.
         intro = f"The text is the sample '{sample}'" + ("." if hide_rules else f": {load_sample(sample).description}")
     position = query_position(trace, query)
-    steps = lesson(trace, result.analysis, intro=intro, query=position, width=console.width,
+    result = with_lesson(result, position)
+    assert result.lesson is not None
+    steps = lesson(trace, result.analysis, result.lesson, intro=intro, width=console.width,
                    figures_at=shown_folder(plan.out), hide_rules=hide_rules)
     if not 1 <= step <= len(steps):
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
@@ -186,7 +192,7 @@ def quiz(
     config = prepared.config
 
     from mhacli.core.quiz import make_quiz
-    from mhacli.render.demo import quiz_view
+    from mhacli.render.quiz import quiz_view
 
     result = finish_run(prepared)
     trace = result.trace

@@ -1,10 +1,9 @@
-"""Classroom mode in the terminal: the sample list, shapes for slides, the paced lesson, the quiz.
+"""``mha demo`` in the terminal: the paced lesson, every step narrated and shown with this run's numbers.
 
-Like :mod:`mhacli.render.terminal`, every function here only reads a trace (or
-plain numbers) and returns Rich renderables; the one exception is
-:func:`present`, which prints the lesson and waits for Enter between steps.
-numpy is imported inside the functions that read arrays, so ``mha samples``
-and ``mha shapes`` start without it.
+Like :mod:`mhacli.render.terminal`, every function here only reads the run (its
+trace, its analysis and the lesson's numbers, :class:`mhacli.core.lesson.LessonNumbers`)
+and returns Rich renderables; the one exception is :func:`present`, which prints
+the lesson and waits for Enter between steps.
 """
 
 from __future__ import annotations
@@ -15,27 +14,20 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
-from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from mhacli.core.tokenize import label
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table, titled_panel
 from mhacli.render.terminal import parameters_panel, steps_table
-from mhacli.core.steps import ParameterCount, steps_for, total_madds
-from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from mhacli.core.analysis import Analysis
+    from mhacli.core.lesson import LessonNumbers
     from mhacli.core.trace import Trace
-    from mhacli.core.quiz import Question
-    from mhacli.io.samples import Sample
 
-TOP_KEYS = 3  # keys listed per head when the lesson zooms in on one query
 MASK_GRID_MAX = 10  # tokens drawn in the causal-mask grid
-DECODE_MAX_ROWS = 12  # tokens listed when the designed output is read back as words
 
 
 def _note(text: str | Text) -> RenderableType:
@@ -45,159 +37,6 @@ def _note(text: str | Text) -> RenderableType:
 
 def _heading(text: str) -> Text:
     return Text(text, style=theme.STYLE_TITLE)
-
-
-# --------------------------------------------------------------------------
-# mha samples
-# --------------------------------------------------------------------------
-
-
-def samples_table(samples: Sequence[Sample], tokenizer: str = "word") -> RenderableType:
-    """Name, token count and what each sample shows, in a table that fits 80 columns."""
-    table = Table(title=_heading("Ready-made texts"), title_justify="left", box=box.SIMPLE_HEAD,
-                  padding=(0, 1))
-    table.add_column("name", no_wrap=True, style=theme.STYLE_FORMULA)
-    table.add_column("tokens", justify="right", no_wrap=True, style=theme.STYLE_NUMBER)
-    table.add_column("distinct", justify="right", no_wrap=True, style=theme.STYLE_NUMBER)
-    table.add_column("what it shows", overflow="fold")
-    for s in samples:
-        tokens = s.tokens(tokenizer)
-        table.add_row(s.name, str(len(tokens)), str(len(set(tokens))), Text(s.description))
-    note = _note(Text.assemble(
-        ("Use one with ", theme.STYLE_DIM), ("mha explain --sample NAME", theme.STYLE_FORMULA),
-        (" (also demo, quiz, compare); see its text with ", theme.STYLE_DIM),
-        ("mha samples NAME", theme.STYLE_FORMULA), (". Tokens counted with the ", theme.STYLE_DIM),
-        (tokenizer, theme.STYLE_DIM), (" tokenizer.", theme.STYLE_DIM)))
-    return Group(fitted_table(table), note)
-
-
-def sample_view(sample: Sample, tokenizer: str = "word") -> RenderableType:
-    """One sample: its description, its text, and its tokens."""
-    tokens = sample.tokens(tokenizer)
-    body = Text(sample.text)
-    shown = " · ".join(label(t, 16) for t in tokens)
-    return Group(
-        Panel(body, title=f"{sample.name}: {_count(len(tokens), 'token')}", title_align="left", box=box.ROUNDED),
-        _note(sample.description),
-        _note(Text.assemble(("tokens: ", theme.STYLE_DIM), (shown, ""))),
-    )
-
-
-def sample_table_or_view(name: str | None, tokenizer: str = "word") -> RenderableType:
-    """``mha samples``: the table, or one sample when named."""
-    from mhacli.io.samples import list_samples, load_sample
-
-    if name is None:
-        return samples_table(list_samples(), tokenizer)
-    return sample_view(load_sample(name), tokenizer)
-
-
-# --------------------------------------------------------------------------
-# mha shapes
-# --------------------------------------------------------------------------
-
-
-SHAPES_MAX_TOKENS = 10_000_000  # beyond any context length in use; keeps every number on one line
-SHAPES_MAX_D_MODEL = 1_000_000  # beyond any model width in use; keeps listing the head counts quick
-
-
-def check_shapes(n_tokens: int, d_model: int, heads: int) -> None:
-    """Refuse sizes ``mha shapes`` cannot tabulate, with the same wording as a run's checks."""
-    from mhacli.core.config import _list_heads
-    from mhacli.core.errors import UsageError
-
-    for name, value, top in (("tokens", n_tokens, SHAPES_MAX_TOKENS), ("d_model", d_model, SHAPES_MAX_D_MODEL),
-                             ("heads", heads, SHAPES_MAX_D_MODEL)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise UsageError(f"{{{name}:name}} must be a whole number, got {value!r}.", **{name: value})
-        if not 1 <= value <= top:
-            raise UsageError(f"{{{name}:name}} must be from 1 to {top:,}, got {value:,}.", **{name: value})
-    if heads > d_model:
-        raise UsageError(f"{{heads:name}} {heads:,} is more than {{d_model:name}} {d_model:,}: every head needs at "
-                         f"least one of the d dimensions; {_list_heads(d_model)}.", heads=heads, d_model=d_model)
-    if d_model % heads:
-        raise UsageError(f"{{d_model:name}} {d_model:,} is not divisible by {{heads:name}} {heads:,}; "
-                         f"{_list_heads(d_model, heads)}.", heads=heads, d_model=d_model)
-
-
-def shapes_view(n_tokens: int, d_model: int, heads: int, causal: bool) -> list[RenderableType]:
-    """The step table and parameter count for N, d, h alone: no text, no numpy."""
-    dk = d_model // heads
-    head = Text()
-    head.append(f"N = {n_tokens:,} tokens   d = {d_model:,}   h = {heads:,}   d/h = {dk:,}\n")
-    head.append(("causal (later keys masked)" if causal else "bidirectional (no mask)")
-                + " · every number follows from N, d and h alone", style=theme.STYLE_DIM)
-    steps = steps_for(n_tokens, d_model, heads, causal)
-    return [
-        Panel(head, title="Shapes of multi-head attention", title_align="left", box=box.ROUNDED, expand=False),
-        Text(),
-        steps_table(steps, heads, title="Steps"),
-        Text(),
-        parameters_panel(ParameterCount(d_model, heads), title="Parameters"),
-    ]
-
-
-def shapes_markdown(n_tokens: int, d_model: int, heads: int, causal: bool) -> str:
-    """The same numbers as a Markdown table, to paste into slides or notes."""
-    steps = steps_for(n_tokens, d_model, heads, causal)
-    pc = ParameterCount(d_model, heads)
-    single, multi = pc.arithmetic()
-    lines = [
-        f"N = {n_tokens:,}, d = {d_model:,}, h = {heads:,}, d/h = {pc.d_k:,}"
-        + (" (causal)" if causal else ""),
-        "",
-        "| step | formula | shape | numbers | mult-adds |",
-        "|---|---|---|---|---:|",
-    ]
-    for s in steps:
-        per = " (×h)" if s.per_head and heads > 1 else ""
-        lines.append(f"| {s.name}{per} | {s.formula} | {s.shape} | {s.shape_numeric} | {s.madds:,} |")
-    lines += [
-        f"| **total** | | | | **{total_madds(steps):,}** |",
-        "",
-        "| parameters | count |",
-        "|---|---:|",
-        f"| 1 head, W_q, W_k, W_v each d×d | {single} |",
-        f"| {heads} heads, W_q^i, W_k^i, W_v^i each d×d/h | {multi} |",
-        f"| W^O, d×d | {pc.w_o:,} |",
-        f"| **total with W^O** | **{pc.total:,}** |",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------
-# mha quiz
-# --------------------------------------------------------------------------
-
-
-def quiz_view(questions: Sequence[Question], answers: bool, title: str, check_command: str) -> list[RenderableType]:
-    """The questions, numbered; with ``answers`` each is followed by its answer and where to see it."""
-    parts: list[RenderableType] = [Panel(Text(title), title="Quiz", title_align="left", box=box.ROUNDED,
-                                         expand=False), Text()]
-    for n, q in enumerate(questions, 1):
-        # A two-column grid so wrapped lines hang under the question, not under its number.
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(no_wrap=True, justify="right")
-        grid.add_column(overflow="fold")
-        grid.add_row(Text(f"{n}.", style=theme.STYLE_TITLE),
-                     Text.assemble((f"[{q.topic}] ", theme.STYLE_DIM), (q.prompt, "")))
-        if answers:
-            grid.add_row("", Text.assemble(("answer: ", theme.STYLE_OK), (q.answer, "")))
-            grid.add_row("", Text(f"see it in: {q.check}", style=theme.STYLE_DIM))
-        parts += [grid, Text()]
-    tail = Text("Check your answers by running ", style=theme.STYLE_DIM)
-    tail.append(check_command, style=theme.STYLE_FORMULA)
-    if not answers:
-        tail.append(", or print them with ", style=theme.STYLE_DIM)
-        tail.append("--answers", style=theme.STYLE_FORMULA)
-    tail.append(".", style=theme.STYLE_DIM)
-    parts.append(tail)
-    return parts
-
-
-# --------------------------------------------------------------------------
-# mha demo: the lesson
-# --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -210,17 +49,6 @@ class LessonStep:
     shows: RenderableType | None
 
 
-def focus_query(trace: Trace) -> int:
-    """The query the lesson zooms in on: the second copy of the first repeated word, else the last word."""
-    seen: set[str] = set()
-    for p, t in enumerate(trace.tokens):
-        if t in seen:
-            return p
-        seen.add(t)
-    words = [p for p, t in enumerate(trace.tokens) if any(ch.isalnum() for ch in t)]
-    return words[-1] if words else trace.n_tokens - 1
-
-
 def _count(n: int, word: str) -> str:
     """'1 token', '6 tokens'."""
     return f"{n:,} {word}" + ("" if n == 1 else "s")
@@ -230,30 +58,19 @@ def _tok(trace: Trace, p: int) -> str:
     return f"'{label(trace.tokens[p], 14)}' ({p})"
 
 
-def _nonzero_columns(m: np.ndarray | None, count: int) -> list[int]:
-    """The first ``count`` columns of ``m`` that are not all zero (the first ones if all are)."""
-    import numpy as np
-
-    if m is None:
-        return []
-    used = [j for j in range(m.shape[1]) if np.any(m[:, j] != 0)]
-    return (used or list(range(m.shape[1])))[:count]
-
-
 def _cols(cols: Sequence[int]) -> str:
     if cols and list(cols) == list(range(cols[0], cols[-1] + 1)):
         return f"{cols[0]}:{cols[-1] + 1}"
     return ",".join(map(str, cols))
 
 
-def positions_table(trace: Trace, rows: int = 6) -> RenderableType:
+def positions_table(trace: Trace, numbers: LessonNumbers, rows: int = 6) -> RenderableType:
     """The first rows of E and P (their first non-zero columns), and two copies of a word told apart by X."""
     import numpy as np
 
     e = np.asarray(trace.embeddings) if trace.embeddings is not None else None
     p = np.asarray(trace.positions) if trace.positions is not None else None
-    x = np.asarray(trace.X)
-    e_cols, p_cols = _nonzero_columns(e, 4), _nonzero_columns(p, 4)
+    e_cols, p_cols = list(numbers.e_columns), list(numbers.p_columns)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("pos", justify="right")
     table.add_column("token", max_width=12, overflow="ellipsis")
@@ -269,20 +86,14 @@ def positions_table(trace: Trace, rows: int = 6) -> RenderableType:
             cells.append(" ".join(f"{v:+.2f}" for v in p[i, p_cols]))
         table.add_row(*cells)
     parts: list[RenderableType] = [fitted_table(table)]
-    first: dict[str, int] = {}
-    for i, t in enumerate(trace.tokens):
-        if t in first and e is not None:
-            a = first[t]
-            same = float(np.abs(e[a] - e[i]).max())
-            apart = float(np.linalg.norm(x[a] - x[i]))
-            if apart > 0:
-                said = f"but their rows of X = E + P are {apart:.2f} apart, thanks to P."
-            else:
-                said = "and so do their rows of X: without P nothing tells the two copies apart."
-            parts.append(_note(f"{_tok(trace, a)} and {_tok(trace, i)} are the same word: their E rows differ by "
-                               f"{same:.2g}, {said}"))
-            break
-        first.setdefault(t, i)
+    twin = numbers.twin
+    if twin is not None:
+        if twin.x_apart > 0:
+            said = f"but their rows of X = E + P are {twin.x_apart:.2f} apart, thanks to P."
+        else:
+            said = "and so do their rows of X: without P nothing tells the two copies apart."
+        parts.append(_note(f"{_tok(trace, twin.first)} and {_tok(trace, twin.second)} are the same word: their E "
+                           f"rows differ by {twin.e_apart:.2g}, {said}"))
     if not trace.config.positions:
         parts.append(_note("Positions are off (--no-positions): P is zero, so X = E and word order is invisible."))
     return Group(*parts)
@@ -315,17 +126,13 @@ def _rules(trace: Trace, hide_rules: bool) -> tuple[str, ...] | None:
     return trace.rules if trace.config.weights == "designed" and trace.rules and not hide_rules else None
 
 
-def _top(row: Sequence[float], k: int) -> list[int]:
+def query_table(trace: Trace, numbers: LessonNumbers, what: str) -> RenderableType:
+    """For the lesson's query: each head's top keys by score (``what='scores'``) or by weight (``'weights'``)."""
     import numpy as np
 
-    return [int(j) for j in np.argsort(-np.asarray(row), kind="stable")[:k]]
-
-
-def query_table(trace: Trace, q: int, what: str) -> RenderableType:
-    """For one query: each head's top keys by score (``what='scores'``) or by weight (``'weights'``)."""
-    import numpy as np
-
-    m = np.asarray(trace.scores if what == "scores" else trace.weights, dtype=np.float64)  # (h, N, N)
+    q = numbers.q
+    m = trace.scores if what == "scores" else trace.weights  # (h, N, N)
+    keys = numbers.score_keys if what == "scores" else numbers.weight_keys
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("head")
     table.add_column(f"top keys by {'score' if what == 'scores' else 'weight'}", overflow="fold")
@@ -334,18 +141,18 @@ def query_table(trace: Trace, q: int, what: str) -> RenderableType:
     for i in range(trace.num_heads):
         row = m[i, q]
         cells = []
-        for j in _top(row, min(TOP_KEYS, trace.n_tokens)):
-            v = row[j]
+        for j in keys[i]:
+            v = float(row[j])
             shown = "−∞" if np.isneginf(v) else (f"{v:.0%}" if what == "weights" else f"{v:.2f}")
             cells.append(f"{_tok(trace, j)} {shown}")
         out: list[RenderableType] = [Text(f"● {i + 1}", style=theme.head_style(i)), Text("   ".join(cells))]
         if what == "weights":
-            out.append(f"{row.sum():.3f}")
+            out.append(f"{numbers.row_sums[i]:.3f}")
         table.add_row(*out)
     return fitted_table(table)
 
 
-def mask_grid(trace: Trace, shown: int = MASK_GRID_MAX) -> RenderableType:
+def mask_grid(trace: Trace, analysis: Analysis, shown: int = MASK_GRID_MAX) -> RenderableType:
     """Which keys each query may see in THIS run (first few tokens): ✓ may look, · blocked.
 
     A bidirectional run has no mask to draw: it gets one sentence instead of a grid of ✓.  On a narrow
@@ -353,7 +160,7 @@ def mask_grid(trace: Trace, shown: int = MASK_GRID_MAX) -> RenderableType:
     """
     from mhacli.render.fit import Fitted
 
-    if not trace.config.causal:
+    if analysis.mask is None:
         return _note("No mask in this run: every query may see every key. With --causal the keys after each "
                      "query (k > q) would be blocked.")
     n = min(trace.n_tokens, shown)
@@ -363,7 +170,7 @@ def mask_grid(trace: Trace, shown: int = MASK_GRID_MAX) -> RenderableType:
         table.add_column(str(k), justify="center", no_wrap=True)
     for qpos in range(n):
         table.add_row(Text(f"{qpos} {label(trace.tokens[qpos], 8)}"),
-                      *(Text("✓", style=theme.STYLE_OK) if k <= qpos else Text("·", style=theme.STYLE_DIM)
+                      *(Text("·", style=theme.STYLE_DIM) if analysis.mask[qpos, k] else Text("✓", style=theme.STYLE_OK)
                         for k in range(n)))
     parts: list[RenderableType] = [table]
     if n < trace.n_tokens:
@@ -371,27 +178,23 @@ def mask_grid(trace: Trace, shown: int = MASK_GRID_MAX) -> RenderableType:
     parts.append(_note("mask[q, k] = True (blocked) where k > q: the '·' cells, PyTorch's attn_mask polarity."))
     if n <= 2:
         return Group(*parts)
-    return Fitted(Group(*parts), lambda console: mask_grid(trace, n - 1))
+    return Fitted(Group(*parts), lambda console: mask_grid(trace, analysis, n - 1))
 
 
-def values_table(trace: Trace, q: int) -> RenderableType:
-    """For one query: what each head's output row is mostly made of, and the row itself."""
+def values_table(trace: Trace, numbers: LessonNumbers) -> RenderableType:
+    """For the lesson's query: what each head's output row is mostly made of, and the row itself."""
     import numpy as np
 
-    from mhacli.core.analysis import TIE_TOLERANCE
-
-    w = np.asarray(trace.weights, dtype=np.float64)
+    q = numbers.q
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("head")
     table.add_column("head_i row is mostly", overflow="fold")
     table.add_column(Text(f"head_i[{q}] (first {min(4, trace.d_k)})"), no_wrap=True, style=theme.STYLE_NUMBER)
     for i in range(trace.num_heads):
-        row = w[i, q]
-        j = int(np.argmax(row))
-        tied = int((row >= row[j] - TIE_TOLERANCE).sum())
+        top = numbers.values[i]
         # A tied row has no single "mostly": say how many value rows share the top weight.
-        what = (f"{row[j]:.0%} of V^{i + 1} of {_tok(trace, j)}" if tied == 1
-                else f"{row[j]:.0%} each of {tied} rows of V^{i + 1} (a tie)")
+        what = (f"{top.weight:.0%} of V^{i + 1} of {_tok(trace, top.key)}" if top.tied == 1
+                else f"{top.weight:.0%} each of {top.tied} rows of V^{i + 1} (a tie)")
         vals = " ".join(f"{v:+.2f}" for v in np.asarray(trace.heads[i, q])[:4])
         table.add_row(Text(f"● {i + 1}", style=theme.head_style(i)), Text(what), vals)
     return fitted_table(table)
@@ -412,22 +215,18 @@ def concat_table(trace: Trace) -> RenderableType:
     return fitted_table(table)
 
 
-def output_table(trace: Trace, hide_rules: bool = False) -> RenderableType:
+def output_table(trace: Trace, numbers: LessonNumbers, hide_rules: bool = False) -> RenderableType:
     """W^O at work: the words each head brought back (designed), or how every output column mixes heads."""
-    import numpy as np
-
-    h, dk = trace.num_heads, trace.d_k
-    if trace.config.weights == "designed" and trace.rules and trace.embeddings is not None:
+    h = trace.num_heads
+    found = numbers.decoded
+    if found is not None:
         rules = _rules(trace, hide_rules)
-        from mhacli.core.designed import decode_output
-
-        found = decode_output(np.asarray(trace.output), np.asarray(trace.embeddings), trace.tokens, h)
         table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
         table.add_column("token")
         for i in range(h):
             table.add_column(Text(f"{i + 1}: {rules[i]}" if rules else f"head {i + 1}", style=theme.head_style(i)),
                              overflow="fold")
-        rows = min(trace.n_tokens, DECODE_MAX_ROWS)
+        rows = len(found)
         for p in range(rows):
             table.add_row(Text(_tok(trace, p)), *(Text(label(w, 12)) for w in found[p]))
         parts: list[RenderableType] = [fitted_table(table)]
@@ -435,14 +234,12 @@ def output_table(trace: Trace, hide_rules: bool = False) -> RenderableType:
             parts.append(_note(f"(first {rows} of {trace.n_tokens} tokens)"))
         parts.append(_note("Each cell: the word whose code is closest to that head's block of O[token]."))
         return Group(*parts)
-    w_o = np.abs(np.asarray(trace.W_o, dtype=np.float64))  # (d, d): output column j reads row j
-    share = np.stack([w_o[:, i * dk : (i + 1) * dk].sum(axis=1) for i in range(h)], axis=1)  # (d, h)
-    share /= share.sum(axis=1, keepdims=True)
+    share = numbers.w_o_shares  # (columns, h)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("output column")
     for i in range(h):
         table.add_column(Text(f"head {i + 1}", style=theme.head_style(i)), justify="right")
-    for j in range(min(4, trace.d_model)):
+    for j in range(share.shape[0]):
         table.add_row(f"O[:, {j}]", *(f"{s:.0%}" for s in share[j]))
     return Group(fitted_table(table), _note("Share of |W^O| weight that each output column takes from each "
                                             "head's block: every column draws on every head."))
@@ -481,12 +278,13 @@ def _weights_sentence(trace: Trace, hide_rules: bool) -> str:
     return " The weights here are your own: the lesson measures what each head does, it does not assume it."
 
 
-def lesson(trace: Trace, analysis: Analysis, intro: str = "", query: int | None = None, width: int = 80,
+def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str = "", width: int = 80,
            figures_at: str | None = None, hide_rules: bool = False) -> list[LessonStep]:
     """The article's steps, in order, each narrated in a few sentences and shown with this run's numbers.
 
     ``figures_at``: the folder the figures are being saved to, if any, so the narration can point at them.
-    ``analysis``: the run's measures; ``hide_rules``: no rule or relation names.
+    ``analysis``: the run's measures; ``numbers``: the lesson's own, for its query
+    (:func:`mhacli.core.lesson.lesson_numbers`); ``hide_rules``: no rule or relation names.
     """
     import numpy as np
 
@@ -495,7 +293,7 @@ def lesson(trace: Trace, analysis: Analysis, intro: str = "", query: int | None 
 
     a = analysis
     n, d, h, dk = trace.n_tokens, trace.d_model, trace.num_heads, trace.d_k
-    q = focus_query(trace) if query is None else query
+    q = numbers.q
     kind = trace.config.weights
     designed = kind == "designed" and bool(trace.rules)
     rules = _weights_sentence(trace, hide_rules)
@@ -526,7 +324,7 @@ def lesson(trace: Trace, analysis: Analysis, intro: str = "", query: int | None 
             "X = E + P. Now two copies of the same word get different rows of X, and 'dog bites man' "
             "differs from 'man bites dog'."
             + ("" if trace.config.positions else " This run has --no-positions: P is zero, so X = E."),
-            positions_table(trace)),
+            positions_table(trace, numbers)),
         LessonStep(
             "plan", "The whole plan",
             "Here is every step of this run with the shape it produces and its cost in multiply-adds. "
@@ -560,7 +358,7 @@ def lesson(trace: Trace, analysis: Analysis, intro: str = "", query: int | None 
             f"query {_tok(trace, q)}, the keys each head scores highest."
             + (" (Designed heads use huge scales on purpose, so each rule wins by a wide margin.)"
                if designed else ""),
-            query_table(trace, q, "scores")),
+            query_table(trace, numbers, "scores")),
         LessonStep(
             "mask", "The causal mask",
             "A model that writes one token at a time must not peek at later tokens. The causal mask "
@@ -570,7 +368,7 @@ def lesson(trace: Trace, analysis: Analysis, intro: str = "", query: int | None 
             "True = may attend. This tool stores True = blocked. "
             + ("This run is causal." if trace.config.causal
                else "This run is bidirectional (no mask); add --causal to switch it on."),
-            mask_grid(trace)),
+            mask_grid(trace, a)),
         LessonStep(
             "softmax", "Softmax: scores become weights",
             "The softmax turns each row of scores into weights that are positive and add up to 1: the "
@@ -579,13 +377,13 @@ def lesson(trace: Trace, analysis: Analysis, intro: str = "", query: int | None 
             f"from overflowing. The same query {_tok(trace, q)}:"
             + (f" (Every head's whole weight matrix, as a heat map: {figures_at}/head-1.png … "
                f"head-{h}.png.)" if figures_at else ""),
-            query_table(trace, q, "weights")),
+            query_table(trace, numbers, "weights")),
         LessonStep(
             "weighted", "Weighted values",
             "Each head now blends the value vectors: head_i = A^i V^i. Row p of head_i is the average "
             "of all tokens' values, weighted by how much token p attends to each; it is N×d/h = "
             f"{n}×{dk}. For {_tok(trace, q)}:",
-            values_table(trace, q)),
+            values_table(trace, numbers)),
         LessonStep(
             "concat", "Concatenate",
             f"The head outputs ({h} of them, each {n}×{dk}) go side by side: H = [head_1 … head_h] is "
@@ -598,7 +396,7 @@ def lesson(trace: Trace, analysis: Analysis, intro: str = "", query: int | None 
             "one head found can be combined with what another found."
             + (" Here W^O is the identity, so each head's finding stays readable in its own block: the "
                "table reads back the word each head brought to each token." if designed else ""),
-            output_table(trace, hide_rules)),
+            output_table(trace, numbers, hide_rules)),
         LessonStep(
             "magnifiers", "Each head is its own magnifier",
             "Back to the magnifiers. For every query the table takes the key each head weights most"

@@ -85,7 +85,7 @@ class Settings:
             raise UsageError(f"--max-tokens must be at least 1, got {self.max_tokens}.")
         # The run's own checks, with the run's words: sizes, nearest head counts, weights' memory.
         limit = memory.memory_limit_bytes()
-        Config(heads=self.heads, d_model=self.d_model, dtype=self.dtype).check_fits(1, limit=limit)
+        Config(heads=self.heads, d_model=self.d_model, dtype=self.dtype, seed=self.seed).check_fits(1, limit=limit)
         need = self.planned_bytes()
         if need > limit:
             fix = "a smaller --max-tokens" if self.blocked else "a smaller --max-tokens, or --blocked"

@@ -1,0 +1,156 @@
+"""One pipeline assembles a run (mhacli/pipeline.py): weights resolved once, Config built once, one frozen result.
+
+The commands only connect: they parse options, call the pipeline, hand its result to the renderers and write.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import mhacli
+from mhacli.cli.app import COMMANDS, app
+from mhacli.pipeline import Run, prepare, result_of
+
+PACKAGE = Path(__file__).resolve().parent.parent / "mhacli"
+CAT = "the cat sat on the mat"
+
+
+def test_run_returns_one_frozen_result_with_every_part():
+    result = mhacli.run(CAT, heads=2, causal=True)
+    assert isinstance(result, Run)
+    assert result.config is result.trace.config and result.config.heads == 2
+    assert result.analysis.num_heads == 2 and result.analysis.tokens == result.trace.tokens
+    # The mask the renderers draw is the analysis' (True = blocked), the same as the trace's causal mask.
+    np.testing.assert_array_equal(result.analysis.mask, np.triu(np.ones((6, 6), dtype=bool), k=1))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.trace = None  # type: ignore[misc]
+    assert not result.trace.weights.flags.writeable
+
+
+def test_a_trace_written_before_the_result_still_reads_through():
+    trace = mhacli.run(CAT)  # `trace = mhacli.run(...)` as the README had it
+    assert trace.weights is trace.trace.weights and trace.tokens == tuple(CAT.split())
+    assert trace.num_heads == 4 and "<mhacli Trace" in repr(trace)
+    with pytest.raises(AttributeError):
+        trace.no_such_attribute  # noqa: B018
+
+
+def test_the_single_head_and_the_comparison_come_with_the_result_when_asked():
+    prepared = prepare(CAT, heads=2)
+    plain = prepared.run()
+    assert plain.single is None and plain.comparison is None
+    both = prepared.run(compare=True)
+    assert both.single is not None and both.single.num_heads == 1
+    assert both.comparison is not None and both.analysis is both.comparison.analysis
+
+
+def test_tokens_can_be_given_instead_of_text():
+    result = mhacli.run(tokens=["a", "b", "a"], heads=2, d_model=8)
+    assert result.trace.tokens == ("a", "b", "a") and result.config.d_model == 8
+
+
+def test_a_saved_trace_and_a_view_get_the_same_kind_of_result():
+    from mhacli.core.view import from_attention
+
+    trace = mhacli.run(CAT, heads=2).trace
+    again = result_of(trace, single=True)
+    assert again.trace is trace and again.single is not None and again.analysis.num_heads == 2
+    w = np.full((2, 2, 3, 3), 1 / 3)
+    view = result_of(from_attention(w, ["a", "b", "c"]), layers=True)
+    assert view.config is None and view.layers is not None and len(view.layers) == 2
+
+
+def test_weights_are_resolved_once_and_the_config_built_once_per_command(monkeypatch, tmp_path):
+    import mhacli.core.config as config
+    import mhacli.io.weights as weights
+
+    resolved, built = [], []
+    real_resolve, real_post_init = weights.resolve_weights, config.Config.__post_init__
+    monkeypatch.setattr(weights, "resolve_weights", lambda v: resolved.append(v) or real_resolve(v))
+    monkeypatch.setattr(config.Config, "__post_init__", lambda self: built.append(self) or real_post_init(self))
+    r = CliRunner().invoke(app, ["explain", CAT, "--weights", "trained", "--no-plots", "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert resolved == ["trained"]
+    # The run's Config once; the others are the trained model's own TrainConfig checking its shared
+    # fields (heads, d_model, seed) through Config's one validation.
+    assert [c.weights for c in built if c.weights == "trained"] == ["trained"]
+    assert all(c.weights == "random" for c in built if c.weights != "trained")
+
+
+def test_a_model_option_that_is_not_one_fails_loudly():
+    """Options reach the pipeline by Config's field names; a renamed option must not fall back to a default."""
+    from mhacli.cli.options import model_options
+
+    seen = {}
+
+    def command(ctx: typer.Context, heads: int = 4) -> None:
+        seen["ok"] = model_options(ctx, heads=heads)
+        with pytest.raises(TypeError, match="not a model option"):
+            model_options(ctx, head=heads)
+        with pytest.raises(TypeError, match="not a model option"):
+            model_options(ctx, d_model=16)  # a Config field, but not an option of this command
+
+    probe = typer.Typer()
+    probe.command()(command)
+    assert CliRunner().invoke(probe, ["--heads", "2"]).exit_code == 0
+    assert seen["ok"] == {"heads": 2}
+
+
+def _body_lines(function: ast.FunctionDef) -> int:
+    """Lines of a function's body, its docstring left out (a command's signature is its option list)."""
+    body = function.body
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return body[-1].end_lineno - body[0].lineno + 1
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.__name__)
+def test_every_command_only_connects(command):
+    source = Path(command.__code__.co_filename)
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    function = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == command.__name__)
+    assert _body_lines(function) <= 40, f"mha {command.__name__} has {_body_lines(function)} lines"
+
+
+def test_no_command_reads_options_back_by_name_or_carries_state_in_the_context():
+    for path in sorted((PACKAGE / "cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in ("params", "meta", "obj"):
+                assert not (isinstance(node.value, ast.Name) and node.value.id == "ctx"), (
+                    f"{path.name}:{node.lineno} reads ctx.{node.attr}")
+
+
+def test_only_the_pipeline_assembles_a_run():
+    """run_tokens (the core's computation of a trace) is called by the pipeline, and by io for a trained model's
+    fixed run; nowhere else in the package does a command or a renderer put a run together."""
+    callers = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in (
+                    "run_tokens", "resolve_weights"):
+                callers.add(str(path.relative_to(PACKAGE)))
+    assert callers <= {"pipeline.py", "core/trace.py", "io/trained.py", "core/worked.py"}, callers
+
+
+@pytest.mark.parametrize("fields", [dict(heads=3, d_model=16), dict(heads=0, d_model=16), dict(heads=32, d_model=16),
+                                    dict(heads=2, d_model=16, seed=-1)])
+def test_explain_train_and_bench_share_one_validation_of_their_fields(fields):
+    """heads, d_model (and seed) are checked by Config's one validation, in its words, wherever they are given."""
+    from mhacli.bench.runner import Settings
+    from mhacli.core.config import Config
+    from mhacli.core.errors import UsageError
+    from mhacli.core.train import TrainConfig
+
+    messages = set()
+    for make in (Config, TrainConfig, lambda **given: Settings(**given).check()):
+        with pytest.raises(UsageError) as refused:
+            make(**fields)
+        messages.add(refused.value.for_cli())
+    assert len(messages) == 1, messages

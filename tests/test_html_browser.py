@@ -23,6 +23,7 @@ from mhacli.core.trace import run, run_tokens
 from mhacli.render.html import page_data, write_html
 from mhacli.core.tokenize import label
 from mhacli.core.analysis import analyse
+from mhacli.pipeline import result_of
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -77,7 +78,8 @@ def open_page(browser, tmp_path):
 
     # Most tests read the page from query 0; the query a page opens on by itself has its own test.
     def _open(trace, viewport=(1280, 900), fragment: str = "#q=0") -> Opened:
-        path = write_html(trace, analyse(trace), tmp_path / f"page{len(opened)}.html")
+        result = result_of(trace, layers=True)  # a view's page carries every layer's measures
+        path = write_html(result.trace, result.analysis, tmp_path / f"page{len(opened)}.html", layers=result.layers)
         ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, offline=True,
                                   java_script_enabled=True)
         contexts.append(ctx)

@@ -101,7 +101,15 @@ class TrainConfig:
             raise UsageError(f"{{positions:name}} must be one of {', '.join(POSITION_KINDS)}, got "
                              f"{self.positions!r}.", positions=self.positions)
         # heads, d_model and seed: the run configuration's checks and wording (divisors listed).
-        Config(heads=self.heads, d_model=self.d_model, seed=self.seed)
+        self.run_config()
+
+    def run_config(self) -> Config:
+        """The attention layer's :class:`Config` (heads, width, seed), validated by Config's one validation."""
+        return Config(heads=self.heads, d_model=self.d_model, seed=self.seed)
+
+    def check_fits(self, limit: int) -> None:
+        """Refuse, before any array, a layer whose weights alone would not fit in ``limit`` bytes."""
+        self.run_config().check_fits(1, limit=limit)
 
 
 # ----------------------------------------------------------------------------- parameters

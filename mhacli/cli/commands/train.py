@@ -90,12 +90,15 @@ def results_json(results: "list[TrainResult]") -> str:
 def train_configs(compare: str | None, **fields: Any) -> "list[TrainConfig]":
     """One TrainConfig per head count (``--compare``, else ``--heads``), every option checked before any training."""
     from mhacli.core.train import TrainConfig
+    from mhacli.io.memory import memory_limit_bytes
 
     head_counts = parse_compare(compare) if compare is not None else [fields["heads"]]
     configs = []
+    limit = memory_limit_bytes()
     for h in head_counts:
         try:
             configs.append(TrainConfig(**{**fields, "heads": h}))
+            configs[-1].check_fits(limit)
         except UsageError as exc:
             if compare is None or "heads" not in exc.params:
                 raise

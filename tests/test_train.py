@@ -72,7 +72,9 @@ def test_gradients_match_torch_autograd(causal: bool) -> None:
 
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_the_loss_falls_on_every_task(task: str) -> None:
-    result = train(TrainConfig(task=task, heads=2, d_model=8, steps=100, batch=16, length=6, lr=0.05, held_out=20))
+    length = 13 if task == "grammar" else 6  # the grammar's longest sentence
+    result = train(TrainConfig(task=task, heads=2, d_model=8, steps=100, batch=16, length=length, lr=0.05,
+                               held_out=20))
     early, late = result.history_loss[:10].mean(), result.history_loss[-10:].mean()
     assert late < 0.8 * early, (task, early, late)
     assert result.history_loss.shape == result.history_accuracy.shape == (100,)

@@ -180,6 +180,13 @@ def trained_notes(model: TrainedModel, tokens: Sequence[str]) -> list[str]:
                      f"{'is' if len(unknown) == 1 else 'are'} not among them and "
                      f"{'goes' if len(unknown) == 1 else 'go'} in as one unknown token, which carries only its "
                      "position (docs/training.md lists the words).")
+    if model.sentences:
+        from mhacli.core.grammar import parse
+
+        if parse(tokens) is None:
+            notes.append("this text is not a sentence of the grammar the model learned (docs/training.md), so "
+                         "its heads are named here by the positional relations they follow, not by what they "
+                         "learned.")
     stand = model.stand_ins(tokens)
     if stand:
         pairs = ", ".join(f"{shown(t)} → {w}" for t, w in list(stand.items())[:4])

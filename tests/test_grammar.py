@@ -175,3 +175,19 @@ def test_explain_prints_the_parse_and_where_each_head_looks(tmp_path: Path) -> N
     other = CliRunner().invoke(app, ["explain", "the cat sat on the mat", "--weights", "grammar", "--no-plots"],
                                env={"COLUMNS": "80"})
     assert other.exit_code == 0 and "grammar parses" not in other.output
+
+
+def test_the_readme_first_command_shows_learned_heads(tmp_path: Path) -> None:
+    import re
+    import shlex
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    first = re.findall(r"```bash\n(.*?)```", readme, re.S)[0].strip()
+    command = shlex.split(first.split("&&", 1)[1])
+    assert command[:2] == ["mha", "explain"] and "--weights" in command
+    out = subprocess.run([sys.executable, "-m", "mhacli", *command[1:], "--no-plots"], capture_output=True,
+                         text=True, cwd=tmp_path, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "weights trained" in text and "The grammar parses this sentence" in text
+    assert "adjective → the noun it describes" in text

@@ -55,6 +55,8 @@ RELATIONS = ("subject", "object", "referent")  # read out by the model, one read
 HEAD_RELATIONS = ("subject", "object", "describes", "means")
 RELATION_NAMES = {"subject": "verb → its subject", "object": "verb → its object",
                   "describes": "adjective → the noun it describes", "means": "he/she → the noun it means"}
+SHORT_NAMES = {"subject": "verb → subject", "object": "verb → object", "describes": "adjective → noun",
+               "means": "he/she → noun"}  # for small titles
 LONGEST = 13  # words in the longest sentence
 
 _INDEX = {w: i for i, w in enumerate(WORDS)}
@@ -246,6 +248,15 @@ def generate(rng: np.random.Generator, size: int, length: int, pad: int) -> Sent
     return Sentences(ids=ids, lengths=lengths, keys=keys)
 
 
+def short_name(rule: str) -> str | None:
+    """The few words of a learned head's label (``adjective → the noun it describes (62% …)`` -> ``adjective →
+    noun · 62%``), or None for a label that names no relation of the grammar."""
+    for name, long in RELATION_NAMES.items():
+        if rule.startswith(long + " ("):
+            return f"{SHORT_NAMES[name]} · {rule[len(long) + 2:].split('%')[0]}%"
+    return None
+
+
 def head_keys(ids: Array, keys: Array) -> Array:
     """The true keys of :data:`HEAD_RELATIONS` from those of :data:`RELATIONS`: (3, B, N) -> (4, B, N)."""
     pronoun = np.isin(ids, [_INDEX["he"], _INDEX["she"]])  # (B, N): he/she queries
@@ -281,8 +292,10 @@ class Reading:
 
     @property
     def queries(self) -> tuple[int, ...]:
-        """The parse's query positions in sentence order (the verb, then the referent queries)."""
-        return tuple(dict.fromkeys(sorted(look.query for look in self.looks)))
+        """The parse's query positions: the adjective's and the pronoun's first (where one head must find one
+        noun by its meaning or its gender), then the verb's."""
+        referents = [look.query for look in self.looks if look.relation in ("describes", "means")]
+        return tuple(dict.fromkeys(referents + [look.query for look in self.looks]))
 
     def to_dict(self) -> dict[str, object]:
         t = self.parse.tokens

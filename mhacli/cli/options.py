@@ -190,6 +190,9 @@ def _task_default(name: str) -> str:
 
 TaskOpt = Annotated[str, typer.Option(
     "--task", metavar="NAME", rich_help_panel=TRAINING, help=f"What to learn: {', '.join(TASK_NAMES)}.")]
+BenchTaskOpt = Annotated[str, typer.Option(
+    "--task", metavar="NAME", rich_help_panel=BENCH,
+    help=f"With --train: time the model of 'mha train --task NAME' ({', '.join(TASK_NAMES)}).")]
 TrainHeadsOpt = Annotated[int, typer.Option(
     "--heads", "-H", metavar="H", rich_help_panel=TRAINING, help="Number of heads h (ignored with --compare).")]
 TrainDModelOpt = Annotated[Optional[int], typer.Option(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, HeadAnalysis
-from mhacli.core.grammar import RELATION_NAMES, Reading
+from mhacli.core.grammar import NO_RELATION, RELATION_NAMES, Reading
 from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:
@@ -222,13 +222,28 @@ def apart_sentence(apart: TrainedApart, heads: int) -> str:
             f"{apart.single_accuracy:.1%} held-out accuracy, the {_count(heads, 'head')} together "
             f"{apart.heads_accuracy:.1%}.")
     if apart.single_relations and apart.heads_relations:
-        text += (f" The lone head learned to follow {_listed(apart.single_relations)}; the {_count(heads, 'head')} "
-                 f"learned {_listed(apart.heads_relations)}.")
-    distinct = len(set(apart.heads_relations)) == heads > 1
+        text += (f" The lone head learned to follow {_learned(apart.single_relations)}; the "
+                 f"{_count(heads, 'head')} learned {_learned(apart.heads_relations)}.")
+    if apart.by_relation:  # where the lone head falls shortest, relation by relation
+        name, alone, together = max(apart.by_relation, key=lambda r: r[2] - r[1])
+        if together - alone >= 0.01:
+            text += (f" It falls shortest on {name}: {alone:.1%} against {together:.1%}.")
+    named = [r for r in apart.heads_relations if r != NO_RELATION]  # a head below the naming share learned none
+    distinct = len(set(named)) == len(named) == heads > 1
     if distinct and apart.heads_accuracy > apart.single_accuracy:
         text += (f" Each of the {heads} heads follows a relation of its own; one head has one softmax row per "
                  "query to spend on all of them.")
     return text
+
+
+def _learned(relations: Sequence[str]) -> str:
+    """``previous token and next token``; a grammar relation by its long name; heads that learned none, counted."""
+    named = [RELATION_NAMES.get(r, r) for r in relations if r != NO_RELATION]
+    none = len(relations) - len(named)
+    if none:
+        named.append(("no clear relation" if none == 1 else f"no clear relation ({none} heads)") if not named
+                     else f"no clear relation in {_count(none, 'head')}")
+    return _listed(named)
 
 
 def window_sentence(analysis: Analysis) -> str | None:

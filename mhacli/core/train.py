@@ -30,7 +30,7 @@ from mhacli.core.config import Config
 from mhacli.core.embed import init_weights, positional_encoding
 from mhacli.core.errors import UsageError
 from mhacli.core.schedule import single_threaded_blas
-from mhacli.core.grammar import LONGEST
+from mhacli.core.grammar import LONGEST, NO_RELATION
 from mhacli.core.tasks import BOUNDARY, RELATION_KEYS, TASKS, UNKNOWN, Task, get_task
 
 Array = np.ndarray
@@ -367,7 +367,6 @@ def head_relations(weights: Array) -> tuple[tuple[str, float], ...]:
 # A head is named for a relation of the sentences only when its most-weighted key is the true key on at
 # least this share of the queries that have the relation (chance is one key in ten or so).
 NAMED_SHARE = 0.5
-NO_RELATION = "no clear relation"
 
 
 def sentence_relations(weights: Array, keys: Array, names: Sequence[str]) -> tuple[tuple[str, float], ...]:

@@ -223,5 +223,14 @@ def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
                          single_parameters=int(alone_metrics["parameters"]),
                          heads_parameters=int(heads_metrics["parameters"]),
                          single_relations=tuple(name for name, _ in alone.relations),
-                         heads_relations=tuple(name for name, _ in heads.relations))
+                         heads_relations=tuple(name for name, _ in heads.relations),
+                         by_relation=_by_relation(alone_metrics, heads_metrics))
     return alone, apart
+
+
+def _by_relation(single: dict[str, Any], heads: dict[str, Any]) -> tuple[tuple[str, float, float], ...]:
+    """Each relation's held-out accuracy in both training records (files from before 0.2 recorded none)."""
+    a, b = single.get("relation_accuracy") or {}, heads.get("relation_accuracy") or {}
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return ()
+    return tuple((str(r), float(a[r]), float(b[r])) for r in a if r in b and len(a) > 1)

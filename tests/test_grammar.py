@@ -191,3 +191,58 @@ def test_the_readme_first_command_shows_learned_heads(tmp_path: Path) -> None:
     text = " ".join(out.stdout.split())
     assert "weights trained" in text and "The grammar parses this sentence" in text
     assert "adjective → the noun it describes" in text
+
+
+def test_train_compare_on_the_grammar_reports_each_relation_and_pictures_every_run(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+    from mhacli.render.figures.training import training_runs_figure
+
+    result = CliRunner().invoke(app, ["train", "--task", "grammar", "--compare", "1,2", "--steps", "20",
+                                      "--json", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)["runs"]
+    assert [r["heads"] for r in runs] == [1, 2] and runs[0]["parameters"] == runs[1]["parameters"] == 11_264
+    for r in runs:
+        assert set(r["relation_accuracy"]) == set(grammar.RELATIONS)
+    assert (tmp_path / "training-heads.png").stat().st_size > 0
+    results = [train(TrainConfig.for_task("grammar", heads=h, steps=5, held_out=20)) for h in (1, 2)]
+    fig = training_runs_figure(results)
+    drawn = [ax for ax in fig.axes if ax.get_images()]
+    assert len(drawn) == 3  # the lone head and both heads of the second run
+    for ax, (run, head) in zip(drawn, [(0, 0), (1, 0), (1, 1)]):
+        np.testing.assert_array_equal(ax.get_images()[0].get_array(), results[run].snapshots[-1, head])
+    assert results[0].snapshot_tokens == results[1].snapshot_tokens  # the same held-out sentence in every row
+
+
+def test_the_conclusion_says_where_the_weaker_run_lost_and_never_calls_a_loss_a_gain() -> None:
+    from types import SimpleNamespace
+
+    from mhacli.cli.commands.train import conclusion
+
+    def run(heads: int, accuracy: float, per: tuple[float, ...]) -> SimpleNamespace:
+        return SimpleNamespace(heads=heads, accuracy=accuracy, relation_accuracy=per, parameters=11_264,
+                               config=SimpleNamespace(steps=3000),
+                               model=SimpleNamespace(targets=grammar.RELATIONS))
+
+    text = conclusion([run(1, 0.90, (0.95, 0.80, 0.95)), run(4, 1.0, (1.0, 1.0, 1.0))])  # type: ignore[list-item]
+    assert "1 head reached 90.0%" in text and "4 heads 100.0%: 10 points more from splitting" in text
+    assert "It lost most on object: 80.0% against 100.0%." in text
+    worse = conclusion([run(1, 0.123, (0.1, 0.1, 0.1)), run(2, 0.109, (0.1, 0.1, 0.1))])  # type: ignore[list-item]
+    assert "2 heads reached 10.9%" in worse and "1 head 12.3%: 1 points more with fewer, wider heads" in worse
+    assert "1 heads" not in worse and "from splitting" not in worse
+
+
+def test_the_lone_head_sentence_counts_no_head_without_a_relation_as_one_of_its_own() -> None:
+    from mhacli.core.compare import TrainedApart
+    from mhacli.core.narrate import apart_sentence
+
+    apart = TrainedApart(task="grammar", single_accuracy=0.936, heads_accuracy=1.0, single_parameters=11_264,
+                         heads_parameters=11_264, single_relations=("means",),
+                         heads_relations=("no clear relation", "means", "object", "describes"),
+                         by_relation=(("subject", 0.962, 1.0), ("object", 0.956, 1.0), ("referent", 0.86, 1.0)))
+    text = apart_sentence(apart, 4)
+    assert "a relation of its own" not in text
+    assert "no clear relation in 1 head" in text and "he/she → the noun it means" in text
+    assert "It falls shortest on referent: 86.0% against 100.0%." in text

@@ -191,13 +191,14 @@ FIGURE_NAMES = ("training.png", "training-heads.png")  # what --out receives
 
 
 def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
-    """training.png (every run) and training-heads.png (the run with the most heads), written atomically."""
+    """training.png (every run) and training-heads.png, written atomically: one run's heads during training, or
+    after --compare every run's heads at the end, the lone head included, on the same held-out sequence."""
     from mhacli.io.files import atomic_write
-    from mhacli.render.figures.training import training_figure, training_heads_figure
+    from mhacli.render.figures.training import training_figure, training_heads_figure, training_runs_figure
 
-    shown = max(results, key=lambda r: r.heads)
+    heads_fig = training_heads_figure(results[0]) if len(results) == 1 else training_runs_figure(results)
     paths = []
-    for name, fig in zip(FIGURE_NAMES, (training_figure(results), training_heads_figure(shown))):
+    for name, fig in zip(FIGURE_NAMES, (training_figure(results), heads_fig)):
         paths.append(str(atomic_write(out / name, partial(_save_png, fig))))
     return paths
 

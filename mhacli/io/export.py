@@ -14,7 +14,7 @@ import stat
 import warnings
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -349,7 +349,7 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
         extra["relations"] = relations
     return Trace(
         config=config, tokens=tokens, token_ids=vocabulary(tokens)[1],
-        **{name: a[name] for name in ARRAY_FIELDS},
+        **cast(dict[str, Any], {name: a[name] for name in ARRAY_FIELDS}),
         mask=causal_mask(n) if causal else None, source=_readable_name(path), rules=rules,
         embeddings=a.get("embeddings"), positions=a.get("position_encoding"), **extra,
     )

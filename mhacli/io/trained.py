@@ -175,7 +175,8 @@ def trained_notes(model: TrainedModel, tokens: Sequence[str]) -> list[str]:
     notes = []
     unknown = model.unknown(tokens) if model.sentences else ()
     if unknown:
-        listed = ", ".join(shown(t) for t in unknown[:6]) + (f" and {len(unknown) - 6} more" if len(unknown) > 6 else "")
+        more = f" and {len(unknown) - 6} more" if len(unknown) > 6 else ""
+        listed = ", ".join(shown(t) for t in unknown[:6]) + more
         notes.append(f"the grammar model knows {len(model.vocabulary) - 2} words; {listed} "
                      f"{'is' if len(unknown) == 1 else 'are'} not among them and "
                      f"{'goes' if len(unknown) == 1 else 'go'} in as one unknown token, which carries only its "

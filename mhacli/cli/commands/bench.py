@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from mhacli.cli.options import (BenchTaskOpt, OUT_DIR, BenchTrainOpt, BlockedOpt, CausalOpt, DModelOpt, DtypeOpt, HeadsOpt,
-                                NumbersJsonOpt, PlotOpt, RepeatsOpt, StartupOpt)
+from mhacli.cli.options import (OUT_DIR, BenchTaskOpt, BenchTrainOpt, BlockedOpt, CausalOpt, DModelOpt, DtypeOpt,
+                                HeadsOpt, NumbersJsonOpt, PlotOpt, RepeatsOpt, StartupOpt)
 from mhacli.cli.options import BenchMaxTokensOpt as MaxTokensOpt
 from mhacli.cli.options import OutOpt as OutDirOpt
 from mhacli.cli.output import print_all, report_written, write_stdout

@@ -155,7 +155,7 @@ def train(
                 raise
             from mhacli.core.config import divisors
 
-            width = exc.params.get("d_model", d_model)
+            width = d_model if d_model is not None else TrainConfig.for_task(task).d_model  # the task's default d
             raise UsageError("{compare}: {d_model} is not divisible by " + f"{h} heads; use head counts that "
                              f"divide it ({', '.join(map(str, divisors(width)))}).",
                              compare=compare, d_model=width) from None

@@ -87,8 +87,8 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
                 ax.set_ylabel(f"head {row + 1}\nquery", fontsize=9, color=head_color(row))
             if col == moments - 1:
                 name, share = result.model.relations[row]
-                ax.text(1.04, 0.5, f"{_short(name)}\n{_share(name, share)} of queries", transform=ax.transAxes, fontsize=8,
-                        rotation=90, va="center", ha="left", color=head_color(row))
+                ax.text(1.04, 0.5, f"{_short(name)}\n{_share(name, share)} of queries", transform=ax.transAxes,
+                        fontsize=8, rotation=90, va="center", ha="left", color=head_color(row))
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
     fig.suptitle(f"{result.config.task}: each head's weights on one held-out sequence during training "

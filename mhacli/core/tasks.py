@@ -86,11 +86,7 @@ class Task:
     words: tuple[str, ...] = WORDS  # the tokens sequences are drawn from (the boundary is only an answer)
     # Training defaults where the task needs others than TrainConfig's (the grammar: wider, longer, gentler).
     defaults: tuple[tuple[str, object], ...] = ()
-
-    @property
-    def sentences(self) -> bool:
-        """True for the grammar: real sentences (padded with the boundary token), not random tokens."""
-        return self.name == "grammar"
+    sentences: bool = False  # real sentences of core.grammar (padded with the boundary), not random tokens
 
     @property
     def pad(self) -> int | None:
@@ -135,7 +131,7 @@ TASKS: dict[str, Task] = {
         Task("grammar", grammar.RELATIONS,
              "English sentences: at the verb name its subject and its object, at a predicate adjective the "
              "noun it describes, at he/she the noun it means",
-             vocabulary=(*grammar.WORDS, BOUNDARY, UNKNOWN), words=grammar.WORDS,
+             vocabulary=(*grammar.WORDS, BOUNDARY, UNKNOWN), words=grammar.WORDS, sentences=True,
              defaults=(("d_model", 32), ("steps", 3000), ("lr", 0.01), ("length", grammar.LONGEST))),
     )
 }

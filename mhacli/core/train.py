@@ -30,7 +30,7 @@ from mhacli.core.config import Config
 from mhacli.core.embed import init_weights, positional_encoding
 from mhacli.core.errors import UsageError
 from mhacli.core.schedule import single_threaded_blas
-from mhacli.core.grammar import LONGEST, NO_RELATION
+from mhacli.core.grammar import LONGEST, NO_RELATION, RELATION_NAMES
 from mhacli.core.tasks import BOUNDARY, RELATION_KEYS, TASKS, UNKNOWN, Task, get_task
 
 Array = np.ndarray
@@ -400,8 +400,6 @@ class TrainedModel:
     @property
     def labels(self) -> tuple[str, ...]:
         """Each head's learned relation as a label: ``previous token (98% of queries)``."""
-        from mhacli.core.grammar import RELATION_NAMES
-
         return tuple(f"{name} (under half of any relation's queries: at most {math.floor(100 * share)}%)"
                      if name == NO_RELATION else f"{RELATION_NAMES.get(name, name)} ({share:.0%} of queries)"
                      for name, share in self.relations)

@@ -47,8 +47,8 @@ class Run:
     (the magnifiers' and ``mha compare``'s contrast), when asked for; ``comparison`` with it for compare.
     ``layers``: the analysis of every layer of a view, when the page's layer picker needs them.
     ``lesson``: the numbers ``mha demo`` shows for its query (:func:`with_lesson`).
-    ``parse``: the grammar's parse of the sentence (issue "Heads that learned English"), when the
-    weights' grammar can parse it; None otherwise.
+    ``parse``: the grammar's parse of the sentence (:mod:`mhacli.core.grammar`, the trace's own), when a
+    grammar model read a sentence it can parse; None otherwise.
 
     For ``trace = mhacli.run(...)`` written before the result existed, every attribute of the
     trace also reads through the result (``mhacli.run(text).weights`` is the trace's weights).
@@ -87,6 +87,7 @@ class Prepared:
     own: AttentionWeights | None = None  # your nn.MultiheadAttention's weights
     model: WeightSource | None = None  # a trained model (its own embedding, positions and weights)
     notes: tuple[str, ...] = ()  # what a reader must know about these tokens under these weights
+    shipped: str | None = None  # the --weights name of a model shipped in the package ("trained", "grammar")
 
     @property
     def n_tokens(self) -> int:
@@ -99,7 +100,7 @@ class Prepared:
 
         trace = run_tokens(self.tokens, self.config, self.own, self.model)
         if not (single or compare):
-            return Run(config=self.config, trace=trace, analysis=analyse(trace), notes=self.notes)
+            return Run(config=self.config, trace=trace, analysis=analyse(trace), notes=self.notes, parse=trace.parse)
         one, apart = self._single(trace)
         comparison = None
         if compare:
@@ -109,14 +110,14 @@ class Prepared:
         analysis = comparison.analysis if comparison is not None and comparison.analysis is not None else analyse(
             trace)
         return Run(config=self.config, trace=trace, analysis=analysis, notes=self.notes, single=one,
-                   comparison=comparison)
+                   comparison=comparison, parse=trace.parse)
 
     def _single(self, trace: Trace) -> tuple[Trace, TrainedApart | None]:
         """One head of size d: trained alone on the same task for the shipped model, else the same matrices."""
-        if self.config.weights == "trained":  # the shipped model has a one-head twin trained alone on its task
+        if self.shipped is not None:  # a shipped model has a one-head twin trained alone on its task
             from mhacli.io.trained import shipped_apart, trained_trace
 
-            alone, apart = shipped_apart()
+            alone, apart = shipped_apart(self.shipped)
             return trained_trace(alone, trace.tokens), apart
         from mhacli.core.compare import single_head
 
@@ -170,6 +171,10 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
     """
     from mhacli.io.memory import memory_limit_bytes
 
+    from mhacli.io.shipped import SHIPPED_NAMES
+
+    given = options.get("weights")
+    shipped = given if isinstance(given, str) and given in SHIPPED_NAMES else None
     options, mine, model = _resolved(dict(options))
     config = Config(**options)
     limit = memory_limit_bytes()  # the host, read once for the run
@@ -190,7 +195,7 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
         from mhacli.io.trained import trained_notes
 
         notes = tuple(trained_notes(model, toks))  # type: ignore[arg-type]
-    return Prepared(config=config, tokens=toks, own=mine, model=model, notes=notes)
+    return Prepared(config=config, tokens=toks, own=mine, model=model, notes=notes, shipped=shipped)
 
 
 def run(text: str | None = None, *, tokens: Any = None, **options: Any) -> Run:
@@ -222,7 +227,8 @@ def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Ru
     every = None
     if layers and config is None and shown.n_layers > 1:  # type: ignore[union-attr]
         every = tuple(analyse(shown.at_layer(k)) for k in range(shown.n_layers))  # type: ignore[union-attr]
-    return Run(config=config, trace=shown, analysis=analyse(shown), single=one, layers=every)
+    return Run(config=config, trace=shown, analysis=analyse(shown), single=one, layers=every,
+               parse=getattr(shown, "parse", None))
 
 
 def with_lesson(result: Run, query: int | None = None) -> Run:

@@ -119,6 +119,7 @@ RENDER_MAY_USE = {
     "mhacli.core.tokenize": {"label", "graphemes"},
     "mhacli.core.config": {"human_bytes", "about_bytes"},
     "mhacli.core.designed": {"rules_note"},
+    "mhacli.core.grammar": {"short_name"},  # a learned head's label in a few words
     "mhacli.core": {"narrate"},
 }
 #: Computations still made inside render/, each with the reason it is still there.  The figures are being

@@ -7,10 +7,18 @@ from pathlib import Path
 
 SHIPPED_MODEL = "trained.npz"  # in mhacli/data/, made by the command in docs/training.md
 SHIPPED_ALONE = "trained-1-head.npz"  # the same task and command with --heads 1: mha compare's lone head
+SHIPPED_GRAMMAR = "grammar.npz"  # the grammar model (--weights grammar), by the command in docs/training.md
+SHIPPED_GRAMMAR_ALONE = "grammar-1-head.npz"  # the same command with --heads 1
+#: The --weights names of the models shipped in the package.
+SHIPPED_NAMES = ("trained", "grammar")
 
 
-def shipped_model_path(alone: bool = False) -> Path:
-    """The trained model that ships in the package (``--weights trained``), or its one-head twin."""
+def shipped_model_path(alone: bool = False, name: str = "trained") -> Path:
+    """A model that ships in the package (``--weights trained`` or ``grammar``), or its one-head twin."""
     from importlib import resources
 
-    return Path(str(resources.files("mhacli") / "data" / (SHIPPED_ALONE if alone else SHIPPED_MODEL)))
+    if name == "grammar":
+        file = SHIPPED_GRAMMAR_ALONE if alone else SHIPPED_GRAMMAR
+    else:
+        file = SHIPPED_ALONE if alone else SHIPPED_MODEL
+    return Path(str(resources.files("mhacli") / "data" / file))

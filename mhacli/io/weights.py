@@ -19,7 +19,8 @@ import numpy as np
 from mhacli.core.errors import UsageError
 from mhacli.core.messages import shown_path
 from mhacli.core.weights import AttentionWeights, from_state_dict
-from mhacli.io.shipped import SHIPPED_ALONE, SHIPPED_MODEL, shipped_model_path  # noqa: F401 - their old home
+from mhacli.io.shipped import (SHIPPED_ALONE, SHIPPED_GRAMMAR, SHIPPED_GRAMMAR_ALONE,  # noqa: F401 - their old home
+                               SHIPPED_MODEL, shipped_model_path)
 
 MAX_WEIGHT_BYTES = 2 * 2**30  # a d = 8192 layer is 1 GiB in float64; more is not a teaching run
 
@@ -89,8 +90,8 @@ def resolve_weights(value: str) -> Any:
     from mhacli.core.messages import shown
     from mhacli.io.trained import load_trained
 
-    if value == "trained":
-        return load_trained(shipped_model_path())[0]
+    if value in ("trained", "grammar"):
+        return load_trained(shipped_model_path(name=value))[0]
     path = Path(value)
     try:
         exists = path.exists()

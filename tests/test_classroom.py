@@ -81,7 +81,7 @@ def test_shapes_markdown_for_slides(runner):
     assert "| **total with W^O** | **1,024** |" in out
 
 
-@pytest.mark.parametrize("args,message", [  # --tokens 0 and --d-model 10000000: rows of docs/errors.md
+@pytest.mark.parametrize("args,message", [  # --tokens 0 is a row of docs/errors.md
     (["--heads", "3"], "--d-model 16 is not divisible by --heads 3; try --heads 2 or 4"),
     (["--heads", "32"], "--heads 32 is more than --d-model 16"),
     (["--d-model", "0"], "--d-model must be from 1"),

@@ -133,7 +133,7 @@ def test_attention_npz_round_trips_with_layers(tmp_path):
 
 
 @pytest.mark.parametrize("arrays,message", [
-    ({"weights": np.full((1, 2, 2), 0.5)}, "holds no 'weights' and 'tokens'"),
+    ({"weights": np.full((1, 2, 2), 0.5)}, "holds no attention .* and 'tokens'"),
     ({"weights": np.full((1, 2, 2), 0.5), "tokens": np.array([1, 2])}, "must be a 1-d array of strings"),
     ({"weights": np.array([["a", "b"]] * 2)[None], "tokens": np.array(["x", "y"])}, "must hold numbers"),
     ({"weights": np.full((1, 3, 3), 0.5), "tokens": np.array(["x", "y", "z"])}, "sums to 1.5, not 1"),

@@ -209,7 +209,7 @@ def _pick(modules: dict[str, tuple[str, dict[str, Any]]], layer: object, where: 
                          "{layer:name} 1 to " + f"{len(own)} (or its name).", layer=None)
     text = str(layer).strip()
     if isinstance(layer, numbers.Integral) and not isinstance(layer, bool) or text.isascii() and text.isdigit():
-        number = int(text)
+        layer = number = int(text)  # "3" from the command line is the number 3 in the message too
         if 1 <= number <= len(own):
             return own[number - 1]
     elif text in names:

@@ -71,7 +71,10 @@ def _read_pt(path: Path) -> dict[str, Any]:
     except MemoryError:
         raise UsageError(f"{shown_path(path)} would not fit in this machine's memory.") from None
     except Exception as exc:  # torch raises many kinds for a bad file
-        raise UsageError(f"{shown_path(path)} is not a readable PyTorch state dict ({type(exc).__name__}).") from None
+        legacy = " in a format PyTorch's safe loader cannot read; load it and save it again with torch.save " \
+            "(a recent PyTorch writes the zip format)" if type(exc).__name__ == "UnpicklingError" else ""
+        raise UsageError(f"{shown_path(path)} is not a readable PyTorch state dict ({type(exc).__name__}){legacy}.") \
+            from None
     if not isinstance(state, dict):
         raise UsageError(f"{shown_path(path)} holds a {type(state).__name__}, not a state dict.")
     return state

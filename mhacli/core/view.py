@@ -135,15 +135,16 @@ def _check(weights: Array, tokens: tuple[str, ...], precision: str = "float64") 
     off = abs(float(sums[worst]) - 1.0)
     if off > tolerance:
         layer, head, row = (int(i) for i in worst)
-        where = f"row {row} of head {head + 1} in layer {layer + 1} sums to {sums[worst]:.4g}"
+        where = f"row {row} of head {head + 1} in layer {layer + 1} sums to {sums[worst]:.6g}, not 1 (off by {off:.2g})"
         if float(weights.max()) > 1.0 + tolerance:
             why = "weights above 1 are not probabilities: these look like scores; pass the weights after softmax"
         elif np.all(np.abs(weights.sum(axis=-2) - 1.0) <= tolerance):
             why = "its columns sum to 1: the array seems transposed (keys × queries); pass queries × keys"
         else:
+            guess = "were some keys cut off?" if sums[worst] < 1 else "were heads or layers added together?"
             why = (f"further from 1 than {precision} rounding allows ({tolerance:.2g}); each query's row of "
-                   "weights must sum to 1 (were some keys cut off, or the heads averaged?)")
-        raise UsageError(f"{where}, not 1: {why}.")
+                   f"weights must sum to 1 ({guess})")
+        raise UsageError(f"{where}: {why}.")
 
 
 @dataclass(frozen=True, repr=False)

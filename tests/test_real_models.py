@@ -271,3 +271,17 @@ def test_hugging_face_output_attentions_show_as_a_view_with_a_batch():
     assert view.n_layers == 2 and np.allclose(view.weights, attentions[1][1].numpy(), atol=1e-7)
     with pytest.raises(UsageError, match='attn_implementation="eager"'):
         mhacli.from_attention((), tokens)
+
+
+def test_the_docs_end_to_end_encoder_layer_runs_and_agrees(tmp_path):
+    """docs/your-model.md's 'One encoder layer, end to end' block, run as written: it prints True True."""
+    _torch()
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "your-model.md").read_text(encoding="utf-8")
+    section = page.split("## One encoder layer, end to end", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    proc = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "True True", proc.stdout + proc.stderr
+    assert not proc.stderr, proc.stderr

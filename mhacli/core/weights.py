@@ -151,15 +151,15 @@ def _array(name: str, value: Any, where: str) -> Array:
     try:
         a = np.asarray(value)
     except (TypeError, ValueError, RuntimeError) as exc:
-        raise UsageError(f"{name!r} in {where} is not an array of numbers ({type(exc).__name__}).") from None
+        raise UsageError(f"{name!r} of {where} is not an array of numbers ({type(exc).__name__}).") from None
     if a.dtype.kind not in "fiu":
-        raise UsageError(f"{name!r} in {where} is not an array of numbers (dtype {a.dtype}).")
+        raise UsageError(f"{name!r} of {where} is not an array of numbers (dtype {a.dtype}).")
     a = a.astype(np.float64)
     if not np.all(np.isfinite(a)):
-        raise UsageError(f"{name!r} in {where} holds infinite or NaN values.")
+        raise UsageError(f"{name!r} of {where} holds infinite or NaN values.")
     biggest = float(np.max(np.abs(a), initial=0.0))
     if biggest > MAX_ABS_WEIGHT:
-        raise UsageError(f"{name!r} in {where} holds values up to {biggest:.3g}; mhacli takes weights within "
+        raise UsageError(f"{name!r} of {where} holds values up to {biggest:.3g}; mhacli takes weights within "
                          f"±{MAX_ABS_WEIGHT:.0e} (a trained layer's are within a few tens), so that the scores "
                          "stay finite.")
     return a

@@ -77,7 +77,12 @@ def load_attention(path: Path, layer: int | None = None, batch_index: int | None
     head_names = _strings(path, "head_names", arrays["head_names"]) if "head_names" in arrays else None
     if arrays[key].dtype.kind not in "fiu":
         raise UsageError(f"{shown_path(path)}: {key!r} must hold numbers, got {arrays[key].dtype}.")
-    view = from_attention(arrays[key], tokens, names=head_names, layer_names=layer_names, batch_index=batch_index)
+    try:
+        view = from_attention(arrays[key], tokens, names=head_names, layer_names=layer_names,
+                              batch_index=batch_index)
+    except UsageError as exc:  # the same check as in Python, said of this file
+        where = shown_path(path).replace("{", "{{").replace("}", "}}")
+        raise UsageError(f"{where}: {exc.template}", **exc.params) from None
     view = view if layer is None else view.at_layer(layer - 1)
     return AttentionView(view.tokens, view.layers, view.layer_names, view.head_names, view.causal, view.layer,
                          str(path))

@@ -285,3 +285,19 @@ def test_the_docs_end_to_end_encoder_layer_runs_and_agrees(tmp_path):
                           timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "True True", proc.stdout + proc.stderr
     assert not proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("content,words", [
+    ("{3: torch.zeros(24, 8)}", "a key is 3 (int)"),
+    ("[torch.zeros(24, 8)]", "holds a list, not a state dict"),
+])
+def test_a_pt_file_that_is_not_a_state_dict_of_names_is_one_line(tmp_path, content, words):
+    torch = _torch()
+    torch.save(eval(content, {"torch": torch}), tmp_path / "odd.pt")
+    from typer.testing import CliRunner
+
+    from mhacli.cli import app
+
+    r = CliRunner().invoke(app, ["explain", "a b", "--weights", str(tmp_path / "odd.pt"), "--heads", "2",
+                                 "--no-plots"])
+    assert r.exit_code == 2 and words in r.output and len(r.output.strip().splitlines()) == 1, r.output

@@ -109,6 +109,7 @@ def test_layer_2_of_a_transformer_encoder_from_the_command_line_matches_pytorch_
     r = CliRunner().invoke(app, ["explain", TEXT, "--weights", str(tmp_path / "enc.pt"), "--layer", "2",
                                  "--heads", "4", "--no-plots", "--save-npz", str(tmp_path / "run.npz")])
     assert r.exit_code == 0, r.output
+    assert "ran the self-attention layers.1.self_attn (layer 2 of 2)" in r.output  # the note says which
     t = load_trace(tmp_path / "run.npz")
     _compare(encoder.layers[1].self_attn, t)
     assert not np.allclose(t.W_q, encoder.layers[0].self_attn.in_proj_weight[:16].detach().numpy())

@@ -83,6 +83,9 @@ def run_trace(body: str, config: Config, ctx: typer.Context | None = None) -> Tr
     if own is not None:
         options["weights"] = own
     trace = run(body, **options)
+    if own is not None and getattr(own, "name", None):  # one layer of several: say which ran (GPT-2: causal)
+        causal = ", causal as the model was trained" if own.causal and config.causal else ""
+        notes([f"ran the self-attention {own.name}{causal}."])
     if own is not None and hasattr(own, "stand_ins"):  # a trained model: say what it does with these tokens
         from mhacli.io.trained import trained_notes
 

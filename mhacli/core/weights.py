@@ -338,7 +338,8 @@ def from_state_dict(state: Any, heads: object = None, layer: object = None,
                          "{heads:name} out to use them.", heads=heads)
     w_q, w_k, w_v = w_in[:d], w_in[d : 2 * d], w_in[2 * d :]  # (3d, d) -> 3 × (d, d), PyTorch's order
     b_q, b_k, b_v = (None, None, None) if b_in is None else (b_in[:d], b_in[d : 2 * d], b_in[2 * d :])
-    name = None if len(modules) == 1 else f"{_label(prefix)} ({layout} layout)"
+    own = [p for p in modules if not _is_cross(p)]
+    name = None if len(own) == 1 else f"{_label(prefix)} (layer {own.index(prefix) + 1} of {len(own)})"
     return AttentionWeights(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, heads=recorded, causal=causal, name=name)
 
 

@@ -107,7 +107,7 @@ def test_a_member_declaring_gibibytes_is_refused_before_inflating(tmp_path, kind
     arrays, _ = READERS[kind]
     bomb = declaring_bomb(tmp_path / "bomb.npz", arrays(), None, int(3.5 * GIB))
     assert bomb.stat().st_size < 100_000
-    with pytest.raises(UsageError, match=r"would unpack to \d+(\.\d)? GiB .*zip bomb"):
+    with pytest.raises(UsageError, match=r"would unpack to \d+(\.\d)? GiB .*(zip bomb|can spare now)"):
         _read(kind, bomb)
 
 

@@ -84,10 +84,13 @@ def check_declared(archive: zipfile.ZipFile, bad: Refusal, cap: int | None, max_
     if len(infos) > max_members:
         raise bad(f"it has {len(infos):,} members, more than the {max_members:,} such a file needs")
     declared = sum(info.file_size for info in infos)
+    if cap is not None and declared > cap:
+        raise bad(f"its members would unpack to {human_bytes(declared)} (as the zip declares), more than the "
+                  f"{human_bytes(cap)} such a file may hold; it may be a zip bomb")
     limit = unpack_limit(cap)
     if declared > limit:
         raise bad(f"its members would unpack to {human_bytes(declared)} (as the zip declares), more than the "
-                  f"{human_bytes(limit)} it may use here; it may be a zip bomb")
+                  f"{human_bytes(limit)} this machine can spare now")
     return infos
 
 

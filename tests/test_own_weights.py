@@ -205,7 +205,7 @@ def test_a_bad_weights_file_on_the_command_line_is_one_line_exit_2(tmp_path):
     r = CliRunner().invoke(app, ["explain", "a b", "--weights", str(tmp_path / "huge.npz"), "--heads", "2",
                                  "--no-plots"])
     assert r.exit_code == 2 and "Traceback" not in r.output and "bug" not in r.output
-    assert len(r.output.strip().splitlines()) == 1 and "huge.npz" in r.output
+    assert len(r.output.strip().splitlines()) == 1 and "holds values up to" in r.output, r.output
 
 
 def test_an_edited_trained_model_with_an_empty_vocabulary_is_refused(tmp_path):

@@ -125,15 +125,46 @@ class Prepared:
 
 
 def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights | None, WeightSource | None]:
-    """``options`` with the weights resolved once: a name or path read through io, an object taken as given."""
+    """``options`` with the weights resolved once: a name or path read through io, an object taken as given.
+
+    ``layer`` (from 1, or a name) picks one layer of a state dict holding several; your own weights need
+    ``heads`` unless their file records it.  Whole numbers and flags are checked as the Python API gives them
+    (numpy's scalars included).
+    """
+    from mhacli.core.checks import flag, whole_number
+    from mhacli.core.weights import AttentionWeights as Weights
+
+    options = dict(options)
+    layer = options.pop("layer", None)
+    for name in ("heads", "d_model", "seed"):
+        if options.get(name) is not None:
+            options[name] = whole_number(name, options[name])
+    for name in ("causal", "positions"):
+        if name in options:
+            options[name] = flag(name, options[name])
     given = options.get("weights", "random")
+    is_model = hasattr(given, "inputs") and hasattr(given, "labels")  # a trained model (core.train.TrainedModel)
     if isinstance(given, os.PathLike) or (isinstance(given, str) and given not in _BUILT_IN):
         from mhacli.io.weights import resolve_weights
 
-        given = resolve_weights(str(given))
+        given = resolve_weights(str(os.fspath(given)), heads=options.get("heads"), layer=layer)
+        is_model = hasattr(given, "inputs") and hasattr(given, "labels")
+    elif isinstance(given, str):
+        if layer is not None:
+            raise UsageError("{layer:name} picks one layer of a weights file holding several ({weights:name} "
+                             "FILE); drop it, or give the file.", layer=layer, weights=given)
+    elif is_model:
+        if layer is not None:
+            from mhacli.io.weights import no_layer
+
+            no_layer(layer, "a trained model")
+    else:
+        from mhacli.io.weights import own_weights
+
+        given = own_weights(given, heads=options.get("heads"), layer=layer)
     if isinstance(given, str):
         return options, None, None
-    if hasattr(given, "inputs") and hasattr(given, "labels"):  # a trained model (mhacli.core.train.TrainedModel)
+    if is_model:
         trained = getattr(given, "config")
         for name in _TRAINED_DECIDES:
             if name in options and options[name] != getattr(trained, name):
@@ -141,9 +172,10 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
                                  **{name: getattr(trained, name)})
         decided = {name: getattr(trained, name) for name in _TRAINED_DECIDES}
         return {**options, **decided, "weights": "trained"}, None, given
-    from mhacli.core.trace import own_weights
-
-    mine = own_weights(given)
+    mine: Weights = given
+    options["heads"] = mine.heads  # given, or recorded by the file: a state dict alone records none
+    if mine.causal and "causal" not in options:
+        options["causal"] = True  # GPT-2's layers only ever saw earlier tokens
     return {**options, "weights": "pytorch", "d_model": options.get("d_model", mine.d_model)}, mine, None
 
 
@@ -191,6 +223,9 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
 
         check_designable(len(toks), config)
     notes: tuple[str, ...] = ()
+    if mine is not None and getattr(mine, "name", None):  # one layer of several: say which ran (GPT-2: causal)
+        causal = ", causal as the model was trained" if mine.causal and config.causal else ""
+        notes = (f"ran the self-attention {mine.name}{causal}.",)
     if model is not None and hasattr(model, "stand_ins"):
         from mhacli.io.trained import trained_notes
 

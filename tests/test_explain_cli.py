@@ -131,7 +131,7 @@ def test_show_rerenders_without_recomputing(runner, tmp_path, monkeypatch):
 
     monkeypatch.setattr(mhacli.core.attention, "attend", boom)
     monkeypatch.setattr(mhacli.core.trace, "multi_head_attention", boom)
-    monkeypatch.setattr(mhacli.core.trace, "run", boom)
+    monkeypatch.setattr(mhacli.core.trace, "run_tokens", boom)
     r = runner.invoke(app, ["show", str(path), "--no-plots"])
     assert r.exit_code == 0, r.output
     assert "loaded from" in r.output and "2. Steps" in r.output and "mat" in r.output

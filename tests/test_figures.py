@@ -753,7 +753,7 @@ def test_out_is_checked_before_anything_is_computed(runner, tmp_path, monkeypatc
     def boom(*a, **k):
         raise AssertionError("computed before checking --out")
 
-    monkeypatch.setattr(mhacli.core.trace, "run", boom)
+    monkeypatch.setattr(mhacli.core.trace, "run_tokens", boom)
     afile = tmp_path / "file.txt"
     afile.write_text("x")
     result = runner.invoke(app, ["explain", CAT, "--out", str(afile)])

@@ -2,7 +2,7 @@
 
 core     numpy and the standard library (threadpoolctl for the schedule; torch only as
          verify's optional second reference)
-io       + core (torch only to read your .pt weights, when it is installed)
+io       + core (torch only to read your .pt weights, safetensors your .safetensors, when installed)
 pipeline + io: mhacli/pipeline.py, the one place a run is assembled into its result
 render   + pipeline (its result and the notebook's one analysis), rich, matplotlib (the only layer
          that draws or prints)
@@ -26,7 +26,8 @@ STDLIB = set(sys.stdlib_module_names)
 
 ALLOWED: dict[str, set[str]] = {
     "core": {"numpy", "mhacli.core", "threadpoolctl", "torch"},
-    "io": {"numpy", "mhacli.core", "mhacli.io", "torch"},  # torch only to read a .pt state dict, when installed
+    # torch only to read a .pt state dict, safetensors a .safetensors one, when installed
+    "io": {"numpy", "mhacli.core", "mhacli.io", "torch", "safetensors"},
     "pipeline": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline"},
     "render": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline", "mhacli.render", "rich", "matplotlib",
                "mpl_toolkits", "PIL"},
@@ -120,6 +121,7 @@ RENDER_MAY_USE = {
     "mhacli.core.config": {"human_bytes", "about_bytes"},
     "mhacli.core.designed": {"rules_note"},
     "mhacli.core.grammar": {"short_name"},  # a learned head's label in a few words
+    "mhacli.core.torch_import": {"torch_reason"},  # why PyTorch was not compared, in one sentence
     "mhacli.core": {"narrate"},
 }
 #: Computations still made inside render/, each with the reason it is still there.  The figures are being

@@ -73,7 +73,7 @@ def test_weights_are_resolved_once_and_the_config_built_once_per_command(monkeyp
 
     resolved, built = [], []
     real_resolve, real_post_init = weights.resolve_weights, config.Config.__post_init__
-    monkeypatch.setattr(weights, "resolve_weights", lambda v: resolved.append(v) or real_resolve(v))
+    monkeypatch.setattr(weights, "resolve_weights", lambda v, **kw: resolved.append(v) or real_resolve(v, **kw))
     monkeypatch.setattr(config.Config, "__post_init__", lambda self: built.append(self) or real_post_init(self))
     r = CliRunner().invoke(app, ["explain", CAT, "--weights", "trained", "--no-plots", "--quiet"])
     assert r.exit_code == 0, r.output

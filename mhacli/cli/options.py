@@ -22,6 +22,10 @@ from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
 DEFAULT = SimpleNamespace(**{f.name: f.default for f in fields(Config)})
 
 
+#: Options the pipeline takes besides Config's fields: --layer picks one layer of a weights file.
+PIPELINE_ONLY = ("layer",)
+
+
 def model_options(ctx: typer.Context, **values: object) -> dict[str, object]:
     """A command's model options as the pipeline takes them: by Config's field names, and only those given.
 
@@ -32,7 +36,7 @@ def model_options(ctx: typer.Context, **values: object) -> dict[str, object]:
     given: dict[str, object] = {}
     for name, value in values.items():
         source = ctx.get_parameter_source(name)
-        if not hasattr(DEFAULT, name) or source is None:
+        if not (hasattr(DEFAULT, name) or name in PIPELINE_ONLY) or source is None:
             raise TypeError(f"{name!r} is not a model option of 'mha {ctx.info_name}'")
         if source.name != "DEFAULT":
             given[name] = value
@@ -159,6 +163,14 @@ QueryOpt = Annotated[Optional[str], typer.Option(
 LayerOpt = Annotated[Optional[str], typer.Option(
     "--layer", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
     help="Which layer of an attention file to draw: its number (1 = first) or its name (default: the first).")]
+# The same words as --layer of an attention file, for a weights file holding several layers (issue 22).
+WeightsLayerOpt = Annotated[Optional[str], typer.Option(
+    "--layer", show_default=False, metavar="TEXT", rich_help_panel=MODEL,
+    help="With --weights FILE holding several layers (a TransformerEncoder, BERT or GPT-2 state dict): which "
+         "layer's self-attention to run, its number (1 = first) or its name.")]
+BatchIndexOpt = Annotated[Optional[int], typer.Option(
+    "--batch-index", show_default=False, metavar="N", rich_help_panel=FIGURES,
+    help="Which sequence of an attention file holding a batch (batch, heads, N, N) to draw (0 = first).")]
 
 # --- classroom -----------------------------------------------------------------------------------
 LessonQueryOpt = Annotated[Optional[str], typer.Option(

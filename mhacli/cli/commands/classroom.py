@@ -12,7 +12,7 @@ from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, Ca
                                 HeadsOpt, HideRulesOpt, LessonOutOpt, LessonQueryOpt, MarkdownOpt, PauseOpt,
                                 PositionsOpt,
                                 NumbersJsonOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt, StepOpt, TextArg,
-                                TokenizerOpt, TokensOpt, WeightsOpt, model_options)
+                                TokenizerOpt, TokensOpt, WeightsLayerOpt, WeightsOpt, model_options)
 from mhacli.cli.output import console, json_text, print_all, report_written, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
@@ -104,6 +104,7 @@ def demo(
     file: FileOpt = None,
     sample: SampleOpt = None,
     weights: WeightsOpt = DEFAULT.weights,
+    layer: WeightsLayerOpt = None,
     heads: HeadsOpt = DEFAULT.heads,
     d_model: DModelOpt = DEFAULT.d_model,
     seed: SeedOpt = DEFAULT.seed,
@@ -128,7 +129,7 @@ def demo(
         sample = DEFAULT_SAMPLE
     prepared = prepare_run(resolve_text(text, file, sample), model_options(
         ctx, weights=weights, heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer, positions=positions,
-        causal=causal))
+        causal=causal, layer=layer))
     config = prepared.config
     checked_query(query)
     plan, fmt, dpi = plan_outputs(plots=out is not None, out=out, fmt=FORMAT, dpi=DPI, heads=config.heads,
@@ -166,6 +167,7 @@ def quiz(
     sample: SampleOpt = None,
     seed: SeedOpt = DEFAULT.seed,
     weights: WeightsOpt = DEFAULT.weights,
+    layer: WeightsLayerOpt = None,
     heads: HeadsOpt = DEFAULT.heads,
     d_model: DModelOpt = DEFAULT.d_model,
     causal: CausalOpt = DEFAULT.causal,
@@ -188,7 +190,7 @@ def quiz(
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
     prepared = prepare_run(resolve_text(text, file, sample), model_options(
-        ctx, seed=seed, weights=weights, heads=heads, d_model=d_model, causal=causal))
+        ctx, seed=seed, weights=weights, heads=heads, d_model=d_model, causal=causal, layer=layer))
     config = prepared.config
 
     from mhacli.core.quiz import make_quiz

@@ -9,11 +9,11 @@ import typer
 
 from mhacli.cli.common import (checked_query, finish_run, html_max_tokens, open_figures, plan_outputs, prepare_run,
                                query_position, read_files, shown_folder, write_compare, write_figures)
-from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, CausalOpt, DModelOpt, DpiOpt, DtypeOpt,
-                                FileOpt, FormatOpt, HeadsOpt, HideRulesOpt, HtmlOpt, JsonArraysOpt, JsonOpt, LayerOpt,
-                                MaxTokensOpt, NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt, QueryOpt, QuietOpt,
-                                SampleOpt, SaveNpzOpt, SeedOpt, ShowFileArg, ShowValuesOpt, TextArg, TokenizerOpt,
-                                TraceArg, WeightsOpt, WorkedOpt, model_options)
+from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, BatchIndexOpt, CausalOpt, DModelOpt,
+                                DpiOpt, DtypeOpt, FileOpt, FormatOpt, HeadsOpt, HideRulesOpt, HtmlOpt, JsonArraysOpt,
+                                JsonOpt, LayerOpt, MaxTokensOpt, NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt,
+                                QueryOpt, QuietOpt, SampleOpt, SaveNpzOpt, SeedOpt, ShowFileArg, ShowValuesOpt, TextArg,
+                                TokenizerOpt, TraceArg, WeightsLayerOpt, WeightsOpt, WorkedOpt, model_options)
 from mhacli.cli.output import console, json_text, print_all, report_written, set_quiet, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
@@ -87,6 +87,7 @@ def explain(
     positions: PositionsOpt = DEFAULT.positions,
     causal: CausalOpt = DEFAULT.causal,
     weights: WeightsOpt = DEFAULT.weights,
+    layer: WeightsLayerOpt = None,
     dtype: DtypeOpt = DEFAULT.dtype,
     show_values: ShowValuesOpt = False,
     worked: WorkedOpt = False,
@@ -115,13 +116,13 @@ def explain(
         raise UsageError("--worked brings its own three tokens; drop the text, --file or --sample.")
     _no_arrays_without_json(ctx, json_out)
     options = model_options(ctx, heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer, positions=positions,
-                            causal=causal, weights=weights, dtype=dtype)
+                            causal=causal, weights=weights, dtype=dtype, layer=layer)
     if worked:
         from mhacli.core.config import Config
         from mhacli.core.worked import HEADS, worked_example
         from mhacli.pipeline import result_of
 
-        config = Config(**{k: v for k, v in options.items() if k != "weights"})  # type: ignore[arg-type]
+        config = Config(**{k: v for k, v in options.items() if k not in ("weights", "layer")})  # type: ignore[arg-type]
         checked_query(query)
         trace = worked_example(config.seed, config.causal)
         plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=HEADS, save_npz=save_npz,
@@ -148,12 +149,13 @@ def explain(
     _write_all(ctx, result, plan, fmt, dpi, position, max_tokens, hide_rules, json_out)
 
 
-def _pick_layer(path: Path, layer: str | None) -> AttentionView:
+def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -> AttentionView:
     """The attention file's view at ``--layer``: a number (1 = first) or one of its layer names."""
     from mhacli.core.messages import shown_path
     from mhacli.io.attention_file import load_attention
 
-    view = load_attention(path)  # read and checked once; a layer is picked from it, never by reading again
+    # read and checked once; a layer is picked from it, never by reading again
+    view = load_attention(path, batch_index=batch_index)
     if layer is None:
         return view
     text = layer.strip()
@@ -179,7 +181,7 @@ def _view_json(view: AttentionView, analysis: Analysis) -> str:
 
 def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_tokens: int, show_values: bool,
                     json_out: bool, html: str | None, out: Path, plots: bool, fmt: str, dpi: int,
-                    query: str | None, hide_rules: bool = False) -> None:
+                    query: str | None, hide_rules: bool = False, batch_index: int | None = None) -> None:
     """``mha show`` of your model's attention: the grids, the figures and the page of one layer."""
     from mhacli.pipeline import result_of
     from mhacli.render.figures import resolve_query
@@ -187,7 +189,7 @@ def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_token
     if show_values:
         raise UsageError("--show-values prints a run's matrices; an attention file holds only the weights "
                          "(drop --show-values).")
-    view = _pick_layer(path, layer)
+    view = _pick_layer(path, layer, batch_index)
     plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=view.num_heads, split=False,
                                   html=html, inputs=[("the attention file", path)])
     position = resolve_query(view.tokens, query)
@@ -227,6 +229,7 @@ def show(
     query: QueryOpt = None,
     layer: LayerOpt = None,
     hide_rules: HideRulesOpt = False,
+    batch_index: BatchIndexOpt = None,
 ) -> None:
     """Re-render the walkthrough and the figures from a saved .npz, without recomputing attention.
 
@@ -245,8 +248,11 @@ def show(
 
     if is_attention_file(trace_file):
         _show_attention(ctx, trace_file, layer, max_tokens, show_values, json_out, html, out, plots, fmt, dpi, query,
-                        hide_rules)
+                        hide_rules, batch_index)
         return
+    if batch_index is not None:
+        raise UsageError("--batch-index picks one sequence of an attention file holding a batch; "
+                         "a saved run of mha explain has one (drop --batch-index).")
     if layer is not None:
         raise UsageError("--layer picks a layer of an attention file ('weights' and 'tokens'); "
                          "a saved run of mha explain has one layer (drop --layer).")
@@ -279,6 +285,7 @@ def compare(
     positions: PositionsOpt = DEFAULT.positions,
     causal: CausalOpt = DEFAULT.causal,
     weights: WeightsOpt = DEFAULT.weights,
+    layer: WeightsLayerOpt = None,
     max_tokens: MaxTokensOpt = MAX_TOKENS,
     json_out: NumbersJsonOpt = False,
     quiet: QuietOpt = False,
@@ -304,7 +311,7 @@ def compare(
     set_quiet(quiet)
     prepared = prepare_run(resolve_text(text, file, sample), model_options(
         ctx, heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer, positions=positions, causal=causal,
-        weights=weights))
+        weights=weights, layer=layer))
     config = prepared.config
     plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=config.heads, compare=True,
                                   inputs=read_files(file, weights))

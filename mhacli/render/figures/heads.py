@@ -72,8 +72,7 @@ def panels(sheet: Sheet, matrices: list[np.ndarray], names: list[str], details: 
         x = left + c * (panel + GAP)
         maps.append(heatmap(sheet.axes(x, row_top, panel, panel), m, labels, labels, mask=mask,
                             color=colors[k], tick_size=tick, value_size=value, label_step=step,
-                            rotate_x=rotate, show_x=r == 0, show_y=c == 0, frame_width=frame,
-                            tick_labels=False))
+                            rotate_x=rotate, show_x=r == 0, show_y=c == 0, frame_width=frame))
         titles.append(sheet.text(x, y, name, fontsize=12.0, fontweight="bold", color=text_colors[k]))
         if details[k]:
             sheet.text(x, y + line(12.0), details[k], fontsize=10.0, color="#444444")
@@ -151,7 +150,7 @@ def build_heads(trace: Shown, view: View, pen: Pen, analysis: Analysis | None = 
     x0 = left + (width - (left + grid_w + bar)) / 2
     sheet.text(0.2, 0.2, title, fontsize=16.0, fontweight="bold")
     y = 0.2 + line(16.0)
-    label_text = sheet.text(0.2, y, "\n".join(label_lines), fontsize=12.0, fontstyle="italic", linespacing=1.15)
+    sheet.text(0.2, y, "\n".join(label_lines), fontsize=12.0, fontstyle="italic", linespacing=1.15)
     y += len(label_lines) * line(12.0)
     sheet.text(0.2, y, sentence(trace, view, pen, inner, 12.0), fontsize=12.0)
     if view.windowed:
@@ -166,10 +165,7 @@ def build_heads(trace: Shown, view: View, pen: Pen, analysis: Analysis | None = 
     first_row_top = top + title_h + x_label_h + pad
     sheet.text(x0 - pad - label_w - 0.08, (first_row_top + grid.bottom) / 2,
                "← query (the token looking)", fontsize=12.0, rotation=90, va="center", ha="right")
-    bar_ax = colour_bar(sheet, grid.right + 0.25, first_row_top, min(grid.bottom - first_row_top, 4.5))
+    colour_bar(sheet, grid.right + 0.25, first_row_top, min(grid.bottom - first_row_top, 4.5))
     sheet.text(0.2, grid.bottom + 0.25, "\n".join(note_lines), fontsize=10.5, color="#444444",
                linespacing=1.15)
-    sheet.fig.mhacli_panels = grid  # type: ignore[attr-defined]  # for tests: the drawn panels
-    sheet.fig.mhacli_colour_bars = [bar_ax]  # type: ignore[attr-defined]
-    sheet.fig.mhacli_label = label_text  # type: ignore[attr-defined]
     return sheet.fig

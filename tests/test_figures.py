@@ -980,3 +980,58 @@ def test_the_measures_of_a_run_are_computed_once_for_every_renderer(cat, monkeyp
     figures.save_figures(trace, None, tmp_path, dpi=FAST_DPI)
     render_html(trace)
     assert len(calls) == 1 and calls[0] is trace
+
+
+# ---------------------------------------------------------------------------
+# Readable on a projector: token labels at 40 tokens, the figure fitted to a 1080p screen
+# ---------------------------------------------------------------------------
+
+SCREEN = (1920, 1080)
+MIN_LABEL_PX = 10.0
+
+
+def fitted_label_px(fig, path: Path, dpi: int) -> float:
+    """Height in screen pixels of the smallest token label, the saved image fitted to a 1920 × 1080 screen.
+
+    The label's em height is its font size in points × dpi / 72 pixels in the file; shown fitted,
+    the file is scaled by min(1920 / W, 1080 / H).
+    """
+    with Image.open(path) as im:
+        width, height = im.size
+    fit = min(SCREEN[0] / width, SCREEN[1] / height)
+    sizes = [t.get_fontsize() for ax in heatmaps(fig) for t in ax.get_xticklabels() + ax.get_yticklabels()
+             if t.get_text()]
+    assert sizes, "the figure labels its tokens"
+    return min(sizes) * dpi / 72 * fit
+
+
+@pytest.fixture(scope="module")
+def paragraph():
+    from mhacli.io.samples import load_sample
+
+    trace = run(load_sample("paragraph").text, heads=4, d_model=16)
+    assert trace.n_tokens >= 40
+    return trace
+
+
+@pytest.mark.parametrize("name", ["head-1", "heads"])
+def test_token_labels_at_40_tokens_are_10_px_on_a_1080p_screen(paragraph, tmp_path, name):
+    """Issue 20: heads.png's labels were 7–10 px on a projector at 24–40 tokens."""
+    fig = figures.head_figure(paragraph, 0) if name == "head-1" else figures.heads_figure(paragraph)
+    path = figures.save(fig, tmp_path / f"{name}.png", "png", FAST_DPI)
+    assert fitted_label_px(fig, path, FAST_DPI) >= MIN_LABEL_PX
+
+
+@pytest.mark.parametrize("heads, length", [(4, 12), (4, 40), (8, 40)])
+def test_training_heads_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp_path, heads, length):
+    from mhacli.core.train import TrainConfig, train
+    from mhacli.render.figures.training import training_heads_figure
+
+    result = train(TrainConfig(heads=heads, length=length, steps=2, batch=2, held_out=4, snapshots=5))
+    fig = training_heads_figure(result)
+    path = figures.save(fig, tmp_path / "training-heads.png", "png", 100)  # the dpi mha train saves at
+    assert fitted_label_px(fig, path, 100) >= MIN_LABEL_PX
+    keys = [t.get_text() for t in heatmaps(fig)[-1].get_xticklabels()]  # the bottom row's keys
+    step = 1 if length == 12 else int(np.diff([t for t in heatmaps(fig)[-1].get_xticks()])[0])
+    assert keys == list(result.snapshot_tokens[::step])
+    _assert_legible(fig)

@@ -229,6 +229,19 @@ def drawing(pen: Pen | None = None) -> Iterator[Pen]:
                     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
+SCREEN_PX = (1920, 1080)  # a projector or a 1080p screen a figure is shown fitted to
+LABEL_PX = 10.5  # token labels at least this tall (em height, in screen pixels) when shown fitted
+
+
+def readable_points(width_in: float, height_in: float) -> float:
+    """Smallest font size (points) that stays LABEL_PX tall when a figure of this size is shown fitted to the screen.
+
+    Fitted, the figure shows min(1920 / width, 1080 / height) screen pixels per inch, whatever its dpi.
+    """
+    shown_ppi = min(SCREEN_PX[0] / width_in, SCREEN_PX[1] / height_in)
+    return LABEL_PX * 72 / shown_ppi
+
+
 def snap(inches: float) -> float:
     """Round a figure size up to 1/8 inch, so width × dpi is exact in binary floating point."""
     return math.ceil(inches * 8 - 1e-9) / 8

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from mhacli.render.labels import Shown
 
 PT = 1 / 72  # one typographic point, in inches
-_GLYPH_WARNING = re.compile(r"Glyph (\d+) .*missing from font")
+_GLYPH_WARNING = re.compile(r"Glyph (\d+) .*missing from (?:current )?font")  # 3.7: "current font"
 _SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 # Fonts tried in order for each character: matplotlib (3.6+) falls back from one

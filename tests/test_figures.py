@@ -1035,3 +1035,16 @@ def test_training_heads_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp
     step = 1 if length == 12 else int(np.diff([t for t in heatmaps(fig)[-1].get_xticks()])[0])
     assert keys == list(result.snapshot_tokens[::step])
     _assert_legible(fig)
+
+
+@pytest.mark.parametrize("length", [12, 40])
+def test_training_runs_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp_path, length):
+    """After --compare, training-heads.png shows every run: its labels too stay readable at 40 tokens."""
+    from mhacli.core.train import TrainConfig, train
+    from mhacli.render.figures.training import training_runs_figure
+
+    results = [train(TrainConfig(heads=h, length=length, steps=2, batch=2, held_out=4)) for h in (1, 2, 4)]
+    fig = training_runs_figure(results)
+    path = figures.save(fig, tmp_path / "training-heads.png", "png", 100)
+    assert fitted_label_px(fig, path, 100) >= MIN_LABEL_PX
+    _assert_legible(fig)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from mhacli.core import narrate
 from mhacli.core.analysis import top_keys
 from mhacli.render import theme
 from mhacli.render.figures.layout import PT, Pen, Sheet, clamp, drawing, line
@@ -141,6 +142,9 @@ def chosen_queries(analysis: Analysis, view: View, count: int) -> tuple[int, ...
 def why_chosen(analysis: Analysis, queries: Sequence[int], pen: Pen) -> str:
     """The sentence that says which queries the figure shows and why, from the measures."""
     h = analysis.num_heads
+    parsed = narrate.parse_queries_sentence(analysis.reading, queries) if analysis.reading is not None else None
+    if parsed is not None:
+        return parsed
     if h == 1:
         return ("Chosen queries: with one head there is nothing to disagree on, so the first queries with a "
                 "single top key are shown; give --query to pick another.")
@@ -242,8 +246,9 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
     if asked:
         who = f"the query “{pen.shown(trace.tokens[queries[0]])}” (position {queries[0]})"
     else:
-        who = f"{len(queries)} quer{'ies' if len(queries) != 1 else 'y'}" + (" where the heads differ most"
-                                                                             if h > 1 else "")
+        parsed = analysis.reading is not None and all(q in analysis.reading.queries for q in queries)
+        why = " of the grammar's parse" if parsed else " where the heads differ most" if h > 1 else ""
+        who = f"{len(queries)} quer{'ies' if len(queries) != 1 else 'y'}" + why
     title = (f"One magnifier or {h}? Where attention goes, seen from {who}" if h != 1
              else f"One magnifier: where attention goes, seen from {who}")
     title_lines = pen.wrap(title, inner, 16.0, bold=True)

@@ -302,3 +302,16 @@ def test_a_pt_file_that_is_not_a_state_dict_of_names_is_one_line(tmp_path, conte
     r = CliRunner().invoke(app, ["explain", "a b", "--weights", str(tmp_path / "odd.pt"), "--heads", "2",
                                  "--no-plots"])
     assert r.exit_code == 2 and words in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_a_missing_torch_is_not_remembered_once_it_is_back(monkeypatch):
+    """An ImportError loads nothing of torch: the next import is tried again (the guard remembered it for the
+    whole process, so one test simulating 'not installed' hid PyTorch from every later test in its worker)."""
+    pytest.importorskip("torch", reason="needs PyTorch to come back")
+    from mhacli.core import torch_import
+
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "torch", None)
+        with pytest.raises(torch_import.TorchUnavailable, match="not installed"):
+            torch_import.load_torch()
+    assert torch_import.load_torch() is sys.modules["torch"]

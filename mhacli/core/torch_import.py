@@ -21,6 +21,7 @@ from types import ModuleType
 TORCH_ADDRESS_SPACE = 768 * 2**20
 
 _failure: list[str] = []  # why the import failed, once: a second import of a half-loaded torch is not safe
+_last: list[str] = []  # why the latest attempt failed, whatever the reason (for the note that says so)
 
 
 class TorchUnavailable(Exception):
@@ -50,6 +51,16 @@ def _address_space_left() -> int | None:
 
 def load_torch() -> ModuleType:
     """``torch``, or :class:`TorchUnavailable` saying why not (never an abort, never a stray warning)."""
+    try:
+        torch = _load()
+    except TorchUnavailable as exc:
+        _last[:] = [str(exc)]
+        raise
+    _last.clear()
+    return torch
+
+
+def _load() -> ModuleType:
     import sys
 
     if _failure:
@@ -57,26 +68,25 @@ def load_torch() -> ModuleType:
     if "torch" in sys.modules and hasattr(sys.modules["torch"], "from_numpy"):
         return sys.modules["torch"]
     left = _address_space_left()
-    if left is not None and left < TORCH_ADDRESS_SPACE:
-        reason = (f"PyTorch cannot start under this process's memory limit (ulimit -v leaves {left // 2**20} MiB; "
-                  f"it needs about {TORCH_ADDRESS_SPACE // 2**20} MiB)")
-        _failure.append(reason)
-        raise TorchUnavailable(reason)
+    if left is not None and left < TORCH_ADDRESS_SPACE:  # checked again next time: the limit may change
+        raise TorchUnavailable(f"PyTorch cannot start under this process's memory limit (ulimit -v leaves "
+                               f"{left // 2**20} MiB; it needs about {TORCH_ADDRESS_SPACE // 2**20} MiB)")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             import torch
     except ImportError as exc:
-        reason = ("PyTorch is not installed" if getattr(exc, "name", None) == "torch"
-                  else f"PyTorch is installed but cannot be imported ({type(exc).__name__})")
+        # Nothing of torch was loaded (or its import stopped cleanly): a later import may be tried again,
+        # e.g. after a test put sys.modules["torch"] back.
+        raise TorchUnavailable("PyTorch is not installed" if getattr(exc, "name", None) == "torch"
+                               else f"PyTorch is installed but cannot be imported ({type(exc).__name__})") from None
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # MemoryError, OSError from a shared library, RuntimeError: all one line
         reason = f"PyTorch is installed but cannot be imported ({type(exc).__name__})"
-    else:
-        return torch
-    _failure.append(reason)
-    raise TorchUnavailable(reason)
+        _failure.append(reason)  # a half-loaded torch: importing it a second time is not safe
+        raise TorchUnavailable(reason) from None
+    return torch
 
 
 def torch_or_none() -> ModuleType | None:
@@ -88,5 +98,5 @@ def torch_or_none() -> ModuleType | None:
 
 
 def torch_reason() -> str | None:
-    """Why PyTorch could not be used, once an import was tried and failed (else None)."""
-    return _failure[0] if _failure else None
+    """Why PyTorch could not be used, when the latest import tried failed (else None)."""
+    return _last[0] if _last else None

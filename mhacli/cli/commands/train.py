@@ -19,7 +19,7 @@ from rich.table import Table
 from mhacli.cli.options import (OUT_DIR, TRAIN_DEFAULTS, BatchOpt, CompareOpt, LrOpt, StepsOpt, TaskOpt,
                                 TrainDModelOpt, TrainHeadsOpt, TrainJsonOpt, TrainOutOpt, TrainPlotsOpt, TrainSaveOpt,
                                 TrainSeedOpt)
-from mhacli.cli.output import console, err_console, write_stdout
+from mhacli.cli.output import console, err_console, notes, write_stdout
 from mhacli.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -177,11 +177,16 @@ def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
     """training.png (every run) and training-heads.png (the run with the most heads), written atomically."""
     from mhacli.io.files import atomic_write
     from mhacli.render.figures.training import training_figure, training_heads_figure
+    from mhacli.render.warned import note, recording
 
     shown = max(results, key=lambda r: r.heads)
     paths = []
-    for name, fig in zip(FIGURE_NAMES, (training_figure(results), training_heads_figure(shown))):
-        paths.append(str(atomic_write(out / name, partial(_save_png, fig))))
+    warned: dict[str, None] = {}
+    with recording(warned):  # a library's warning while drawing is one note below, never stray lines
+        figures = (partial(training_figure, results), partial(training_heads_figure, shown))
+        for name, build in zip(FIGURE_NAMES, figures):
+            paths.append(str(atomic_write(out / name, partial(_save_png, build()))))
+    notes([line for line in (note(warned),) if line])
     return paths
 
 

@@ -1,0 +1,103 @@
+"""Hard inputs, round three (issue 21): one test per family this file covers.
+
+Each test gives the installed ``mha`` (or the function under it) the input that
+was seen to fail, and checks the one-line answer, the exit code, and that
+nothing was written or left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+MHA = Path(sys.executable).with_name("mha")
+ENV = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100", "PYTHONWARNINGS": "default"}
+
+
+def mha(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 240,
+        **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(MHA), *args], cwd=cwd, env=env or ENV, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=timeout, **kw)  # type: ignore[call-overload]
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("mha: error: "), proc.stderr
+    assert "Traceback" not in proc.stderr and "this is a bug" not in proc.stderr
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------
+# Family 1: a warning raised while a figure is drawn
+# ---------------------------------------------------------------------------
+
+# Runs the command in a fresh interpreter with one figure function wrapped to raise a warning while
+# it draws.  Before the fix the drawing context re-emitted the warning while still recording it, and
+# the run never ended (the timeout below is only the guard that turns that hang into a failure).
+_WARNING_RUNNER = textwrap.dedent("""
+    import importlib, sys, warnings
+    module, name = sys.argv[1].rsplit(".", 1)
+    target = importlib.import_module(module)
+    original = getattr(target, name)
+
+    def warned(*args, **kwargs):
+        warnings.warn("a library warning while drawing", UserWarning)
+        return original(*args, **kwargs)
+
+    setattr(target, name, warned)
+    from mhacli.cli.app import main
+    sys.argv = ["mha", *sys.argv[2:]]
+    main()
+""")
+
+
+@pytest.mark.parametrize(("function", "args", "written"), [
+    ("mhacli.render.figures.save.build_heads", ["explain", "the cat sat", "--out", "figs"], "figs/heads.png"),
+    ("mhacli.render.figures.save.split_figure", ["explain", "the cat sat", "--out", "figs"], "figs/split.png"),
+    ("mhacli.render.figures.head.HeadFigure.show", ["explain", "the cat sat", "--out", "figs"],
+     "figs/head-1.png"),
+    ("mhacli.render.figures.save.build_compare", ["compare", "the cat sat", "--out", "figs"],
+     "figs/single-vs-multi.png"),
+    ("mhacli.render.figures.training.training_figure",
+     ["train", "--steps", "3", "--out", "figs"], "figs/training.png"),
+])
+def test_a_warning_while_drawing_is_one_note_and_the_figure_is_written(tmp_path, function, args, written):
+    module, _, attr = function.rpartition(".")
+    if module.endswith("HeadFigure"):  # a method: patch it on its class
+        module, cls = module.rsplit(".", 1)
+        script = _WARNING_RUNNER.replace("target = importlib.import_module(module)",
+                                         f"target = getattr(importlib.import_module(module), {cls!r})")
+    else:
+        script = _WARNING_RUNNER
+    proc = subprocess.run([sys.executable, "-c", script, f"{module}.{attr}", *args], cwd=tmp_path, env=ENV,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "a library warning while drawing" in line]
+    assert len(warned) == 1, proc.stderr
+    assert warned[0].startswith("mha: note: ") and "figures were written" in warned[0], proc.stderr
+    assert "UserWarning" in warned[0] and "warnings.warn" not in proc.stderr
+    assert (tmp_path / written).stat().st_size > 0
+
+
+def test_drawing_keeps_other_warnings_as_notes_and_glyphs_apart():
+    import warnings
+
+    from mhacli.render.figures.layout import drawing
+
+    with drawing() as pen:
+        warnings.warn("first", UserWarning)
+        warnings.warn("first", UserWarning)  # the same message is said once
+        warnings.warn("Glyph 12354 (\\N{HIRAGANA LETTER A}) missing from font(s) DejaVu Sans.", UserWarning)
+        with drawing(pen):  # a figure drawn inside another's context: still one note, no loop
+            warnings.warn("second", RuntimeWarning)
+    assert list(pen.missing) == ["\u3042"]
+    assert sorted(pen.warned) == ["RuntimeWarning: second", "UserWarning: first"]
+    notices = pen.notices()
+    assert len(notices) == 2 and "first" in notices[1] and "second" in notices[1]

@@ -7,7 +7,6 @@ nothing was written or left behind.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -101,3 +100,48 @@ def test_drawing_keeps_other_warnings_as_notes_and_glyphs_apart():
     assert sorted(pen.warned) == ["RuntimeWarning: second", "UserWarning: first"]
     notices = pen.notices()
     assert len(notices) == 2 and "first" in notices[1] and "second" in notices[1]
+
+
+# ---------------------------------------------------------------------------
+# Family 2: a diverging learning rate
+# ---------------------------------------------------------------------------
+
+def test_a_learning_rate_above_its_bound_is_a_usage_error_before_any_step(tmp_path):
+    proc = mha("train", "--lr", "1e100", "--steps", "5", "--json", "--save", "m.npz", "--out", "figs",
+               cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "--lr" in one_error_line(proc) and "at most 1" in proc.stderr
+    assert proc.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_a_run_whose_parameters_stop_being_finite_is_refused_and_nothing_is_written(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+    from mhacli.core import train
+
+    step = train.Adam.step
+
+    def overflowing(self, params, grads, names):  # what a learning rate at the edge of its bound can do
+        step(self, params, grads, names)
+        if self.t == 3:
+            params["W_q"][0, 0] = float("inf")
+
+    monkeypatch.setattr(train.Adam, "step", overflowing)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["train", "--steps", "5", "--json", "--save", "m.npz", "--out", "figs"])
+    assert result.exit_code == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mha: error: training diverged at step"), result.stderr
+    assert "--lr" in lines[0] and "Warning" not in result.stderr
+    assert result.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_json_is_strict_everywhere_it_is_written():
+    from mhacli.cli.output import json_text
+
+    assert json_text({"a": 1.5}) == '{"a": 1.5}'
+    with pytest.raises(ValueError):
+        json_text({"loss": float("nan")})
+    with pytest.raises(ValueError):
+        json_text({"loss": float("inf")}, allow_nan=True)  # no caller can ask for NaN back

@@ -196,7 +196,8 @@ BatchOpt = Annotated[int, typer.Option(
     "--batch", metavar="B", rich_help_panel=TRAINING,
     help=f"Sequences per training step, at most {TRAIN_MOST['batch']:,}.")]
 LrOpt = Annotated[float, typer.Option(
-    "--lr", metavar="LR", rich_help_panel=TRAINING, help="Adam's learning rate.")]
+    "--lr", metavar="LR", rich_help_panel=TRAINING,
+    help="Adam's learning rate: above 0, at most 1 (0.001 to 0.05 works).")]
 TrainSeedOpt = Annotated[int, typer.Option(
     "--seed", "-s", metavar="S", rich_help_panel=TRAINING,
     help="Seed for the initial weights and every sequence.")]

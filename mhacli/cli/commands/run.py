@@ -51,7 +51,7 @@ def _write_html(trace: Trace | AttentionView, html: Path | None, max_tokens: int
 def _print_json(trace: Trace, arrays: bool, analysis: Analysis) -> None:
     from mhacli.io.export import trace_document
 
-    write_stdout(json_text(trace_document(trace, arrays=arrays, analysis=analysis), allow_nan=False) + "\n")
+    write_stdout(json_text(trace_document(trace, arrays=arrays, analysis=analysis)) + "\n")
 
 
 def _no_arrays_without_json(ctx: typer.Context, json_out: bool) -> None:

@@ -9,7 +9,6 @@ inside, so ``mha --help`` stays quick.
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -19,8 +18,9 @@ from rich.table import Table
 from mhacli.cli.options import (OUT_DIR, TRAIN_DEFAULTS, BatchOpt, CompareOpt, LrOpt, StepsOpt, TaskOpt,
                                 TrainDModelOpt, TrainHeadsOpt, TrainJsonOpt, TrainOutOpt, TrainPlotsOpt, TrainSaveOpt,
                                 TrainSeedOpt)
-from mhacli.cli.output import console, err_console, notes, write_stdout
+from mhacli.cli.output import console, err_console, json_text, notes, write_stdout
 from mhacli.core.errors import UsageError
+from mhacli.io import cleanup
 
 if TYPE_CHECKING:
     from mhacli.core.train import TrainConfig, TrainResult
@@ -84,7 +84,7 @@ def results_json(results: "list[TrainResult]") -> str:
                      "loss": r.loss, "accuracy": r.accuracy, "steps": c.steps, "seconds": r.seconds,
                      "batch": c.batch, "length": c.length, "lr": c.lr, "seed": c.seed, "positions": c.positions,
                      "relations": [{"relation": n, "share": s} for n, s in r.model.relations]})
-    return json.dumps({"task": results[0].config.task, "runs": runs}, indent=2)
+    return json_text({"task": results[0].config.task, "runs": runs}, indent=2)
 
 
 def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
@@ -145,9 +145,14 @@ def train(
     # Every output resolved before the first step: --save and the two figures never land on each other,
     # through a link in --out, or on a folder named with a trailing '/'.
     plan, _, _ = plan_outputs(plots=plots, out=out, fmt="png", dpi=100, heads=1, names=FIGURE_NAMES, save=save)
+    made = plan.out is not None and not plan.out.exists()
     if plan.out is not None:
         prepare_out_dir(plan.out)
+    if made:  # a folder made for this run goes again if the training fails (diverges, Ctrl-C): nothing written
+        cleanup.register(plan.out, folder=True)  # type: ignore[arg-type]
     results = [_train_with_bar(config, quiet=json_out) for config in configs]
+    if made:
+        cleanup.unregister(plan.out)  # type: ignore[arg-type]
     written: list[str] = []
     if plan.save is not None:
         from mhacli.io.trained import save_trained

@@ -145,3 +145,64 @@ def test_json_is_strict_everywhere_it_is_written():
         json_text({"loss": float("nan")})
     with pytest.raises(ValueError):
         json_text({"loss": float("inf")}, allow_nan=True)  # no caller can ask for NaN back
+
+
+# ---------------------------------------------------------------------------
+# Family 3: numbers that str.isdigit() accepts and int() refuses (or the reverse)
+# ---------------------------------------------------------------------------
+
+BIG = "9" * 5000
+
+
+def test_the_one_number_rule():
+    from mhacli.core.numbers import BOUND, whole_number
+
+    assert [whole_number(t) for t in ("0", "42", " 7 ", "+3", "-5", "007")] == [0, 42, 7, 3, -5, 7]
+    for refused in ("²", "٣", "2_0", "+-2", "--2", "", " ", "1e3", "0x10", "1.0", BIG, str(BOUND + 1), "1 2"):
+        assert whole_number(refused) is None, refused
+    assert whole_number(str(BOUND)) == BOUND
+
+
+def _attention_file(tmp_path: Path) -> Path:
+    import numpy as np
+
+    np.savez(tmp_path / "h.npz", weights=np.full((2, 3, 3), 1 / 3), tokens=np.array(["a", "b", "c"]))
+    return tmp_path / "h.npz"
+
+
+@pytest.mark.parametrize("value", ["²", "+-2", "2_0", "٣", BIG])
+@pytest.mark.parametrize(("command", "option"), [
+    (["train", "--steps", "1", "--no-plots"], "--compare"),
+    (["train", "--no-plots"], "--steps"),
+    (["explain", "the cat", "--no-plots"], "--heads"),
+    (["explain", "the cat", "--no-plots"], "--max-tokens"),
+    (["explain", "the cat", "--no-plots"], "--seed"),
+    (["show", "h.npz", "--no-plots"], "--layer"),
+    (["quiz"], "--questions"),
+])
+def test_a_number_that_is_not_ascii_digits_is_one_usage_line(tmp_path, command, option, value):
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+
+    if option == "--layer" and value == "2_0":
+        pytest.skip("'2_0' could be a layer's name: it gets the 'not a layer' line")
+    _attention_file(tmp_path)
+    here = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        result = CliRunner().invoke(app, [*command, option, value])
+    finally:
+        os.chdir(here)
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"mha: error: {option} "), result.stderr
+    assert "digits 0-9" in lines[0] and "this is a bug" not in lines[0] and len(lines[0]) < 300
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_the_installed_command_gives_the_same_line(tmp_path):
+    proc = mha("train", "--compare", "²", "--steps", "1", "--no-plots", cwd=tmp_path)
+    assert proc.returncode == 2 and "digits 0-9" in one_error_line(proc)
+    proc = mha("explain", "the cat", "--max-tokens", "0", "--no-plots", cwd=tmp_path)
+    assert proc.returncode == 2 and "--max-tokens must be at least 1, got 0" in one_error_line(proc)

@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
+from mhacli.core.numbers import BOUND, RULE, TOO_BIG, too_big, whole_number
 
 #: Config's field defaults (``DEFAULT.heads`` is 4): the one place the model defaults come from.
 DEFAULT = SimpleNamespace(**{f.name: f.default for f in fields(Config)})
@@ -28,6 +29,36 @@ DPI = 150
 
 #: Flags take no value, so none is shown in --help (Typer would write "<bool>").
 FLAG = ""
+
+
+class NotWholeNumber(typer.BadParameter):
+    """A value of an integer option outside the one rule (worded by :func:`mhacli.cli.messages.bad_parameter`)."""
+
+    def __init__(self, typed: str, rule: str = RULE, example: bool = True) -> None:
+        super().__init__(rule)
+        self.typed, self.example = typed, example
+
+
+def whole_option(value: str | int, low: int = -BOUND) -> int:
+    """The parser of every integer option: :func:`mhacli.core.numbers.whole_number`, then ``value >= low``.
+
+    Each option's own range (heads divide d, seeds are not negative) is checked
+    by the core, in its own words; this is the rule every number shares.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):  # a default, already a number
+        return value
+    number = whole_number(str(value))
+    if number is None:
+        raise NotWholeNumber(str(value), TOO_BIG, example=False) if too_big(str(value)) else NotWholeNumber(str(value))
+    if number < low:  # typer applies no min= to a parsed option: the bound is checked here
+        raise NotWholeNumber(str(number), f"at least {low}", example=False)
+    return number
+
+
+def positive_option(value: str | int) -> int:
+    """An integer option that is at least 1 (``--max-tokens``)."""
+    return whole_option(value, low=1)
+
 
 # Panels group the options in --help, so a long option list stays readable on a projector.
 INPUT, MODEL, OUTPUT, FIGURES, BENCH, TRAINING = "Input", "Model", "Output", "Figures", "Bench", "Training"
@@ -56,11 +87,11 @@ SampleNameArg = Annotated[Optional[str], typer.Argument(
 
 # --- model ---------------------------------------------------------------------------------------
 HeadsOpt = Annotated[int, typer.Option("--heads", "-H", help="Number of heads h.", metavar="N",
-                                       rich_help_panel=MODEL)]
+                                       rich_help_panel=MODEL, parser=whole_option)]
 DModelOpt = Annotated[int, typer.Option("--d-model", "-d", help="Model width d (divisible by --heads).",
-                                        metavar="N", rich_help_panel=MODEL)]
+                                        metavar="N", rich_help_panel=MODEL, parser=whole_option)]
 SeedOpt = Annotated[int, typer.Option("--seed", "-s", help="Seed for the embedding and the weights.",
-                                      metavar="N", rich_help_panel=MODEL)]
+                                      metavar="N", rich_help_panel=MODEL, parser=whole_option)]
 PositionsOpt = Annotated[bool, typer.Option(
     "--positions/--no-positions", metavar=FLAG, help="Add sinusoidal positional encoding to the embedding.",
     rich_help_panel=MODEL)]
@@ -74,7 +105,7 @@ WeightsOpt = Annotated[str, typer.Option(
 DtypeOpt = Annotated[str, typer.Option("--dtype", help=f"Float type of the core: {', '.join(DTYPES)}.",
                                        metavar="TEXT", rich_help_panel=MODEL)]
 TokensOpt = Annotated[int, typer.Option("--tokens", "-n", help="Number of tokens N (no text needed).",
-                                        metavar="N")]
+                                        metavar="N", parser=whole_option)]
 
 # --- output --------------------------------------------------------------------------------------
 WorkedOpt = Annotated[bool, typer.Option(
@@ -105,7 +136,7 @@ HtmlOpt = Annotated[Optional[str], typer.Option(
     "up to 200 tokens, or --max-tokens when given).")]
 MaxTokensOpt = Annotated[int, typer.Option(
     "--max-tokens", min=1, metavar="N", rich_help_panel=OUTPUT,
-    help="Show at most this many tokens in tables and figures (long texts are windowed).")]
+    help="Show at most this many tokens in tables and figures (long texts are windowed).", parser=positive_option)]
 HideRulesOpt = Annotated[bool, typer.Option(
     "--hide-rules", metavar=FLAG, rich_help_panel=OUTPUT,
     help="Hide the names of rules and of the relations heads follow, for the 'name what each head does' "
@@ -132,7 +163,7 @@ PlotsOpt = Annotated[bool, typer.Option(
 FormatOpt = Annotated[str, typer.Option("--format", help="Figure format: png, svg or pdf.", metavar="TEXT",
                                         rich_help_panel=FIGURES)]
 DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of png figures, in dots per inch (30 to 600).",
-                                     metavar="N", rich_help_panel=FIGURES)]
+                                     metavar="N", rich_help_panel=FIGURES, parser=whole_option)]
 QueryOpt = Annotated[Optional[str], typer.Option(
     "--query", "-q", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
     help="Shade the magnifier picture by what this token looks at: a 0-based position or the token's text "
@@ -149,17 +180,18 @@ LessonQueryOpt = Annotated[Optional[str], typer.Option(
 PauseOpt = Annotated[bool, typer.Option(
     "--pause/--no-pause", metavar=FLAG, help="Wait for Enter between steps (only when standard input is a terminal).")]
 StepOpt = Annotated[int, typer.Option("--step", help="Start the lesson at this step (1 = the beginning).",
-                                      metavar="N")]
-QuestionsOpt = Annotated[int, typer.Option("--questions", help="How many questions to ask (1 to 20).", metavar="N")]
+                                      metavar="N", parser=whole_option)]
+QuestionsOpt = Annotated[int, typer.Option("--questions", help="How many questions to ask (1 to 20).", metavar="N",
+                                          parser=whole_option)]
 AnswersOpt = Annotated[bool, typer.Option("--answers", metavar=FLAG, help="Print the answers under the questions.")]
 
 # --- bench ---------------------------------------------------------------------------------------
 BenchMaxTokensOpt = Annotated[int, typer.Option(
     "--max-tokens", metavar="N", rich_help_panel=BENCH,
-    help="Largest N to time: 16, 32, … up to this (4096 is the size of the performance goals).")]
+    help="Largest N to time: 16, 32, … up to this (4096 is the size of the performance goals).", parser=whole_option)]
 RepeatsOpt = Annotated[int, typer.Option(
     "--repeats", "-r", metavar="N", rich_help_panel=BENCH,
-    help="Timed runs of each contender per N, after one warm-up; the median is shown.")]
+    help="Timed runs of each contender per N, after one warm-up; the median is shown.", parser=whole_option)]
 BlockedOpt = Annotated[bool, typer.Option(
     "--blocked", metavar=FLAG, rich_help_panel=BENCH,
     help="Time the outputs alone, the weights made a block of rows at a time: memory grows with N instead "
@@ -185,22 +217,23 @@ TRAIN_MOST: dict = dict(steps=100_000, batch=4_096)  # the core's TRAIN_LIMITS, 
 TaskOpt = Annotated[str, typer.Option(
     "--task", metavar="NAME", rich_help_panel=TRAINING, help=f"What to learn: {', '.join(TASK_NAMES)}.")]
 TrainHeadsOpt = Annotated[int, typer.Option(
-    "--heads", "-H", metavar="H", rich_help_panel=TRAINING, help="Number of heads h (ignored with --compare).")]
+    "--heads", "-H", metavar="H", rich_help_panel=TRAINING, help="Number of heads h (ignored with --compare).",
+    parser=whole_option)]
 TrainDModelOpt = Annotated[int, typer.Option(
     "--d-model", "-d", metavar="D", rich_help_panel=TRAINING,
-    help="Model width d (divisible by every head count).")]
+    help="Model width d (divisible by every head count).", parser=whole_option)]
 StepsOpt = Annotated[int, typer.Option(
     "--steps", metavar="S", rich_help_panel=TRAINING,
-    help=f"Training steps (one batch each), at most {TRAIN_MOST['steps']:,}.")]
+    help=f"Training steps (one batch each), at most {TRAIN_MOST['steps']:,}.", parser=whole_option)]
 BatchOpt = Annotated[int, typer.Option(
     "--batch", metavar="B", rich_help_panel=TRAINING,
-    help=f"Sequences per training step, at most {TRAIN_MOST['batch']:,}.")]
+    help=f"Sequences per training step, at most {TRAIN_MOST['batch']:,}.", parser=whole_option)]
 LrOpt = Annotated[float, typer.Option(
     "--lr", metavar="LR", rich_help_panel=TRAINING,
     help="Adam's learning rate: above 0, at most 1 (0.001 to 0.05 works).")]
 TrainSeedOpt = Annotated[int, typer.Option(
     "--seed", "-s", metavar="S", rich_help_panel=TRAINING,
-    help="Seed for the initial weights and every sequence.")]
+    help="Seed for the initial weights and every sequence.", parser=whole_option)]
 CompareOpt = Annotated[Optional[str], typer.Option(
     "--compare", metavar="H,H,…", rich_help_panel=TRAINING, show_default=False,
     help="Train each of these head counts with the same d, steps and seed, e.g. 1,2,4.")]

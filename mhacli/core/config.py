@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mhacli.core.errors import UsageError
+from mhacli.core.numbers import whole_number
 
 TOKENIZERS = ("word", "char", "whitespace")
 WEIGHT_KINDS = ("random", "designed", "trained")  # what --weights NAME names (trained: the shipped model)
@@ -46,7 +47,7 @@ def _read_int(path: str) -> int | None:
             value = handle.read().strip()
     except OSError:
         return None
-    return int(value) if value.isdigit() else None
+    return whole_number(value)
 
 
 def _meminfo_bytes(key: str) -> int | None:

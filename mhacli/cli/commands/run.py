@@ -141,21 +141,26 @@ def explain(
 
 def _pick_layer(path: Path, layer: str | None) -> AttentionView:
     """The attention file's view at ``--layer``: a number (1 = first) or one of its layer names."""
-    from mhacli.core.messages import shown_path
+    from mhacli.core.messages import shown, shown_path
+    from mhacli.core.numbers import RULE, looks_numeric, whole_number
     from mhacli.io.attention_file import load_attention
 
     view = load_attention(path)  # read and checked once; a layer is picked from it, never by reading again
     if layer is None:
         return view
     text = layer.strip()
-    if text.lstrip("+-").isdigit():
-        return view.at_layer(int(text) - 1)
+    number = whole_number(text)
+    if number is not None:
+        return view.at_layer(number - 1)
     for wanted in (text, text.casefold()):
         for k, name in enumerate(view.layer_names):
             if (name if wanted is text else name.casefold()) == wanted:
                 return view.at_layer(k)
     names = ", ".join(view.layer_names[:8]) + (", …" if view.n_layers > 8 else "")
-    raise UsageError(f"--layer {text!r} is not a layer of {shown_path(path)}; give a number from 1 to "
+    if looks_numeric(text):  # '²', '+-2', 5,000 digits: meant as a number, so say the rule
+        raise UsageError(f"--layer must be {RULE} from 1 to {view.n_layers}, or a layer's name "
+                         f"({names}); got {shown(text)}.")
+    raise UsageError(f"--layer {shown(text)} is not a layer of {shown_path(path)}; give a number from 1 to "
                      f"{view.n_layers} or one of its names: {names}.")
 
 

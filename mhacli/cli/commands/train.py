@@ -29,12 +29,14 @@ if TYPE_CHECKING:
 
 def parse_compare(text: str) -> list[int]:
     """``"1,2,4"`` -> ``[1, 2, 4]``; anything else is a usage error."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts or not all(p.isdigit() and len(p) < 6 for p in parts):
-        raise UsageError("{compare:name} takes head counts separated by commas, e.g. 1,2,4; got "
-                         f"{text!r}.", compare=text)
-    heads = list(dict.fromkeys(int(p) for p in parts))
-    return heads
+    from mhacli.core.messages import shown
+    from mhacli.core.numbers import whole_number
+
+    numbers = [whole_number(p) for p in text.split(",") if p.strip()]
+    if not numbers or any(n is None or n < 0 for n in numbers):
+        raise UsageError("{compare:name} takes head counts (digits 0-9) separated by commas, e.g. 1,2,4; got "
+                         f"{shown(text)}.", compare=text)
+    return list(dict.fromkeys(n for n in numbers if n is not None))
 
 
 def conclusion(results: "list[TrainResult]") -> str:

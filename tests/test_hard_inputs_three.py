@@ -206,3 +206,29 @@ def test_the_installed_command_gives_the_same_line(tmp_path):
     assert proc.returncode == 2 and "digits 0-9" in one_error_line(proc)
     proc = mha("explain", "the cat", "--max-tokens", "0", "--no-plots", cwd=tmp_path)
     assert proc.returncode == 2 and "--max-tokens must be at least 1, got 0" in one_error_line(proc)
+
+
+# ---------------------------------------------------------------------------
+# Family 4: outputs named like each other are refused before any work
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["train", "--steps", "2000", "--save", "m.npz", "--out", "m.npz"], "--save 'm.npz' and --out name the same"),
+    (["explain", "the cat sat", "--save-npz", "f", "--out", "f"], "--save-npz 'f' and --out name the same"),
+    (["explain", "the cat sat", "--html", "f", "--out", "f"], "--html 'f' and --out name the same"),
+    (["explain", "the cat sat", "--html", "f", "--out", "f/sub"], "--out 'f/sub' lies inside 'f'"),
+    (["explain", "the cat sat", "--save-npz", "./f", "--out", "f/"], "and --out name the same"),
+])
+def test_a_file_output_named_like_out_is_refused_before_the_run(tmp_path, args, words):
+    # --steps 2000: were the plan made after the training, this would take long enough to notice, and
+    # the folder would exist; the plan refuses it first, so nothing exists at all.
+    proc = mha(*args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert words in one_error_line(proc)
+    assert list(tmp_path.iterdir()) == [] and proc.stdout == ""
+
+
+def test_without_figures_out_names_nothing_and_a_file_may_take_its_name(tmp_path):
+    proc = mha("explain", "the cat", "--save-npz", "f", "--out", "f", "--no-plots", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "f").is_file()

@@ -443,7 +443,8 @@ def _failing_run(exc: BaseException):
     (OSError(28, "No space left on device"), 1, "the disk is full"),
     (OSError(5, "Input/output error"), 1, "Input/output error; check the path and permissions"),
     (KeyboardInterrupt(), 130, "interrupted; nothing half-written was left behind."),
-    (ZeroDivisionError("boom"), 1, "unexpected ZeroDivisionError: boom (this is a bug; rerun with --debug"),
+    (ZeroDivisionError("boom"), 1, "unexpected ZeroDivisionError: boom (this is a bug; rerun as 'mha --debug "
+                                   "explain …' and report"),
 ])
 def test_any_failure_inside_a_command_is_one_line_with_its_exit_code(monkeypatch, tmp_path, exc, code, needle):
     from typer.testing import CliRunner

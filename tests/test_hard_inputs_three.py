@@ -232,3 +232,29 @@ def test_without_figures_out_names_nothing_and_a_file_may_take_its_name(tmp_path
     proc = mha("explain", "the cat", "--save-npz", "f", "--out", "f", "--no-plots", "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "f").is_file()
+
+
+# ---------------------------------------------------------------------------
+# Family 12: the crash advice names a command that works
+# ---------------------------------------------------------------------------
+
+def test_the_crash_advice_is_a_command_that_shows_the_traceback(monkeypatch, tmp_path):
+    import re
+
+    from typer.testing import CliRunner
+
+    import mhacli.core.trace
+    from mhacli.cli.app import app
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(mhacli.core.trace, "run", broken)
+    first = CliRunner().invoke(app, ["explain", "the cat", "--no-plots"])
+    advised = re.search(r"rerun as '([^']+)'", first.stderr)
+    assert first.exit_code == 1 and advised, first.stderr
+    words = advised.group(1).split()
+    assert words[0] == "mha" and words[-1] == "…", words
+    again = CliRunner().invoke(app, [*words[1:-1], "the cat", "--no-plots"])  # '…' is the rest, as typed
+    assert again.exit_code == 1 and "Traceback" in again.stderr and "ZeroDivisionError: boom" in again.stderr

@@ -81,8 +81,15 @@ def report_error(exc: BaseException, group: Any, argv: list[str], interrupted: b
         error_line(INTERRUPTED)
         return ExitCode.INTERRUPTED
     error_line(f"unexpected {type(exc).__name__}: {exc}",
-               "(this is a bug; rerun with --debug and report the traceback)")
+               f"(this is a bug; rerun as '{debug_command(argv, group)}' and report the traceback)")
     return ExitCode.FAILURE
+
+
+def debug_command(argv: list[str], group: Any) -> str:
+    """The run again with --debug where it works, before the command: ``mha --debug explain …``."""
+    commands = getattr(group, "commands", {}) or {}
+    name = next((arg for arg in argv if arg in commands), None)
+    return f"mha --debug {name} …" if name else "mha --debug …"
 
 
 @contextmanager

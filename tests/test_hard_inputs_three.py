@@ -258,3 +258,36 @@ def test_the_crash_advice_is_a_command_that_shows_the_traceback(monkeypatch, tmp
     assert words[0] == "mha" and words[-1] == "…", words
     again = CliRunner().invoke(app, [*words[1:-1], "the cat", "--no-plots"])  # '…' is the rest, as typed
     assert again.exit_code == 1 and "Traceback" in again.stderr and "ZeroDivisionError: boom" in again.stderr
+
+
+# ---------------------------------------------------------------------------
+# Family 11: a signal while an .npz archive is open
+# ---------------------------------------------------------------------------
+
+_OPEN_ARCHIVE = textwrap.dedent("""
+    import gc, os, signal, sys, zipfile
+    from pathlib import Path
+    from mhacli.io import cleanup
+    from mhacli.io.files import atomic_write
+
+    cleanup.install()
+
+    def write(handle):
+        archive = zipfile.ZipFile(handle, "w")  # as np.savez holds it
+        archive.writestr("a.npy", b"x" * 1000)
+        os.kill(os.getpid(), signal.SIGTERM)  # lands while the archive is open
+
+    try:
+        atomic_write(Path("x.npz"), write)
+    except cleanup.Terminated:
+        pass
+    gc.collect()  # the archive closes itself onto the file atomic_write closed and removed
+    print(sorted(os.listdir(".")))
+""")
+
+
+def test_a_signal_while_an_archive_is_open_prints_no_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _OPEN_ARCHIVE], cwd=tmp_path, env=ENV, capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=240)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr
+    assert proc.stderr == ""  # was: Exception ignored in ZipFile.__del__ … ValueError: seek of closed file

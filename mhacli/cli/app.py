@@ -103,7 +103,7 @@ def _noting_swallowed_interrupts() -> Iterator[list[bool]]:
     def hook(unraisable: Any) -> None:
         if issubclass(unraisable.exc_type, KeyboardInterrupt):
             swallowed.append(True)
-        elif not issubclass(unraisable.exc_type, cleanup.Terminated):  # cleanup.received() tells that one
+        elif not cleanup.is_noise(unraisable):  # cleanup.received() tells how a signal ended the run
             previous_hook(unraisable)
 
     sys.unraisablehook = hook

@@ -291,3 +291,82 @@ def test_a_signal_while_an_archive_is_open_prints_no_traceback(tmp_path):
                           text=True, stdin=subprocess.DEVNULL, timeout=240)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr
     assert proc.stderr == ""  # was: Exception ignored in ZipFile.__del__ … ValueError: seek of closed file
+
+
+# ---------------------------------------------------------------------------
+# Family 9: everything the page shows of a token is escaped like the chips
+# ---------------------------------------------------------------------------
+
+HOSTILE_TOKENS = ["\x1b[31mred", "line\rback", "csi\x9b2J", "\u202eevil", "plain"]
+RAW = ("\x1b", "\r", "\x9b", "\u202e")
+
+
+def _hostile_attention(tmp_path: Path, name: str = "h.npz") -> Path:
+    import numpy as np
+
+    n = len(HOSTILE_TOKENS)
+    rng = np.random.default_rng(0)
+    w = rng.random((2, n, n))
+    w /= w.sum(-1, keepdims=True)
+    np.savez(tmp_path / name, weights=w, tokens=np.array(HOSTILE_TOKENS))
+    return tmp_path / name
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def test_the_page_data_holds_no_raw_control_or_bidi_character(tmp_path):
+    from mhacli.io.attention_file import load_attention
+    from mhacli.render.html import page_data
+
+    data = page_data(load_attention(_hostile_attention(tmp_path, "\x1bname\u202e.npz")))
+    texts = list(_strings(data))
+    assert any("\\x1b[31mred" in t for t in texts)  # spelled out, as the chips show it
+    assert not [t for t in texts if any(ch in t for ch in RAW)]
+
+
+def test_mha_show_html_writes_no_raw_control_or_bidi_character(tmp_path):
+    _hostile_attention(tmp_path)
+    proc = mha("show", "h.npz", "--html", "p.html", "--no-plots", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert not [ch for ch in RAW if ch in page]
+    assert "\\\\x1b[31mred" in page  # the JSON string of the spelled-out ESC
+
+
+def test_in_chromium_the_title_and_every_tooltip_are_escaped(tmp_path):
+    pytest.importorskip("playwright.sync_api", reason="Playwright's Python package is not installed")
+    chromium = next((c for c in (os.environ.get("MHA_CHROMIUM"), "/usr/bin/chromium") if c and os.path.exists(c)),
+                    None)
+    if chromium is None:
+        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install -y chromium, or set MHA_CHROMIUM)")
+    from playwright.sync_api import sync_playwright
+
+    _hostile_attention(tmp_path)
+    proc = mha("show", "h.npz", "--html", "p.html", "--no-plots", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_context(offline=True).new_page()
+            page.goto((tmp_path / "p.html").as_uri())
+            page.wait_for_selector("html[data-ready=true]", timeout=15000)
+            shown = [page.title(), page.inner_text("body"),
+                     *page.eval_on_selector_all("[title]", "els => els.map(e => e.title)"),
+                     *page.eval_on_selector_all("[aria-label]", "els => els.map(e => e.getAttribute('aria-label'))")]
+        finally:
+            browser.close()
+    assert "\\x1b[31mred" in page_title_and_chips(shown)
+    assert not [s for s in shown if any(ch in s for ch in RAW)], [s for s in shown if any(ch in s for ch in RAW)]
+
+
+def page_title_and_chips(shown: list[str]) -> str:
+    return shown[0] + " " + shown[1]

@@ -10,7 +10,9 @@ and no Python.  Like every renderer, this module only reads the trace.
 Safety: the data sits in ``<script type="application/json">`` with ``<``,
 ``>``, ``&``, U+2028 and U+2029 written as ``\\u`` escapes, so no token can
 close the script element; the page's script then puts tokens on screen with
-``textContent`` only, so a token such as ``<script>`` is shown as text.
+``textContent`` only, so a token such as ``<script>`` is shown as text.  Every
+string of the data is :func:`escaped` first, so a control or bidi character is
+spelled out in the title and the tooltips as it is in the chips.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 
 from mhacli import __version__
 from mhacli.core.analysis import FIXED, Analysis
+from mhacli.core.messages import printable
 from mhacli.core.narrate import head_caption
 from mhacli.core.tokenize import label
 from mhacli.io.files import atomic_write
@@ -48,6 +51,23 @@ def embed_json(data: Any) -> str:
     """JSON that is safe inside ``<script type="application/json">`` (no ``</script>``, no ``<!--``)."""
     text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return "".join(_JSON_ESCAPES.get(ch, ch) for ch in text)
+
+
+def escaped(value: Any) -> Any:
+    """``value`` with every string in it (at any depth) passed through :func:`~mhacli.core.messages.printable`.
+
+    The one escaping for the page: the chips, the title, the tooltips, the table
+    cells and the labels all read their text from data that went through here, so
+    ESC, CR, U+009B or a right-to-left override in a token or a file name is shown
+    spelled out (``\\x1b``) wherever the page shows it, never obeyed.
+    """
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {key: escaped(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [escaped(v) for v in value]
+    return value
 
 
 def _rounded(a: np.ndarray, decimals: int) -> list:
@@ -162,7 +182,7 @@ def page_data(trace: Shown, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules:
         data.update(layer=v.layer, layer_names=list(v.layer_names), layers=_layers(v, m, hide_rules, shown))
     else:
         data.update(_run_only(trace, m))
-    return data
+    return escaped(data)  # type: ignore[no-any-return]
 
 
 def template() -> str:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any, Callable, Iterator, Sequence
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from mhacli import __version__
 from mhacli.cli.commands.bench import bench
@@ -113,6 +113,21 @@ def _noting_swallowed_interrupts() -> Iterator[list[bool]]:
         sys.unraisablehook = previous_hook
 
 
+def _no_flag_metavars(params: list[Any]) -> list[Any]:
+    """--help, --install-completion and --show-completion are flags: no "<bool>" after them in --help."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = FLAG
+    return params
+
+
+class MhaCommand(TyperCommand):
+    """Every ``mha`` command: Typer's, with the flags Typer adds shown as flags (see :func:`_no_flag_metavars`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _no_flag_metavars(super().get_params(ctx))
+
+
 class MhaGroup(TyperGroup):
     """The ``mha`` group: runs a command and sends whatever it raises through :func:`report_error`.
 
@@ -121,6 +136,9 @@ class MhaGroup(TyperGroup):
     registered with :mod:`mhacli.io.cleanup` is removed here, and the exit
     code says how the run ended (0, 1, 2, or 128 + the signal's number).
     """
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _no_flag_metavars(super().get_params(ctx))
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
@@ -190,7 +208,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 for command in COMMANDS:
-    app.command()(command)
+    app.command(cls=MhaCommand)(command)
 
 
 def _version(value: bool) -> None:
@@ -201,7 +219,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, metavar=FLAG,
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True, metavar=FLAG,
                                           help="Show the version and exit.")] = False,
     debug: Annotated[bool, typer.Option("--debug", metavar=FLAG,
                                         help="Show a traceback when something fails.")] = False,

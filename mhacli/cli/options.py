@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Optional
+from typing import Annotated, Optional, Sequence
 
 import typer
 
@@ -60,6 +60,40 @@ def positive_option(value: str | int) -> int:
     return whole_option(value, low=1)
 
 
+def _starting(choices: Sequence[str], incomplete: str) -> list[str]:
+    return [c for c in choices if c.startswith(incomplete)]
+
+
+def complete_sample(incomplete: str) -> list[str]:
+    """Shell completion of --sample: the shipped samples' names."""
+    from mhacli.io.samples import sample_names
+
+    return _starting(sample_names(), incomplete)
+
+
+def complete_tokenizer(incomplete: str) -> list[str]:
+    """Shell completion of --tokenizer."""
+    return _starting(TOKENIZERS, incomplete)
+
+
+WEIGHT_FILES = (".npz", ".pt", ".pth", ".safetensors")
+
+
+def complete_weights(incomplete: str) -> list[str]:
+    """Shell completion of --weights: the named kinds, then weight files (and folders) matching what is typed."""
+    import glob
+    import os
+
+    files = [p + (os.sep if os.path.isdir(p) else "") for p in sorted(glob.glob(glob.escape(incomplete) + "*"))
+             if os.path.isdir(p) or p.endswith(WEIGHT_FILES)]
+    return _starting(WEIGHT_KINDS, incomplete) + files
+
+
+def complete_task(incomplete: str) -> list[str]:
+    """Shell completion of mha train --task."""
+    return _starting(TASK_NAMES, incomplete)
+
+
 # Panels group the options in --help, so a long option list stays readable on a projector.
 INPUT, MODEL, OUTPUT, FIGURES, BENCH, TRAINING = "Input", "Model", "Output", "Figures", "Bench", "Training"
 
@@ -73,10 +107,10 @@ FileOpt = Annotated[Optional[Path], typer.Option(
     metavar="PATH", rich_help_panel=INPUT)]
 SampleOpt = Annotated[Optional[str], typer.Option(
     "--sample", help="Use one of the ready-made texts (see 'mha samples').", show_default=False,
-    metavar="TEXT", rich_help_panel=INPUT)]
+    metavar="TEXT", rich_help_panel=INPUT, autocompletion=complete_sample)]
 TokenizerOpt = Annotated[str, typer.Option(
     "--tokenizer", "-t", help=f"How to split the text: {', '.join(TOKENIZERS)}.", metavar="TEXT",
-    rich_help_panel=INPUT)]
+    rich_help_panel=INPUT, autocompletion=complete_tokenizer)]
 TraceArg = Annotated[Path, typer.Argument(
     help="An .npz file written by 'mha explain --save-npz'.", show_default=False, readable=False)]
 ShowFileArg = Annotated[Path, typer.Argument(
@@ -99,7 +133,7 @@ CausalOpt = Annotated[bool, typer.Option(
     "--causal/--no-causal", metavar=FLAG,
     help="Let each token attend only to itself and earlier tokens.", rich_help_panel=MODEL)]
 WeightsOpt = Annotated[str, typer.Option(
-    "--weights", "-w", metavar="TEXT", rich_help_panel=MODEL,
+    "--weights", "-w", metavar="TEXT", rich_help_panel=MODEL, autocompletion=complete_weights,
     help=f"Weights: {', '.join(WEIGHT_KINDS)} (designed = heads built by hand to follow named rules), or "
          "the path of your own nn.MultiheadAttention weights (.npz or .pt; d is read from the file).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help=f"Float type of the core: {', '.join(DTYPES)}.",
@@ -215,7 +249,8 @@ TRAIN_DEFAULTS: dict = dict(task="neighbours", heads=4, d_model=16, steps=1500, 
 TRAIN_MOST: dict = dict(steps=100_000, batch=4_096)  # the core's TRAIN_LIMITS, for the help
 
 TaskOpt = Annotated[str, typer.Option(
-    "--task", metavar="NAME", rich_help_panel=TRAINING, help=f"What to learn: {', '.join(TASK_NAMES)}.")]
+    "--task", metavar="NAME", rich_help_panel=TRAINING, help=f"What to learn: {', '.join(TASK_NAMES)}.",
+    autocompletion=complete_task)]
 TrainHeadsOpt = Annotated[int, typer.Option(
     "--heads", "-H", metavar="H", rich_help_panel=TRAINING, help="Number of heads h (ignored with --compare).",
     parser=whole_option)]

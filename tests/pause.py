@@ -43,8 +43,9 @@ def paused(argv: Sequence[str], *, cwd: Path, env: dict[str, str], name: str | N
             if announce in ready:
                 line += os.read(announce, 4096)
             elif ended in ready:
-                proc.wait()
-                pytest.fail(f"the run ended (exit {proc.returncode}) without reaching the write it should pause in")
+                _, err = proc.communicate()
+                pytest.fail(f"the run ended (exit {proc.returncode}) without reaching the write it should pause in: "
+                            f"{err or ''}")
         yield proc, os.fsdecode(line.rstrip(b"\n"))
     finally:
         os.close(announce)

@@ -145,6 +145,13 @@ def json_text(document: Any, **options: Any) -> str:
     return _UNSAFE.sub(_json_escape, json.dumps(document, ensure_ascii=False, **{**options, "allow_nan": False}))
 
 
+def json_document(kind: str, document: dict[str, Any], **options: Any) -> str:
+    """A command's ``--json`` document, its ``format_version`` first (:mod:`mhacli.io.schemas`): see :func:`json_text`."""
+    from mhacli.io.schemas import versioned
+
+    return json_text(versioned(kind, document), **options)
+
+
 def spinner(message: str) -> AbstractContextManager[Any]:
     """A Rich status spinner on stderr while something slow runs; nothing when quiet or not a terminal."""
     if _quiet or not err_console.is_terminal:

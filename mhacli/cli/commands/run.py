@@ -15,7 +15,7 @@ from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, Causa
                                 MaxTokensOpt, NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt, QueryOpt, QuietOpt,
                                 SampleOpt, SaveNpzOpt, SeedOpt, ShowFileArg, ShowValuesOpt, TextArg, TokenizerOpt,
                                 TraceArg, WeightsOpt, WorkedOpt)
-from mhacli.cli.output import console, json_text, print_all, report_written, set_quiet, write_stdout
+from mhacli.cli.output import console, json_document, json_text, print_all, report_written, set_quiet, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
 
@@ -170,7 +170,7 @@ def _view_json(view: AttentionView, analysis: Analysis) -> str:
                 "layer_names": list(view.layer_names), "tokens": list(view.tokens), "causal": view.causal,
                 "head_names": list(view.head_names) if view.head_names else None,
                 "weights": view.weights.tolist(), **analysis.to_dict()}
-    return json_text(document)
+    return json_document("view", document)
 
 
 def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_tokens: int, show_values: bool,
@@ -326,7 +326,7 @@ def compare(
     if json_out:
         written = (write_compare(trace, single, plan.out, fmt, dpi, max_tokens, hide_rules, comparison)
                    if plan.out is not None else [])
-        write_stdout(json_text({**comparison.to_dict(), "files": written}) + "\n")
+        write_stdout(json_document("compare", {**comparison.to_dict(), "files": written}) + "\n")
     else:
         from mhacli.render.compare import comparison_panel
         from mhacli.render.grid import head_grids
@@ -367,7 +367,7 @@ def verify(trace_file: TraceArg, json_out: NumbersJsonOpt = False, quiet: QuietO
         document = {"file": str(trace_file), "ok": not failed,
                     "checks": [{"reference": c.reference, "array": c.array, "max_diff": c.max_diff,
                                 "tolerance": c.tolerance, "ok": c.ok} for c in checks]}
-        write_stdout(json_text(document) + "\n")
+        write_stdout(json_document("verify", document) + "\n")
     else:
         print_all(verify_table(trace, checks))
     if failed:

@@ -18,7 +18,7 @@ from rich.table import Table
 from mhacli.cli.options import (OUT_DIR, TRAIN_DEFAULTS, BatchOpt, CompareOpt, LrOpt, StepsOpt, TaskOpt,
                                 TrainDModelOpt, TrainHeadsOpt, TrainJsonOpt, TrainOutOpt, TrainPlotsOpt, TrainSaveOpt,
                                 TrainSeedOpt)
-from mhacli.cli.output import console, err_console, json_text, notes, write_stdout
+from mhacli.cli.output import console, err_console, json_document, notes, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io import cleanup
 
@@ -86,7 +86,7 @@ def results_json(results: "list[TrainResult]") -> str:
                      "loss": r.loss, "accuracy": r.accuracy, "steps": c.steps, "seconds": r.seconds,
                      "batch": c.batch, "length": c.length, "lr": c.lr, "seed": c.seed, "positions": c.positions,
                      "relations": [{"relation": n, "share": s} for n, s in r.model.relations]})
-    return json_text({"task": results[0].config.task, "runs": runs}, indent=2)
+    return json_document("train", {"task": results[0].config.task, "runs": runs}, indent=2)
 
 
 def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":

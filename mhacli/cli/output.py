@@ -146,7 +146,7 @@ def json_text(document: Any, **options: Any) -> str:
 
 
 def json_document(kind: str, document: dict[str, Any], **options: Any) -> str:
-    """A command's ``--json`` document, its ``format_version`` first (:mod:`mhacli.io.schemas`): see :func:`json_text`."""
+    """A command's ``--json`` document, ``format_version`` first (:mod:`mhacli.io.schemas`); see :func:`json_text`."""
     from mhacli.io.schemas import versioned
 
     return json_text(versioned(kind, document), **options)

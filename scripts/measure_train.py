@@ -30,13 +30,14 @@ def main() -> None:
     table: dict[int, list[float]] = {h: [] for h in heads}
     for seed in seeds:
         for h in heads:
-            config = TrainConfig(task=args.task, heads=h, seed=seed, **overrides)
+            config = TrainConfig.for_task(args.task, heads=h, seed=seed, **overrides)
             start = time.perf_counter()
             result = train(config)
             wall = time.perf_counter() - start
             table[h].append(result.accuracy)
             relations = ", ".join(f"{name} {share:.0%}" for name, share in result.model.relations)
-            print(f"seed {seed} heads {h}: accuracy {result.accuracy:.2%} loss {result.loss:.3f} "
+            per = " ".join(f"{t} {a:.1%}" for t, a in zip(result.model.targets, result.relation_accuracy))
+            print(f"seed {seed} heads {h}: accuracy {result.accuracy:.2%} ({per}) loss {result.loss:.3f} "
                   f"parameters {result.parameters} train {result.seconds:.2f} s wall {wall:.2f} s [{relations}]",
                   flush=True)
     print(f"\n{args.task}, {overrides or 'defaults'}: held-out accuracy")

@@ -477,8 +477,18 @@ def quick_train(monkeypatch):
     from mhacli.core.train import TrainConfig
 
     real = timing.bench_train
-    monkeypatch.setattr(timing, "bench_train", lambda repeats, tick: real(
-        repeats, steps=2, config=TrainConfig(heads=2, d_model=8, batch=4, length=6), tick=tick))
+    monkeypatch.setattr(timing, "bench_train", lambda repeats, config, tick: real(
+        repeats, steps=2, config=TrainConfig(task=config.task, heads=2, d_model=8, batch=4,
+                                             length=13 if config.task == "grammar" else 6), tick=tick))
+
+
+def test_bench_train_times_the_grammar_model_with_its_padding(quick_train):
+    result = invoke("--train", "--task", "grammar", "--repeats", "2", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["config"]["task"] == "grammar" and report["numpy_seconds_per_step"] > 0
+    refused = invoke("--task", "grammar")
+    assert refused.exit_code == 2 and "add --train" in refused.output
 
 
 def test_mha_bench_train_reports_both_medians_and_their_ratio(quick_train):

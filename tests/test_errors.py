@@ -102,6 +102,8 @@ ROWS: list[tuple[str, str]] = [
     ("bench with heads that do not divide d", "mha bench --heads 3"),
     ("bench over more tokens than memory allows", "mha bench --max-tokens 99999999"),
     ("bench --startup asked to plot", "mha bench --startup --plot"),
+    ("bench --task without --train", "mha bench --task grammar"),
+    ("the grammar model with another head count", 'mha explain "the dog saw the cat" --weights grammar --heads 2'),
     # --- --query --------------------------------------------------------------
     ("--query past the end", 'mha explain "the cat sat" --query 7'),
     ("--query negative", 'mha explain "the cat sat" --query -1'),

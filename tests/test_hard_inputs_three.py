@@ -370,3 +370,19 @@ def test_in_chromium_the_title_and_every_tooltip_are_escaped(tmp_path):
 
 def page_title_and_chips(shown: list[str]) -> str:
     return shown[0] + " " + shown[1]
+
+
+def test_every_integer_option_parses_with_the_one_rule():
+    import typing
+    from typing import Annotated, get_args, get_origin
+
+    import mhacli.cli.options as options
+
+    ints = {}
+    for name in dir(options):
+        alias = getattr(options, name)
+        if get_origin(alias) is Annotated:
+            base, info, *_ = get_args(alias)
+            if base is int or (get_origin(base) is typing.Union and int in get_args(base)):
+                ints[name] = info.parser
+    assert len(ints) >= 15 and all(p in (options.whole_option, options.positive_option) for p in ints.values()), ints

@@ -9,6 +9,7 @@ import pytest
 
 from mhacli.core.errors import UsageError
 from mhacli.core.tasks import BOUNDARY, TASKS, VOCABULARY, get_task
+from mhacli.core.train import forward as train_forward
 from mhacli.core.train import (TrainConfig, count_parameters, head_relations, init_params, loss_and_grads,
                                snapshot_steps, train)
 
@@ -72,7 +73,9 @@ def test_gradients_match_torch_autograd(causal: bool) -> None:
 
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_the_loss_falls_on_every_task(task: str) -> None:
-    result = train(TrainConfig(task=task, heads=2, d_model=8, steps=100, batch=16, length=6, lr=0.05, held_out=20))
+    length = 13 if task == "grammar" else 6  # the grammar's longest sentence
+    result = train(TrainConfig(task=task, heads=2, d_model=8, steps=100, batch=16, length=length, lr=0.05,
+                               held_out=20))
     early, late = result.history_loss[:10].mean(), result.history_loss[-10:].mean()
     assert late < 0.8 * early, (task, early, late)
     assert result.history_loss.shape == result.history_accuracy.shape == (100,)
@@ -170,3 +173,30 @@ def test_bench_train_reports_both_sides_and_their_ratio() -> None:
         assert report["ratio"] is None and report["torch_seconds_per_step"] is None
     else:
         assert report["ratio"] == report["numpy_seconds_per_step"] / report["torch_seconds_per_step"]
+
+
+def test_gradients_with_the_grammar_s_padding_mask_match_finite_differences() -> None:
+    task = get_task("grammar")
+    config = TrainConfig(task="grammar", heads=2, d_model=4, length=13, batch=2, positions="learned")
+    rng = np.random.default_rng(3)
+    params = init_params(config, task, rng)
+    ids, targets = task.batch(rng, config.batch, config.length)
+    assert np.any(ids == task.pad)  # the batch has padding, so the mask is exercised
+    loss = lambda: loss_and_grads(params, ids, targets, 2, False, task.pad)[0]  # noqa: E731
+    _, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad)
+    eps = 1e-6
+    for name in ("W_q", "W_k", "W_v", "W_o"):
+        value = params[name]
+        numeric = np.empty_like(value)
+        for idx in np.ndindex(value.shape):
+            old = value[idx]
+            value[idx] = old + eps
+            plus = loss()
+            value[idx] = old - eps
+            minus = loss()
+            value[idx] = old
+            numeric[idx] = (plus - minus) / (2 * eps)
+        np.testing.assert_allclose(grads[name], numeric, atol=1e-8, rtol=1e-6, err_msg=name)
+    weights = train_forward(params, ids, 2, False, task.pad)["weights"]  # (B, h, N, N)
+    padded = ids == task.pad
+    assert np.all(weights[:, :, :, padded[0]][0] == 0)  # no query looks at the padding

@@ -25,7 +25,11 @@ def test_cli_defaults_and_task_names_are_the_cores() -> None:
     defaults = {name: p.default for name, p in inspect.signature(train_cli.train).parameters.items()}
     core = TrainConfig()
     for name, value in options.TRAIN_DEFAULTS.items():
-        assert defaults[name] == value == getattr(core, name), name
+        # d, steps and lr default to None in the command: the task's own defaults fill them (TrainConfig.for_task)
+        assert defaults[name] == (None if name in options.GRAMMAR_DEFAULTS else value), name
+        assert value == getattr(core, name) == getattr(TrainConfig.for_task(core.task), name), name
+    grammar = TrainConfig.for_task("grammar")
+    assert all(getattr(grammar, name) == value for name, value in options.GRAMMAR_DEFAULTS.items())
     assert options.TASK_NAMES == tuple(TASKS)
     from mhacli.core.train import TRAIN_LIMITS
 
@@ -68,7 +72,7 @@ def test_same_seed_saves_identical_arrays(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--task", "sorting"], "unknown --task 'sorting'; choose one of: neighbours, relations."),
+    (["--task", "sorting"], "unknown --task 'sorting'; choose one of: neighbours, relations, grammar."),
     (["--steps", "0"], "--steps must be at least 1, got 0."),
     # Found by the CLI fuzzer: unbounded, these trained for hours or ran out of memory.
     (["--steps", "10000000"], "--steps must be at most 100,000, got 10,000,000"),

@@ -23,9 +23,10 @@ from mhacli.core.train import Adam, TrainConfig, init_params, loss_and_grads, tr
 
 def _numpy_block(config: TrainConfig, params: dict, adam: Adam, batches: list) -> float:
     names = trainable(config)
+    pad = get_task(config.task).pad
     start = time.perf_counter()
     for ids, targets in batches:
-        _, grads, _ = loss_and_grads(params, ids, targets, config.heads, config.causal)
+        _, grads, _ = loss_and_grads(params, ids, targets, config.heads, config.causal, pad)
         adam.step(params, grads, names)
     return (time.perf_counter() - start) / len(batches)
 
@@ -50,10 +51,13 @@ def _torch_model(config: TrainConfig, params: dict) -> tuple[Any, Any, Any]:
 
         def forward(self, ids: Any) -> Any:
             x = self.embedding[ids] + self.positions[: ids.shape[1]]  # type: ignore[index]
-            out, _ = self.attention(x, x, x, need_weights=False)
+            # The grammar's padding, masked as the numpy side masks it (no query looks past its sentence).
+            padding = None if pad is None else ids == pad
+            out, _ = self.attention(x, x, x, need_weights=False, key_padding_mask=padding)
             t, v, d = self.readout.shape
             return (out @ self.readout.reshape(t * v, d).T).reshape(-1, v)
 
+    pad = get_task(config.task).pad
     model = Layer()
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     return torch, model, optimizer

@@ -39,13 +39,13 @@ class NotWholeNumber(typer.BadParameter):
         self.typed, self.example = typed, example
 
 
-def whole_option(value: str | int, low: int = -BOUND) -> int:
+def whole_option(value: str | int | None, low: int = -BOUND) -> int | None:
     """The parser of every integer option: :func:`mhacli.core.numbers.whole_number`, then ``value >= low``.
 
     Each option's own range (heads divide d, seeds are not negative) is checked
     by the core, in its own words; this is the rule every number shares.
     """
-    if isinstance(value, int) and not isinstance(value, bool):  # a default, already a number
+    if value is None or isinstance(value, int) and not isinstance(value, bool):  # a default: None or a number
         return value
     number = whole_number(str(value))
     if number is None:
@@ -55,7 +55,7 @@ def whole_option(value: str | int, low: int = -BOUND) -> int:
     return number
 
 
-def positive_option(value: str | int) -> int:
+def positive_option(value: str | int | None) -> int | None:
     """An integer option that is at least 1 (``--max-tokens``)."""
     return whole_option(value, low=1)
 
@@ -244,28 +244,39 @@ StartupOpt = Annotated[bool, typer.Option(
 
 # --- training (mha train) ------------------------------------------------------------------------
 # Shown in --help without importing numpy; tests/test_train_cli.py checks them against the core's TrainConfig.
-TASK_NAMES = ("neighbours", "relations")
+TASK_NAMES = ("neighbours", "relations", "grammar")
 TRAIN_DEFAULTS: dict = dict(task="neighbours", heads=4, d_model=16, steps=1500, batch=64, lr=0.02, seed=0)
 TRAIN_MOST: dict = dict(steps=100_000, batch=4_096)  # the core's TRAIN_LIMITS, for the help
+GRAMMAR_DEFAULTS: dict = dict(d_model=32, steps=3000, lr=0.01)  # the grammar task's own (core/tasks.py)
+
+
+def _task_default(name: str) -> str:
+    return f"default {TRAIN_DEFAULTS[name]:g}, {GRAMMAR_DEFAULTS[name]:g} for --task grammar"
+
 
 TaskOpt = Annotated[str, typer.Option(
     "--task", metavar="NAME", rich_help_panel=TRAINING, help=f"What to learn: {', '.join(TASK_NAMES)}.",
     autocompletion=complete_task)]
+BenchTaskOpt = Annotated[str, typer.Option(
+    "--task", metavar="NAME", rich_help_panel=BENCH,
+    help=f"With --train: time the model of 'mha train --task NAME' ({', '.join(TASK_NAMES)}).",
+    autocompletion=complete_task)]
 TrainHeadsOpt = Annotated[int, typer.Option(
     "--heads", "-H", metavar="H", rich_help_panel=TRAINING, help="Number of heads h (ignored with --compare).",
     parser=whole_option)]
-TrainDModelOpt = Annotated[int, typer.Option(
-    "--d-model", "-d", metavar="D", rich_help_panel=TRAINING,
-    help="Model width d (divisible by every head count).", parser=whole_option)]
-StepsOpt = Annotated[int, typer.Option(
-    "--steps", metavar="S", rich_help_panel=TRAINING,
-    help=f"Training steps (one batch each), at most {TRAIN_MOST['steps']:,}.", parser=whole_option)]
+TrainDModelOpt = Annotated[Optional[int], typer.Option(
+    "--d-model", "-d", metavar="D", rich_help_panel=TRAINING, show_default=False,
+    help=f"Model width d (divisible by every head count; {_task_default('d_model')}).", parser=whole_option)]
+StepsOpt = Annotated[Optional[int], typer.Option(
+    "--steps", metavar="S", rich_help_panel=TRAINING, show_default=False,
+    help=f"Training steps (one batch each), at most {TRAIN_MOST['steps']:,} ({_task_default('steps')}).",
+    parser=whole_option)]
 BatchOpt = Annotated[int, typer.Option(
     "--batch", metavar="B", rich_help_panel=TRAINING,
     help=f"Sequences per training step, at most {TRAIN_MOST['batch']:,}.", parser=whole_option)]
-LrOpt = Annotated[float, typer.Option(
-    "--lr", metavar="LR", rich_help_panel=TRAINING,
-    help="Adam's learning rate: above 0, at most 1 (0.001 to 0.05 works).")]
+LrOpt = Annotated[Optional[float], typer.Option(
+    "--lr", metavar="LR", rich_help_panel=TRAINING, show_default=False,
+    help=f"Adam's learning rate: above 0, at most 1 ({_task_default('lr')}).")]
 TrainSeedOpt = Annotated[int, typer.Option(
     "--seed", "-s", metavar="S", rich_help_panel=TRAINING,
     help="Seed for the initial weights and every sequence.", parser=whole_option)]

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from mhacli.core.grammar import Reading, read
+
 if TYPE_CHECKING:
     from mhacli.core.trace import Trace
     from mhacli.core.view import AttentionView
@@ -246,6 +248,7 @@ class Analysis:
     js: Array  # (h, h): Jensen–Shannon divergence in bits, mean over every query row
     window: tuple[int, int] | None = None  # (start, stop) of the shown tokens, if windowed
     readback: ReadBack | None = None  # against the single head, when it was given
+    reading: Reading | None = None  # a grammar model's sentence: where each head looks from the parse's queries
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -296,7 +299,11 @@ class Analysis:
         rows = [p for p in rows if start <= p < (n if stop is None else stop)]
         distinct = {p: len({int(k) for k in self.top_keys[:, p] if k >= 0}) for p in rows}
         tied = {p: int((self.top_keys[:, p] < 0).sum()) for p in rows}
-        return tuple(sorted(rows, key=lambda p: (-distinct[p], tied[p], p))[:count])
+        ranked = sorted(rows, key=lambda p: (-distinct[p], tied[p], p))
+        if self.reading is not None:  # a parsed sentence: its own queries first (the verb, adjective, pronoun)
+            parsed = [p for p in self.reading.queries if p in rows]
+            ranked = parsed + [p for p in ranked if p not in parsed]
+        return tuple(ranked[:count])
 
     def to_dict(self) -> dict[str, Any]:
         """The measures for ``--json``: ``head_summaries`` entries and ``agreement`` (h×h)."""
@@ -311,6 +318,8 @@ class Analysis:
             out["window"] = list(self.window)
         if self.readback is not None:
             out["readback"] = self.readback.to_dict()
+        if self.reading is not None:
+            out["grammar"] = self.reading.to_dict()
         return out
 
 
@@ -507,6 +516,8 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
             raise ValueError("single must be the same tokens run as one head (compare.single_head)")
         back = _readback(keys, top, np.asarray(single.weights[0]), counted)
     rules = tuple(trace.rules) if trace.rules else None
+    parsed = getattr(trace, "parse", None)
     return Analysis(tokens=tokens, causal=causal, kind=kind, rules=rules,
                     heads=tuple(heads), top_keys=keys, counted=counted, agreement=agreement,
-                    agreement_rows=agreement_rows, js=js, window=span, readback=back)
+                    agreement_rows=agreement_rows, js=js, window=span, readback=back,
+                    reading=None if parsed is None else read(parsed, weights))

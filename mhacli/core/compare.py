@@ -62,11 +62,15 @@ class TrainedApart:
     heads_parameters: int
     single_relations: tuple[str, ...] = ()  # what the lone head learned to follow
     heads_relations: tuple[str, ...] = ()  # what each of the h heads learned to follow
+    # Per relation the task reads out: (name, the lone head's held-out accuracy, the h heads'), when recorded.
+    by_relation: tuple[tuple[str, float, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "single_accuracy": self.single_accuracy, "heads_accuracy": self.heads_accuracy,
                 "single_parameters": self.single_parameters, "heads_parameters": self.heads_parameters,
-                "single_relations": list(self.single_relations), "heads_relations": list(self.heads_relations)}
+                "single_relations": list(self.single_relations), "heads_relations": list(self.heads_relations),
+                "by_relation": [{"relation": r, "single_accuracy": a, "heads_accuracy": b}
+                                for r, a, b in self.by_relation]}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from mhacli.core.errors import UsageError
 from mhacli.core.numbers import whole_number
 
 TOKENIZERS = ("word", "char", "whitespace")
-WEIGHT_KINDS = ("random", "designed", "trained")  # what --weights NAME names (trained: the shipped model)
+WEIGHT_KINDS = ("random", "designed", "trained", "grammar")  # what --weights NAME names (trained, grammar: shipped)
 # Where a run's weights came from, as a trace records it: the named kinds, your own
 # nn.MultiheadAttention weights, or the hand-sized example of `mha explain --worked`.
 WEIGHT_SOURCES = WEIGHT_KINDS + ("pytorch", "worked")

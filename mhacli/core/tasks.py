@@ -8,6 +8,10 @@ query to look at r places at once: one head has to average them, r heads can
 each take one.  That is the Transformer paper's argument for many heads, made
 measurable.
 
+The task ``grammar`` draws real English sentences from :mod:`mhacli.core.grammar`
+instead, and reads out each sentence's subject, object and referent at the words
+that have them.
+
 Random numbers come only from the ``np.random.Generator`` passed in.
 """
 
@@ -18,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from mhacli.core import grammar
 from mhacli.core.errors import UsageError
 
 Array = np.ndarray
@@ -25,6 +30,9 @@ Array = np.ndarray
 WORDS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
 BOUNDARY = "·"  # the answer when a relation points before the first or after the last token
 VOCABULARY = (*WORDS, BOUNDARY)
+# The grammar model's one token for every word it was not trained on (no alias to a known word: an alias
+# would claim a meaning the word does not have).  Its embedding row is zero: it brings only its position.
+UNKNOWN = "<unk>"
 
 
 def _offset(shift: int) -> Callable[[Array], Array]:
@@ -76,12 +84,41 @@ class Task:
     description: str
     vocabulary: tuple[str, ...] = VOCABULARY
     words: tuple[str, ...] = WORDS  # the tokens sequences are drawn from (the boundary is only an answer)
+    # Training defaults where the task needs others than TrainConfig's (the grammar: wider, longer, gentler).
+    defaults: tuple[tuple[str, object], ...] = ()
+    sentences: bool = False  # real sentences of core.grammar (padded with the boundary), not random tokens
+
+    @property
+    def pad(self) -> int | None:
+        """The id that fills a row after its sentence ends; such keys are masked (None: no padding)."""
+        return self.vocabulary.index(BOUNDARY) if self.sentences else None
 
     def batch(self, rng: np.random.Generator, size: int, length: int) -> tuple[Array, Array]:
         """``size`` random sequences of ``length`` tokens (ids) and their targets, one row per relation."""
+        ids, targets, _ = self.sample(rng, size, length)
+        return ids, targets
+
+    def sample(self, rng: np.random.Generator, size: int, length: int) -> tuple[Array, Array, Array]:
+        """:meth:`batch` and, per relation, the key position each query's answer sits at (-1: none).
+
+        For the grammar only queries with a key are scored (the boundary answers are not accuracy);
+        for the positional tasks every answer is, the boundary ones included.
+        """
+        if self.sentences:
+            drawn = grammar.generate(rng, size, length, pad=self.vocabulary.index(BOUNDARY))
+            ids, keys = drawn.ids, drawn.keys  # (B, N), (T, B, N)
+            picked = np.take_along_axis(np.broadcast_to(ids, keys.shape), keys.clip(0), axis=-1)  # (T, B, N)
+            return ids, np.where(keys >= 0, picked, self.vocabulary.index(BOUNDARY)), keys
         ids = rng.integers(0, len(self.words), size=(size, length))  # (B, N)
         targets = np.stack([RELATIONS[name](ids) for name in self.targets])  # (T, B, N)
-        return ids, targets
+        n = ids.shape[1]
+        keys = np.stack([np.array([RELATION_KEYS[name](q) for q in range(n)]) for name in self.targets])  # (T, N)
+        keys = np.where((keys >= 0) & (keys < n), keys, -1)
+        return ids, targets, np.broadcast_to(keys[:, None, :], targets.shape)
+
+    def scored(self, keys: Array) -> Array:
+        """Which answers count for accuracy: (T, B, N) booleans."""
+        return keys >= 0 if self.sentences else np.ones(keys.shape, dtype=bool)
 
 
 TASKS: dict[str, Task] = {
@@ -91,6 +128,11 @@ TASKS: dict[str, Task] = {
              "at every position, name the token before it and the token after it"),
         Task("relations", ("two back", "previous token", "next token", "first token"),
              "at every position, name the tokens two back, one back and one ahead, and the first token"),
+        Task("grammar", grammar.RELATIONS,
+             "English sentences: at the verb name its subject and its object, at a predicate adjective the "
+             "noun it describes, at he/she the noun it means",
+             vocabulary=(*grammar.WORDS, BOUNDARY, UNKNOWN), words=grammar.WORDS, sentences=True,
+             defaults=(("d_model", 32), ("steps", 3000), ("lr", 0.01), ("length", grammar.LONGEST))),
     )
 }
 

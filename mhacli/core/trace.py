@@ -16,6 +16,8 @@ from mhacli.core.attention import head_weight, multi_head_attention, project, sp
 from mhacli.core.config import Config
 from mhacli.core.embed import embed, init_weights, positional_encoding, vocabulary
 from mhacli.core.errors import UsageError
+from mhacli.core.grammar import Parse
+from mhacli.core.grammar import parse as grammar_parse
 from mhacli.core.schedule import attend_blocked
 from mhacli.core.steps import ParameterCount, Step, steps_for
 from mhacli.core.tokenize import tokenize
@@ -59,6 +61,7 @@ class Trace:
     b_k: Array | None = None  # (d,)
     b_v: Array | None = None  # (d,)
     b_o: Array | None = None  # (d,) out_proj.bias
+    parse: Parse | None = None  # the sentence's relations, when a grammar model read a sentence it can parse
 
     @property
     def biases(self) -> dict[str, Array]:
@@ -171,10 +174,15 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
     n, d = len(tokens), config.d_model
     _, ids = vocabulary(tokens)
     rules: tuple[str, ...] | None = None
+    parse: Parse | None = None
     biases: dict[str, Array] = {}
     if model is not None:
         e, p, w_q, w_k, w_v, w_o = model.inputs(tokens)
         rules = tuple(model.labels)
+        if getattr(model, "sentences", False):  # a grammar model: heads named from the parse, or not at all
+            parse = grammar_parse(tokens)
+            if parse is None:  # names measured on sentences of the grammar say nothing about this text
+                rules = None
     elif weights is not None:
         if weights.d_model != d:
             raise UsageError("the weights are for d_model={} but the run has {{d_model}}; leave "
@@ -209,7 +217,7 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
         # Fresh arrays nobody else holds: frozen where they are, so the trace does not copy (h, N, N) twice.
         parts[name].setflags(write=False)  # type: ignore[union-attr]
     return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,
-                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, **biases, **parts)  # type: ignore[arg-type]
+                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, parse=parse, **biases, **parts)  # type: ignore[arg-type]
 
 
 def own_weights(weights: AttentionWeights | Mapping[str, Any]) -> AttentionWeights:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -30,7 +30,8 @@ from mhacli.core.config import Config
 from mhacli.core.embed import init_weights, positional_encoding
 from mhacli.core.errors import RunError, UsageError
 from mhacli.core.schedule import single_threaded_blas
-from mhacli.core.tasks import BOUNDARY, RELATION_KEYS, Task, get_task
+from mhacli.core.grammar import LONGEST, NO_RELATION, RELATION_NAMES
+from mhacli.core.tasks import BOUNDARY, RELATION_KEYS, TASKS, UNKNOWN, Task, get_task
 
 Array = np.ndarray
 Params = dict[str, Array]
@@ -76,6 +77,13 @@ class TrainConfig:
     def __post_init__(self) -> None:
         self.validate()
 
+    @classmethod
+    def for_task(cls, task: str = "neighbours", **options: Any) -> "TrainConfig":
+        """The config with ``options``, and the task's own defaults for what they leave out (None = left out)."""
+        given = {k: v for k, v in options.items() if v is not None}
+        defaults = dict(get_task(task).defaults) if task in TASKS else {}
+        return cls(task=task, **{**defaults, **given})
+
     @property
     def d_k(self) -> int:
         return self.d_model // self.heads
@@ -98,6 +106,10 @@ class TrainConfig:
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or not 0 < lr <= LR_MAX:
             raise UsageError(f"{{lr:name}} must be a finite number above 0 and at most {LR_MAX:g} "
                              f"(0.001 to 0.05 works), got {lr!r}.", lr=lr)
+        task = get_task(self.task)
+        if task.sentences and self.length < LONGEST:
+            raise UsageError(f"{{length:name}} must be at least {LONGEST} for the {task.name} task (its longest "
+                             f"sentence), got {self.length}.", length=self.length)
         if self.positions not in POSITION_KINDS:
             raise UsageError(f"{{positions:name}} must be one of {', '.join(POSITION_KINDS)}, got "
                              f"{self.positions!r}.", positions=self.positions)
@@ -112,6 +124,8 @@ def init_params(config: TrainConfig, task: Task, rng: np.random.Generator) -> Pa
     """Fresh parameters; their shapes (so their draws) do not depend on the number of heads."""
     d, n, n_vocab, n_targets = config.d_model, config.length, len(task.vocabulary), len(task.targets)
     embedding = rng.standard_normal((n_vocab, d))  # (V, d)
+    if UNKNOWN in task.vocabulary:  # never an input in training: a zero row brings only the position
+        embedding[task.vocabulary.index(UNKNOWN)] = 0.0
     if config.positions == "learned":
         positions = rng.standard_normal((n, d))  # (N, d)
     else:
@@ -151,14 +165,22 @@ def readout(out: Array, w_r: Array) -> Array:
     return logits.reshape(*out.shape[:-1], n_targets, n_vocab)  # -> (B, N, T, V)
 
 
-def forward(params: Params, ids: Array, heads: int, causal: bool) -> dict[str, Array]:
+def key_mask(ids: Array, causal: bool, pad: int | None) -> Array | None:
+    """True where a query may not look: later keys when causal, and the padding after a sentence's end."""
+    blocked = causal_mask(ids.shape[-1]) if causal else None  # (N, N), broadcast over B and h
+    if pad is None:
+        return blocked
+    padding = (ids == pad)[:, None, None, :]  # (B, 1, 1, N): no query looks past its sentence
+    return padding if blocked is None else padding | blocked  # (B, 1, N, N)
+
+
+def forward(params: Params, ids: Array, heads: int, causal: bool, pad: int | None = None) -> dict[str, Array]:
     """The model on a batch of id sequences; every intermediate by name (the backward pass needs them)."""
     x = embed_ids(params["embedding"], params["positions"], ids)  # (B, N, d)
     q = split_heads(project(x, params["W_q"]), heads)  # (B, N, d) -> (B, h, N, d/h)
     k = split_heads(project(x, params["W_k"]), heads)  # (B, N, d) -> (B, h, N, d/h)
     v = split_heads(project(x, params["W_v"]), heads)  # (B, N, d) -> (B, h, N, d/h)
-    blocked = causal_mask(ids.shape[-1]) if causal else None  # (N, N), broadcast over B and h
-    _, weights, heads_out = attend(q, k, v, blocked)  # (B, h, N, N), (B, h, N, d/h)
+    _, weights, heads_out = attend(q, k, v, key_mask(ids, causal, pad))  # (B, h, N, N), (B, h, N, d/h)
     concat = merge_heads(heads_out)  # (B, h, N, d/h) -> (B, N, d)
     out = project(concat, params["W_o"])  # (B, N, d)
     logits = readout(out, params["readout"])  # (B, N, T, V)
@@ -276,9 +298,9 @@ def backward(params: Params, cache: dict[str, Array], ids: Array, d_logits: Arra
 
 
 def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int,
-                   causal: bool) -> tuple[float, Params, Array]:
+                   causal: bool, pad: int | None = None) -> tuple[float, Params, Array]:
     """One forward and backward pass: the loss, every gradient, and which predictions were right."""
-    cache = forward(params, ids, heads, causal)
+    cache = forward(params, ids, heads, causal, pad)
     loss, d_logits, correct = cross_entropy(cache["logits"], targets)
     return loss, backward(params, cache, ids, d_logits, heads), correct
 
@@ -343,6 +365,26 @@ def head_relations(weights: Array) -> tuple[tuple[str, float], ...]:
     return tuple(labels)
 
 
+# A head is named for a relation of the sentences only when its most-weighted key is the true key on at
+# least this share of the queries that have the relation (chance is one key in ten or so).
+NAMED_SHARE = 0.5
+
+
+def sentence_relations(weights: Array, keys: Array, names: Sequence[str]) -> tuple[tuple[str, float], ...]:
+    """Each head's relation measured against the parse: the relation whose true key its argmax hits most.
+
+    ``weights`` is (B, h, N, N); ``keys`` (R, B, N) the true key of each named relation's queries (-1: none).
+    A head below :data:`NAMED_SHARE` on every relation is ``no clear relation`` with its best share.
+    """
+    looked = weights.argmax(axis=-1)  # (B, h, N)
+    labels = []
+    for i in range(weights.shape[1]):
+        shares = [float(np.mean(looked[:, i][keys[r] >= 0] == keys[r][keys[r] >= 0])) for r in range(len(names))]
+        best = int(np.argmax(shares))
+        labels.append((names[best] if shares[best] >= NAMED_SHARE else NO_RELATION, shares[best]))
+    return tuple(labels)
+
+
 @dataclass(frozen=True)
 class TrainedModel:
     """A trained layer: its parameters (read-only), the task's vocabulary, and each head's relation."""
@@ -359,7 +401,19 @@ class TrainedModel:
     @property
     def labels(self) -> tuple[str, ...]:
         """Each head's learned relation as a label: ``previous token (98% of queries)``."""
-        return tuple(f"{name} ({share:.0%} of queries)" for name, share in self.relations)
+        return tuple(f"{name} (under half of any relation's queries: at most {math.floor(100 * share)}%)"
+                     if name == NO_RELATION else f"{RELATION_NAMES.get(name, name)} ({share:.0%} of queries)"
+                     for name, share in self.relations)
+
+    @property
+    def sentences(self) -> bool:
+        """True for a model of the grammar: it reads words (capitals folded), an unknown word as one token."""
+        return UNKNOWN in self.vocabulary
+
+    def unknown(self, tokens: Sequence[str]) -> tuple[str, ...]:
+        """The distinct tokens a grammar model never saw (each read as the one unknown token)."""
+        known = set(self.vocabulary) - {UNKNOWN, BOUNDARY}
+        return tuple(t for t in dict.fromkeys(tokens) if t.lower() not in known)
 
     def stand_ins(self, tokens: Sequence[str]) -> dict[str, str]:
         """Each token outside the trained vocabulary, and the trained word that stands in for it.
@@ -371,6 +425,8 @@ class TrainedModel:
         """
         import hashlib
 
+        if self.sentences:  # a word model names what it does not know instead (see :meth:`unknown`)
+            return {}
         known = set(self.vocabulary)
         words = [w for w in self.vocabulary if w != BOUNDARY] or list(self.vocabulary)
         out: dict[str, str] = {}
@@ -383,6 +439,10 @@ class TrainedModel:
     def ids(self, tokens: Sequence[str]) -> Array:
         """Token ids in the trained vocabulary (a stand-in for words it never saw; see :meth:`stand_ins`)."""
         index = {t: i for i, t in enumerate(self.vocabulary)}
+        if self.sentences:
+            unknown = index[UNKNOWN]
+            return np.array([index.get(t.lower(), unknown) if t.lower() != BOUNDARY else unknown
+                             for t in tokens], dtype=np.int64)
         stand = self.stand_ins(tokens)
         return np.array([index[stand.get(t, t)] for t in tokens], dtype=np.int64)
 
@@ -404,7 +464,8 @@ class TrainedModel:
 
     def attention(self, ids: Array) -> Array:
         """Each head's weights on id sequences: (B, N) -> (B, h, N, N)."""
-        return forward(dict(self.params), ids, self.config.heads, self.config.causal)["weights"]
+        pad = get_task(self.config.task).pad
+        return forward(dict(self.params), ids, self.config.heads, self.config.causal, pad)["weights"]
 
 
 @dataclass(frozen=True)
@@ -413,7 +474,8 @@ class TrainResult:
 
     config: TrainConfig
     loss: float  # held-out cross-entropy at the end
-    accuracy: float  # held-out accuracy at the end: share of right answers over positions and targets
+    accuracy: float  # held-out accuracy at the end: share of right answers over the scored positions and targets
+    relation_accuracy: tuple[float, ...]  # held-out accuracy of each target relation (model.targets' order)
     history_loss: Array  # (steps,) training-batch loss at each step
     history_accuracy: Array  # (steps,) training-batch accuracy at each step
     parameters: int
@@ -434,11 +496,34 @@ class TrainResult:
         return self.config.heads
 
 
-def _evaluate(params: Params, ids: Array, targets: Array, config: TrainConfig) -> tuple[float, float, Array]:
-    """Loss, accuracy and attention weights on a fixed set of sequences."""
-    cache = forward(params, ids, config.heads, config.causal)
-    loss, _, correct = cross_entropy(cache["logits"], targets)
-    return loss, float(correct.mean()), cache["weights"]
+@dataclass(frozen=True)
+class HeldOut:
+    """The fixed sequences accuracy is measured on: ids, targets, true keys and which answers count."""
+
+    ids: Array  # (H, N)
+    targets: Array  # (T, H, N)
+    keys: Array  # (T, H, N)
+    scored: Array  # (T, H, N)
+
+
+def _evaluate(params: Params, held: HeldOut, config: TrainConfig) -> tuple[float, tuple[float, ...], Array]:
+    """Loss, each relation's accuracy over its scored answers, and the attention weights, on the held-out set."""
+    cache = forward(params, held.ids, config.heads, config.causal, get_task(config.task).pad)
+    loss, _, correct = cross_entropy(cache["logits"], held.targets)
+    per = np.moveaxis(correct, -1, 0)  # (B, N, T) -> (T, B, N)
+    accuracy = tuple(float(per[t][held.scored[t]].mean()) for t in range(per.shape[0]))
+    return loss, accuracy, cache["weights"]
+
+
+def _accuracy_of(per: tuple[float, ...], held: HeldOut) -> float:
+    """The overall accuracy from each relation's: weighted by how many answers each has scored."""
+    counts = held.scored.reshape(len(per), -1).sum(axis=1)  # (T,)
+    return float(np.dot(per, counts) / counts.sum())
+
+
+def _accuracy(correct: Array, scored: Array) -> float:
+    """Share of right answers among the scored ones: ``correct`` (B, N, T), ``scored`` (T, B, N)."""
+    return float(np.moveaxis(correct, -1, 0)[scored].mean())
 
 
 def snapshot_steps(steps: int, moments: int) -> tuple[int, ...]:
@@ -464,7 +549,10 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
     task = get_task(config.task)
     rng = np.random.default_rng(config.seed)
     params = init_params(config, task, rng)
-    held_ids, held_targets = task.batch(rng, config.held_out, config.length)  # (H, N), (T, H, N)
+    ids, targets, keys = task.sample(rng, config.held_out, config.length)  # (H, N), (T, H, N), (T, H, N)
+    held = HeldOut(ids, targets, keys, task.scored(keys))
+    # The snapshots show the first held-out sequence; a sentence without its padding.
+    shown = int(np.sum(ids[0] != task.pad)) if task.pad is not None else config.length
     names = trainable(config)
     adam = Adam(config.lr)
     moments = snapshot_steps(config.steps, config.snapshots)
@@ -474,9 +562,9 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
     history_accuracy = np.empty(config.steps)
 
     def snapshot() -> None:
-        _, acc, weights = _evaluate(params, held_ids, held_targets, config)
-        snaps.append(weights[0].copy())  # (h, N, N) on the first held-out sequence
-        snap_acc.append(acc)
+        _, per, weights = _evaluate(params, held, config)
+        snaps.append(weights[0, :, :shown, :shown].copy())  # (h, N, N) on the first held-out sequence
+        snap_acc.append(_accuracy_of(per, held))
 
     start = time.perf_counter()
     # The matrices are small (a batch of 64 × 12 tokens, d = 16): a second BLAS thread only waits
@@ -486,11 +574,11 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
     with single_threaded_blas(), np.errstate(all="ignore"):
         snapshot()
         for step in range(1, config.steps + 1):
-            ids, targets = task.batch(rng, config.batch, config.length)  # (B, N), (T, B, N)
-            loss, grads, correct = loss_and_grads(params, ids, targets, config.heads, config.causal)
+            ids, targets, keys = task.sample(rng, config.batch, config.length)  # (B, N), (T, B, N), (T, B, N)
+            loss, grads, correct = loss_and_grads(params, ids, targets, config.heads, config.causal, task.pad)
             adam.step(params, grads, names)
             history_loss[step - 1] = loss
-            history_accuracy[step - 1] = acc = float(correct.mean())
+            history_accuracy[step - 1] = acc = _accuracy(correct, task.scored(keys))
             if not math.isfinite(loss):
                 raise diverged(config, step)
             if step in moments:
@@ -498,14 +586,20 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
             if on_step is not None:
                 on_step(step, loss, acc)
         seconds = time.perf_counter() - start
-        loss, accuracy, weights = _evaluate(params, held_ids, held_targets, config)
+        loss, per, weights = _evaluate(params, held, config)
     if not (math.isfinite(loss) and all(np.isfinite(p).all() for p in params.values())):
         raise diverged(config, config.steps)  # a model that is not finite is never saved nor reported
+    if task.sentences:
+        from mhacli.core.grammar import HEAD_RELATIONS, head_keys
+
+        relations = sentence_relations(weights, head_keys(held.ids, held.keys), HEAD_RELATIONS)
+    else:
+        relations = head_relations(weights)
     model = TrainedModel(config=config, params=params, vocabulary=task.vocabulary, targets=task.targets,
-                         relations=head_relations(weights))
+                         relations=relations)
     return TrainResult(
-        config=config, loss=loss, accuracy=accuracy, history_loss=history_loss,
-        history_accuracy=history_accuracy, parameters=count_parameters(config), seconds=seconds,
-        snapshot_steps=moments, snapshot_accuracy=tuple(snap_acc), snapshots=np.stack(snaps),
-        snapshot_tokens=tuple(task.vocabulary[i] for i in held_ids[0]), model=model,
+        config=config, loss=loss, accuracy=_accuracy_of(per, held), relation_accuracy=per,
+        history_loss=history_loss, history_accuracy=history_accuracy, parameters=count_parameters(config),
+        seconds=seconds, snapshot_steps=moments, snapshot_accuracy=tuple(snap_acc), snapshots=np.stack(snaps),
+        snapshot_tokens=tuple(task.vocabulary[i] for i in held.ids[0][:shown]), model=model,
     )

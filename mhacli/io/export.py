@@ -14,7 +14,7 @@ import stat
 import warnings
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -349,7 +349,7 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
         extra["relations"] = relations
     return Trace(
         config=config, tokens=tokens, token_ids=vocabulary(tokens)[1],
-        **{name: a[name] for name in ARRAY_FIELDS},
+        **cast(dict[str, Any], {name: a[name] for name in ARRAY_FIELDS}),
         mask=causal_mask(n) if causal else None, source=_readable_name(path), rules=rules,
         embeddings=a.get("embeddings"), positions=a.get("position_encoding"), **extra,
     )
@@ -412,8 +412,11 @@ def head_measures(trace: Trace, analysis: Analysis | None = None) -> dict[str, A
         entry["pattern_token"] = None if s.pattern_key is None else trace.tokens[s.pattern_key]
         del entry["outside_window"]  # the document shows every token: nothing is outside
         heads.append(entry)
-    return {"head_summaries": heads, "agreement": measures.agreement.tolist(),
-            "js_divergence_bits": measures.js.tolist(), "counted_rows": measures.counted_rows}
+    out = {"head_summaries": heads, "agreement": measures.agreement.tolist(),
+           "js_divergence_bits": measures.js.tolist(), "counted_rows": measures.counted_rows}
+    if measures.reading is not None:  # a grammar model's sentence: the parse and where each head looks from it
+        out["grammar"] = measures.reading.to_dict()
+    return out
 
 
 def trace_schema() -> dict[str, Any]:

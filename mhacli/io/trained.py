@@ -43,7 +43,8 @@ def trained_arrays(result: TrainResult) -> dict[str, Any]:
     """The arrays of a trained-model file, by name."""
     model, p = result.model, result.model.params
     metrics = {"loss": result.loss, "accuracy": result.accuracy, "parameters": result.parameters,
-               "seconds": result.seconds, "steps": result.config.steps}
+               "seconds": result.seconds, "steps": result.config.steps,
+               "relation_accuracy": dict(zip(result.model.targets, result.relation_accuracy))}
     return {
         "kind": np.array(KIND),
         "format_version": np.array(FORMAT_VERSION, dtype=np.int64),
@@ -172,6 +173,21 @@ def trained_notes(model: TrainedModel, tokens: Sequence[str]) -> list[str]:
     from mhacli.core.messages import shown
 
     notes = []
+    unknown = model.unknown(tokens) if model.sentences else ()
+    if unknown:
+        more = f" and {len(unknown) - 6} more" if len(unknown) > 6 else ""
+        listed = ", ".join(shown(t) for t in unknown[:6]) + more
+        notes.append(f"the grammar model knows {len(model.vocabulary) - 2} words; {listed} "
+                     f"{'is' if len(unknown) == 1 else 'are'} not among them and "
+                     f"{'goes' if len(unknown) == 1 else 'go'} in as one unknown token, which carries only its "
+                     "position (docs/training.md lists the words).")
+    if model.sentences:
+        from mhacli.core.grammar import parse
+
+        if parse(tokens) is None:
+            notes.append("this text is not a sentence of the grammar the model learned (docs/training.md), so "
+                         "its heads are named here by the positional relations they follow, not by what they "
+                         "learned.")
     stand = model.stand_ins(tokens)
     if stand:
         pairs = ", ".join(f"{shown(t)} → {w}" for t, w in list(stand.items())[:4])
@@ -191,7 +207,7 @@ def describe_relations(model: TrainedModel) -> list[str]:
 
 
 
-def shipped_apart() -> tuple[TrainedModel, TrainedApart]:
+def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
     """The shipped one-head model trained alone, and what it and the shipped h heads reached.
 
     Both files were made by the same documented command (docs/training.md), once with
@@ -201,12 +217,21 @@ def shipped_apart() -> tuple[TrainedModel, TrainedApart]:
     from mhacli.core.compare import TrainedApart
     from mhacli.io.weights import shipped_model_path
 
-    alone, alone_metrics = load_trained(shipped_model_path(alone=True))
-    heads, heads_metrics = load_trained(shipped_model_path())
+    alone, alone_metrics = load_trained(shipped_model_path(alone=True, name=name))
+    heads, heads_metrics = load_trained(shipped_model_path(name=name))
     apart = TrainedApart(task=heads.config.task, single_accuracy=float(alone_metrics["accuracy"]),
                          heads_accuracy=float(heads_metrics["accuracy"]),
                          single_parameters=int(alone_metrics["parameters"]),
                          heads_parameters=int(heads_metrics["parameters"]),
                          single_relations=tuple(name for name, _ in alone.relations),
-                         heads_relations=tuple(name for name, _ in heads.relations))
+                         heads_relations=tuple(name for name, _ in heads.relations),
+                         by_relation=_by_relation(alone_metrics, heads_metrics))
     return alone, apart
+
+
+def _by_relation(single: dict[str, Any], heads: dict[str, Any]) -> tuple[tuple[str, float, float], ...]:
+    """Each relation's held-out accuracy in both training records (files from before 0.2 recorded none)."""
+    a, b = single.get("relation_accuracy") or {}, heads.get("relation_accuracy") or {}
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return ()
+    return tuple((str(r), float(a[r]), float(b[r])) for r in a if r in b and len(a) > 1)

@@ -72,13 +72,19 @@ def read_state(path: Path) -> dict[str, Any]:
 
 SHIPPED_MODEL = "trained.npz"  # in mhacli/data/, made by the command in docs/training.md
 SHIPPED_ALONE = "trained-1-head.npz"  # the same task and command with --heads 1: mha compare's lone head
+SHIPPED_GRAMMAR = "grammar.npz"  # the grammar model (--weights grammar), by the command in docs/training.md
+SHIPPED_GRAMMAR_ALONE = "grammar-1-head.npz"  # the same command with --heads 1
 
 
-def shipped_model_path(alone: bool = False) -> Path:
-    """The trained model that ships in the package (``--weights trained``), or its one-head twin."""
+def shipped_model_path(alone: bool = False, name: str = "trained") -> Path:
+    """A model that ships in the package (``--weights trained`` or ``grammar``), or its one-head twin."""
     from importlib import resources
 
-    return Path(str(resources.files("mhacli") / "data" / (SHIPPED_ALONE if alone else SHIPPED_MODEL)))
+    if name == "grammar":
+        file = SHIPPED_GRAMMAR_ALONE if alone else SHIPPED_GRAMMAR
+    else:
+        file = SHIPPED_ALONE if alone else SHIPPED_MODEL
+    return Path(str(resources.files("mhacli") / "data" / file))
 
 
 def _is_trained(path: Path) -> bool:
@@ -99,8 +105,8 @@ def resolve_weights(value: str) -> Any:
     from mhacli.core.messages import shown
     from mhacli.io.trained import load_trained
 
-    if value == "trained":
-        return load_trained(shipped_model_path())[0]
+    if value in ("trained", "grammar"):
+        return load_trained(shipped_model_path(name=value))[0]
     path = Path(value)
     try:
         exists = path.exists()

@@ -17,6 +17,7 @@ import numpy as np
 
 from mhacli.core import narrate
 from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, analyse, outside_window
+from mhacli.core.grammar import short_name
 from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:
@@ -75,6 +76,10 @@ def pattern_words(analysis: Analysis, i: int, hide_rules: bool = False, max_char
         return s.describe()
     if analysis.kind == narrate.DESIGNED and analysis.rules and i < len(analysis.rules):
         return label(analysis.rules[i], max_chars)
+    if analysis.reading is not None and analysis.rules and i < len(analysis.rules):
+        learned = short_name(analysis.rules[i])  # a grammar model's head: what it learned, measured in training
+        if learned is not None:
+            return learned
     if s.pattern == NONE:
         return "no single relation"
     if s.pattern == FIXED and s.pattern_key is not None:

@@ -185,6 +185,48 @@ def heads_panel(trace: Trace, title: str = "5. Each head is its own magnifier", 
     return Group(fitted_table(table), note, _note(Text(narrate.closing_sentence(a, hide_rules=hide_rules))))
 
 
+def grammar_panel(analysis: Analysis, title: str = "6. What the heads learned, on this sentence", *,
+                  hide_rules: bool = False) -> RenderableType | None:
+    """For a grammar model on a sentence it can parse: the parse, each head's learned relation, and per query
+    of the parse, where every head looks (its top key and its weight on the true noun)."""
+    from mhacli.core import narrate
+
+    reading = analysis.reading
+    if reading is None:
+        return None
+    t = reading.parse.tokens
+    table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("from", no_wrap=True)
+    if not hide_rules:
+        table.add_column("relation → noun", overflow="fold")
+    for i in range(analysis.num_heads):
+        table.add_column(Text(f"● {i + 1}", style=theme.head_style(i)), justify="right", overflow="fold")
+    for look in reading.looks:
+        row: list[RenderableType] = [label(t[look.query], 12)]
+        if not hide_rules:
+            row.append(f"{look.relation} → {label(t[look.key], 12)}")
+        for i, (k, w) in enumerate(zip(look.top, look.weight)):
+            cell = Text(f"{label(t[k], 10)} {w:.0%}" if k == look.key else label(t[k], 10))
+            if k == look.key and w >= narrate.ANSWER_SHARE:
+                cell.stylize("bold")
+            row.append(cell)
+        table.add_row(*row)
+    lines: list[RenderableType] = [fitted_table(table)]
+    if hide_rules:
+        lines.append(_note("Each cell: the token that head looks at most from that word. Which head finds "
+                           "which relation? (The relations are hidden: name them.)"))
+        return Group(*lines)
+    lines.append(_note(narrate.parse_sentence(reading) + " Each cell: the token that head looks at most from "
+                       "that word, with its weight when it is the noun of the relation (bold: half the row "
+                       "or more)."))
+    if analysis.rules:
+        learned = "; ".join(f"head {i + 1}: {r}" for i, r in enumerate(analysis.rules))
+        lines.append(_note(f"Measured in training, on held-out sentences: {learned}."))
+    for line in narrate.reading_lines(reading):
+        lines.append(_note(line[0].upper() + line[1:]))
+    return Group(*lines)
+
+
 def causal_note(trace: Trace) -> RenderableType | None:
     """Step 6: what the causal mask blocked."""
     if not trace.config.causal:
@@ -264,6 +306,7 @@ def walkthrough(trace: Trace, *, max_tokens: int = 40, show_values: bool = False
         parameters_panel(trace.parameters),
         claim_panel(trace),
         heads_panel(trace, analysis=analysis, hide_rules=hide_rules),
+        grammar_panel(analysis, hide_rules=hide_rules) if analysis is not None else None,
         causal_note(trace),
         values_panel(trace, width) if show_values else None,
     ]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from mhacli.cli.options import (OUT_DIR, BenchTrainOpt, BlockedOpt, CausalOpt, DModelOpt, DtypeOpt, HeadsOpt,
-                                NumbersJsonOpt, PlotOpt, RepeatsOpt, StartupOpt)
+from mhacli.cli.options import (OUT_DIR, BenchTaskOpt, BenchTrainOpt, BlockedOpt, CausalOpt, DModelOpt, DtypeOpt,
+                                HeadsOpt, NumbersJsonOpt, PlotOpt, RepeatsOpt, StartupOpt)
 from mhacli.cli.options import BenchMaxTokensOpt as MaxTokensOpt
 from mhacli.cli.options import OutOpt as OutDirOpt
 from mhacli.cli.output import json_document, print_all, report_written, write_stdout
@@ -38,6 +38,7 @@ def bench(
     json_out: NumbersJsonOpt = False,
     startup: StartupOpt = False,
     train: BenchTrainOpt = False,
+    task: BenchTaskOpt = "neighbours",
 ) -> None:
     """Time multi-head attention as the number of tokens N grows: the N² cost, live.
 
@@ -64,8 +65,10 @@ def bench(
         if startup:
             _bench_startup(repeats, json_out)
         else:
-            _bench_train(repeats, json_out)
+            _bench_train(repeats, json_out, task)
         return
+    if task != "neighbours":
+        raise UsageError("{task:name} chooses the model that --train times; add --train.", task=task)
     settings = runner.Settings(max_tokens=max_tokens, repeats=repeats, d_model=d_model, heads=heads,
                                dtype=dtype, causal=causal, blocked=blocked)
     settings.check()
@@ -98,12 +101,14 @@ def _bench_startup(repeats: int, json_out: bool) -> None:
         print_all(timing.startup_table(measured))
 
 
-def _bench_train(repeats: int, json_out: bool) -> None:
+def _bench_train(repeats: int, json_out: bool, task: str) -> None:
     from mhacli.bench import runner
     from mhacli.bench import train as timing
+    from mhacli.core.train import TrainConfig
 
+    config = TrainConfig.for_task(task)  # the model 'mha train --task TASK' trains, with its defaults
     with runner.progress_bar(repeats + 1) as tick:
-        report = timing.bench_train(repeats, tick=tick)
+        report = timing.bench_train(repeats, config=config, tick=tick)
     if json_out:
         write_stdout(json_document("bench-train", report, indent=2) + "\n")
     else:

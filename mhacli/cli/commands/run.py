@@ -315,10 +315,11 @@ def compare(
 
     trace = run_trace(body, config, ctx)
     apart = None
-    if config.weights == "trained":  # the shipped model has a one-head twin trained alone on its task
+    shipped = ctx.params.get("weights")
+    if shipped in ("trained", "grammar"):  # a shipped model has a one-head twin trained alone on its task
         from mhacli.io.trained import shipped_apart, trained_trace
 
-        alone, apart = shipped_apart()
+        alone, apart = shipped_apart(shipped)
         single = trained_trace(alone, trace.tokens)
     else:
         single = single_head(trace)

@@ -39,31 +39,45 @@ def parse_compare(text: str) -> list[int]:
     return list(dict.fromkeys(n for n in numbers if n is not None))
 
 
+def _heads_word(n: int) -> str:
+    return f"{n} head{'s' if n != 1 else ''}"
+
+
 def conclusion(results: "list[TrainResult]") -> str:
     """One sentence about the runs, every number taken from them."""
     first = results[0]
     budget = f"{first.parameters:,} parameters and {first.config.steps:,} steps"
     if len(results) == 1:
         r = first
-        return (f"{r.heads} head{'s' if r.heads > 1 else ''} reached {r.accuracy:.1%} held-out accuracy "
-                f"with {budget}.")
+        return f"{_heads_word(r.heads)} reached {r.accuracy:.1%} held-out accuracy with {budget}."
     best = max(results, key=lambda r: (r.accuracy, -r.heads))
     worst = min(results, key=lambda r: (r.accuracy, r.heads))
     gap = 100 * (best.accuracy - worst.accuracy)
     if gap < 1.0:
         return f"With the same {budget}, every head count reached {worst.accuracy:.1%} to {best.accuracy:.1%}."
-    return (f"With the same {budget}, {worst.heads} head{'s' if worst.heads > 1 else ''} reached "
-            f"{worst.accuracy:.1%} held-out accuracy and {best.heads} heads {best.accuracy:.1%}: "
-            f"{gap:.0f} points more from splitting the same d into heads.")
+    how = "from splitting the same d into more heads" if best.heads > worst.heads else "with fewer, wider heads"
+    text = (f"With the same {budget}, {_heads_word(worst.heads)} reached {worst.accuracy:.1%} held-out "
+            f"accuracy and {_heads_word(best.heads)} {best.accuracy:.1%}: {gap:.0f} points more {how}.")
+    targets = first.model.targets
+    if len(targets) > 1:  # where the weaker run lost most, relation by relation
+        t = max(range(len(targets)), key=lambda i: best.relation_accuracy[i] - worst.relation_accuracy[i])
+        lost = 100 * (best.relation_accuracy[t] - worst.relation_accuracy[t])
+        if lost >= 1.0:
+            text += (f" It lost most on {targets[t]}: {worst.relation_accuracy[t]:.1%} against "
+                     f"{best.relation_accuracy[t]:.1%}.")
+    return text
 
 
 def results_table(results: "list[TrainResult]") -> Table:
     """Heads, d/h, parameters, final loss, held-out accuracy, steps, seconds, and what each head learned."""
     table = Table(title=f"mha train --task {results[0].config.task}", title_justify="left")
-    for name in ("heads", "d/h", "parameters", "loss", "held-out", "steps", "seconds"):
+    targets = results[0].model.targets
+    per = len(targets) > 1  # one held-out column per relation the task reads out
+    for name in ("heads", "d/h", "parameters", "loss", "held-out", *(targets if per else ()), "steps", "seconds"):
         table.add_column(name, justify="right")
     for r in results:
         table.add_row(str(r.heads), str(r.config.d_k), f"{r.parameters:,}", f"{r.loss:.4f}", f"{r.accuracy:.1%}",
+                      *([f"{a:.1%}" for a in r.relation_accuracy] if per else []),
                       f"{r.config.steps:,}", f"{r.seconds:.1f}")
     return table
 
@@ -72,7 +86,7 @@ def learned_lines(results: "list[TrainResult]") -> list[str]:
     """Per run, what each head learned: the relation its top key follows, and for what share of queries."""
     lines = ["What each head learned (the relation its most-weighted key follows, share of held-out queries):"]
     for r in results:
-        heads = ", ".join(f"head {i + 1} {name} {share:.0%}" for i, (name, share) in enumerate(r.model.relations))
+        heads = ", ".join(f"head {i + 1} {label}" for i, label in enumerate(r.model.labels))
         lines.append(f"  {r.heads} head{'s' if r.heads > 1 else ''}: {heads}")
     return lines
 
@@ -83,7 +97,9 @@ def results_json(results: "list[TrainResult]") -> str:
     for r in results:
         c = r.config
         runs.append({"heads": c.heads, "d_model": c.d_model, "d_k": c.d_k, "parameters": r.parameters,
-                     "loss": r.loss, "accuracy": r.accuracy, "steps": c.steps, "seconds": r.seconds,
+                     "loss": r.loss, "accuracy": r.accuracy,
+                     "relation_accuracy": dict(zip(r.model.targets, r.relation_accuracy)),
+                     "steps": c.steps, "seconds": r.seconds,
                      "batch": c.batch, "length": c.length, "lr": c.lr, "seed": c.seed, "positions": c.positions,
                      "relations": [{"relation": n, "share": s} for n, s in r.model.relations]})
     return json_document("train", {"task": results[0].config.task, "runs": runs}, indent=2)
@@ -111,10 +127,10 @@ def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
 def train(
     task: TaskOpt = TRAIN_DEFAULTS["task"],
     heads: TrainHeadsOpt = TRAIN_DEFAULTS["heads"],
-    d_model: TrainDModelOpt = TRAIN_DEFAULTS["d_model"],
-    steps: StepsOpt = TRAIN_DEFAULTS["steps"],
+    d_model: TrainDModelOpt = None,
+    steps: StepsOpt = None,
     batch: BatchOpt = TRAIN_DEFAULTS["batch"],
-    lr: LrOpt = TRAIN_DEFAULTS["lr"],
+    lr: LrOpt = None,
     seed: TrainSeedOpt = TRAIN_DEFAULTS["seed"],
     save: TrainSaveOpt = None,
     out: TrainOutOpt = OUT_DIR,
@@ -134,16 +150,17 @@ def train(
     configs = []
     for h in head_counts:  # every option checked before any training
         try:
-            configs.append(TrainConfig(task=task, heads=h, d_model=d_model, steps=steps, batch=batch, lr=lr,
-                                       seed=seed))
+            configs.append(TrainConfig.for_task(task, heads=h, d_model=d_model, steps=steps, batch=batch, lr=lr,
+                                                seed=seed))
         except UsageError as exc:
             if compare is None or "heads" not in exc.params:
                 raise
             from mhacli.core.config import divisors
 
+            width = d_model if d_model is not None else TrainConfig.for_task(task).d_model  # the task's default d
             raise UsageError("{compare}: {d_model} is not divisible by " + f"{h} heads; use head counts that "
-                             f"divide it ({', '.join(map(str, divisors(d_model)))}).",
-                             compare=compare, d_model=d_model) from None
+                             f"divide it ({', '.join(map(str, divisors(width)))}).",
+                             compare=compare, d_model=width) from None
     # Every output resolved before the first step: --save and the two figures never land on each other,
     # through a link in --out, or on a folder named with a trailing '/'.
     plan, _, _ = plan_outputs(plots=plots, out=out, fmt="png", dpi=100, heads=1, names=FIGURE_NAMES, save=save)
@@ -181,18 +198,18 @@ FIGURE_NAMES = ("training.png", "training-heads.png")  # what --out receives
 
 
 def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
-    """training.png (every run) and training-heads.png (the run with the most heads), written atomically."""
+    """training.png (every run) and training-heads.png, written atomically: one run's heads during training, or
+    after --compare every run's heads at the end, the lone head included, on the same held-out sequence."""
     from mhacli.io.files import atomic_write
-    from mhacli.render.figures.training import training_figure, training_heads_figure
+    from mhacli.render.figures.training import training_figure, training_heads_figure, training_runs_figure
     from mhacli.render.warned import note, recording
 
-    shown = max(results, key=lambda r: r.heads)
     paths = []
     warned: dict[str, None] = {}
     with recording(warned):  # a library's warning while drawing is one note below, never stray lines
-        figures = (partial(training_figure, results), partial(training_heads_figure, shown))
-        for name, build in zip(FIGURE_NAMES, figures):
-            paths.append(str(atomic_write(out / name, partial(_save_png, build()))))
+        heads_fig = training_heads_figure(results[0]) if len(results) == 1 else training_runs_figure(results)
+        for name, fig in zip(FIGURE_NAMES, (training_figure(results), heads_fig)):
+            paths.append(str(atomic_write(out / name, partial(_save_png, fig))))
     notes([line for line in (note(warned),) if line])
     return paths
 

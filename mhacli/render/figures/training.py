@@ -6,6 +6,7 @@ what the run recorded and compute nothing about attention.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -86,10 +87,61 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
                 ax.set_ylabel(f"head {row + 1}\nquery", fontsize=9, color=head_color(row))
             if col == moments - 1:
                 name, share = result.model.relations[row]
-                ax.text(1.04, 0.5, f"{name}\n{share:.0%} of queries", transform=ax.transAxes, fontsize=8,
-                        rotation=90, va="center", ha="left", color=head_color(row))
+                ax.text(1.04, 0.5, f"{_short(name)}\n{_share(name, share)} of queries", transform=ax.transAxes,
+                        fontsize=8, rotation=90, va="center", ha="left", color=head_color(row))
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
     fig.suptitle(f"{result.config.task}: each head's weights on one held-out sequence during training "
                  "(rows: queries, columns: keys)", fontsize=10, color=LABEL_COLOR)
+    return fig
+
+
+def _short(name: str) -> str:
+    """A relation's name for a small label: a grammar relation by its few words (verb → subject)."""
+    from mhacli.core.grammar import SHORT_NAMES
+
+    return SHORT_NAMES.get(name, name)
+
+
+def _share(name: str, share: float) -> str:
+    """A head's share; below the naming share it is rounded down, so 49.9 % never reads as the 50 % that names."""
+    from mhacli.core.grammar import NO_RELATION
+
+    return f"{math.floor(100 * share)}%" if name == NO_RELATION else f"{share:.0%}"
+
+
+def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
+    """After ``--compare``: every run's heads at the end of training on the same held-out sequence, one row a run,
+    each row titled with its held-out accuracy (per relation when the task reads out several)."""
+    from mhacli.render.figures.inline import new_figure
+
+    tokens = results[0].snapshot_tokens  # every run draws the same held-out sequences (same seed, same shapes)
+    n, widest = len(tokens), max(r.heads for r in results)
+    cell = 2.3
+    fig = new_figure(figsize=(1.2 + cell * widest, 1.2 + (cell + 0.5) * len(results)), dpi=100,
+                     layout="constrained")
+    axes = np.atleast_2d(fig.subplots(len(results), widest, squeeze=False))
+    image = None
+    for row, result in enumerate(results):
+        per = ", ".join(f"{t} {a:.0%}" for t, a in zip(result.model.targets, result.relation_accuracy))
+        for col in range(widest):
+            ax = axes[row, col]
+            if col >= result.heads:
+                ax.set_axis_off()
+                continue
+            image = ax.imshow(result.snapshots[-1, col], cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0)
+            ax.set_xticks(range(n), tokens, fontsize=7, rotation=90)
+            ax.set_yticks(range(n), tokens, fontsize=7)
+            ax.tick_params(length=0, pad=1)
+            name, share = result.model.relations[col]
+            ax.set_title(f"head {col + 1}: {_short(name)} {_share(name, share)}", fontsize=8, color=head_color(col))
+            if col == 0:
+                ax.set_ylabel(f"{result.heads} head{'s' if result.heads > 1 else ''}, d/h = {result.config.d_k}\n"
+                              f"held-out {result.accuracy:.1%}\n{per}", fontsize=8, color=LABEL_COLOR)
+    if image is not None:
+        fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+    first = results[0]
+    fig.suptitle(f"{first.config.task}: every run's heads after {first.config.steps:,} steps, on the same held-out "
+                 f"sequence, {first.parameters:,} parameters each (rows: queries, columns: keys)",
+                 fontsize=10, color=LABEL_COLOR)
     return fig

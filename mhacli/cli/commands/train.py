@@ -34,7 +34,7 @@ def parse_compare(text: str) -> list[int]:
 
     numbers = [whole_number(p) for p in text.split(",") if p.strip()]
     if not numbers or any(n is None or n < 0 for n in numbers):
-        raise UsageError("{compare:name} takes head counts (digits 0-9) separated by commas, e.g. 1,2,4; got "
+        raise UsageError("{compare:name} takes head counts separated by commas (digits 0-9), e.g. 1,2,4; got "
                          f"{shown(text)}.", compare=text)
     return list(dict.fromkeys(n for n in numbers if n is not None))
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any, Callable, Iterator, Sequence
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperGroup
 
 from mhacli import __version__
 from mhacli.cli.commands.bench import bench
@@ -113,21 +113,6 @@ def _noting_swallowed_interrupts() -> Iterator[list[bool]]:
         sys.unraisablehook = previous_hook
 
 
-def _no_flag_metavars(params: list[Any]) -> list[Any]:
-    """--help, --install-completion and --show-completion are flags: no "<bool>" after them in --help."""
-    for param in params:
-        if getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = FLAG
-    return params
-
-
-class MhaCommand(TyperCommand):
-    """Every ``mha`` command: Typer's, with the flags Typer adds shown as flags (see :func:`_no_flag_metavars`)."""
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _no_flag_metavars(super().get_params(ctx))
-
-
 class MhaGroup(TyperGroup):
     """The ``mha`` group: runs a command and sends whatever it raises through :func:`report_error`.
 
@@ -136,9 +121,6 @@ class MhaGroup(TyperGroup):
     registered with :mod:`mhacli.io.cleanup` is removed here, and the exit
     code says how the run ended (0, 1, 2, or 128 + the signal's number).
     """
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _no_flag_metavars(super().get_params(ctx))
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
@@ -208,7 +190,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 for command in COMMANDS:
-    app.command(cls=MhaCommand)(command)
+    app.command()(command)
 
 
 def _version(value: bool) -> None:

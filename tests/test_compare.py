@@ -148,11 +148,15 @@ def test_compare_figure_draws_both_sides_and_the_numbers():
     single = _single_head(trace)
     cmp = compare(trace, single)
     fig = figures.compare_figure(trace, single, cmp)
-    assert np.array_equal(np.ma.getdata(fig.mhacli_single.image.get_array()), single.weights[0])
-    for i, m in enumerate(fig.mhacli_heads.maps):
-        assert np.array_equal(np.ma.getdata(m.image.get_array()), trace.weights[i])
-    assert f"{cmp.mean_pairwise_js:.3f} bits" in fig.mhacli_js.get_text()
-    chart = fig.mhacli_chart
+    from matplotlib.text import Text
+
+    maps = [ax for ax in fig.axes if ax.images]  # the single head first, then the h heads, as drawn
+    assert len(maps) == 1 + 4
+    assert np.array_equal(np.ma.getdata(maps[0].images[0].get_array()), single.weights[0])
+    for i, ax in enumerate(maps[1:]):
+        assert np.array_equal(np.ma.getdata(ax.images[0].get_array()), trace.weights[i])
+    assert any(f"{cmp.mean_pairwise_js:.3f} bits" in t.get_text() for t in fig.findobj(Text))
+    chart = next(ax for ax in fig.axes if ax.get_xlabel() == "bits")  # the entropy bars
     widths = [p.get_width() for p in chart.patches]
     assert widths == pytest.approx([cmp.single.mean_entropy] + [s.mean_entropy for s in cmp.heads])
 

@@ -131,7 +131,8 @@ ROWS: list[tuple[str, str]] = [
     ("--query with more digits than any position", 'mha explain "the cat sat" --query ' + "9" * 40),
     ("figures too large for memory", 'mha explain "the cat" --d-model 512 --heads 512 --dpi 600'),
     ("--no-json-arrays without --json", 'mha explain "the cat" --no-json-arrays'),
-    ("an output over the weights file it reads", 'mha explain "the cat" --weights own.npz --save-npz own.npz'),
+    ("an output over the weights file it reads",
+     'mha explain "the cat" --weights own.npz --heads 2 --save-npz own.npz'),
     ("train saving its model over one of its figures", "mha train --save figs/training.png --out figs"),
     ("train --save ending with a slash", "mha train --save model.npz/"),
     ("train for more steps than a lesson needs", "mha train --steps 10000000"),
@@ -162,6 +163,22 @@ ROWS: list[tuple[str, str]] = [
     ("verify an npz with infinite weights", "mha verify tampered-inf-weights.npz"),
     ("show an npz with a member that is not .npy data", "mha show not-npy.npz"),
     ("show an npz from a newer mhacli", "mha show newer.npz"),
+    # --- your own weights and attention (issues 21 and 22) -------------------------
+    ("a weights file without --heads (a state dict never records them)", 'mha explain "the cat" --weights own.npz'),
+    ("a weights file holding several layers, without --layer",
+     'mha explain "the cat" --weights encoder.npz --heads 2'),
+    ("--layer beyond the layers of a weights file", 'mha explain "the cat" --weights encoder.npz --heads 2 --layer 3'),
+    ("--layer without a weights file", 'mha explain "the cat" --layer 2'),
+    ("--layer with the shipped trained model", 'mha explain "the cat" --weights trained --layer 2'),
+    ("weights with add_bias_kv (bias_k, bias_v)", 'mha explain "the cat" --weights bias-kv.npz --heads 2'),
+    ("weights too large to run (x 1e200)", 'mha explain "the cat" --weights huge-weights.npz --heads 2'),
+    ("a zip bomb as weights", 'mha explain "the cat" --weights bomb.npz --heads 2'),
+    ("show a zip bomb", "mha show bomb-attention.npz"),
+    ("show a batch of attention without --batch-index", "mha show batch.npz"),
+    ("--batch-index beyond the batch", "mha show batch.npz --batch-index 5"),
+    ("show attention whose tokens are Python objects", "mha show object-tokens.npz"),
+    ("show scores instead of attention weights", "mha show scores.npz"),
+    ("show an empty attention array (SDPA)", "mha show empty-attention.npz"),
 ]
 
 # Rows that need a user without root's powers (root may read and write anything).
@@ -232,6 +249,21 @@ def make_fixtures(folder: Path) -> None:
     rng = np.random.default_rng(0)
     np.savez(folder / "own.npz", **{"in_proj_weight": rng.normal(size=(48, 16)),
                                     "out_proj.weight": rng.normal(size=(16, 16))})
+    own = {"in_proj_weight": rng.normal(size=(48, 16)), "out_proj.weight": rng.normal(size=(16, 16))}
+    np.savez(folder / "encoder.npz", **{f"layers.{i}.self_attn.{k}": v for i in range(2) for k, v in own.items()})
+    np.savez(folder / "bias-kv.npz", **own, bias_k=np.zeros((1, 1, 16)), bias_v=np.zeros((1, 1, 16)))
+    np.savez(folder / "huge-weights.npz", **{k: v * 1e200 for k, v in own.items()})
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_archive import declaring_bomb
+
+    declaring_bomb(folder / "bomb.npz", own, None, int(3.5 * 2**30))
+    uniform = np.full((1, 2, 3, 3), 1 / 3)
+    declaring_bomb(folder / "bomb-attention.npz", {"weights": uniform, "tokens": np.array(["a", "b", "c"])}, None,
+                   int(3.5 * 2**30))
+    np.savez(folder / "batch.npz", attentions=np.full((2, 3, 2, 3, 3), 1 / 3), tokens=np.array(["a", "b", "c"]))
+    np.savez(folder / "object-tokens.npz", weights=uniform, tokens=np.array(["a", "b", "c"], dtype=object))
+    np.savez(folder / "scores.npz", weights=rng.normal(size=(2, 3, 3)), tokens=np.array(["a", "b", "c"]))
+    np.savez(folder / "empty-attention.npz", weights=np.zeros((0, 2, 3, 3)), tokens=np.array(["a", "b", "c"]))
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,20 @@ def all_text(fig) -> str:
     return " ".join(t.get_text() for t in fig.findobj(Text))
 
 
+def heatmaps(fig):
+    """The Axes that draw a weight matrix, in the order the figure made them (the colour bar has no image)."""
+    return [ax for ax in fig.axes if ax.images]
+
+
+def colour_bars(fig):
+    return [ax for ax in fig.axes if ax.get_ylabel() == "attention weight"]
+
+
+def drawn(ax) -> np.ndarray:
+    """The matrix an Axes shows, as the figure holds it (masked where blocked)."""
+    return ax.images[0].get_array()
+
+
 def head_map(trace, i: int, **kw):
     """The per-head figure showing head i, and its heatmap artists."""
     with figures.drawing() as pen:
@@ -274,10 +288,22 @@ def test_heatmap_array_equals_the_weights_and_labels_equal_the_tokens(cat):
         assert list(ax.get_yticks()) == [hf.map.cell_center(r, 0)[1] for r in range(6)]
         assert "key" in hf.x_title.get_text() and "query" in hf.y_title.get_text()
         assert hf.title.get_text().startswith(f"Head {i + 1} of 4")
-        assert "6×6" in hf.title.get_text()
+        assert "6 × 6 (queries × keys)" in hf.title.get_text()
         assert hf.title.get_color() == theme.head_text_color(i)
         assert hf.map.frame.get_edgecolor()[:3] == pytest.approx(
             tuple(int(theme.head_color(i)[k:k + 2], 16) / 255 for k in (1, 3, 5)))
+
+
+def test_a_heads_title_names_its_index_never_a_power(cat, tmp_path):
+    """Issue 20: 'A² is 11×11' read as A squared; the index stands in parentheses, as in A⁽²⁾."""
+    import re
+
+    path = figures.save(figures.head_figure(cat, 1), tmp_path / "head-2.svg", "svg", 72)
+    root = ET.parse(path).getroot()
+    texts = ["".join(e.itertext()) for e in root.iter() if e.tag.endswith("}text")]
+    title = next(t for t in texts if t.startswith("Head 2 of 4"))
+    assert "weights A⁽²⁾, 6 × 6" in title
+    assert not re.search(r"A[⁰¹²³⁴⁵⁶⁷⁸⁹]", title)
 
 
 def test_cell_numbers_are_the_rounded_weights(cat):
@@ -294,14 +320,16 @@ def test_no_cell_numbers_when_the_cells_are_too_small():
 
 def test_one_colour_scale_shared_by_every_head(cat):
     fig = figures.heads_figure(cat)
-    panels = fig.mhacli_panels.maps
+    panels = heatmaps(fig)
     assert len(panels) == cat.num_heads + 1
-    for m in panels:
-        assert m.image.get_clim() == (0.0, 1.0)
-    assert len(fig.mhacli_colour_bars) == 1
+    for ax in panels:
+        assert ax.images[0].get_clim() == (0.0, 1.0)
+    bars = colour_bars(fig)
+    assert len(bars) == 1
+    assert [t.get_text() for t in bars[0].get_yticklabels()] == ["0", "0.25", "0.5", "0.75", "1"]
     for i in range(cat.num_heads):
-        assert np.array_equal(np.ma.getdata(panels[i].image.get_array()), cat.weights[i])
-    average = np.ma.getdata(panels[-1].image.get_array())
+        assert np.array_equal(np.ma.getdata(drawn(panels[i])), cat.weights[i])
+    average = np.ma.getdata(drawn(panels[-1]))
     assert np.allclose(average, np.asarray(cat.weights).mean(axis=0))
     text = all_text(fig)
     assert "average_attn_weights=False" in text and "PyTorch" in text
@@ -310,7 +338,7 @@ def test_one_colour_scale_shared_by_every_head(cat):
 def test_one_head_is_its_own_average():
     trace = run(CAT, heads=1, d_model=8)
     fig = figures.heads_figure(trace)
-    assert len(fig.mhacli_panels.maps) == 1
+    assert len(heatmaps(fig)) == 1
     assert "its own average" in all_text(fig) and "Average of the 1" not in all_text(fig)
 
 
@@ -351,45 +379,82 @@ def test_masked_cells_are_drawn_grey_not_dark(cat_causal, tmp_path):
     assert min(np.abs(pixel - mask_rgb).max(), np.abs(pixel - hatch_rgb).max()) < 60
 
 
+def shown_queries(fig) -> tuple[int, ...]:
+    """The queries a magnifier figure shows, read from its block headings ('Query “cat” (position 1)…')."""
+    import re
+
+    return tuple(int(m.group(1)) for t in all_text_list(fig) if (m := re.match(r"Query .*\(position (\d+)\)", t)))
+
+
+def all_text_list(fig) -> list[str]:
+    from matplotlib.text import Text
+
+    return [t.get_text() for t in fig.findobj(Text)]
+
+
+def token_boxes(fig):
+    """The token boxes of a magnifier figure, in the order drawn (one query: row after row, token after token)."""
+    from matplotlib.patches import FancyBboxPatch
+
+    return [p for p in fig.axes[0].patches if isinstance(p, FancyBboxPatch)]
+
+
+def magnifier_rows(fig, trace, single, max_tokens=40, query=None):
+    """The rows the figure was drawn from: the queries its headings name, the data for each head."""
+    from mhacli.render.figures.magnifiers import token_rows
+
+    view = figures.token_view(trace.n_tokens, max_tokens, query)
+    return [r for block in token_rows(trace, single, view, shown_queries(fig)) for r in block]
+
+
 def test_magnifier_rows_are_shaded_by_the_attention_each_token_receives(cat):
     single = _single_head(cat)
     fig = figures.magnifiers_figure(cat, single, query=1)
-    rows = fig.mhacli_rows
-    assert fig.mhacli_queries == (1,)
+    assert shown_queries(fig) == (1,)
+    rows = magnifier_rows(fig, cat, single, query=1)
     assert [r.name for r in rows] == ["1 head", "Head 1", "Head 2", "Head 3", "Head 4"]
     assert np.allclose(rows[0].weights, np.asarray(single.weights[0])[1])
     for i in range(4):
         assert np.allclose(rows[i + 1].weights, np.asarray(cat.weights[i])[1])
         assert rows[i + 1].color == theme.head_color(i)
-        assert rows[i + 1].labels == list(cat.tokens)
         assert rows[i + 1].top == int(np.argmax(cat.weights[i][1]))  # the outlined box is the row's argmax
+    texts = all_text_list(fig)
+    for r in rows[1:]:
+        assert r.name in texts
+    assert [t for t in texts if t in cat.tokens] == list(cat.tokens) * 5  # every row spells the sentence
+    boxes = token_boxes(fig)
+    assert len(boxes) == 5 * cat.n_tokens
     vmax = max(float(r.weights.max()) for r in rows)
-    for r in rows:
-        for box, w in zip(r.boxes, r.weights):
+    for k, r in enumerate(rows):
+        drawn_row = boxes[k * cat.n_tokens:(k + 1) * cat.n_tokens]
+        for box, w in zip(drawn_row, r.weights):
             want = np.array([int(theme.tint(r.color, w / vmax)[k:k + 2], 16) / 255 for k in (1, 3, 5)])
             assert np.allclose(box.get_facecolor()[:3], want, atol=1 / 255)
-        assert [b.get_linewidth() for b in r.boxes].count(3.0) == 1
-    assert "random weights: these patterns mean nothing yet" in fig.mhacli_label.get_text()
+        widths = [b.get_linewidth() for b in drawn_row]
+        assert widths.count(3.0) == 1 and widths.index(3.0) == r.top
+    assert "random weights: these patterns mean nothing yet" in texts
 
 
 def test_magnifiers_without_a_query_show_the_queries_where_the_heads_differ_most(cat):
     from mhacli.core.analysis import analyse
 
-    fig = figures.magnifiers_figure(cat, _single_head(cat))
+    single = _single_head(cat)
+    fig = figures.magnifiers_figure(cat, single)
     a = analyse(cat)
     distinct = {q: len({int(k) for k in a.top_keys[:, q] if k >= 0}) for q in range(cat.n_tokens)}
-    chosen = fig.mhacli_queries
-    assert 1 <= len(chosen) <= 3 and len(fig.mhacli_rows) == 5 * len(chosen)
+    chosen = shown_queries(fig)
+    rows = magnifier_rows(fig, cat, single)
+    assert 1 <= len(chosen) <= 3 and len(token_boxes(fig)) == 5 * len(chosen) * cat.n_tokens
     assert distinct[chosen[0]] == max(distinct.values())  # no query has more different top keys
     assert all(distinct[q] >= distinct[p] for q in chosen for p in range(cat.n_tokens) if p not in chosen)
     for k, q in enumerate(chosen):  # each block shows that query's rows, never an average over queries
-        block = fig.mhacli_rows[5 * k:5 * (k + 1)]
+        block = rows[5 * k:5 * (k + 1)]
         assert all(r.query == q for r in block)
         for i in range(4):
             assert np.allclose(block[i + 1].weights, np.asarray(cat.weights[i])[q])
-    why = fig.mhacli_why.get_text().replace("\n", " ")
-    assert "differ most" in why and f"(position {chosen[0]}): {distinct[chosen[0]]} different tokens" in why
-    assert "averaged" not in all_text(fig)
+    text = all_text(fig).replace("\n", " ")
+    assert "differ most" in text and f"(position {chosen[0]}): {distinct[chosen[0]]} different tokens" in text
+    assert "averaged" not in text
 
 
 def test_repeated_designed_magnifiers_show_four_different_tokens_without_a_query():
@@ -397,24 +462,36 @@ def test_repeated_designed_magnifiers_show_four_different_tokens_without_a_query
     from mhacli.io.samples import load_sample
 
     trace = run(load_sample("repeated").text, heads=4, weights="designed")
-    fig = figures.magnifiers_figure(trace, _single_head(trace))
-    first = [r for r in fig.mhacli_rows if r.query == fig.mhacli_queries[0] and r.name.startswith("Head")]
+    single = _single_head(trace)
+    fig = figures.magnifiers_figure(trace, single)
+    first = [r for r in magnifier_rows(fig, trace, single)
+             if r.query == shown_queries(fig)[0] and r.name.startswith("Head")]
     focus = [r.top for r in first]
     assert None not in focus and len(set(focus)) == 4, focus
-    for r in first:  # in focus means all of the row's weight, outlined
-        assert r.weights[r.top] > 0.9 and r.boxes[r.top].get_linewidth() == 3.0
-    assert "4 different tokens in focus" in all_text(fig)
+    for r in first:  # in focus means all of the row's weight
+        assert r.weights[r.top] > 0.9
+    outlined = [b for b in token_boxes(fig) if b.get_linewidth() == 3.0]
+    rows = magnifier_rows(fig, trace, single)
+    assert len(outlined) == sum(r.top is not None for r in rows)  # one outline per row with a top key
+    text = all_text(fig).replace("\n", " ")
+    assert "4 different tokens in focus" in text
     for rule in trace.rules:
-        assert rule in fig.mhacli_label.get_text()
+        assert rule in text
 
 
 def test_magnifiers_hatch_masked_keys_and_state_what_the_window_leaves_out():
+    import re
+
     trace = run(LONG30, heads=2, d_model=8, causal=True)
     fig = figures.magnifiers_figure(trace, None, max_tokens=10, query=6)
-    for r in fig.mhacli_rows:
-        for k, box in enumerate(r.boxes):
-            assert bool(box.get_hatch()) == (k > 6) == bool(r.masked[k])
-            assert (r.percents[k].get_text() == "") == (k > 6)
+    rows = magnifier_rows(fig, trace, None, max_tokens=10, query=6)
+    boxes = token_boxes(fig)
+    assert len(boxes) == 2 * 10
+    for k, r in enumerate(rows):
+        for j, box in enumerate(boxes[k * 10:(k + 1) * 10]):
+            assert bool(box.get_hatch()) == (j > 6) == bool(r.masked[j])
+    percents = [t for t in all_text_list(fig) if re.fullmatch(r"\d+%|0", t)]
+    assert len(percents) == 2 * 7  # a number under every visible key, none under the masked ones
     text = all_text(fig).replace("\n", " ")
     assert "tokens 0–9 of 29" in text and "falls outside the window" in text
     # Query 6 sees keys 0…6, all inside the window: nothing of its row is outside.
@@ -557,7 +634,7 @@ def test_measured_widths_match_the_text_engine():
     from matplotlib.textpath import text_to_path
 
     pen = figures.Pen()
-    for s in ["the cat sat", "Head 4 of 4 · A⁴ is 6×6", "attention weight", "WWWW iiii"]:
+    for s in ["the cat sat", "Head 4 of 4 · weights A⁽⁴⁾, 6 × 6", "attention weight", "WWWW iiii"]:
         for bold in (False, True):
             prop = FontProperties(family=list(pen.families), size=12, weight="bold" if bold else "normal")
             true = text_to_path.get_text_width_height_descent(s, prop, ismath=False)[0] / 72
@@ -849,10 +926,11 @@ def test_a_view_draws_heads_sheet_and_magnifiers_of_its_layer_and_nothing_invent
     label = "attention from your model, layer 2 of 2 (enc.1)"
     assert label in hf.note.get_text()
     sheet = figures.heads_figure(view)
-    assert np.allclose(np.ma.getdata(sheet.mhacli_panels.maps[-1].image.get_array()), w[1].mean(axis=0))
-    assert label in sheet.mhacli_label.get_text()
+    assert np.allclose(np.ma.getdata(drawn(heatmaps(sheet)[-1])), w[1].mean(axis=0))
+    assert label in all_text(sheet)
     mag = figures.magnifiers_figure(view)
-    assert [r.name for r in mag.mhacli_rows[:3]] == ["Head 1", "Head 2", "Head 3"]  # no one-head contrast
+    names = [t for t in all_text_list(mag) if t in ("1 head", "Head 1", "Head 2", "Head 3")]
+    assert names[:3] == ["Head 1", "Head 2", "Head 3"] and "1 head" not in names  # no one-head contrast
     text = all_text(mag) + all_text(sheet) + all_text(hf.fig)
     for invented in ("d/h", "d =", "W_q", "parameters"):
         assert invented not in text, invented
@@ -902,3 +980,71 @@ def test_the_measures_of_a_run_are_computed_once_for_every_renderer(cat, monkeyp
     figures.save_figures(trace, None, tmp_path, dpi=FAST_DPI)
     render_html(trace)
     assert len(calls) == 1 and calls[0] is trace
+
+
+# ---------------------------------------------------------------------------
+# Readable on a projector: token labels at 40 tokens, the figure fitted to a 1080p screen
+# ---------------------------------------------------------------------------
+
+SCREEN = (1920, 1080)
+MIN_LABEL_PX = 10.0
+
+
+def fitted_label_px(fig, path: Path, dpi: int) -> float:
+    """Height in screen pixels of the smallest token label, the saved image fitted to a 1920 × 1080 screen.
+
+    The label's em height is its font size in points × dpi / 72 pixels in the file; shown fitted,
+    the file is scaled by min(1920 / W, 1080 / H).
+    """
+    with Image.open(path) as im:
+        width, height = im.size
+    fit = min(SCREEN[0] / width, SCREEN[1] / height)
+    sizes = [t.get_fontsize() for ax in heatmaps(fig) for t in ax.get_xticklabels() + ax.get_yticklabels()
+             if t.get_text()]
+    assert sizes, "the figure labels its tokens"
+    return min(sizes) * dpi / 72 * fit
+
+
+@pytest.fixture(scope="module")
+def paragraph():
+    from mhacli.io.samples import load_sample
+
+    trace = run(load_sample("paragraph").text, heads=4, d_model=16)
+    assert trace.n_tokens >= 40
+    return trace
+
+
+@pytest.mark.parametrize("name", ["head-1", "heads"])
+def test_token_labels_at_40_tokens_are_10_px_on_a_1080p_screen(paragraph, tmp_path, name):
+    """Issue 20: heads.png's labels were 7–10 px on a projector at 24–40 tokens."""
+    fig = figures.head_figure(paragraph, 0) if name == "head-1" else figures.heads_figure(paragraph)
+    path = figures.save(fig, tmp_path / f"{name}.png", "png", FAST_DPI)
+    assert fitted_label_px(fig, path, FAST_DPI) >= MIN_LABEL_PX
+
+
+@pytest.mark.parametrize("heads, length", [(4, 12), (4, 40), (8, 40)])
+def test_training_heads_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp_path, heads, length):
+    from mhacli.core.train import TrainConfig, train
+    from mhacli.render.figures.training import training_heads_figure
+
+    result = train(TrainConfig(heads=heads, length=length, steps=2, batch=2, held_out=4, snapshots=5))
+    fig = training_heads_figure(result)
+    path = figures.save(fig, tmp_path / "training-heads.png", "png", 100)  # the dpi mha train saves at
+    assert fitted_label_px(fig, path, 100) >= MIN_LABEL_PX
+    keys = [t.get_text() for t in heatmaps(fig)[-1].get_xticklabels()]  # the bottom row's keys
+    step = 1 if length == 12 else int(np.diff([t for t in heatmaps(fig)[-1].get_xticks()])[0])
+    assert keys == list(result.snapshot_tokens[::step])
+    _assert_legible(fig)
+
+
+@pytest.mark.parametrize("length", [12, 40])
+def test_training_runs_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp_path, length):
+    """After --compare, training-heads.png shows every run: its labels too stay readable at 40 tokens."""
+    from mhacli.core.train import TrainConfig, train
+    from mhacli.render.figures.training import training_runs_figure
+
+    results = [train(TrainConfig(heads=h, length=length, steps=2, batch=2, held_out=4)) for h in (1, 2, 4)]
+    fig = training_runs_figure(results)
+    path = figures.save(fig, tmp_path / "training-heads.png", "png", 100)
+    assert fitted_label_px(fig, path, 100) >= MIN_LABEL_PX
+    _assert_legible(fig)

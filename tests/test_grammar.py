@@ -246,3 +246,25 @@ def test_the_lone_head_sentence_counts_no_head_without_a_relation_as_one_of_its_
     assert "a relation of its own" not in text
     assert "no clear relation in 1 head" in text and "he/she → the noun it means" in text
     assert "It falls shortest on referent: 86.0% against 100.0%." in text
+
+
+def test_the_magnifier_slide_says_its_queries_come_from_the_parse() -> None:
+    import matplotlib.text
+
+    import mhacli
+    from mhacli.core.narrate import parse_queries_sentence
+    from mhacli.render.figures import magnifiers_figure
+
+    trace = mhacli.run(HEADLINE, weights="grammar")
+    trace = getattr(trace, "trace", trace)  # mhacli.run's result, or the trace itself
+    from mhacli.core.analysis import analyse
+
+    analysis = analyse(trace)
+    assert analysis.reading is not None and analysis.showcase_queries(1) == (10,)  # "tired" first
+    said = parse_queries_sentence(analysis.reading, (10,))
+    assert said == ("Queries chosen from the grammar's parse of this sentence: “tired” (position 10): describes "
+                    "“animal”. Give --query to pick another.")
+    assert parse_queries_sentence(analysis.reading, (0,)) is None  # "The" is no query of the parse
+    fig = magnifiers_figure(trace)
+    texts = " ".join(" ".join(t.get_text().split()) for t in fig.findobj(matplotlib.text.Text))
+    assert "of the grammar's parse" in texts and "“tired” (position 10): describes “animal”" in texts

@@ -400,7 +400,7 @@ def test_a_member_that_is_not_npy_data_or_holds_objects(tmp_path):
             z.writestr(name + ".npy", buf.getvalue())
     expected = {"garbage.npz": "its member 'seed' is not .npy array data",
                 "truncated-header.npz": "its member 'W_q' is not .npy array data",
-                "objects.npz": "it holds Python objects"}
+                "objects.npz": "holds Python objects"}
     for file, words in expected.items():  # the first through the installed script, the others in-process
         proc = (mha if file == "garbage.npz" else mha_in_process)("verify", file, cwd=tmp_path)
         assert proc.returncode == 2 and words in one_error_line(proc), proc.stderr

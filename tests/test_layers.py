@@ -2,7 +2,7 @@
 
 core  numpy and the standard library (threadpoolctl for the schedule; torch only as
       verify's optional second reference)
-io    + core (torch only to read your .pt weights, when it is installed)
+io    + core (torch only to read your .pt weights, safetensors your .safetensors, when installed)
 render+ io, rich, matplotlib (the only layer that draws or prints)
 cli   + render, typer (the only layer that talks to the command line)
 bench + render, apart from the product: nothing in core/io/render/cli imports it
@@ -24,7 +24,8 @@ STDLIB = set(sys.stdlib_module_names)
 
 ALLOWED: dict[str, set[str]] = {
     "core": {"numpy", "mhacli.core", "threadpoolctl", "torch"},
-    "io": {"numpy", "mhacli.core", "mhacli.io", "torch"},  # torch only to read a .pt state dict, when installed
+    # torch only to read a .pt state dict, safetensors a .safetensors one, when installed
+    "io": {"numpy", "mhacli.core", "mhacli.io", "torch", "safetensors"},
     "render": {"numpy", "mhacli.core", "mhacli.io", "mhacli.render", "rich", "matplotlib", "mpl_toolkits", "PIL"},
     "cli": {"numpy", "mhacli.core", "mhacli.io", "mhacli.render", "mhacli.cli", "mhacli.bench", "rich", "typer"},
     "bench": {"numpy", "mhacli.core", "mhacli.io", "mhacli.render", "mhacli.bench", "rich", "matplotlib",

@@ -1,4 +1,5 @@
-"""split.png: W_q's row blocks, Q's and H's column blocks and W^O's column blocks, one colour per head."""
+"""split.png: X, the per-head blocks W_q^i, W_k^i, W_v^i (d × d/h, the article's orientation), Q's blocks,
+H, W^O and O, one colour per head, a colour bar and a legend in the heads' colours."""
 
 from __future__ import annotations
 
@@ -13,35 +14,76 @@ from mhacli.render.figures.split import split_figure
 matplotlib.use("Agg")
 
 
+def panels(fig) -> dict[str, np.ndarray]:
+    """Each matrix panel's title and the matrix it shows (divided by its largest |value|, as drawn)."""
+    return {ax.get_title(): np.asarray(ax.images[0].get_array()) for ax in fig.axes if ax.images}
+
+
+def scaled(m: np.ndarray) -> np.ndarray:
+    return m / np.max(np.abs(m))
+
+
 @pytest.mark.parametrize("heads", [1, 2, 4, 8])
-def test_each_panel_shows_its_matrix_with_one_outline_per_head(heads):
+def test_each_panel_shows_its_matrix_in_the_articles_orientation(heads):
+    t = run("the cat sat on the mat", heads=heads)
+    shown = panels(split_figure(t))
+    n, d, dk = t.n_tokens, t.d_model, t.d_k
+    first, last = "⁽¹⁾", "⁽" + str(heads).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")) + "⁾"
+    assert np.allclose(shown["X  (N × d)"], scaled(t.X))
+    for k, name in enumerate("qkv"):
+        block_view = shown[f"W_{name}{first} … W_{name}{last}"]
+        assert block_view.shape == (d, d)
+        for i in range(heads):  # column block i is the article's W^i, d × d/h, Q^i = X W_q^i
+            block = block_view[:, i * dk:(i + 1) * dk]
+            assert block.shape == (d, dk)
+            assert np.allclose(block, scaled(np.concatenate([b[k] for b in map(t.head_weights, range(heads))],
+                                                            axis=1))[:, i * dk:(i + 1) * dk])
+    q = shown[f"Q{first} … Q{last}"]
+    assert q.shape == (n, d)
+    for i in range(heads):
+        assert np.allclose(q[:, i * dk:(i + 1) * dk] * np.max(np.abs(t.Q)), t.X @ t.head_weights(i)[0])
+    assert np.allclose(shown["H = [head_1 … head_h]  (N × d)"], scaled(t.concat))
+    assert np.allclose(shown["W^O  (d × d)"], scaled(t.W_o))
+    assert np.allclose(shown["O = H W^Oᵀ  (N × d)"], scaled(t.output))
+
+
+@pytest.mark.parametrize("heads", [2, 4])
+def test_blocks_are_outlined_and_named_in_the_heads_colours(heads):
+    from matplotlib.colors import to_hex
     from matplotlib.patches import Rectangle
 
     t = run("the cat sat on the mat", heads=heads)
     fig = split_figure(t)
-    axes = fig.axes
-    assert len(axes) == 5
-    shown = [np.asarray(ax.images[0].get_array()) for ax in axes]
-    n, d = t.n_tokens, t.d_model
-    assert np.array_equal(shown[0], t.W_q)
-    assert np.array_equal(shown[1], np.concatenate(list(t.Q), axis=1))  # Q's column blocks are the Q^i
-    assert np.array_equal(shown[2], t.concat) and np.array_equal(shown[3], t.W_o)
-    assert np.array_equal(shown[4], t.output) and shown[1].shape == (n, d)
-    for ax in axes[:4]:
-        boxes = [p for p in ax.patches if isinstance(p, Rectangle)]
-        assert [matplotlib.colors.to_hex(b.get_edgecolor()) for b in boxes] == \
-            [theme.head_color(i).lower() for i in range(heads)]
-    assert [tick.get_text() for tick in axes[1].get_yticklabels()] == list(t.tokens)
+    want = [theme.head_color(i).lower() for i in range(heads)]
+    for ax in fig.axes:
+        if ax.images and not ax.get_title().startswith("O ="):
+            boxes = [p for p in ax.patches if isinstance(p, Rectangle)]
+            assert [to_hex(b.get_edgecolor()) for b in boxes] == want, ax.get_title()
+    legend = fig.subfigs[1].legends[0]
+    assert [x.get_text() for x in legend.get_texts()] == [f"head {i + 1}" for i in range(heads)]
+    assert [to_hex(x.get_color()) for x in legend.get_texts()] == [theme.head_text_color(i).lower()
+                                                                    for i in range(heads)]
+    assert [to_hex(p.get_edgecolor()) for p in legend.get_patches()] == want
+    bars = [ax for ax in fig.axes if "largest |value|" in ax.get_ylabel()]
+    assert len(bars) == 1  # one colour bar reads every panel: each is divided by its own largest |value|
+    for ax in fig.axes:
+        if ax.images:
+            assert ax.images[0].get_clim() == (-1.0, 1.0) and "largest |value|" in ax.get_xlabel()
+    tokens = [tick.get_text() for tick in fig.axes[0].get_yticklabels()]
+    assert tokens == list(t.tokens)
 
 
 def test_the_figure_says_which_weights_and_renders(tmp_path):
-    t = run("the cat sat", heads=2, weights="designed", d_model=16)
-    fig = split_figure(t, label="designed weights: each head follows a rule")
-    texts = " ".join(x.get_text() for x in fig.texts)
-    assert "designed weights" in texts and "d = 16 split into h = 2 blocks of d/h = 8" in fig._suptitle.get_text()
-    fig.savefig(tmp_path / "split.png", dpi=40)
     from PIL import Image
 
-    with Image.open(tmp_path / "split.png") as im:
-        assert im.size == (600, 184)
+    from mhacli.render.figures import save
+
+    t = run("the cat sat", heads=2, weights="designed", d_model=16)
+    fig = split_figure(t, label="designed weights: each head follows a rule")
+    title = " ".join(x.get_text() for x in fig.texts)  # the suptitle is one of the figure's texts
+    assert "d = 16 split into h = 2 blocks of d/h = 8" in title
+    assert "designed weights: each head follows a rule" in title
+    path = save(fig, tmp_path / "split.png", "png", 40)
+    with Image.open(path) as im:
+        assert im.size == (640, 344)
         assert len(np.unique(np.asarray(im.convert("RGB")).reshape(-1, 3), axis=0)) > 50  # not blank

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import mhacli
 from mhacli.core.errors import UsageError
 from mhacli.core.trace import run
 from mhacli.core.view import from_attention, is_causal
@@ -133,7 +134,7 @@ def test_attention_npz_round_trips_with_layers(tmp_path):
 
 
 @pytest.mark.parametrize("arrays,message", [
-    ({"weights": np.full((1, 2, 2), 0.5)}, "holds no 'weights' and 'tokens'"),
+    ({"weights": np.full((1, 2, 2), 0.5)}, "holds no attention .* and 'tokens'"),
     ({"weights": np.full((1, 2, 2), 0.5), "tokens": np.array([1, 2])}, "must be a 1-d array of strings"),
     ({"weights": np.array([["a", "b"]] * 2)[None], "tokens": np.array(["x", "y"])}, "must hold numbers"),
     ({"weights": np.full((1, 3, 3), 0.5), "tokens": np.array(["x", "y", "z"])}, "sums to 1.5, not 1"),
@@ -289,3 +290,176 @@ def test_show_json_of_a_view_spells_out_bidi_and_escape_characters(runner, tmp_p
     assert result.exit_code == 0, result.output
     assert "\u202e" not in result.stdout and "\x1b" not in result.stdout
     assert "\\u202e" in result.stdout and json.loads(result.stdout)["tokens"] == tokens
+
+
+# --- zero-size and odd inputs (issue 21, family 8) -----------------------------------------------------
+
+@pytest.mark.parametrize("weights,message", [
+    (np.zeros((0, 2, 3, 3)), r"empty \(shape \(0, 2, 3, 3\).*attn_implementation=\"eager\""),
+    (np.zeros((1, 0, 3, 3)), r"empty \(shape \(1, 0, 3, 3\): 1 layers × 0 heads"),
+    (np.zeros((1, 2, 0, 0)), r"empty \(shape \(1, 2, 0, 0\)"),
+    (np.zeros((0,)), r"empty \(shape \(0,\)\)"),
+])
+def test_zero_size_attention_is_one_clear_error(weights, message):
+    from mhacli.core.view import from_attention
+
+    with pytest.raises(UsageError, match=message):
+        from_attention(weights, ["a", "b", "c"][: weights.shape[-1]] if weights.ndim == 4 else [])
+
+
+@pytest.mark.parametrize("layer", [1.5, "1", True, -1, None])
+def test_a_layer_that_is_not_a_whole_number_in_range_is_refused_at_once(layer):
+    from mhacli.core.view import from_attention
+
+    with pytest.raises(UsageError, match="layer must be"):
+        from_attention(np.full((2, 2, 3, 3), 1 / 3), ["a", "b", "c"], layer=layer)
+
+
+def test_numpy_integers_pick_a_layer():
+    from mhacli.core.view import from_attention
+
+    assert from_attention(np.full((2, 2, 3, 3), 1 / 3), ["a", "b", "c"], layer=np.int64(1)).layer == 1
+
+
+@pytest.mark.parametrize("causal", [True, 1, np.True_])
+def test_every_spelling_of_true_checks_the_causal_claim(causal):
+    """causal=1 and np.True_ skipped the check (it tested ``is True``)."""
+    from mhacli.core.view import from_attention
+
+    with pytest.raises(UsageError, match="some query gives weight to a later key"):
+        from_attention(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"], causal=causal)
+
+
+@pytest.mark.parametrize("causal", ["no", 2, "False"])
+def test_a_causal_that_is_not_true_or_false_is_refused(causal):
+    from mhacli.core.view import from_attention
+
+    with pytest.raises(UsageError, match="causal must be True or False"):
+        from_attention(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"], causal=causal)
+
+
+def test_head_weights_of_a_head_that_does_not_exist_raise():
+    trace = mhacli.run("the cat sat", heads=2)
+    assert trace.head_weights(1)[0].shape == (16, 8)
+    for bad in (5, 2, -1):
+        with pytest.raises(UsageError, match=f"head {bad} is out of range: this run has 2 heads"):
+            trace.head_weights(bad)
+
+
+# --- tolerances scale with the dtype; messages say what was wrong (family 10) ---------------------------
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_bfloat16_softmax_from_pytorch_is_attention():
+    """torch.softmax in bfloat16 gives rows summing to 0.9985 at N = 5: attention, not a mistake."""
+    torch = pytest.importorskip("torch", reason="PyTorch makes the bfloat16 softmax")
+    from mhacli.core.view import from_attention
+
+    torch.manual_seed(0)
+    weights = torch.softmax(torch.randn(2, 5, 5) * 3, dim=-1).to(torch.bfloat16)
+    assert float((weights.float().sum(-1) - 1).abs().max()) > 1e-3  # the old tolerance refused these
+    assert from_attention(weights, list("abcde")).num_heads == 2
+
+
+@pytest.mark.parametrize("dtype,off,accepted", [
+    (np.float16, 1e-3, True), (np.float16, 2e-2, False),
+    (np.float32, 3e-7, True), (np.float32, 1e-4, False),
+    (np.float64, 3e-7, True), (np.float64, 1e-4, False),
+])
+def test_the_row_sum_tolerance_follows_the_dtype(dtype, off, accepted):
+    from mhacli.core.view import from_attention
+
+    weights = np.full((1, 4, 4), 0.25)
+    weights[0, 2, 0] += off  # one row off by `off`, still in [0, 1]
+    weights = weights.astype(dtype)
+    if accepted:
+        assert from_attention(weights, list("abcd")).n_tokens == 4
+    else:
+        with pytest.raises(UsageError, match="row 2 of head 1 in layer 1 sums to .*rounding allows"):
+            from_attention(weights, list("abcd"))
+
+
+@pytest.mark.parametrize("weights,message", [
+    (np.random.default_rng(0).normal(size=(2, 4, 4)), "negative values .* look like scores"),
+    (np.abs(np.random.default_rng(0).normal(size=(2, 4, 4))) + 1.0, "above 1 .* look like scores"),
+    (np.swapaxes(_softmax(np.tril(np.random.default_rng(1).normal(size=(2, 4, 4)) * 3)), -1, -2),
+     "columns sum to 1: the array seems transposed"),
+])
+def test_the_message_says_what_was_wrong(weights, message):
+    from mhacli.core.view import from_attention
+
+    with pytest.raises(UsageError, match=message):
+        from_attention(weights, list("abcd"))
+
+
+def test_softmax_weights_are_never_told_to_pass_weights_after_softmax():
+    """Rows that are a softmax with one key cut off: the message does not say 'pass the weights after softmax'."""
+    from mhacli.core.view import from_attention
+
+    weights = _softmax(np.random.default_rng(2).normal(size=(2, 5, 5)))[:, :4, :4]  # the fifth key cut off
+    with pytest.raises(UsageError) as caught:
+        from_attention(weights, list("abcd"))
+    assert "after softmax" not in str(caught.value) and "keys cut off" in str(caught.value)
+
+
+# --- attention files as people have them (issue 22, item 3) -------------------------------------------
+
+@pytest.mark.parametrize("key", ["weights", "attentions", "attention"])
+def test_the_attention_may_be_named_as_people_name_it(tmp_path, key):
+    from mhacli.io.attention_file import is_attention_file, load_attention
+
+    np.savez(tmp_path / "a.npz", **{key: np.full((1, 2, 3, 3), 1 / 3), "tokens": np.array(["a", "b", "c"])})
+    assert is_attention_file(tmp_path / "a.npz") and load_attention(tmp_path / "a.npz").num_heads == 2
+
+
+def test_bytes_tokens_are_decoded_and_object_tokens_refused_never_unpickled(tmp_path):
+    from mhacli.io.attention_file import load_attention
+
+    weights = np.full((2, 3, 3), 1 / 3)
+    np.savez(tmp_path / "bytes.npz", weights=weights, tokens=np.array([b"caf\xc3\xa9", b"\xff", b"x"]))
+    assert load_attention(tmp_path / "bytes.npz").tokens == ("café", "\\xff", "x")
+    marker = tmp_path / "unpickled"
+
+    class Boom:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    np.savez(tmp_path / "objects.npz", weights=weights, tokens=np.array([Boom(), "b", "c"], dtype=object))
+    with pytest.raises(UsageError, match="'tokens' holds Python objects, which would have to be unpickled"):
+        load_attention(tmp_path / "objects.npz")
+    assert not marker.exists()
+
+
+def test_a_batch_in_a_file_needs_an_index_and_gets_the_sequence_it_names(tmp_path):
+    from typer.testing import CliRunner
+
+    from mhacli.cli import app
+    from mhacli.io.attention_file import load_attention
+
+    rng = np.random.default_rng(3)
+    weights = _softmax(rng.normal(size=(2, 3, 2, 4, 4)))  # (layers, batch, heads, N, N)
+    np.savez(tmp_path / "batch.npz", attentions=weights, tokens=np.array(list("abcd")))
+    with pytest.raises(UsageError, match="batch of 3 sequences; pick one with batch_index"):
+        load_attention(tmp_path / "batch.npz")
+    assert np.allclose(load_attention(tmp_path / "batch.npz", batch_index=2).layers, weights[:, 2])
+    runner = CliRunner()
+    r = runner.invoke(app, ["show", str(tmp_path / "batch.npz"), "--no-plots", "--batch-index", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    assert np.allclose(json.loads(r.output)["weights"], weights[0, 1])
+    for argv, words in ((["--no-plots"], "pick one with --batch-index (0 to 2)"),
+                        (["--no-plots", "--batch-index", "3"], "--batch-index 3 is out of range")):
+        r = runner.invoke(app, ["show", str(tmp_path / "batch.npz"), *argv])
+        assert r.exit_code == 2 and words in r.output and "Traceback" not in r.output, r.output
+
+
+def test_an_empty_attention_tuple_says_how_to_get_weights():
+    from mhacli.core.view import from_attention
+
+    for empty in ((), [], (None, None)):
+        with pytest.raises(UsageError, match='attn_implementation="eager" and run it with output_attentions=True'):
+            from_attention(empty, ["a", "b"])

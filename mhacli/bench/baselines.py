@@ -112,11 +112,12 @@ def torch_available() -> bool:
 
 def torch_calls(x: Array, w: Weights, heads: int, causal: bool) -> dict[str, Callable[[], object]]:
     """PyTorch's multi_head_attention_forward on the same X and weights, same threads; {} without torch."""
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
+    from mhacli.core.torch_import import torch_or_none
+
+    torch = torch_or_none()  # guarded: under a memory limit importing torch would abort the process
+    if torch is None:
         return {}
+    F = torch.nn.functional
     torch.set_num_threads(cpu_count())
     n, d = x.shape
     xt = torch.from_numpy(x)[:, None, :]  # (N, 1, d): PyTorch's (L, batch, E)

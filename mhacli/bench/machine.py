@@ -61,9 +61,10 @@ def machine_info(with_torch: bool = True) -> dict[str, object]:
     if with_torch:
         from mhacli.bench.baselines import torch_available
 
-        if torch_available():
-            import torch
+        from mhacli.core.torch_import import torch_or_none
 
+        torch = torch_or_none() if torch_available() else None  # guarded: under ulimit -v its import aborts
+        if torch is not None:
             info["torch"] = torch.__version__
             info["torch_threads"] = torch.get_num_threads()
     return info

@@ -38,10 +38,12 @@ def config_from(ctx: typer.Context) -> Config:
     """
     params = {name: value for name, value in ctx.params.items() if name in _CONFIG_FIELDS}
     given = params.get("weights")
+    layer = ctx.params.get("layer")  # --layer N: one self-attention layer of a weights file holding several
     if isinstance(given, str) and given not in ("random", "designed"):
         from mhacli.io.weights import resolve_weights
 
-        own = resolve_weights(given)
+        heads_given = _explicit(ctx, "heads")  # a state dict records no head count: --heads, or a refusal
+        own = resolve_weights(given, heads=params.get("heads") if heads_given else None, layer=layer)
         ctx.meta[_OWN_WEIGHTS] = own
         trained = getattr(own, "config", None)  # a model from `mha train` brings its heads, width and mask
         if trained is not None:
@@ -55,10 +57,21 @@ def config_from(ctx: typer.Context) -> Config:
                 params[name] = getattr(trained, name)
         else:
             params["weights"] = "pytorch"
-            source = ctx.get_parameter_source("d_model")
-            if source is None or source.name == "DEFAULT":
+            params["heads"] = own.heads
+            if own.causal and not _explicit(ctx, "causal"):
+                params["causal"] = True  # GPT-2's layers only ever saw earlier tokens
+            if not _explicit(ctx, "d_model"):
                 params["d_model"] = own.d_model
+    elif layer is not None:
+        raise UsageError("--layer picks one layer of a weights file holding several (--weights FILE); "
+                         "drop it, or give the file.")
     return Config(**params)
+
+
+def _explicit(ctx: typer.Context, name: str) -> bool:
+    """Whether the user gave option ``name`` (not its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name != "DEFAULT"
 
 
 def run_trace(body: str, config: Config, ctx: typer.Context | None = None) -> Trace:
@@ -70,6 +83,9 @@ def run_trace(body: str, config: Config, ctx: typer.Context | None = None) -> Tr
     if own is not None:
         options["weights"] = own
     trace = run(body, **options)
+    if own is not None and getattr(own, "name", None):  # one layer of several: say which ran (GPT-2: causal)
+        causal = ", causal as the model was trained" if own.causal and config.causal else ""
+        notes([f"ran the self-attention {own.name}{causal}."])
     if own is not None and hasattr(own, "stand_ins"):  # a trained model: say what it does with these tokens
         from mhacli.io.trained import trained_notes
 

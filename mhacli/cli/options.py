@@ -205,6 +205,14 @@ QueryOpt = Annotated[Optional[str], typer.Option(
 LayerOpt = Annotated[Optional[str], typer.Option(
     "--layer", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
     help="Which layer of an attention file to draw: its number (1 = first) or its name (default: the first).")]
+# The same words as --layer of an attention file, for a weights file holding several layers (issue 22).
+WeightsLayerOpt = Annotated[Optional[str], typer.Option(
+    "--layer", show_default=False, metavar="TEXT", rich_help_panel=MODEL,
+    help="With --weights FILE holding several layers (a TransformerEncoder, BERT or GPT-2 state dict): which "
+         "layer's self-attention to run, its number (1 = first) or its name.")]
+BatchIndexOpt = Annotated[Optional[int], typer.Option(
+    "--batch-index", show_default=False, metavar="N", rich_help_panel=FIGURES,
+    help="Which sequence of an attention file holding a batch (batch, heads, N, N) to draw (0 = first).")]
 
 # --- classroom -----------------------------------------------------------------------------------
 LessonQueryOpt = Annotated[Optional[str], typer.Option(

@@ -30,6 +30,12 @@ def project(x: Array, w: Array, b: Array | None = None) -> Array:
 
 def head_weight(w: Array, i: int, heads: int) -> Array:
     """The article's W^i (d × d/h): rows i·d/h … (i+1)·d/h − 1 of a PyTorch weight, transposed."""
+    if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < heads:
+        # a slice past the end is empty, not an error: head 5 of 2 would be a (d, 0) matrix without a word
+        from mhacli.core.errors import UsageError
+
+        raise UsageError(f"head {i!r} is out of range: this run has {heads} head{'s' if heads != 1 else ''}, "
+                         f"numbered 0 to {heads - 1} (0-based).")
     d_k = w.shape[0] // heads
     return w[i * d_k : (i + 1) * d_k].T  # (d/h, d) -> (d, d/h)
 

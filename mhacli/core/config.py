@@ -18,7 +18,7 @@ TOKENIZERS = ("word", "char", "whitespace")
 WEIGHT_KINDS = ("random", "designed", "trained", "grammar")  # what --weights NAME names (trained, grammar: shipped)
 # Where a run's weights came from, as a trace records it: the named kinds, your own
 # nn.MultiheadAttention weights, or the hand-sized example of `mha explain --worked`.
-WEIGHT_SOURCES = WEIGHT_KINDS + ("pytorch", "worked")
+WEIGHT_SOURCES = ("random", "designed", "trained", "pytorch", "worked")  # "grammar" runs as "trained"
 DTYPES = ("float64", "float32")
 
 # Bytes per float of the core; the memory plan below is in these units.

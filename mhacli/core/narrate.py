@@ -283,3 +283,19 @@ def reading_lines(reading: Reading) -> list[str]:
         said = ", ".join(f"head {i + 1} {_pct(look.weight[i])}" for i in answered)
         lines.append(f"{truth}: {said}.")
     return lines
+
+
+def parse_queries_sentence(reading: Reading, queries: Sequence[int]) -> str | None:
+    """Why a figure shows these queries, when they are the parse's own: what each query's relations point to.
+
+    None when some query is not one of the parse's (the figure then says why it chose them by the measures).
+    """
+    if not queries or any(q not in reading.queries for q in queries):
+        return None
+    t = reading.parse.tokens
+    parts = []
+    for q in queries:
+        said = ", ".join(f"{look.relation} “{label(t[look.key], 12)}”" for look in reading.looks if look.query == q)
+        parts.append(f"“{label(t[q], 12)}” (position {q}): {said}")
+    return "Queries chosen from the grammar's parse of this sentence: " + "; ".join(parts) + \
+        ". Give --query to pick another."

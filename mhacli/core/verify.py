@@ -75,11 +75,12 @@ def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
 
 def torch_reference(trace: Trace) -> dict[str, np.ndarray] | None:
     """PyTorch's own multi-head attention on the same X and weights, or None without torch."""
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
+    from mhacli.core.torch_import import torch_or_none
+
+    torch = torch_or_none()  # guarded: under a memory limit importing torch would abort the process
+    if torch is None:
         return None
+    F = torch.nn.functional
     d, h, n = trace.d_model, trace.num_heads, trace.n_tokens
     x = torch.from_numpy(np.array(trace.X, dtype=np.float64))[:, None, :]  # (N, 1, d): (L, batch, E)
     in_proj = torch.from_numpy(np.concatenate([trace.W_q, trace.W_k, trace.W_v]).astype(np.float64))

@@ -17,50 +17,104 @@ from mhacli.core.errors import UsageError
 
 Array = np.ndarray
 
-ROW_SUM_TOLERANCE = 1e-3  # float16/bfloat16 models round their softmax; a row far from 1 is not attention
 MAX_HEADS = 4096
 MAX_TOKENS = 32768
+# Machine epsilon of each precision attention arrives in.  A half-precision softmax is
+# accumulated in float32 and rounded once when stored, so a row is off by at most a few of its
+# epsilons, plus float32's summation error over N keys (torch.softmax in bfloat16 at N = 5 gives
+# rows of 0.9985).  float64 arrays are most often float32 results cast up: they get float32's room.
+EPSILON = {"bfloat16": 2.0**-7, "float16": 2.0**-10, "float32": 2.0**-23, "float64": 2.0**-23}
+SDPA_HINT = ("a model using SDPA or flash attention returns no attention weights; load it with "
+             "attn_implementation=\"eager\" and run it with output_attentions=True")
 
 
-def _as_array(weights: Any) -> Array:
-    """Numpy arrays, or anything with ``__array__`` (a torch tensor on the CPU) — torch is never imported."""
+def row_sum_tolerance(precision: str, n_keys: int) -> float:
+    """How far from 1 a row of softmax weights stored in ``precision`` may honestly sum, over ``n_keys`` keys."""
+    return 4 * EPSILON.get(precision, EPSILON["float32"]) + n_keys * EPSILON["float32"]
+
+
+def _precision(weights: Any) -> str:
+    """The precision the weights were stored in (bfloat16, float16, float32 or float64), from their dtype."""
+    name = str(getattr(weights, "dtype", "float64")).replace("torch.", "")
+    return next((p for p in ("bfloat16", "float16", "float32") if name == p), "float64")
+
+
+def _as_array(weights: Any) -> tuple[Array, str]:
+    """Numpy arrays, or anything with ``__array__`` (a torch tensor on the CPU) — torch is never imported.
+
+    Returns the float64 array and the precision the weights came in.
+    """
+    if weights is None:
+        raise UsageError(f"a layer's attention weights are None: {SDPA_HINT}.")
+    precision = _precision(weights)
     if hasattr(weights, "detach"):  # a tensor that may require grad: numpy() refuses those
         weights = weights.detach()
     if hasattr(weights, "cpu"):
         weights = weights.cpu()
-    if hasattr(weights, "float") and getattr(weights, "dtype", None) is not None and "bfloat16" in str(weights.dtype):
-        weights = weights.float()  # numpy has no bfloat16
+    if precision == "bfloat16" and hasattr(weights, "float"):
+        weights = weights.float()  # numpy has no bfloat16; float32 holds every bfloat16 exactly
     try:
-        return np.asarray(weights, dtype=np.float64)
+        a = np.asarray(weights)
+        if a.dtype.kind not in "fiub" and a.dtype.name != "bfloat16":
+            raise TypeError(f"dtype {a.dtype}")
+        return np.asarray(a, dtype=np.float64), precision
     except (TypeError, ValueError) as exc:
         raise UsageError(f"the attention weights are not an array of numbers ({type(exc).__name__}: {exc}).") from None
 
 
-def _stack_layers(weights: Any) -> Array:
-    """One (layers, h, N, N) array from (h, N, N), (layers, h, N, N), or a tuple of per-layer (1, h, N, N)."""
+def _one_sequence(a: Array, batch_index: int | None, what: str) -> Array:
+    """(B, ...) -> (...): the sequence ``batch_index`` picks; a batch of one needs no index."""
+    if batch_index is None:
+        if a.shape[0] != 1:
+            raise UsageError(f"{what} hold a batch of {a.shape[0]} sequences; pick one with "
+                             "{batch_index:name} (0 to " + f"{a.shape[0] - 1}).", batch_index=None)
+        return a[0]
+    if not 0 <= batch_index < a.shape[0]:
+        raise UsageError("{batch_index} is out of range: " + f"{what} hold {a.shape[0]} sequence"
+                         f"{'s' if a.shape[0] != 1 else ''} (0 to {a.shape[0] - 1}).", batch_index=batch_index)
+    return a[batch_index]
+
+
+def _stack_layers(weights: Any, batch_index: int | None = None) -> tuple[Array, str]:
+    """One (layers, h, N, N) array from (h, N, N), (layers, h, N, N), (layers, batch, h, N, N), or a tuple
+    of per-layer (batch, h, N, N) as Hugging Face's ``output_attentions``; and the precision they came in."""
     if isinstance(weights, (list, tuple)):
         if not weights:
-            raise UsageError("the attention weights are an empty list; give one array per layer.")
-        layers = [_as_array(w) for w in weights]
+            raise UsageError(f"the attention weights are an empty list: {SDPA_HINT}.")
+        converted = [_as_array(w) for w in weights]
+        layers = [a for a, _ in converted]
         shapes = {a.shape for a in layers}
         if len(shapes) > 1:
             raise UsageError(f"the layers' attention arrays have different shapes: {sorted(shapes)}.")
-        layers = [a[0] if a.ndim == 4 and a.shape[0] == 1 else a for a in layers]  # BertViz: (batch=1, h, N, N)
+        if layers[0].ndim == 4:  # Hugging Face / BertViz: (batch, h, N, N) per layer
+            layers = [_one_sequence(a, batch_index, "the attention weights") for a in layers]
+        elif batch_index is not None:
+            raise UsageError("{batch_index:name} picks a sequence of a batch; these weights hold one "
+                             "(drop it).", batch_index=batch_index)
         if layers[0].ndim != 3:
-            raise UsageError(f"each layer's attention must be (h, N, N) or (1, h, N, N), got {layers[0].shape}.")
-        return np.stack(layers)  # L × (h, N, N) -> (L, h, N, N)
-    a = _as_array(weights)
+            raise UsageError(f"each layer's attention must be (h, N, N) or (batch, h, N, N), got {layers[0].shape}.")
+        return np.stack(layers), converted[0][1]  # L × (h, N, N) -> (L, h, N, N)
+    a, precision = _as_array(weights)
+    if a.ndim == 5:  # (L, B, h, N, N): Hugging Face's tuple stacked
+        return np.stack([_one_sequence(layer, batch_index, "the attention weights") for layer in a]), precision
+    if batch_index is not None:
+        raise UsageError("{batch_index:name} picks a sequence of a batch: give (layers, batch, h, N, N) "
+                         "weights, or drop it.", batch_index=batch_index)
+    if a.size == 0 and a.ndim < 3:
+        raise UsageError(f"the attention weights are empty (shape {a.shape}): {SDPA_HINT}.")
     if a.ndim == 3:
-        return a[None]  # (h, N, N) -> (1, h, N, N)
+        return a[None], precision  # (h, N, N) -> (1, h, N, N)
     if a.ndim == 4:
-        return a  # (L, h, N, N)
-    if a.ndim == 5 and a.shape[1] == 1:
-        return a[:, 0]  # (L, 1, h, N, N): a stacked Hugging Face output_attentions with batch 1
+        return a, precision  # (L, h, N, N)
     raise UsageError(f"the attention weights must be (h, N, N) or (layers, h, N, N), got shape {a.shape}.")
 
 
-def _check(weights: Array, tokens: tuple[str, ...]) -> None:
+def _check(weights: Array, tokens: tuple[str, ...], precision: str = "float64") -> None:
     n_layers, h, n, m = weights.shape
+    if weights.size == 0:
+        hint = f"; {SDPA_HINT}" if n_layers == 0 else ""
+        raise UsageError(f"the attention weights are empty (shape {weights.shape}: {n_layers} layers × {h} heads × "
+                         f"{n} × {m}); give at least one layer, one head and one token{hint}.")
     if n != m:
         raise UsageError(f"each head's attention must be square (N × N), got {n} × {m}.")
     if n != len(tokens):
@@ -71,15 +125,26 @@ def _check(weights: Array, tokens: tuple[str, ...]) -> None:
                          f"(1–{MAX_HEADS} heads, 1–{MAX_TOKENS} tokens).")
     if not np.all(np.isfinite(weights)):
         raise UsageError("the attention weights hold infinite or NaN values.")
-    if weights.min() < -ROW_SUM_TOLERANCE:
-        raise UsageError(f"the attention weights hold negative values (down to {weights.min():.3g}); "
-                         "pass the weights after softmax, not the scores.")
+    tolerance = row_sum_tolerance(precision, n)
+    lowest = float(weights.min())
+    if lowest < -tolerance:
+        raise UsageError(f"the attention weights hold negative values (down to {lowest:.3g}), which no softmax "
+                         "gives: these look like scores (before softmax); pass the weights after softmax.")
     sums = weights.sum(axis=-1)  # (L, h, N)
     worst = np.unravel_index(np.argmax(np.abs(sums - 1.0)), sums.shape)
-    if abs(sums[worst] - 1.0) > ROW_SUM_TOLERANCE:
+    off = abs(float(sums[worst]) - 1.0)
+    if off > tolerance:
         layer, head, row = (int(i) for i in worst)
-        raise UsageError(f"row {row} of head {head + 1} in layer {layer + 1} sums to {sums[worst]:.4g}, not 1: "
-                         "pass the weights after softmax (each query's row sums to 1), not the scores.")
+        where = f"row {row} of head {head + 1} in layer {layer + 1} sums to {sums[worst]:.6g}, not 1 (off by {off:.2g})"
+        if float(weights.max()) > 1.0 + tolerance:
+            why = "weights above 1 are not probabilities: these look like scores; pass the weights after softmax"
+        elif np.all(np.abs(weights.sum(axis=-2) - 1.0) <= tolerance):
+            why = "its columns sum to 1: the array seems transposed (keys × queries); pass queries × keys"
+        else:
+            guess = "were some keys cut off?" if sums[worst] < 1 else "were heads or layers added together?"
+            why = (f"further from 1 than {precision} rounding allows ({tolerance:.2g}); each query's row of "
+                   f"weights must sum to 1 ({guess})")
+        raise UsageError(f"{where}: {why}.")
 
 
 @dataclass(frozen=True, repr=False)
@@ -155,25 +220,33 @@ def is_causal(layers: Array) -> bool:
     return bool(layers.shape[-1] > 1 and np.all(layers[..., upper] == 0.0))
 
 
-def from_attention(weights: Any, tokens: Sequence[str], *, causal: bool | None = None,
+def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None,
                    names: Sequence[str] | None = None, layer_names: Sequence[str] | None = None,
-                   layer: int = 0) -> AttentionView:
-    """A view of your model's attention: ``weights`` (h, N, N), (layers, h, N, N) or BertViz's per-layer tuple.
+                   layer: object = 0, batch_index: object = None) -> AttentionView:
+    """A view of your model's attention: ``weights`` (h, N, N), (layers, h, N, N) or Hugging Face's per-layer tuple.
 
     ``causal=None`` finds out from the weights (all zero above the diagonal);
-    ``names`` names the heads; ``layer`` (0-based) picks the layer shown first.
+    ``names`` names the heads; ``layer`` (0-based) picks the layer shown first;
+    ``batch_index`` (0-based) picks one sequence of a batch.
 
     >>> import numpy as np
     >>> view = from_attention(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"])
     >>> view.num_heads, view.n_tokens, view.causal
     (2, 3, False)
     """
+    from mhacli.core.checks import flag, whole_number
+
+    wanted_layer = whole_number("layer", layer, low=0)
+    wanted_causal = None if causal is None else flag("causal", causal)
+    index = None if batch_index is None else whole_number("batch_index", batch_index, low=0)
+    if isinstance(tokens, (str, bytes)):
+        raise UsageError("the tokens must be a list of strings, one per position, not one string.")
     token_tuple = tuple(str(t) for t in tokens)
-    layers = _stack_layers(weights)  # (L, h, N, N)
-    _check(layers, token_tuple)
+    layers, precision = _stack_layers(weights, index)  # (L, h, N, N)
+    _check(layers, token_tuple, precision)
     n_layers, h = layers.shape[:2]
     found = is_causal(layers)
-    if causal is True and not found:
+    if wanted_causal and not found:
         raise UsageError("causal=True, but some query gives weight to a later key; leave causal out to let "
                          "mhacli find out.")
     head_names = tuple(str(n) for n in names) if names is not None else None
@@ -183,5 +256,5 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: bool | None =
         f"layer {i + 1}" for i in range(n_layers))
     if len(lnames) != n_layers:
         raise UsageError(f"{len(lnames)} layer names for {n_layers} layers; give one name per layer.")
-    view = AttentionView(token_tuple, layers, lnames, head_names, found if causal is None else bool(causal))
-    return view.at_layer(layer) if layer else view
+    view = AttentionView(token_tuple, layers, lnames, head_names, found if wanted_causal is None else wanted_causal)
+    return view.at_layer(wanted_layer) if wanted_layer else view

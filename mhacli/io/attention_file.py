@@ -1,14 +1,14 @@
-"""Your model's attention saved as an npz: ``weights`` (h, N, N) or (layers, h, N, N), ``tokens``, and
-optionally ``layer_names`` and ``head_names``; read back as an :class:`~mhacli.core.view.AttentionView`.
+"""Your model's attention saved as an npz: ``weights`` (h, N, N), (layers, h, N, N) or (layers, batch, h, N, N),
+``tokens``, and optionally ``layer_names`` and ``head_names``; read back as an :class:`~mhacli.core.view.AttentionView`.
 
-docs/your-model.md shows how to write one from a Hugging Face model's ``output_attentions``.
+The attention may also be named ``attentions`` or ``attention`` (as people save Hugging Face's
+``output_attentions``); text may be str or bytes arrays (bytes are decoded as UTF-8).  The file
+goes through the bounded reader of :mod:`mhacli.io.archive`: object arrays are refused, never
+unpickled.  docs/your-model.md shows how to write one from a Hugging Face model.
 """
 
 from __future__ import annotations
 
-import os
-import stat
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -19,56 +19,70 @@ from mhacli.core.messages import shown_path
 from mhacli.core.view import AttentionView, from_attention
 
 MAX_ATTENTION_BYTES = 4 * 2**30  # 24 layers × 16 heads × 2,048² float32 is 6 GiB: beyond a picture
+WEIGHT_KEYS = ("weights", "attentions", "attention")  # the first one present is the attention
+TEXT_KEYS = ("tokens", "layer_names", "head_names")
+_HINT = "give an .npz of 'weights' and 'tokens' (docs/your-model.md)"
+
+
+def _weights_key(names: list[str] | set[str]) -> str | None:
+    return next((k for k in WEIGHT_KEYS if k in names), None)
 
 
 def is_attention_npz(names: list[str]) -> bool:
-    """An attention file has ``weights`` and ``tokens`` and none of a trace's step arrays."""
-    return "weights" in names and "tokens" in names and "Q" not in names
+    """An attention file has attention weights and ``tokens`` and none of a trace's step arrays."""
+    return _weights_key(names) is not None and "tokens" in names and "Q" not in names
 
 
 def is_attention_file(path: Path) -> bool:
     """Whether ``path`` is a regular .npz holding an attention view (read from the zip's names, no data)."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with zipfile.ZipFile(path) as archive:
-            names = [n[:-4] for n in archive.namelist() if n.endswith(".npy")]
-    except (OSError, zipfile.BadZipFile, ValueError):
-        return False
-    return is_attention_npz(names)
+    from mhacli.io.archive import zip_names
+
+    names = zip_names(path)
+    return names is not None and is_attention_npz(names)
 
 
 def _strings(path: Path, key: str, a: np.ndarray) -> list[str]:
+    """A 1-d array of text: str as it is, bytes decoded as UTF-8 (bytes that are not UTF-8 spelled \\xNN)."""
     if a.dtype.kind not in "US" or a.ndim != 1:
         raise UsageError(f"{shown_path(path)}: {key!r} must be a 1-d array of strings, got {a.dtype} {a.shape}.")
+    if a.dtype.kind == "S":
+        return [bytes(x).decode("utf-8", "backslashreplace") for x in a.tolist()]
     return [str(x) for x in a.tolist()]
 
 
-def load_attention(path: Path, layer: int | None = None) -> AttentionView:
-    """The attention view saved in ``path``; ``layer`` (1-based, as on the command line) picks the layer shown."""
+def load_attention(path: Path, layer: int | None = None, batch_index: int | None = None) -> AttentionView:
+    """The attention view saved in ``path``; ``layer`` (1-based, as on the command line) picks the layer shown,
+    ``batch_index`` (0-based) one sequence of a batch."""
+    from mhacli.io.archive import read_npz
+
     path = Path(path)
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise UsageError(f"cannot read {shown_path(path)}: {exc.strerror}.") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise UsageError(f"{shown_path(path)} is not a regular file; give an .npz file.")
-    if info.st_size > MAX_ATTENTION_BYTES:
-        raise UsageError(f"{shown_path(path)} is {info.st_size:,} bytes, more than the {MAX_ATTENTION_BYTES:,} "
-                         "an attention picture can use; save fewer layers or a shorter text.")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays: dict[str, Any] = {k: npz[k] for k in npz.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise UsageError(f"{shown_path(path)} is not a readable .npz ({type(exc).__name__}).") from None
-    if not is_attention_npz(list(arrays)):
-        raise UsageError(f"{shown_path(path)} holds no 'weights' and 'tokens' arrays; see docs/your-model.md.")
+
+    def bad(detail: str) -> UsageError:
+        return UsageError(f"{shown_path(path)} is not a readable attention file: {detail}.")
+
+    chosen: list[str] = []  # the attention member, decided from the names before anything is read
+
+    def check_names(names: list[str]) -> None:
+        if not is_attention_npz(names):
+            found = ", ".join(sorted(names)[:8]) or "nothing"
+            raise UsageError(f"{shown_path(path)} holds no attention ('weights', 'attentions' or 'attention') and "
+                             f"'tokens' arrays (it holds {found}); see docs/your-model.md.")
+        chosen.append(str(_weights_key(names)))
+
+    arrays = read_npz(path, noun="attention file", hint=_HINT, bad=bad, cap=MAX_ATTENTION_BYTES,
+                      names_check=check_names, wanted=lambda name: name in TEXT_KEYS or name == chosen[0])
+    key = chosen[0]
     tokens = _strings(path, "tokens", arrays["tokens"])
     layer_names = _strings(path, "layer_names", arrays["layer_names"]) if "layer_names" in arrays else None
     head_names = _strings(path, "head_names", arrays["head_names"]) if "head_names" in arrays else None
-    if arrays["weights"].dtype.kind not in "fiu":
-        raise UsageError(f"{shown_path(path)}: 'weights' must hold numbers, got {arrays['weights'].dtype}.")
-    view = from_attention(arrays["weights"], tokens, names=head_names, layer_names=layer_names)
+    if arrays[key].dtype.kind not in "fiu":
+        raise UsageError(f"{shown_path(path)}: {key!r} must hold numbers, got {arrays[key].dtype}.")
+    try:
+        view = from_attention(arrays[key], tokens, names=head_names, layer_names=layer_names,
+                              batch_index=batch_index)
+    except UsageError as exc:  # the same check as in Python, said of this file
+        where = shown_path(path).replace("{", "{{").replace("}", "}}")
+        raise UsageError(f"{where}: {exc.template}", **exc.params) from None
     view = view if layer is None else view.at_layer(layer - 1)
     return AttentionView(view.tokens, view.layers, view.layer_names, view.head_names, view.causal, view.layer,
                          str(path))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 import warnings
 import zipfile
 from pathlib import Path
@@ -115,105 +114,21 @@ def _describe_read_error(exc: BaseException) -> str:
 _HINT = "write one with 'mha explain TEXT --save-npz FILE'"
 
 
-def _open_regular(path: Path) -> tuple[Any, int]:
-    """Open ``path`` for reading if it is a regular file; refuse devices, pipes and folders at once.
-
-    The check is made on the opened file (``fstat``), so a name swapped for a
-    device between a check and the open cannot make the read endless.
-    ``O_NONBLOCK`` keeps a FIFO with no writer from blocking the open itself.
-    """
-    from mhacli.core.messages import shown_path
-
-    where = shown_path(path)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise UsageError(f"trace file {where} does not exist; {_HINT}.") from None
-    except IsADirectoryError:
-        raise UsageError(f"trace file {where} is a folder, not an npz file; {_HINT}.") from None
-    except PermissionError:
-        raise UsageError(f"trace file {where} cannot be read (permission denied).") from None
-    except OSError as exc:
-        raise UsageError(f"trace file {where} cannot be used: {exc.strerror or exc}.") from None
-    info = os.fstat(fd)
-    if stat.S_ISDIR(info.st_mode):
-        os.close(fd)
-        raise UsageError(f"trace file {where} is a folder, not an npz file; {_HINT}.")
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise UsageError(f"trace file {where} is not a regular file (a device, a pipe or a socket); "
-                         f"give an npz file; {_HINT}.")
-    if getattr(os, "O_NONBLOCK", 0):
-        os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb"), info.st_size
-
-
-def _member_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and dtype of one member, read from its .npy header alone (nothing is unpacked)."""
-    name = info.filename[:-4]
-    try:
-        with archive.open(info) as member:
-            version = np.lib.format.read_magic(member)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(member)
-            elif version == (2, 0):
-                shape, _, dtype = np.lib.format.read_array_header_2_0(member)
-            else:
-                raise ValueError("an .npy version mha does not write")
-    except (ValueError, EOFError, OSError, zipfile.BadZipFile, KeyError, SyntaxError, TypeError) as exc:
-        if isinstance(exc, zipfile.BadZipFile) or "CRC" in str(exc) or "Bad" in str(exc):
-            raise _shape_error(path, _describe_read_error(zipfile.BadZipFile())) from None
-        from mhacli.core.messages import shown
-
-        raise _shape_error(path, f"its member {shown(name)} is not .npy array data") from None
-    if dtype.hasobject or dtype.kind not in "biufU" or dtype.names is not None or dtype.subdtype is not None:
-        raise _shape_error(path, "it holds Python objects, which mha never writes"
-                           if dtype.hasobject else f"{name} has the type {dtype.str}, which mha never writes")
-    return tuple(int(n) for n in shape), dtype
-
-
 def _read_members(path: Path) -> dict[str, np.ndarray]:
-    """Every member of the npz, each checked from its header (kind, dtype, size) before it is read."""
-    from mhacli.core.config import memory_limit_bytes
+    """Every trace member of the npz, through the one bounded reader (:func:`mhacli.io.archive.read_npz`)."""
+    from mhacli.io.archive import read_npz
 
-    handle, size = _open_regular(path)
-    with handle:
-        limit = memory_limit_bytes()
-        if size > limit:
-            raise _shape_error(path, "its arrays would not fit in this machine's memory")
-        head = handle.read(6)
-        handle.seek(0)
-        if head.startswith(b"\x93NUMPY"):
-            raise _shape_error(path, f"it is a single .npy array, not an npz archive; {_HINT}")
-        if not head.startswith(b"PK"):
-            raise _shape_error(path, _describe_read_error(ValueError("pickle")))
-        with zipfile.ZipFile(handle) as archive:
-            infos = archive.infolist()
-            if len(infos) > MAX_MEMBERS:
-                raise _shape_error(path, f"it has {len(infos):,} members; a trace has about 30")
-            # Refuse a (tampered) archive that would unpack beyond memory, before unpacking it.
-            if sum(info.file_size for info in infos) > limit:
-                raise _shape_error(path, "its arrays would not fit in this machine's memory")
-            names = [info.filename[:-4] for info in infos if info.filename.endswith(".npy")]
-            missing = [k for k in NPZ_KEYS if k not in names]
-            if len(missing) == len(NPZ_KEYS):
-                found = ", ".join(sorted(i.filename.removesuffix(".npy") for i in infos)[:6]) or "nothing"
-                raise _shape_error(path, f"it was not written by mha (it holds {found}); {_HINT}")
-            if missing:
-                raise _shape_error(path, f"missing {', '.join(missing)}")
-            arrays: dict[str, np.ndarray] = {}
-            for info in infos:
-                name = info.filename[:-4]
-                if not info.filename.endswith(".npy") or name not in KNOWN_KEYS:
-                    continue  # another program's extra member: never read
-                shape, dtype = _member_header(archive, info, path)
-                expected = int(np.prod(shape, dtype=object)) * dtype.itemsize
-                if expected > info.file_size:
-                    raise _shape_error(path, f"{name} is cut short (its header promises more data)")
-                with archive.open(info) as member:
-                    arrays[name] = np.lib.format.read_array(member, allow_pickle=False)
-    return arrays
+    def check_names(names: list[str]) -> None:
+        missing = [k for k in NPZ_KEYS if k not in names]
+        if len(missing) == len(NPZ_KEYS):
+            found = ", ".join(sorted(names)[:6]) or "nothing"
+            raise _shape_error(path, f"it was not written by mha (it holds {found}); {_HINT}")
+        if missing:
+            raise _shape_error(path, f"missing {', '.join(missing)}")
+
+    return read_npz(path, noun="trace file", hint=_HINT, bad=lambda detail: _shape_error(path, detail),
+                    cap=None, max_members=MAX_MEMBERS, names_check=check_names,
+                    wanted=lambda name: name in KNOWN_KEYS, kinds="biufU")
 
 
 def load_trace(path: Path) -> Trace:

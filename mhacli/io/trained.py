@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from mhacli.core.compare import TrainedApart
 
 KIND = "mhacli-trained"
+MAX_TRAINED_BYTES = 2**30  # the shipped model is ~50 KB; a d = 512 model with a large vocabulary is a few MB
 FORMAT_VERSION = 1
 _HINT = "make one with 'mha train --save model.npz'"
 
@@ -95,17 +96,16 @@ def _floats(data: Any, key: str, path: Path, ndim: int) -> np.ndarray:
 
 def load_trained(path: Path) -> tuple[TrainedModel, dict[str, Any]]:
     """Read a file written by :func:`save_trained`: the model and its metrics, every member validated."""
-    from mhacli.core.messages import shown_path
+    from contextlib import nullcontext
+
+    from mhacli.io.archive import read_npz
 
     path = Path(path)
-    if not path.is_file():
-        what = "does not exist" if not path.exists() else "is not a regular file"
-        raise UsageError(f"trained model {shown_path(path)} {what}; {_HINT}.")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise _bad(path, "it is a single .npy array, not an npz")
-            missing = [k for k in trained_arrays_keys() if k not in data.files]
+        # The one bounded reader: a regular file, refused from the zip's declared sizes, never unpickled.
+        with nullcontext(read_npz(path, noun="trained model", hint=_HINT, bad=lambda detail: _bad(path, detail),
+                                  cap=MAX_TRAINED_BYTES, wanted=lambda name: name in trained_arrays_keys())) as data:
+            missing = [k for k in trained_arrays_keys() if k not in data]
             if "kind" in missing or (not missing and _text(data, "kind", path) != KIND):
                 raise _bad(path, "it has no 'kind' member saying mhacli-trained")
             if missing:
@@ -129,6 +129,8 @@ def load_trained(path: Path) -> tuple[TrainedModel, dict[str, Any]]:
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
         raise _bad(path, f"it cannot be read ({type(exc).__name__})") from None
     d, h = config.d_model, config.heads
+    if not vocabulary or not targets:  # an edited file: a model with no words divides by zero later
+        raise _bad(path, f"its {'vocabulary' if not vocabulary else 'list of targets'} is empty")
     shapes_ok = (in_proj.shape == (3 * d, d) and w_o.shape == (d, d) and embedding.shape == (len(vocabulary), d)
                  and positions.shape == (config.length, d)
                  and readout.shape == (len(targets), len(vocabulary), d)

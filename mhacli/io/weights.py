@@ -1,72 +1,126 @@
-"""Reading your own attention weights from a file: an npz or (with PyTorch installed) a ``.pt`` state dict.
+"""Reading your own attention weights from a file: an npz, a ``.pt`` state dict (with PyTorch) or ``.safetensors``.
 
 The npz holds the arrays of one ``nn.MultiheadAttention`` under PyTorch's names
 (``in_proj_weight``, ``out_proj.weight``, optional ``in_proj_bias`` and
 ``out_proj.bias``), for example written by
-``np.savez("mine.npz", **{k: v.numpy() for k, v in module.state_dict().items()})``.
+``np.savez("mine.npz", **{k: v.numpy() for k, v in module.state_dict().items()})``;
+or the state dict of a whole model holding several layers, one picked by ``layer``
+(:mod:`mhacli.core.weights` lists the layouts read).  Every file goes through the
+bounded readers of :mod:`mhacli.io.archive`; nothing is ever unpickled.
 """
 
 from __future__ import annotations
 
 import os
-import stat
-import zipfile
+import warnings
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from mhacli.core.errors import UsageError
 from mhacli.core.messages import shown_path
-from mhacli.core.weights import AttentionWeights, from_state_dict
+from mhacli.core.weights import AttentionWeights, checked_heads, from_state_dict
 
 MAX_WEIGHT_BYTES = 2 * 2**30  # a d = 8192 layer is 1 GiB in float64; more is not a teaching run
+MAX_STATE_MEMBERS = 4096  # a 48-layer model's state dict has ~800 tensors
+SUFFIXES = (".npz", ".pt", ".pth", ".safetensors")
+_HINT = "give an .npz, .pt or .safetensors file of weights (docs/your-model.md)"
+_NOUN = "weights file"
+
+
+def _where(path: Path) -> str:
+    return f"the weights in {shown_path(path)}"
+
+
+def _bad(path: Path, what: str = ".npz") -> Any:
+    return lambda detail: UsageError(f"{shown_path(path)} is not a readable {what} of weights: {detail}.")
 
 
 def _check_file(path: Path) -> None:
     """Refuse at once what is not a regular file of a sane size (a device would be read forever)."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise UsageError(f"no weights file {shown_path(path)}; check the path.") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read the weights file {shown_path(path)}: {exc.strerror}.") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise UsageError(f"{shown_path(path)} is not a regular file; give an .npz or .pt file of weights.")
-    if info.st_size > MAX_WEIGHT_BYTES:
-        raise UsageError(f"{shown_path(path)} is {info.st_size:,} bytes, more than the "
-                         f"{MAX_WEIGHT_BYTES:,} an attention layer for teaching needs.")
+    from mhacli.io.archive import open_regular
+
+    handle, _ = open_regular(path, noun=_NOUN, hint=_HINT, max_bytes=MAX_WEIGHT_BYTES,
+                             too_big="an attention layer for teaching needs")
+    handle.close()
 
 
 def _read_npz(path: Path) -> dict[str, Any]:
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {name: npz[name] for name in npz.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise UsageError(f"{shown_path(path)} is not a readable .npz of weights ({type(exc).__name__}).") from None
+    from mhacli.io.archive import read_npz
+
+    return read_npz(path, noun=_NOUN, hint=_HINT, bad=_bad(path), cap=MAX_WEIGHT_BYTES,
+                    max_members=MAX_STATE_MEMBERS, kinds="biuf")
 
 
 def _read_pt(path: Path) -> dict[str, Any]:
+    from mhacli.core.torch_import import TorchUnavailable, load_torch
+    from mhacli.io.archive import check_zip_archive
+
     try:
-        import torch
-    except ImportError:
-        raise UsageError(f"{shown_path(path)} is a PyTorch file and PyTorch is not installed; save the state "
-                         "dict as .npz instead (see docs/your-model.md).") from None
+        torch = load_torch()
+    except TorchUnavailable as exc:
+        raise UsageError(f"{shown_path(path)} is a PyTorch file and {exc}; save the state dict as .npz or "
+                         ".safetensors instead (see docs/your-model.md).") from None
+    check_zip_archive(path, _bad(path, "PyTorch file"), MAX_WEIGHT_BYTES, MAX_STATE_MEMBERS)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)  # never unpickles arbitrary objects
+        # weights_only: never unpickles arbitrary objects.  PyTorch's own warnings about the file
+        # ("Detected pickle protocol 4 ...") are silenced: the one line below says what matters.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except MemoryError:
+        raise UsageError(f"{shown_path(path)} would not fit in this machine's memory.") from None
     except Exception as exc:  # torch raises many kinds for a bad file
-        raise UsageError(f"{shown_path(path)} is not a readable PyTorch state dict ({type(exc).__name__}).") from None
+        legacy = " in a format PyTorch's safe loader cannot read; load it and save it again with torch.save " \
+            "(a recent PyTorch writes the zip format)" if type(exc).__name__ == "UnpicklingError" else ""
+        raise UsageError(f"{shown_path(path)} is not a readable PyTorch state dict ({type(exc).__name__}){legacy}.") \
+            from None
     if not isinstance(state, dict):
         raise UsageError(f"{shown_path(path)} holds a {type(state).__name__}, not a state dict.")
     return state
+
+
+def _read_safetensors(path: Path) -> dict[str, Any]:
+    """A .safetensors file through the ``safetensors`` package (numpy API; bfloat16 through PyTorch, if present)."""
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        raise UsageError(f"{shown_path(path)} is a .safetensors file and the 'safetensors' package is not "
+                         "installed; pip install safetensors, or save the state dict as .npz.") from None
+    from mhacli.core.torch_import import torch_or_none
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with safe_open(str(path), framework="np") as handle:
+                dtypes = {name: handle.get_slice(name).get_dtype() for name in handle.keys()}
+                plain = {name: handle.get_tensor(name) for name, kind in dtypes.items() if kind != "BF16"}
+            half = [name for name, kind in dtypes.items() if kind == "BF16"]
+            if half:
+                torch = torch_or_none()
+                if torch is None:
+                    raise UsageError(f"{shown_path(path)} holds bfloat16 tensors ({half[0]!r}), which numpy cannot "
+                                     "hold; install PyTorch to convert them on load, or save them as float32.")
+                with safe_open(str(path), framework="pt") as handle:
+                    plain.update({name: handle.get_tensor(name).float().numpy() for name in half})
+    except UsageError:
+        raise
+    except MemoryError:
+        raise UsageError(f"{shown_path(path)} would not fit in this machine's memory.") from None
+    except Exception as exc:  # safetensors raises its own SafetensorError, OSError, TypeError
+        raise UsageError(f"{shown_path(path)} is not a readable .safetensors file ({type(exc).__name__}).") from None
+    return plain
 
 
 def read_state(path: Path) -> dict[str, Any]:
     """The arrays of a weights file, by name, after the file itself was checked."""
     path = Path(path)
     _check_file(path)
-    if path.suffix.lower() in (".pt", ".pth"):
+    suffix = path.suffix.lower()
+    if suffix in (".pt", ".pth"):
         return _read_pt(path)
+    if suffix == ".safetensors":
+        return _read_safetensors(path)
     return _read_npz(path)
 
 
@@ -88,53 +142,103 @@ def shipped_model_path(alone: bool = False, name: str = "trained") -> Path:
 
 
 def _is_trained(path: Path) -> bool:
-    """A file written by ``mha train --save`` (its ``kind`` member says so), not a PyTorch state dict."""
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            return "kind" in getattr(npz, "files", ()) and "embedding" in npz.files
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
-        return False
+    """A file written by ``mha train --save`` (its ``kind`` member says so), read from the zip's names alone."""
+    from mhacli.io.archive import zip_names
+
+    names = zip_names(path) or []
+    return "kind" in names and "embedding" in names
 
 
-def resolve_weights(value: str) -> Any:
+def resolve_weights(value: str, heads: object = None, layer: object = None) -> Any:
     """``--weights VALUE`` that is not random or designed: the shipped trained model, a file, or a refusal.
 
-    Returns :class:`AttentionWeights` (your nn.MultiheadAttention) or a trained model.
+    Returns :class:`AttentionWeights` (your nn.MultiheadAttention, its ``heads`` set: the
+    given ``heads``, or the count the file records, else a usage error naming the file)
+    or a trained model (which records its own heads; ``layer`` is refused for one).
+    ``layer`` picks one self-attention layer of a file holding several.
     """
     from mhacli.core.config import WEIGHT_KINDS
     from mhacli.core.messages import shown
     from mhacli.io.trained import load_trained
 
     if value in ("trained", "grammar"):
+        _no_layer(layer, f"the shipped {value} model")
         return load_trained(shipped_model_path(name=value))[0]
     path = Path(value)
     try:
         exists = path.exists()
-    except OSError as exc:  # a name the file system refuses (too long): a bad value, not a failure
-        raise UsageError(f"cannot use the weights file {shown_path(path)}: {exc.strerror or exc}.") from None
-    if not exists and path.suffix.lower() not in (".npz", ".pt", ".pth"):
+    except (OSError, ValueError) as exc:  # a name the file system refuses (too long): a bad value, not a failure
+        raise UsageError(f"cannot use the weights file {shown_path(path)}: "
+                         f"{getattr(exc, 'strerror', None) or exc}.") from None
+    if not exists and path.suffix.lower() not in SUFFIXES:
         raise UsageError(f"unknown weights {shown(value)}; choose one of: {', '.join(WEIGHT_KINDS)}, "
-                         "or give the path of a weights file (.npz or .pt).")
+                         "or give the path of a weights file (.npz, .pt or .safetensors).")
     _check_file(path)
     if path.suffix.lower() == ".npz" and _is_trained(path):
+        _no_layer(layer, f"the trained model {shown_path(path)}")
         return load_trained(path)[0]
-    return load_weights(path)
+    return load_weights(path, heads=heads, layer=layer)
 
 
-def load_weights(path: Path) -> AttentionWeights:
-    """Your nn.MultiheadAttention's weights from an npz or .pt file, checked."""
-    return from_state_dict(read_state(path))
+def _no_layer(layer: object, what: str) -> None:
+    if layer is not None:
+        raise UsageError("{layer:name} picks one layer of a weights file holding several; " + what.replace(
+            "{", "{{").replace("}", "}}") + " has one (drop {layer:name}).", layer=layer)
+
+
+def load_weights(path: Path, heads: object = None, layer: object = None) -> AttentionWeights:
+    """Your self-attention layer's weights from an npz, .pt or .safetensors file, checked, with its head count."""
+    where = _where(path)
+    weights = from_state_dict(read_state(path), heads=heads, layer=layer, where=where)
+    count = checked_heads(weights, heads, where)
+    return AttentionWeights(weights.w_q, weights.w_k, weights.w_v, weights.w_o, weights.b_q, weights.b_k,
+                            weights.b_v, weights.b_o, heads=count, causal=weights.causal, name=weights.name)
+
+
+def own_weights(given: Any, heads: object = None, layer: object = None) -> AttentionWeights:
+    """Weights passed in Python (a state dict, :class:`AttentionWeights`, anything else refused), with their heads."""
+    if isinstance(given, AttentionWeights):
+        weights = given
+        if layer is not None:
+            _no_layer(layer, "AttentionWeights")
+    else:
+        weights = from_state_dict(given, heads=heads, layer=layer)
+    count = checked_heads(weights, heads)
+    return AttentionWeights(weights.w_q, weights.w_k, weights.w_v, weights.w_o, weights.b_q, weights.b_k,
+                            weights.b_v, weights.b_o, heads=count, causal=weights.causal, name=weights.name)
 
 
 def run(text: str, **options: Any) -> Any:
     """:func:`mhacli.core.trace.run`, where ``weights`` may also be "trained" (the model shipped in the
     package) or the path of a weights file (your nn.MultiheadAttention's, or one from ``mha train --save``).
 
+    With your own weights ``heads=`` is required (a state dict does not record it) unless the
+    file records it; ``layer=`` (from 1, or a name) picks one layer of a state dict holding several.
+
     >>> trace = run("the cat sat", heads=2, weights="mine.npz")  # doctest: +SKIP
     """
+    from mhacli.core.checks import flag, whole_number
     from mhacli.core.trace import run as run_core
 
-    given = options.get("weights")
+    options = dict(options)
+    layer = options.pop("layer", None)
+    for name in ("heads", "d_model", "seed"):
+        if options.get(name) is not None:
+            options[name] = whole_number(name, options[name])
+    for name in ("causal", "positions"):
+        if name in options:
+            options[name] = flag(name, options[name])
+    given = options.get("weights", "random")
     if isinstance(given, os.PathLike) or (isinstance(given, str) and given not in ("random", "designed")):
-        options = {**options, "weights": resolve_weights(str(given))}
+        given = resolve_weights(str(os.fspath(given)), heads=options.get("heads"), layer=layer)
+    elif isinstance(given, str) or hasattr(given, "inputs") and hasattr(given, "labels"):
+        if layer is not None:
+            _no_layer(layer, f"weights={given!r}" if isinstance(given, str) else "a trained model")
+    else:
+        given = own_weights(given, heads=options.get("heads"), layer=layer)
+    if isinstance(given, AttentionWeights):
+        options["heads"] = given.heads
+        if given.causal and "causal" not in options:
+            options["causal"] = True  # GPT-2's layers only ever saw earlier tokens
+    options["weights"] = given
     return run_core(text, **options)

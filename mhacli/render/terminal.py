@@ -348,5 +348,7 @@ def verify_table(trace: Trace, checks: Sequence) -> RenderableType:
                        style=theme.STYLE_OK)
     parts: list[RenderableType] = [fitted_table(table), _note(verdict)]
     if "PyTorch" not in refs:
-        parts.append(_note("PyTorch is not installed, so only the plain loop was compared."))
+        from mhacli.core.torch_import import torch_reason  # why the guarded import failed (not always absence)
+
+        parts.append(_note(f"{torch_reason() or 'PyTorch is not installed'}, so only the plain loop was compared."))
     return Group(*parts)

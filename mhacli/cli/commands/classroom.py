@@ -13,7 +13,7 @@ from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, Ca
                                 HeadsOpt, HideRulesOpt, LessonOutOpt, LessonQueryOpt, MarkdownOpt, PauseOpt,
                                 PositionsOpt,
                                 NumbersJsonOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt, StepOpt, TextArg,
-                                TokenizerOpt, TokensOpt, WeightsOpt)
+                                TokenizerOpt, TokensOpt, WeightsLayerOpt, WeightsOpt)
 from mhacli.cli.output import console, json_document, print_all, report_written, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
@@ -103,6 +103,7 @@ def demo(
     file: FileOpt = None,
     sample: SampleOpt = None,
     weights: WeightsOpt = DEFAULT.weights,
+    layer: WeightsLayerOpt = None,
     heads: HeadsOpt = DEFAULT.heads,
     d_model: DModelOpt = DEFAULT.d_model,
     seed: SeedOpt = DEFAULT.seed,
@@ -160,6 +161,7 @@ def quiz(
     sample: SampleOpt = None,
     seed: SeedOpt = DEFAULT.seed,
     weights: WeightsOpt = DEFAULT.weights,
+    layer: WeightsLayerOpt = None,
     heads: HeadsOpt = DEFAULT.heads,
     d_model: DModelOpt = DEFAULT.d_model,
     causal: CausalOpt = DEFAULT.causal,

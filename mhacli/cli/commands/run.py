@@ -10,11 +10,12 @@ import typer
 from mhacli.cli.common import (check_size, checked_query, config_from, html_max_tokens, open_figures, plan_outputs,
                                query_position, read_files, run_trace, shown_folder, single_head, write_compare,
                                write_figures)
-from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, CausalOpt, DModelOpt, DpiOpt, DtypeOpt,
-                                FileOpt, FormatOpt, HeadsOpt, HideRulesOpt, HtmlOpt, JsonArraysOpt, JsonOpt, LayerOpt,
-                                MaxTokensOpt, NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt, QueryOpt, QuietOpt,
+from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, BatchIndexOpt, CausalOpt, DModelOpt,
+                                DpiOpt, DtypeOpt, FileOpt, FormatOpt, HeadsOpt, HideRulesOpt, HtmlOpt, JsonArraysOpt,
+                                JsonOpt, LayerOpt, MaxTokensOpt, NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt,
+                                QueryOpt, QuietOpt,
                                 SampleOpt, SaveNpzOpt, SeedOpt, ShowFileArg, ShowValuesOpt, TextArg, TokenizerOpt,
-                                TraceArg, WeightsOpt, WorkedOpt)
+                                TraceArg, WeightsLayerOpt, WeightsOpt, WorkedOpt)
 from mhacli.cli.output import console, json_document, json_text, print_all, report_written, set_quiet, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
@@ -72,6 +73,7 @@ def explain(
     positions: PositionsOpt = DEFAULT.positions,
     causal: CausalOpt = DEFAULT.causal,
     weights: WeightsOpt = DEFAULT.weights,
+    layer: WeightsLayerOpt = None,
     dtype: DtypeOpt = DEFAULT.dtype,
     show_values: ShowValuesOpt = False,
     worked: WorkedOpt = False,
@@ -139,13 +141,14 @@ def explain(
     report_written(written, to_stderr=json_out)
 
 
-def _pick_layer(path: Path, layer: str | None) -> AttentionView:
+def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -> AttentionView:
     """The attention file's view at ``--layer``: a number (1 = first) or one of its layer names."""
     from mhacli.core.messages import shown, shown_path
     from mhacli.core.numbers import RULE, looks_numeric, whole_number
     from mhacli.io.attention_file import load_attention
 
-    view = load_attention(path)  # read and checked once; a layer is picked from it, never by reading again
+    # read and checked once; a layer is picked from it, never by reading again
+    view = load_attention(path, batch_index=batch_index)
     if layer is None:
         return view
     text = layer.strip()
@@ -175,7 +178,7 @@ def _view_json(view: AttentionView, analysis: Analysis) -> str:
 
 def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_tokens: int, show_values: bool,
                     json_out: bool, html: str | None, out: Path, plots: bool, fmt: str, dpi: int,
-                    query: str | None, hide_rules: bool = False) -> None:
+                    query: str | None, hide_rules: bool = False, batch_index: int | None = None) -> None:
     """``mha show`` of your model's attention: the grids, the figures and the page of one layer."""
     from mhacli.core.analysis import analyse
     from mhacli.render.figures import resolve_query
@@ -183,7 +186,7 @@ def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_token
     if show_values:
         raise UsageError("--show-values prints a run's matrices; an attention file holds only the weights "
                          "(drop --show-values).")
-    view = _pick_layer(path, layer)
+    view = _pick_layer(path, layer, batch_index)
     plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=view.num_heads, split=False,
                                   html=html, inputs=[("the attention file", path)])
     position = resolve_query(view.tokens, query)
@@ -226,6 +229,7 @@ def show(
     query: QueryOpt = None,
     layer: LayerOpt = None,
     hide_rules: HideRulesOpt = False,
+    batch_index: BatchIndexOpt = None,
 ) -> None:
     """Re-render the walkthrough and the figures from a saved .npz, without recomputing attention.
 
@@ -244,8 +248,11 @@ def show(
 
     if is_attention_file(trace_file):
         _show_attention(ctx, trace_file, layer, max_tokens, show_values, json_out, html, out, plots, fmt, dpi, query,
-                        hide_rules)
+                        hide_rules, batch_index)
         return
+    if batch_index is not None:
+        raise UsageError("--batch-index picks one sequence of an attention file holding a batch; "
+                         "a saved run of mha explain has one (drop --batch-index).")
     if layer is not None:
         raise UsageError("--layer picks a layer of an attention file ('weights' and 'tokens'); "
                          "a saved run of mha explain has one layer (drop --layer).")
@@ -281,6 +288,7 @@ def compare(
     positions: PositionsOpt = DEFAULT.positions,
     causal: CausalOpt = DEFAULT.causal,
     weights: WeightsOpt = DEFAULT.weights,
+    layer: WeightsLayerOpt = None,
     max_tokens: MaxTokensOpt = MAX_TOKENS,
     json_out: NumbersJsonOpt = False,
     quiet: QuietOpt = False,

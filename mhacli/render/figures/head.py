@@ -12,7 +12,7 @@ from mhacli.core.narrate import head_caption
 from mhacli.render import theme
 from mhacli.render.labels import measure, weights_note
 from mhacli.render.figures.heatmap import bar_width, colour_bar, heatmap, trace_mask
-from mhacli.render.figures.layout import PT, Pen, Sheet, clamp, drawing, label_pad, line, ordinal, sup
+from mhacli.render.figures.layout import PT, Pen, Sheet, clamp, drawing, label_pad, line, ordinal, sup_index
 from mhacli.render.figures.view import View, token_view
 
 if TYPE_CHECKING:
@@ -43,6 +43,15 @@ def head_sizes(n: int) -> tuple[float, float, float, int]:
     step = max(1, math.ceil(tick * 1.25 * PT / cell))  # label every token up to 40, then thin
     value = min(13.0, cell / PT * 0.85 / 2.4) if n <= 14 else 0.0
     return cell, tick, value if value >= 8 else 0.0, step
+
+
+def head_title(i: int, heads: int, n: int) -> str:
+    """'Head 2 of 4 · weights A⁽²⁾, 6 × 6 (queries × keys)'.
+
+    The article writes the head's index as a superscript (Wq¹ … Wqʰ); a bare A² reads as A squared,
+    so the index stands in parentheses, as superscript indices do in textbooks.
+    """
+    return f"Head {i + 1} of {heads} · weights A{sup_index(i + 1)}, {n} × {n} (queries × keys)"
 
 
 class HeadFigure:
@@ -133,8 +142,7 @@ class HeadFigure:
         """Update the figure to head ``i`` (0-based) and return it."""
         t, v = self.trace, self.view
         self.map.update(np.asarray(t.weights[i])[v.rows, v.rows], theme.head_color(i))
-        self.title.set_text(f"Head {i + 1} of {t.num_heads} · A{sup(i + 1)} is {t.n_tokens}×{t.n_tokens} "
-                            "(queries × keys)")
+        self.title.set_text(head_title(i, t.num_heads, t.n_tokens))
         self.title.set_color(theme.head_text_color(i))
         self.subtitle.set_text("\n".join(self.pen.wrap(self.subtitles[i], self._inner, self.SUB)))
         self.head = i

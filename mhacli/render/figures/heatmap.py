@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from mhacli.render import theme
-from mhacli.render.figures.layout import PT, Pen, Sheet, line, unclipped_text
+from mhacli.render.figures.layout import PT, Pen, Sheet, line
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.colorbar import Colorbar
     from matplotlib.image import AxesImage
     from matplotlib.patches import PathPatch, Rectangle
     from matplotlib.text import Text
@@ -116,15 +117,12 @@ def heatmap(
     show_x: bool = True,
     show_y: bool = True,
     frame_width: float = 3.0,
-    tick_labels: bool = True,
 ) -> Heatmap:
     """Draw one attention matrix on ``ax``: keys along x (labelled on top), queries down y.
 
     Values are on a fixed 0…1 scale so every head reads against the same colour
     bar; blocked cells are masked (grey) and hatched, so "not allowed" never
     looks like "allowed but zero". ``value_size`` > 0 writes each weight in its cell.
-    ``tick_labels=False`` writes the tokens as plain texts where the tick labels
-    would be, with no Axis drawn (see :func:`_label_texts`).
     """
     from matplotlib.patches import PathPatch, Rectangle
 
@@ -145,13 +143,10 @@ def heatmap(
     out.y_labels = [rows[i] for i in picked_y]
     ax.set_xlim(-0.5, n_cols - 0.5)
     ax.set_ylim(n_rows - 0.5, -0.5)
-    if tick_labels:
-        ax.tick_params(length=0, pad=pad, labelsize=tick_size, top=False, bottom=False, left=False,
-                       labeltop=show_x, labelbottom=False, labelleft=show_y)
-        ax.set_xticks(picked_x, out.x_labels, rotation=90 if rotate_x else 0)
-        ax.set_yticks(picked_y, out.y_labels)
-    else:
-        _label_texts(ax, picked_x, out.x_labels, picked_y, out.y_labels, pad, tick_size, rotate_x)
+    ax.tick_params(length=0, pad=pad, labelsize=tick_size, top=False, bottom=False, left=False,
+                   labeltop=show_x, labelbottom=False, labelleft=show_y)
+    ax.set_xticks(picked_x, out.x_labels, rotation=90 if rotate_x else 0)
+    ax.set_yticks(picked_y, out.y_labels)
 
     if mask is not None and mask.any():
         out.hatch = PathPatch(_mask_path(mask), facecolor="none", edgecolor=theme.HATCH_COLOR,
@@ -162,44 +157,9 @@ def heatmap(
         for r in range(n_rows):
             for c in range(n_cols):
                 v = float(weights[r, c])
-                out.values.append(unclipped_text(ax, c, r, "" if blocked[r, c] else value_text(v), ha="center",
-                                                 va="center", fontsize=value_size, color=theme.heat_ink(v)))
+                out.values.append(ax.text(c, r, "" if blocked[r, c] else value_text(v), ha="center",
+                                          va="center", fontsize=value_size, color=theme.heat_ink(v)))
     return out
-
-
-def _label_texts(ax: Axes, xs: list[int], x_labels: list[str], ys: list[int], y_labels: list[str], pad: float,
-                 size: float, rotate_x: bool) -> None:
-    """Token labels as texts placed where the Axis would put its tick labels, and no Axis drawn.
-
-    Each Axis tick is five artists (two lines, a grid line, two labels) and the Axis
-    measures every label again at each draw; a sheet of small heatmaps has dozens.
-    Same anchors as matplotlib's top x and left y tick labels: ``pad`` points
-    outside the Axes, centred on the cell.
-    """
-    import matplotlib
-    from matplotlib.text import Text
-    from matplotlib.transforms import ScaledTranslation
-
-    fig = ax.get_figure(root=True)
-    assert fig is not None, "the Axes belongs to a figure"
-    ax.set_axis_off()
-    above = ax.get_xaxis_transform() + ScaledTranslation(0, pad / 72, fig.dpi_scale_trans)
-    left = ax.get_yaxis_transform() + ScaledTranslation(-pad / 72, 0, fig.dpi_scale_trans)
-    rc = matplotlib.rcParams
-    for x, s in zip(xs, x_labels):
-        fig.add_artist(Text(x, 1.0, s, transform=above, ha="center", va="bottom", fontsize=size,
-                            rotation=90 if rotate_x else 0, color=rc["xtick.color"]), clip=False)
-    for y, s in zip(ys, y_labels):
-        fig.add_artist(Text(0.0, y, s, transform=left, ha="right", va="center_baseline", fontsize=size,
-                            color=rc["ytick.color"]), clip=False)
-
-
-@dataclass
-class ColourBar:
-    """The one colour scale of a figure: 0 (bottom) to 1 (top)."""
-
-    ax: Axes
-    image: AxesImage
 
 
 BAR_WIDTH = 0.22  # inches
@@ -207,21 +167,18 @@ _BAR_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
 _BAR_TICK_LABELS = ("0", "0.25", "0.5", "0.75", "1")
 
 
-def colour_bar(sheet: Sheet, left: float, top: float, height: float, size: float = 11.0) -> ColourBar:
-    """One colour bar from 0 to 1 at a fixed place, shared by every heatmap of the figure."""
-    ax = sheet.axes(left, top, BAR_WIDTH, height)
-    steps = np.linspace(1.0, 0.0, 256)[:, None]  # (256, 1): the top row is 1
-    image = ax.imshow(steps, cmap=cmap(), vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest",
-                      extent=(0.0, 1.0, 0.0, 1.0))
-    ax.set_xticks([])
-    ax.yaxis.tick_right()
-    ax.set_yticks(_BAR_TICKS, _BAR_TICK_LABELS)
-    ax.tick_params(labelsize=size, length=3, width=0.8)
-    ax.yaxis.set_label_position("right")
-    ax.set_ylabel("attention weight", fontsize=size)
-    for spine in ax.spines.values():
-        spine.set_linewidth(0.8)
-    return ColourBar(ax, image)
+def colour_bar(sheet: Sheet, left: float, top: float, height: float, size: float = 11.0) -> Colorbar:
+    """matplotlib's colour bar for the fixed 0…1 scale every heatmap of the figure shares, at a fixed place."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    bar = sheet.fig.colorbar(ScalarMappable(norm=Normalize(0.0, 1.0), cmap=cmap()),
+                             cax=sheet.axes(left, top, BAR_WIDTH, height), ticks=list(_BAR_TICKS))
+    bar.ax.set_yticklabels(_BAR_TICK_LABELS)
+    bar.ax.tick_params(labelsize=size, length=3, width=0.8)
+    bar.set_label("attention weight", fontsize=size)
+    bar.outline.set_linewidth(0.8)
+    return bar
 
 
 def bar_width(pen: Pen, size: float) -> float:

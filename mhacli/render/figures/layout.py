@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from mhacli.render.labels import Shown
 
 PT = 1 / 72  # one typographic point, in inches
-_GLYPH_WARNING = re.compile(r"Glyph (\d+) .*missing from font")
+_GLYPH_WARNING = re.compile(r"Glyph (\d+) .*missing from (?:current )?font")  # 3.7: "current font"
 _SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 # Fonts tried in order for each character: matplotlib (3.6+) falls back from one
@@ -126,19 +126,16 @@ class Pen:
         return "".join(out) or "·"
 
     def _advance(self, ch: str, bold: bool) -> float:
-        """Advance width of one character at 1 pt, from the first family that has it."""
+        """Width of one character at 1 pt, in points, as matplotlib's own text engine lays it out."""
         key = (ch, bold)
         if key not in self._advances:
-            from matplotlib.font_manager import get_font
-            from matplotlib.ft2font import LoadFlags
+            from matplotlib.font_manager import FontProperties
+            from matplotlib.textpath import text_to_path
 
-            cp = ord(ch)
-            face = next((f for f in self.faces if cp in f.chars), self.faces[0])
-            font = get_font(face.bold if bold else face.regular)
-            font.set_size(100, 72)
+            prop = FontProperties(family=list(self.families), size=100, weight="bold" if bold else "normal")
             try:
-                advance = font.load_char(cp, flags=LoadFlags.NO_HINTING).linearHoriAdvance / 65536
-            except Exception:  # noqa: BLE001 - a glyph the font cannot load: assume a wide one
+                advance = text_to_path.get_text_width_height_descent(ch, prop, ismath=False)[0]
+            except Exception:  # noqa: BLE001 - a glyph the fonts cannot load: assume a wide one
                 advance = 100.0
             self._advances[key] = advance / 100
         return self._advances[key]
@@ -146,10 +143,10 @@ class Pen:
     def width(self, text: str, size: float, bold: bool = False) -> float:
         """Width of ``text`` at ``size`` points, in inches.
 
-        The sum of the characters' advances (cached per character), 3 % wider to
-        cover kerning and hinting: measuring each string with the text engine
-        costs about a millisecond, this costs microseconds, and layout only
-        needs to know that things fit.
+        The sum of the characters' widths from matplotlib's text engine (cached per
+        character), 3 % wider to cover kerning: measuring each whole string costs
+        about a millisecond, this costs microseconds, and the margins only need
+        to know that things fit.
         """
         return sum(self._advance(ch, bold) for ch in text) * size * PT * 1.03
 
@@ -236,6 +233,19 @@ def drawing(pen: Pen | None = None) -> Iterator[Pen]:
                     caught.remove(w)  # said by glyph_notice, not as a warning
 
 
+SCREEN_PX = (1920, 1080)  # a projector or a 1080p screen a figure is shown fitted to
+LABEL_PX = 10.5  # token labels at least this tall (em height, in screen pixels) when shown fitted
+
+
+def readable_points(width_in: float, height_in: float) -> float:
+    """Smallest font size (points) that stays LABEL_PX tall when a figure of this size is shown fitted to the screen.
+
+    Fitted, the figure shows min(1920 / width, 1080 / height) screen pixels per inch, whatever its dpi.
+    """
+    shown_ppi = min(SCREEN_PX[0] / width_in, SCREEN_PX[1] / height_in)
+    return LABEL_PX * 72 / shown_ppi
+
+
 def snap(inches: float) -> float:
     """Round a figure size up to 1/8 inch, so width × dpi is exact in binary floating point."""
     return math.ceil(inches * 8 - 1e-9) / 8
@@ -268,28 +278,11 @@ class Sheet:
         """Text anchored at (x, y) inches from the top-left; defaults: left, top aligned."""
         kw.setdefault("ha", "left")
         kw.setdefault("va", "top")
-        return unclipped_text(self.ax, x, y, s, **kw)
+        return self.ax.text(x, y, s, clip_on=False, **kw)
 
     def place(self, patch: Any) -> Any:
         """Add a patch to the canvas without ``add_patch``'s data-limit update (the limits are fixed)."""
         return self.ax.add_artist(patch)
-
-
-def unclipped_text(ax: Axes, x: float, y: float, s: str, **kw: Any) -> Text:
-    """A Text at (x, y) in ``ax``'s data units, added to the figure without a clip path.
-
-    ``Axes.text`` clips every text to its Axes, and making that clip path is half
-    the cost of creating a text and is paid again at each draw; the figures'
-    texts lie inside their boxes by construction (measured on the seven figures
-    of the cat sentence: 4.5 % fewer Python calls, the same pixels).
-    """
-    from matplotlib.text import Text
-
-    text = Text(x, y, s, transform=ax.transData, **kw)
-    fig = ax.get_figure(root=True)
-    assert fig is not None, "the Axes belongs to a figure"
-    fig.add_artist(text, clip=False)
-    return text
 
 
 def ordinal(k: int) -> str:
@@ -298,8 +291,9 @@ def ordinal(k: int) -> str:
     return f"{k}{suffix}"
 
 
-def sup(i: int) -> str:
-    return str(i).translate(_SUPERSCRIPTS)
+def sup_index(i: int) -> str:
+    """A head's index as a superscript in parentheses, ⁽²⁾: an index, never a power."""
+    return "⁽" + str(i).translate(_SUPERSCRIPTS) + "⁾"
 
 
 def clamp(x: float, lo: float, hi: float) -> float:
@@ -327,4 +321,4 @@ def sentence(trace: Shown, view: View, pen: Pen, width_in: float, size: float) -
     return f"“{text}”"
 
 
-__all__ = ["FALLBACK_FAMILIES", "PT", "Pen", "RENDER_RC", "Sheet", "drawing", "font_faces", "unclipped_text"]
+__all__ = ["FALLBACK_FAMILIES", "PT", "Pen", "RENDER_RC", "Sheet", "drawing", "font_faces"]

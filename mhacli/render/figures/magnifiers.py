@@ -11,11 +11,12 @@ average over all queries comes out flat and teaches nothing.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from mhacli.core import narrate
 from mhacli.core.analysis import top_keys
 from mhacli.render import theme
 from mhacli.render.figures.layout import PT, Pen, Sheet, clamp, drawing, line
@@ -50,9 +51,9 @@ def magnifier(ax: Axes, x: float, y: float, radius: float, color: str) -> list[A
     return [handle, lens, glint]
 
 
-@dataclass
+@dataclass(frozen=True)
 class TokenRow:
-    """One head's row of token boxes for one query in the magnifier picture."""
+    """What one head's row of token boxes shows for one query: the data the figure draws, nothing drawn."""
 
     name: str
     query: int  # the query position (in the whole text) whose weights the row shows
@@ -61,15 +62,34 @@ class TokenRow:
     text_color: str
     masked: np.ndarray  # (n,) bool: keys that query may not look at (hatched)
     top: int | None  # the shown token the query looks at most (outlined), None when tied or outside
-    boxes: list[Any] = field(default_factory=list)
-    labels: list[str] = field(default_factory=list)  # the token drawn in each box
-    texts: list[Any] = field(default_factory=list)  # the Text objects of those tokens
-    percents: list[Any] = field(default_factory=list)  # the Text objects of the weights under them
 
-    @property
-    def focus(self) -> str | None:
-        """The outlined token's text, or None."""
-        return None if self.top is None else self.labels[self.top]
+
+def token_rows(trace: Shown, single: Trace | None, view: View, queries: Sequence[int]) -> list[list[TokenRow]]:
+    """One block per query: the single head's row (when given), then one row per head.
+
+    The only place the figure asks the core for numbers (the masked keys and each row's top key);
+    a caller holding them precomputed can swap them in here.
+    """
+    weights = np.asarray(trace.weights)  # (h, N, N)
+    blocked = np.asarray(trace.mask) if trace.mask is not None else (
+        np.triu(np.ones((trace.n_tokens, trace.n_tokens), dtype=bool), 1) if trace.causal else None)
+
+    def row(name: str, w_row: np.ndarray, q: int, color: str, text_color: str) -> TokenRow:
+        masked = blocked[q, view.rows] if blocked is not None else np.zeros(view.n, bool)
+        key = int(top_keys(w_row)[0])  # the analysis's own argmax: −1 when the maximum is tied
+        top = key - view.start if view.start <= key < view.stop else None
+        return TokenRow(name, q, w_row[view.rows], color, text_color, masked, top)  # (N,) -> (n,)
+
+    blocks = []
+    for q in queries:
+        block = []
+        if single is not None:
+            block.append(row("1 head", np.asarray(single.weights[0])[q], q, theme.SINGLE_HEAD_COLOR,
+                             theme.SINGLE_HEAD_COLOR))
+        for i in range(trace.num_heads):
+            block.append(row(f"Head {i + 1}", weights[i, q], q, theme.head_color(i), theme.head_text_color(i)))
+        blocks.append(block)
+    return blocks
 
 
 def _flow(widths: Sequence[float], max_width: float, gap: float) -> list[list[int]]:
@@ -122,6 +142,9 @@ def chosen_queries(analysis: Analysis, view: View, count: int) -> tuple[int, ...
 def why_chosen(analysis: Analysis, queries: Sequence[int], pen: Pen) -> str:
     """The sentence that says which queries the figure shows and why, from the measures."""
     h = analysis.num_heads
+    parsed = narrate.parse_queries_sentence(analysis.reading, queries) if analysis.reading is not None else None
+    if parsed is not None:
+        return parsed
     if h == 1:
         return ("Chosen queries: with one head there is nothing to disagree on, so the first queries with a "
                 "single top key are shown; give --query to pick another.")
@@ -155,8 +178,6 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
         view = token_view(trace.n_tokens, MAGNIFIER_MAX_TOKENS, view.query)
     analysis = analysis or measure(trace)
     weights = np.asarray(trace.weights)  # (h, N, N)
-    blocked = np.asarray(trace.mask) if trace.mask is not None else (
-        np.triu(np.ones((trace.n_tokens, trace.n_tokens), dtype=bool), 1) if trace.causal else None)
     if is_view(trace):
         single = None  # a view has no weight matrices to run as one head
 
@@ -218,30 +239,16 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
                 0.25 + max(pen.width(block_heading(analysis, q, pen), 13.0, bold=True) for q in queries) + 0.3)
     inner = width - 0.5
 
-    def row_for(name: str, w_row: np.ndarray, q: int, color: str, text_color: str) -> TokenRow:
-        shown = w_row[view.rows]  # (N,) -> (n,)
-        masked = blocked[q, view.rows] if blocked is not None else np.zeros(n, bool)
-        key = int(top_keys(w_row)[0])  # the analysis's own argmax: −1 when the maximum is tied
-        top = key - view.start if view.start <= key < view.stop else None
-        return TokenRow(name, q, shown, color, text_color, masked, top)
-
-    blocks: list[list[TokenRow]] = []
-    for q in queries:
-        block = []
-        if single is not None:
-            block.append(row_for("1 head", np.asarray(single.weights[0])[q], q, theme.SINGLE_HEAD_COLOR,
-                                 theme.SINGLE_HEAD_COLOR))
-        for i in range(h):
-            block.append(row_for(f"Head {i + 1}", weights[i, q], q, theme.head_color(i), theme.head_text_color(i)))
-        blocks.append(block)
+    blocks = token_rows(trace, single, view, queries)
     rows = [r for b in blocks for r in b]
     vmax = max(float(r.weights[~r.masked].max(initial=0.0)) for r in rows) or 1.0
 
     if asked:
         who = f"the query “{pen.shown(trace.tokens[queries[0]])}” (position {queries[0]})"
     else:
-        who = f"{len(queries)} quer{'ies' if len(queries) != 1 else 'y'}" + (" where the heads differ most"
-                                                                             if h > 1 else "")
+        parsed = analysis.reading is not None and all(q in analysis.reading.queries for q in queries)
+        why = " of the grammar's parse" if parsed else " where the heads differ most" if h > 1 else ""
+        who = f"{len(queries)} quer{'ies' if len(queries) != 1 else 'y'}" + why
     title = (f"One magnifier or {h}? Where attention goes, seen from {who}" if h != 1
              else f"One magnifier: where attention goes, seen from {who}")
     title_lines = pen.wrap(title, inner, 16.0, bold=True)
@@ -255,7 +262,8 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
            f"(white = none, full colour = {vmax:.2f}, the largest shown); the number under it is "
            "that weight. A thick outline marks the token the head looks at most from that query; "
            "the dashed box marks the query."
-           + (" Hatched boxes are masked: the query may not look at later tokens." if blocked is not None else "")
+           + (" Hatched boxes are masked: the query may not look at later tokens."
+              if trace.mask is not None or trace.causal else "")
            + team)
     sub_lines = pen.wrap(sub, inner, 11.0)
     extra = [] if asked else [why_chosen(analysis, queries, pen)]
@@ -271,14 +279,13 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
     y = 0.2
     sheet.text(0.25, y, "\n".join(title_lines), fontsize=16.0, fontweight="bold", linespacing=1.1)
     y += len(title_lines) * line(16.0)
-    label_text = sheet.text(0.25, y, "\n".join(label_lines), fontsize=12.0, fontstyle="italic", linespacing=1.15)
+    sheet.text(0.25, y, "\n".join(label_lines), fontsize=12.0, fontstyle="italic", linespacing=1.15)
     y += len(label_lines) * line(12.0)
     sheet.text(0.25, y, "\n".join(sub_lines), fontsize=11.0, color="#444444", linespacing=1.15)
     y += len(sub_lines) * line(11.0)
-    why_text = None
     if extra_lines:
-        why_text = sheet.text(0.25, y, "\n".join(extra_lines), fontsize=11.0, color=theme.LABEL_COLOR,
-                              linespacing=1.15)
+        sheet.text(0.25, y, "\n".join(extra_lines), fontsize=11.0, color=theme.LABEL_COLOR,
+                   linespacing=1.15)
 
     def draw_row(row: TokenRow, x0: float, y0: float) -> None:
         """One head's boxes for one query, wrapped like the sentence, from (x0, y0)."""
@@ -297,18 +304,14 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
                                      linewidth=3.0 if strongest else 0.8,
                                      hatch=MASKED_HATCH if masked else None)
                 sheet.place(box)
-                row.boxes.append(box)
                 if t + view.start == row.query:
                     sheet.place(Rectangle((x - 0.035, by - 0.035), widths[t] + 0.07, box_h + 0.07,
                                           facecolor="none", edgecolor=theme.LABEL_COLOR,
                                           linewidth=1.3, linestyle=(0, (3, 2))))
-                row.labels.append(labels[t])
-                row.texts.append(sheet.text(x + widths[t] / 2, by + box_h / 2, labels[t], fontsize=fs,
-                                            color="#555555" if masked else theme.ink_on(fill),
-                                            ha="center", va="center"))
-                row.percents.append(sheet.text(x + widths[t] / 2, by + box_h + 0.085,
-                                               "" if masked else f"{w:.0%}" if w >= 0.005 else "0",
-                                               fontsize=vs, color="#555555", ha="center"))
+                sheet.text(x + widths[t] / 2, by + box_h / 2, labels[t], fontsize=fs,
+                           color="#555555" if masked else theme.ink_on(fill), ha="center", va="center")
+                sheet.text(x + widths[t] / 2, by + box_h + 0.085, "" if masked else f"{w:.0%}" if w >= 0.005 else "0",
+                           fontsize=vs, color="#555555", ha="center")
                 x += widths[t] + gap
 
     for br in range(block_rows):
@@ -333,8 +336,4 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
                        fontsize=10.0, color="#444444", va="top", linespacing=1.1)
             for c, (q, block) in enumerate(chunk):
                 draw_row(block[k], left_col + c * (col_w + COLUMN_GAP), y)
-    fig.mhacli_rows = rows  # type: ignore[attr-defined]  # for tests: the drawn rows, query after query
-    fig.mhacli_queries = tuple(queries)  # type: ignore[attr-defined]
-    fig.mhacli_label = label_text  # type: ignore[attr-defined]
-    fig.mhacli_why = why_text  # type: ignore[attr-defined]
     return fig

@@ -93,7 +93,7 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
     heads_left += x_shift
     sheet.text(0.25, 0.2, f"One magnifier against {h}", fontsize=17.0, fontweight="bold")
     y = 0.2 + line(17.0)
-    label_text = sheet.text(0.25, y, "\n".join(label_lines), fontsize=12.0, fontstyle="italic", linespacing=1.15)
+    sheet.text(0.25, y, "\n".join(label_lines), fontsize=12.0, fontstyle="italic", linespacing=1.15)
     y += len(label_lines) * line(12.0)
     sheet.text(0.25, y, "\n".join(sub_lines), fontsize=12.0, color="#444444", linespacing=1.15)
     y += len(sub_lines) * line(12.0)
@@ -102,7 +102,7 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
         sheet.text(0.25, y + line(12.0), view.note(), fontsize=11.0, color=theme.HATCH_COLOR)
 
     # The single head, large.
-    one = heatmap(sheet.axes(left, block_top, big, big), np.asarray(single.weights[0])[view.rows, view.rows],
+    heatmap(sheet.axes(left, block_top, big, big), np.asarray(single.weights[0])[view.rows, view.rows],
                   labels, labels, mask=mask, color=theme.SINGLE_HEAD_COLOR,
                   tick_size=tick_big, value_size=value_big, label_step=step_big, rotate_x=rot_big,
                   frame_width=4.0)
@@ -151,15 +151,10 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
         chart.spines[side].set_visible(False)
 
     # How different the heads are.
-    js = sheet.text(0.25, js_top, f"How different are the {h} heads? Mean pairwise Jensen–Shannon "
+    sheet.text(0.25, js_top, f"How different are the {h} heads? Mean pairwise Jensen–Shannon "
                     f"divergence: {cmp.mean_pairwise_js:.3f} bits", fontsize=13.0, fontweight="bold")
     sheet.text(0.25, js_top + line(13.0), "\n".join(js_note), fontsize=11.0, color="#444444",
                linespacing=1.15)
-    sheet.fig.mhacli_single = one  # type: ignore[attr-defined]  # for tests
-    sheet.fig.mhacli_heads = grid  # type: ignore[attr-defined]
-    sheet.fig.mhacli_js = js  # type: ignore[attr-defined]
-    sheet.fig.mhacli_label = label_text  # type: ignore[attr-defined]
-    sheet.fig.mhacli_chart = chart  # type: ignore[attr-defined]
     return sheet.fig
 
 

@@ -1,14 +1,17 @@
-"""split.png: how one weight matrix becomes h heads and how W^O mixes them back.
+"""split.png: how X and three weight matrices become h heads, and how W^O mixes them back.
 
-Left to right: W_q cut into h blocks of rows (head i owns rows i·d/h … in
-PyTorch's layout), Q = X W_qᵀ whose column blocks are the heads' Q^i, the heads'
-outputs side by side as H, W^O whose column blocks each read one head, and O.
-Every block is outlined in its head's colour, the same colours as every other figure.
+Top row, the split, in the article's orientation: X (N × d), then W_q, W_k and W_v
+each as its h per-head blocks [W_q¹ | W_q² | …] (every W_q^i is d × d/h, the
+transposed row block i of PyTorch's weight), then Q = [Q¹ | Q² | …] with
+Q^i = X W_q^i. Bottom row, the merge: the heads' outputs side by side as H, W^O whose
+column block i reads head i, and O. Every block is outlined in its head's colour, the
+colours of every other figure; a legend names them and one colour bar reads every panel.
+Laid out by matplotlib (constrained layout), drawn on a plain ``Figure``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -16,32 +19,34 @@ from mhacli.core.trace import Trace
 from mhacli.render import theme
 from mhacli.render.labels import weights_note
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
-def _panel(ax: Any, m: np.ndarray, title: str, blocks: str, heads: int, rows: list[str] | None,
-           caption: str) -> None:
-    """One matrix, shaded by value (a colour-blind-safe diverging map), its head blocks outlined."""
+SPLIT_CMAP = "PuOr"  # diverging and colour-blind safe: negative and positive values read apart
+MAX_TOKEN_LABELS = 24  # beyond this the rows of X, Q, H and O are not labelled one by one
+MAX_LEGEND_HEADS = 8
+
+
+def _panel(ax: Axes, m: np.ndarray, title: str, caption: str, heads: int, rows: Sequence[str] | None) -> None:
+    """One matrix, each value divided by the panel's largest |value|, its h column blocks outlined."""
     from matplotlib.patches import Rectangle
 
     r, c = m.shape
-    lim = float(np.max(np.abs(m))) or 1.0
-    ax.imshow(m, cmap="PuOr", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-    ax.set_title(title, fontsize=13, color=theme.LABEL_COLOR, pad=8)
+    scale = float(np.max(np.abs(m))) or 1.0
+    ax.imshow(m / scale, cmap=SPLIT_CMAP, vmin=-1.0, vmax=1.0, interpolation="nearest")
+    ax.set_title(title, fontsize=12, color=theme.LABEL_COLOR)
     ax.set_xticks([])
-    if rows is not None and r <= 24:
-        ax.set_yticks(range(r), rows, fontsize=10)
+    if rows is not None and r <= MAX_TOKEN_LABELS:
+        ax.set_yticks(range(r), list(rows), fontsize=9)
     else:
         ax.set_yticks([])
-    size = (r if blocks == "rows" else c) // heads
+    ax.tick_params(length=0)
+    width = c // heads
     inset = 0.12  # neighbouring blocks' outlines must not overlap
     for i in range(heads):
-        if blocks == "rows":
-            box = Rectangle((-0.5 + inset, i * size - 0.5 + inset), c - 2 * inset, size - 2 * inset,
-                            fill=False, lw=2.5, ec=theme.head_color(i))
-        else:
-            box = Rectangle((i * size - 0.5 + inset, -0.5 + inset), size - 2 * inset, r - 2 * inset,
-                            fill=False, lw=2.5, ec=theme.head_color(i))
-        ax.add_patch(box)
-    ax.set_xlabel(caption, fontsize=10, color=theme.LABEL_COLOR, labelpad=6)
+        ax.add_patch(Rectangle((i * width - 0.5 + inset, -0.5 + inset), width - 2 * inset, r - 2 * inset,
+                               fill=False, lw=2.2, ec=theme.head_color(i)))
+    ax.set_xlabel(f"{caption}\nlargest |value| {scale:.2f}", fontsize=9, color=theme.LABEL_COLOR)
 
 
 def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = False) -> Any:
@@ -49,37 +54,50 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
 
     ``label`` replaces the line that names the weights (by default :func:`~mhacli.render.labels.weights_note`).
     """
-    from mhacli.render.figures.inline import new_figure
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+    from matplotlib.patches import Patch
 
-    h, d, dk = trace.num_heads, trace.d_model, trace.d_k
+    from mhacli.render.figures.inline import new_figure
+    from mhacli.render.figures.layout import sup_index
+
+    h, d, dk, n = trace.num_heads, trace.d_model, trace.d_k, trace.n_tokens
     toks = list(trace.tokens)
-    fig = new_figure(figsize=(15, 4.6), facecolor=theme.PAPER_COLOR)
-    axes = fig.subplots(1, 5, gridspec_kw={"wspace": 0.42, "left": 0.05, "right": 0.98, "top": 0.74,
-                                           "bottom": 0.2})
-    _panel(axes[0], np.asarray(trace.W_q), "W_q  (d×d)", "rows", h, None,
-           f"head i owns rows i·{dk} … i·{dk}+{dk - 1}")
-    _panel(axes[1], np.asarray(trace.Q).transpose(1, 0, 2).reshape(trace.n_tokens, d), "Q = X W_qᵀ  (N×d)",
-           "cols", h, toks, f"column block i is Q^i (N×{dk})")
-    _panel(axes[2], np.asarray(trace.concat), "H = [head_1 … head_h]", "cols", h, toks,
-           "head_i = A^i V^i, side by side")
-    _panel(axes[3], np.asarray(trace.W_o), "W^O  (d×d)", "cols", h, None,
-           "column block i reads head i")
-    axes[4].imshow(np.asarray(trace.output), cmap="PuOr", aspect="auto", interpolation="nearest",
-                   vmin=-float(np.max(np.abs(trace.output))), vmax=float(np.max(np.abs(trace.output))))
-    axes[4].set_title("O = H W^Oᵀ  (N×d)", fontsize=13, color=theme.LABEL_COLOR, pad=8)
-    axes[4].set_xticks([])
-    axes[4].set_yticks(range(trace.n_tokens) if trace.n_tokens <= 24 else [],
-                       toks if trace.n_tokens <= 24 else [], fontsize=10)
-    axes[4].set_xlabel("every output mixes all heads", fontsize=10, color=theme.LABEL_COLOR, labelpad=6)
-    for left, right in zip(axes[:-1], axes[1:]):
-        middle = (left.get_position().x1 + right.get_position().x0) / 2
-        fig.text(middle, 0.775, "→", fontsize=20, ha="center", va="center", color=theme.LABEL_COLOR)
-    names = "  ".join(f"head {i + 1}" for i in range(min(h, 8))) + (" …" if h > 8 else "")
-    title = f"One matrix, {h} heads: d = {d} split into h = {h} blocks of d/h = {dk}"
-    fig.suptitle(title, fontsize=15, color=theme.LABEL_COLOR, y=0.97)
+    blocks = [trace.head_weights(i) for i in range(h)]  # h × (W_q^i, W_k^i, W_v^i), each (d, d/h)
+    fig = new_figure(figsize=(16, 8.6), facecolor=theme.PAPER_COLOR, layout="constrained")
+    split, merge = fig.subfigures(2, 1, height_ratios=(1.15, 1.0))
+    top = split.subplots(1, 5)
+    bottom = merge.subplots(1, 3)
+    first, last = sup_index(1), sup_index(h)
+    _panel(top[0], np.asarray(trace.X), "X  (N × d)", "the tokens' vectors, one row each", h, toks)
+    for ax, k, name in zip(top[1:4], range(3), ("q", "k", "v")):
+        per_head = np.concatenate([b[k] for b in blocks], axis=1)  # h × (d, d/h) -> (d, d)
+        _panel(ax, per_head, f"W_{name}{first} … W_{name}{last}", f"block i is W_{name}^i: d × d/h = {d} × {dk}",
+               h, None)
+    q = np.asarray(trace.Q).transpose(1, 0, 2).reshape(n, d)  # (h, N, d/h) -> (N, d)
+    _panel(top[4], q, f"Q{first} … Q{last}", f"block i is Q^i = X W_q^i: N × d/h = {n} × {dk}", h, toks)
+    _panel(bottom[0], np.asarray(trace.concat), "H = [head_1 … head_h]  (N × d)",
+           "head_i = A^i V^i, side by side", h, toks)
+    _panel(bottom[1], np.asarray(trace.W_o), "W^O  (d × d)", "column block i reads head i", h, None)
+    _panel(bottom[2], np.asarray(trace.output), "O = H W^Oᵀ  (N × d)", "every output mixes all heads", 1, toks)
+    bottom[2].patches[0].set_edgecolor(theme.LABEL_COLOR)  # O belongs to no one head
+
+    split.suptitle(f"The split: W_q, W_k and W_v cut into h = {h} blocks of d/h = {dk} columns (Q^i = X W_q^i, "
+                   "likewise K^i and V^i)", fontsize=12, color=theme.LABEL_COLOR)
+    merge.suptitle("The merge: the heads' outputs side by side, mixed by W^O", fontsize=12,
+                   color=theme.LABEL_COLOR)
     sub = label if label is not None else weights_note(trace, hide_rules)
-    fig.text(0.5, 0.87, f"{sub} · outlines: {names}", ha="center", fontsize=11, color=theme.LABEL_COLOR)
-    for i in range(min(h, 8)):
-        fig.text(0.5 + (i - min(h, 8) / 2 + 0.5) * 0.07, 0.03, f"■ head {i + 1}", ha="center", fontsize=11,
-                 color=theme.head_color(i))
+    fig.suptitle(f"One matrix, {h} heads: d = {d} split into h = {h} blocks of d/h = {dk}\n{sub}", fontsize=15,
+                 color=theme.LABEL_COLOR)
+    bar = merge.colorbar(ScalarMappable(norm=Normalize(-1.0, 1.0), cmap=SPLIT_CMAP), ax=list(bottom),
+                         shrink=0.9, ticks=[-1, -0.5, 0, 0.5, 1])
+    bar.set_label("value ÷ the panel's largest |value|", fontsize=10)
+    shown = min(h, MAX_LEGEND_HEADS)
+    handles = [Patch(facecolor="none", edgecolor=theme.head_color(i), linewidth=2.2, label=f"head {i + 1}")
+               for i in range(shown)]
+    more = f"heads {shown + 1}–{h} in the same palette" if h > shown else None
+    if more:
+        handles.append(Patch(facecolor="none", edgecolor="none", label=more))
+    merge.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=11, frameon=False,
+                 labelcolor=[theme.head_text_color(i) for i in range(shown)] + ([theme.LABEL_COLOR] if more else []))
     return fig

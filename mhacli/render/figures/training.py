@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from mhacli.render.figures.layout import ordinal, readable_points
 from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
 
 if TYPE_CHECKING:
@@ -63,6 +64,19 @@ def training_figure(results: Sequence["TrainResult"]) -> "Figure":
     return fig
 
 
+def heads_grid_sizes(n: int, heads: int, moments: int) -> tuple[float, tuple[float, float], float, int]:
+    """Cell (inches), figure size (inches), token label size (points) and label step for the heads grid.
+
+    The label size keeps a label readable once the whole figure is scaled to fit a 1080p screen
+    (:func:`readable_points`); the step thins the labels so that neighbours do not overlap at that size.
+    """
+    cell = min(max(1.9, n * 0.07), 3.2)  # 12 tokens: 1.9 in; 40 tokens: 2.8 in
+    size = (1.6 + cell * moments, 1.2 + cell * heads)
+    label = max(7.0, readable_points(*size))
+    step = max(1, math.ceil(label * 1.25 / 72 / (cell / n)))
+    return cell, size, label, step
+
+
 def training_heads_figure(result: "TrainResult") -> "Figure":
     """Each head's weights on one held-out sequence (rows) at a few moments of training (columns)."""
     from mhacli.render.figures.inline import new_figure
@@ -70,29 +84,34 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
     heads, moments = result.heads, len(result.snapshot_steps)
     tokens = result.snapshot_tokens
     n = len(tokens)
-    cell = 1.9
-    fig = new_figure(figsize=(1.0 + cell * moments, 0.9 + cell * heads), dpi=100, layout="constrained")
+    _, size, label, step = heads_grid_sizes(n, heads, moments)
+    fig = new_figure(figsize=size, dpi=100, layout="constrained")
     axes = np.atleast_2d(fig.subplots(heads, moments, squeeze=False))
+    picked = list(range(0, n, step))
+    shown = [tokens[k] for k in picked]
     image = None
-    for col, (step, acc) in enumerate(zip(result.snapshot_steps, result.snapshot_accuracy)):
+    for col, (step_at, acc) in enumerate(zip(result.snapshot_steps, result.snapshot_accuracy)):
         for row in range(heads):
             ax = axes[row, col]
             image = ax.imshow(result.snapshots[col, row], cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0)
-            ax.set_xticks(range(n), tokens, fontsize=7)
-            ax.set_yticks(range(n), tokens, fontsize=7)
+            # Tokens on the outer edges only: keys under the bottom row, queries left of the first column.
+            ax.set_xticks(picked, shown if row == heads - 1 else [], fontsize=label,
+                          rotation=90 if max(map(len, shown)) > 1 else 0)
+            ax.set_yticks(picked, shown if col == 0 else [], fontsize=label)
             ax.tick_params(length=0, pad=1)
             if row == 0:
-                ax.set_title(f"step {step:,}\nheld-out {acc:.0%}", fontsize=9, color=LABEL_COLOR)
+                ax.set_title(f"step {step_at:,}\nheld-out {acc:.0%}", fontsize=10, color=LABEL_COLOR)
             if col == 0:
-                ax.set_ylabel(f"head {row + 1}\nquery", fontsize=9, color=head_color(row))
+                ax.set_ylabel(f"head {row + 1}\nquery", fontsize=10, color=head_color(row))
             if col == moments - 1:
                 name, share = result.model.relations[row]
                 ax.text(1.04, 0.5, f"{_short(name)}\n{_share(name, share)} of queries", transform=ax.transAxes,
-                        fontsize=8, rotation=90, va="center", ha="left", color=head_color(row))
+                        fontsize=9, rotation=90, va="center", ha="left", color=head_color(row))
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
-    fig.suptitle(f"{result.config.task}: each head's weights on one held-out sequence during training "
-                 "(rows: queries, columns: keys)", fontsize=10, color=LABEL_COLOR)
+    thinned = f"; every {ordinal(step)} token labelled" if step > 1 else ""
+    fig.suptitle(f"{result.config.task}: each head's weights on one held-out sequence during training\n"
+                 f"(rows: queries, columns: keys{thinned})", fontsize=11, color=LABEL_COLOR)
     return fig
 
 
@@ -117,9 +136,13 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
 
     tokens = results[0].snapshot_tokens  # every run draws the same held-out sequences (same seed, same shapes)
     n, widest = len(tokens), max(r.heads for r in results)
-    cell = 2.3
-    fig = new_figure(figsize=(1.2 + cell * widest, 1.2 + (cell + 0.5) * len(results)), dpi=100,
-                     layout="constrained")
+    cell = min(max(2.3, n * 0.07), 3.2)
+    size = (1.6 + cell * widest, 1.6 + (cell + 0.5) * len(results))
+    label = max(7.0, readable_points(*size))  # readable once the figure is fitted to a 1080p screen
+    step = max(1, math.ceil(label * 1.25 / 72 / (cell / n)))  # thinned so neighbours never overlap
+    picked = list(range(0, n, step))
+    shown = [tokens[k] for k in picked]
+    fig = new_figure(figsize=size, dpi=100, layout="constrained")
     axes = np.atleast_2d(fig.subplots(len(results), widest, squeeze=False))
     image = None
     for row, result in enumerate(results):
@@ -130,18 +153,19 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
                 ax.set_axis_off()
                 continue
             image = ax.imshow(result.snapshots[-1, col], cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0)
-            ax.set_xticks(range(n), tokens, fontsize=7, rotation=90)
-            ax.set_yticks(range(n), tokens, fontsize=7)
+            ax.set_xticks(picked, shown, fontsize=label, rotation=90)
+            ax.set_yticks(picked, shown if col == 0 else [], fontsize=label)
             ax.tick_params(length=0, pad=1)
             name, share = result.model.relations[col]
-            ax.set_title(f"head {col + 1}: {_short(name)} {_share(name, share)}", fontsize=8, color=head_color(col))
+            ax.set_title(f"head {col + 1}: {_short(name)} {_share(name, share)}", fontsize=9, color=head_color(col))
             if col == 0:
                 ax.set_ylabel(f"{result.heads} head{'s' if result.heads > 1 else ''}, d/h = {result.config.d_k}\n"
-                              f"held-out {result.accuracy:.1%}\n{per}", fontsize=8, color=LABEL_COLOR)
+                              f"held-out {result.accuracy:.1%}\n{per}", fontsize=9, color=LABEL_COLOR)
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
     first = results[0]
+    thinned = f"; every {ordinal(step)} token labelled" if step > 1 else ""
     fig.suptitle(f"{first.config.task}: every run's heads after {first.config.steps:,} steps, on the same held-out "
-                 f"sequence, {first.parameters:,} parameters each (rows: queries, columns: keys)",
-                 fontsize=10, color=LABEL_COLOR)
+                 f"sequence,\n{first.parameters:,} parameters each (rows: queries, columns: keys{thinned})",
+                 fontsize=11, color=LABEL_COLOR)
     return fig

@@ -212,7 +212,8 @@ WeightsLayerOpt = Annotated[Optional[str], typer.Option(
          "layer's self-attention to run, its number (1 = first) or its name.")]
 BatchIndexOpt = Annotated[Optional[int], typer.Option(
     "--batch-index", show_default=False, metavar="N", rich_help_panel=FIGURES,
-    help="Which sequence of an attention file holding a batch (batch, heads, N, N) to draw (0 = first).")]
+    help="Which sequence of an attention file holding a batch (batch, heads, N, N) to draw (0 = first).",
+    parser=whole_option)]
 
 # --- classroom -----------------------------------------------------------------------------------
 LessonQueryOpt = Annotated[Optional[str], typer.Option(

@@ -534,21 +534,30 @@ def test_figure_costs_times_every_phase_and_writes_every_figure(tmp_path):
 def test_an_interrupted_bench_ends_the_timed_command(monkeypatch):
     """Ctrl-C while a command is timed: the command is ended too, not left running on its own."""
     import signal
-    import threading
 
     started: list[subprocess.Popen] = []
     real_popen = subprocess.Popen
 
+    class SignalAfterFirstLine:
+        """The timed command's stdout: Ctrl-C arrives just as its first line has been read (no timer)."""
+
+        def __init__(self, stream):
+            self.stream = stream
+
+        def readline(self):
+            line = self.stream.readline()
+            os.kill(os.getpid(), signal.SIGINT)  # delivered before the next line of run_timed runs
+            return line
+
+        def __getattr__(self, name):
+            return getattr(self.stream, name)
+
     def popen(*args, **kwargs):
         started.append(real_popen(*args, **kwargs))
+        started[-1].stdout = SignalAfterFirstLine(started[-1].stdout)
         return started[-1]
 
     monkeypatch.setattr(startup.subprocess, "Popen", popen)
-    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            startup.run_timed([sys.executable, "-c", "print('first', flush=True); import time; time.sleep(60)"])
-    finally:
-        timer.cancel()
+    with pytest.raises(KeyboardInterrupt):
+        startup.run_timed([sys.executable, "-c", "print('first', flush=True); import time; time.sleep(600)"])
     assert started and started[0].poll() is not None  # the sleeper was ended with the bench

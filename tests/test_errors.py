@@ -70,6 +70,14 @@ ROWS: list[tuple[str, str]] = [
     ("heads absurdly large", 'mha explain "the cat" --heads 99999999999999999999999999'),
     ("negative seed", 'mha explain "the cat" --seed -1'),
     ("--max-tokens zero", 'mha explain "the cat" --max-tokens 0'),
+    ("a superscript digit as a number", 'mha explain "the cat" --heads ²'),
+    ("two signs before a number", 'mha explain "the cat" --seed +-2'),
+    ("an underscore inside a number", 'mha explain "the cat" --heads 2_0'),
+    ("a number with more digits than any count", 'mha explain "the cat" --max-tokens ' + "9" * 30),
+    ("--compare with a superscript digit", "mha train --compare ²"),
+    ("--compare with two signs", "mha train --compare 1,+-2"),
+    ("--layer with a superscript digit", "mha show attention.npz --layer ²"),
+    ("--layer with two signs", "mha show attention.npz --layer +-2"),
     ("designed weights with too narrow heads", 'mha explain "the cat" --weights designed --heads 8'),
     ("shapes with an absurd d_model", "mha shapes --d-model 10000000"),
     ("shapes with zero tokens", "mha shapes --tokens 0"),
@@ -128,6 +136,10 @@ ROWS: list[tuple[str, str]] = [
     ("train saving its model over one of its figures", "mha train --save figs/training.png --out figs"),
     ("train --save ending with a slash", "mha train --save model.npz/"),
     ("train for more steps than a lesson needs", "mha train --steps 10000000"),
+    ("train with a learning rate that can only diverge", "mha train --lr 1e100 --steps 5 --json --no-plots"),
+    ("train saving its model where --out makes its folder", "mha train --save m.npz --out m.npz"),
+    ("--save-npz named like --out", 'mha explain "the cat" --save-npz f --out f'),
+    ("--out inside the file --html writes", 'mha explain "the cat" --html f --out f/sub'),
     ("train with a batch bigger than memory needs", "mha train --batch 10000000"),
     ("a --weights name too long for the file system", "mha compare \"a b\" --weights " + "x" * 300),
     # --- show and verify ------------------------------------------------------
@@ -208,6 +220,7 @@ def make_fixtures(folder: Path) -> None:
     (folder / "truncated.npz").write_bytes((folder / "trace.npz").read_bytes()[:1500])
     np.save(folder / "array.npy", np.zeros(3))
     np.savez(folder / "other.npz", images=np.zeros((2, 2)), labels=np.arange(2))
+    np.savez(folder / "attention.npz", weights=np.full((2, 2, 3, 3), 1 / 3), tokens=np.array(["a", "b", "c"]))
     (folder / "text.npz").write_text("not an archive\n", encoding="utf-8")
     np.savez(folder / "pickled.npz", **{**good, "tokens": np.array(["the", 3], dtype=object)})
     np.savez(folder / "tampered-shape.npz", **{**good, "Q": good["Q"][:, :4]})
@@ -477,7 +490,8 @@ def _failing_run(exc: BaseException):
     (OSError(28, "No space left on device"), 1, "the disk is full"),
     (OSError(5, "Input/output error"), 1, "Input/output error; check the path and permissions"),
     (KeyboardInterrupt(), 130, "interrupted; nothing half-written was left behind."),
-    (ZeroDivisionError("boom"), 1, "unexpected ZeroDivisionError: boom (this is a bug; rerun with --debug"),
+    (ZeroDivisionError("boom"), 1, "unexpected ZeroDivisionError: boom (this is a bug; rerun as 'mha --debug "
+                                   "explain …' and report"),
 ])
 def test_any_failure_inside_a_command_is_one_line_with_its_exit_code(monkeypatch, tmp_path, exc, code, needle):
     from typer.testing import CliRunner

@@ -69,46 +69,43 @@ def temporaries(folder: Path) -> list[Path]:
 # Family 1: signals other than Ctrl-C
 # ---------------------------------------------------------------------------
 
-LONG_TEXT = " ".join(f"w{i % 500}" for i in range(2500))
-
-
-def _wait_for_temporary(proc: subprocess.Popen[str], folder: Path) -> None:
-    """Poll until the run is writing its temporary file (the moment a signal hurts most)."""
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        if temporaries(folder) or proc.poll() is not None:
-            return
-        time.sleep(0.05)
-    proc.kill()
-    pytest.fail("the run never started writing")
-
-
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
 def test_a_signal_during_save_npz_leaves_no_temporary_file(tmp_path, sig, code):
-    (tmp_path / "long.txt").write_text(LONG_TEXT)
-    proc = subprocess.Popen([str(MHA), "explain", "--file", "long.txt", "--no-plots", "--save-npz", "big.npz"],
-                            cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_for_temporary(proc, tmp_path)
-    assert proc.poll() is None, "the run finished before the signal; make the text longer"
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
+    from pause import paused
+
+    argv = [str(MHA), "explain", "the cat sat on the mat", "--no-plots", "--save-npz", "big.npz"]
+    with paused(argv, cwd=tmp_path, env=ENV, name="big.npz", stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE) as (proc, writing):
+        assert writing.endswith("big.npz") and len(temporaries(tmp_path)) == 1  # np.savez's archive is open
+        proc.send_signal(sig)
+        _, err = proc.communicate()
     assert proc.returncode == code, err
     assert err.strip().startswith("mha: error: ") and len(err.strip().splitlines()) == 1, err
-    assert "nothing half-written" in err
+    assert "nothing half-written" in err and "Traceback" not in err and "Exception ignored" not in err
     assert temporaries(tmp_path) == [] and not (tmp_path / "big.npz").exists()
 
 
 def test_a_signal_keeps_the_previous_file_whole(tmp_path):
-    (tmp_path / "long.txt").write_text(LONG_TEXT)
+    from pause import paused
+
     (tmp_path / "big.npz").write_bytes(b"the old file")
-    proc = subprocess.Popen([str(MHA), "explain", "--file", "long.txt", "--no-plots", "--save-npz", "big.npz"],
-                            cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_for_temporary(proc, tmp_path)
-    proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=120)
+    argv = [str(MHA), "explain", "the cat sat on the mat", "--no-plots", "--save-npz", "big.npz"]
+    with paused(argv, cwd=tmp_path, env=ENV, name="big.npz", stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE) as (proc, _):
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate()
     assert proc.returncode == 143
     assert (tmp_path / "big.npz").read_bytes() == b"the old file"
     assert temporaries(tmp_path) == []
+
+
+def test_the_pause_point_lets_the_write_finish_when_released(tmp_path):
+    from pause import paused
+
+    argv = [str(MHA), "explain", "the cat sat", "--no-plots", "--save-npz", "t.npz"]
+    with paused(argv, cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as (proc, _):
+        assert not (tmp_path / "t.npz").exists()
+    assert proc.returncode == 0 and np.load(tmp_path / "t.npz")["tokens"].size == 3
 
 
 def test_cleanup_removes_registered_files_and_folders_only_of_this_process(tmp_path):

@@ -33,10 +33,10 @@ def test_shapes_json_is_the_step_table(runner):
 
 def test_samples_json_lists_every_sample_with_its_tokens(runner):
     d = document(runner.invoke(app, ["samples", "--json"]))
-    assert [s["name"] for s in d] == [s.name for s in list_samples()]
+    assert d["format_version"] == 1 and [s["name"] for s in d["samples"]] == [s.name for s in list_samples()]
     one = document(runner.invoke(app, ["samples", "repeated", "--json", "--tokenizer", "char"]))
     (sample,) = [s for s in list_samples() if s.name == "repeated"]
-    assert one == [{"name": "repeated", "description": sample.description, "text": sample.text,
+    assert one["samples"] == [{"name": "repeated", "description": sample.description, "text": sample.text,
                     "tokenizer": "char", "tokens": sample.tokens("char")}]
 
 

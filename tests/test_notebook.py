@@ -58,10 +58,13 @@ def test_a_run_and_a_view_display_as_an_isolated_page(executed, tag):
     nb, _ = executed
     (out,) = [o for o in outputs_of(nb, tag) if "text/html" in o.get("data", {})]
     shown = out["data"]["text/html"]
-    assert shown.startswith("<iframe srcdoc=\"") and 'sandbox="allow-scripts"' in shown
-    # Outside the iframe's (escaped) document there is no markup that could restyle the notebook.
+    assert shown.startswith("<iframe id=\"mhacli-") and 'sandbox="allow-scripts"' in shown
+    # Outside the iframe's (escaped) document there is no markup that could restyle the notebook: only the
+    # script that sets this frame's height from the page's own message.
     outside = re.sub(r'srcdoc="[^"]*"', 'srcdoc=""', shown)
-    assert "<style" not in outside and "<script" not in outside and "<link" not in outside
+    assert "<style" not in outside and "<link" not in outside and outside.count("<script") == 1
+    script = outside[outside.index("<script"):]
+    assert "e.source !== f.contentWindow" in script and "f.style.height" in script and "innerHTML" not in script
     inner = html.unescape(re.search(r'srcdoc="([^"]*)"', shown).group(1))
     assert inner.startswith("<!DOCTYPE html>") and "<style" in inner
     text = out["data"]["text/plain"]
@@ -72,3 +75,100 @@ def test_saving_figures_into_a_new_folder_creates_it(executed):
     nb, work = executed
     saved = sorted(p.name for p in (work / "new" / "folder").iterdir())
     assert "heads.png" in saved and "magnifiers.png" in saved and "split.png" in saved
+
+
+# ---------------------------------------------------------------------------
+# Notebooks that fit (issue 22, item 4): a BERT-sized view, its size, and the exported page in Chromium
+# ---------------------------------------------------------------------------
+
+BERT_CELL = """
+import numpy as np
+from mhacli.core.view import from_attention
+rng = np.random.default_rng(0)
+scores = rng.standard_normal((12, 12, 100, 100)) * 2.0   # 12 layers x 12 heads x 100 x 100, as BERT-base
+w = np.exp(scores)
+w /= w.sum(-1, keepdims=True)
+view = from_attention(w, [f"tok{i}" for i in range(100)], layer=3)
+view
+"""
+
+
+@pytest.fixture(scope="module")
+def bert_notebook(tmp_path_factory):
+    work = tmp_path_factory.mktemp("bert")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(BERT_CELL)]
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                     resources={"metadata": {"path": str(work)}},
+                                     kernel_manager_kwargs={"kernel_cmd": [sys.executable, "-m", "ipykernel_launcher",
+                                                                           "-f", "{connection_file}"]})
+    client.execute()
+    path = work / "bert.ipynb"
+    nbformat.write(nb, path)
+    return nb, path
+
+
+def test_a_bert_sized_display_keeps_the_notebook_under_3_mb(bert_notebook):
+    nb, path = bert_notebook
+    (out,) = [o for o in nb.cells[0].outputs if "text/html" in o.get("data", {})]
+    assert path.stat().st_size < 3_000_000, path.stat().st_size
+    inner = html.unescape(re.search(r'srcdoc="([^"]*)"', out["data"]["text/html"]).group(1))
+    assert '"q16":' in inner  # the weights are packed: 11.9 MB as plain JSON
+
+
+def test_the_packed_weights_are_the_shown_values():
+    import base64
+    import json
+    import zlib
+
+    import numpy as np
+
+    from mhacli.core.trace import run
+    from mhacli.render.html import compact, page_data
+
+    data = page_data(run("the cat sat on the mat", causal=True))
+    packed = compact(data)
+    for key in ("weights", "average", "outside", "outside_average"):
+        p = packed[key]
+        units = np.frombuffer(zlib.decompress(base64.b64decode(p["q16"])), dtype="<u2").reshape(p["shape"])
+        shown = np.array(json.loads(json.dumps(data[key])), dtype=np.float64)
+        np.testing.assert_array_equal(units / p["scale"], shown)  # exactly the 4-decimal values the page shows
+
+
+def test_the_exported_notebook_shows_the_whole_page_in_chromium(bert_notebook, tmp_path):
+    pytest.importorskip("nbconvert", reason="nbconvert is not installed (pip install nbconvert)")
+    pytest.importorskip("playwright.sync_api", reason="Playwright's Python package is not installed")
+    import os
+
+    chromium = next((c for c in (os.environ.get("MHA_CHROMIUM"), "/usr/bin/chromium") if c and os.path.exists(c)),
+                    None)
+    if chromium is None:
+        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install -y chromium, or set MHA_CHROMIUM)")
+    from nbconvert import HTMLExporter
+    from playwright.sync_api import sync_playwright
+
+    nb, _ = bert_notebook
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    exported = tmp_path / "bert.html"
+    exported.write_text(body, encoding="utf-8")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            page.goto(exported.as_uri())
+            frame_el = page.wait_for_selector("iframe[id^=mhacli-]")
+            inner = frame_el.content_frame()
+            inner.wait_for_selector("html[data-ready=true]", timeout=60000)
+            wanted = inner.evaluate("document.documentElement.scrollHeight")
+            page.wait_for_function("h => document.querySelector('iframe[id^=mhacli-]').offsetHeight >= h", arg=wanted,
+                                   timeout=30000)
+            box = frame_el.bounding_box()
+            assert wanted > 1500 and box["height"] >= wanted  # the whole page, no scroll bar inside the frame
+            shown = inner.eval_on_selector_all('#qtable tbody td.v[data-head="0"]:not(.outside)',
+                                               "els => els.map(e => e.textContent)")
+            assert len(shown) == 100 and all(re.fullmatch(r"0\.\d{4}", s) for s in shown)
+            page.screenshot(path=str(Path(__file__).resolve().parent.parent / "notebook-export.png"
+                                     if os.environ.get("MHA_KEEP_SCREENSHOT") else tmp_path / "export.png"),
+                            full_page=True)
+        finally:
+            browser.close()

@@ -106,4 +106,4 @@ def test_ctrl_c_exits_130_and_writes_nothing(tmp_path: Path, monkeypatch: pytest
     result = runner.invoke(app, ["train", *FAST, "--out", str(out), "--save", str(out / "model.npz")])
     assert result.exit_code == 130
     assert "interrupted" in result.output
-    assert list(out.iterdir()) == []
+    assert not out.exists()  # the folder made for the run goes with it

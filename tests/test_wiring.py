@@ -18,7 +18,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -241,44 +240,41 @@ def test_a_signal_swallowed_by_a_destructor_still_decides_the_exit_code(runner, 
     assert later.exit_code == 0, "a signal seen by one command must not end the next"
 
 
-def _wait_for(path_glob: str, folder: Path, proc: subprocess.Popen, seconds: float = 240) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and proc.poll() is None:
-        if list(folder.glob(path_glob)):
-            return
-        time.sleep(0.02)
-    proc.kill()
-    pytest.fail(f"never saw {path_glob} (exit {proc.poll()})")
-
-
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
 def test_a_signal_while_figures_are_written_leaves_nothing_behind(tmp_path, sig, code):
     """Real process, unusable MPLCONFIGDIR (so a temporary config folder exists), SVG figures of 16 heads."""
+    from pause import paused
+
     (tmp_path / "tmp").mkdir()
     (tmp_path / "ro").mkdir(mode=0o500)
     env = _env(tmp_path, MPLCONFIGDIR="/dev/null/x", TMPDIR=str(tmp_path / "tmp"))
     text = " ".join(f"w{i}" for i in range(40))
-    proc = subprocess.Popen([str(MHA), "explain", text, "--heads", "16", "--format", "svg", "--out", "figs"],
-                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_for("figs/head-1.svg", tmp_path, proc)
-    assert list((tmp_path / "tmp").glob("mha-matplotlib-*")), "the temporary matplotlib folder is in use"
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
+    argv = [str(MHA), "explain", text, "--heads", "16", "--format", "svg", "--out", "figs"]
+    # Paused inside savefig of head-2.svg: head-1.svg is written, the rest is not.
+    with paused(argv, cwd=tmp_path, env=env, name="head-2.svg", stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE) as (proc, _):
+        assert (tmp_path / "figs" / "head-1.svg").exists() and len(_temporaries(tmp_path)) == 1
+        assert list((tmp_path / "tmp").glob("mha-matplotlib-*")), "the temporary matplotlib folder is in use"
+        proc.send_signal(sig)
+        _, err = proc.communicate()
     assert proc.returncode == code, err
     assert err.startswith("mha: error: ") and len(err.strip().splitlines()) == 1 and "nothing half-written" in err
     assert _temporaries(tmp_path) == [] and list((tmp_path / "tmp").iterdir()) == []
-    assert not (tmp_path / "figs" / "magnifiers.svg").exists()
+    assert not (tmp_path / "figs" / "head-2.svg").exists() and not (tmp_path / "figs" / "magnifiers.svg").exists()
 
 
 def test_sigterm_during_bench_startup_removes_its_folder(tmp_path):
+    from pause import paused
+
     (tmp_path / "tmp").mkdir()
     env = _env(tmp_path, TMPDIR=str(tmp_path / "tmp"))
-    proc = subprocess.Popen([str(MHA), "bench", "--startup", "--repeats", "3"], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_for("tmp/mha-bench-startup-*", tmp_path, proc)
-    time.sleep(0.5)  # inside a timed child process
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    # The timed 'mha explain' inherits the pause: it stops inside its first figure, so the bench is
+    # waiting on a timed child process, with its folder made, when the signal comes.
+    with paused([str(MHA), "bench", "--startup", "--repeats", "3"], cwd=tmp_path, env=env,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as (proc, writing):
+        assert "mha-bench-startup-" in writing and list((tmp_path / "tmp").glob("mha-bench-startup-*"))
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate()
     assert proc.returncode == 143, err
     assert list((tmp_path / "tmp").iterdir()) == []
 

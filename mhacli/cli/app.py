@@ -81,8 +81,15 @@ def report_error(exc: BaseException, group: Any, argv: list[str], interrupted: b
         error_line(INTERRUPTED)
         return ExitCode.INTERRUPTED
     error_line(f"unexpected {type(exc).__name__}: {exc}",
-               "(this is a bug; rerun with --debug and report the traceback)")
+               f"(this is a bug; rerun as '{debug_command(argv, group)}' and report the traceback)")
     return ExitCode.FAILURE
+
+
+def debug_command(argv: list[str], group: Any) -> str:
+    """The run again with --debug where it works, before the command: ``mha --debug explain …``."""
+    commands = getattr(group, "commands", {}) or {}
+    name = next((arg for arg in argv if arg in commands), None)
+    return f"mha --debug {name} …" if name else "mha --debug …"
 
 
 @contextmanager
@@ -96,7 +103,7 @@ def _noting_swallowed_interrupts() -> Iterator[list[bool]]:
     def hook(unraisable: Any) -> None:
         if issubclass(unraisable.exc_type, KeyboardInterrupt):
             swallowed.append(True)
-        elif not issubclass(unraisable.exc_type, cleanup.Terminated):  # cleanup.received() tells that one
+        elif not cleanup.is_noise(unraisable):  # cleanup.received() tells how a signal ended the run
             previous_hook(unraisable)
 
     sys.unraisablehook = hook
@@ -194,7 +201,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, metavar=FLAG,
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True, metavar=FLAG,
                                           help="Show the version and exit.")] = False,
     debug: Annotated[bool, typer.Option("--debug", metavar=FLAG,
                                         help="Show a traceback when something fails.")] = False,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from mhacli.core.messages import one_line, shown
+from mhacli.core.numbers import too_big, whole_number
 
 
 def _option_name(param: Any) -> str:
@@ -48,6 +49,13 @@ def bad_parameter(exc: Any) -> str | None:
     """A friendly line for a value Typer could not convert, or None to keep Typer's words."""
     param = getattr(exc, "param", None)
     name = _option_name(param)
+    if type(exc).__name__ == "NotWholeNumber":  # cli.options.whole_option: the one integer rule
+        plain = exc.typed.strip()
+        if too_big(plain):  # 5,000 digits: the first few and the count
+            typed = f"{plain[:12]}…({len(plain.lstrip('+-')):,} digits)"
+        else:
+            typed = plain if whole_number(plain) is not None else shown(exc.typed)
+        return f"{name} must be {exc.message}, got {typed}{_example(name, param) if exc.example else ''}."
     err = _pydantic_error(exc)
     if err is None:
         return None

@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Optional
+from typing import Annotated, Optional, Sequence
 
 import typer
 
 from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
+from mhacli.core.numbers import BOUND, RULE, TOO_BIG, too_big, whole_number
 
 #: Config's field defaults (``DEFAULT.heads`` is 4): the one place the model defaults come from.
 DEFAULT = SimpleNamespace(**{f.name: f.default for f in fields(Config)})
@@ -52,6 +53,70 @@ DPI = 150
 #: Flags take no value, so none is shown in --help (Typer would write "<bool>").
 FLAG = ""
 
+
+class NotWholeNumber(typer.BadParameter):
+    """A value of an integer option outside the one rule (worded by :func:`mhacli.cli.messages.bad_parameter`)."""
+
+    def __init__(self, typed: str, rule: str = RULE, example: bool = True) -> None:
+        super().__init__(rule)
+        self.typed, self.example = typed, example
+
+
+def whole_option(value: str | int | None, low: int = -BOUND) -> int | None:
+    """The parser of every integer option: :func:`mhacli.core.numbers.whole_number`, then ``value >= low``.
+
+    Each option's own range (heads divide d, seeds are not negative) is checked
+    by the core, in its own words; this is the rule every number shares.
+    """
+    if value is None or isinstance(value, int) and not isinstance(value, bool):  # a default: None or a number
+        return value
+    number = whole_number(str(value))
+    if number is None:
+        raise NotWholeNumber(str(value), TOO_BIG, example=False) if too_big(str(value)) else NotWholeNumber(str(value))
+    if number < low:  # typer applies no min= to a parsed option: the bound is checked here
+        raise NotWholeNumber(str(number), f"at least {low}", example=False)
+    return number
+
+
+def positive_option(value: str | int | None) -> int | None:
+    """An integer option that is at least 1 (``--max-tokens``)."""
+    return whole_option(value, low=1)
+
+
+def _starting(choices: Sequence[str], incomplete: str) -> list[str]:
+    return [c for c in choices if c.startswith(incomplete)]
+
+
+def complete_sample(incomplete: str) -> list[str]:
+    """Shell completion of --sample: the shipped samples' names."""
+    from mhacli.io.samples import sample_names
+
+    return _starting(sample_names(), incomplete)
+
+
+def complete_tokenizer(incomplete: str) -> list[str]:
+    """Shell completion of --tokenizer."""
+    return _starting(TOKENIZERS, incomplete)
+
+
+WEIGHT_FILES = (".npz", ".pt", ".pth", ".safetensors")
+
+
+def complete_weights(incomplete: str) -> list[str]:
+    """Shell completion of --weights: the named kinds, then weight files (and folders) matching what is typed."""
+    import glob
+    import os
+
+    files = [p + (os.sep if os.path.isdir(p) else "") for p in sorted(glob.glob(glob.escape(incomplete) + "*"))
+             if os.path.isdir(p) or p.endswith(WEIGHT_FILES)]
+    return _starting(WEIGHT_KINDS, incomplete) + files
+
+
+def complete_task(incomplete: str) -> list[str]:
+    """Shell completion of mha train --task."""
+    return _starting(TASK_NAMES, incomplete)
+
+
 # Panels group the options in --help, so a long option list stays readable on a projector.
 INPUT, MODEL, OUTPUT, FIGURES, BENCH, TRAINING = "Input", "Model", "Output", "Figures", "Bench", "Training"
 
@@ -65,10 +130,10 @@ FileOpt = Annotated[Optional[Path], typer.Option(
     metavar="PATH", rich_help_panel=INPUT)]
 SampleOpt = Annotated[Optional[str], typer.Option(
     "--sample", help="Use one of the ready-made texts (see 'mha samples').", show_default=False,
-    metavar="TEXT", rich_help_panel=INPUT)]
+    metavar="TEXT", rich_help_panel=INPUT, autocompletion=complete_sample)]
 TokenizerOpt = Annotated[str, typer.Option(
     "--tokenizer", "-t", help=f"How to split the text: {', '.join(TOKENIZERS)}.", metavar="TEXT",
-    rich_help_panel=INPUT)]
+    rich_help_panel=INPUT, autocompletion=complete_tokenizer)]
 TraceArg = Annotated[Path, typer.Argument(
     help="An .npz file written by 'mha explain --save-npz'.", show_default=False, readable=False)]
 ShowFileArg = Annotated[Path, typer.Argument(
@@ -79,11 +144,11 @@ SampleNameArg = Annotated[Optional[str], typer.Argument(
 
 # --- model ---------------------------------------------------------------------------------------
 HeadsOpt = Annotated[int, typer.Option("--heads", "-H", help="Number of heads h.", metavar="N",
-                                       rich_help_panel=MODEL)]
+                                       rich_help_panel=MODEL, parser=whole_option)]
 DModelOpt = Annotated[int, typer.Option("--d-model", "-d", help="Model width d (divisible by --heads).",
-                                        metavar="N", rich_help_panel=MODEL)]
+                                        metavar="N", rich_help_panel=MODEL, parser=whole_option)]
 SeedOpt = Annotated[int, typer.Option("--seed", "-s", help="Seed for the embedding and the weights.",
-                                      metavar="N", rich_help_panel=MODEL)]
+                                      metavar="N", rich_help_panel=MODEL, parser=whole_option)]
 PositionsOpt = Annotated[bool, typer.Option(
     "--positions/--no-positions", metavar=FLAG, help="Add sinusoidal positional encoding to the embedding.",
     rich_help_panel=MODEL)]
@@ -91,13 +156,13 @@ CausalOpt = Annotated[bool, typer.Option(
     "--causal/--no-causal", metavar=FLAG,
     help="Let each token attend only to itself and earlier tokens.", rich_help_panel=MODEL)]
 WeightsOpt = Annotated[str, typer.Option(
-    "--weights", "-w", metavar="TEXT", rich_help_panel=MODEL,
+    "--weights", "-w", metavar="TEXT", rich_help_panel=MODEL, autocompletion=complete_weights,
     help=f"Weights: {', '.join(WEIGHT_KINDS)} (designed = heads built by hand to follow named rules), or "
          "the path of your own nn.MultiheadAttention weights (.npz or .pt; d is read from the file).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help=f"Float type of the core: {', '.join(DTYPES)}.",
                                        metavar="TEXT", rich_help_panel=MODEL)]
 TokensOpt = Annotated[int, typer.Option("--tokens", "-n", help="Number of tokens N (no text needed).",
-                                        metavar="N")]
+                                        metavar="N", parser=whole_option)]
 
 # --- output --------------------------------------------------------------------------------------
 WorkedOpt = Annotated[bool, typer.Option(
@@ -128,7 +193,7 @@ HtmlOpt = Annotated[Optional[str], typer.Option(
     "up to 200 tokens, or --max-tokens when given).")]
 MaxTokensOpt = Annotated[int, typer.Option(
     "--max-tokens", min=1, metavar="N", rich_help_panel=OUTPUT,
-    help="Show at most this many tokens in tables and figures (long texts are windowed).")]
+    help="Show at most this many tokens in tables and figures (long texts are windowed).", parser=positive_option)]
 HideRulesOpt = Annotated[bool, typer.Option(
     "--hide-rules", metavar=FLAG, rich_help_panel=OUTPUT,
     help="Hide the names of rules and of the relations heads follow, for the 'name what each head does' "
@@ -155,7 +220,7 @@ PlotsOpt = Annotated[bool, typer.Option(
 FormatOpt = Annotated[str, typer.Option("--format", help="Figure format: png, svg or pdf.", metavar="TEXT",
                                         rich_help_panel=FIGURES)]
 DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of png figures, in dots per inch (30 to 600).",
-                                     metavar="N", rich_help_panel=FIGURES)]
+                                     metavar="N", rich_help_panel=FIGURES, parser=whole_option)]
 QueryOpt = Annotated[Optional[str], typer.Option(
     "--query", "-q", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
     help="Shade the magnifier picture by what this token looks at: a 0-based position or the token's text "
@@ -170,7 +235,8 @@ WeightsLayerOpt = Annotated[Optional[str], typer.Option(
          "layer's self-attention to run, its number (1 = first) or its name.")]
 BatchIndexOpt = Annotated[Optional[int], typer.Option(
     "--batch-index", show_default=False, metavar="N", rich_help_panel=FIGURES,
-    help="Which sequence of an attention file holding a batch (batch, heads, N, N) to draw (0 = first).")]
+    help="Which sequence of an attention file holding a batch (batch, heads, N, N) to draw (0 = first).",
+    parser=whole_option)]
 
 # --- classroom -----------------------------------------------------------------------------------
 LessonQueryOpt = Annotated[Optional[str], typer.Option(
@@ -180,17 +246,18 @@ LessonQueryOpt = Annotated[Optional[str], typer.Option(
 PauseOpt = Annotated[bool, typer.Option(
     "--pause/--no-pause", metavar=FLAG, help="Wait for Enter between steps (only when standard input is a terminal).")]
 StepOpt = Annotated[int, typer.Option("--step", help="Start the lesson at this step (1 = the beginning).",
-                                      metavar="N")]
-QuestionsOpt = Annotated[int, typer.Option("--questions", help="How many questions to ask (1 to 20).", metavar="N")]
+                                      metavar="N", parser=whole_option)]
+QuestionsOpt = Annotated[int, typer.Option("--questions", help="How many questions to ask (1 to 20).", metavar="N",
+                                          parser=whole_option)]
 AnswersOpt = Annotated[bool, typer.Option("--answers", metavar=FLAG, help="Print the answers under the questions.")]
 
 # --- bench ---------------------------------------------------------------------------------------
 BenchMaxTokensOpt = Annotated[int, typer.Option(
     "--max-tokens", metavar="N", rich_help_panel=BENCH,
-    help="Largest N to time: 16, 32, … up to this (4096 is the size of the performance goals).")]
+    help="Largest N to time: 16, 32, … up to this (4096 is the size of the performance goals).", parser=whole_option)]
 RepeatsOpt = Annotated[int, typer.Option(
     "--repeats", "-r", metavar="N", rich_help_panel=BENCH,
-    help="Timed runs of each contender per N, after one warm-up; the median is shown.")]
+    help="Timed runs of each contender per N, after one warm-up; the median is shown.", parser=whole_option)]
 BlockedOpt = Annotated[bool, typer.Option(
     "--blocked", metavar=FLAG, rich_help_panel=BENCH,
     help="Time the outputs alone, the weights made a block of rows at a time: memory grows with N instead "
@@ -220,27 +287,31 @@ def _task_default(name: str) -> str:
 
 
 TaskOpt = Annotated[str, typer.Option(
-    "--task", metavar="NAME", rich_help_panel=TRAINING, help=f"What to learn: {', '.join(TASK_NAMES)}.")]
+    "--task", metavar="NAME", rich_help_panel=TRAINING, help=f"What to learn: {', '.join(TASK_NAMES)}.",
+    autocompletion=complete_task)]
 BenchTaskOpt = Annotated[str, typer.Option(
     "--task", metavar="NAME", rich_help_panel=BENCH,
-    help=f"With --train: time the model of 'mha train --task NAME' ({', '.join(TASK_NAMES)}).")]
+    help=f"With --train: time the model of 'mha train --task NAME' ({', '.join(TASK_NAMES)}).",
+    autocompletion=complete_task)]
 TrainHeadsOpt = Annotated[int, typer.Option(
-    "--heads", "-H", metavar="H", rich_help_panel=TRAINING, help="Number of heads h (ignored with --compare).")]
+    "--heads", "-H", metavar="H", rich_help_panel=TRAINING, help="Number of heads h (ignored with --compare).",
+    parser=whole_option)]
 TrainDModelOpt = Annotated[Optional[int], typer.Option(
     "--d-model", "-d", metavar="D", rich_help_panel=TRAINING, show_default=False,
-    help=f"Model width d (divisible by every head count; {_task_default('d_model')}).")]
+    help=f"Model width d (divisible by every head count; {_task_default('d_model')}).", parser=whole_option)]
 StepsOpt = Annotated[Optional[int], typer.Option(
     "--steps", metavar="S", rich_help_panel=TRAINING, show_default=False,
-    help=f"Training steps (one batch each), at most {TRAIN_MOST['steps']:,} ({_task_default('steps')}).")]
+    help=f"Training steps (one batch each), at most {TRAIN_MOST['steps']:,} ({_task_default('steps')}).",
+    parser=whole_option)]
 BatchOpt = Annotated[int, typer.Option(
     "--batch", metavar="B", rich_help_panel=TRAINING,
-    help=f"Sequences per training step, at most {TRAIN_MOST['batch']:,}.")]
+    help=f"Sequences per training step, at most {TRAIN_MOST['batch']:,}.", parser=whole_option)]
 LrOpt = Annotated[Optional[float], typer.Option(
     "--lr", metavar="LR", rich_help_panel=TRAINING, show_default=False,
-    help=f"Adam's learning rate ({_task_default('lr')}).")]
+    help=f"Adam's learning rate: above 0, at most 1 ({_task_default('lr')}).")]
 TrainSeedOpt = Annotated[int, typer.Option(
     "--seed", "-s", metavar="S", rich_help_panel=TRAINING,
-    help="Seed for the initial weights and every sequence.")]
+    help="Seed for the initial weights and every sequence.", parser=whole_option)]
 CompareOpt = Annotated[Optional[str], typer.Option(
     "--compare", metavar="H,H,…", rich_help_panel=TRAINING, show_default=False,
     help="Train each of these head counts with the same d, steps and seed, e.g. 1,2,4.")]

@@ -133,7 +133,7 @@ def _json_escape(found: re.Match[str]) -> str:
 
 
 def json_text(document: Any, **options: Any) -> str:
-    """``document`` as JSON text with every control, bidi or invisible character written as its ``\\u`` escape.
+    """``document`` as strict JSON (no NaN) with every control, bidi or invisible character as its ``\\u`` escape.
 
     The same JSON value (a reader decodes the escape back), but a token or a file
     name holding ESC, U+009B or U+202E cannot act on the terminal the document is
@@ -141,7 +141,15 @@ def json_text(document: Any, **options: Any) -> str:
     """
     import json
 
-    return _UNSAFE.sub(_json_escape, json.dumps(document, ensure_ascii=False, **options))
+    # allow_nan=False: NaN and Infinity are not JSON; a document holding one is a bug to see, never to print.
+    return _UNSAFE.sub(_json_escape, json.dumps(document, ensure_ascii=False, **{**options, "allow_nan": False}))
+
+
+def json_document(kind: str, document: dict[str, Any], **options: Any) -> str:
+    """A command's ``--json`` document, ``format_version`` first (:mod:`mhacli.io.schemas`); see :func:`json_text`."""
+    from mhacli.io.schemas import versioned
+
+    return json_text(versioned(kind, document), **options)
 
 
 def spinner(message: str) -> AbstractContextManager[Any]:

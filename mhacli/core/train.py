@@ -28,7 +28,7 @@ import numpy as np
 from mhacli.core.attention import attend, causal_mask, merge_heads, project, split_heads
 from mhacli.core.config import Config
 from mhacli.core.embed import init_weights, positional_encoding
-from mhacli.core.errors import UsageError
+from mhacli.core.errors import RunError, UsageError
 from mhacli.core.schedule import single_threaded_blas
 from mhacli.core.grammar import LONGEST, NO_RELATION, RELATION_NAMES
 from mhacli.core.tasks import BOUNDARY, RELATION_KEYS, TASKS, UNKNOWN, Task, get_task
@@ -47,6 +47,7 @@ WEIGHT_NAMES = ("embedding", "W_q", "W_k", "W_v", "W_o", "readout")
 # Upper bounds a teaching run never needs to pass: without them `--steps 10000000` trains for hours and
 # `--batch 10000000` asks for more memory than the machine has, instead of one clear line.
 TRAIN_LIMITS = {"steps": 100_000, "batch": 4_096, "length": 256, "held_out": 100_000, "snapshots": 50}
+LR_MAX = 1.0  # Adam moves each parameter by about lr a step: above 1 the layer only diverges
 TRAIN_LIMIT_REASONS = {
     "steps": "the tasks are learned in 1,500; 100,000 take minutes",
     "batch": "64 sequences a step are enough; a bigger batch only costs memory",
@@ -102,9 +103,9 @@ class TrainConfig:
                 raise UsageError(f"{{{name}:name}} must be at most {most:,}, got {value:,} "
                                  f"({TRAIN_LIMIT_REASONS[name]}).", **{name: value})
         lr = self.lr
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-            raise UsageError("{lr:name} must be a finite number above 0 (0.001 to 0.05 works), got "
-                             f"{lr!r}.", lr=lr)
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or not 0 < lr <= LR_MAX:
+            raise UsageError(f"{{lr:name}} must be a finite number above 0 and at most {LR_MAX:g} "
+                             f"(0.001 to 0.05 works), got {lr!r}.", lr=lr)
         task = get_task(self.task)
         if task.sentences and self.length < LONGEST:
             raise UsageError(f"{{length:name}} must be at least {LONGEST} for the {task.name} task (its longest "
@@ -539,6 +540,13 @@ def snapshot_steps(steps: int, moments: int) -> tuple[int, ...]:
     return tuple(sorted({int(round(s)) for s in raw} | {0, steps}))
 
 
+def diverged(config: TrainConfig, step: int) -> RunError:
+    """The one line for a run whose loss or parameters stopped being finite: nothing is saved or reported."""
+    return RunError(f"training diverged at step {step:,} of {config.steps:,}: the loss or the parameters are no "
+                    "longer finite numbers; use a smaller {lr:name} (0.001 to 0.05 works). Nothing was written.",
+                    lr=config.lr)
+
+
 def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | None = None) -> TrainResult:
     """Train the layer on ``config.task``; ``on_step(step, loss, accuracy)`` is called after every step.
 
@@ -570,7 +578,8 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
     # The matrices are small (a batch of 64 × 12 tokens, d = 16): a second BLAS thread only waits
     # for the first. Measured on the 2-core machine with the other core busy, relations task:
     # 1 head 2.5 s with one BLAS thread against 16.9 s with two, 4 heads 3.2 s against 19.4 s.
-    with single_threaded_blas():
+    # A diverging run overflows on its way to NaN: it is refused below (diverged), not printed as numpy's warnings.
+    with single_threaded_blas(), np.errstate(all="ignore"):
         snapshot()
         for step in range(1, config.steps + 1):
             ids, targets, keys = task.sample(rng, config.batch, config.length)  # (B, N), (T, B, N), (T, B, N)
@@ -578,12 +587,16 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
             adam.step(params, grads, names)
             history_loss[step - 1] = loss
             history_accuracy[step - 1] = acc = _accuracy(correct, task.scored(keys))
+            if not math.isfinite(loss):
+                raise diverged(config, step)
             if step in moments:
                 snapshot()
             if on_step is not None:
                 on_step(step, loss, acc)
         seconds = time.perf_counter() - start
         loss, per, weights = _evaluate(params, held, config)
+    if not (math.isfinite(loss) and all(np.isfinite(p).all() for p in params.values())):
+        raise diverged(config, config.steps)  # a model that is not finite is never saved nor reported
     if task.sentences:
         from mhacli.core.grammar import HEAD_RELATIONS, head_keys
 

@@ -33,6 +33,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mhacli.core.errors import UsageError
+from mhacli.core.numbers import whole_number
 
 Array = np.ndarray
 
@@ -208,7 +209,8 @@ def _pick(modules: dict[str, tuple[str, dict[str, Any]]], layer: object, where: 
         raise UsageError(f"{_lit(where)} hold the self-attention of {len(own)} layers ({_lit(listed)}); pick one with "
                          "{layer:name} 1 to " + f"{len(own)} (or its name).", layer=None)
     text = str(layer).strip()
-    if isinstance(layer, numbers.Integral) and not isinstance(layer, bool) or text.isascii() and text.isdigit():
+    # whole_number: the one number rule (ASCII digits, bounded: 5,000 digits would overflow int())
+    if isinstance(layer, numbers.Integral) and not isinstance(layer, bool) or text.isdigit() and whole_number(text):
         layer = number = int(text)  # "3" from the command line is the number 3 in the message too
         if 1 <= number <= len(own):
             return own[number - 1]

@@ -38,6 +38,7 @@ from mhacli.core.errors import ExitCode
 _registered: dict[tuple[int, str], bool] = {}
 _lock = threading.Lock()
 _received: list[int] = []  # signals received by this process, in order
+_received_by: set[int] = set()  # the pid that received them (a forked child inherits the list, not the event)
 
 _EXIT_CODES: dict[int, int] = {signal.SIGINT: ExitCode.INTERRUPTED, signal.SIGTERM: ExitCode.SIGTERM}
 if hasattr(signal, "SIGHUP"):
@@ -85,6 +86,7 @@ def received() -> int | None:
 def reset() -> None:
     """Forget the signals received so far (one process may run several commands, as the tests do)."""
     _received.clear()
+    _received_by.clear()
 
 
 def register(path: Path | str, folder: bool = False) -> None:
@@ -162,6 +164,7 @@ def temporary_folder(prefix: str = "mha-") -> Iterator[Path]:
 def _on_signal(signum: int, frame: Any) -> None:
     if not _received:
         _received.append(signum)
+    _received_by.add(os.getpid())
     _pass_on(signum)
     # Remove at once: the exception below may land in a finally or a __del__ that swallows it.
     remove_all()
@@ -170,13 +173,25 @@ def _on_signal(signum: int, frame: Any) -> None:
     raise Terminated(signum)
 
 
+def is_noise(unraisable: Any) -> bool:
+    """Whether Python's "Exception ignored in …" report for ``unraisable`` says nothing the run has not said.
+
+    A signal landing in a ``__del__`` or weakref callback cannot propagate; it is
+    recorded in ``_received`` and decides the exit code.  And once a signal has
+    ended the run, a destructor failing on what the signal cut short is its echo:
+    a ``zipfile.ZipFile`` left open inside ``np.savez`` closes itself when
+    collected, onto the temporary file :func:`atomic_write` already closed and
+    removed ("ValueError: seek of closed file").
+    """
+    if isinstance(unraisable.exc_type, type) and issubclass(unraisable.exc_type, Terminated):
+        return True
+    return os.getpid() in _received_by
+
+
 def _quiet_unraisable(previous: Any) -> Any:
     def hook(unraisable: Any) -> None:
-        # A signal landing in a __del__ or weakref callback cannot propagate; it is recorded in
-        # _received and decides the exit code, so Python's "Exception ignored in ..." is noise.
-        if isinstance(unraisable.exc_type, type) and issubclass(unraisable.exc_type, Terminated):
-            return
-        previous(unraisable)
+        if not is_noise(unraisable):
+            previous(unraisable)
     return hook
 
 

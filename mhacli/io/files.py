@@ -17,7 +17,7 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Callable, cast
 
 from mhacli.core.errors import RunError, UsageError
 
@@ -158,6 +158,63 @@ def _create_temp(path: Path) -> tuple[int, Path]:
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))  # pragma: no cover
 
 
+#: Tests only: a folder holding two FIFOs, ``announce`` and ``resume`` (see :func:`_test_pause`).
+PAUSE_ENV = "MHACLI_TEST_PAUSE"
+PAUSE_AT_ENV = "MHACLI_TEST_PAUSE_AT"  # optional: pause only in the write of a file of this name
+_paused: set[int] = set()  # the processes that have paused already (once each)
+
+
+def _test_pause(target: Path) -> Callable[[], None] | None:
+    """A pause point for tests, mid-write: the first bytes are on their way into the temporary file.
+
+    With ``MHACLI_TEST_PAUSE`` naming a folder of two FIFOs (and ``MHACLI_TEST_PAUSE_AT``
+    a file name, when given), the first such write of this process stops at its
+    first non-empty ``write`` call (inside ``np.savez``'s open archive, inside
+    ``savefig``): it writes the target's path and a newline into ``announce``,
+    then waits until ``resume`` has a byte.  The test reads ``announce``, so it
+    knows the writer is there, signals the process exactly then, and never polls
+    for a file or waits on a timer.  FIFOs, not inherited descriptors, so the
+    commands a bench times pause too.  Returns the pause, or None (the usual case).
+    """
+    folder = os.environ.get(PAUSE_ENV)
+    if not folder or os.getpid() in _paused:
+        return None
+    wanted = os.environ.get(PAUSE_AT_ENV)
+    if wanted and wanted != target.name:
+        return None
+    _paused.add(os.getpid())
+
+    def pause() -> None:
+        import select
+
+        # Opened before announcing: the test's byte cannot come before there is a reader to take it.
+        resume = os.open(os.path.join(folder, "resume"), os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            with open(os.path.join(folder, "announce"), "wb") as announce:
+                announce.write(os.fsencode(str(target)) + b"\n")
+            select.select([resume], [], [])  # a signal lands here
+        finally:
+            os.close(resume)
+    return pause
+
+
+class _PausingHandle:
+    """The file a writer is given while a test pause is armed: pauses at the first bytes, then forwards."""
+
+    def __init__(self, handle: IO[bytes], pause: Callable[[], None]) -> None:
+        self._handle = handle
+        self._pause: Callable[[], None] | None = pause
+
+    def write(self, data: bytes) -> int:
+        if self._pause is not None and len(data):
+            pause, self._pause = self._pause, None
+            pause()
+        return self._handle.write(data)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._handle, name)
+
+
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
     """Write ``path`` through ``write(fileobj)`` into a temporary sibling, then rename it into place.
 
@@ -188,7 +245,8 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
         raise RunError(f"cannot write {_shown(path)}: {exc.strerror or exc}.") from None
     try:
         with os.fdopen(fd, "wb") as handle:
-            write(handle)
+            pause = _test_pause(path)
+            write(handle if pause is None else cast(IO[bytes], _PausingHandle(handle, pause)))
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)

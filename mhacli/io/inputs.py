@@ -161,7 +161,7 @@ def check_query(query: str | None) -> str | None:
         return None
     text = str(query).strip()
     digits = text.lstrip("+-")
-    if digits.isdigit() and len(digits) > MAX_QUERY_DIGITS:
+    if digits.isascii() and digits.isdigit() and len(digits) > MAX_QUERY_DIGITS:  # '²' is a token, not a digit
         from mhacli.core.messages import one_line
 
         shown = one_line(f"{text[:12]}…({len(digits):,} digits)")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from mhacli.core.numbers import whole_number
+
 
 def _read_int(path: str) -> int | None:
     try:
@@ -16,7 +18,7 @@ def _read_int(path: str) -> int | None:
             value = handle.read().strip()
     except OSError:
         return None
-    return int(value) if value.isdigit() else None
+    return whole_number(value)
 
 
 def _meminfo_bytes(key: str) -> int | None:

@@ -18,7 +18,8 @@ before the run, whatever would lose or clobber data:
   ``page.html`` is a link) is followed, as editors do; a dangling link whose
   target cannot be created is refused now rather than after the run.
 - **No output equals an input or another output**, compared by real path
-  (``mha show figs/heads.png --out figs``, ``--html figs/heads.png --out figs``).
+  (``mha show figs/heads.png --out figs``, ``--html figs/heads.png --out figs``),
+  and no file output is --out itself or a folder --out lies in (``--save m.npz --out m.npz``).
 """
 
 from __future__ import annotations
@@ -131,6 +132,25 @@ def _key(path: Path) -> str:
     return os.path.realpath(os.path.abspath(path))
 
 
+def _refuse_file_over_out(out: Path, files: dict[str, Path | None]) -> None:
+    """A file output named like --out (or like a folder --out lies in) would become a folder, or stop one.
+
+    ``--save m.npz --out m.npz``: the run would make the folder m.npz for the
+    figures, then fail to write the file m.npz, after all the work.
+    """
+    out_key = _key(out)
+    for what, path in files.items():
+        if path is None:
+            continue
+        key = _key(path)
+        if out_key == key:
+            raise UsageError(f"{what} {_shown(path)} and --out name the same path: --out is the folder the "
+                             f"figures go into, {what} a file; give {what} or --out another name.")
+        if out_key.startswith(key.rstrip(os.sep) + os.sep):
+            raise UsageError(f"--out {_shown(out)} lies inside {_shown(path)}, which {what} writes as a file; "
+                             f"give {what} or --out another name.")
+
+
 def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_npz: object = None,
                  html: object = None, save: object = None,
                  inputs: Sequence[tuple[str, object]] = ()) -> OutputPlan:
@@ -154,6 +174,8 @@ def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_n
     files = {what: _as_file_target(what, value, out_path)
              for what, value in (("--save-npz", save_npz), ("--html", html), ("--save", save))}
     named += [(what, p) for what, p in files.items() if p is not None]
+    if out_path is not None:
+        _refuse_file_over_out(out_path, files)
 
     read: dict[str, tuple[str, object]] = {}
     for what, value in inputs:

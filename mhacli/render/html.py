@@ -10,7 +10,9 @@ and no Python.  Like every renderer, this module only reads the trace.
 Safety: the data sits in ``<script type="application/json">`` with ``<``,
 ``>``, ``&``, U+2028 and U+2029 written as ``\\u`` escapes, so no token can
 close the script element; the page's script then puts tokens on screen with
-``textContent`` only, so a token such as ``<script>`` is shown as text.
+``textContent`` only, so a token such as ``<script>`` is shown as text.  Every
+string of the data is :func:`escaped` first, so a control or bidi character is
+spelled out in the title and the tooltips as it is in the chips.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 
 from mhacli import __version__
 from mhacli.core.analysis import FIXED, Analysis
+from mhacli.core.messages import printable
 from mhacli.core.narrate import head_caption
 from mhacli.core.tokenize import label
 from mhacli.io.files import atomic_write
@@ -48,6 +51,26 @@ def embed_json(data: Any) -> str:
     """JSON that is safe inside ``<script type="application/json">`` (no ``</script>``, no ``<!--``)."""
     text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return "".join(_JSON_ESCAPES.get(ch, ch) for ch in text)
+
+
+_NUMBERS = frozenset(("weights", "average", "outside", "outside_average", "scores", "mask"))
+
+
+def escaped(value: Any) -> Any:
+    """``value`` with every string in it (at any depth) passed through :func:`~mhacli.core.messages.printable`.
+
+    The one escaping for the page: the chips, the title, the tooltips, the table
+    cells and the labels all read their text from data that went through here, so
+    ESC, CR, U+009B or a right-to-left override in a token or a file name is shown
+    spelled out (``\\x1b``) wherever the page shows it, never obeyed.
+    """
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):  # the arrays of numbers hold no text: not walked (1.4 M numbers in a BERT view)
+        return {key: v if key in _NUMBERS else escaped(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [escaped(v) for v in value]
+    return value
 
 
 def _rounded(a: np.ndarray, decimals: int) -> list:
@@ -167,7 +190,40 @@ def page_data(trace: Shown, analysis: Analysis, max_tokens: int = DEFAULT_MAX_TO
         data.update(layer=v.layer, layer_names=list(v.layer_names), layers=_layers(v, m, hide_rules, shown, layers))
     else:
         data.update(_run_only(trace, m))
-    return data
+    return escaped(data)  # type: ignore[no-any-return]
+
+
+COMPACT_KEYS = ("weights", "average", "outside", "outside_average")  # the arrays a compact page packs
+_MISSING = 65535  # a null (masked) entry of a packed array
+
+
+def _packed(values: Any) -> Any:
+    """Nested lists of weights (multiples of 10^-WEIGHT_DECIMALS, or null) as deflated little-endian uint16."""
+    import base64
+    import zlib
+
+    a = np.array(values, dtype=np.float64) if values else np.zeros((0,))  # None -> nan
+    scale = 10 ** WEIGHT_DECIMALS
+    units = np.where(np.isnan(a), _MISSING, np.rint(np.nan_to_num(a) * scale)).astype("<u2")
+    return {"q16": base64.b64encode(zlib.compress(units.tobytes(), 6)).decode("ascii"), "shape": list(a.shape),
+            "scale": scale}
+
+
+def compact(data: dict[str, Any]) -> dict[str, Any]:
+    """``page_data`` with its weight arrays packed (:func:`_packed`): the same values, a fraction of the bytes.
+
+    The page shows WEIGHT_DECIMALS decimals, so whole multiples of 10^-4 lose
+    nothing it shows; a BERT-sized view (12 layers of 12 heads over 100 tokens)
+    is 11.9 MB of JSON and well under 3 MB packed.  The exact values are in the
+    trace or view itself (``save_npz``, ``--save-npz``).
+    """
+    def packed_layer(layer: dict[str, Any]) -> dict[str, Any]:
+        return {k: _packed(v) if k in COMPACT_KEYS and v is not None else v for k, v in layer.items()}
+
+    out = packed_layer(data)
+    if data.get("layers"):
+        out["layers"] = [packed_layer(layer) for layer in data["layers"]]
+    return out
 
 
 def template() -> str:
@@ -176,13 +232,13 @@ def template() -> str:
 
 
 def render_html(trace: Shown, analysis: Analysis, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules: bool = False,
-                layers: Sequence[Analysis] | None = None) -> str:
-    """The whole page of a run or an attention view as one string."""
+                layers: Sequence[Analysis] | None = None, packed: bool = False) -> str:
+    """The whole page of a run or an attention view as one string (``packed``: its weights :func:`compact`)."""
     parts = template().split(DATA_PLACEHOLDER)
     if len(parts) != 2:  # pragma: no cover - guards the shipped template
         raise RuntimeError("the page template must contain the data placeholder exactly once")
     data = page_data(trace, analysis, max_tokens, hide_rules=hide_rules, layers=layers)
-    return parts[0] + embed_json(data) + parts[1]
+    return parts[0] + embed_json(compact(data) if packed else data) + parts[1]
 
 
 def write_html(trace: Shown, analysis: Analysis, path: Path, max_tokens: int = DEFAULT_MAX_TOKENS, *,

@@ -8,7 +8,7 @@ from mhacli.cli.options import (OUT_DIR, BenchTaskOpt, BenchTrainOpt, BlockedOpt
                                 HeadsOpt, NumbersJsonOpt, PlotOpt, RepeatsOpt, StartupOpt)
 from mhacli.cli.options import BenchMaxTokensOpt as MaxTokensOpt
 from mhacli.cli.options import OutOpt as OutDirOpt
-from mhacli.cli.output import print_all, report_written, write_stdout
+from mhacli.cli.output import json_document, print_all, report_written, write_stdout
 from mhacli.core.errors import UsageError
 
 # What only the layer bench (time against N) reads: --startup and --train time something else.
@@ -82,7 +82,7 @@ def bench(
     with runner.progress_bar(runner.calls_per_size(settings) * len(runner.token_counts(max_tokens))) as tick:
         result = runner.run_bench(settings, tick)
     if json_out:
-        write_stdout(runner.bench_json(result) + "\n")
+        write_stdout(json_document("bench", result.to_dict(), indent=2) + "\n")
     else:
         print_all(runner.bench_table(result))
     if plan is not None:
@@ -96,7 +96,7 @@ def _bench_startup(repeats: int, json_out: bool) -> None:
     with runner.progress_bar(timing.rounds_ticks(repeats)) as tick:
         measured = timing.measure_startup(repeats, tick)
     if json_out:
-        write_stdout(timing.startup_json(measured) + "\n")
+        write_stdout(json_document("bench-startup", measured.to_dict(), indent=2) + "\n")
     else:
         print_all(timing.startup_table(measured))
 
@@ -110,6 +110,6 @@ def _bench_train(repeats: int, json_out: bool, task: str) -> None:
     with runner.progress_bar(repeats + 1) as tick:
         report = timing.bench_train(repeats, config=config, tick=tick)
     if json_out:
-        write_stdout(timing.train_json(report) + "\n")
+        write_stdout(json_document("bench-train", report, indent=2) + "\n")
     else:
         print_all(timing.train_table(report))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
@@ -13,15 +14,15 @@ from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, Ca
                                 PositionsOpt,
                                 NumbersJsonOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt, StepOpt, TextArg,
                                 TokenizerOpt, TokensOpt, WeightsLayerOpt, WeightsOpt, model_options)
-from mhacli.cli.output import console, json_text, print_all, report_written, write_stdout
+from mhacli.cli.output import console, json_document, print_all, report_written, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
 
 DEFAULT_SAMPLE = "cat"  # the lesson's and the quiz's text when none is given
 
 
-def _json(document: object) -> None:
-    write_stdout(json_text(document) + "\n")
+def _json(kind: str, document: dict[str, Any]) -> None:
+    write_stdout(json_document(kind, document) + "\n")
 
 
 def _wait_for_enter(prompt: str) -> str:
@@ -59,8 +60,8 @@ def samples(name: SampleNameArg = None, tokenizer: TokenizerOpt = DEFAULT.tokeni
         from mhacli.io.samples import list_samples, load_sample
 
         chosen = [load_sample(name)] if name is not None else list_samples()
-        _json([{"name": s.name, "description": s.description, "text": s.text, "tokenizer": tokenizer,
-                "tokens": s.tokens(tokenizer)} for s in chosen])
+        _json("samples", {"samples": [{"name": s.name, "description": s.description, "text": s.text,
+                                       "tokenizer": tokenizer, "tokens": s.tokens(tokenizer)} for s in chosen]})
         return
     print_all(sample_table_or_view(name, tokenizer))
 
@@ -85,9 +86,9 @@ def shapes(
     check_shapes(tokens, d_model, heads)  # no arrays are made, so no memory limit: sizes of real models work
     steps, params = steps_for(tokens, d_model, heads, causal), ParameterCount(d_model, heads)
     if json_out:
-        _json({"tokens": tokens, "d_model": d_model, "heads": heads, "d_k": d_model // heads, "causal": causal,
-               "steps": [s.to_dict() for s in steps], "total_madds": total_madds(steps),
-               "parameters": params.to_dict()})
+        _json("shapes", {"tokens": tokens, "d_model": d_model, "heads": heads, "d_k": d_model // heads,
+                         "causal": causal, "steps": [s.to_dict() for s in steps], "total_madds": total_madds(steps),
+                         "parameters": params.to_dict()})
     elif markdown:
         from mhacli.render.shapes import shapes_markdown
 
@@ -207,9 +208,9 @@ def quiz(
              f"h = {c.heads}, {'causal' if c.causal else 'bidirectional'}, {c.weights} weights, seed {c.seed}")
     check = f"mha explain {source} {config_args(config)}".rstrip()
     if json_out:
-        _json({"title": title, "check": check, "seed": seed,
-               "questions": [{"topic": q.topic, "question": q.prompt, "check": q.check,
-                              **({"answer": q.answer} if answers else {})} for q in asked]})
+        _json("quiz", {"title": title, "check": check, "seed": seed,
+                       "questions": [{"topic": q.topic, "question": q.prompt, "check": q.check,
+                                      **({"answer": q.answer} if answers else {})} for q in asked]})
         return
     print_all(*quiz_view(asked, answers, title, check))
 

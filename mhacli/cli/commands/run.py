@@ -14,7 +14,7 @@ from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, Batch
                                 JsonOpt, LayerOpt, MaxTokensOpt, NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt,
                                 QueryOpt, QuietOpt, SampleOpt, SaveNpzOpt, SeedOpt, ShowFileArg, ShowValuesOpt, TextArg,
                                 TokenizerOpt, TraceArg, WeightsLayerOpt, WeightsOpt, WorkedOpt, model_options)
-from mhacli.cli.output import console, json_text, print_all, report_written, set_quiet, write_stdout
+from mhacli.cli.output import console, json_document, json_text, print_all, report_written, set_quiet, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
 
@@ -53,7 +53,7 @@ def _print_json(result: Run, arrays: bool) -> None:
     from mhacli.io.export import trace_document
 
     document = trace_document(result.trace, arrays=arrays, analysis=result.analysis)
-    write_stdout(json_text(document, allow_nan=False) + "\n")
+    write_stdout(json_text(document) + "\n")
 
 
 def _write_all(ctx: typer.Context, result: Run, plan: OutputPlan, fmt: str, dpi: int, position: int | None,
@@ -151,7 +151,8 @@ def explain(
 
 def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -> AttentionView:
     """The attention file's view at ``--layer``: a number (1 = first) or one of its layer names."""
-    from mhacli.core.messages import shown_path
+    from mhacli.core.messages import shown, shown_path
+    from mhacli.core.numbers import RULE, looks_numeric, whole_number
     from mhacli.io.attention_file import load_attention
 
     # read and checked once; a layer is picked from it, never by reading again
@@ -159,14 +160,18 @@ def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -
     if layer is None:
         return view
     text = layer.strip()
-    if text.lstrip("+-").isdigit():
-        return view.at_layer(int(text) - 1)
+    number = whole_number(text)
+    if number is not None:
+        return view.at_layer(number - 1)
     for wanted in (text, text.casefold()):
         for k, name in enumerate(view.layer_names):
             if (name if wanted is text else name.casefold()) == wanted:
                 return view.at_layer(k)
     names = ", ".join(view.layer_names[:8]) + (", …" if view.n_layers > 8 else "")
-    raise UsageError(f"--layer {text!r} is not a layer of {shown_path(path)}; give a number from 1 to "
+    if looks_numeric(text):  # '²', '+-2', 5,000 digits: meant as a number, so say the rule
+        raise UsageError(f"--layer must be {RULE} from 1 to {view.n_layers}, or a layer's name "
+                         f"({names}); got {shown(text)}.")
+    raise UsageError(f"--layer {shown(text)} is not a layer of {shown_path(path)}; give a number from 1 to "
                      f"{view.n_layers} or one of its names: {names}.")
 
 
@@ -176,7 +181,7 @@ def _view_json(view: AttentionView, analysis: Analysis) -> str:
                 "layer_names": list(view.layer_names), "tokens": list(view.tokens), "causal": view.causal,
                 "head_names": list(view.head_names) if view.head_names else None,
                 "weights": view.weights.tolist(), **analysis.to_dict()}
-    return json_text(document)
+    return json_document("view", document)
 
 
 def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_tokens: int, show_values: bool,
@@ -337,7 +342,7 @@ def compare(
     written = (write_compare(trace, single, plan.out, fmt, dpi, max_tokens, hide_rules, comparison)
                if plan.out is not None else [])
     if json_out:
-        write_stdout(json_text({**comparison.to_dict(), "files": written}) + "\n")
+        write_stdout(json_document("compare", {**comparison.to_dict(), "files": written}) + "\n")
     report_written(written, to_stderr=json_out)
 
 
@@ -363,7 +368,7 @@ def verify(trace_file: TraceArg, json_out: NumbersJsonOpt = False, quiet: QuietO
         document = {"file": str(trace_file), "ok": not failed,
                     "checks": [{"reference": c.reference, "array": c.array, "max_diff": c.max_diff,
                                 "tolerance": c.tolerance, "ok": c.ok} for c in checks]}
-        write_stdout(json_text(document) + "\n")
+        write_stdout(json_document("verify", document) + "\n")
     else:
         print_all(verify_table(trace, checks))
     if failed:

@@ -9,7 +9,6 @@ inside, so ``mha --help`` stays quick.
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -19,8 +18,9 @@ from rich.table import Table
 from mhacli.cli.options import (OUT_DIR, TRAIN_DEFAULTS, BatchOpt, CompareOpt, LrOpt, StepsOpt, TaskOpt,
                                 TrainDModelOpt, TrainHeadsOpt, TrainJsonOpt, TrainOutOpt, TrainPlotsOpt, TrainSaveOpt,
                                 TrainSeedOpt)
-from mhacli.cli.output import console, err_console, write_stdout
+from mhacli.cli.output import console, err_console, json_document, notes, write_stdout
 from mhacli.core.errors import UsageError
+from mhacli.io import cleanup
 
 if TYPE_CHECKING:
     from mhacli.core.train import TrainConfig, TrainResult
@@ -29,12 +29,14 @@ if TYPE_CHECKING:
 
 def parse_compare(text: str) -> list[int]:
     """``"1,2,4"`` -> ``[1, 2, 4]``; anything else is a usage error."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts or not all(p.isdigit() and len(p) < 6 for p in parts):
-        raise UsageError("{compare:name} takes head counts separated by commas, e.g. 1,2,4; got "
-                         f"{text!r}.", compare=text)
-    heads = list(dict.fromkeys(int(p) for p in parts))
-    return heads
+    from mhacli.core.messages import shown
+    from mhacli.core.numbers import whole_number
+
+    numbers = [whole_number(p) for p in text.split(",") if p.strip()]
+    if not numbers or any(n is None or n < 0 for n in numbers):
+        raise UsageError("{compare:name} takes head counts separated by commas (digits 0-9), e.g. 1,2,4; got "
+                         f"{shown(text)}.", compare=text)
+    return list(dict.fromkeys(n for n in numbers if n is not None))
 
 
 def _heads_word(n: int) -> str:
@@ -100,7 +102,7 @@ def results_json(results: "list[TrainResult]") -> str:
                      "steps": c.steps, "seconds": r.seconds,
                      "batch": c.batch, "length": c.length, "lr": c.lr, "seed": c.seed, "positions": c.positions,
                      "relations": [{"relation": n, "share": s} for n, s in r.model.relations]})
-    return json.dumps({"task": results[0].config.task, "runs": runs}, indent=2)
+    return json_document("train", {"task": results[0].config.task, "runs": runs}, indent=2)
 
 
 def train_configs(compare: str | None, task: str, **fields: Any) -> "list[TrainConfig]":
@@ -173,9 +175,14 @@ def train(
     # Every output resolved before the first step: --save and the two figures never land on each other,
     # through a link in --out, or on a folder named with a trailing '/'.
     plan, _, _ = plan_outputs(plots=plots, out=out, fmt="png", dpi=100, heads=1, names=FIGURE_NAMES, save=save)
+    made = plan.out is not None and not plan.out.exists()
     if plan.out is not None:
         prepare_out_dir(plan.out)
+    if made:  # a folder made for this run goes again if the training fails (diverges, Ctrl-C): nothing written
+        cleanup.register(plan.out, folder=True)  # type: ignore[arg-type]
     results = [_train_with_bar(config, quiet=json_out) for config in configs]
+    if made:
+        cleanup.unregister(plan.out)  # type: ignore[arg-type]
     written: list[str] = []
     if plan.save is not None:
         from mhacli.io.trained import save_trained
@@ -206,11 +213,15 @@ def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
     after --compare every run's heads at the end, the lone head included, on the same held-out sequence."""
     from mhacli.io.files import atomic_write
     from mhacli.render.figures.training import training_figure, training_heads_figure, training_runs_figure
+    from mhacli.render.warned import note, recording
 
-    heads_fig = training_heads_figure(results[0]) if len(results) == 1 else training_runs_figure(results)
     paths = []
-    for name, fig in zip(FIGURE_NAMES, (training_figure(results), heads_fig)):
-        paths.append(str(atomic_write(out / name, partial(_save_png, fig))))
+    warned: dict[str, None] = {}
+    with recording(warned):  # a library's warning while drawing is one note below, never stray lines
+        heads_fig = training_heads_figure(results[0]) if len(results) == 1 else training_runs_figure(results)
+        for name, fig in zip(FIGURE_NAMES, (training_figure(results), heads_fig)):
+            paths.append(str(atomic_write(out / name, partial(_save_png, fig))))
+    notes([line for line in (note(warned),) if line])
     return paths
 
 

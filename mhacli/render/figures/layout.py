@@ -14,12 +14,12 @@ import functools
 import math
 import re
 import unicodedata
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from mhacli.core.tokenize import graphemes, label
 from mhacli.render import theme
+from mhacli.render.warned import note, recording
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -95,6 +95,7 @@ class Pen:
         self.families = tuple(face.family for face in self.faces)
         self._advances: dict[tuple[str, bool], float] = {}
         self.missing: dict[str, None] = {}  # ordered set of clusters no font can draw
+        self.warned: dict[str, None] = {}  # ordered set of other warnings caught while drawing
 
     def has_glyph(self, ch: str) -> bool:
         cp = ord(ch)
@@ -168,6 +169,10 @@ class Pen:
             lines.append(line)
         return lines
 
+    def notices(self) -> list[str]:
+        """The lines worth printing once after the figures are written: missing glyphs, then warnings."""
+        return [line for line in (self.glyph_notice(), note(self.warned)) if line]
+
     def glyph_notice(self) -> str | None:
         """One line about characters no installed font can draw, or None."""
         if not self.missing:
@@ -198,7 +203,8 @@ def drawing(pen: Pen | None = None) -> Iterator[Pen]:
     """Settings every figure is built and saved under: fonts with fallback, no math parsing of tokens.
 
     matplotlib's own "Glyph … missing" warnings are collected into the pen
-    (reported once, by the caller) instead of being printed per label.
+    (reported once, by the caller) instead of being printed per label; any other
+    warning is kept in ``pen.warned`` and becomes one note (:mod:`mhacli.render.warned`).
     """
     import matplotlib
 
@@ -216,17 +222,15 @@ def drawing(pen: Pen | None = None) -> Iterator[Pen]:
         "hatch.linewidth": 1.0,
         "image.interpolation": "nearest",
     }
-    with matplotlib.rc_context(rc), warnings.catch_warnings(record=True) as caught:  # type: ignore[arg-type]
-        warnings.simplefilter("always")
+    with matplotlib.rc_context(rc), recording(pen.warned) as caught:  # type: ignore[arg-type]
         try:
             yield pen
         finally:
-            for w in caught:
+            for w in list(caught):
                 found = _GLYPH_WARNING.search(str(w.message))
                 if found:
                     pen.missing[chr(int(found.group(1)))] = None
-                else:
-                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+                    caught.remove(w)  # said by glyph_notice, not as a warning
 
 
 SCREEN_PX = (1920, 1080)  # a projector or a 1080p screen a figure is shown fitted to

@@ -64,9 +64,7 @@ def leftovers(out_dir: Path, heads: int, fmt: str) -> str | None:
 
 
 def _finish(saved: Saved, pen: Pen) -> Saved:
-    notice = pen.glyph_notice()
-    if notice:
-        saved.notices.insert(0, notice)
+    saved.notices[:0] = pen.notices()  # missing glyphs and warnings first, then leftover files
     return saved
 
 

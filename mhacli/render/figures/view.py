@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
 from mhacli.core.errors import UsageError
 from mhacli.core.tokenize import label
+from mhacli.core.numbers import whole_number
 
 FORMATS = ("png", "svg", "pdf")
 DPI_MIN, DPI_MAX = 30, 600
@@ -34,8 +34,9 @@ def resolve_query(tokens: Sequence[str], query: int | str | None) -> int | None:
         return None
     n = len(tokens)
     text = str(query).strip()
-    if isinstance(query, int) or re.fullmatch(r"[+-]?\d+", text):
-        pos = int(text)
+    number = whole_number(text)  # the one number rule: ASCII digits, bounded ('٣' is a token, not 3)
+    if isinstance(query, int) or number is not None:
+        pos = int(query) if isinstance(query, int) else int(number)  # type: ignore[arg-type]
         if not 0 <= pos < n:
             raise UsageError(f"--query {pos} is outside the sentence; give a position from 0 to {n - 1} "
                              "or one of its tokens.")

@@ -1,0 +1,102 @@
+"""Every ``--json`` document carries ``format_version`` and follows the JSON Schema shipped beside it.
+
+The documents are the installed ``mha``'s real output (``COMMANDS``), validated
+with jsonschema against ``mhacli/io/<kind>.schema.json`` (``scripts/json_schemas.py``
+drafts those schemas from the same commands).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+MHA = Path(sys.executable).with_name("mha")
+ENV = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
+
+# (kind, arguments): each command of every --json document, a few variants where the shape can differ.
+COMMANDS: list[tuple[str, list[str]]] = [
+    ("trace", ["explain", "the cat sat", "--json", "--no-plots"]),
+    ("trace", ["explain", "the cat sat", "--json", "--no-json-arrays", "--no-plots", "--weights", "designed"]),
+    ("trace", ["show", "t.npz", "--json", "--no-plots"]),
+    ("view", ["show", "att.npz", "--json", "--no-plots"]),
+    ("view", ["show", "layers.npz", "--json", "--no-plots", "--layer", "2"]),
+    ("compare", ["compare", "the cat sat on the mat", "--json", "--no-plots"]),
+    ("compare", ["compare", "the cat sat", "--json", "--no-plots", "--weights", "trained"]),
+    ("verify", ["verify", "t.npz", "--json"]),
+    ("train", ["train", "--steps", "3", "--json", "--no-plots"]),
+    ("train", ["train", "--steps", "3", "--json", "--no-plots", "--compare", "1,2"]),
+    ("samples", ["samples", "--json"]),
+    ("samples", ["samples", "cat", "--json"]),
+    ("shapes", ["shapes", "--json"]),
+    ("quiz", ["quiz", "--json"]),
+    ("quiz", ["quiz", "--json", "--answers"]),
+    ("bench", ["bench", "--max-tokens", "16", "--repeats", "1", "--json"]),
+    ("bench-train", ["bench", "--train", "--repeats", "1", "--json"]),
+    ("bench-startup", ["bench", "--startup", "--repeats", "1", "--json"]),  # real commands: ~20 s
+]
+
+
+def _inputs(folder: Path) -> None:
+    subprocess.run([str(MHA), "explain", "the cat sat", "--save-npz", "t.npz", "--no-plots", "--quiet"], cwd=folder,
+                   env=ENV, check=True, capture_output=True, timeout=300)
+    np.savez(folder / "att.npz", weights=np.full((2, 3, 3), 1 / 3), tokens=np.array(["a", "b", "c"]))
+    w = np.random.default_rng(0).random((3, 2, 4, 4))
+    np.savez(folder / "layers.npz", weights=w / w.sum(-1, keepdims=True), tokens=np.array(list("abcd")))
+
+
+@lru_cache(maxsize=1)
+def _documents() -> tuple[tuple[str, str, Any], ...]:
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="mha-json-"))
+    _inputs(folder)
+    out = []
+    for kind, args in COMMANDS:
+        proc = subprocess.run([str(MHA), *args], cwd=folder, env=ENV, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=600)
+        assert proc.returncode == 0, (args, proc.stderr)
+        out.append((kind, " ".join(args), json.loads(proc.stdout)))
+    return tuple(out)
+
+
+def real_documents() -> Iterator[tuple[str, Any]]:
+    for kind, _, document in _documents():
+        yield kind, document
+
+
+@pytest.mark.parametrize(("kind", "args"), COMMANDS, ids=[" ".join(a) for _, a in COMMANDS])
+def test_each_json_document_follows_its_shipped_schema(kind, args):
+    jsonschema = pytest.importorskip("jsonschema")
+    from mhacli.io.schemas import schema
+
+    (document,) = [d for k, a, d in _documents() if k == kind and a == " ".join(args)]
+    assert isinstance(document, dict) and "format_version" in document
+    assert list(document)[0] == "format_version"
+    jsonschema.validate(document, schema(kind))
+
+
+def test_every_kind_has_a_schema_beside_the_traces_and_a_test():
+    from mhacli.io.schemas import KINDS, schema
+
+    assert {kind for kind, _ in COMMANDS} == set(KINDS)
+    for kind in KINDS:
+        assert schema(kind)["type"] == "object"
+
+
+def test_a_document_without_its_version_or_a_key_fails_its_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    from mhacli.io.schemas import schema
+
+    (document,) = [d for k, a, d in _documents() if k == "verify"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**document, "format_version": 99}, schema("verify"))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({k: v for k, v in document.items() if k != "checks"}, schema("verify"))

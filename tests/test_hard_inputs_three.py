@@ -251,7 +251,7 @@ def test_the_crash_advice_is_a_command_that_shows_the_traceback(monkeypatch, tmp
         raise ZeroDivisionError("boom")
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core.trace, "run", broken)
+    monkeypatch.setattr(mhacli.core.trace, "run_tokens", broken)  # what the pipeline calls to run the core
     first = CliRunner().invoke(app, ["explain", "the cat", "--no-plots"])
     advised = re.search(r"rerun as '([^']+)'", first.stderr)
     assert first.exit_code == 1 and advised, first.stderr
@@ -328,7 +328,10 @@ def test_the_page_data_holds_no_raw_control_or_bidi_character(tmp_path):
     from mhacli.io.attention_file import load_attention
     from mhacli.render.html import page_data
 
-    data = page_data(load_attention(_hostile_attention(tmp_path, "\x1bname\u202e.npz")))
+    from mhacli.pipeline import result_of
+
+    shown = result_of(load_attention(_hostile_attention(tmp_path, "\x1bname\u202e.npz")))
+    data = page_data(shown.trace, shown.analysis)
     texts = list(_strings(data))
     assert any("\\x1b[31mred" in t for t in texts)  # spelled out, as the chips show it
     assert not [t for t in texts if any(ch in t for ch in RAW)]

@@ -122,6 +122,7 @@ RENDER_MAY_USE = {
     "mhacli.core.designed": {"rules_note"},
     "mhacli.core.grammar": {"short_name"},  # a learned head's label in a few words
     "mhacli.core.torch_import": {"torch_reason"},  # why PyTorch was not compared, in one sentence
+    "mhacli.core.numbers": {"whole_number"},  # the one number rule, for a --query the user typed
     "mhacli.core": {"narrate"},
 }
 #: Computations still made inside render/, each with the reason it is still there.  The figures are being

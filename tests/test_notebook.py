@@ -123,10 +123,11 @@ def test_the_packed_weights_are_the_shown_values():
 
     import numpy as np
 
-    from mhacli.core.trace import run
+    from mhacli import run
     from mhacli.render.html import compact, page_data
 
-    data = page_data(run("the cat sat on the mat", causal=True))
+    result = run("the cat sat on the mat", causal=True)
+    data = page_data(result.trace, result.analysis)
     packed = compact(data)
     for key in ("weights", "average", "outside", "outside_average"):
         p = packed[key]

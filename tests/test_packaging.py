@@ -121,4 +121,4 @@ def test_the_built_package_passes_twine_check_and_the_readme_renders(tmp_path):
                                str(tmp_path / "readme.html")], capture_output=True, text=True, timeout=300)
     assert rendered.returncode == 0, rendered.stderr
     html = (tmp_path / "readme.html").read_text(encoding="utf-8")
-    assert f'src="{RAW}docs/img/cat-magnifiers.png"' in html
+    assert f'src="{RAW}docs/img/grammar-magnifiers.png"' in html

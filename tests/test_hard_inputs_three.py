@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_hard_inputs import one_error_line  # the one check of "one error line", shared with round two
 
 MHA = Path(sys.executable).with_name("mha")
 ENV = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100", "PYTHONWARNINGS": "default"}
@@ -23,14 +24,6 @@ def mha(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float
         **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(MHA), *args], cwd=cwd, env=env or ENV, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=timeout, **kw)  # type: ignore[call-overload]
-
-
-def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("mha: error: "), proc.stderr
-    assert "Traceback" not in proc.stderr and "this is a bug" not in proc.stderr
-    return lines[0]
 
 
 # ---------------------------------------------------------------------------

@@ -211,14 +211,89 @@ def _decoded(trace: Trace, rng: random.Random, a: Analysis) -> Question | None:
         "'mha demo --weights designed --step 13' (the word each head brought back)")
 
 
+# --- questions that need understanding, not lookup: each answered from this run's own numbers ----------------
+
+
+def _why_same_count(trace: Trace, rng: random.Random, a: Analysis) -> Question:
+    """Why splitting d into h heads keeps the parameter count."""
+    pc = trace.parameters
+    d, h, dk = pc.d_model, pc.heads, pc.d_k
+    return Question(
+        "why",
+        f"This run has h = {h} heads, each with its own W_q^i of {d} × {dk}. Why do the {h} heads' query "
+        f"matrices together hold exactly as many numbers as ONE head's W_q of {d} × {d}? And how many would "
+        f"they hold if every head had its own full {d} × {d} matrix?",
+        f"h · d · d/h = {h} · {d} · {dk} = {h * d * dk:,}, the same as d · d = {d} · {d} = {d * d:,}: the heads "
+        "cut the same d output "
+        f"columns into h blocks of d/h, they add none. With a full d × d matrix each it would be "
+        f"h · d · d = {h * d * d:,} for W_q alone, {h}× as many (and the same again for W_k and W_v).",
+        "the 'Parameters' table, and 'mha shapes --heads 1' against 'mha shapes --heads "
+        f"{h}'")
+
+
+def _one_row(trace: Trace, rng: random.Random, a: Analysis) -> Question | None:
+    """Why one head cannot follow two relations at once: its row of weights sums to 1."""
+    h = trace.num_heads
+    w = np.asarray(trace.weights, dtype=np.float64)  # (h, N, N)
+    pairs = [(p, i, j) for p in range(trace.n_tokens) if a.counted[p] for i in range(h) for j in range(i + 1, h)
+             if a.top_keys[i, p] >= 0 and a.top_keys[j, p] >= 0 and a.top_keys[i, p] != a.top_keys[j, p]]
+    if not pairs:
+        return None
+    p, i, j = rng.choice(pairs)
+    ki, kj = int(a.top_keys[i, p]), int(a.top_keys[j, p])
+    # The question is about the weights as shown (3 decimals), so the sum a student checks is theirs.
+    wi, wj = round(float(w[i, p, ki]), 3), round(float(w[j, p, kj]), 3)
+    total = round(wi + wj, 3)
+    if total > 1:
+        verdict = (f"No: {wi:.3f} + {wj:.3f} = {total:.3f}, more than 1. A softmax row sums to 1, so one head "
+                   "would have to give up weight on one token to put more on the other.")
+    else:
+        verdict = (f"Only just: {wi:.3f} + {wj:.3f} = {total:.3f} fits in one row that sums to 1, and leaves "
+                   f"{1 - total:.3f} for every other token.")
+    return Question(
+        "why",
+        f"From {_where(trace, p)}, head {i + 1} puts {wi:.3f} of its row on {_where(trace, ki)} and head {j + 1} "
+        f"puts {wj:.3f} of its row on {_where(trace, kj)}. Could ONE head give both tokens at least those weights "
+        "from that query? Why, or why not?",
+        verdict + f" {h} heads have {h} rows per query, so each can spend its whole row on its own token.",
+        f"row {p} of heads {i + 1} and {j + 1} in 'mha explain … --query {p}', or 'weights' in --json")
+
+
+def _average_hides(trace: Trace, rng: random.Random, a: Analysis) -> Question | None:
+    """What the average over heads (PyTorch's default) hides."""
+    h = trace.num_heads
+    if h < 2:
+        return None
+    w = np.asarray(trace.weights, dtype=np.float64)  # (h, N, N)
+    mean = w.mean(axis=0)  # (N, N): what nn.MultiheadAttention returns unless average_attn_weights=False
+    rows = [(p, i) for p in range(trace.n_tokens) if a.counted[p] for i in range(h) if a.top_keys[i, p] >= 0]
+    if not rows:
+        return None
+    p, i = max(rows, key=lambda r: w[r[1], r[0], a.top_keys[r[1], r[0]]] - mean[r[0], a.top_keys[r[1], r[0]]])
+    k = int(a.top_keys[i, p])
+    shown = [f"{w[j, p, k]:.3f}" for j in range(h)]  # each head's weight on k, as a student reads it
+    their = ", ".join(shown[j] for j in range(h) if j != i)
+    return Question(
+        "why",
+        f"PyTorch returns the average of the {h} heads' weights unless average_attn_weights=False. From "
+        f"{_where(trace, p)}, head {i + 1} puts {shown[i]} on {_where(trace, k)}. What weight does the "
+        "average give that token, and what does the average hide?",
+        f"{mean[p, k]:.3f}: the other heads give it {their}, and the average is ({' + '.join(shown)}) / {h}. "
+        f"It blurs what each head does: a token one head looks at with {shown[i]} shows at {mean[p, k]:.3f}, "
+        "mixed with the other heads' choices.",
+        f"the 'Average' panel of heads.png beside head {i + 1}, or 'mha explain … --json' (weights)")
+
+
 # Every generator reads the run's measures, computed once by make_quiz (a generator may be called dozens of times).
 Generator = Callable[[Trace, random.Random, "Analysis"], "Question | None"]
 GENERATORS: tuple[Generator, ...] = (
     _shape, _parameters, _top_key, _madds, _columns, _scale, _sharpest, _masked, _row_sum, _decoded, _pattern,
-    _agreement,
+    _agreement, _why_same_count, _one_row, _average_hides,
 )
+# Questions that need understanding: every quiz asks at least one, drawn by the seed.
+UNDERSTANDING = (_why_same_count, _one_row, _average_hides)
 # Generators that can ask a different question when called again.
-REPEATABLE = (_shape, _parameters, _top_key, _madds, _columns, _row_sum, _decoded, _pattern, _agreement)
+REPEATABLE = (_shape, _parameters, _top_key, _madds, _columns, _row_sum, _decoded, _pattern, _agreement, _one_row)
 MAX_QUESTIONS = 20
 #: Each kind of question by name ("shape", "parameters", "top_key", …), for :func:`ask`.
 KINDS: dict[str, Generator] = {g.__name__.lstrip("_"): g for g in GENERATORS}
@@ -231,13 +306,20 @@ def ask(kind: str, trace: Trace, rng: random.Random, analysis: Analysis) -> Ques
 
 def make_quiz(trace: Trace, seed: int, count: int = 5, analysis: Analysis | None = None) -> list[Question]:
     """``count`` different questions about ``trace``; the first three kinds are a shape, a
-    parameter count and a head's favourite key, the rest are drawn by ``seed``.
+    parameter count and a head's favourite key, then one question that needs understanding (why
+    splitting keeps the parameters, why one row cannot serve two tokens, what the average hides),
+    the rest drawn by ``seed``.
     ``analysis``: the run's measures when the caller has them (the pipeline's result)."""
     rng = random.Random(f"mhacli-quiz:{seed}")  # str seeds hash with SHA-512: stable everywhere
     measures = analysis if analysis is not None else analyse(trace)
-    rest = list(GENERATORS[3:])
+    understanding = list(UNDERSTANDING)
+    rng.shuffle(understanding)
+    # The first of them this run can answer comes right after the three fixed kinds (a one-head run has
+    # no second head to compare, so only the parameter count's question applies there).
+    why = next((g for g in understanding if g(trace, random.Random(0), measures) is not None), None)
+    rest = [g for g in GENERATORS[3:] if g is not why]
     rng.shuffle(rest)
-    plan = list(GENERATORS[:3]) + rest
+    plan = list(GENERATORS[:3]) + ([why] if why is not None else []) + rest
     questions: list[Question] = []
     seen: set[str] = set()
     attempts = 0

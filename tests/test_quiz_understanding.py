@@ -1,0 +1,70 @@
+"""The quiz's questions that need understanding (issue 20): each answered from the run's own numbers."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+
+import mhacli
+from mhacli.core.quiz import UNDERSTANDING, ask, make_quiz
+
+
+@pytest.fixture(scope="module")
+def result():
+    return mhacli.run("the cat sat on the mat and the dog sat on the log", heads=4)
+
+
+def test_every_quiz_asks_at_least_one_question_that_needs_understanding(result):
+    for seed in range(12):
+        topics = [q.topic for q in make_quiz(result.trace, seed, analysis=result.analysis)]
+        assert "why" in topics, (seed, topics)
+
+
+def test_why_the_count_stays_the_same_is_the_runs_arithmetic(result):
+    q = ask("why_same_count", result.trace, random.Random(0), result.analysis)
+    pc = result.trace.parameters
+    d, h, dk = pc.d_model, pc.heads, pc.d_k
+    assert f"h · d · d/h = {h} · {d} · {dk} = {h * d * dk:,}, the same as d · d = {d} · {d} = {d * d:,}" in q.answer
+    assert h * d * dk == d * d == pc.multi_head_qkv // 3 and f"h · d · d = {h * d * d:,}" in q.answer
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_one_row_cannot_serve_two_tokens_says_what_the_sum_says(result, seed):
+    q = ask("one_row", result.trace, random.Random(seed), result.analysis)
+    assert q is not None
+    m = re.search(r"From '.*?' \(position (\d+)\), head (\d) puts ([\d.]+) of its row on '.*?' \(position (\d+)\) "
+                  r"and head (\d) puts ([\d.]+) of its row on '.*?' \(position (\d+)\)", q.prompt)
+    assert m, q.prompt
+    p, i, wi, ki, j, wj, kj = (int(m[1]), int(m[2]) - 1, float(m[3]), int(m[4]), int(m[5]) - 1, float(m[6]),
+                               int(m[7]))
+    w = np.asarray(result.trace.weights)
+    assert abs(w[i, p, ki] - wi) <= 5e-4 and abs(w[j, p, kj] - wj) <= 5e-4
+    assert result.analysis.top_keys[i, p] == ki != kj == result.analysis.top_keys[j, p]
+    total = round(wi + wj, 3)
+    assert f"{wi:.3f} + {wj:.3f} = {total:.3f}" in q.answer
+    assert q.answer.startswith("No:") == (total > 1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_what_the_average_hides_is_the_mean_of_the_runs_heads(result, seed):
+    q = ask("average_hides", result.trace, random.Random(seed), result.analysis)
+    assert q is not None
+    m = re.search(r"From '.*?' \(position (\d+)\), head (\d) puts ([\d.]+) on '.*?' \(position (\d+)\)", q.prompt)
+    assert m, q.prompt
+    p, i, k = int(m[1]), int(m[2]) - 1, int(m[4])
+    w = np.asarray(result.trace.weights)
+    mean = w.mean(axis=0)[p, k]
+    assert q.answer.startswith(f"{mean:.3f}:")
+    assert f"({' + '.join(f'{w[j, p, k]:.3f}' for j in range(4))}) / 4" in q.answer
+    assert mean < w[i, p, k]  # the head that looks there is blurred down by the others
+
+
+def test_a_single_head_is_asked_no_question_about_other_heads():
+    one = mhacli.run("the cat sat on the mat", heads=1)
+    assert ask("one_row", one.trace, random.Random(0), one.analysis) is None
+    assert ask("average_hides", one.trace, random.Random(0), one.analysis) is None
+    assert len(UNDERSTANDING) == 3
+    assert any(q.topic == "why" for q in make_quiz(one.trace, 0, analysis=one.analysis))

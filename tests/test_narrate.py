@@ -138,7 +138,7 @@ def test_designed_repeated_closing_says_every_head_brings_back_something_differe
     text = narrate.closing_sentence(a)
     assert text.startswith("4 heads, 4 different patterns (previous token, an earlier copy of its own word, "
                            "first token, itself)")
-    assert text.endswith("every head brings back something different.")
+    assert text.endswith("each head follows a relation of its own.")
 
 
 # --------------------------------------------------------------------------

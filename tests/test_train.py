@@ -200,3 +200,19 @@ def test_gradients_with_the_grammar_s_padding_mask_match_finite_differences() ->
     weights = train_forward(params, ids, 2, False, task.pad)["weights"]  # (B, h, N, N)
     padded = ids == task.pad
     assert np.all(weights[:, :, :, padded[0]][0] == 0)  # no query looks at the padding
+
+
+def test_a_head_below_half_of_its_queries_learned_no_clear_relation() -> None:
+    from mhacli.core.grammar import NO_RELATION
+
+    b, n = 20, 8
+    weights = np.full((b, 2, n, n), 1.0 / n)
+    for q in range(1, n):  # head 1 looks one place back on every query that has one
+        weights[:, 0, q, :] = 0.0
+        weights[:, 0, q, q - 1] = 1.0
+    for q in range(n):  # head 2 looks at itself on 2 of 8 queries, elsewhere at random keys
+        weights[:, 1, q, :] = 0.0
+        weights[:, 1, q, q if q < 2 else (q * 5 + 3) % n] = 1.0
+    (first, share1), (second, share2) = head_relations(weights)
+    assert (first, share1) == ("previous token", 1.0)
+    assert second == NO_RELATION and share2 < 0.5

@@ -169,7 +169,7 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
     if h == 1:
         return text + "."
     if len(patterns) == h:
-        return text + ": every head brings back something different."
+        return text + ": each head follows a relation of its own."
     if half:
         return text + ": those heads look at the same places on most queries."
     return text + "."

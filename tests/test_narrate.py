@@ -275,3 +275,25 @@ def test_a_head_figure_says_random_weights_once(weights):
         assert ("random weights" in narrate.head_caption(a, i)) == (weights == "random")
         assert "random weights" not in narrate.head_caption(a, i, stand_alone=False)
         assert narrate.head_caption(a, i, stand_alone=False) in texts.replace("\n", " ")
+
+
+def test_mostly_is_said_only_where_every_weight_shown_is_over_half():
+    import numpy as np
+
+    from mhacli.core.analysis import ReadBack
+    from mhacli.core.narrate import readback_note
+
+    def back(heads, single):
+        h = np.array(heads, dtype=float)
+        n = h.shape[1]
+        return ReadBack(head_keys=np.zeros(h.shape, int), head_weights=h, single_keys=np.zeros(n, int),
+                        single_weights=np.array(single, dtype=float), distinct=np.ones(n, int),
+                        heads_mass=h.sum(axis=0), single_mass=np.array(single, dtype=float),
+                        counted=np.ones(n, bool))
+
+    sharp = readback_note(back([[0.9, 0.8], [0.7, 0.6]], [0.55, 0.95]), rows=2)
+    assert "mostly that token's value" in sharp
+    flat = readback_note(back([[0.22, 0.31], [0.9, 0.6]], [0.25, 0.95]), rows=2)
+    assert "mostly" not in flat and "3 of the 6 weights shown are under half their row (lowest 22%)" in flat
+    # only the rows the table shows count: a weak row past them does not change the words
+    assert "mostly that token's value" in readback_note(back([[0.9, 0.1], [0.7, 0.1]], [0.8, 0.1]), rows=1)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, HeadAnalysis
+from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, HeadAnalysis, ReadBack
 from mhacli.core.grammar import NO_RELATION, RELATION_NAMES, Reading
 from mhacli.core.tokenize import label
 
@@ -299,3 +299,21 @@ def parse_queries_sentence(reading: Reading, queries: Sequence[int]) -> str | No
         parts.append(f"“{label(t[q], 12)}” (position {q}): {said}")
     return "Queries chosen from the grammar's parse of this sentence: " + "; ".join(parts) + \
         ". Give --query to pick another."
+
+
+# "Mostly" means more than half: a row's largest weight is "most" of what it brings back only from here on.
+MOSTLY = 0.5
+
+
+def readback_note(back: ReadBack, rows: int) -> str:
+    """Under the read-back table: what a cell means, and "mostly" only as far as the shown weights support it."""
+    shown = np.concatenate([np.asarray(back.head_weights)[:, :rows].ravel(),
+                            np.asarray(back.single_weights)[:rows]])  # every cell of the table
+    under = int((shown < MOSTLY).sum())
+    what = "Each cell: the token that row weights most, and its weight."
+    if under == 0:
+        return (what + " Every weight shown is over half its row, so a head's output for a token is mostly that "
+                "token's value; h heads bring back h of them, one head one.")
+    return (what + f" A head's output for a token is a weighted average of value rows; here {under} of the "
+            f"{shown.size} weights shown are under half their row (lowest {shown.min():.0%}), so that token is its "
+            "largest share, not most of it. h heads make h such averages per token, one head one.")

@@ -62,8 +62,7 @@ def readback_table(cmp: Comparison, max_rows: int = READBACK_ROWS) -> Renderable
     parts: list[RenderableType] = [fitted_table(table)]
     if rows < len(cmp.tokens):
         parts.append(_note(f"(first {rows} of {len(cmp.tokens)} tokens)"))
-    parts.append(_note("Each cell: the token that row weights most, and its weight. A head's output for a token "
-                       "is mostly that token's value; h heads bring back h of them, one head one."))
+    parts.append(_note(narrate.readback_note(back, rows)))
     return Group(*parts)
 
 

@@ -188,11 +188,12 @@ def values_table(trace: Trace, numbers: LessonNumbers) -> RenderableType:
     q = numbers.q
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("head")
-    table.add_column("head_i row is mostly", overflow="fold")
+    table.add_column("largest share of head_i's row", overflow="fold")
     table.add_column(Text(f"head_i[{q}] (first {min(4, trace.d_k)})"), no_wrap=True, style=theme.STYLE_NUMBER)
     for i in range(trace.num_heads):
         top = numbers.values[i]
-        # A tied row has no single "mostly": say how many value rows share the top weight.
+        # The largest share, with its weight: "mostly" would claim more than half (core.narrate.MOSTLY).
+        # A tied row has no single largest share: say how many value rows share the top weight.
         what = (f"{top.weight:.0%} of V^{i + 1} of {_tok(trace, top.key)}" if top.tied == 1
                 else f"{top.weight:.0%} each of {top.tied} rows of V^{i + 1} (a tie)")
         vals = " ".join(f"{v:+.2f}" for v in np.asarray(trace.heads[i, q])[:4])

@@ -187,6 +187,9 @@ JsonArraysOpt = Annotated[bool, typer.Option(
 NumbersJsonOpt = Annotated[bool, typer.Option(
     "--json", metavar=FLAG,
     help="Print the measured numbers as one JSON document and nothing else.", rich_help_panel=OUTPUT)]
+ListJsonOpt = Annotated[bool, typer.Option(  # samples and quiz measure nothing: they list texts and questions
+    "--json", metavar=FLAG,
+    help="Print the same content as one JSON document and nothing else.", rich_help_panel=OUTPUT)]
 HtmlOpt = Annotated[Optional[str], typer.Option(
     "--html", show_default=False, readable=False, metavar="PATH", rich_help_panel=OUTPUT,
     help="Also write one self-contained interactive page (opens offline in any browser; "
@@ -202,6 +205,10 @@ QuietOpt = Annotated[bool, typer.Option(
     "--quiet", metavar=FLAG, rich_help_panel=OUTPUT,
     help="Print nothing but errors (and the --json document): no walkthrough, tables, notes or file list; "
     "files are still written.")]
+VerifyQuietOpt = Annotated[bool, typer.Option(  # verify writes no file: its --quiet must not promise any
+    "--quiet", metavar=FLAG, rich_help_panel=OUTPUT,
+    help="Print nothing but errors (and the --json document); the exit code still says whether the file "
+    "checks out (0) or not (1).")]
 MarkdownOpt = Annotated[bool, typer.Option(
     "--markdown", metavar=FLAG,
     help="Print the tables as Markdown, to paste into slides or notes.", rich_help_panel=OUTPUT)]

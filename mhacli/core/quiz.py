@@ -147,7 +147,7 @@ def _pattern(trace: Trace, rng: random.Random, a: Analysis) -> Question | None:
         answer += " (random weights: an accident of the seed, not something the head learned)"
     return Question(
         "attention",
-        f"For every query, find the key head {i + 1} weights most. Which relation do those keys follow on most "
+        f"For every query, find the key head {i + 1} weights most. Which relation do those keys follow on the most "
         "rows: the previous token, the next token, two back, itself, the first token, an earlier copy of the same "
         "word, one fixed token, or none of these?",
         answer,

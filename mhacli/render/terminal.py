@@ -177,7 +177,8 @@ def heads_panel(trace: Trace, analysis: Analysis, title: str = "5. Each head is 
     counted = a.counted_rows
     rows = "" if hide_rules else (
         f"top key follows: the relation that each query's most weighted key follows (previous token, "
-        f"itself, …), on how many of the {counted} query rows that can choose it applies to. ")
+        f"itself, …); rows: on how many of the query rows where that relation names a key it does (of the "
+        f"{counted} rows that can choose, the previous token has none on the first row, for example). ")
     note = _note(rows + "top weight: the largest weight of a row, on average. entropy: mean per query, "
                  "in bits, against the uniform maximum (lower = sharper).")
     if not sentence:

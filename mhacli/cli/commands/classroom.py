@@ -10,10 +10,9 @@ import typer
 from mhacli.cli.common import (checked_query, config_args, finish_run, open_figures, plan_outputs, prepare_run,
                                query_position, read_files, shown_folder, source_args, write_figures)
 from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, FileOpt,
-                                HeadsOpt, HideRulesOpt, LessonOutOpt, LessonQueryOpt, MarkdownOpt, PauseOpt,
-                                PositionsOpt,
-                                NumbersJsonOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt, StepOpt, TextArg,
-                                TokenizerOpt, TokensOpt, WeightsLayerOpt, WeightsOpt, model_options)
+                                HeadsOpt, HideRulesOpt, LessonOutOpt, LessonQueryOpt, ListJsonOpt, MarkdownOpt,
+                                NumbersJsonOpt, PauseOpt, PositionsOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt,
+                                StepOpt, TextArg, TokenizerOpt, TokensOpt, WeightsLayerOpt, WeightsOpt, model_options)
 from mhacli.cli.output import console, json_document, print_all, report_written, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
@@ -46,7 +45,7 @@ def _wait_for_enter(prompt: str) -> str:
 
 
 def samples(name: SampleNameArg = None, tokenizer: TokenizerOpt = DEFAULT.tokenizer,
-            json_out: NumbersJsonOpt = False) -> None:
+            json_out: ListJsonOpt = False) -> None:
     """List the ready-made texts, each chosen to teach one thing (or show one of them).
 
     Example: [bold]mha samples[/bold]   then   [bold]mha explain --sample repeated --weights designed[/bold]
@@ -174,7 +173,7 @@ def quiz(
     causal: CausalOpt = DEFAULT.causal,
     questions: QuestionsOpt = 5,
     answers: AnswersOpt = False,
-    json_out: NumbersJsonOpt = False,
+    json_out: ListJsonOpt = False,
 ) -> None:
     """Homework: questions about one real run (shapes, parameters, where a head looks).
 

@@ -13,7 +13,8 @@ from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, Batch
                                 DpiOpt, DtypeOpt, FileOpt, FormatOpt, HeadsOpt, HideRulesOpt, HtmlOpt, JsonArraysOpt,
                                 JsonOpt, LayerOpt, MaxTokensOpt, NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt,
                                 QueryOpt, QuietOpt, SampleOpt, SaveNpzOpt, SeedOpt, ShowFileArg, ShowValuesOpt, TextArg,
-                                TokenizerOpt, TraceArg, WeightsLayerOpt, WeightsOpt, WorkedOpt, model_options)
+                                TokenizerOpt, TraceArg, VerifyQuietOpt, WeightsLayerOpt, WeightsOpt, WorkedOpt,
+                                model_options)
 from mhacli.cli.output import console, json_document, json_text, print_all, report_written, set_quiet, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
@@ -346,7 +347,7 @@ def compare(
     report_written(written, to_stderr=json_out)
 
 
-def verify(trace_file: TraceArg, json_out: NumbersJsonOpt = False, quiet: QuietOpt = False) -> None:
+def verify(trace_file: TraceArg, json_out: NumbersJsonOpt = False, quiet: VerifyQuietOpt = False) -> None:
     """Recompute a saved .npz independently and print the largest difference of each array.
 
     Uses a plain per-head loop, and PyTorch's multi_head_attention_forward when

@@ -180,9 +180,9 @@ def trained_notes(model: TrainedModel, tokens: Sequence[str]) -> list[str]:
         more = f" and {len(unknown) - 6} more" if len(unknown) > 6 else ""
         listed = ", ".join(shown(t) for t in unknown[:6]) + more
         notes.append(f"the grammar model knows {len(model.vocabulary) - 2} words; {listed} "
-                     f"{'is' if len(unknown) == 1 else 'are'} not among them and "
-                     f"{'goes' if len(unknown) == 1 else 'go'} in as one unknown token, which carries only its "
-                     "position (docs/training.md lists the words).")
+                     f"{'is' if len(unknown) == 1 else 'are'} not among them, and "
+                     f"{'it goes' if len(unknown) == 1 else 'each goes'} in as the one unknown token, which "
+                     "carries only its position (docs/training.md lists the words).")
     if model.sentences:
         from mhacli.core.grammar import parse
 

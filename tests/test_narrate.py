@@ -297,3 +297,17 @@ def test_mostly_is_said_only_where_every_weight_shown_is_over_half():
     assert "mostly" not in flat and "3 of the 6 weights shown are under half their row (lowest 22%)" in flat
     # only the rows the table shows count: a weak row past them does not change the words
     assert "mostly that token's value" in readback_note(back([[0.9, 0.1], [0.7, 0.1]], [0.8, 0.1]), rows=1)
+
+
+@pytest.mark.parametrize("n,d,h,causal", [(6, 16, 4, False), (40, 64, 8, True), (3, 4, 2, False)])
+def test_the_efficiency_sentence_is_the_step_tables_own_counts(n, d, h, causal):
+    from mhacli.core.narrate import efficiency_sentence
+    from mhacli.core.steps import split_cost, steps_for, total_madds
+
+    cost = split_cost(n, d, h, causal)
+    assert cost.madds == total_madds(steps_for(n, d, h, causal)) == total_madds(steps_for(n, d, 1, causal))
+    text = efficiency_sentence(cost)
+    assert text is not None
+    assert f"cost the same {cost.madds:,} multiply-adds as one head of width {d}" in text
+    assert f"{h} × {n} × {n} = {h * n * n:,} attention weights are kept instead of {n * n:,}" in text
+    assert efficiency_sentence(split_cost(n, d, 1, causal)) is None  # one head: nothing was split

@@ -142,3 +142,23 @@ def steps_for(n_tokens: int, d_model: int, heads: int, causal: bool = False, *,
 def total_madds(steps: list[Step]) -> int:
     """Sum of multiply-adds over the whole table."""
     return sum(s.madds for s in steps)
+
+
+@dataclass(frozen=True)
+class SplitCost:
+    """What splitting d into h heads changes in the work, against one head of width d (same N, d, mask)."""
+
+    n_tokens: int
+    d_model: int
+    heads: int
+    madds: int  # all steps, h heads
+    madds_one_head: int  # all steps, one head of width d
+    weights: int  # attention weights kept: h · N · N
+    weights_one_head: int  # N · N
+
+
+def split_cost(n_tokens: int, d_model: int, heads: int, causal: bool = False) -> SplitCost:
+    """The multiply-adds and kept weights of h heads beside one head of width d, counted by the same table."""
+    return SplitCost(n_tokens, d_model, heads, total_madds(steps_for(n_tokens, d_model, heads, causal)),
+                     total_madds(steps_for(n_tokens, d_model, 1, causal)), heads * n_tokens * n_tokens,
+                     n_tokens * n_tokens)

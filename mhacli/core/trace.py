@@ -19,7 +19,7 @@ from mhacli.core.errors import UsageError
 from mhacli.core.grammar import Parse
 from mhacli.core.grammar import parse as grammar_parse
 from mhacli.core.schedule import attend_blocked
-from mhacli.core.steps import ParameterCount, Step, steps_for
+from mhacli.core.steps import ParameterCount, SplitCost, Step, split_cost, steps_for
 from mhacli.core.tokenize import tokenize
 from mhacli.core.weights import AttentionWeights, from_state_dict
 
@@ -129,6 +129,11 @@ class Trace:
     @property
     def parameters(self) -> ParameterCount:
         return ParameterCount(self.d_model, self.num_heads)
+
+    @property
+    def split_cost(self) -> SplitCost:
+        """This run's multiply-adds and kept weights beside one head of width d (what splitting changes)."""
+        return split_cost(self.n_tokens, self.d_model, self.num_heads, self.config.causal)
 
     def head_weights(self, i: int) -> tuple[Array, Array, Array]:
         """The article's W_q^i, W_k^i, W_v^i (each d × d/h) for head i (0-based)."""

@@ -330,7 +330,7 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
             "plan", "The whole plan",
             "Here is every step of this run with the shape it produces and its cost in multiply-adds. "
             f"Steps marked (×{h}) happen once per head, side by side; d/h = {dk} is the width of one head.",
-            steps_table(trace.steps, h, title="Steps")),
+            steps_table(trace.steps, h, title="Steps", efficiency=narrate.efficiency_sentence(trace.split_cost))),
         LessonStep(
             "projections", "Each head gets its own W_q^i, W_k^i, W_v^i",
             "A single head multiplies X by three d×d matrices W_q, W_k and W_v to get queries, keys and "

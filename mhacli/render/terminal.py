@@ -89,8 +89,9 @@ def tokens_table(trace: Trace, max_tokens: int, width: int = 80) -> RenderableTy
     return Group(*parts)
 
 
-def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps") -> RenderableType:
-    """Step 2: formula, shape in symbols and numbers, multiply-adds."""
+def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps",
+                efficiency: str | None = None) -> RenderableType:
+    """Step 2: formula, shape in symbols and numbers, multiply-adds (``efficiency``: what splitting changes)."""
     table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("step", overflow="fold", ratio=2)
     table.add_column("formula", style=theme.STYLE_FORMULA, overflow="fold", ratio=3)
@@ -105,7 +106,8 @@ def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps") -> R
         table.add_row(Text(name), Text(s.formula), Text(f"{s.shape} = {s.shape_numeric}"), f"{s.madds:,}")
     table.add_section()
     table.add_row("total", "", "", f"{total:,}")
-    note = _note("(×h) steps run once per head; shapes are per head. Multiply-adds count all heads.")
+    note = _note("(×h) steps run once per head; shapes are per head. Multiply-adds count all heads."
+                 + (f" {efficiency}" if efficiency else ""))
     return Group(fitted_table(table), note)
 
 
@@ -300,10 +302,12 @@ def walkthrough(trace: Trace, analysis: Analysis, *, max_tokens: int = 40, show_
 
     ``analysis``: the run's measures (the pipeline's :class:`~mhacli.pipeline.Run` holds them).
     """
+    from mhacli.core import narrate
+
     parts: list[RenderableType | None] = [
         header(trace),
         tokens_table(trace, max_tokens, width),
-        steps_table(trace.steps, trace.num_heads),
+        steps_table(trace.steps, trace.num_heads, efficiency=narrate.efficiency_sentence(trace.split_cost)),
         parameters_panel(trace.parameters),
         claim_panel(trace),
         heads_panel(trace, analysis, hide_rules=hide_rules),

@@ -95,7 +95,9 @@ def shapes(
     else:
         from mhacli.render.shapes import shapes_view
 
-        print_all(*shapes_view(tokens, steps, params, causal))
+        from mhacli.core.steps import split_cost
+
+        print_all(*shapes_view(tokens, steps, params, causal, split_cost(tokens, d_model, heads, causal)))
 
 
 def demo(

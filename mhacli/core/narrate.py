@@ -27,7 +27,7 @@ import numpy as np
 
 from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, HeadAnalysis, ReadBack
 from mhacli.core.grammar import NO_RELATION, RELATION_NAMES, Reading
-from mhacli.core.steps import SplitCost
+from mhacli.core.steps import efficiency_sentence  # noqa: F401  (the steps table's words, numpy-free: mha shapes)
 from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:
@@ -318,19 +318,3 @@ def readback_note(back: ReadBack, rows: int) -> str:
     return (what + f" A head's output for a token is a weighted average of value rows; here {under} of the "
             f"{shown.size} weights shown are under half their row (lowest {shown.min():.0%}), so that token is its "
             "largest share, not most of it. h heads make h such averages per token, one head one.")
-
-
-def efficiency_sentence(cost: SplitCost) -> str | None:
-    """What splitting d into h heads does to the work, from the counts (None for one head: nothing is split)."""
-    h, n, d = cost.heads, cost.n_tokens, cost.d_model
-    if h == 1:
-        return None
-    if cost.madds == cost.madds_one_head:
-        same = (f"The article says splitting “helps efficiency”; counted here, {h} heads of width {d // h} cost the "
-                f"same {cost.madds:,} multiply-adds as one head of width {d}.")
-    else:
-        same = (f"{h} heads of width {d // h} cost {cost.madds:,} multiply-adds, one head of width {d} "
-                f"{cost.madds_one_head:,}.")
-    return (same + f" What changes: the {h} heads' products are independent of each other, so they can run side "
-            f"by side (on several cores, or a GPU), and {h} × {n} × {n} = {cost.weights:,} attention weights are "
-            f"kept instead of {cost.weights_one_head:,}.")

@@ -162,3 +162,20 @@ def split_cost(n_tokens: int, d_model: int, heads: int, causal: bool = False) ->
     return SplitCost(n_tokens, d_model, heads, total_madds(steps_for(n_tokens, d_model, heads, causal)),
                      total_madds(steps_for(n_tokens, d_model, 1, causal)), heads * n_tokens * n_tokens,
                      n_tokens * n_tokens)
+
+
+def efficiency_sentence(cost: SplitCost) -> str | None:
+    """What splitting d into h heads does to the work, from the counts (None for one head: nothing is split)."""
+    h, n, d = cost.heads, cost.n_tokens, cost.d_model
+    if h == 1:
+        return None
+    if cost.madds == cost.madds_one_head:
+        same = (f"The article says splitting “helps efficiency”; counted here, {h} heads of width {d // h} cost the "
+                f"same {cost.madds:,} multiply-adds as one head of width {d}.")
+    else:
+        same = (f"{h} heads of width {d // h} cost {cost.madds:,} multiply-adds, one head of width {d} "
+                f"{cost.madds_one_head:,}.")
+    return (same + f" What changes: the {h} heads' products are independent of each other, so they can run side "
+            f"by side (on several cores, or a GPU), and {h} × {n} × {n} = {cost.weights:,} attention weights are "
+            f"kept instead of {cost.weights_one_head:,}.")
+

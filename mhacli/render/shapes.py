@@ -13,15 +13,15 @@ from rich.console import RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from mhacli.core import narrate
-from mhacli.core.steps import ParameterCount, SplitCost, Step
+from mhacli.core.steps import ParameterCount, Step
 from mhacli.render import theme
 from mhacli.render.terminal import parameters_panel, steps_table
 
 
 def shapes_view(n_tokens: int, steps: Sequence[Step], params: ParameterCount, causal: bool,
-                cost: SplitCost | None = None) -> list[RenderableType]:
-    """The step table and parameter count for N, d, h alone (``steps``, ``params`` and ``cost`` from the core)."""
+                efficiency: str | None = None) -> list[RenderableType]:
+    """The step table and parameter count for N, d, h alone (``steps``, ``params`` and the ``efficiency`` sentence
+    from the core; no numpy)."""
     d_model, heads = params.d_model, params.heads
     dk = d_model // heads
     head = Text()
@@ -31,8 +31,7 @@ def shapes_view(n_tokens: int, steps: Sequence[Step], params: ParameterCount, ca
     return [
         Panel(head, title="Shapes of multi-head attention", title_align="left", box=box.ROUNDED, expand=False),
         Text(),
-        steps_table(steps, heads, title="Steps",
-                    efficiency=narrate.efficiency_sentence(cost) if cost is not None else None),
+        steps_table(steps, heads, title="Steps", efficiency=efficiency),
         Text(),
         parameters_panel(ParameterCount(d_model, heads), title="Parameters"),
     ]

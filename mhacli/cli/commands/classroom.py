@@ -95,9 +95,10 @@ def shapes(
     else:
         from mhacli.render.shapes import shapes_view
 
-        from mhacli.core.steps import split_cost
+        from mhacli.core.steps import efficiency_sentence, split_cost
 
-        print_all(*shapes_view(tokens, steps, params, causal, split_cost(tokens, d_model, heads, causal)))
+        print_all(*shapes_view(tokens, steps, params, causal,
+                               efficiency_sentence(split_cost(tokens, d_model, heads, causal))))
 
 
 def demo(

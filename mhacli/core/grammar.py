@@ -175,8 +175,22 @@ class Sentences:
     keys: Array  # (T, B, N) the key position each relation points to from each query; -1 where none
 
 
+def _ids(words: Sequence[str]) -> Array:
+    return np.array([_INDEX[w] for w in words])
+
+
+# Per word id, made once (generate runs once per training step): its gender (0 none, 1 he, 2 she), the pronoun
+# that stands for it, whether it is a place, and whether it takes "an".
+_GENDER_OF = np.zeros(len(WORDS), dtype=np.int64)
+_GENDER_OF[_ids(MALE)] = 1
+_GENDER_OF[_ids(FEMALE)] = 2
+_PRONOUN_OF = _ids(("it", "he", "she"))[_GENDER_OF]
+_IS_PLACE = np.isin(np.arange(len(WORDS)), _ids(PLACES))
+_TAKES_AN = np.array([w.startswith(_VOWELS) for w in WORDS])
+
+
 def _pick(rng: np.random.Generator, choices: Sequence[str], size: int) -> Array:
-    return np.array([_INDEX[w] for w in choices])[rng.integers(0, len(choices), size)]  # (B,)
+    return _ids(choices)[rng.integers(0, len(choices), size)]  # (B,)
 
 
 def generate(rng: np.random.Generator, size: int, length: int, pad: int) -> Sentences:
@@ -188,29 +202,23 @@ def generate(rng: np.random.Generator, size: int, length: int, pad: int) -> Sent
     wants_place = (takes == "place") | ((takes == "any") & (rng.random(b) < P_PLACE_OBJECT))  # (B,)
     obj = np.where(wants_place, _pick(rng, PLACES, b), _pick(rng, ANIMATE, b))  # (B,)
     # The same noun twice ("the king met the king") is no sentence: move to the next animate noun.
-    animate_ids = np.array([_INDEX[w] for w in ANIMATE])
+    animate_ids = _ids(ANIMATE)
     same = obj == subject
     obj[same] = animate_ids[(np.searchsorted(animate_ids, obj[same]) + 1) % len(animate_ids)]
     negated = rng.random(b) < P_NEGATION  # (B,)
-    verb = np.where(negated, np.array([_INDEX[v[1]] for v in VERBS])[verb_kind],
-                    np.array([_INDEX[v[0]] for v in VERBS])[verb_kind])  # (B,)
+    verb = np.where(negated, _ids([v[1] for v in VERBS])[verb_kind], _ids([v[0] for v in VERBS])[verb_kind])  # (B,)
     adjective = [rng.random(b) < P_ADJECTIVE for _ in range(2)]
     adjective_word = [_pick(rng, ADJECTIVES, b) for _ in range(2)]
     the = [rng.random(b) < P_THE for _ in range(2)]
     clause = rng.random(b) < P_CLAUSE  # (B,)
     about_object = rng.random(b) < 0.5  # (B,): the clause is about the object, else the subject
     referent_word = np.where(about_object, obj, subject)  # (B,)
-    about_place = np.isin(referent_word, [_INDEX[w] for w in PLACES])
-    predicate = np.where(about_place, _pick(rng, PLACE_STATES, b), _pick(rng, FEELS, b))  # (B,)
-    pronoun_of = np.full(len(WORDS), _INDEX["it"])
-    pronoun_of[[_INDEX[w] for w in MALE]] = _INDEX["he"]
-    pronoun_of[[_INDEX[w] for w in FEMALE]] = _INDEX["she"]
-    pronoun = pronoun_of[referent_word]  # (B,)
+    predicate = np.where(_IS_PLACE[referent_word], _pick(rng, PLACE_STATES, b), _pick(rng, FEELS, b))  # (B,)
+    pronoun = _PRONOUN_OF[referent_word]  # (B,)
 
     def determiner(k: int, noun: Array) -> Array:
         first = np.where(adjective[k], adjective_word[k], noun)
-        vowel = np.array([WORDS[w].startswith(_VOWELS) for w in range(len(WORDS))])[first]
-        return np.where(the[k], _INDEX["the"], np.where(vowel, _INDEX["an"], _INDEX["a"]))
+        return np.where(the[k], _INDEX["the"], np.where(_TAKES_AN[first], _INDEX["an"], _INDEX["a"]))
 
     ones = np.ones(b, dtype=bool)
     # The 13 slots of the longest sentence, each (B,) with whether it is present.
@@ -235,16 +243,13 @@ def generate(rng: np.random.Generator, size: int, length: int, pad: int) -> Sent
     keys[0, at, v_pos] = s_pos
     keys[1, at, v_pos] = o_pos
     # Referent at the predicate: decided by meaning when exactly one of the two nouns is of its class.
-    obj_place = np.isin(obj, [_INDEX[w] for w in PLACES])
-    by_meaning = clause & obj_place  # the subject is always animate: classes differ iff the object is a place
+    by_meaning = clause & _IS_PLACE[obj]  # the subject is always animate: classes differ iff the object is a place
     referent_pos = np.where(about_object, o_pos, s_pos)
     keys[2, at[by_meaning], position[by_meaning, 12]] = referent_pos[by_meaning]
     # Referent at he/she: decided by gender when the other noun does not share it.
-    gender = np.zeros(len(WORDS), dtype=np.int64)
-    gender[[_INDEX[w] for w in MALE]] = 1
-    gender[[_INDEX[w] for w in FEMALE]] = 2
     other = np.where(about_object, subject, obj)
-    by_gender = clause & (gender[referent_word] > 0) & (gender[other] != gender[referent_word])
+    gender = _GENDER_OF[referent_word]
+    by_gender = clause & (gender > 0) & (_GENDER_OF[other] != gender)
     keys[2, at[by_gender], position[by_gender, 9]] = referent_pos[by_gender]
     return Sentences(ids=ids, lengths=lengths, keys=keys)
 

@@ -516,19 +516,14 @@ class HeldOut:
     scored: Array  # (T, H, N)
 
 
-def _evaluate(params: Params, held: HeldOut, config: TrainConfig) -> tuple[float, tuple[float, ...], Array]:
-    """Loss, each relation's accuracy over its scored answers, and the attention weights, on the held-out set."""
+def _evaluate(params: Params, held: HeldOut,
+              config: TrainConfig) -> tuple[float, float, tuple[float, ...], Array]:
+    """On the held-out set: the loss, the accuracy over every scored answer, each relation's, and the weights."""
     cache = forward(params, held.ids, config.heads, config.causal, get_task(config.task).pad)
     loss, _, correct = cross_entropy(cache["logits"], held.targets)
     per = np.moveaxis(correct, -1, 0)  # (B, N, T) -> (T, B, N)
     accuracy = tuple(float(per[t][held.scored[t]].mean()) for t in range(per.shape[0]))
-    return loss, accuracy, cache["weights"]
-
-
-def _accuracy_of(per: tuple[float, ...], held: HeldOut) -> float:
-    """The overall accuracy from each relation's: weighted by how many answers each has scored."""
-    counts = held.scored.reshape(len(per), -1).sum(axis=1)  # (T,)
-    return float(np.dot(per, counts) / counts.sum())
+    return loss, _accuracy(correct, held.scored), accuracy, cache["weights"]
 
 
 def _accuracy(correct: Array, scored: Array) -> float:
@@ -572,9 +567,9 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
     history_accuracy = np.empty(config.steps)
 
     def snapshot() -> None:
-        _, per, weights = _evaluate(params, held, config)
+        _, overall, _, weights = _evaluate(params, held, config)
         snaps.append(weights[0, :, :shown, :shown].copy())  # (h, N, N) on the first held-out sequence
-        snap_acc.append(_accuracy_of(per, held))
+        snap_acc.append(overall)
 
     start = time.perf_counter()
     # The matrices are small (a batch of 64 × 12 tokens, d = 16): a second BLAS thread only waits
@@ -596,7 +591,7 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
             if on_step is not None:
                 on_step(step, loss, acc)
         seconds = time.perf_counter() - start
-        loss, per, weights = _evaluate(params, held, config)
+        loss, accuracy, per, weights = _evaluate(params, held, config)
     if not (math.isfinite(loss) and all(np.isfinite(p).all() for p in params.values())):
         raise diverged(config, config.steps)  # a model that is not finite is never saved nor reported
     if task.sentences:
@@ -608,7 +603,7 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
     model = TrainedModel(config=config, params=params, vocabulary=task.vocabulary, targets=task.targets,
                          relations=relations)
     return TrainResult(
-        config=config, loss=loss, accuracy=_accuracy_of(per, held), relation_accuracy=per,
+        config=config, loss=loss, accuracy=accuracy, relation_accuracy=per,
         history_loss=history_loss, history_accuracy=history_accuracy, parameters=count_parameters(config),
         seconds=seconds, snapshot_steps=moments, snapshot_accuracy=tuple(snap_acc), snapshots=np.stack(snaps),
         snapshot_tokens=tuple(task.vocabulary[i] for i in held.ids[0][:shown]), model=model,

@@ -16,7 +16,7 @@ arrays).  :func:`run` does both, and is ``mhacli.run``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Union
 
 from mhacli.core.config import Config
@@ -88,6 +88,7 @@ class Prepared:
     model: WeightSource | None = None  # a trained model (its own embedding, positions and weights)
     notes: tuple[str, ...] = ()  # what a reader must know about these tokens under these weights
     shipped: str | None = None  # the --weights name of a model shipped in the package ("trained", "grammar")
+    caution: str | None = None  # a trained model run outside what it saw: said on every surface (Analysis.caution)
 
     @property
     def n_tokens(self) -> int:
@@ -100,17 +101,23 @@ class Prepared:
 
         trace = run_tokens(self.tokens, self.config, self.own, self.model)
         if not (single or compare):
-            return Run(config=self.config, trace=trace, analysis=analyse(trace), notes=self.notes, parse=trace.parse)
+            return Run(config=self.config, trace=trace, analysis=self._cautioned(analyse(trace)), notes=self.notes,
+                       parse=trace.parse)
         one, apart = self._single(trace)
         comparison = None
         if compare:
             from mhacli.core.compare import compare as measure
 
             comparison = measure(trace, one, apart)
-        analysis = comparison.analysis if comparison is not None and comparison.analysis is not None else analyse(
-            trace)
+            if comparison.analysis is not None and self.caution is not None:
+                comparison = replace(comparison, analysis=self._cautioned(comparison.analysis))
+        analysis = comparison.analysis if comparison is not None and comparison.analysis is not None else \
+            self._cautioned(analyse(trace))
         return Run(config=self.config, trace=trace, analysis=analysis, notes=self.notes, single=one,
                    comparison=comparison, parse=trace.parse)
+
+    def _cautioned(self, analysis: Analysis) -> Analysis:
+        return analysis if self.caution is None else replace(analysis, caution=self.caution)
 
     def _single(self, trace: Trace) -> tuple[Trace, TrainedApart | None]:
         """One head of size d: trained alone on the same task for the shipped model, else the same matrices."""
@@ -223,14 +230,17 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
 
         check_designable(len(toks), config)
     notes: tuple[str, ...] = ()
+    caution = None
     if mine is not None and getattr(mine, "name", None):  # one layer of several: say which ran (GPT-2: causal)
         causal = ", causal as the model was trained" if mine.causal and config.causal else ""
         notes = (f"ran the self-attention {mine.name}{causal}.",)
     if model is not None and hasattr(model, "stand_ins"):
-        from mhacli.io.trained import trained_notes
+        from mhacli.io.trained import trained_caution, trained_notes
 
         notes = tuple(trained_notes(model, toks))  # type: ignore[arg-type]
-    return Prepared(config=config, tokens=toks, own=mine, model=model, notes=notes, shipped=shipped)
+        caution = trained_caution(model, toks)  # type: ignore[arg-type]
+    return Prepared(config=config, tokens=toks, own=mine, model=model, notes=notes, shipped=shipped,
+                    caution=caution)
 
 
 def run(text: str | None = None, *, tokens: Any = None, **options: Any) -> Run:

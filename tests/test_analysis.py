@@ -36,6 +36,12 @@ def _top(row):
     return (ties[0] if len(ties) == 1 else -1), best
 
 
+def _picked(row, seen):
+    """The row's top key if it is untied and a quarter of the way from chance (1/seen) to certain, else −1."""
+    key, best = _top(row)
+    return key if seen >= 2 and (best - 1 / seen) / (1 - 1 / seen) >= 0.25 else -1
+
+
 def _relation_keys(name, q, tokens, visible, fixed=None):
     """The keys relation ``name`` names for row q (empty: undefined)."""
     n = len(tokens)
@@ -63,7 +69,7 @@ def reference(weights, tokens, causal, mask=None, window=None):
     vis = _visible(n, causal, mask)
     counted = [sum(vis[q]) >= 2 for q in range(n)]
     total = sum(counted)
-    tops = [[_top(w[i][q])[0] for q in range(n)] for i in range(h)]
+    tops = [[_picked(w[i][q], sum(vis[q])) for q in range(n)] for i in range(h)]
     heads = []
     for i in range(h):
         candidates = []
@@ -231,8 +237,12 @@ def test_samples_measures_agree_with_the_weights(sample, weights):
     back = a.readback
     assert back is not None
     single = np.asarray(single_head(trace).weights[0], dtype=np.float64)
+    w = np.asarray(trace.weights, dtype=np.float64)
+    vis = _visible(trace.n_tokens, trace.config.causal, None)
     for q in range(trace.n_tokens):
-        found = {int(k) for k in a.top_keys[:, q] if k >= 0}
+        # Only the keys a head picks clear of chance count as brought back (the evidence rule).
+        found = {_picked(list(w[i, q]), sum(vis[q])) for i in range(trace.num_heads)} - {-1}
+        assert found == {int(k) for k in a.picked_keys[:, q] if k >= 0}
         assert back.distinct[q] == len(found)
         assert back.single_mass[q] == pytest.approx(sum(single[q, k] for k in found))
         assert back.heads_mass[q] == pytest.approx(float(np.asarray(trace.weights)[:, q].max(axis=-1).sum()))

@@ -39,7 +39,13 @@ def test_each_caption_states_the_heads_measures(sample, weights):
         assert text.startswith(f"head {i + 1}")
         assert ("random weights" in text) == (weights == "random")
         m = re.search(r"(?:: |closest: )(.+?) on (\d+) of (\d+) rows", text)
-        if s.pattern != NONE:
+        if s.near_chance:  # the evidence rule: a head this close to uniform gets no relation's name
+            said = re.search(r"close to uniform, no relation \(no key clear of chance on (\d+) of (\d+) rows?; "
+                             r"top weight (\d+)% on average, (\d+)% for a uniform", text)
+            assert said and [int(x) for x in said.groups()] == [
+                s.counted_rows - s.picked_rows, s.counted_rows, _pct(s.mean_top_weight), _pct(a.mean_chance)], text
+            assert 2 * s.picked_rows < s.counted_rows and s.describe() in ("spread", "nearly uniform")
+        elif s.pattern != NONE:
             assert m and (int(m[2]), int(m[3])) == (s.pattern_rows, s.pattern_of), text
             assert "no single relation" not in text
             where = re.search(r"\(position (\d+)\)", text)
@@ -67,6 +73,10 @@ def test_the_closing_sentence_counts_patterns_and_names_the_most_agreeing_pair(s
     text = narrate.closing_sentence(a, hide_rules=hide)
     h = a.num_heads
     assert text.startswith(f"{h} heads, ")
+    if a.close_to_uniform:  # every head near chance: one verdict, no pattern counted, no pair compared
+        assert text.startswith(f"{h} heads, no named pattern: these weights are close to uniform"), text
+        assert ("random weights" in text) == (weights == "random") and "agree" not in text
+        return
     count = re.match(r"\d+ heads, (\d+|no|1) (different|named) patterns?", text)
     found = {"no": 0}.get(count[1], None)
     assert (int(count[1]) if found is None else found) == len(a.patterns())
@@ -90,6 +100,11 @@ def test_compare_speaks_of_capacity_with_the_read_back_numbers(sample, weights):
     _, a = _analysis(sample, weights)
     back = a.readback
     text = narrate.compare_conclusion(a)
+    if a.close_to_uniform:
+        assert text.startswith("These weights are close to uniform: no head follows a relation"), text
+        m = re.search(r"different tokens clear of chance on (\d+) of (\d+) tokens?", text)
+        assert back is not None and m and (int(m[1]), int(m[2])) == (back.rows_with_several, back.rows), text
+        return
     m = re.search(r"On (\d+) of (\d+) tokens the (\d+) heads bring back 2 or more different tokens "
                   r"\((\d+\.\d) on average\)\. Each head gives its own top token (\d+)% of its row, so together "
                   r"the heads bring back (\d+\.\d\d) rows' worth of weight \(at most (\d+)\); the single head has "

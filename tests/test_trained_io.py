@@ -48,7 +48,7 @@ def test_saved_weights_reproduce_the_trace_in_pytorch(result, tmp_path: Path) ->
 def test_trained_trace_is_a_normal_trace_with_the_learned_relations(result) -> None:
     trace = trained_run("a b c d", result.model)
     assert trace.config.weights == "trained" and trace.weights.shape == (2, 4, 4)
-    assert trace.rules == result.model.labels and "of queries" in trace.rules[0]
+    assert trace.rules == result.model.labels and "queries" in trace.rules[0]
     np.testing.assert_allclose(trace.weights, result.model.attention(np.array([[0, 1, 2, 3]]))[0])
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from mhacli.core import evidence
 from mhacli.core.grammar import Reading, read
 
 if TYPE_CHECKING:
@@ -67,14 +68,8 @@ def focus(mean_entropy: float, max_entropy: float) -> float:
 
 
 def _describe(f: float) -> str:
-    """A short phrase for a focus value: sharp, focused, spread or nearly uniform."""
-    if f > 0.75:
-        return "sharp"
-    if f > 0.4:
-        return "focused"
-    if f > 0.1:
-        return "spread"
-    return "nearly uniform"
+    """A short phrase for a focus value: sharp, focused, spread or nearly uniform (:mod:`evidence`)."""
+    return evidence.focus_word(f)
 
 
 def query_view(weights: Array, query: int | None) -> Array:
@@ -90,7 +85,7 @@ def query_view(weights: Array, query: int | None) -> Array:
 # --------------------------------------------------------------------------
 
 TIE_TOLERANCE = 1e-9  # a row whose largest weight is shared within this by 2+ keys picks no key
-NAME_SHARE = 0.5  # a relation is named when at least this share of its rows follow it ...
+NAME_SHARE = evidence.NAME_SHARE  # a relation is named when at least this share of its rows follow it ...
 # ... and it is defined on at least half of the counted rows (see :func:`analyse`).
 
 # The relations a head's per-query argmax can follow, in the order that breaks exact ties.
@@ -136,6 +131,17 @@ class HeadAnalysis:
     best: Relation  # the strongest relation, named or not (for "closest: …" captions)
     relations: tuple[Relation, ...]  # every relation's evidence, in RELATIONS order
     outside_window: float | None = None  # mean mass of the shown rows on keys outside the window
+    spread_rows: int = 0  # counted, untied rows whose top weight is too close to chance to pick it (evidence)
+
+    @property
+    def picked_rows(self) -> int:
+        """Counted rows that pick a key: untied, and clear of chance by the evidence rule."""
+        return self.counted_rows - self.tied_rows - self.spread_rows
+
+    @property
+    def near_chance(self) -> bool:
+        """Most rows pick no key and the head is at most "spread": close to uniform (:mod:`evidence`)."""
+        return evidence.near_chance(self.picked_rows, self.counted_rows, self.focus)
 
     @property
     def pattern_share(self) -> float:
@@ -164,6 +170,7 @@ class HeadAnalysis:
                 "pattern_of": self.pattern_of, "counted_rows": self.counted_rows, "tied_rows": self.tied_rows,
                 "mean_entropy_bits": self.mean_entropy, "max_entropy_bits": self.max_entropy,
                 "focus": self.focus, "mean_top_weight": self.mean_top_weight,
+                "spread_rows": self.spread_rows, "picked_rows": self.picked_rows, "near_chance": self.near_chance,
                 "outside_window": self.outside_window}
 
 
@@ -181,7 +188,7 @@ class ReadBack:
     head_weights: Array  # (h, N): the weight of that key (the row's maximum)
     single_keys: Array  # (N,) int: the single head's top key; −1 for a tied row
     single_weights: Array  # (N,): the single head's row maximum
-    distinct: Array  # (N,) int: how many different keys the h heads bring back most (tied rows left out)
+    distinct: Array  # (N,) int: how many different keys the h heads pick (tied and spread rows left out)
     heads_mass: Array  # (N,): Σ over heads of their top weight (at most h)
     single_mass: Array  # (N,): the single head's weight on those distinct keys together (at most 1)
     counted: Array  # (N,) bool: rows that can choose (2 or more visible keys)
@@ -250,6 +257,8 @@ class Analysis:
     readback: ReadBack | None = None  # against the single head, when it was given
     mask: Array | None = None  # (N, N) bool, True = blocked (a causal run, a view's own mask); None: every key seen
     reading: Reading | None = None  # a grammar model's sentence: where each head looks from the parse's queries
+    picked: Array | None = None  # (h, N) bool: rows whose top key clears chance by the evidence rule (untied)
+    caution: str | None = None  # the model runs outside what it saw (longer text, unknown words): said everywhere
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -267,6 +276,26 @@ class Analysis:
         return int(self.counted.sum())
 
     @property
+    def picked_keys(self) -> Array:
+        """(h, N) int: each head's top key where the row picks it (:mod:`evidence`), else −1."""
+        if self.picked is None:
+            return self.top_keys
+        return np.where(self.picked, self.top_keys, -1)
+
+    @property
+    def mean_chance(self) -> float:
+        """Mean over counted rows of the uniform weight 1/v (v = the keys a row may see): chance for a top weight."""
+        n = len(self.tokens)
+        seen = (n - self.mask.sum(axis=1)) if self.mask is not None else np.full(n, n)
+        rows = self.counted if self.counted.any() else np.ones(n, bool)
+        return float(evidence.chance(seen[rows]).mean()) if n else 0.0
+
+    @property
+    def close_to_uniform(self) -> bool:
+        """Every head near chance (:attr:`HeadAnalysis.near_chance`): no head follows anything."""
+        return self.counted_rows > 0 and all(s.near_chance for s in self.heads)
+
+    @property
     def mean_pairwise_js(self) -> float:
         """Mean of the JS matrix over pairs of different heads (0 for one head)."""
         h = self.num_heads
@@ -280,12 +309,20 @@ class Analysis:
         pairs = [(a, b) for a in range(h) for b in range(a + 1, h)]
         return sorted(pairs, key=lambda ab: (-self.agreement_rows[ab], self.js[ab], ab))
 
+    def collapsed(self) -> list[int]:
+        """Heads (0-based) that put their rows on one fixed token while the model runs outside what it saw
+        (``caution``): a head stuck on one key there is a failure to generalise, not a pattern."""
+        if self.caution is None:
+            return []
+        return [s.head for s in self.heads if s.pattern == FIXED]
+
     def patterns(self) -> list[tuple[str, int | None]]:
-        """The distinct named patterns (name, fixed key), in head order; NONE left out."""
+        """The distinct named patterns (name, fixed key), in head order; NONE and collapsed heads left out."""
         seen: list[tuple[str, int | None]] = []
+        stuck = self.collapsed()
         for s in self.heads:
             p = (s.pattern, s.pattern_key)
-            if s.pattern != NONE and p not in seen:
+            if s.pattern != NONE and s.head not in stuck and p not in seen:
                 seen.append(p)
         return seen
 
@@ -295,11 +332,12 @@ class Analysis:
         For a magnifier slide without ``--query`` and the page's first query; counted rows only (all rows
         if none), and of those only the ones inside a window of tokens ``start … stop−1``.
         """
-        h, n = self.top_keys.shape
+        keys = self.picked_keys
+        h, n = keys.shape
         rows = [p for p in range(n) if self.counted[p]] or list(range(n))
         rows = [p for p in rows if start <= p < (n if stop is None else stop)]
-        distinct = {p: len({int(k) for k in self.top_keys[:, p] if k >= 0}) for p in rows}
-        tied = {p: int((self.top_keys[:, p] < 0).sum()) for p in rows}
+        distinct = {p: len({int(k) for k in keys[:, p] if k >= 0}) for p in rows}
+        tied = {p: int((keys[:, p] < 0).sum()) for p in rows}
         ranked = sorted(rows, key=lambda p: (-distinct[p], tied[p], p))
         if self.reading is not None:  # a parsed sentence: its own queries first (the verb, adjective, pronoun)
             parsed = [p for p in self.reading.queries if p in rows]
@@ -314,7 +352,11 @@ class Analysis:
             "js_divergence_bits": self.js.tolist(),
             "mean_pairwise_js_bits": self.mean_pairwise_js,
             "counted_rows": self.counted_rows,
+            "close_to_uniform": self.close_to_uniform,
+            "picked_keys": self.picked_keys.tolist(),
         }
+        if self.caution is not None:
+            out["caution"] = self.caution
         if self.window is not None:
             out["window"] = list(self.window)
         if self.readback is not None:
@@ -412,15 +454,16 @@ def outside_window(weights: Array, start: int, stop: int) -> Array:
     return (shown.sum(axis=-1) - inside).mean(axis=-1) if stop > start else np.zeros(w.shape[0])
 
 
-def _readback(keys: Array, top: Array, single: Array, counted: Array) -> ReadBack:
-    """:class:`ReadBack` from the heads' top keys/weights (h, N) and the single head's weights (N, N)."""
+def _readback(keys: Array, top: Array, picked: Array, single: Array, counted: Array) -> ReadBack:
+    """:class:`ReadBack` from the heads' top keys/weights (h, N), which of them pick (h, N), and the single
+    head's weights (N, N).  Only picked keys count as brought back (:mod:`evidence`)."""
     single = np.asarray(single, dtype=np.float64)
     s_keys, s_top = top_keys(single)
     n = keys.shape[1]
     distinct = np.zeros(n, int)
     single_mass = np.zeros(n)
     for p in range(n):
-        found = sorted({int(k) for k in keys[:, p] if k >= 0})
+        found = sorted({int(k) for k, ok in zip(keys[:, p], picked[:, p]) if k >= 0 and ok})
         distinct[p] = len(found)
         single_mass[p] = float(single[p, found].sum()) if found else 0.0
     return ReadBack(head_keys=keys, head_weights=top, single_keys=s_keys, single_weights=s_top,
@@ -446,7 +489,9 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
     * **A row's top key** is its argmax.  If two or more keys are within
       ``TIE_TOLERANCE`` (1e-9) of the maximum — a uniform row, or two tokens
       with identical rows of X — the row picks no key: it follows no relation
-      and agrees with no head, but stays counted.
+      and agrees with no head, but stays counted.  So does a **spread** row, whose
+      top weight is too close to chance (the uniform weight over the keys it sees)
+      to count: the one evidence rule of :mod:`mhacli.core.evidence`.
     * **A relation** names, for each row, the key(s) a head following it would
       pick: itself (p), previous token (p−1), next token (p+1), first token (0),
       earlier copy (any k < p holding the same token string), fixed token (one
@@ -479,6 +524,8 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
     vocab: dict[str, int] = {}
     ids = np.array([vocab.setdefault(t, len(vocab)) for t in tokens], dtype=int)  # (N,)
     keys, top = top_keys(weights)  # (h, N), (h, N)
+    picked = (keys >= 0) & evidence.picks(top, visible.sum(axis=1))  # (h, N): rows that clear chance
+    chosen = np.where(picked, keys, -1)  # (h, N): what the relations and the agreement read
     entropy = row_entropy(weights)  # (h, N)
     ceiling = float(max_row_entropy(n, causal).mean()) if trace.mask is None else float(
         np.log2(np.maximum(visible.sum(axis=1), 1)).mean())
@@ -490,7 +537,7 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
     targets = _relation_targets(tokens, visible)
     heads = []
     for i in range(h):
-        relations = _head_relations(keys[i], tokens, ids, visible, counted, targets)
+        relations = _head_relations(chosen[i], tokens, ids, visible, counted, targets)
         best, named = _pick(relations, counted)
         heads.append(HeadAnalysis(
             head=i, mean_entropy=float(entropy[i].mean()), max_entropy=ceiling,
@@ -499,13 +546,13 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
             pattern_rows=best.rows if named else 0, pattern_of=best.of if named else 0,
             counted_rows=int(counted.sum()), tied_rows=int((counted & (keys[i] < 0)).sum()),
             best=best, relations=relations,
-            outside_window=None if outside is None else float(outside[i])))
-    picked = keys >= 0  # (h, N)
+            outside_window=None if outside is None else float(outside[i]),
+            spread_rows=int((counted & (keys[i] >= 0) & ~picked[i]).sum())))
     agreement_rows = np.zeros((h, h), int)
     js = np.zeros((h, h))
     for a in range(h):
         for b in range(a, h):
-            same = int((counted & picked[a] & picked[b] & (keys[a] == keys[b])).sum())
+            same = int((counted & picked[a] & picked[b] & (chosen[a] == chosen[b])).sum())
             agreement_rows[a, b] = agreement_rows[b, a] = same
             if b > a:
                 js[a, b] = js[b, a] = float(js_divergence(weights[a], weights[b]).mean())
@@ -515,11 +562,11 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
     if single is not None:
         if single.num_heads != 1 or tuple(single.tokens) != tokens:
             raise ValueError("single must be the same tokens run as one head (compare.single_head)")
-        back = _readback(keys, top, np.asarray(single.weights[0]), counted)
+        back = _readback(keys, top, picked, np.asarray(single.weights[0]), counted)
     rules = tuple(trace.rules) if trace.rules else None
     blocked = None if (trace.mask is None and not causal) else ~visible
     parsed = getattr(trace, "parse", None)
     return Analysis(tokens=tokens, causal=causal, kind=kind, rules=rules,
                     heads=tuple(heads), top_keys=keys, counted=counted, agreement=agreement,
                     agreement_rows=agreement_rows, js=js, window=span, readback=back, mask=blocked,
-                    reading=None if parsed is None else read(parsed, weights))
+                    reading=None if parsed is None else read(parsed, weights), picked=picked)

@@ -28,6 +28,8 @@ from typing import Sequence
 
 import numpy as np
 
+from mhacli.core import evidence
+
 Array = np.ndarray
 
 DETERMINERS = ("the", "a", "an")
@@ -55,7 +57,7 @@ RELATIONS = ("subject", "object", "referent")  # read out by the model, one read
 HEAD_RELATIONS = ("subject", "object", "describes", "means")
 RELATION_NAMES = {"subject": "verb → its subject", "object": "verb → its object",
                   "describes": "adjective → the noun it describes", "means": "he/she → the noun it means"}
-NO_RELATION = "no clear relation"  # a head below the naming share on every relation
+NO_RELATION = evidence.NO_RELATION  # a head below the naming share on every relation
 SHORT_NAMES = {"subject": "verb → subject", "object": "verb → object", "describes": "adjective → noun",
                "means": "he/she → noun"}  # for small titles
 LONGEST = 13  # words in the longest sentence

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from mhacli.core import evidence
 from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, HeadAnalysis, ReadBack
 from mhacli.core.grammar import NO_RELATION, RELATION_NAMES, Reading
 from mhacli.core.steps import efficiency_sentence  # noqa: F401  (the steps table's words, numpy-free: mha shapes)
@@ -95,8 +96,43 @@ def pattern_phrase(s: HeadAnalysis, tokens: Sequence[str]) -> str:
             f"{_count(s.best.of, 'row')})")
 
 
-def weights_label(kind: str, rules: Sequence[str] | None = None, hide_rules: bool = False) -> str:
-    """The honest label for a figure or the page: which weights made it, and what that means."""
+def uniform_caution(analysis: Analysis) -> str | None:
+    """The one line for a run whose heads are all near chance (:mod:`evidence`), whatever made the weights."""
+    if not analysis.close_to_uniform:
+        return None
+    rows = sum(s.counted_rows for s in analysis.heads)
+    unpicked = rows - sum(s.picked_rows for s in analysis.heads)
+    top = sum(s.mean_top_weight for s in analysis.heads) / max(analysis.num_heads, 1)
+    return (f"{evidence.CLOSE_TO_UNIFORM} (on {unpicked} of {_count(rows, 'row')} across the heads no key "
+            f"stands clear of chance; top weight {_pct(top)} on average, {_pct(analysis.mean_chance)} for a "
+            "uniform row)")
+
+
+def cautions(analysis: Analysis) -> list[str]:
+    """What a reader must know before trusting any pattern of this run: near-uniform weights, a model used
+    outside what it saw.  Shown on the figures, the page and in the walkthrough, not only on stderr."""
+    out = [c for c in (uniform_caution(analysis), analysis.caution) if c]
+    stuck = analysis.collapsed()
+    if stuck:
+        out.append(f"{_heads(stuck)} put{'s' if len(stuck) == 1 else ''} every row on one token here: "
+                   "not counted as a pattern")
+    return out
+
+
+def weights_label(kind: str, rules: Sequence[str] | None = None, hide_rules: bool = False,
+                  analysis: Analysis | None = None) -> str:
+    """The honest label for a figure or the page: which weights made it, and what that means.
+
+    With the run's ``analysis``, its cautions (:func:`cautions`) follow, so a figure of near-uniform
+    weights says so whatever made them."""
+    said = _weights_label(kind, rules, hide_rules)
+    more = cautions(analysis) if analysis is not None else []
+    if more and kind == RANDOM and analysis is not None and analysis.close_to_uniform:
+        said = "random weights"  # the caution says the rest
+    return "; ".join([said, *more])
+
+
+def _weights_label(kind: str, rules: Sequence[str] | None, hide_rules: bool) -> str:
     if kind == RANDOM:
         return RANDOM_LABEL
     if kind == DESIGNED:
@@ -122,7 +158,14 @@ def head_caption(analysis: Analysis, i: int, hide_rules: bool = False, *, stand_
     head = f"head {i + 1}"
     if hide_rules:
         return f"{head}: its top key takes {_pct(s.mean_top_weight)} of a row on average; {s.describe()}"
-    what = pattern_phrase(s, analysis.tokens)
+    if s.near_chance:
+        what = (f"close to uniform, no relation (no key clear of chance on {s.counted_rows - s.picked_rows} of "
+                f"{_count(s.counted_rows, 'row')}; top weight {_pct(s.mean_top_weight)} on average, "
+                f"{_pct(analysis.mean_chance)} for a uniform row)")
+    elif i in analysis.collapsed():
+        what = "every row on one token, outside what the model saw (not a pattern)"
+    else:
+        what = pattern_phrase(s, analysis.tokens)
     if kind == RANDOM and stand_alone:
         return f"{head}: {what} (random weights: this means nothing yet)"
     if kind == DESIGNED and analysis.rules and i < len(analysis.rules):
@@ -152,7 +195,11 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
     """The demo's last words about the heads: how many patterns, and which heads look at the same places."""
     h = analysis.num_heads
     kind = kind_of(analysis)
+    if analysis.close_to_uniform:
+        return (f"{_count(h, 'head')}, no named pattern: {uniform_caution(analysis)}"
+                + (", as random weights usually are." if kind == RANDOM else "."))
     patterns = analysis.patterns()
+    stuck = analysis.collapsed()
     unnamed = [s.head for s in analysis.heads if s.pattern == NONE]
     agree = agreement_sentence(analysis)
     pair = most_alike(analysis)
@@ -162,6 +209,9 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
     parts = [f"{_count(h, 'head')}, {found}" + (f" ({names})" if names and not hide_rules else "")]
     if unnamed:
         parts.append(f"{_heads(unnamed)} follow{'s' if len(unnamed) == 1 else ''} no single relation")
+    if stuck:
+        parts.append(f"{_heads(stuck)} put{'s' if len(stuck) == 1 else ''} every row on one token, outside "
+                     "what the model saw (not counted)")
     text = "; ".join(parts) + f"; {agree}"
     if kind == RANDOM:
         if half:
@@ -169,7 +219,7 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
         return text + ": with random weights these patterns are accidents of the seed, not findings."
     if h == 1:
         return text + "."
-    if len(patterns) == h:
+    if len(patterns) == h and not stuck:
         return text + ": each head follows a relation of its own."
     if half:
         return text + ": those heads look at the same places on most queries."
@@ -180,9 +230,10 @@ def _first_with_each(analysis: Analysis) -> list[HeadAnalysis]:
     """The first head with each distinct named pattern, in head order."""
     seen: set[tuple[str, int | None]] = set()
     out = []
+    stuck = analysis.collapsed()
     for s in analysis.heads:
         key = (s.pattern, s.pattern_key)
-        if s.pattern != NONE and key not in seen:
+        if s.pattern != NONE and s.head not in stuck and key not in seen:
             seen.add(key)
             out.append(s)
     return out
@@ -200,6 +251,12 @@ def compare_conclusion(analysis: Analysis) -> str:
     if rows == 0:
         return "With one token there is nothing to choose between: every head and the single head look at it."
     several = back.rows_with_several
+    if analysis.close_to_uniform:
+        said = str(uniform_caution(analysis))
+        return (f"{said[0].upper()}{said[1:]}. The heads bring back 2 or more different tokens clear of chance on "
+                f"{several} of {_count(rows, 'token')}. What holds for any weights is that {_count(h, 'head')} "
+                f"return {h} blends per token and one head one; here most are close to an even average of all the "
+                "tokens.")
     text = (f"On {several} of {_count(rows, 'token')} the {_count(h, 'head')} bring back 2 or more different "
             f"tokens ({back.mean_distinct:.1f} on average). Each head gives its own top token "
             f"{_pct(back.mean_head_weight)} of its row, so together the heads bring back "
@@ -259,9 +316,8 @@ def window_sentence(analysis: Analysis) -> str | None:
             f"rows' attention falls outside the window (head {worst + 1}: {_pct(outside[worst])}).")
 
 
-# A head answers a query of the parse when its top key is the true key and holds at least half the row:
-# with the 10 to 13 words of a sentence of the grammar, uniform attention would give each key 8-10 %.
-ANSWER_SHARE = 0.5
+# A head answers a query of the parse when it gives the true key at least half its row (:mod:`evidence`).
+ANSWER_SHARE = evidence.ANSWER_SHARE
 
 
 def parse_sentence(reading: Reading) -> str:
@@ -302,8 +358,8 @@ def parse_queries_sentence(reading: Reading, queries: Sequence[int]) -> str | No
         ". Give --query to pick another."
 
 
-# "Mostly" means more than half: a row's largest weight is "most" of what it brings back only from here on.
-MOSTLY = 0.5
+# "Mostly": a row's largest weight is "most" of what it brings back only from half on (:mod:`evidence`).
+MOSTLY = evidence.MOSTLY
 
 
 def readback_note(back: ReadBack, rows: int) -> str:

@@ -165,10 +165,15 @@ def _agreement(trace: Trace, rng: random.Random, a: Analysis) -> Question | None
     return Question(
         "attention",
         f"On how many of the {total} queries that can choose between keys do heads {first + 1} and {second + 1} "
-        "weight the same key most?",
-        f"{rows} of {total}" + (" (a query whose largest weight is shared by two keys picks none)"
-                                if a.heads[first].tied_rows or a.heads[second].tied_rows else ""),
+        "pick the same key, each giving it its largest weight, clear of chance (at least a quarter of the way "
+        "from a uniform row to all on that key)?",
+        f"{rows} of {total}" + (" (a query whose largest weight is shared by two keys, or too close to uniform, "
+                                "picks none)" if _unpicked(a, first) or _unpicked(a, second) else ""),
         f"heads {first + 1} and {second + 1}'s heat maps row by row, or 'agreement' in 'mha explain … --json'")
+
+
+def _unpicked(a: Analysis, i: int) -> int:
+    return a.heads[i].tied_rows + a.heads[i].spread_rows
 
 
 def _masked(trace: Trace, rng: random.Random, a: Analysis) -> Question:

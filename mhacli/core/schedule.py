@@ -42,6 +42,23 @@ def rows_per_block(heads: int, n_keys: int, itemsize: int, budget: int = BLOCK_B
     return max(1, budget // (heads * n_keys * itemsize))
 
 
+def blas_kernel() -> str:
+    """numpy's BLAS and the kernel it picked for this CPU ('openblas 0.3.31 Haswell'), or 'unknown'.
+
+    A training run's bits depend on it: another kernel rounds the last digits of each product differently,
+    and thousands of Adam steps can carry that far (a trained model file records it, for that reason)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - a declared dependency
+        return "unknown"
+    blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    own = [lib for lib in blas if "numpy" in str(lib.get("filepath", ""))] or blas
+    if not own:
+        return "unknown"
+    lib = own[0]
+    return " ".join(str(lib[k]) for k in ("internal_api", "version", "architecture") if lib.get(k))
+
+
 def single_threaded_blas() -> Any:
     """A context in which each BLAS call uses one thread (threadpoolctl, a declared dependency)."""
     try:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from mhacli.core import evidence
 from mhacli.core.attention import attend, causal_mask, merge_heads, project, split_heads
 from mhacli.core.config import Config
 from mhacli.core.embed import init_weights, positional_encoding
@@ -353,12 +354,24 @@ def _frozen(a: Array) -> Array:
     return a
 
 
-# A head is named for a relation only when its most-weighted key is the relation's key on at least this share
-# of the queries that have the relation (chance is one key in ten or so: 10 to 13 tokens a sequence).
-NAMED_SHARE = 0.5
+# A head is named for a relation only when its most-weighted key is the relation's key, clear of chance, on at
+# least this share of the queries that have the relation (the one evidence rule: mhacli.core.evidence).
+NAMED_SHARE = evidence.NAME_SHARE
 
 
-def head_relations(weights: Array) -> tuple[tuple[str, float], ...]:
+def _picked_argmax(weights: Array, blocked: Array | None = None) -> Array:
+    """(B, h, N): each query's most-weighted key where its weight clears chance (:mod:`evidence`), else −1.
+
+    ``blocked``: the run's key mask (:func:`key_mask`, True = may not look), which sets how many keys each
+    query sees and so what chance is; None: every key."""
+    looked = weights.argmax(axis=-1)
+    top = np.take_along_axis(weights, looked[..., None], axis=-1)[..., 0]
+    n = weights.shape[-1]
+    seen = np.full(top.shape, n) if blocked is None else np.broadcast_to((~blocked).sum(axis=-1), top.shape)
+    return np.where(evidence.picks(top, seen), looked, -1)
+
+
+def head_relations(weights: Array, blocked: Array | None = None) -> tuple[tuple[str, float], ...]:
     """Each head's relation: the named place its per-query argmax hits most often, and how often.
 
     ``weights`` is (B, h, N, N); a query counts for a relation only where that place exists.  Below
@@ -366,7 +379,7 @@ def head_relations(weights: Array) -> tuple[tuple[str, float], ...]:
     whose argmax lands on "itself" 23 % of the time has learned nothing worth a name.
     """
     n = weights.shape[-1]
-    looked = weights.argmax(axis=-1)  # (B, h, N): the key each query looks at most
+    looked = _picked_argmax(weights, blocked)  # (B, h, N): the key each query looks at most, if clear of chance
     labels = []
     for i in range(weights.shape[1]):
         best = ("", -1.0)
@@ -376,22 +389,23 @@ def head_relations(weights: Array) -> tuple[tuple[str, float], ...]:
             share = float(np.mean(looked[:, i, valid] == keys[valid]))
             if share > best[1]:
                 best = (name, share)
-        labels.append(best if best[1] >= NAMED_SHARE else (NO_RELATION, best[1]))
+        labels.append(best if evidence.named(best[1]) else (NO_RELATION, best[1]))
     return tuple(labels)
 
 
-def sentence_relations(weights: Array, keys: Array, names: Sequence[str]) -> tuple[tuple[str, float], ...]:
+def sentence_relations(weights: Array, keys: Array, names: Sequence[str],
+                       blocked: Array | None = None) -> tuple[tuple[str, float], ...]:
     """Each head's relation measured against the parse: the relation whose true key its argmax hits most.
 
     ``weights`` is (B, h, N, N); ``keys`` (R, B, N) the true key of each named relation's queries (-1: none).
     A head below :data:`NAMED_SHARE` on every relation is ``no clear relation`` with its best share.
     """
-    looked = weights.argmax(axis=-1)  # (B, h, N)
+    looked = _picked_argmax(weights, blocked)  # (B, h, N)
     labels = []
     for i in range(weights.shape[1]):
         shares = [float(np.mean(looked[:, i][keys[r] >= 0] == keys[r][keys[r] >= 0])) for r in range(len(names))]
         best = int(np.argmax(shares))
-        labels.append((names[best] if shares[best] >= NAMED_SHARE else NO_RELATION, shares[best]))
+        labels.append((names[best] if evidence.named(shares[best]) else NO_RELATION, shares[best]))
     return tuple(labels)
 
 
@@ -594,12 +608,13 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
         loss, accuracy, per, weights = _evaluate(params, held, config)
     if not (math.isfinite(loss) and all(np.isfinite(p).all() for p in params.values())):
         raise diverged(config, config.steps)  # a model that is not finite is never saved nor reported
+    blocked = key_mask(held.ids, config.causal, task.pad)  # what each held-out query could see: chance
     if task.sentences:
         from mhacli.core.grammar import HEAD_RELATIONS, head_keys
 
-        relations = sentence_relations(weights, head_keys(held.ids, held.keys), HEAD_RELATIONS)
+        relations = sentence_relations(weights, head_keys(held.ids, held.keys), HEAD_RELATIONS, blocked)
     else:
-        relations = head_relations(weights)
+        relations = head_relations(weights, blocked)
     model = TrainedModel(config=config, params=params, vocabulary=task.vocabulary, targets=task.targets,
                          relations=relations)
     return TrainResult(

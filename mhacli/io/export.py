@@ -327,8 +327,11 @@ def head_measures(trace: Trace, analysis: Analysis | None = None) -> dict[str, A
         entry["pattern_token"] = None if s.pattern_key is None else trace.tokens[s.pattern_key]
         del entry["outside_window"]  # the document shows every token: nothing is outside
         heads.append(entry)
+    from mhacli.core.narrate import cautions
+
     out = {"head_summaries": heads, "agreement": measures.agreement.tolist(),
-           "js_divergence_bits": measures.js.tolist(), "counted_rows": measures.counted_rows}
+           "js_divergence_bits": measures.js.tolist(), "counted_rows": measures.counted_rows,
+           "close_to_uniform": measures.close_to_uniform, "cautions": cautions(measures)}
     if measures.reading is not None:  # a grammar model's sentence: the parse and where each head looks from it
         out["grammar"] = measures.reading.to_dict()
     return out

@@ -26,6 +26,7 @@ import numpy as np
 from mhacli import __version__
 from mhacli.core.config import Config
 from mhacli.core.errors import UsageError
+from mhacli.core.schedule import blas_kernel
 from mhacli.core.tokenize import tokenize
 from mhacli.core.trace import Trace, run_tokens
 from mhacli.core.train import TrainConfig, TrainedModel, TrainResult
@@ -45,7 +46,8 @@ def trained_arrays(result: TrainResult) -> dict[str, Any]:
     model, p = result.model, result.model.params
     metrics = {"loss": result.loss, "accuracy": result.accuracy, "parameters": result.parameters,
                "seconds": result.seconds, "steps": result.config.steps,
-               "relation_accuracy": dict(zip(result.model.targets, result.relation_accuracy))}
+               "relation_accuracy": dict(zip(result.model.targets, result.relation_accuracy)),
+               "blas": blas_kernel()}  # the bits of a long run depend on it: tests retrain exactly only on it
     return {
         "kind": np.array(KIND),
         "format_version": np.array(FORMAT_VERSION, dtype=np.int64),
@@ -201,6 +203,23 @@ def trained_notes(model: TrainedModel, tokens: Sequence[str]) -> list[str]:
         notes.append(f"the model was trained on sequences of {trained_length} tokens; this text has {len(tokens)}, "
                      "so past that its heads may not follow what they learned (the measures below say).")
     return notes
+
+
+def trained_caution(model: TrainedModel, tokens: Sequence[str]) -> str | None:
+    """One short line for the figures and the walkthrough when ``tokens`` are outside what ``model`` saw
+    (a longer text, words it does not know, words that stand in for its letters); None inside it."""
+    parts = []
+    if len(tokens) > model.config.length:
+        parts.append(f"trained on {model.config.length} tokens, this text has {len(tokens)}")
+    unknown = model.unknown(tokens) if model.sentences else ()
+    if unknown:
+        parts.append(f"{len(unknown)} unknown word{'s' if len(unknown) != 1 else ''}")
+    stand = model.stand_ins(tokens)
+    if stand:
+        parts.append(f"{len(stand)} word{'s' if len(stand) != 1 else ''} it never saw, standing in for its letters")
+    if not parts:
+        return None
+    return "outside what the model saw (" + "; ".join(parts) + "): its heads may not follow what they learned"
 
 
 def describe_relations(model: TrainedModel) -> list[str]:

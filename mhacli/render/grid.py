@@ -114,7 +114,7 @@ def head_grids(trace: Shown, analysis: Analysis, *, width: int, max_tokens: int 
     if grid_width(n) > width:
         where = (f"the heatmaps are in {figures_at}" if figures_at else
                  "run without --no-plots to save them as figures")
-        return Group(Text(weights_note(trace, hide_rules), style="italic"),
+        return Group(Text(weights_note(trace, hide_rules, analysis), style="italic"),
                      Text(f"The weight grids of {n} tokens need {grid_width(n)} columns and this terminal "
                           f"has {width}; {where} (or widen the terminal, or lower --max-tokens).",
                           style=theme.STYLE_DIM))
@@ -139,7 +139,8 @@ def head_grids(trace: Shown, analysis: Analysis, *, width: int, max_tokens: int 
             layout.add_row(*([""] * columns))  # a blank line between rows of grids
         row = grids[k : k + per_row]
         layout.add_row(*row, *([""] * (columns - len(row))))
-    parts: list[RenderableType] = [heading, Text(weights_note(trace, hide_rules), style="italic"), layout, legend()]
+    note = Text(weights_note(trace, hide_rules, analysis), style="italic")
+    parts: list[RenderableType] = [heading, note, layout, legend()]
     if stop - start < trace.n_tokens:
         parts.append(Text(f"Showing tokens {start}–{stop - 1} of {trace.n_tokens} (--max-tokens {n}).",
                           style=theme.STYLE_DIM))

@@ -118,7 +118,7 @@ def _layer(shown: Shown, m: int, hide_rules: bool, analysis: Analysis) -> dict[s
         # The page opens on the query where the heads' top keys differ most (the magnifier slide's choice),
         # not on token 0, where heads often agree (a causal run's first row has one key); #q=K picks another.
         "start_query": (analysis.showcase_queries(1, 0, m) or (0,))[0],
-        "weights_label": weights_note(shown, hide_rules),
+        "weights_label": weights_note(shown, hide_rules, analysis),
         "layer_note": layer_note(shown),
     }
 

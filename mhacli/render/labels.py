@@ -47,8 +47,20 @@ def layer_note(shown: "Shown") -> str | None:
     return f"{plain} of {v.n_layers}" + (f" ({label(name, 24)})" if name != plain else "")  # type: ignore[union-attr]
 
 
-def weights_note(shown: "Shown", hide_rules: bool = False) -> str:
-    """Which weights made the picture: random (they mean nothing yet), designed rules, trained, or a model's view."""
+def weights_note(shown: "Shown", hide_rules: bool = False, analysis: Analysis | None = None) -> str:
+    """Which weights made the picture: random (they mean nothing yet), designed rules, trained, or a model's view.
+
+    With the run's ``analysis``, its cautions follow (near-uniform weights, a model outside what it saw)."""
+    said = _weights_note(shown, hide_rules)
+    if analysis is None:
+        return said
+    kind = "view" if is_view(shown) else str(shown.config.weights)  # type: ignore[union-attr]
+    if kind == narrate.RANDOM:
+        return narrate.weights_label(kind, shown.rules, hide_rules, analysis)
+    return "; ".join([said, *narrate.cautions(analysis)])
+
+
+def _weights_note(shown: "Shown", hide_rules: bool) -> str:
     if is_view(shown):
         source = shown.source  # type: ignore[union-attr]
         where = f"attention from {label(Path(source).name, 40)}" if source else "attention from your model"

@@ -180,12 +180,16 @@ def heads_panel(trace: Trace, analysis: Analysis, title: str = "5. Each head is 
     rows = "" if hide_rules else (
         f"top key follows: the relation that each query's most weighted key follows (previous token, "
         f"itself, …); rows: on how many of the query rows where that relation names a key it does (of the "
-        f"{counted} rows that can choose, the previous token has none on the first row, for example). ")
+        f"{counted} rows that can choose, the previous token has none on the first row, for example); a row "
+        f"counts only when its top weight is clear of chance (a quarter of the way from a uniform row to all on "
+        f"one key). ")
     note = _note(rows + "top weight: the largest weight of a row, on average. entropy: mean per query, "
                  "in bits, against the uniform maximum (lower = sharper).")
+    warned = [Text(f"Caution: {c}.", style=theme.STYLE_TITLE) for c in narrate.cautions(a)]
     if not sentence:
-        return Group(fitted_table(table), note)
-    return Group(fitted_table(table), note, _note(Text(narrate.closing_sentence(a, hide_rules=hide_rules))))
+        return Group(fitted_table(table), *warned, note)
+    return Group(fitted_table(table), *warned, note,
+                 _note(Text(narrate.closing_sentence(a, hide_rules=hide_rules))))
 
 
 def grammar_panel(analysis: Analysis, title: str = "6. What the heads learned, on this sentence", *,

@@ -117,7 +117,7 @@ def _sentences(w, tokens, causal) -> tuple[object, dict[str, str]]:
         "captions": "\n".join(narrate.head_caption(a, i) for i in range(len(w))),
         "titles": "\n".join(pattern_words(a, i) for i in range(len(w))),
         "label": weights_note(view, analysis=a),
-        "page": repr(html.summaries(a)),
+        "page": repr(html.summaries(a)) + "\n" + str(html.page_data(view, a)["weights_label"]),
         "json": repr(head_measures(view, a)),  # type: ignore[arg-type]
         "compare": narrate.compare_conclusion(b),
         "readback": narrate.readback_note(b.readback, len(tokens)),  # type: ignore[arg-type]
@@ -163,7 +163,7 @@ def test_uniform_and_near_uniform_attention_say_so_whatever_made_it(h, n, causal
     w = np.stack([_rows("near", n, causal, rng, eps) for _ in range(h)])
     a, said = _sentences(w, ["tok"] * n, causal)
     assert a.close_to_uniform and all(s.pattern == NONE for s in a.heads)
-    assert evidence.CLOSE_TO_UNIFORM in said["label"]
+    assert evidence.CLOSE_TO_UNIFORM in said["label"] and evidence.CLOSE_TO_UNIFORM in said["page"]
     assert "no head follows a relation" in said["compare"]
     assert "'close_to_uniform': True" in said["json"]
 

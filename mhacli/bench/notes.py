@@ -103,7 +103,7 @@ class NoiseNote:
     widest_spread: float | None  # (slowest − fastest) / median of the core's repeats, at its widest; None: 1 repeat
     widest_at: int | None  # the N of that widest spread
     median_over_fastest: float | None  # the largest median / fastest repeat
-    falls: tuple[tuple[int, int], ...]  # (smaller N, larger N) where the larger N's median was lower
+    falls: tuple[tuple[str, int, int], ...]  # (contender, smaller N, larger N): the larger N's median lower
     noisy: bool
     sentences: tuple[str, ...]
 
@@ -116,14 +116,33 @@ def _spread(times: Sequence[float]) -> float:
     return (max(times) - min(times)) / statistics.median(times)
 
 
+#: What each of a row's medians times, as the table's notes name it; the plain loop is one contender per method.
+CONTENDERS = (("the core", "seconds"), ("one head", "one_head_seconds"), ("its matrix products", "matmul_seconds"),
+              ("the loop", "loop_seconds"), ("PyTorch", "torch_seconds"), ("PyTorch with weights",
+                                                                           "torch_weights_seconds"))
+
+
+def _falls(rows: Sequence[Row]) -> tuple[tuple[str, int, int], ...]:
+    """Every contender's medians that fell by more than FALL_SHARE from one N to the next."""
+    found = []
+    for label, field in CONTENDERS:
+        for a, b in zip(rows, rows[1:]):
+            t_a, t_b = getattr(a, field), getattr(b, field)
+            if t_a is None or t_b is None or (field == "loop_seconds" and a.loop_kind != b.loop_kind):
+                continue  # not timed, or two different loops
+            if t_b < t_a * (1 - FALL_SHARE):
+                found.append((label, a.n, b.n))
+    return tuple(found)
+
+
 def noise_note(rows: Sequence[Row], repeats: int) -> NoiseNote:
-    """Read the core's repeats: how far they spread, and where a larger N was timed faster than a smaller one."""
+    """Read the timings: how far the core's repeats spread, and where a larger N was timed faster than a smaller one."""
     timed = [r for r in rows if len(r.repeat_seconds) >= 2]
     widest = max(timed, key=lambda r: _spread(r.repeat_seconds), default=None)
     spread = _spread(widest.repeat_seconds) if widest is not None else None
     over_fastest = max((r.seconds / min(r.repeat_seconds) for r in rows if r.repeat_seconds), default=None)
     # The work grows with N (every step's multiply-adds do): a median that falls as N grows is the machine.
-    falls = tuple((a.n, b.n) for a, b in zip(rows, rows[1:]) if b.seconds < a.seconds * (1 - FALL_SHARE))
+    falls = _falls(rows)
     noisy = bool(falls) or (spread is not None and spread > NOISY_SPREAD)
     sentences = []
     if widest is None or spread is None:
@@ -133,12 +152,14 @@ def noise_note(rows: Sequence[Row], repeats: int) -> NoiseNote:
         fastest = f"; medians at most {over_fastest:.2f}× the fastest repeat" if over_fastest is not None else ""
         sentences.append(f"noise: the core's {repeats} repeats spread by at most {spread:.0%} of their median "
                          f"(at N = {widest.n}){fastest}.")
-    for small, large in falls:
-        t_small = next(r.seconds for r in rows if r.n == small)
-        t_large = next(r.seconds for r in rows if r.n == large)
-        sentences.append(f"N = {large} took {_seconds(t_large)}, less than N = {small}'s {_seconds(t_small)}, "
-                         "though the work grows with N: that is the machine (other programs, one-off costs), "
-                         "not attention.")
+    if falls:
+        by_n = {r.n: r for r in rows}
+        fell = "; ".join(f"{label} from {_seconds(getattr(by_n[small], field))} at N = {small} to "
+                         f"{_seconds(getattr(by_n[large], field))} at N = {large}"
+                         for label, small, large in falls
+                         for field in [dict(CONTENDERS)[label]])
+        sentences.append(f"Times that fell as N grew, though the work grows with N: {fell}. That is the machine "
+                         "(other programs, one-off costs), not attention.")
     if noisy:
         sentences.append("These times are noisy: close other programs and rerun, or raise --repeats.")
     return NoiseNote(repeats=repeats, widest_spread=spread, widest_at=widest.n if widest is not None else None,

@@ -50,12 +50,15 @@ _WARNING_RUNNER = textwrap.dedent("""
 """)
 
 
+# --dpi 30: the warning and the file are tested, not the pixels (drawing at the default dpi took most of the time).
 @pytest.mark.parametrize(("function", "args", "written"), [
-    ("mhacli.render.figures.save.build_heads", ["explain", "the cat sat", "--out", "figs"], "figs/heads.png"),
-    ("mhacli.render.figures.save.split_figure", ["explain", "the cat sat", "--out", "figs"], "figs/split.png"),
-    ("mhacli.render.figures.head.HeadFigure.show", ["explain", "the cat sat", "--out", "figs"],
+    ("mhacli.render.figures.save.build_heads", ["explain", "the cat sat", "--out", "figs", "--dpi", "30"],
+     "figs/heads.png"),
+    ("mhacli.render.figures.save.split_figure", ["explain", "the cat sat", "--out", "figs", "--dpi", "30"],
+     "figs/split.png"),
+    ("mhacli.render.figures.head.HeadFigure.show", ["explain", "the cat sat", "--out", "figs", "--dpi", "30"],
      "figs/head-1.png"),
-    ("mhacli.render.figures.save.build_compare", ["compare", "the cat sat", "--out", "figs"],
+    ("mhacli.render.figures.save.build_compare", ["compare", "the cat sat", "--out", "figs", "--dpi", "30"],
      "figs/single-vs-multi.png"),
     ("mhacli.render.figures.training.training_figure",
      ["train", "--steps", "3", "--out", "figs"], "figs/training.png"),

@@ -47,6 +47,32 @@ def test_dash_h_is_help_everywhere(runner, command):
     assert short.output == long.output and "Usage:" in short.output
 
 
+def _stray_text(help_text: str, width: int) -> list[str]:
+    """Lines of a help page that show a type label ('<bool>') or run past the width."""
+    return [line for line in help_text.splitlines() if "<bool>" in line or len(line) > width]
+
+
+@pytest.mark.parametrize("width", [80, 40])
+def test_every_help_page_shows_no_type_label_and_fits_the_width(runner, width):
+    """Our flags, and -h/--help, --install-completion, --show-completion too, show no '<bool>'."""
+    for command in [[], *[[name] for name in _command_names()]]:
+        result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": str(width)})
+        assert result.exit_code == 0, result.output
+        assert "--help" in result.stdout and _stray_text(result.stdout, width) == [], (command, result.stdout)
+
+
+@pytest.mark.parametrize("width", [80, 40])
+@pytest.mark.parametrize("command", [[], ["explain"], ["bench"]], ids=lambda c: " ".join(c) or "mha")
+def test_the_installed_help_shows_no_type_label_and_fits_the_width(tmp_path, command, width):
+    """The real process reads its width from the environment as a terminal gives it; the root (with the
+    completion options), the command with the most options and the one with the longest help stand in
+    for all (the test above reads every page in-process)."""
+    env = {**_env(tmp_path), "COLUMNS": str(width)}
+    proc = subprocess.run([_mha(), *command, "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and "--help" in proc.stdout, proc.stderr
+    assert _stray_text(proc.stdout, width) == [], proc.stdout
+
+
 def test_every_registered_command_is_in_the_app():
     assert _command_names() == sorted(c.__name__ for c in COMMANDS)
 

@@ -103,6 +103,19 @@ ROWS: list[tuple[str, str]] = [
     ("bench over more tokens than memory allows", "mha bench --max-tokens 99999999"),
     ("bench --startup asked to plot", "mha bench --startup --plot"),
     ("bench --task without --train", "mha bench --task grammar"),
+    ("bench with an unknown dtype", "mha bench --dtype float16"),
+    ("bench with zero tokens", "mha bench --max-tokens 0"),
+    ("bench --train given a layer option", "mha bench --train --heads 2"),
+    ("bench --train and --startup together", "mha bench --train --startup"),
+    ("bench --startup given --max-tokens", "mha bench --startup --max-tokens 64"),
+    ("bench --train with zero repeats", "mha bench --train --repeats 0"),
+    ("train an unknown task", "mha train --task sorting"),
+    ("train for zero steps", "mha train --steps 0"),
+    ("train with a learning rate of zero", "mha train --lr 0"),
+    ("train with an infinite learning rate", "mha train --lr inf"),
+    ("train with heads that do not divide d", "mha train --heads 3"),
+    ("train --compare with a head count that does not divide d", "mha train --compare 1,3"),
+    ("train --compare with a word", "mha train --compare two"),
     ("the grammar model with another head count", 'mha explain "the dog saw the cat" --weights grammar --heads 2'),
     # --- --query --------------------------------------------------------------
     ("--query past the end", 'mha explain "the cat sat" --query 7'),
@@ -450,7 +463,8 @@ def test_each_message_reads_as_one_sentence_with_a_fix(mistake, command, exit_co
 # A sample of rows through the installed script, to show the in-process runs say the same.
 INSTALLED_SAMPLE = ["mha explain", 'mha explain "the cat" --heads four', "mha explain - < empty.txt",
                     "mha explain --file latin1.txt", "mha show truncated.npz", "mha verify tampered-weights.npz",
-                    'mha explain "-5 degrees outside"', "mha explian"]
+                    'mha explain "-5 degrees outside"', "mha explian", "mha train --compare ²",
+                    'mha explain "the cat" --max-tokens 0']
 
 
 @pytest.mark.skipif(not MHA.exists(), reason="the mha console script is not installed")

@@ -155,9 +155,15 @@ def test_words_outside_the_vocabulary_are_one_unknown_token_and_capitals_fold() 
 
 
 def _explain_json(text: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "mhacli", "explain", text, "--weights", "grammar", "--json"],
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    """The run's JSON, in-process and without figures: the test reads where heads look, not what is drawn
+    (the README's first command below runs the installed mha with figures)."""
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+
+    result = CliRunner().invoke(app, ["explain", text, "--weights", "grammar", "--json", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
 
 
 def test_the_famous_sentence_is_answered_by_the_head_named_for_the_adjective() -> None:

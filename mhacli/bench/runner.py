@@ -20,6 +20,7 @@ import json
 import math
 import statistics
 import sys
+import textwrap
 import time
 import tracemalloc
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ from rich.text import Text
 from mhacli.bench.baselines import (Weights, core_attention, matmuls_only, numpy_per_head, output_only_blocked,
                                     torch_available, torch_calls)
 from mhacli.bench.machine import machine_info, machine_line
+from mhacli.bench.notes import noise_note, split_note
 from mhacli.core.embed import init_weights
 from mhacli.core.schedule import cpu_count, rows_per_block
 from mhacli.render import theme
@@ -121,6 +123,8 @@ class Row:
     loop_kind: str  # "python" (verify.reference_loop) or "numpy" (a numpy loop over heads)
     torch_seconds: float | None = None  # need_weights=False
     torch_weights_seconds: float | None = None  # need_weights=True, average_attn_weights=False
+    one_head_seconds: float | None = None  # the core with one head of width d, same X and weights
+    repeat_seconds: tuple[float, ...] = ()  # the core's own repeats, of which ``seconds`` is the median
 
     @property
     def gflops(self) -> float:
@@ -150,8 +154,11 @@ class Result:
         return any(r.torch_seconds is not None for r in self.rows)
 
     def to_dict(self) -> dict[str, object]:
+        split = split_note(self)
         return {"settings": asdict(self.settings), "machine": self.machine,
-                "rows": [r.to_dict() for r in self.rows]}
+                "rows": [r.to_dict() for r in self.rows],
+                "split": split.to_dict() if split is not None else None,
+                "noise": noise_note(self.rows, self.settings.repeats).to_dict()}
 
 
 def token_counts(max_tokens: int) -> list[int]:
@@ -182,16 +189,18 @@ def contenders(n: int, settings: Settings) -> tuple[dict[str, Callable[[], objec
     """Name → zero-argument call for one N, and which plain loop stands in ("python" or "numpy")."""
     x, w = bench_inputs(n, settings)
     h, causal = settings.heads, settings.causal
-    if settings.blocked:
-        def run_core() -> object:
-            return output_only_blocked(x, *w, h, causal)
-    else:
-        def run_core() -> object:
-            return core_attention(x, *w, h, causal)
+    core = output_only_blocked if settings.blocked else core_attention
+
+    def run_core() -> object:
+        return core(x, *w, h, causal)
+
+    def run_one_head() -> object:  # the same X and weights as one head of width d: what the split is weighed against
+        return core(x, *w, 1, causal)
     kind = "python" if n <= PYTHON_LOOP_MAX else "numpy"
     loop = reference_loop if kind == "python" else numpy_per_head
     calls: dict[str, Callable[[], object]] = {
         "core": run_core,
+        **({"one_head": run_one_head} if h > 1 else {}),
         "matmuls": lambda: matmuls_only(x, *w, h, keep=not settings.blocked),
         "loop": lambda: loop(x, *w, h, causal),
     }
@@ -218,9 +227,9 @@ def warm_memory(nbytes: int) -> None:
         del buffer
 
 
-def median_seconds(calls: dict[str, Callable[[], object]], repeats: int, tick: Tick,
-                   warm_bytes: int = 0) -> dict[str, float]:
-    """Median wall time of each call over ``repeats`` interleaved rounds, after one warm-up call each."""
+def repeat_seconds(calls: dict[str, Callable[[], object]], repeats: int, tick: Tick,
+                   warm_bytes: int = 0) -> dict[str, list[float]]:
+    """Wall time of each call in each of ``repeats`` interleaved rounds, after one warm-up call each."""
     times: dict[str, list[float]] = {name: [] for name in calls}
     for name, call in calls.items():
         # The first call pays one-off costs (thread start, first touch of memory, lazy imports).
@@ -239,7 +248,14 @@ def median_seconds(calls: dict[str, Callable[[], object]], repeats: int, tick: T
             times[name].append(time.perf_counter() - start)
             del result  # free (h, N, N) arrays before the next contender allocates its own
             tick(name)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
+
+
+def median_seconds(calls: dict[str, Callable[[], object]], repeats: int, tick: Tick,
+                   warm_bytes: int = 0) -> dict[str, float]:
+    """Median wall time of each call over ``repeats`` interleaved rounds, after one warm-up call each."""
+    return {name: statistics.median(values) for name, values in
+            repeat_seconds(calls, repeats, tick, warm_bytes).items()}
 
 
 def peak_bytes(call: Callable[[], object]) -> int:
@@ -256,7 +272,8 @@ def peak_bytes(call: Callable[[], object]) -> int:
 def measure(n: int, settings: Settings, tick: Tick) -> Row:
     """Every contender at one N."""
     calls, kind = contenders(n, settings)
-    seconds = median_seconds(calls, settings.repeats, tick, settings.planned_bytes(n))
+    times = repeat_seconds(calls, settings.repeats, tick, settings.planned_bytes(n))
+    seconds = {name: statistics.median(values) for name, values in times.items()}
     peak = peak_bytes(calls["core"])
     tick("peak memory")
     steps = steps_for(n, settings.d_model, settings.heads, settings.causal)
@@ -264,13 +281,14 @@ def measure(n: int, settings: Settings, tick: Tick) -> Row:
     return Row(n=n, seconds=seconds["core"], madds=total_madds(steps), quadratic_madds=quadratic,
                weights_bytes=settings.heads * n * n * settings.itemsize, peak_bytes=peak,
                matmul_seconds=seconds["matmuls"], loop_seconds=seconds["loop"], loop_kind=kind,
-               torch_seconds=seconds.get("torch"), torch_weights_seconds=seconds.get("torch_weights"))
+               torch_seconds=seconds.get("torch"), torch_weights_seconds=seconds.get("torch_weights"),
+               one_head_seconds=seconds.get("one_head"), repeat_seconds=tuple(times["core"]))
 
 
 def calls_per_size(settings: Settings) -> int:
     """Progress ticks for one N: warm-up and repeats of each contender, and the memory run."""
-    has_torch = torch_available()
-    return (3 + 2 * has_torch) * (settings.repeats + 1) + 1
+    has_torch, one_head = torch_available(), settings.heads > 1
+    return (3 + one_head + 2 * has_torch) * (settings.repeats + 1) + 1
 
 
 def run_bench(settings: Settings, tick: Tick = lambda _: None) -> Result:
@@ -361,7 +379,11 @@ def bench_table(result: Result) -> Group:
     else:
         notes.append("PyTorch is not installed here: its columns are left out.")
     notes.append(machine_line(result.machine))
-    return Group(title, table, *(Text(n, style=theme.STYLE_DIM) for n in notes))
+    noise, split = noise_note(result.rows, s.repeats), split_note(result)
+    said = [Text(line, style=theme.STYLE_BAD if noise.noisy else theme.STYLE_DIM) for line in noise.sentences]
+    if split is not None:
+        said.append(Text(split.sentence))
+    return Group(title, table, *(Text(n, style=theme.STYLE_DIM) for n in notes), *said)
 
 
 def bench_json(result: Result) -> str:
@@ -431,7 +453,7 @@ def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
     n = np.array([r.n for r in rows], dtype=float)
     fig = Figure(figsize=(7.5, 4.8), dpi=dpi, facecolor=theme.PAPER_COLOR)
     FigureCanvasAgg(fig)
-    left, right, top, bottom = 0.11, 0.7, 0.92, 0.2  # the legend goes right of the axes, over no line
+    left, right, top, bottom = 0.11, 0.7, 0.92, 0.31  # the legend goes right of the axes, over no line
     fig.subplots_adjust(left=left, right=right, top=top, bottom=bottom)
     ax = fig.add_subplot()
     Series = tuple[str, np.ndarray, list[float | None], str, str]  # label, N, seconds, colour, style
@@ -458,7 +480,7 @@ def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
     start = quadratic_from(s.d_model)
     if start < n[-1]:
         ax.axvspan(max(start, n[0]), n[-1], color=theme.HEAD_COLORS[4], alpha=0.15, lw=0)
-        fig.text(0.01, 0.06, f"Shaded: N > 2d = {start}, where the N×N work (scores, weighted sums) "
+        fig.text(0.01, 0.16, f"Shaded: N > 2d = {start}, where the N×N work (scores, weighted sums) "
                  "outgrows the d×d projections: time ∝ N².", fontsize=7.5, color=theme.LABEL_COLOR)
     ax.set_xlabel("tokens N (log scale)", fontsize=9)
     ax.set_ylabel("seconds per layer (log scale)", fontsize=9)
@@ -479,6 +501,10 @@ def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
     ax.tick_params(labelsize=8)
     ax.grid(True, which="major", color="#DDDDDD", lw=0.6)
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
+    noise = noise_note(rows, s.repeats)
+    said = " ".join(noise.sentences).replace("N = ", "N\u00a0=\u00a0")  # no line break inside "N = 32"
+    fig.text(0.01, 0.145, "\n".join(textwrap.wrap(said, 125)), fontsize=7.5, va="top",
+             color=theme.HEAD_COLORS[1] if noise.noisy else theme.LABEL_COLOR)
     machine = machine_line(result.machine)
     cut = machine.find(" · ", len(machine) // 2) if len(machine) > 150 else -1  # two lines when long
     if cut > 0:

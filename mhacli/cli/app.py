@@ -12,10 +12,12 @@ import signal
 import sys
 import traceback
 from contextlib import contextmanager
+from functools import cache
 from typing import Annotated, Any, Callable, Iterator, Sequence
 
 import typer
-from typer.core import TyperGroup
+from typer.completion import completion_init, install_callback, show_callback
+from typer.core import TyperCommand, TyperGroup
 
 from mhacli import __version__
 from mhacli.cli.commands.bench import bench
@@ -113,7 +115,47 @@ def _noting_swallowed_interrupts() -> Iterator[list[bool]]:
         sys.unraisablehook = previous_hook
 
 
-class MhaGroup(TyperGroup):
+def _show_help(ctx: typer.Context, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        typer.echo(ctx.get_help(), color=ctx.color)
+        ctx.exit()
+
+
+def _help_placeholder(
+    show_help: Annotated[bool, typer.Option("-h", "--help", callback=_show_help, is_eager=True, expose_value=False,
+                                            metavar=FLAG, help="Show this message and exit.")] = False,
+) -> None:
+    """Never run: Typer turns its one parameter into the -h/--help option of every command."""
+
+
+@cache
+def _help_option() -> Any:
+    """-h/--help declared as our own flags are (``metavar=FLAG``), built by Typer from :func:`_help_placeholder`.
+
+    Click's own help option shows Typer's type label, ``<bool>``, in the help; its metavar is not ours
+    to rewrite. One object for every command: click orders the eager callbacks by identity.
+    """
+    holder = typer.Typer(add_completion=False, add_help_option=False)
+    holder.command()(_help_placeholder)
+    return typer.main.get_command(holder).params[0]
+
+
+class _OwnHelp:
+    """A command whose -h/--help is :func:`_help_option` rather than click's."""
+
+    add_help_option: bool
+
+    def get_help_option(self, ctx: Any) -> Any:
+        if not self.add_help_option:
+            return None
+        return _help_option()
+
+
+class MhaCommand(_OwnHelp, TyperCommand):
+    """Every ``mha`` command: Typer's command with our -h/--help."""
+
+
+class MhaGroup(_OwnHelp, TyperGroup):
     """The ``mha`` group: runs a command and sends whatever it raises through :func:`report_error`.
 
     The one way out of a run, however it ends (success, an error, Ctrl-C,
@@ -180,6 +222,9 @@ def _as_signalled(code: int) -> int:
     return code
 
 
+# Typer's own completion options show '<bool>' in the help; ours (in _root) call the same callbacks.
+# add_completion would also register Typer's shell classes (the _MHA_COMPLETE=complete_bash protocol).
+completion_init()
 app = typer.Typer(
     cls=MhaGroup,
     name="mha",
@@ -187,10 +232,11 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
+    add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 for command in COMMANDS:
-    app.command()(command)
+    app.command(cls=MhaCommand)(command)
 
 
 def _version(value: bool) -> None:
@@ -205,6 +251,12 @@ def _root(
                                           help="Show the version and exit.")] = False,
     debug: Annotated[bool, typer.Option("--debug", metavar=FLAG,
                                         help="Show a traceback when something fails.")] = False,
+    install_completion: Annotated[bool, typer.Option("--install-completion", callback=install_callback,
+                                                     expose_value=False, metavar=FLAG,
+                                                     help="Install completion for the current shell.")] = False,
+    show_completion: Annotated[bool, typer.Option("--show-completion", callback=show_callback, expose_value=False,
+                                                  metavar=FLAG, help="Show completion for the current shell, to "
+                                                  "copy it or customize the installation.")] = False,
 ) -> None:
     """Make multi-head attention visible: every step, every shape, every head.
 

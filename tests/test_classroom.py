@@ -212,6 +212,16 @@ def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path):
         for relation, value in (single.get("relation_accuracy") or {}).items():
             assert f"{relation} {value:.1%} against {heads['relation_accuracy'][relation]:.1%}" in out
     assert "the lone head learned first token" in out
+    assert "mha explain --weights grammar" not in out  # (what next names the model the lesson ran on)
+    grammar = _flat(runner.invoke(app, ["demo", "the cat sat on the mat", "--weights", "grammar", "--no-pause",
+                                        "--step", "15"]).output)
+    assert "--weights grammar" in grammar and "--weights trained" not in grammar
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "one-vs-many.png").write_text("the cat sat")  # the demo's own figure is planned too
+    refused = runner.invoke(app, ["demo", "--file", str(tmp_path / "in" / "one-vs-many.png"), "--out",
+                                  str(tmp_path / "in"), "--no-pause"])
+    assert refused.exit_code == 2 and "which is the input" in refused.output
+    assert (tmp_path / "in" / "one-vs-many.png").read_text() == "the cat sat"
     assert (tmp_path / "one-vs-many.png").stat().st_size > 0
     assert "one-vs-many.png" in result.output
 

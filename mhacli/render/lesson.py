@@ -487,10 +487,13 @@ def present(console: Console, steps: Sequence[LessonStep], pause: bool, start: i
         console.print(closing)
 
 
-def next_steps(trace: Trace, source: str, options: str) -> RenderableType:
-    """Where to go after the lesson: ``source`` and ``options`` as typed (without --weights)."""
+def next_steps(trace: Trace, source: str, options: str, weights_name: str | None = None) -> RenderableType:
+    """Where to go after the lesson: ``source`` and ``options`` as typed (without --weights).
+
+    ``weights_name``: the shipped model's name when --weights named one ('grammar' runs as 'trained').
+    """
     c = trace.config
-    weights = c.weights
+    weights = weights_name or c.weights
     other = "random" if weights == "designed" else "designed"
     shapes = f"mha shapes --tokens {trace.n_tokens} --d-model {c.d_model} --heads {c.heads}" + (
         " --causal" if c.causal else "")

@@ -21,6 +21,7 @@ from mhacli.io.inputs import resolve_text
 if TYPE_CHECKING:
     from mhacli.core.lesson import TrainedPair
 
+ONE_VS_MANY = "one-vs-many"  # the demo's last figure, written into --out beside the run's own
 DEFAULT_SAMPLE = "cat"  # the lesson's and the quiz's text when none is given
 
 
@@ -139,10 +140,15 @@ def demo(
         causal=causal, layer=layer))
     config = prepared.config
     checked_query(query)
+    from mhacli.io.outputs import figure_names
+
+    # The run's figures and the lesson's last one: every path checked before any work (an input, a link).
+    names = [*figure_names(config.heads, FORMAT), f"{ONE_VS_MANY}.{FORMAT}"]
     plan, fmt, dpi = plan_outputs(plots=out is not None, out=out, fmt=FORMAT, dpi=DPI, heads=config.heads,
-                                  inputs=read_files(file, weights))
+                                  inputs=read_files(file, weights), names=names)
     open_figures(plan, config, prepared.n_tokens, MAX_TOKENS, fmt, dpi)
 
+    from mhacli.io.shipped import SHIPPED_NAMES
     from mhacli.pipeline import with_lesson
     from mhacli.render.lesson import lesson, next_steps, present
 
@@ -163,7 +169,8 @@ def demo(
     if not 1 <= step <= len(steps):
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
     present(console, steps, pause=pause and sys.stdin.isatty(), start=step, wait=_wait_for_enter,
-            closing=next_steps(trace, source_args(text, file, sample), config_args(config, skip=("weights",))))
+            closing=next_steps(trace, source_args(text, file, sample), config_args(config, skip=("weights",)),
+                               weights_name=weights if weights in SHIPPED_NAMES else None))
     written: list[str] = []
     if plan.out is not None:
         written = write_figures(result, plan.out, fmt, dpi, position, MAX_TOKENS, hide_rules)
@@ -194,7 +201,7 @@ def _save_one_vs_many(pairs: Sequence[TrainedPair], out: Path, fmt: str, dpi: in
     from mhacli.render.figures.one_vs_many import one_vs_many_figure
     from mhacli.render.figures.save import save
 
-    return str(save(one_vs_many_figure(pairs, hide_rules=hide_rules), Path(out) / f"one-vs-many.{fmt}", fmt, dpi))
+    return str(save(one_vs_many_figure(pairs, hide_rules=hide_rules), Path(out) / f"{ONE_VS_MANY}.{fmt}", fmt, dpi))
 
 
 def quiz(

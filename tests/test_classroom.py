@@ -602,3 +602,21 @@ def test_hide_rules_leaves_out_every_rule_and_relation_name(runner):
         assert any(n in " ".join(shown.split()) for n in names)
         found = [n for n in names if n in flat and n != "first token"]  # "the first token" is prose
         assert found == [], (args, found)
+
+
+def test_pair_sentence_says_what_the_records_say_even_when_the_heads_gain_nothing():
+    import numpy as np
+
+    from mhacli.core.lesson import TrainedPair, pair_sentence
+
+    def pair(single: float, heads: float, by_relation=()) -> TrainedPair:
+        return TrainedPair(task="t", tokens=("a", "b"), single_weights=np.eye(2),
+                           heads_weights=np.stack([np.eye(2)] * 2),
+                           single_relation="x", heads_relations=("x", "y"), single_accuracy=single,
+                           heads_accuracy=heads, single_parameters=10, heads_parameters=12, by_relation=by_relation)
+
+    said = pair_sentence(pair(0.9, 0.9))
+    assert "10 and 12 parameters" in said and "gain nothing" in said and "gap" not in said
+    said = pair_sentence(pair(0.5, 0.75, (("p", 0.4, 0.9), ("q", 0.6, 0.6))))
+    assert "The gap is 25.0 points overall, widest on p (50.0 points)." in said
+    assert "p 40.0% against 90.0%" in said and "2 heads together 75.0%" in said

@@ -133,7 +133,7 @@ def test_demo_runs_to_the_end_and_narrates_every_step(runner):
     for step, phrase in ARTICLE_STEPS.items():
         assert phrase in out, step
     total = len(re.findall(r"Step \d+ of (\d+)", result.output))
-    assert total == 14 and "Step 14 of 14" in result.output
+    assert total == 15 and "Step 15 of 15 · One head against many" in result.output
     assert "What next" in result.output
 
 
@@ -168,7 +168,7 @@ def test_demo_fits_80_columns(runner, args):
 def test_demo_runs_straight_through_when_stdin_is_not_a_terminal(runner):
     result = runner.invoke(app, ["demo", "--sample", "cat"], input="")
     assert result.exit_code == 0
-    assert "Step 14 of 14" in result.output and "Enter:" not in result.output
+    assert "Step 15 of 15" in result.output and "Enter:" not in result.output
 
 
 def test_demo_designed_reads_back_what_each_head_found(runner):
@@ -180,9 +180,71 @@ def test_demo_designed_reads_back_what_each_head_found(runner):
 
 def test_demo_step_and_query_options(runner):
     result = runner.invoke(app, ["demo", "--no-pause", "--step", "14"])
-    assert result.exit_code == 0 and "Step 13 of" not in result.output and "Step 14 of 14" in result.output
+    assert result.exit_code == 0 and "Step 13 of" not in result.output and "Step 14 of 15" in result.output
+    assert "Step 15 of 15" in result.output
+    result = runner.invoke(app, ["demo", "--no-pause", "--step", "16"])
+    assert result.exit_code == 2 and "--step must be from 1 to 15" in result.output
     result = runner.invoke(app, ["demo", "--no-pause", "--query", "mat"])
     assert "for the query 'mat' (5)" in re.sub(r"\s*│\s*", " ", result.output)
+
+
+def _flat(output: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"\s*│\s*", " ", output))
+
+
+def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path):
+    """The last step's numbers are the shipped files' own training records, and the figure is written."""
+    import json
+
+    import numpy as np
+
+    from mhacli.io.shipped import shipped_model_path
+
+    result = runner.invoke(app, ["demo", "--no-pause", "--step", "15", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    out = _flat(result.output)
+    for name, parameters in (("trained", "1,904"), ("grammar", "11,264")):
+        single = json.loads(str(np.load(shipped_model_path(alone=True, name=name))["metrics"]))
+        heads = json.loads(str(np.load(shipped_model_path(name=name))["metrics"]))
+        assert f"one head alone reached {single['accuracy']:.1%} held-out accuracy, 4 heads together " \
+               f"{heads['accuracy']:.1%}" in out
+        assert f"{parameters} parameters each" in out
+        for relation, value in (single.get("relation_accuracy") or {}).items():
+            assert f"{relation} {value:.1%} against {heads['relation_accuracy'][relation]:.1%}" in out
+    assert "the lone head learned first token" in out
+    assert "mha explain --weights grammar" not in out  # (what next names the model the lesson ran on)
+    grammar = _flat(runner.invoke(app, ["demo", "the cat sat on the mat", "--weights", "grammar", "--no-pause",
+                                        "--step", "15"]).output)
+    assert "--weights grammar" in grammar and "--weights trained" not in grammar
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "one-vs-many.png").write_text("the cat sat")  # the demo's own figure is planned too
+    refused = runner.invoke(app, ["demo", "--file", str(tmp_path / "in" / "one-vs-many.png"), "--out",
+                                  str(tmp_path / "in"), "--no-pause"])
+    assert refused.exit_code == 2 and "which is the input" in refused.output
+    assert (tmp_path / "in" / "one-vs-many.png").read_text() == "the cat sat"
+    assert (tmp_path / "one-vs-many.png").stat().st_size > 0
+    assert "one-vs-many.png" in result.output
+
+
+def test_demo_hide_rules_hides_what_the_trained_heads_learned(runner):
+    out = _flat(runner.invoke(app, ["demo", "--no-pause", "--step", "15", "--hide-rules"]).output)
+    assert "51.4%" in out and "learned" not in out
+
+
+def test_one_vs_many_figure_titles_each_panel_and_reads_the_records():
+    from mhacli.cli.commands.classroom import shipped_pairs
+    from mhacli.render.figures.one_vs_many import one_vs_many_figure, row_title
+
+    pairs = shipped_pairs()
+    fig = one_vs_many_figure(pairs)
+    titles = [ax.get_title() for ax in fig.get_axes() if ax.get_title()]
+    assert titles[0] == "1 head alone\nlearned: first token" and "head 4 of 4\nlearned: two back" in titles
+    assert len(titles) == 10  # 1 + 4 panels per pair
+    letters, grammar = (row_title(p) for p in pairs)
+    assert "1,904 parameters each" in letters and "all 51.4 → 100.0 %" in letters
+    assert "referent 86.0 → 100.0 %" in grammar and "11,264 parameters each" in grammar
+    hidden = one_vs_many_figure(pairs, hide_rules=True)
+    assert not any("learned" in ax.get_title() for ax in hidden.get_axes())
 
 
 def test_present_waits_between_steps_and_q_quits():
@@ -236,10 +298,10 @@ def test_demo_in_a_terminal_waits_for_enter_and_ctrl_c_exits_130(tmp_path):
         return seen
 
     try:
-        first = read_until("Enter: step 2 of 14")
-        assert "Step 1 of 14" in first and "Step 2 of 14" not in first
+        first = read_until("Enter: step 2 of 15")
+        assert "Step 1 of 15" in first and "Step 2 of 15" not in first
         os.write(master, b"\n")
-        read_until("Enter: step 3 of 14")
+        read_until("Enter: step 3 of 15")
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=600) == 130  # a guard, not a timer: it returns as soon as mha has ended
         assert "interrupted" in proc.stderr.read().decode()
@@ -433,7 +495,8 @@ def test_demo_writes_nothing_unless_asked_and_figures_with_out(runner, tmp_path)
                                  "--out", "lesson"])
     assert result.exit_code == 0, result.output
     names = sorted(p.name for p in (tmp_path / "lesson").iterdir())
-    assert names == ["head-1.png", "head-2.png", "head-3.png", "head-4.png", "heads.png", "magnifiers.png", "split.png"]
+    assert names == ["head-1.png", "head-2.png", "head-3.png", "head-4.png", "heads.png", "magnifiers.png",
+                     "one-vs-many.png", "split.png"]
     flat = " ".join(result.output.replace("│", " ").split())
     assert "lesson/heads.png" in flat and "Wrote:" in flat
 
@@ -466,13 +529,16 @@ def test_the_mask_step_draws_the_mask_this_run_has(causal):
 # --------------------------------------------------------------------------
 
 
-def test_the_lesson_plan_pronoun_answer_is_true_for_the_seeds_it_names():
-    """'On the default seed two heads put most of she's weight on keeper ... --seed 1, --seed 2, … it moves'."""
+def test_the_lesson_plan_pronoun_exercise_claims_only_what_moves_with_the_seed():
+    """'run it again with --seed 1, --seed 2, … and watch the answer move': the heads whose largest weight of
+    she's row is on keeper change with the seed.  The plan no longer says two heads put *most* of that row on
+    keeper: their weights there are well under half."""
     from mhacli.core.trace import run
     from mhacli.io.samples import load_sample
 
-    plan = (_docs_dir() / "lesson-plan.md").read_text(encoding="utf-8")
-    assert "On the default seed two\n  heads do put most of `she`'s weight on `keeper`" in plan
+    plan = " ".join((_docs_dir() / "lesson-plan.md").read_text(encoding="utf-8").split())
+    assert "`--seed 1`, `--seed 2`, … and watch the answer move" in plan
+    assert "most of `she`'s weight" not in plan
     text = load_sample("pronoun").text
 
     def linked(seed):
@@ -482,6 +548,9 @@ def test_the_lesson_plan_pronoun_answer_is_true_for_the_seeds_it_names():
 
     assert len(linked(0)) == 2
     assert all(linked(seed) == [] for seed in range(1, 10))
+    t = run(text, seed=0)
+    q, keeper = t.tokens.index("she"), t.tokens.index("keeper")
+    assert all(float(t.weights[i, q, keeper]) < 0.5 for i in linked(0))  # the largest share, not most
 
 
 @pytest.mark.parametrize("sample,weights", [("cat", "random"), ("repeated", "designed"), ("pronoun", "random")])
@@ -543,3 +612,21 @@ def test_hide_rules_leaves_out_every_rule_and_relation_name(runner):
         assert any(n in " ".join(shown.split()) for n in names)
         found = [n for n in names if n in flat and n != "first token"]  # "the first token" is prose
         assert found == [], (args, found)
+
+
+def test_pair_sentence_says_what_the_records_say_even_when_the_heads_gain_nothing():
+    import numpy as np
+
+    from mhacli.core.lesson import TrainedPair, pair_sentence
+
+    def pair(single: float, heads: float, by_relation=()) -> TrainedPair:
+        return TrainedPair(task="t", tokens=("a", "b"), single_weights=np.eye(2),
+                           heads_weights=np.stack([np.eye(2)] * 2),
+                           single_relation="x", heads_relations=("x", "y"), single_accuracy=single,
+                           heads_accuracy=heads, single_parameters=10, heads_parameters=12, by_relation=by_relation)
+
+    said = pair_sentence(pair(0.9, 0.9))
+    assert "10 and 12 parameters" in said and "gain nothing" in said and "gap" not in said
+    said = pair_sentence(pair(0.5, 0.75, (("p", 0.4, 0.9), ("q", 0.6, 0.6))))
+    assert "The gap is 25.0 points overall, widest on p (50.0 points)." in said
+    assert "p 40.0% against 90.0%" in said and "2 heads together 75.0%" in said

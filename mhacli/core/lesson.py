@@ -8,7 +8,7 @@ made of, and how every output column draws on the heads through W^O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -140,3 +140,91 @@ def lesson_numbers(trace: Trace, query: int | None = None) -> LessonNumbers:
 
 
 __all__ = ["LessonNumbers", "TopValue", "Twin", "focus_query", "lesson_numbers", "top", "top_value", "w_o_shares"]
+
+
+# --- One head against many, trained apart: the lesson's last step and one-vs-many.png -----------------------
+
+#: The grammar pair's sentence: the famous one from the attention literature, a sentence of the grammar.
+GRAMMAR_SENTENCE = "the animal didn't cross the street because it was too tired"
+#: The letters pair's sequence: twelve letters (the task's length), every relation has a different answer.
+LETTERS_SEQUENCE = "d a c f b e h a j g i c"
+
+
+@dataclass(frozen=True)
+class TrainedPair:
+    """One shipped pair (one head trained alone, h heads trained together) on one text: weights and records."""
+
+    task: str  # the task both were trained on ('grammar', 'relations')
+    tokens: tuple[str, ...]
+    single_weights: Array  # (N, N): the lone head's weights on ``tokens``
+    heads_weights: Array  # (h, N, N): each of the h heads' weights on ``tokens``
+    single_relation: str  # what the lone head learned to follow
+    heads_relations: tuple[str, ...]  # what each of the h heads learned to follow
+    single_accuracy: float  # held-out accuracy over every relation the task reads out, 0 … 1
+    heads_accuracy: float
+    single_parameters: int
+    heads_parameters: int
+    by_relation: tuple[tuple[str, float, float], ...]  # (relation, lone head, h heads) held-out accuracy
+
+    @property
+    def heads(self) -> int:
+        return int(self.heads_weights.shape[0])
+
+    @property
+    def gap(self) -> float:
+        """How many points of held-out accuracy the h heads gain over the lone head (0 … 100)."""
+        return 100 * (self.heads_accuracy - self.single_accuracy)
+
+    @property
+    def worst(self) -> tuple[str, float, float] | None:
+        """The relation where the lone head falls furthest behind, if the records hold any per relation."""
+        return max(self.by_relation, key=lambda r: r[2] - r[1]) if self.by_relation else None
+
+
+def _relation_accuracy(metrics: dict[str, object]) -> dict[str, float]:
+    found = metrics.get("relation_accuracy")
+    return {str(k): float(v) for k, v in found.items()} if isinstance(found, dict) else {}  # type: ignore[arg-type]
+
+
+def trained_pair(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_metrics: dict[str, Any],
+                 tokens: tuple[str, ...]) -> TrainedPair:
+    """``alone`` and ``heads`` (trained models, 1 and h heads, one task) on ``tokens``, with their records.
+
+    The accuracies and parameter counts are the training records' own (held out: fresh sequences, never
+    the training batches); the weights are the two models' attention on this one text.
+    """
+    if alone.config.task != heads.config.task or alone.config.heads != 1:
+        raise ValueError("a trained pair is one head and h heads trained on one task")
+    single_w = np.asarray(alone.attention(alone.ids(tokens)[None]), dtype=np.float64)[0, 0]  # (N, N)
+    heads_w = np.asarray(heads.attention(heads.ids(tokens)[None]), dtype=np.float64)[0]  # (h, N, N)
+    a, b = _relation_accuracy(alone_metrics), _relation_accuracy(heads_metrics)
+    return TrainedPair(
+        task=str(heads.config.task), tokens=tuple(tokens), single_weights=single_w, heads_weights=heads_w,
+        single_relation=str(alone.relations[0][0]), heads_relations=tuple(str(r) for r, _ in heads.relations),
+        single_accuracy=float(alone_metrics["accuracy"]), heads_accuracy=float(heads_metrics["accuracy"]),
+        single_parameters=int(alone_metrics["parameters"]), heads_parameters=int(heads_metrics["parameters"]),
+        by_relation=tuple((r, a[r], b[r]) for r in a if r in b))
+
+
+def pair_sentence(pair: TrainedPair) -> str:
+    """The lesson's sentence for one pair, every number from the two training records."""
+    h = pair.heads
+    same = (f"{pair.heads_parameters:,} parameters each" if pair.single_parameters == pair.heads_parameters
+            else f"{pair.single_parameters:,} and {pair.heads_parameters:,} parameters")
+    said = (f"Task '{pair.task}', {same}: one head alone reached "
+            f"{pair.single_accuracy:.1%} held-out accuracy, {h} heads together {pair.heads_accuracy:.1%}")
+    if pair.by_relation:
+        said += " (" + ", ".join(f"{r} {s:.1%} against {m:.1%}" for r, s, m in pair.by_relation) + ")"
+    said += "."
+    if pair.gap <= 0:
+        return said + " Here the heads gain nothing over the lone head."
+    worst = pair.worst
+    if worst is not None and worst[2] - worst[1] > 0:
+        said += (f" The gap is {pair.gap:.1f} points overall, widest on {worst[0]} "
+                 f"({100 * (worst[2] - worst[1]):.1f} points).")
+    else:
+        said += f" The gap is {pair.gap:.1f} points."
+    return said
+
+
+__all__ += ["GRAMMAR_SENTENCE", "LETTERS_SEQUENCE", "TrainedPair", "pair_sentence", "trained_pair"]

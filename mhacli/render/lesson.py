@@ -24,7 +24,7 @@ from mhacli.render.terminal import parameters_panel, steps_table
 
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
-    from mhacli.core.lesson import LessonNumbers
+    from mhacli.core.lesson import LessonNumbers, TrainedPair
     from mhacli.core.trace import Trace
 
 MASK_GRID_MAX = 10  # tokens drawn in the causal-mask grid
@@ -280,12 +280,15 @@ def _weights_sentence(trace: Trace, hide_rules: bool) -> str:
 
 
 def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str = "", width: int = 80,
-           figures_at: str | None = None, hide_rules: bool = False) -> list[LessonStep]:
+           figures_at: str | None = None, hide_rules: bool = False,
+           pairs: Sequence[TrainedPair] = ()) -> list[LessonStep]:
     """The article's steps, in order, each narrated in a few sentences and shown with this run's numbers.
 
     ``figures_at``: the folder the figures are being saved to, if any, so the narration can point at them.
     ``analysis``: the run's measures; ``numbers``: the lesson's own, for its query
     (:func:`mhacli.core.lesson.lesson_numbers`); ``hide_rules``: no rule or relation names.
+    ``pairs``: the shipped one-head-against-many results (:func:`mhacli.core.lesson.trained_pair`); when
+    given, the lesson ends on them (:func:`one_vs_many_step`).
     """
     import numpy as np
 
@@ -411,7 +414,47 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
                f"{figures_at}/magnifiers.png (each head as a magnifier over the text)." if figures_at else ""),
             heads_panel(trace, a, title="Heads", hide_rules=hide_rules, sentence=False)),
     ]
+    if pairs:
+        steps.append(one_vs_many_step(pairs, figures_at, hide_rules))
     return steps
+
+
+def one_vs_many_table(pairs: Sequence[TrainedPair]) -> RenderableType:
+    """Per shipped pair and relation: the lone head's held-out accuracy against the h heads'."""
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("task")
+    table.add_column("relation read out")
+    table.add_column("1 head", justify="right", style=theme.STYLE_NUMBER)
+    table.add_column("h heads", justify="right", style=theme.STYLE_NUMBER)
+    table.add_column("parameters", justify="right")
+    for pair in pairs:
+        rows = list(pair.by_relation) or [("all", pair.single_accuracy, pair.heads_accuracy)]
+        if pair.by_relation:
+            rows.append(("all", pair.single_accuracy, pair.heads_accuracy))
+        for k, (relation, single, heads) in enumerate(rows):
+            table.add_row(pair.task if k == 0 else "", relation, f"{single:.1%}", f"{heads:.1%} ({pair.heads})",
+                          f"{pair.heads_parameters:,}" if k == 0 else "",
+                          end_section=k == len(rows) - 1)
+    return fitted_table(table)
+
+
+def one_vs_many_step(pairs: Sequence[TrainedPair], figures_at: str | None = None,
+                     hide_rules: bool = False) -> LessonStep:
+    """The last stop: one head trained alone against h heads trained together, from the shipped records."""
+    from mhacli.core.lesson import pair_sentence
+
+    said = " ".join(pair_sentence(p) for p in pairs)
+    if not hide_rules:
+        said += " " + " ".join(
+            f"On '{p.task}' the lone head learned {p.single_relation}; the {p.heads} heads learned "
+            f"{', '.join(p.heads_relations)}." for p in pairs)
+    return LessonStep(
+        "one-vs-many", "One head against many, trained apart",
+        "Does splitting pay off? The package ships models trained twice by the same command, once with one "
+        "head and once with several, with the same number of parameters. " + said
+        + " A softmax row adds up to 1: one head has one row per query to spend on every relation."
+        + (f" The picture: {figures_at}/one-vs-many.png." if figures_at else ""),
+        one_vs_many_table(pairs))
 
 
 def step_panel(step: LessonStep, number: int, total: int) -> RenderableType:
@@ -444,10 +487,13 @@ def present(console: Console, steps: Sequence[LessonStep], pause: bool, start: i
         console.print(closing)
 
 
-def next_steps(trace: Trace, source: str, options: str) -> RenderableType:
-    """Where to go after the lesson: ``source`` and ``options`` as typed (without --weights)."""
+def next_steps(trace: Trace, source: str, options: str, weights_name: str | None = None) -> RenderableType:
+    """Where to go after the lesson: ``source`` and ``options`` as typed (without --weights).
+
+    ``weights_name``: the shipped model's name when --weights named one ('grammar' runs as 'trained').
+    """
     c = trace.config
-    weights = c.weights
+    weights = weights_name or c.weights
     other = "random" if weights == "designed" else "designed"
     shapes = f"mha shapes --tokens {trace.n_tokens} --d-model {c.d_model} --heads {c.heads}" + (
         " --causal" if c.causal else "")

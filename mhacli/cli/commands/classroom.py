@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 import typer
 
@@ -17,6 +18,10 @@ from mhacli.cli.output import console, json_document, print_all, report_written,
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
 
+if TYPE_CHECKING:
+    from mhacli.core.lesson import TrainedPair
+
+ONE_VS_MANY = "one-vs-many"  # the demo's last figure, written into --out beside the run's own
 DEFAULT_SAMPLE = "cat"  # the lesson's and the quiz's text when none is given
 
 
@@ -135,10 +140,15 @@ def demo(
         causal=causal, layer=layer))
     config = prepared.config
     checked_query(query)
+    from mhacli.io.outputs import figure_names
+
+    # The run's figures and the lesson's last one: every path checked before any work (an input, a link).
+    names = [*figure_names(config.heads, FORMAT), f"{ONE_VS_MANY}.{FORMAT}"]
     plan, fmt, dpi = plan_outputs(plots=out is not None, out=out, fmt=FORMAT, dpi=DPI, heads=config.heads,
-                                  inputs=read_files(file, weights))
+                                  inputs=read_files(file, weights), names=names)
     open_figures(plan, config, prepared.n_tokens, MAX_TOKENS, fmt, dpi)
 
+    from mhacli.io.shipped import SHIPPED_NAMES
     from mhacli.pipeline import with_lesson
     from mhacli.render.lesson import lesson, next_steps, present
 
@@ -153,14 +163,45 @@ def demo(
     position = query_position(trace, query)
     result = with_lesson(result, position)
     assert result.lesson is not None
+    pairs = shipped_pairs()
     steps = lesson(trace, result.analysis, result.lesson, intro=intro, width=console.width,
-                   figures_at=shown_folder(plan.out), hide_rules=hide_rules)
+                   figures_at=shown_folder(plan.out), hide_rules=hide_rules, pairs=pairs)
     if not 1 <= step <= len(steps):
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
     present(console, steps, pause=pause and sys.stdin.isatty(), start=step, wait=_wait_for_enter,
-            closing=next_steps(trace, source_args(text, file, sample), config_args(config, skip=("weights",))))
-    report_written(write_figures(result, plan.out, fmt, dpi, position, MAX_TOKENS, hide_rules)
-                   if plan.out is not None else [])
+            closing=next_steps(trace, source_args(text, file, sample), config_args(config, skip=("weights",)),
+                               weights_name=weights if weights in SHIPPED_NAMES else None))
+    written: list[str] = []
+    if plan.out is not None:
+        written = write_figures(result, plan.out, fmt, dpi, position, MAX_TOKENS, hide_rules)
+        written.append(_save_one_vs_many(pairs, plan.out, fmt, dpi, hide_rules))
+    report_written(written)
+
+
+def shipped_pairs() -> tuple[TrainedPair, ...]:
+    """The shipped one-head-against-many pairs, each on its text: letters first (the wide gap), then grammar.
+
+    From the files only (mhacli/data/*.npz): no training in the lesson's time.
+    """
+    from mhacli.core.lesson import GRAMMAR_SENTENCE, LETTERS_SEQUENCE, trained_pair
+    from mhacli.core.tokenize import tokenize
+    from mhacli.io.shipped import shipped_model_path
+    from mhacli.io.trained import load_trained
+
+    pairs = []
+    for name, text in (("trained", LETTERS_SEQUENCE), ("grammar", GRAMMAR_SENTENCE)):
+        alone, alone_metrics = load_trained(shipped_model_path(alone=True, name=name))
+        heads, heads_metrics = load_trained(shipped_model_path(name=name))
+        pairs.append(trained_pair(alone, alone_metrics, heads, heads_metrics, tuple(tokenize(text, "word"))))
+    return tuple(pairs)
+
+
+def _save_one_vs_many(pairs: Sequence[TrainedPair], out: Path, fmt: str, dpi: int, hide_rules: bool) -> str:
+    """one-vs-many.FMT in ``out``, written atomically by the figures' own save helper."""
+    from mhacli.render.figures.one_vs_many import one_vs_many_figure
+    from mhacli.render.figures.save import save
+
+    return str(save(one_vs_many_figure(pairs, hide_rules=hide_rules), Path(out) / f"{ONE_VS_MANY}.{fmt}", fmt, dpi))
 
 
 def quiz(
@@ -217,4 +258,4 @@ def quiz(
     print_all(*quiz_view(asked, answers, title, check))
 
 
-__all__ = ["DEFAULT_SAMPLE", "demo", "quiz", "samples", "shapes"]
+__all__ = ["DEFAULT_SAMPLE", "demo", "quiz", "samples", "shapes", "shipped_pairs"]

@@ -170,8 +170,8 @@ def efficiency_sentence(cost: SplitCost) -> str | None:
     if h == 1:
         return None
     if cost.madds == cost.madds_one_head:
-        same = (f"The article says splitting “helps with the computational efficiency”; counted here, {h} heads of width {d // h} cost the "
-                f"same {cost.madds:,} multiply-adds as one head of width {d}.")
+        same = (f"The article says splitting “helps with the computational efficiency”; counted here, {h} heads "
+                f"of width {d // h} cost the same {cost.madds:,} multiply-adds as one head of width {d}.")
     else:
         same = (f"{h} heads of width {d // h} cost {cost.madds:,} multiply-adds, one head of width {d} "
                 f"{cost.madds_one_head:,}.")

@@ -12,6 +12,7 @@ Sized for a projector: 16 × 9 inches, so a PNG fitted to 1920 × 1080 is drawn 
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Sequence
 
 from mhacli.render.theme import HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
@@ -34,6 +35,9 @@ CAPTION = ("Rows: queries; columns: keys; one colour scale. Accuracies: each mod
            "(mhacli/data/*.npz). The texts shown were not checked against the training batches.")
 
 
+ROW_CHARS = 160  # a row title's longest line
+
+
 def _percent(x: float) -> str:
     return f"{100 * x:.1f} %"
 
@@ -46,7 +50,7 @@ def row_title(pair: TrainedPair) -> str:
     numbers = ", ".join(f"{r} {100 * single:.1f} → {100 * heads:.1f} %" for r, single, heads in pairs)
     name = TASK_NAMES.get(pair.task, pair.task)
     task = name if name == pair.task else f"{name} ('{pair.task}')"
-    return f"{task} task, {params} · held-out accuracy, 1 head → {pair.heads} heads: {numbers}"
+    return f"{task} task, {params} · held-out accuracy, 1 head → {pair.heads} heads:\n{numbers}"
 
 
 def _draw_row(sub: SubFigure, pair: TrainedPair, show_colorbar: bool, hide_rules: bool) -> None:
@@ -77,7 +81,10 @@ def _draw_row(sub: SubFigure, pair: TrainedPair, show_colorbar: bool, hide_rules
         bar = sub.colorbar(image, ax=list(axes), shrink=0.8, pad=0.01)
         bar.set_label("attention weight", fontsize=TICK_POINTS + 1)
         bar.ax.tick_params(labelsize=TICK_POINTS)
-    sub.suptitle(row_title(pair), fontsize=ROW_POINTS, color=LABEL_COLOR)
+    # Two lines, the numbers on the second: the letters task's four relations made one line of 190 characters,
+    # which ran off both edges of the 16-inch width.
+    lines = [textwrap.fill(line, ROW_CHARS) for line in row_title(pair).split("\n")]
+    sub.suptitle("\n".join(lines), fontsize=ROW_POINTS, color=LABEL_COLOR)
 
 
 def one_vs_many_figure(pairs: Sequence[TrainedPair], caption: str = CAPTION, hide_rules: bool = False) -> Figure:
@@ -90,7 +97,10 @@ def one_vs_many_figure(pairs: Sequence[TrainedPair], caption: str = CAPTION, hid
     if not pairs:
         raise ValueError("one_vs_many_figure needs at least one trained pair")
     fig = new_figure(figsize=FIGSIZE, dpi=120, layout="constrained")
-    subs = list(fig.subfigures(len(pairs), 1, hspace=0.04)) if len(pairs) > 1 else [fig.subfigures(1, 1)]
+    # The last row also holds the caption: it gets that line's height more, or its title meets its panels.
+    ratios = [1.0] * (len(pairs) - 1) + [1.1]
+    subs = (list(fig.subfigures(len(pairs), 1, hspace=0.04, height_ratios=ratios)) if len(pairs) > 1
+            else [fig.subfigures(1, 1)])
     for sub, pair in zip(subs, pairs):
         _draw_row(sub, pair, show_colorbar=True, hide_rules=hide_rules)
     if caption:  # under the last row, inside its own layout (a figure-level label would overlap it)

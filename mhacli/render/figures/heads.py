@@ -12,7 +12,7 @@ from mhacli.pipeline import analysis_for, in_window
 from mhacli.render.labels import pattern_words, weights_note, window_note
 from mhacli.render.figures.heatmap import Heatmap, colour_bar, heatmap, shown_mask
 from mhacli.render.figures.inline import new_figure
-from mhacli.render.figures.layout import (INSET, PT, Pen, clamp, cut, drawing, finish, footnote, label_inches,
+from mhacli.render.figures.layout import (INSET, PT, Pen, about, clamp, cut, drawing, finish, footnote, label_inches,
                                           ordinal, readable_points, stack, wrap)
 from mhacli.render.figures.view import View, token_view
 
@@ -147,8 +147,11 @@ def _heads(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: b
                   ([theme.head_text_color(i) for i in range(h)] + [theme.AVERAGE_COLOR])[:count],
                   labels, shown_mask(analysis, view), cols=cols, tick=tick, step=step, value=value, rotate=rotate)
     first = maps[0].ax
-    first.set_xlabel("key (the token looked at) →", fontsize=12.0, labelpad=6)
-    first.xaxis.set_label_position("top")
+    keys = "key (the token looked at) →"
+    if about(keys, 12.0) <= panel:  # above the first panel when it fits there, else said under the title
+        first.set_xlabel(keys, fontsize=12.0, labelpad=6)
+        first.xaxis.set_label_position("top")
+        keys = ""
     first.set_ylabel("← query (the token looking)", fontsize=12.0, labelpad=6)
     grid_h = rows * panel + (rows - 1) * GAP
     colour_bar(fig, [m.ax for m in maps], shrink=min(1.0, 4.5 / grid_h))
@@ -173,6 +176,8 @@ def _heads(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: b
                                                                 "linespacing": 1.15}),
         (sentence(trace, view, pen, inner, 12.0), {"fontsize": 12.0}),
         (view.note() if view.windowed else "", {"fontsize": 11.0, "color": theme.HATCH_COLOR}),
+        (f"{keys} along the top; ← queries (the tokens looking) down the side" if keys else "",
+         {"fontsize": 12.0}),
     ])
     note = footnote(fig, [(wrap(" ".join(notes), inner, 10.5), {"fontsize": 10.5, "color": "#444444",
                                                                  "linespacing": 1.15})])

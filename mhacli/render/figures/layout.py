@@ -319,7 +319,9 @@ def finish(fig: Figure, width: float, body: float, top: Sequence[Text], bottom: 
     width = math.ceil(max(width, widest + INSET) * 8 - 1e-9) / 8
     fig.set_size_inches(width, height)
     engine = fig.get_layout_engine()
-    engine.set(rect=(0.0, below / height, 1.0, (height - above - below) / height))  # type: ignore[union-attr, call-arg]
+    side = INSET / 2 / width  # constrained layout keeps its own pad too
+    engine.set(rect=(side, below / height, 1.0 - 2 * side, (height - above - below) / height),  # type: ignore[union-attr, call-arg]
+               w_pad=0.06, h_pad=0.06)  # inches around each Axes: panels never touch
     # Constrained layout settles on its second pass (the first lays out against unplaced colour bars and
     # texts): one draw here, so every save of the figure gives the same pixels.
     fig.draw_without_rendering()

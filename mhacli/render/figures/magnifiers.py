@@ -309,7 +309,7 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
                            theme.LABEL_COLOR if t + view.start == row.query else
                            theme.HATCH_COLOR if masked else "#BBBBBB"),
                        "linewidth": 3.0 if strongest else 1.3 if t + view.start == row.query else 0.8,
-                       "linestyle": (0, (3, 2)) if t + view.start == row.query else "-",
+                       "linestyle": (0, (3, 2)) if t + view.start == row.query and not strongest else "-",
                        "hatch": MASKED_HATCH if masked else None}
                 ink = "#555555" if masked else theme.ink_on(fill)
                 if before is None:

@@ -298,9 +298,39 @@ def analysis_for(shown: Any) -> Analysis:
     return analyse(shown)
 
 
+def comparison_for(trace: Any, single: Trace) -> Comparison:
+    """The comparison of a run with its one-head twin for a figure drawn without a result: a :class:`Run`'s own,
+    else measured here (as :func:`analysis_for` does for the analysis)."""
+    if isinstance(trace, Run) and trace.comparison is not None:
+        return trace.comparison
+    from mhacli.core.compare import compare
+
+    return compare(trace_of(trace), single)
+
+
+def in_window(analysis: Analysis, shown: Any, start: int, stop: int) -> Analysis:
+    """``analysis`` with each head's mass outside the shown tokens ``start … stop−1`` (a figure's window).
+
+    The analysis itself when everything is shown or it was made for that window already; the
+    renderers read ``heads[i].outside_window`` and ``window`` from it and compute nothing.
+    """
+    from dataclasses import replace
+
+    import numpy as np
+
+    from mhacli.core.analysis import outside_window
+
+    if (start == 0 and stop >= len(analysis.tokens)) or analysis.window == (start, stop):
+        return analysis
+    outside = outside_window(np.asarray(trace_of(shown).weights), start, stop)  # (h,)
+    heads = tuple(replace(s, outside_window=float(outside[s.head])) for s in analysis.heads)
+    return replace(analysis, heads=heads, window=(start, stop))
+
+
 def trace_of(shown: Any) -> Any:
     """The trace (or view) inside a :class:`Run`, or ``shown`` itself."""
     return shown.trace if isinstance(shown, Run) else shown
 
 
-__all__ = ["Prepared", "Run", "analysis_for", "prepare", "result_of", "run", "trace_of", "with_lesson"]
+__all__ = ["Prepared", "Run", "analysis_for", "comparison_for", "in_window", "prepare", "result_of", "run", "trace_of",
+           "with_lesson"]

@@ -125,16 +125,10 @@ RENDER_MAY_USE = {
     "mhacli.core.numbers": {"whole_number"},  # the one number rule, for a --query the user typed
     "mhacli.core": {"narrate"},
 }
-#: Computations still made inside render/, each with the reason it is still there.  The figures are being
-#: rewritten on matplotlib's own layout (issue 18, item 3); their windows depend on the figure's own view of
-#: the tokens (--max-tokens around --query), which they will read from the result when that rewrite lands.
+#: Computations still made inside render/, each with the reason it is still there: save.py measures the
+#: comparison itself when a caller hands it none (its own change is under way).
 STILL_COMPUTED_IN_RENDER = {
-    ("render/figures/magnifiers.py", "mhacli.core.analysis", "top_keys"),
-    ("render/figures/head.py", "mhacli.core.analysis", "outside_window"),
-    ("render/figures/heatmap.py", "mhacli.core.attention", "causal_mask"),
     ("render/figures/save.py", "mhacli.core.compare", "compare"),
-    ("render/figures/single_vs_multi.py", "mhacli.core.compare", "compare"),
-    ("render/labels.py", "mhacli.core.analysis", "outside_window"),
 }
 
 
@@ -238,9 +232,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-# The hand-made figure layout (render/figures/layout.py) and the inline Figure import each other lazily; the
-# layout goes with issue 18's item 3 (matplotlib's own layout), and this pair with it.  Nothing else may.
-LEAVING = {("mhacli.render.figures.layout", "mhacli.render.figures.inline")}
+# Pairs of modules allowed to import each other: none.
+LEAVING: set[tuple[str, str]] = set()
 
 
 def test_no_import_cycle_anywhere():

@@ -8,14 +8,11 @@ right one for a run or an attention view.  Plain strings, no Rich, no matplotlib
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
-import numpy as np
-
 from mhacli.core import narrate
-from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, outside_window
+from mhacli.core.analysis import COPY, FIXED, NONE, Analysis
 from mhacli.core.grammar import short_name
 from mhacli.core.tokenize import label
 
@@ -102,15 +99,11 @@ def pattern_words(analysis: Analysis, i: int, hide_rules: bool = False, max_char
     return f"{name} · {s.pattern_share:.0%}"
 
 
-def windowed(analysis: Analysis, weights: np.ndarray, start: int, stop: int) -> Analysis:
-    """``analysis`` with the mass each head puts outside tokens ``start … stop−1`` (for narrate.window_sentence)."""
-    outside = outside_window(weights, start, stop)  # (h,)
-    heads = tuple(replace(s, outside_window=float(outside[s.head])) for s in analysis.heads)
-    return replace(analysis, heads=heads, window=(start, stop))
+def window_note(analysis: Analysis) -> str | None:
+    """How much attention falls outside the window of tokens the analysis was made for (None when everything is shown).
 
-
-def window_note(analysis: Analysis, weights: np.ndarray, start: int, stop: int) -> str | None:
-    """How much attention falls outside a window of the tokens (None when everything is shown)."""
-    if start == 0 and stop >= len(analysis.tokens):
+    ``analysis``: :func:`mhacli.pipeline.in_window`'s, which holds each head's mass outside the window.
+    """
+    if analysis.window is None or (analysis.window[0] == 0 and analysis.window[1] >= len(analysis.tokens)):
         return None
-    return narrate.window_sentence(windowed(analysis, weights, start, stop))
+    return narrate.window_sentence(analysis)

@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from mhacli.render import theme
-from mhacli.render.figures.layout import PT, Pen, Sheet, line
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.colorbar import Colorbar
+    from matplotlib.figure import Figure
     from matplotlib.image import AxesImage
     from matplotlib.patches import PathPatch, Rectangle
     from matplotlib.text import Text
 
-    from mhacli.render.labels import Shown
+    from mhacli.core.analysis import Analysis
     from mhacli.render.figures.view import View
 
 
@@ -34,15 +34,9 @@ def cmap() -> Any:
     return matplotlib.colormaps[theme.HEATMAP_CMAP].with_extremes(bad=theme.MASK_COLOR)
 
 
-def trace_mask(trace: Shown, view: View) -> np.ndarray | None:
-    """The blocked cells of the shown window, or None when every key is visible."""
-    if trace.mask is not None:
-        return np.asarray(trace.mask)[view.rows, view.rows]
-    if trace.causal:
-        from mhacli.core.attention import causal_mask
-
-        return causal_mask(trace.n_tokens)[view.rows, view.rows]
-    return None
+def shown_mask(analysis: Analysis, view: View) -> np.ndarray | None:
+    """The blocked cells of the shown window (the analysis's mask), or None when every key is visible."""
+    return None if analysis.mask is None else np.asarray(analysis.mask)[view.rows, view.rows]
 
 
 def value_text(v: float) -> str:
@@ -128,7 +122,7 @@ def heatmap(
 
     n_rows, n_cols = weights.shape
     image = ax.imshow(np.ma.masked_array(weights, mask=mask if mask is not None else False), cmap=cmap(),
-                      vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
+                      vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
     for spine in ax.spines.values():
         spine.set_visible(False)
     frame = Rectangle((0.0, 0.0), 1.0, 1.0, transform=ax.transAxes, fill=False, clip_on=False,
@@ -162,25 +156,19 @@ def heatmap(
     return out
 
 
-BAR_WIDTH = 0.22  # inches
 _BAR_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
 _BAR_TICK_LABELS = ("0", "0.25", "0.5", "0.75", "1")
 
 
-def colour_bar(sheet: Sheet, left: float, top: float, height: float, size: float = 11.0) -> Colorbar:
-    """matplotlib's colour bar for the fixed 0…1 scale every heatmap of the figure shares, at a fixed place."""
+def colour_bar(fig: Figure, axes: Axes | Sequence[Axes], size: float = 11.0, shrink: float = 1.0) -> Colorbar:
+    """matplotlib's colour bar for the fixed 0…1 scale every heatmap of the figure shares, beside ``axes``."""
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
-    bar = sheet.fig.colorbar(ScalarMappable(norm=Normalize(0.0, 1.0), cmap=cmap()),
-                             cax=sheet.axes(left, top, BAR_WIDTH, height), ticks=list(_BAR_TICKS))
+    bar = fig.colorbar(ScalarMappable(norm=Normalize(0.0, 1.0), cmap=cmap()), ax=axes, shrink=shrink,
+                       ticks=list(_BAR_TICKS), fraction=0.05, pad=0.03, aspect=25)
     bar.ax.set_yticklabels(_BAR_TICK_LABELS)
     bar.ax.tick_params(labelsize=size, length=3, width=0.8)
     bar.set_label("attention weight", fontsize=size)
     bar.outline.set_linewidth(0.8)
     return bar
-
-
-def bar_width(pen: Pen, size: float) -> float:
-    """Room the colour bar needs to the right of the heatmaps: gap, bar, tick labels, label."""
-    return 0.25 + BAR_WIDTH + 3.5 * PT + pen.widest(_BAR_TICK_LABELS, size) + 0.12 + line(size) + 0.15

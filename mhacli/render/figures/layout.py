@@ -1,8 +1,11 @@
-"""What every figure shares: fonts with per-glyph fallback, a text measurer, rc settings and a canvas in inches.
+"""What every figure shares: fonts with per-glyph fallback, rc settings, and text stacked by matplotlib.
 
-Figures are laid out by hand in inches from measured label widths and placed
-with fixed axes positions (no layout engine): every margin is sized from what
-goes in it, so nothing is cut off, and the figure costs no layout pass per draw.
+The figures are laid out by matplotlib: the matrices, their tick labels, axis
+labels and colour bar by constrained layout (``layout="compressed"``), inside a
+rectangle of the figure; above and below it, the titles and notes are stacked
+one under another by matplotlib as well (:func:`stack`: each text anchored to
+the box of the one before, the gallery's concatenated-text idiom), and the
+figure is made as tall as matplotlib measures them (:func:`finish`).
 Token labels and cell values are ordinary matplotlib ``Text`` objects, so SVG
 keeps them as ``<text>`` and PDF text stays extractable.
 """
@@ -13,6 +16,7 @@ import contextlib
 import functools
 import math
 import re
+import textwrap
 import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
@@ -22,11 +26,8 @@ from mhacli.render import theme
 from mhacli.render.warned import note, recording
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
     from matplotlib.text import Text
-
-    from mhacli.render.figures.view import View
-    from mhacli.render.labels import Shown
 
 PT = 1 / 72  # one typographic point, in inches
 _GLYPH_WARNING = re.compile(r"Glyph (\d+) .*missing from (?:current )?font")  # 3.7: "current font"
@@ -125,50 +126,6 @@ class Pen:
             used += len(piece)
         return "".join(out) or "·"
 
-    def _advance(self, ch: str, bold: bool) -> float:
-        """Width of one character at 1 pt, in points, as matplotlib's own text engine lays it out."""
-        key = (ch, bold)
-        if key not in self._advances:
-            from matplotlib.font_manager import FontProperties
-            from matplotlib.textpath import text_to_path
-
-            prop = FontProperties(family=list(self.families), size=100, weight="bold" if bold else "normal")
-            try:
-                advance = text_to_path.get_text_width_height_descent(ch, prop, ismath=False)[0]
-            except Exception:  # noqa: BLE001 - a glyph the fonts cannot load: assume a wide one
-                advance = 100.0
-            self._advances[key] = advance / 100
-        return self._advances[key]
-
-    def width(self, text: str, size: float, bold: bool = False) -> float:
-        """Width of ``text`` at ``size`` points, in inches.
-
-        The sum of the characters' widths from matplotlib's text engine (cached per
-        character), 3 % wider to cover kerning: measuring each whole string costs
-        about a millisecond, this costs microseconds, and the margins only need
-        to know that things fit.
-        """
-        return sum(self._advance(ch, bold) for ch in text) * size * PT * 1.03
-
-    def widest(self, texts: Sequence[str], size: float, bold: bool = False) -> float:
-        return max((self.width(t, size, bold) for t in texts), default=0.0)
-
-    def wrap(self, text: str, width_in: float, size: float, bold: bool = False) -> list[str]:
-        """Lines of ``text`` that fit ``width_in`` inches at ``size`` points (measured, not guessed)."""
-        lines: list[str] = []
-        for paragraph in text.split("\n"):
-            words = paragraph.split(" ")
-            line = ""
-            for word in words:
-                trial = f"{line} {word}" if line else word
-                if line and self.width(trial, size, bold) > width_in:
-                    lines.append(line)
-                    line = word
-                else:
-                    line = trial
-            lines.append(line)
-        return lines
-
     def notices(self) -> list[str]:
         """The lines worth printing once after the figures are written: missing glyphs, then warnings."""
         return [line for line in (self.glyph_notice(), note(self.warned)) if line]
@@ -246,45 +203,6 @@ def readable_points(width_in: float, height_in: float) -> float:
     return LABEL_PX * 72 / shown_ppi
 
 
-def snap(inches: float) -> float:
-    """Round a figure size up to 1/8 inch, so width × dpi is exact in binary floating point."""
-    return math.ceil(inches * 8 - 1e-9) / 8
-
-
-class Sheet:
-    """A Figure laid out by hand: positions in inches from the top-left corner.
-
-    Titles, notes and the magnifier boxes go on one full-figure canvas Axes
-    whose data units are inches (y grows downwards); each heatmap or chart gets
-    its own Axes at a fixed place (:meth:`axes`).
-    """
-
-    def __init__(self, width: float, height: float) -> None:
-        from mhacli.render.figures.inline import new_figure
-
-        self.w, self.h = snap(width), snap(height)
-        self.fig = new_figure(figsize=(self.w, self.h))  # a Figure with its Agg canvas, shown inline in Jupyter
-        self.ax = self.fig.add_axes((0.0, 0.0, 1.0, 1.0))
-        self.ax.set_xlim(0.0, self.w)
-        self.ax.set_ylim(self.h, 0.0)
-        self.ax.set_axis_off()
-
-    def axes(self, left: float, top: float, width: float, height: float) -> Axes:
-        """A real Axes whose box has its top-left corner at (``left``, ``top``) inches."""
-        return self.fig.add_axes((left / self.w, 1 - (top + height) / self.h, width / self.w,
-                                  height / self.h))
-
-    def text(self, x: float, y: float, s: str, **kw: Any) -> Text:
-        """Text anchored at (x, y) inches from the top-left; defaults: left, top aligned."""
-        kw.setdefault("ha", "left")
-        kw.setdefault("va", "top")
-        return self.ax.text(x, y, s, clip_on=False, **kw)
-
-    def place(self, patch: Any) -> Any:
-        """Add a patch to the canvas without ``add_patch``'s data-limit update (the limits are fixed)."""
-        return self.ax.add_artist(patch)
-
-
 def ordinal(k: int) -> str:
     """2nd, 3rd, 4th … 11th, 21st."""
     suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
@@ -296,29 +214,127 @@ def sup_index(i: int) -> str:
     return "⁽" + str(i).translate(_SUPERSCRIPTS) + "⁾"
 
 
+INSET = 0.2  # inches between the figure's edge and its texts
+EM = 0.58  # an average glyph width of DejaVu Sans in text, in ems, on the wide side: room to leave for text
+
+
 def clamp(x: float, lo: float, hi: float) -> float:
     return max(lo, min(hi, x))
 
 
-def line(size: float) -> float:
-    """Height of one line of text at ``size`` points, in inches."""
-    return size * 1.3 * PT
+def about(text: str, size: float, bold: bool = False) -> float:
+    """About how wide ``text`` is at ``size`` points, in inches: the room to leave for it (matplotlib places it)."""
+    return len(text) * size * EM * PT * (1.08 if bold else 1.0)
 
 
-def label_pad(frame_width: float) -> float:
-    """Gap between a heatmap's frame and its token labels, in inches (the frame straddles the edge)."""
-    return frame_width * PT / 2 + 3 * PT
+def label_inches(labels: Sequence[str], size: float) -> float:
+    """About how long the longest of ``labels`` is at ``size`` points, in inches."""
+    return max((about(t, size) for t in labels), default=about("x", size))
 
 
-def sentence(trace: Shown, view: View, pen: Pen, width_in: float, size: float) -> str:
-    """The sentence as shown, on one line that fits."""
-    words = [pen.shown(t, 16) for t in trace.tokens[view.rows]]
+def wrap(text: str, width_in: float, size: float) -> str:
+    """``text`` broken at spaces into lines of as many characters as ``width_in`` inches hold at ``size`` points.
+
+    A line break, not a layout: matplotlib still places and measures every line (:func:`finish`).
+    """
+    chars = max(12, int(width_in * 72 / (size * EM)))
+    return "\n".join(textwrap.fill(part, chars, break_long_words=True, break_on_hyphens=False) or ""
+                     for part in text.split("\n"))
+
+
+def stack(fig: Figure, items: Sequence[tuple[str, dict[str, Any]]], gap: float = 2.0) -> list[Text]:
+    """Texts one under another from the figure's top-left corner, each anchored below the box of the one before.
+
+    ``items``: (text, Text properties). matplotlib measures each box when it draws, so a longer
+    line pushes the next one down; ``gap`` is in points. Empty texts are left out.
+    """
+    from matplotlib.text import Annotation
+
+    texts: list[Text] = []
+    for s, props in items:
+        if not s:
+            continue
+        kw: dict[str, Any] = {"ha": "left", "va": "top", "annotation_clip": False, **props}
+        if not texts:
+            t = Annotation(s, xy=(0.0, 1.0), xycoords="figure fraction", xytext=(INSET * 72, -INSET * 72),
+                           textcoords="offset points", **kw)
+        else:
+            t = Annotation(s, xy=(0.0, 0.0), xycoords=texts[-1], xytext=(0.0, -gap),
+                           textcoords="offset points", **kw)
+        fig.add_artist(t)
+        texts.append(t)
+    return texts
+
+
+def footnote(fig: Figure, items: Sequence[tuple[str, dict[str, Any]]], gap: float = 2.0) -> list[Text]:
+    """Texts along the figure's bottom-left corner, in reading order: the last at the bottom, each above the next.
+
+    Empty texts are left out.
+    """
+    from matplotlib.text import Annotation
+
+    texts: list[Text] = []
+    for s, props in reversed(items):
+        if not s:
+            continue
+        kw: dict[str, Any] = {"ha": "left", "va": "bottom", "annotation_clip": False, **props}
+        if not texts:
+            t = Annotation(s, xy=(0.0, 0.0), xycoords="figure fraction", xytext=(INSET * 72, INSET * 72),
+                           textcoords="offset points", **kw)
+        else:
+            t = Annotation(s, xy=(0.0, 1.0), xycoords=texts[-1], xytext=(0.0, gap), textcoords="offset points",
+                           **kw)
+        fig.add_artist(t)
+        texts.append(t)
+    return texts[::-1]
+
+
+def depth(fig: Figure, texts: Sequence[Text], from_top: bool = True) -> float:
+    """How far ``texts`` reach into the figure from its top (or bottom) edge, in inches, as matplotlib draws them."""
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    boxes = [t.get_window_extent(renderer) for t in texts if t.get_text()]
+    if not boxes:
+        return 0.0
+    if from_top:
+        return (fig.bbox.y1 - min(b.y0 for b in boxes)) / fig.dpi
+    return max(b.y1 for b in boxes) / fig.dpi
+
+
+def finish(fig: Figure, width: float, body: float, top: Sequence[Text], bottom: Sequence[Text] = (),
+           gap: float = 0.15) -> Figure:
+    """Size ``fig`` to its texts and its body, and let its constrained layout fill the body between them.
+
+    ``fig`` was made with ``layout="constrained"`` or ``"compressed"`` (so its colour bars are placed by
+    the layout too). ``body``: the inches the matrices and their labels need. The texts above and below
+    are measured by matplotlib (a line longer than foreseen widens the figure); the figure's size is
+    rounded up to 1/8 inch, so width × dpi is a whole number of pixels at any --dpi.
+    """
+    fig.set_size_inches(width, body)  # any size: the texts hang from the corners in points
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    texts = [t for t in (*top, *bottom) if t.get_text()]
+    widest = max((t.get_window_extent(renderer).x1 / fig.dpi for t in texts), default=0.0)
+    above = depth(fig, top) + gap if top else INSET
+    below = depth(fig, bottom, from_top=False) + gap if bottom else INSET
+    height = math.ceil((above + body + below) * 8 - 1e-9) / 8
+    width = math.ceil(max(width, widest + INSET) * 8 - 1e-9) / 8
+    fig.set_size_inches(width, height)
+    engine = fig.get_layout_engine()
+    side = INSET / 2 / width  # constrained layout keeps its own pad too
+    engine.set(rect=(side, below / height, 1.0 - 2 * side, (height - above - below) / height),  # type: ignore[union-attr, call-arg]
+               w_pad=0.06, h_pad=0.06)  # inches around each Axes: panels never touch
+    # Constrained layout settles on its second pass (the first lays out against unplaced colour bars and
+    # texts): one draw here, so every save of the figure gives the same pixels.
+    fig.draw_without_rendering()
+    return fig
+
+
+def cut(words: Sequence[str], width_in: float, size: float) -> str:
+    """Words joined on one line of ``width_in`` inches at ``size`` points, ended with … when they do not all fit."""
+    chars = max(12, int(width_in * 72 / (size * EM)))
     text = " ".join(words)
-    if view.windowed or pen.width(f"“{text}”", size) > width_in:
-        while words and pen.width(f"“{' '.join(words)} …”", size) > width_in:
-            words.pop()
-        text = " ".join(words) + " …"
-    return f"“{text}”"
+    return text if len(text) <= chars else textwrap.shorten(text, chars, placeholder=" …")
 
 
-__all__ = ["FALLBACK_FAMILIES", "PT", "Pen", "RENDER_RC", "Sheet", "drawing", "font_faces"]
+__all__ = ["EM", "FALLBACK_FAMILIES", "INSET", "PT", "Pen", "RENDER_RC", "about", "clamp", "cut", "depth", "drawing",
+           "finish", "font_faces", "footnote", "label_inches", "ordinal", "readable_points", "stack", "sup_index",
+           "wrap"]

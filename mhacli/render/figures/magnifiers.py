@@ -17,38 +17,38 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from mhacli.core import narrate
-from mhacli.core.analysis import top_keys
 from mhacli.render import theme
-from mhacli.render.figures.layout import PT, Pen, Sheet, clamp, drawing, line
+from mhacli.render.figures.inline import new_figure
+from mhacli.render.figures.layout import EM, INSET, PT, Pen, about, clamp, drawing, stack, wrap
 from mhacli.render.figures.view import View, token_view
-from mhacli.pipeline import analysis_for
+from mhacli.pipeline import analysis_for, in_window
 from mhacli.render.labels import is_view, pattern_words, weights_note, window_note
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.offsetbox import DrawingArea
+    from matplotlib.text import Text
 
     from mhacli.core.analysis import Analysis
     from mhacli.core.trace import Trace
     from mhacli.render.labels import Shown
 
-def magnifier(ax: Axes, x: float, y: float, radius: float, color: str) -> list[Any]:
-    """A magnifying glass centred at (x, y) in data units (inches), lens ``radius``, in ``color``."""
+def magnifier(area: DrawingArea, x: float, y: float, radius: float, color: str) -> list[Any]:
+    """A magnifying glass centred at (x, y) points of ``area`` (an offsetbox ``DrawingArea``), lens ``radius``."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Arc, Circle
 
     handle_dir = np.array([math.cos(-math.pi / 4), math.sin(-math.pi / 4)])
     start = np.array([x, y]) + handle_dir * radius * 1.05
     end = start + handle_dir * radius * 1.1
-    lw = max(2.0, radius / PT * 0.18)
+    lw = max(2.0, radius * 0.18)
     handle = Line2D([start[0], end[0]], [start[1], end[1]], color=color, linewidth=lw * 1.8,
                     solid_capstyle="round")
     lens = Circle((x, y), radius, facecolor=theme.tint(color, 0.18), edgecolor=color, linewidth=lw)
     glint = Arc((x, y), radius * 1.2, radius * 1.2, theta1=110, theta2=160, color="white",
                 linewidth=lw * 0.7)
-    ax.add_line(handle)
-    for patch in (lens, glint):
-        ax.add_artist(patch)  # not add_patch: the canvas limits are fixed, no data-limit update
+    for artist in (handle, lens, glint):
+        area.add_artist(artist)
     return [handle, lens, glint]
 
 
@@ -65,43 +65,48 @@ class TokenRow:
     top: int | None  # the shown token the query looks at most (outlined), None when tied or outside
 
 
-def token_rows(trace: Shown, single: Trace | None, view: View, queries: Sequence[int]) -> list[list[TokenRow]]:
+def token_rows(trace: Shown, single: Trace | None, view: View, queries: Sequence[int],
+               analysis: Analysis | None = None) -> list[list[TokenRow]]:
     """One block per query: the single head's row (when given), then one row per head.
 
-    The only place the figure asks the core for numbers (the masked keys and each row's top key);
-    a caller holding them precomputed can swap them in here.
+    The masked keys and each row's top key are the analysis's (``mask``, ``top_keys``; the single
+    head's top keys are its read-back's); nothing is computed here.
     """
+    analysis = analysis or analysis_for(trace)
     weights = np.asarray(trace.weights)  # (h, N, N)
-    blocked = np.asarray(trace.mask) if trace.mask is not None else (
-        np.triu(np.ones((trace.n_tokens, trace.n_tokens), dtype=bool), 1) if trace.causal else None)
+    blocked = None if analysis.mask is None else np.asarray(analysis.mask)
 
-    def row(name: str, w_row: np.ndarray, q: int, color: str, text_color: str) -> TokenRow:
+    def row(name: str, w_row: np.ndarray, q: int, key: int, color: str, text_color: str) -> TokenRow:
         masked = blocked[q, view.rows] if blocked is not None else np.zeros(view.n, bool)
-        key = int(top_keys(w_row)[0])  # the analysis's own argmax: −1 when the maximum is tied
-        top = key - view.start if view.start <= key < view.stop else None
+        top = key - view.start if view.start <= key < view.stop else None  # −1 (a tied row) is outside
         return TokenRow(name, q, w_row[view.rows], color, text_color, masked, top)  # (N,) -> (n,)
 
+    single_keys = None
+    if single is not None:  # the read-back holds the single head's top keys when the run was analysed with it
+        single_keys = (analysis.readback.single_keys if analysis.readback is not None
+                       else analysis_for(single).top_keys[0])  # (N,)
     blocks = []
     for q in queries:
         block = []
-        if single is not None:
-            block.append(row("1 head", np.asarray(single.weights[0])[q], q, theme.SINGLE_HEAD_COLOR,
-                             theme.SINGLE_HEAD_COLOR))
+        if single is not None and single_keys is not None:
+            block.append(row("1 head", np.asarray(single.weights[0])[q], q, int(single_keys[q]),
+                             theme.SINGLE_HEAD_COLOR, theme.SINGLE_HEAD_COLOR))
         for i in range(trace.num_heads):
-            block.append(row(f"Head {i + 1}", weights[i, q], q, theme.head_color(i), theme.head_text_color(i)))
+            block.append(row(f"Head {i + 1}", weights[i, q], q, int(analysis.top_keys[i, q]), theme.head_color(i),
+                             theme.head_text_color(i)))
         blocks.append(block)
     return blocks
 
 
-def _flow(widths: Sequence[float], max_width: float, gap: float) -> list[list[int]]:
-    """Token indices per line, wrapping like a paragraph."""
+def _flow(chars: Sequence[float], max_chars: float) -> list[list[int]]:
+    """Token indices per line, wrapping like a paragraph: each line holds at most ``max_chars`` (in ems)."""
     lines: list[list[int]] = [[]]
     used = 0.0
-    for k, w in enumerate(widths):
-        if lines[-1] and used + gap + w > max_width:
+    for k, w in enumerate(chars):
+        if lines[-1] and used + w > max_chars:
             lines.append([])
             used = 0.0
-        used += (gap if lines[-1] else 0.0) + w
+        used += w
         lines[-1].append(k)
     return lines
 
@@ -173,12 +178,15 @@ def block_heading(analysis: Analysis, q: int, pen: Pen) -> str:
 
 def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, analysis: Analysis | None = None,
                      hide_rules: bool = False) -> Figure:
-    from matplotlib.patches import FancyBboxPatch, Rectangle
+    """The figure, placed by matplotlib: every box is a token's own text box (``bbox``), set after the one
+    before it (the gallery's concatenated-text idiom), every row hung below its query's heading; the figure
+    is then made as large as matplotlib measures its contents (``Figure.get_tightbbox``)."""
+    from matplotlib.offsetbox import AnnotationBbox, DrawingArea
+    from matplotlib.text import Annotation
 
     if view.n > MAGNIFIER_MAX_TOKENS:
         view = token_view(trace.n_tokens, MAGNIFIER_MAX_TOKENS, view.query)
-    analysis = analysis or analysis_for(trace)
-    weights = np.asarray(trace.weights)  # (h, N, N)
+    analysis = in_window(analysis or analysis_for(trace), trace, view.start, view.stop)
     if is_view(trace):
         single = None  # a view has no weight matrices to run as one head
 
@@ -188,12 +196,13 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
     fs = 14.0 if n <= 10 else 12.0 if n <= 20 else 10.5  # token size, points
     vs = max(8.5, fs * 0.72)
     labels = [pen.shown(t) for t in trace.tokens[view.rows]]
-    pad = 0.45 * fs * PT
-    min_box = pen.width("100%", vs) + 2 * pad * 0.6
-    widths = [max(pen.width(s, fs) + 2 * pad, min_box) for s in labels]
-    box_h = fs * 2.0 * PT
-    gap = 0.08
-    inside = weights[:, :, view.start:view.stop].sum(axis=-1)  # (h, N): each row's weight inside the window
+    pad = 0.4  # the token box's padding, in font sizes
+    gap = 6.0  # points between two boxes
+    # A box is at least as wide as "100%" under it, so every head's row of boxes lines up.
+    labels = [t.center(max(len(t), 3), "\u2007") if len(t) < 3 else t for t in labels]
+    ems = [len(t) * EM + 2 * pad + gap / fs for t in labels]  # each box's width, in ems of the token size
+    box_pt = fs * (1.2 + 2 * pad)  # a box's height, in points
+    line_pt = box_pt + 4 + vs * 1.25 + 6  # one line of boxes and their numbers
 
     def subtext(k: int, q: int | None) -> list[str]:
         """Small lines under a row's name: the single head's width, a head's pattern, what the window cut."""
@@ -202,30 +211,30 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
         i = k - lead
         out = [pen.shown(pattern_words(analysis, i, hide_rules), 22)]
         if view.windowed and q is not None:
-            out.append(f"{1 - float(inside[i, q]):.0%} outside the window")
+            shown = float(np.asarray(trace.weights)[i, q, view.start:view.stop].sum())
+            out.append(f"{1 - shown:.0%} outside the window")
         return out
 
     names = (["1 head"] if lead else []) + [f"Head {i + 1}" for i in range(h)]
-    name_w = pen.widest(names, 13.0, bold=True)
-    sub_w = max(pen.widest(subtext(k, None) + (["100% outside the window"] if view.windowed else []), 10.0)
-                for k in range(per_query))
-    lens_col = 2 * box_h * 0.62 + 0.25
-    left_col = 0.25 + lens_col + max(name_w, sub_w) + 0.2
-    area = clamp(sum(widths) + gap * (n - 1), 4.0, 11.0)
-    lines = _flow(widths, area, gap)
-    area = max(sum(widths[k] for k in ln) + gap * (len(ln) - 1) for ln in lines)
+    name_w = max(about(t, 13.0, bold=True) for t in names)
+    sub_w = max(about(t, 10.0) for k in range(per_query)
+                for t in subtext(k, None) + (["100% outside the window"] if view.windowed else []))
+    lens_r = {True: box_pt * 0.62, False: box_pt * 0.5}  # points; the single head's lens is the big one
+    lens_col = (2 * lens_r[True] + 18) * PT
+    left_col = INSET + lens_col + max(name_w, sub_w) + 0.2
+    area = clamp(sum(ems) * fs * PT, 4.0, 11.0)
+    lines = _flow(ems, area / (fs * PT))
+    area = max(sum(ems[k] for k in ln) for ln in lines) * fs * PT
 
-    line_h = box_h + 0.085 + line(vs) + 0.1
-    lens_r = {True: box_h * 0.62, False: box_h * 0.5}  # the single head's lens is the big one
-    sub_h = box_h / 2 + 0.1 + (2 if view.windowed else 1) * line(10.0) * 1.1
-    row_h = max(len(lines) * line_h, 2 * lens_r[True] + 0.2, sub_h) + 0.08
-    block_head = line(13.0) + 0.1
-    block_h = block_head + per_query * row_h
+    sub_pt = box_pt / 2 + 8 + (2 if view.windowed else 1) * 10.0 * 1.3
+    row_pt = max(len(lines) * line_pt, 2 * lens_r[True] + 14, sub_pt) + 6
+    head_pt = 13.0 * 1.4 + 6
+    block_h = (head_pt + per_query * row_pt) * PT
 
     # Which queries, and how they stand: side by side while the figure stays slide-wide, else stacked.
     # A column is as wide as the sentence, or as the longest heading a query of the window could have.
     asked = view.query is not None
-    col_w = max([area] + [pen.width(block_heading(analysis, q, pen), 13.0, bold=True)
+    col_w = max([area] + [about(block_heading(analysis, q, pen), 13.0, bold=True)
                           for q in range(view.start, view.stop)])
     side = 1
     while (not view.windowed and side < MAX_QUERIES
@@ -237,10 +246,10 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
     block_rows = -(-len(queries) // cols)
 
     width = max(left_col + (cols * col_w + (cols - 1) * COLUMN_GAP if cols > 1 else area) + 0.3, 8.0,
-                0.25 + max(pen.width(block_heading(analysis, q, pen), 13.0, bold=True) for q in queries) + 0.3)
-    inner = width - 0.5
+                INSET + max(about(block_heading(analysis, q, pen), 13.0, bold=True) for q in queries) + 0.3)
+    inner = width - 2 * INSET
 
-    blocks = token_rows(trace, single, view, queries)
+    blocks = token_rows(trace, single, view, queries, analysis)
     rows = [r for b in blocks for r in b]
     vmax = max(float(r.weights[~r.masked].max(initial=0.0)) for r in rows) or 1.0
 
@@ -252,8 +261,6 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
         who = f"{len(queries)} quer{'ies' if len(queries) != 1 else 'y'}" + why
     title = (f"One magnifier or {h}? Where attention goes, seen from {who}" if h != 1
              else f"One magnifier: where attention goes, seen from {who}")
-    title_lines = pen.wrap(title, inner, 16.0, bold=True)
-    label_lines = pen.wrap(weights_note(trace, hide_rules), inner, 12.0)
     team = ""
     if single is not None:
         team = (f" “1 head” is one head of size d = {trace.d_model} over the same text; "  # type: ignore[union-attr]
@@ -264,77 +271,96 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
            "that weight. A thick outline marks the token the head looks at most from that query; "
            "the dashed box marks the query."
            + (" Hatched boxes are masked: the query may not look at later tokens."
-              if trace.mask is not None or trace.causal else "")
+              if analysis.mask is not None else "")
            + team)
-    sub_lines = pen.wrap(sub, inner, 11.0)
     extra = [] if asked else [why_chosen(analysis, queries, pen)]
     if view.windowed:
-        extra.append(window_note(analysis, weights, view.start, view.stop) or view.note())
-    extra_lines = [ln for e in extra for ln in pen.wrap(e, inner, 11.0)]
-    top = 0.2 + len(title_lines) * line(16.0) + len(label_lines) * line(12.0) + len(sub_lines) * line(11.0)
-    top += len(extra_lines) * line(11.0) + 0.2
-    height = top + block_rows * block_h + (block_rows - 1) * 0.2 + 0.15
+        extra.append(window_note(analysis) or view.note())
 
-    sheet = Sheet(width, height)
-    fig, ax = sheet.fig, sheet.ax
-    y = 0.2
-    sheet.text(0.25, y, "\n".join(title_lines), fontsize=16.0, fontweight="bold", linespacing=1.1)
-    y += len(title_lines) * line(16.0)
-    sheet.text(0.25, y, "\n".join(label_lines), fontsize=12.0, fontstyle="italic", linespacing=1.15)
-    y += len(label_lines) * line(12.0)
-    sheet.text(0.25, y, "\n".join(sub_lines), fontsize=11.0, color="#444444", linespacing=1.15)
-    y += len(sub_lines) * line(11.0)
-    if extra_lines:
-        sheet.text(0.25, y, "\n".join(extra_lines), fontsize=11.0, color=theme.LABEL_COLOR,
-                   linespacing=1.15)
+    fig = new_figure(figsize=(width, 8.0))
+    header = stack(fig, [
+        (wrap(title, inner, 16.0 * 1.1), {"fontsize": 16.0, "fontweight": "bold", "linespacing": 1.1}),
+        (wrap(weights_note(trace, hide_rules), inner, 12.0), {"fontsize": 12.0, "fontstyle": "italic",
+                                                                "linespacing": 1.15}),
+        (wrap(sub, inner, 11.0), {"fontsize": 11.0, "color": "#444444", "linespacing": 1.15}),
+        (wrap(" ".join(extra), inner, 11.0), {"fontsize": 11.0, "color": theme.LABEL_COLOR, "linespacing": 1.15}),
+    ])
 
-    def draw_row(row: TokenRow, x0: float, y0: float) -> None:
-        """One head's boxes for one query, wrapped like the sentence, from (x0, y0)."""
+    def at(anchor: Text, x: float, down: float, text: str, **kw: Any) -> Annotation:
+        """``text`` at ``x`` inches from the figure's left, ``down`` points below the bottom of ``anchor``."""
+        kw.setdefault("ha", "left")
+        kw.setdefault("va", "top")
+        t = Annotation(text, xy=(x * 72, 0.0), xycoords=("figure points", anchor), xytext=(0.0, -down),
+                       textcoords="offset points", annotation_clip=False, **kw)
+        fig.add_artist(t)
+        return t
+
+    def draw_row(row: TokenRow, anchor: Text, x0: float, down: float) -> None:
+        """One head's boxes for one query, wrapped like the sentence, each box set after the one before."""
         for li, tokens_on_line in enumerate(lines):
-            x = x0
-            by = y0 + li * line_h + 0.05
+            before: Annotation | None = None
             for t in tokens_on_line:
                 w = float(row.weights[t])
                 masked = bool(row.masked[t])
                 fill = MASKED_FILL if masked else theme.tint(row.color, w / vmax)
                 strongest = t == row.top
-                box = FancyBboxPatch((x + 0.03, by + 0.03), widths[t] - 0.06, box_h - 0.06,
-                                     boxstyle="round,pad=0.03,rounding_size=0.06", facecolor=fill,
-                                     edgecolor=row.color if strongest else (
-                                         theme.HATCH_COLOR if masked else "#BBBBBB"),
-                                     linewidth=3.0 if strongest else 0.8,
-                                     hatch=MASKED_HATCH if masked else None)
-                sheet.place(box)
-                if t + view.start == row.query:
-                    sheet.place(Rectangle((x - 0.035, by - 0.035), widths[t] + 0.07, box_h + 0.07,
-                                          facecolor="none", edgecolor=theme.LABEL_COLOR,
-                                          linewidth=1.3, linestyle=(0, (3, 2))))
-                sheet.text(x + widths[t] / 2, by + box_h / 2, labels[t], fontsize=fs,
-                           color="#555555" if masked else theme.ink_on(fill), ha="center", va="center")
-                sheet.text(x + widths[t] / 2, by + box_h + 0.085, "" if masked else f"{w:.0%}" if w >= 0.005 else "0",
-                           fontsize=vs, color="#555555", ha="center")
-                x += widths[t] + gap
+                box = {"boxstyle": f"round,pad={pad}", "facecolor": fill,
+                       "edgecolor": row.color if strongest else (
+                           theme.LABEL_COLOR if t + view.start == row.query else
+                           theme.HATCH_COLOR if masked else "#BBBBBB"),
+                       "linewidth": 3.0 if strongest else 1.3 if t + view.start == row.query else 0.8,
+                       "linestyle": (0, (3, 2)) if t + view.start == row.query and not strongest else "-",
+                       "hatch": MASKED_HATCH if masked else None}
+                ink = "#555555" if masked else theme.ink_on(fill)
+                if before is None:
+                    token = at(anchor, x0 + pad * fs * PT, down + li * line_pt + pad * fs, labels[t],
+                               fontsize=fs, color=ink, bbox=box)
+                else:
+                    token = Annotation(labels[t], xy=(1.0, 1.0), xycoords=before, xytext=(2 * pad * fs + gap, 0.0),
+                                       textcoords="offset points", ha="left", va="top", fontsize=fs, color=ink,
+                                       bbox=box, annotation_clip=False)
+                    fig.add_artist(token)
+                number = "" if masked else f"{w:.0%}" if w >= 0.005 else "0"
+                if number:
+                    fig.add_artist(Annotation(number, xy=(0.5, 0.0), xycoords=token, xytext=(0.0, -(pad * fs + 4)),
+                                              textcoords="offset points", ha="center", va="top", fontsize=vs,
+                                              color="#555555", annotation_clip=False))
+                before = token
 
+    anchor = header[-1]
+    down = 14.0  # points below the header
     for br in range(block_rows):
-        y0 = top + br * (block_h + 0.2)
-        if br:
-            ax.plot([0.25, sheet.w - 0.25], [y0 - 0.1, y0 - 0.1], color="#CCCCCC", linewidth=1)
         chunk = list(zip(queries, blocks))[br * cols:(br + 1) * cols]
-        for c, (q, block) in enumerate(chunk):
-            x0 = left_col + c * (col_w + COLUMN_GAP)
-            sheet.text(x0 if cols > 1 else 0.25, y0, block_heading(analysis, q, pen), fontsize=13.0,
-                       fontweight="bold")
+        heading = at(anchor, left_col if cols > 1 else INSET, down, block_heading(analysis, chunk[0][0], pen),
+                     fontsize=13.0, fontweight="bold")
+        for c, (q, block) in enumerate(chunk[1:], start=1):
+            fig.add_artist(Annotation(block_heading(analysis, q, pen),
+                                      xy=((left_col + c * (col_w + COLUMN_GAP)) * 72, 1.0),
+                                      xycoords=("figure points", heading), ha="left", va="top", fontsize=13.0,
+                                      fontweight="bold", annotation_clip=False))
         for k in range(per_query):
-            y = y0 + block_head + k * row_h
+            y = 6.0 + k * row_pt  # points below the heading
             first = chunk[0][1][k]
             is_single = k < lead
-            cy = y + 0.05 + box_h / 2  # level with the first line of tokens
-            magnifier(ax, 0.25 + lens_r[True] + 0.05, cy, lens_r[is_single], first.color)
-            name_x = 0.25 + lens_col
-            sheet.text(name_x, cy - 0.02, first.name, fontsize=13.0, fontweight="bold",
-                       color=first.text_color, va="bottom")
-            sheet.text(name_x, cy + 0.02, "\n".join(subtext(k, chunk[0][0] if cols == 1 else None)),
-                       fontsize=10.0, color="#444444", va="top", linespacing=1.1)
+            r = lens_r[is_single]
+            lens = DrawingArea(2 * lens_r[True] + 6, 2 * lens_r[True] + 6)
+            magnifier(lens, lens_r[True] + 1, lens_r[True] + 5, r, first.color)
+            fig.add_artist(AnnotationBbox(lens, (INSET * 72, 0.0), xycoords=("figure points", heading),
+                                          xybox=(0.0, -(y + box_pt / 2 + 1)), boxcoords="offset points",
+                                          box_alignment=(0.0, 0.5 + 4 / (2 * lens_r[True] + 6)),
+                                          frameon=False, pad=0.0, annotation_clip=False))
+            name_x = INSET + lens_col
+            at(heading, name_x, y + box_pt / 2 - 1, first.name, fontsize=13.0, fontweight="bold",
+               color=first.text_color, va="bottom")
+            at(heading, name_x, y + box_pt / 2 + 2, "\n".join(subtext(k, chunk[0][0] if cols == 1 else None)),
+               fontsize=10.0, color="#444444", linespacing=1.1)
             for c, (q, block) in enumerate(chunk):
-                draw_row(block[k], left_col + c * (col_w + COLUMN_GAP), y)
+                draw_row(block[k], heading, left_col + c * (col_w + COLUMN_GAP), y)
+        anchor, down = heading, per_query * row_pt + 18.0
+
+    # As large as what matplotlib drew, and a margin: nothing cut off, nothing left over.
+    box = fig.get_tightbbox(fig.canvas.get_renderer())  # inches; everything hangs from the top-left corner
+    tall = fig.get_size_inches()[1]
+    fig.set_size_inches(math.ceil((max(width, box.x1 + INSET)) * 8) / 8,
+                        math.ceil((tall - box.y0 + INSET) * 8) / 8)
     return fig

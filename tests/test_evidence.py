@@ -222,3 +222,35 @@ def test_a_model_past_its_trained_length_is_cautioned_and_its_collapsed_head_not
     note = weights_note(result.trace, analysis=a)
     assert a.caution in note and "not counted as a pattern" in note
     assert a.caution in " ".join(_text(terminal.heads_panel(result.trace, a)).split())
+
+
+def _figure_text(fig) -> str:
+    from matplotlib.text import Text
+
+    return " ".join(" ".join(t.get_text().split()) for t in fig.findobj(Text))
+
+
+def test_the_figures_of_near_uniform_attention_say_so_and_name_no_relation():
+    """The figures read the same verdicts: heads.png, head-i.png and magnifiers.png of rng.random attention."""
+    from mhacli.render.figures import head_figure, heads_figure, magnifiers_figure
+
+    rng = np.random.default_rng(3)
+    w = rng.random((3, 8, 8))
+    w /= w.sum(axis=-1, keepdims=True)
+    view = from_attention(w, [f"w{i}" for i in range(8)], causal=False)
+    assert analyse(view).close_to_uniform
+    for fig in (heads_figure(view), head_figure(view, 0), magnifiers_figure(view)):
+        text = _figure_text(fig)
+        assert evidence.CLOSE_TO_UNIFORM in text, text
+        assert not any(f"{r} ·" in text for r in RELATIONS) and "0 different" not in text
+
+
+def test_the_figures_of_a_model_past_its_length_carry_the_caution():
+    import mhacli
+    from mhacli.io.samples import load_sample
+    from mhacli.render.figures import heads_figure
+
+    result = mhacli.run(load_sample("pronoun").text, weights="trained")
+    text = _figure_text(heads_figure(result))  # the Run: its analysis carries the caution
+    assert "outside what the model saw (trained on 12 tokens, this text has 24" in text
+    assert "not counted as a pattern" in text

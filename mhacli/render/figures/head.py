@@ -103,7 +103,7 @@ class HeadFigure:
         longest = max(self.subtitles, key=lambda t: t.count("\n"))
         header = stack(fig, [
             (head_title(0, trace.num_heads, trace.n_tokens), {"fontsize": self.TITLE, "fontweight": "bold"}),
-            (wrap(weights_note(trace, hide_rules), inner, self.NOTE),
+            (wrap(weights_note(trace, hide_rules, analysis), inner, self.NOTE),
              {"fontsize": self.NOTE, "fontstyle": "italic", "linespacing": 1.15}),
             (longest, {"fontsize": self.SUB, "linespacing": 1.15}),
             (view.note() if view.windowed else "", {"fontsize": 11.0, "color": theme.HATCH_COLOR}),

@@ -173,7 +173,7 @@ def _heads(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: b
     title = f"{h} head{'s' if h != 1 else ''} on one scale: each row is a query, each column a key"
     header = stack(fig, [
         (title, {"fontsize": 16.0, "fontweight": "bold"}),
-        (wrap(weights_note(trace, hide_rules), inner, 12.0), {"fontsize": 12.0, "fontstyle": "italic",
+        (wrap(weights_note(trace, hide_rules, analysis), inner, 12.0), {"fontsize": 12.0, "fontstyle": "italic",
                                                                 "linespacing": 1.15}),
         (sentence(trace, view, pen, inner, 12.0), {"fontsize": 12.0}),
         (view.note() if view.windowed else "", {"fontsize": 11.0, "color": theme.HATCH_COLOR}),

@@ -132,8 +132,9 @@ MASKED_HATCH = "//"
 
 
 def distinct_tops(analysis: Analysis, q: int) -> int:
-    """How many different keys the heads look at most from query ``q`` (tied rows left out)."""
-    return len({int(k) for k in analysis.top_keys[:, q] if k >= 0})
+    """How many different keys the heads pick from query ``q`` (tied rows and rows too close to chance left
+    out: the evidence rule, ``Analysis.picked_keys``)."""
+    return len({int(k) for k in analysis.picked_keys[:, q] if k >= 0})
 
 
 def chosen_queries(analysis: Analysis, view: View, count: int) -> tuple[int, ...]:
@@ -157,11 +158,12 @@ def why_chosen(analysis: Analysis, queries: Sequence[int], pen: Pen) -> str:
     parts = []
     for k, q in enumerate(queries):
         d = distinct_tops(analysis, q)
-        what = (f"{d} different token{'s' if d != 1 else ''} in focus for {h} heads" if k == 0
-                else f"{d} different")
+        what = ("no token clear of chance" if d == 0 else
+                f"{d} different token{'s' if d != 1 else ''} in focus for {h} heads" if k == 0 else f"{d} different")
         parts.append(f"“{pen.shown(analysis.tokens[q], 16)}” (position {q}): {what}")
     if distinct_tops(analysis, queries[0]) <= 1:
-        lead = "On every query the heads look most at the same token (or tie); shown: "
+        lead = ("On every query the heads look most at the same token, or at none clear of chance "
+                "(or tie); shown: ")
     else:
         lead = "Queries chosen from the measures, where the heads' top tokens differ most: "
     return lead + "; ".join(parts) + ". Give --query to pick another."
@@ -173,6 +175,8 @@ def block_heading(analysis: Analysis, q: int, pen: Pen) -> str:
     if analysis.num_heads == 1:
         return text
     d = distinct_tops(analysis, q)
+    if d == 0:
+        return text + ": no head's top token is clear of chance"
     return text + f": {d} different token{'s' if d != 1 else ''} in focus"
 
 
@@ -280,7 +284,7 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
     fig = new_figure(figsize=(width, 8.0))
     header = stack(fig, [
         (wrap(title, inner, 16.0 * 1.1), {"fontsize": 16.0, "fontweight": "bold", "linespacing": 1.1}),
-        (wrap(weights_note(trace, hide_rules), inner, 12.0), {"fontsize": 12.0, "fontstyle": "italic",
+        (wrap(weights_note(trace, hide_rules, analysis), inner, 12.0), {"fontsize": 12.0, "fontstyle": "italic",
                                                                 "linespacing": 1.15}),
         (wrap(sub, inner, 11.0), {"fontsize": 11.0, "color": "#444444", "linespacing": 1.15}),
         (wrap(" ".join(extra), inner, 11.0), {"fontsize": 11.0, "color": theme.LABEL_COLOR, "linespacing": 1.15}),

@@ -121,8 +121,8 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
                "queries, columns keys")
     header = stack(fig, [
         (f"One magnifier against {h}", {"fontsize": 17.0, "fontweight": "bold"}),
-        (wrap(weights_note(trace, hide_rules), inner, 12.0), {"fontsize": 12.0, "fontstyle": "italic",
-                                                                "linespacing": 1.15}),
+        (wrap(weights_note(trace, hide_rules, cmp.analysis), inner, 12.0),
+         {"fontsize": 12.0, "fontstyle": "italic", "linespacing": 1.15}),
         (wrap(sub, inner, 12.0), {"fontsize": 12.0, "color": "#444444", "linespacing": 1.15}),
         (sentence(trace, view, pen, inner, 12.0), {"fontsize": 12.0}),
         (view.note() if view.windowed else "", {"fontsize": 11.0, "color": theme.HATCH_COLOR}),

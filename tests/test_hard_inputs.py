@@ -117,12 +117,24 @@ def test_cleanup_removes_registered_files_and_folders_only_of_this_process(tmp_p
     (a_folder / "inside").write_text("y")
     cleanup.register(a_file)
     cleanup.register(a_folder, folder=True)
-    foreign = tmp_path / "foreign.tmp"
-    foreign.write_text("z")
-    cleanup._registered[(os.getpid() + 1, str(foreign))] = False  # a parent's or a child's: not ours
-    cleanup.remove_all()
-    assert not a_file.exists() and not a_folder.exists() and foreign.exists()
-    cleanup._registered.clear()
+    try:
+        pid = os.fork()
+        if pid == 0:  # a forked child inherits the entries, but they are its parent's: it removes nothing
+            code = 1
+            try:
+                cleanup.remove_all()
+                code = 0 if cleanup.pending() == [] else 3
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert a_file.exists() and (a_folder / "inside").exists(), "the child removed its parent's files"
+        assert sorted(cleanup.pending()) == sorted([str(a_file), str(a_folder)])
+        cleanup.remove_all()
+        assert not a_file.exists() and not a_folder.exists() and cleanup.pending() == []
+    finally:
+        cleanup.unregister(a_file)
+        cleanup.unregister(a_folder)
 
 
 def test_temporary_folder_goes_however_the_block_ends(tmp_path):
@@ -662,7 +674,7 @@ def test_a_signal_is_passed_on_to_an_adopted_child_which_cleans_up_its_own_files
     os.read(ready_r, 1)
     cleanup.adopt_child(pid)
     try:
-        cleanup._pass_on(signal.SIGTERM)
+        cleanup.pass_on(signal.SIGTERM)
         _, status = os.waitpid(pid, 0)
     finally:
         cleanup.release_child(pid)

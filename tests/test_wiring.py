@@ -224,7 +224,7 @@ def test_a_signal_swallowed_by_a_destructor_still_decides_the_exit_code(runner, 
 
     class Unlucky:
         def __del__(self):
-            cleanup._on_signal(signal.SIGTERM, None)  # what the handler does when SIGTERM lands here
+            cleanup.on_signal(signal.SIGTERM, None)  # what the handler does when SIGTERM lands here
 
     def run(*args, **kwargs):
         Unlucky()
@@ -499,7 +499,7 @@ def test_a_swallowed_signal_is_what_the_run_reports_not_the_write_that_failed_af
 
     def swallowing_writer(*args, **kwargs):
         try:
-            cleanup._on_signal(signum, None)  # what the installed handler does when the signal arrives
+            cleanup.on_signal(signum, None)  # what the installed handler does when the signal arrives
         except BaseException:  # noqa: BLE001 - a library that swallows it
             pass
         raise FileNotFoundError(2, "No such file or directory", "figs/head-2.svg")

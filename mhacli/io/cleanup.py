@@ -7,7 +7,7 @@ run, :func:`remove_all` deletes what is still registered:
 
 - an exception unwinds through the writers, which remove their own file, and
   :func:`mhacli.cli.app.main` calls :func:`remove_all` last, in ``finally``;
-- a signal runs :func:`_on_signal`, which removes what is registered *at once*
+- a signal runs :func:`on_signal`, which removes what is registered *at once*
   (the exception it then raises may land somewhere that swallows it), and
   raises :class:`Terminated` (SIGTERM, SIGHUP) or ``KeyboardInterrupt`` (SIGINT)
   so that the run unwinds as it does for Ctrl-C.
@@ -18,7 +18,8 @@ for Ctrl-C (SIGINT), 129 for SIGHUP, 143 for SIGTERM (see
 
 The registry is per process: a forked child (the figures' second process)
 inherits its parent's entries but only ever removes its own, so neither
-deletes a file the other is still writing.
+deletes a file the other is still writing; a child the command *adopts*
+(:func:`adopt_child`) is sent the signal the command receives (:func:`pass_on`).
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ def release_child(pid: int) -> None:
     _children.pop(pid, None)
 
 
-def _pass_on(signum: int) -> None:
+def pass_on(signum: int) -> None:
+    """Send ``signum`` to every helper this process adopted (:func:`adopt_child`) and has not released."""
     me = os.getpid()
     for pid, parent in list(_children.items()):
         if parent == me:
@@ -161,11 +163,12 @@ def temporary_folder(prefix: str = "mha-") -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _on_signal(signum: int, frame: Any) -> None:
+def on_signal(signum: int, frame: Any = None) -> None:
+    """The handler :func:`install` sets: remember the signal, pass it on, remove every temporary now, unwind."""
     if not _received:
         _received.append(signum)
     _received_by.add(os.getpid())
-    _pass_on(signum)
+    pass_on(signum)
     # Remove at once: the exception below may land in a finally or a __del__ that swallows it.
     remove_all()
     if signum == signal.SIGINT:
@@ -196,7 +199,7 @@ def _quiet_unraisable(previous: Any) -> Any:
 
 
 def install() -> None:
-    """Route SIGINT, SIGTERM and SIGHUP through :func:`_on_signal` (from the main thread, once per run)."""
+    """Route SIGINT, SIGTERM and SIGHUP through :func:`on_signal` (from the main thread, once per run)."""
     import sys
 
     if threading.current_thread() is not threading.main_thread():  # pragma: no cover - signal() would refuse
@@ -208,4 +211,4 @@ def install() -> None:
             continue
         if name != "SIGTERM" and signal.getsignal(signum) == signal.SIG_IGN:
             continue  # nohup, or a background job of a script: ignored on purpose, as Python itself does
-        signal.signal(signum, _on_signal)
+        signal.signal(signum, on_signal)

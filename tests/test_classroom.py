@@ -617,7 +617,8 @@ def test_hide_rules_leaves_out_every_rule_and_relation_name(runner):
 def test_pair_sentence_says_what_the_records_say_even_when_the_heads_gain_nothing():
     import numpy as np
 
-    from mhacli.core.lesson import TrainedPair, pair_sentence
+    from mhacli.core.lesson import TrainedPair
+    from mhacli.core.narrate import pair_sentence
 
     def pair(single: float, heads: float, by_relation=()) -> TrainedPair:
         return TrainedPair(task="t", tokens=("a", "b"), single_weights=np.eye(2),

@@ -730,9 +730,14 @@ def test_terminal_grid_marks_masked_cells_and_the_query(cat_causal):
 def test_terminal_grid_steps_aside_when_the_sentence_is_too_wide():
     trace = run(LONG30, heads=2, d_model=8)
     assert grid_width(trace.n_tokens) > 80
-    text = render(head_grids(trace, analyse(trace), width=80, figures_at="mha-output"))
-    assert "mha-output" in text and len(text.strip().splitlines()) <= 3
-    assert text.startswith("random weights: these patterns mean nothing yet")  # what the grids would have shown
+    a = analyse(trace)
+    text = render(head_grids(trace, a, width=80, figures_at="mha-output"))
+    from mhacli.render.labels import weights_note
+
+    said = weights_note(trace, analysis=a)  # what the grids would have shown above them, cautions included
+    assert " ".join(text.split()).startswith(" ".join(said.split())) and said.startswith("random weights")
+    # The weights line, then one sentence saying where the grids are instead of them.
+    assert "mha-output" in text and len(text.strip().splitlines()) <= len(said) // 80 + 3
     text = render(head_grids(trace, analyse(trace), width=80, figures_at=None))
     assert "--no-plots" in text
     wide = render(head_grids(trace, analyse(trace), width=200), width=200)

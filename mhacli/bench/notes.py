@@ -32,10 +32,16 @@ NOISY_SPREAD = 0.25
 FALL_SHARE = 0.1
 
 
-def _seconds(s: float) -> str:
-    from mhacli.bench.runner import human_seconds
+def human_seconds(s: float) -> str:
+    """'1.25 s', '3.2 ms', '870 µs' (here, not in the runner, which imports this module)."""
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s * 1e6:.0f} µs"
 
-    return human_seconds(s)
+
+_seconds = human_seconds
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from rich.text import Text
 from mhacli.bench.baselines import (Weights, core_attention, matmuls_only, numpy_per_head, output_only_blocked,
                                     torch_available, torch_calls)
 from mhacli.bench.machine import machine_info, machine_line
-from mhacli.bench.notes import noise_note, split_note
+from mhacli.bench.notes import human_seconds, noise_note, split_note
 from mhacli.core.embed import init_weights
 from mhacli.core.schedule import cpu_count, rows_per_block
 from mhacli.render import theme
@@ -317,14 +317,6 @@ def progress_bar(total: int, stream: IO[str] | None = None) -> Iterator[Tick]:
 # ---------------------------------------------------------------------------
 # Rendering: table, JSON, figure
 # ---------------------------------------------------------------------------
-
-
-def human_seconds(s: float) -> str:
-    if s >= 1:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.0f} µs"
 
 
 def human_bytes(b: float) -> str:

@@ -206,25 +206,4 @@ def trained_pair(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_me
         by_relation=tuple((r, a[r], b[r]) for r in a if r in b))
 
 
-def pair_sentence(pair: TrainedPair) -> str:
-    """The lesson's sentence for one pair, every number from the two training records."""
-    h = pair.heads
-    same = (f"{pair.heads_parameters:,} parameters each" if pair.single_parameters == pair.heads_parameters
-            else f"{pair.single_parameters:,} and {pair.heads_parameters:,} parameters")
-    said = (f"Task '{pair.task}', {same}: one head alone reached "
-            f"{pair.single_accuracy:.1%} held-out accuracy, {h} heads together {pair.heads_accuracy:.1%}")
-    if pair.by_relation:
-        said += " (" + ", ".join(f"{r} {s:.1%} against {m:.1%}" for r, s, m in pair.by_relation) + ")"
-    said += "."
-    if pair.gap <= 0:
-        return said + " Here the heads gain nothing over the lone head."
-    worst = pair.worst
-    if worst is not None and worst[2] - worst[1] > 0:
-        said += (f" The gap is {pair.gap:.1f} points overall, widest on {worst[0]} "
-                 f"({100 * (worst[2] - worst[1]):.1f} points).")
-    else:
-        said += f" The gap is {pair.gap:.1f} points."
-    return said
-
-
-__all__ += ["GRAMMAR_SENTENCE", "LETTERS_SEQUENCE", "TrainedPair", "pair_sentence", "trained_pair"]
+__all__ += ["GRAMMAR_SENTENCE", "LETTERS_SEQUENCE", "TrainedPair", "trained_pair"]

@@ -33,6 +33,7 @@ from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:
     from mhacli.core.compare import TrainedApart
+    from mhacli.core.lesson import TrainedPair
 
 RANDOM, DESIGNED, TRAINED = "random", "designed", "trained"
 RANDOM_LABEL = "random weights: these patterns mean nothing yet"
@@ -374,3 +375,24 @@ def readback_note(back: ReadBack, rows: int) -> str:
     return (what + f" A head's output for a token is a weighted average of value rows; here {under} of the "
             f"{shown.size} weights shown are under half their row (lowest {shown.min():.0%}), so that token is its "
             "largest share, not most of it. h heads make h such averages per token, one head one.")
+
+
+def pair_sentence(pair: TrainedPair) -> str:
+    """The lesson's sentence for one pair, every number from the two training records."""
+    h = pair.heads
+    same = (f"{pair.heads_parameters:,} parameters each" if pair.single_parameters == pair.heads_parameters
+            else f"{pair.single_parameters:,} and {pair.heads_parameters:,} parameters")
+    said = (f"Task '{pair.task}', {same}: one head alone reached "
+            f"{pair.single_accuracy:.1%} held-out accuracy, {h} heads together {pair.heads_accuracy:.1%}")
+    if pair.by_relation:
+        said += " (" + ", ".join(f"{r} {s:.1%} against {m:.1%}" for r, s, m in pair.by_relation) + ")"
+    said += "."
+    if pair.gap <= 0:
+        return said + " Here the heads gain nothing over the lone head."
+    worst = pair.worst
+    if worst is not None and worst[2] - worst[1] > 0:
+        said += (f" The gap is {pair.gap:.1f} points overall, widest on {worst[0]} "
+                 f"({100 * (worst[2] - worst[1]):.1f} points).")
+    else:
+        said += f" The gap is {pair.gap:.1f} points."
+    return said

@@ -443,7 +443,7 @@ def one_vs_many_step(pairs: Sequence[TrainedPair], figures_at: str | None = None
     """The last stop: one head trained alone against h heads trained together, from the shipped records."""
     from dataclasses import replace
 
-    from mhacli.core.lesson import pair_sentence
+    from mhacli.core.narrate import pair_sentence
 
     if hide_rules:  # the letters task's relations are the names the class is asked to find: overall only
         pairs = [replace(p, by_relation=()) for p in pairs]

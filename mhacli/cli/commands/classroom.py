@@ -154,17 +154,11 @@ def demo(
 
     result = finish_run(prepared, single=plan.out is not None)
     trace = result.trace
-    intro = ""
-    if sample is not None:
-        from mhacli.io.samples import load_sample
-
-        # A description may name the rule a sample shows off: --hide-rules keeps it for later.
-        intro = f"The text is the sample '{sample}'" + ("." if hide_rules else f": {load_sample(sample).description}")
     position = query_position(trace, query)
     result = with_lesson(result, position)
     assert result.lesson is not None
     pairs = shipped_pairs()
-    steps = lesson(trace, result.analysis, result.lesson, intro=intro, width=console.width,
+    steps = lesson(trace, result.analysis, result.lesson, intro=_intro(sample, hide_rules), width=console.width,
                    figures_at=shown_folder(plan.out), hide_rules=hide_rules, pairs=pairs)
     if not 1 <= step <= len(steps):
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
@@ -176,6 +170,16 @@ def demo(
         written = write_figures(result, plan.out, fmt, dpi, position, MAX_TOKENS, hide_rules)
         written.append(_save_one_vs_many(pairs, plan.out, fmt, dpi, hide_rules))
     report_written(written)
+
+
+def _intro(sample: str | None, hide_rules: bool) -> str:
+    """The lesson's first words about its text: the sample's name, and what it shows unless --hide-rules."""
+    if sample is None:
+        return ""
+    from mhacli.io.samples import load_sample
+
+    # A description may name the rule a sample shows off: --hide-rules keeps it for later.
+    return f"The text is the sample '{sample}'" + ("." if hide_rules else f": {load_sample(sample).description}")
 
 
 def shipped_pairs() -> tuple[TrainedPair, ...]:

@@ -123,9 +123,9 @@ def heatmap(
     n_rows, n_cols = weights.shape
     image = ax.imshow(np.ma.masked_array(weights, mask=mask if mask is not None else False), cmap=cmap(),
                       vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
-    # imshow clips to the Axes patch as a path, which an SVG names by the path object's id: two saves of the
-    # same heads.png gave different bytes. The image lies inside its Axes; the Axes box clips it the same.
-    image.set_clip_path(None)
+    # No clip: an SVG names a clip by a hash of its path object or of its box to the last float digit, and two
+    # saves of the same heads.svg in one process gave different names. The image fills its Axes exactly.
+    image.set_clip_on(False)
     for spine in ax.spines.values():
         spine.set_visible(False)
     frame = Rectangle((0.0, 0.0), 1.0, 1.0, transform=ax.transAxes, fill=False, clip_on=False,

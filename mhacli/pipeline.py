@@ -318,13 +318,14 @@ def in_window(analysis: Analysis, shown: Any, start: int, stop: int) -> Analysis
 
     import numpy as np
 
-    from mhacli.core.analysis import outside_window
+    from mhacli.core.analysis import outside_rows
 
     if (start == 0 and stop >= len(analysis.tokens)) or analysis.window == (start, stop):
         return analysis
-    outside = outside_window(np.asarray(trace_of(shown).weights), start, stop)  # (h,)
+    rows = outside_rows(np.asarray(trace_of(shown).weights), start, stop)  # (h, N)
+    outside = rows[:, start:stop].mean(axis=-1) if stop > start else np.zeros(rows.shape[0])  # (h,)
     heads = tuple(replace(s, outside_window=float(outside[s.head])) for s in analysis.heads)
-    return replace(analysis, heads=heads, window=(start, stop))
+    return replace(analysis, heads=heads, window=(start, stop), outside_rows=rows)
 
 
 def trace_of(shown: Any) -> Any:

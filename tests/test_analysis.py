@@ -276,6 +276,30 @@ def test_a_window_reports_the_mass_it_leaves_out():
         assert 0.5 < s.outside_window < 1  # 50 keys outside, 10 inside: most of the mass is not shown
 
 
+@given(n=st.integers(2, 9), start=st.integers(0, 8), width=st.integers(1, 9), causal=st.booleans(),
+       seed=st.integers(0, 2**16))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_each_rows_mass_outside_a_window_and_the_average_over_heads_equal_the_slow_loop(n, start, width, causal,
+                                                                                          seed):
+    """What heads.png, magnifiers.png and the page read instead of summing weights themselves."""
+    start = min(start, n - 1)
+    stop = min(n, start + width)
+    trace = run(" ".join(f"w{k}" for k in range(n)), heads=2, d_model=8, seed=seed, causal=causal)
+    a = analyse(trace, window=(start, stop))
+    w = np.asarray(trace.weights, dtype=np.float64)
+    for i in range(2):
+        for q in range(n):
+            inside = sum(w[i, q, k] for k in range(start, stop))
+            expected = 1.0 - inside if start <= q < stop else 0.0
+            assert a.outside_rows[i, q] == pytest.approx(expected, abs=1e-12)
+        assert a.heads[i].outside_window == pytest.approx(np.mean(a.outside_rows[i, start:stop]), abs=1e-12)
+    for q in range(n):
+        for k in range(n):
+            assert a.average[q, k] == pytest.approx((w[0, q, k] + w[1, q, k]) / 2, abs=1e-15)
+    assert np.allclose(a.outside_average, a.outside_rows.mean(axis=0))
+    assert analyse(trace).outside_rows is None and not analyse(trace).outside_average.any()
+
+
 # --------------------------------------------------------------------------
 # --json: what the document says equals the slow loop over the weights
 # --------------------------------------------------------------------------

@@ -259,6 +259,8 @@ class Analysis:
     reading: Reading | None = None  # a grammar model's sentence: where each head looks from the parse's queries
     picked: Array | None = None  # (h, N) bool: rows whose top key clears chance by the evidence rule (untied)
     caution: str | None = None  # the model runs outside what it saw (longer text, unknown words): said everywhere
+    outside_rows: Array | None = None  # (h, N): each shown row's weight on keys outside the window, if windowed
+    average: Array | None = None  # (N, N): the weights averaged over heads (what PyTorch returns by default)
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -270,6 +272,13 @@ class Analysis:
     @property
     def num_heads(self) -> int:
         return len(self.heads)
+
+    @property
+    def outside_average(self) -> Array:
+        """(N,): each row's weight outside the window in the average over heads (zeros when not windowed)."""
+        if self.outside_rows is None:
+            return np.zeros(len(self.tokens))
+        return np.asarray(self.outside_rows).mean(axis=0)
 
     @property
     def counted_rows(self) -> int:
@@ -446,12 +455,19 @@ def _pick(relations: Sequence[Relation], counted: Array) -> tuple[Relation, bool
     return best, best.rows > 0 and best.share >= NAME_SHARE
 
 
+def outside_rows(weights: Array, start: int, stop: int) -> Array:
+    """(h, N): each query row's weight on keys outside the window start … stop−1 (0 for rows outside it)."""
+    w = np.asarray(weights, dtype=np.float64)  # (h, N, N)
+    out = np.zeros(w.shape[:2])
+    shown = w[:, start:stop, :]  # (h, W, N)
+    out[:, start:stop] = shown.sum(axis=-1) - shown[:, :, start:stop].sum(axis=-1)
+    return out
+
+
 def outside_window(weights: Array, start: int, stop: int) -> Array:
     """(h,): mean over the shown query rows start … stop−1 of the weight on keys outside that window."""
-    w = np.asarray(weights)
-    shown = w[:, start:stop, :].astype(np.float64)  # (h, W, N)
-    inside = shown[:, :, start:stop].sum(axis=-1)  # (h, W)
-    return (shown.sum(axis=-1) - inside).mean(axis=-1) if stop > start else np.zeros(w.shape[0])
+    rows = outside_rows(weights, start, stop)  # (h, N)
+    return rows[:, start:stop].mean(axis=-1) if stop > start else np.zeros(rows.shape[0])
 
 
 def _readback(keys: Array, top: Array, picked: Array, single: Array, counted: Array) -> ReadBack:
@@ -531,9 +547,11 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
         np.log2(np.maximum(visible.sum(axis=1), 1)).mean())
     span: tuple[int, int] | None = None
     outside: Array | None = None
+    rows_out: Array | None = None
     if window is not None:
         span = (0, min(int(window), n)) if isinstance(window, int) else (int(window[0]), int(window[1]))
-        outside = outside_window(weights, *span)
+        rows_out = outside_rows(weights, *span)  # (h, N)
+        outside = rows_out[:, span[0]:span[1]].mean(axis=-1) if span[1] > span[0] else np.zeros(h)
     targets = _relation_targets(tokens, visible)
     heads = []
     for i in range(h):
@@ -569,4 +587,5 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
     return Analysis(tokens=tokens, causal=causal, kind=kind, rules=rules,
                     heads=tuple(heads), top_keys=keys, counted=counted, agreement=agreement,
                     agreement_rows=agreement_rows, js=js, window=span, readback=back, mask=blocked,
-                    reading=None if parsed is None else read(parsed, weights), picked=picked)
+                    reading=None if parsed is None else read(parsed, weights), picked=picked,
+                    outside_rows=rows_out, average=np.asarray(weights, dtype=np.float64).mean(axis=0))

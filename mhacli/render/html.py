@@ -30,6 +30,7 @@ from mhacli.core.messages import printable
 from mhacli.core.narrate import head_caption
 from mhacli.core.tokenize import label
 from mhacli.io.files import atomic_write
+from mhacli.pipeline import in_window
 from mhacli.render import theme
 from mhacli.render.labels import is_view, layer_note, pattern_words, weights_note
 
@@ -108,12 +109,15 @@ def summaries(analysis: Analysis, hide_rules: bool = False) -> list[dict[str, An
 def _layer(shown: Shown, m: int, hide_rules: bool, analysis: Analysis) -> dict[str, Any]:
     """What changes from layer to layer (or is all there is, for a run): weights, average, measures, label."""
     weights = np.asarray(shown.weights, dtype=np.float64)  # (h, N, N)
+    windowed = in_window(analysis, shown, 0, m)  # each row's weight outside the first m tokens, when cut
+    outside = (np.zeros(weights.shape[:2]) if windowed.outside_rows is None
+               else np.asarray(windowed.outside_rows))  # (h, N)
     return {
         "weights": _rounded(weights[:, :m, :m], WEIGHT_DECIMALS),  # (h, N, N) -> (h, m, m)
-        "average": _rounded(weights.mean(axis=0)[:m, :m], WEIGHT_DECIMALS),  # what PyTorch returns by default
+        "average": _rounded(np.asarray(analysis.average)[:m, :m], WEIGHT_DECIMALS),  # PyTorch's default
         # Attention each query pays to tokens cut off by the window (0 when not windowed).
-        "outside": _rounded(weights[:, :m, m:].sum(axis=-1), WEIGHT_DECIMALS),
-        "outside_average": _rounded(weights.mean(axis=0)[:m, m:].sum(axis=-1), WEIGHT_DECIMALS),
+        "outside": _rounded(outside[:, :m], WEIGHT_DECIMALS),
+        "outside_average": _rounded(np.asarray(windowed.outside_average)[:m], WEIGHT_DECIMALS),
         "summaries": summaries(analysis, hide_rules),
         # The page opens on the query where the heads' top keys differ most (the magnifier slide's choice),
         # not on token 0, where heads often agree (a causal run's first row has one key); #q=K picks another.

@@ -138,7 +138,7 @@ def _heads(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: b
     inner = width - 2 * INSET
 
     weights = np.asarray(trace.weights)[:, view.rows, view.rows]  # (h, n, n)
-    average = weights.mean(axis=0)  # (h, n, n) -> (n, n): what PyTorch returns by default
+    average = np.asarray(analysis.average)[view.rows, view.rows]  # (n, n): what PyTorch returns by default
     fig = new_figure(figsize=(width, body), layout="compressed")
     maps = panels(fig, ([weights[i] for i in range(h)] + [average])[:count],
                   ([f"Head {i + 1}" for i in range(h)] + [f"Average of the {h} heads"])[:count],

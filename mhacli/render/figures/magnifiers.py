@@ -215,8 +215,7 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
         i = k - lead
         out = [pen.shown(pattern_words(analysis, i, hide_rules), 22)]
         if view.windowed and q is not None:
-            shown = float(np.asarray(trace.weights)[i, q, view.start:view.stop].sum())
-            out.append(f"{1 - shown:.0%} outside the window")
+            out.append(f"{float(np.asarray(analysis.outside_rows)[i, q]):.0%} outside the window")
         return out
 
     names = (["1 head"] if lead else []) + [f"Head {i + 1}" for i in range(h)]

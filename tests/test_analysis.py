@@ -93,7 +93,13 @@ def reference(weights, tokens, causal, mask=None, window=None):
             if best is not None and best[2] and 2 * best[2] >= total:
                 candidates.append((name, *best))
         candidates.sort(key=lambda c: (-c[2] / c[3], -c[2], RELATIONS.index(c[0])))
-        if candidates and candidates[0][2] and candidates[0][2] / candidates[0][3] >= 0.5:
+        # Near chance (fewer than half the rows pick a key, and the head at most spread): named by nothing.
+        picked = sum(1 for q in range(n) if counted[q] and tops[i][q] >= 0)
+        entropy = sum(-sum(p * math.log2(p) for p in w[i][q] if p > 0) for q in range(n)) / n
+        ceiling = sum(math.log2(sum(vis[q])) for q in range(n)) / n
+        focus = 1.0 if ceiling == 0 else 1.0 - entropy / ceiling
+        near_chance = total > 0 and 2 * picked < total and focus <= 0.4
+        if candidates and candidates[0][2] and candidates[0][2] / candidates[0][3] >= 0.5 and not near_chance:
             heads.append(candidates[0])
         else:
             heads.append((NONE, None, 0, 0))

@@ -557,6 +557,9 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
     for i in range(h):
         relations = _head_relations(chosen[i], tokens, ids, visible, counted, targets)
         best, named = _pick(relations, counted)
+        # A head close to chance is named by nothing, however its few clear rows line up (:mod:`evidence`).
+        named = named and not evidence.near_chance(int((counted & picked[i]).sum()), int(counted.sum()),
+                                                   focus(float(entropy[i].mean()), ceiling))
         heads.append(HeadAnalysis(
             head=i, mean_entropy=float(entropy[i].mean()), max_entropy=ceiling,
             mean_top_weight=float(top[i].mean()),

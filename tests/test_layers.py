@@ -125,11 +125,6 @@ RENDER_MAY_USE = {
     "mhacli.core.numbers": {"whole_number"},  # the one number rule, for a --query the user typed
     "mhacli.core": {"narrate"},
 }
-#: Computations still made inside render/, each with the reason it is still there: save.py measures the
-#: comparison itself when a caller hands it none (its own change is under way).
-STILL_COMPUTED_IN_RENDER = {
-    ("render/figures/save.py", "mhacli.core.compare", "compare"),
-}
 
 
 def _imported_names(path: Path) -> list[tuple[str, str]]:
@@ -159,16 +154,8 @@ def test_renderers_call_no_computation_of_the_core(path):
             continue
         if name != "*" and _is_type_or_constant(module, name):
             continue
-        if (where, module, name) in STILL_COMPUTED_IN_RENDER:
-            continue
         bad.append(f"{module}.{name}")
     assert not bad, f"{where} calls the core's computations {bad}: put the numbers in the pipeline's result"
-
-
-def test_the_list_of_computations_left_in_render_is_not_stale():
-    found = {(str(p.relative_to(PACKAGE)), m, n) for p in (PACKAGE / "render").rglob("*.py")
-             for m, n in _imported_names(p)}
-    assert STILL_COMPUTED_IN_RENDER <= found, STILL_COMPUTED_IN_RENDER - found
 
 
 # ---------------------------------------------------------------------------

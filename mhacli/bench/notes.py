@@ -41,9 +41,6 @@ def human_seconds(s: float) -> str:
     return f"{s * 1e6:.0f} µs"
 
 
-_seconds = human_seconds
-
-
 @dataclass(frozen=True)
 class SplitNote:
     """h heads of width d/h against one head of width d at the run's largest N: counted and timed."""
@@ -76,9 +73,10 @@ def split_sentence(n: int, d: int, h: int, madds: int, madds_one: int, weights: 
                    f"of width {d} {madds_one:,}")
     ratio = seconds / one_seconds
     if ratio < 1:
-        timed = f"{h} heads took {_seconds(seconds)}, one head {_seconds(one_seconds)} ({1 / ratio:.2f}× as long)"
+        timed = (f"{h} heads took {human_seconds(seconds)}, one head {human_seconds(one_seconds)} "
+                 f"({1 / ratio:.2f}× as long)")
     else:
-        timed = f"{h} heads took {_seconds(seconds)} ({ratio:.2f}× one head's {_seconds(one_seconds)})"
+        timed = f"{h} heads took {human_seconds(seconds)} ({ratio:.2f}× one head's {human_seconds(one_seconds)})"
     cores_text = f"the {cores} cores here" if cores > 1 else "several cores (this machine has one)"
     made = "kept" if kept else "made (and dropped block by block)"
     return (f"The article says splitting d into heads “{ARTICLE_CLAIM}”: {counted}; timed here, {timed}. "
@@ -160,8 +158,8 @@ def noise_note(rows: Sequence[Row], repeats: int) -> NoiseNote:
                          f"(at N = {widest.n}){fastest}.")
     if falls:
         by_n = {r.n: r for r in rows}
-        fell = "; ".join(f"{label} from {_seconds(getattr(by_n[small], field))} at N = {small} to "
-                         f"{_seconds(getattr(by_n[large], field))} at N = {large}"
+        fell = "; ".join(f"{label} from {human_seconds(getattr(by_n[small], field))} at N = {small} to "
+                         f"{human_seconds(getattr(by_n[large], field))} at N = {large}"
                          for label, small, large in falls
                          for field in [dict(CONTENDERS)[label]])
         sentences.append(f"Times that fell as N grew, though the work grows with N: {fell}. That is the machine "

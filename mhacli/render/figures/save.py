@@ -118,13 +118,13 @@ def save_compare(trace: Trace, single: Trace, out_dir: Path, fmt: str = "png", d
 
     ``query`` is accepted for symmetry with :func:`save_figures`; the comparison covers every query.
     """
-    from mhacli.core.compare import compare
+    from mhacli.pipeline import comparison_for
 
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     resolve_query(trace.tokens, query)  # a bad --query is refused all the same
-    comparison = comparison or compare(trace, single)
+    comparison = comparison or comparison_for(trace, single)
     saved = Saved()
     with drawing() as pen:
         fig = build_compare(trace, single, comparison, token_view(trace.n_tokens, max_tokens), pen,

@@ -149,7 +149,8 @@ def test_images_are_not_blank_and_heads_differ(cat_pngs):
 
 
 def test_one_figure_updated_per_head_gives_the_same_pixels_as_a_new_figure(cat, cat_pngs, tmp_path):
-    """save_figures reuses one head figure for every head; each PNG must equal a figure built for that head."""
+    """save_figures reuses one head figure for every head, laid out by its first save only; each PNG must equal
+    a figure built (and laid out) for that head."""
     saved = cat_pngs[0]
     for i in (0, 2, 3):
         fresh = tmp_path / f"fresh-{i}.png"

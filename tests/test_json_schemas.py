@@ -53,23 +53,27 @@ def _inputs(folder: Path) -> None:
 
 
 @lru_cache(maxsize=1)
-def _documents() -> tuple[tuple[str, str, Any], ...]:
+def _folder() -> Path:
+    """One folder of inputs per process (each pytest-xdist worker makes its own)."""
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="mha-json-"))
     _inputs(folder)
-    out = []
-    for kind, args in COMMANDS:
-        proc = subprocess.run([str(MHA), *args], cwd=folder, env=ENV, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=600)
-        assert proc.returncode == 0, (args, proc.stderr)
-        out.append((kind, " ".join(args), json.loads(proc.stdout)))
-    return tuple(out)
+    return folder
+
+
+@lru_cache(maxsize=None)
+def _document(args: tuple[str, ...]) -> Any:
+    """The real document of one command: each test runs only its own, so the workers share the commands out."""
+    proc = subprocess.run([str(MHA), *args], cwd=_folder(), env=ENV, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=600)
+    assert proc.returncode == 0, (args, proc.stderr)
+    return json.loads(proc.stdout)
 
 
 def real_documents() -> Iterator[tuple[str, Any]]:
-    for kind, _, document in _documents():
-        yield kind, document
+    for kind, args in COMMANDS:
+        yield kind, _document(tuple(args))
 
 
 @pytest.mark.parametrize(("kind", "args"), COMMANDS, ids=[" ".join(a) for _, a in COMMANDS])
@@ -77,7 +81,7 @@ def test_each_json_document_follows_its_shipped_schema(kind, args):
     jsonschema = pytest.importorskip("jsonschema")
     from mhacli.io.schemas import schema
 
-    (document,) = [d for k, a, d in _documents() if k == kind and a == " ".join(args)]
+    document = _document(tuple(args))
     assert isinstance(document, dict) and "format_version" in document
     assert list(document)[0] == "format_version"
     jsonschema.validate(document, schema(kind))
@@ -95,7 +99,8 @@ def test_a_document_without_its_version_or_a_key_fails_its_schema():
     jsonschema = pytest.importorskip("jsonschema")
     from mhacli.io.schemas import schema
 
-    (document,) = [d for k, a, d in _documents() if k == "verify"]
+    (args,) = [a for k, a in COMMANDS if k == "verify"]
+    document = _document(tuple(args))
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**document, "format_version": 99}, schema("verify"))
     with pytest.raises(jsonschema.ValidationError):

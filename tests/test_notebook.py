@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,9 +22,7 @@ def executed(tmp_path_factory):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     work = tmp_path_factory.mktemp("nb")
     client = nbclient.NotebookClient(nb, timeout=180, kernel_name="python3",
-                                     resources={"metadata": {"path": str(work)}},
-                                     kernel_manager_kwargs={"kernel_cmd": [sys.executable, "-m", "ipykernel_launcher",
-                                                                           "-f", "{connection_file}"]})
+                                     resources={"metadata": {"path": str(work)}})
     client.execute()
     return nb, work
 
@@ -99,9 +96,7 @@ def bert_notebook(tmp_path_factory):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(BERT_CELL)]
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(work)}},
-                                     kernel_manager_kwargs={"kernel_cmd": [sys.executable, "-m", "ipykernel_launcher",
-                                                                           "-f", "{connection_file}"]})
+                                     resources={"metadata": {"path": str(work)}})
     client.execute()
     path = work / "bert.ipynb"
     nbformat.write(nb, path)

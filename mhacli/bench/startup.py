@@ -1,8 +1,8 @@
-"""``mha bench --startup``: the two start-up ratios of issue 10, measured side by side.
+"""``mha bench --startup``: the two start-up ratios of issues 10 and 18, measured side by side.
 
 * **first line**: wall time until the first line of ``mha explain "the cat sat on
   the mat"`` (figures on) appears on stdout, read through a pipe, divided by the
-  whole ``--no-plots`` run.  Target ≤ 1.1: drawing must not keep the class waiting
+  whole ``--no-plots`` run.  Target ≤ 1.0 (issue 18; 1.1 in issue 10): drawing must not keep the class waiting
   for the walkthrough.
 * **figures**: the whole ``mha explain "the cat sat on the mat"`` with all its
   figures (written into a temporary folder) divided by a Python process that only
@@ -39,7 +39,7 @@ from typing import Callable
 SENTENCE = "the cat sat on the mat"  # 6 tokens: the issue's benchmark
 IMPORTS = "import numpy, matplotlib.figure, rich.console, typer"
 IMPORTS_PYPLOT = "import numpy, matplotlib.pyplot, rich.console, typer"
-FIRST_LINE_TARGET = 1.1
+FIRST_LINE_TARGET = 1.0
 FIGURES_TARGET = 2.2
 
 Tick = Callable[[str], None]

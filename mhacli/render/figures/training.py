@@ -95,9 +95,16 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
             ax = axes[row, col]
             image = ax.imshow(result.snapshots[col, row], cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0)
             # Tokens on the outer edges only: keys under the bottom row, queries left of the first column.
-            ax.set_xticks(picked, shown if row == heads - 1 else [], fontsize=label,
-                          rotation=90 if max(map(len, shown)) > 1 else 0)
-            ax.set_yticks(picked, shown if col == 0 else [], fontsize=label)
+            # The inner Axes get no ticks at all (not ticks with empty labels): each tick is an object that
+            # layout and drawing visit, and they made half of this figure's time (529 ticks for 4 × 5 maps).
+            if row == heads - 1:
+                ax.set_xticks(picked, shown, fontsize=label, rotation=90 if max(map(len, shown)) > 1 else 0)
+            else:
+                ax.set_xticks([])
+            if col == 0:
+                ax.set_yticks(picked, shown, fontsize=label)
+            else:
+                ax.set_yticks([])
             ax.tick_params(length=0, pad=1)
             if row == 0:
                 ax.set_title(f"step {step_at:,}\nheld-out {acc:.0%}", fontsize=10, color=LABEL_COLOR)
@@ -154,7 +161,10 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
                 continue
             image = ax.imshow(result.snapshots[-1, col], cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0)
             ax.set_xticks(picked, shown, fontsize=label, rotation=90)
-            ax.set_yticks(picked, shown if col == 0 else [], fontsize=label)
+            if col == 0:
+                ax.set_yticks(picked, shown, fontsize=label)
+            else:
+                ax.set_yticks([])  # no ticks rather than ticks with empty labels (see training_heads_figure)
             ax.tick_params(length=0, pad=1)
             name, share = result.model.relations[col]
             ax.set_title(f"head {col + 1}: {_short(name)} {_share(name, share)}", fontsize=9, color=head_color(col))

@@ -40,14 +40,41 @@ def test_compare_prints_the_table_and_a_conclusion_from_its_numbers(tmp_path: Pa
     result = runner.invoke(app, ["train", "--compare", "1,2", *FAST, "--out", str(tmp_path / "figs"),
                                  "--save", str(tmp_path / "figs" / "model.npz")], env={"COLUMNS": "100"})
     assert result.exit_code == 0, result.output
-    rows = [line for line in result.output.splitlines() if line.startswith("│")]
-    assert len(rows) == 2 and "1," in rows[0]  # 1,xxx parameters
-    assert rows[0].split("│")[3].strip() == rows[1].split("│")[3].strip()  # equal parameter counts
+    lines = result.output.splitlines()
+    rule = next(i for i, line in enumerate(lines) if set(line) == {"─"})  # under the header
+    rows = [line.split() for line in lines[rule + 1:rule + 3]]
+    assert [r[0] for r in rows] == ["1", "2"] and "1," in rows[0][2]  # heads, then 1,xxx parameters
+    assert rows[0][2] == rows[1][2]  # equal parameter counts
     assert "With the same" in result.output and "head 1 " in result.output
     for name in ("training.png", "training-heads.png", "model.npz"):
         assert (tmp_path / "figs" / name).stat().st_size > 1000, name
     model, metrics = load_trained(tmp_path / "figs" / "model.npz")
     assert model.config.heads == 2 and f"{metrics['accuracy']:.1%}" in rows[1]
+
+
+@pytest.mark.parametrize("task", ["neighbours", "grammar"])
+def test_the_results_show_every_number_whole_at_80_and_40_columns(task: str) -> None:
+    """A table at 80 columns (every task's), a record per run at 40: never a number cut to "…"."""
+    from mhacli.cli.commands.train import fitted_results
+    from mhacli.core.train import TrainConfig, train
+    from rich.console import Console
+
+    results = [train(TrainConfig.for_task(task, heads=h, steps=2)) for h in (1, 4)]
+    numbers = [[f"{r.parameters:,}", f"{r.loss:.4f}", f"{r.accuracy:.1%}", *(f"{a:.1%}" for a in r.relation_accuracy)]
+               for r in results]
+    for width in (80, 40):
+        console = Console(width=width, record=True, color_system=None)
+        console.print(fitted_results(results))
+        text = console.export_text()
+        assert "…" not in text and max(map(len, text.splitlines())) <= width
+        table = any(set(line) == {"─"} for line in text.splitlines())
+        assert table == (width == 80), text  # the table where it fits, records where it does not
+        for r, shown in zip(results, numbers):
+            if table:
+                assert any(line.split()[:1] == [str(r.heads)] and all(n in line.split() for n in shown)
+                           for line in text.splitlines()), text
+            else:
+                assert f"{r.heads} head" in text and all(f": {n}" in text for n in shown), text
 
 
 def test_json_is_one_document_with_every_run() -> None:

@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from rich import box
 from rich.table import Table
 
 from mhacli.cli.options import (OUT_DIR, TRAIN_DEFAULTS, BatchOpt, CompareOpt, LrOpt, StepsOpt, TaskOpt,
@@ -21,6 +22,7 @@ from mhacli.cli.options import (OUT_DIR, TRAIN_DEFAULTS, BatchOpt, CompareOpt, L
 from mhacli.cli.output import console, err_console, json_document, notes, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io import cleanup
+from mhacli.render.fit import Fitted, records
 
 if TYPE_CHECKING:
     from mhacli.core.train import TrainConfig, TrainResult
@@ -68,18 +70,29 @@ def conclusion(results: "list[TrainResult]") -> str:
     return text
 
 
-def results_table(results: "list[TrainResult]") -> Table:
-    """Heads, d/h, parameters, final loss, held-out accuracy, steps, seconds, and what each head learned."""
-    table = Table(title=f"mha train --task {results[0].config.task}", title_justify="left")
+def results_table(results: "list[TrainResult]", records: bool = False) -> Table:
+    """Heads, d/h, parameters, final loss, held-out accuracy (per relation too), seconds; the steps, which every
+    run shares, in the title. ``records``: each run's heads spelled out ("4 heads"), to head its record."""
+    first = results[0].config
+    table = Table(title=f"mha train --task {first.task}: {first.steps:,} steps", title_justify="left",
+                  box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0, 0, 1))
     targets = results[0].model.targets
     per = len(targets) > 1  # one held-out column per relation the task reads out
-    for name in ("heads", "d/h", "parameters", "loss", "held-out", *(targets if per else ()), "steps", "seconds"):
+    # A relation's words one to a line ("previous" over "token"), so the columns fit 80 characters.
+    relations = [t if records else t.replace(" ", "\n") for t in targets] if per else []
+    for name in ("heads", "d/h", "parameters", "loss", "held-out", *relations, "seconds"):
         table.add_column(name, justify="right")
     for r in results:
-        table.add_row(str(r.heads), str(r.config.d_k), f"{r.parameters:,}", f"{r.loss:.4f}", f"{r.accuracy:.1%}",
-                      *([f"{a:.1%}" for a in r.relation_accuracy] if per else []),
-                      f"{r.config.steps:,}", f"{r.seconds:.1f}")
+        table.add_row(_heads_word(r.heads) if records else str(r.heads), str(r.config.d_k), f"{r.parameters:,}",
+                      f"{r.loss:.4f}", f"{r.accuracy:.1%}", *([f"{a:.1%}" for a in r.relation_accuracy] if per else []),
+                      f"{r.seconds:.1f}")
     return table
+
+
+def fitted_results(results: "list[TrainResult]") -> Fitted:
+    """The table where it fits without cutting a number (the default task's does at 80 columns), else one
+    record per run."""
+    return Fitted(results_table(results), lambda console: records(results_table(results, records=True), console))
 
 
 def learned_lines(results: "list[TrainResult]") -> list[str]:
@@ -197,7 +210,7 @@ def train(
         for path in written:
             err_console.print(f"wrote {printable(path)}", highlight=False, markup=False)
         return
-    console.print(results_table(results))
+    console.print(fitted_results(results))
     for line in learned_lines(results):
         console.print(line, highlight=False, markup=False)
     console.print(conclusion(results), highlight=False)

@@ -620,6 +620,24 @@ def test_the_loaded_run_of_the_issue_is_called_noisy():
     assert one.widest_spread is None and "no spread to judge noise by" in one.sentences[0]
 
 
+@pytest.mark.parametrize("width", [80, 40])
+def test_the_table_shows_every_number_whole_at_80_and_40_columns(width):
+    """At 40 columns the ten columns cannot fit: each N becomes a record ('N = 16', 'time: …'), never '…'."""
+    from rich.console import Console
+
+    result = timed_result([0.187, 0.010, 0.003], [(0.003, 0.187, 0.2), (0.002, 0.010, 0.011), (0.003,) * 3])
+    console = Console(width=width, record=True, color_system=None)
+    console.print(bench.bench_table(result))
+    text = console.export_text()
+    assert "…" not in text.replace("16, 32, …", "") and max(map(len, text.splitlines())) <= width, text
+    for row in result.rows:
+        if width == 40:
+            assert f"N = {row.n}" in text and f"time: {bench.human_seconds(row.seconds)}" in text, text
+        else:
+            assert any(line.split()[:2] == [str(row.n), *bench.human_seconds(row.seconds).split()[:1]]
+                       for line in text.splitlines()), text
+
+
 def test_the_noise_note_is_printed_and_drawn(tmp_path, monkeypatch):
     result = timed_result([0.187, 0.010, 0.003], [(0.003, 0.187, 0.2), (0.002, 0.010, 0.011), (0.003,) * 3])
     console = io.StringIO()

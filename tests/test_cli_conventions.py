@@ -62,6 +62,23 @@ def test_every_help_page_shows_no_type_label_and_fits_the_width(runner, width):
 
 
 @pytest.mark.parametrize("width", [80, 40])
+def test_every_option_s_name_and_help_are_whole_at_any_width(runner, width):
+    """Typer's boxes cut names and help to '…' on a narrow terminal ('--install-c…', 'whitespac…'); below
+    60 columns the page is click's own layout, which wraps between words and cuts nothing."""
+    group = typer.main.get_command(app)
+    for command in [[], *[[name] for name in _command_names()]]:
+        result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": str(width)})
+        page = "".join(w for w in result.stdout.split() if w != "│")  # wrapping only moves words to new lines
+        target = group.commands[command[0]] if command else group  # type: ignore[attr-defined]
+        for param in target.params:
+            if getattr(param, "hidden", False) or not getattr(param, "help", None):
+                continue
+            assert all(name in result.stdout for name in param.opts), (command, param.opts, result.stdout)
+            help_text = re.sub(r"\[/?(bold|dim|italic)\]", "", param.help)
+            assert "".join(help_text.split()) in page, (command, param.opts, result.stdout)
+
+
+@pytest.mark.parametrize("width", [80, 40])
 @pytest.mark.parametrize("command", [[], ["explain"], ["bench"]], ids=lambda c: " ".join(c) or "mha")
 def test_the_installed_help_shows_no_type_label_and_fits_the_width(tmp_path, command, width):
     """The real process reads its width from the environment as a terminal gives it; the root (with the

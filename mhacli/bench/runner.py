@@ -41,6 +41,7 @@ from mhacli.bench.notes import human_seconds, noise_note, split_note
 from mhacli.core.embed import init_weights
 from mhacli.core.schedule import cpu_count, rows_per_block
 from mhacli.render import theme
+from mhacli.render.fit import fitted_table
 from mhacli.core.config import Config
 from mhacli.io import memory
 from mhacli.core.config import human_bytes as human_size
@@ -375,7 +376,7 @@ def bench_table(result: Result) -> Group:
     said = [Text(line, style=theme.STYLE_BAD if noise.noisy else theme.STYLE_DIM) for line in noise.sentences]
     if split is not None:
         said.append(Text(split.sentence))
-    return Group(title, table, *(Text(n, style=theme.STYLE_DIM) for n in notes), *said)
+    return Group(title, fitted_table(table, "N = {}"), *(Text(n, style=theme.STYLE_DIM) for n in notes), *said)
 
 
 def bench_json(result: Result) -> str:

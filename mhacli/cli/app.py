@@ -8,6 +8,8 @@ or draws, and nothing heavy is imported before a command needs it, so
 
 from __future__ import annotations
 
+import re
+import shutil
 import signal
 import sys
 import traceback
@@ -140,19 +142,39 @@ def _help_option() -> Any:
     return typer.main.get_command(holder).params[0]
 
 
+NARROW_HELP = 60  # below this many columns, Typer's boxed help cuts option names and help to "…"
+_MARKUP = re.compile(r"\[/?(?:bold|dim|italic)\]")  # the only markup our help texts use
+
+
 class _OwnHelp:
-    """A command whose -h/--help is :func:`_help_option` rather than click's."""
+    """A command whose -h/--help is :func:`_help_option` rather than click's, and whose help stays whole on
+    a narrow terminal: below :data:`NARROW_HELP` columns, click's own layout (it wraps between words and puts
+    an option's help under its name) instead of Typer's boxes, with the bold markup taken out."""
 
     add_help_option: bool
+    typer_class: type  # the Typer class this is mixed into (click's own class is its base)
 
     def get_help_option(self, ctx: Any) -> Any:
         if not self.add_help_option:
             return None
         return _help_option()
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        columns = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's, as Rich reads it
+        if columns >= NARROW_HELP:
+            return super().format_help(ctx, formatter)  # type: ignore[misc]
+        formatter.width = max(columns - 2, 20)  # click's own floor is 50 columns
+        write_dl = formatter.write_dl  # an option's help under its name once the name is longer than this
+        formatter.write_dl = lambda rows, col_max=30, col_spacing=2: write_dl(rows, min(col_max, 16), col_spacing)
+        click_class: Any = self.typer_class.__base__  # click's Command or Group, under Typer's
+        click_class.format_help(self, ctx, formatter)
+        formatter.buffer[:] = [_MARKUP.sub("", part) for part in formatter.buffer]
+
 
 class MhaCommand(_OwnHelp, TyperCommand):
     """Every ``mha`` command: Typer's command with our -h/--help."""
+
+    typer_class = TyperCommand
 
 
 class MhaGroup(_OwnHelp, TyperGroup):
@@ -163,6 +185,8 @@ class MhaGroup(_OwnHelp, TyperGroup):
     registered with :mod:`mhacli.io.cleanup` is removed here, and the exit
     code says how the run ended (0, 1, 2, or 128 + the signal's number).
     """
+
+    typer_class = TyperGroup
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,

@@ -78,8 +78,9 @@ class Fitted:
         return Measurement.get(console, options, self._choice(console, options))
 
 
-def records(table: Table, console: Console) -> RenderableType:
-    """``table`` as one record per row: the first cell as a heading, then 'column: value' lines that wrap."""
+def records(table: Table, console: Console, heading: str = "{}") -> RenderableType:
+    """``table`` as one record per row: the first cell as a heading (``heading`` formats its text, e.g.
+    ``"N = {}"`` when that cell is a bare number), then 'column: value' lines that wrap."""
     columns = list(table.columns)
     cells = [list(c.cells) for c in columns]
     parts: list[RenderableType] = []
@@ -89,7 +90,7 @@ def records(table: Table, console: Console) -> RenderableType:
     for r in range(table.row_count):
         first = _as_text(console, cells[0][r]) if columns else None
         if first is not None and first.plain:
-            parts.append(first)
+            parts.append(first if heading == "{}" else Text(heading.format(first.plain), style=first.style))
         for c, column in enumerate(columns[1:], 1):
             cell = cells[c][r]
             value = _as_text(console, cell)
@@ -99,14 +100,17 @@ def records(table: Table, console: Console) -> RenderableType:
             if not value.plain.strip():
                 continue
             header = _as_text(console, column.header) or Text("")
-            line = Text.assemble((header.plain + ": ", theme.STYLE_DIM), value) if header.plain else value
+            # A header broken over lines for the table ("mult-\nadds", "GFLOP\n/s", "peak\nmemory") on one.
+            name = re.sub(r"\n(?=/)|(?<=-)\n", "", header.plain).replace("\n", " ")
+            line = Text.assemble((name + ": ", theme.STYLE_DIM), value) if name else value
             parts.append(Padding(line, (0, 0, 0, 2)))
     return Group(*parts)
 
 
-def fitted_table(table: Table) -> Fitted:
-    """The table, or its records when the console is too narrow for its columns."""
-    return Fitted(table, lambda console: records(table, console))
+def fitted_table(table: Table, heading: str = "{}") -> Fitted:
+    """The table, or its records (each headed by ``heading``, see :func:`records`) when the console is too
+    narrow for its columns."""
+    return Fitted(table, lambda console: records(table, console, heading))
 
 
 def titled_panel(body: Text, title: str, **panel: object) -> Fitted:

@@ -618,12 +618,12 @@ def test_an_out_name_with_escape_sequences_is_spelled_out_in_every_note(tmp_path
     out = tmp_path / name
     out.mkdir()
     (out / "head-9.png").write_bytes(b"left from a run with 9 heads")
-    # One head (3 of the 7 figures fewer) and explain's figures at --dpi 30: names and notes, not pixels.
+    # One head (3 of the 7 figures fewer) and every figure at --dpi 30: names and notes, not pixels.
     # The demo of the first name through the installed script, the others in-process (warnings recorded).
     # explain always in a real process: the consoles read COLUMNS when mhacli.cli.output is imported.
     demo = mha if name == HOSTILE_NAMES[0] else mha_in_process
     runs = [
-        demo("demo", "--no-pause", "--heads", "1", "--out", name, cwd=tmp_path),  # the lesson's heatmap note
+        demo("demo", "--no-pause", "--heads", "1", "--dpi", "30", "--out", name, cwd=tmp_path),  # its heatmap note
         # The grids are too wide: "the heatmaps are in …" (a grid of 12 tokens needs more than 40 columns);
         # and the note on the leftover head-9.png.
         mha("explain", " ".join(f"w{i}" for i in range(12)), "--heads", "1", "--dpi", "30", "--out", name,

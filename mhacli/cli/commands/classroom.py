@@ -10,7 +10,7 @@ import typer
 
 from mhacli.cli.common import (checked_query, config_args, finish_run, open_figures, plan_outputs, prepare_run,
                                query_position, read_files, shown_folder, source_args, write_figures)
-from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, FileOpt,
+from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, DpiOpt, FileOpt,
                                 HeadsOpt, HideRulesOpt, LessonOutOpt, LessonQueryOpt, ListJsonOpt, MarkdownOpt,
                                 NumbersJsonOpt, PauseOpt, PositionsOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt,
                                 StepOpt, TextArg, TokenizerOpt, TokensOpt, WeightsLayerOpt, WeightsOpt, model_options)
@@ -123,6 +123,7 @@ def demo(
     pause: PauseOpt = True,
     step: StepOpt = 1,
     out: LessonOutOpt = None,
+    dpi: DpiOpt = DPI,
     hide_rules: HideRulesOpt = False,
 ) -> None:
     """A guided lesson: every step of multi-head attention, narrated, then shown on a real run.
@@ -144,7 +145,7 @@ def demo(
 
     # The run's figures and the lesson's last one: every path checked before any work (an input, a link).
     names = [*figure_names(config.heads, FORMAT), f"{ONE_VS_MANY}.{FORMAT}"]
-    plan, fmt, dpi = plan_outputs(plots=out is not None, out=out, fmt=FORMAT, dpi=DPI, heads=config.heads,
+    plan, fmt, dpi = plan_outputs(plots=out is not None, out=out, fmt=FORMAT, dpi=dpi, heads=config.heads,
                                   inputs=read_files(file, weights), names=names)
     open_figures(plan, config, prepared.n_tokens, MAX_TOKENS, fmt, dpi)
 

@@ -70,20 +70,20 @@ def conclusion(results: "list[TrainResult]") -> str:
     return text
 
 
-def results_table(results: "list[TrainResult]", records: bool = False) -> Table:
+def results_table(results: "list[TrainResult]", as_records: bool = False) -> Table:
     """Heads, d/h, parameters, final loss, held-out accuracy (per relation too), seconds; the steps, which every
-    run shares, in the title. ``records``: each run's heads spelled out ("4 heads"), to head its record."""
+    run shares, in the title. ``as_records``: each run's heads spelled out ("4 heads"), to head its record."""
     first = results[0].config
     table = Table(title=f"mha train --task {first.task}: {first.steps:,} steps", title_justify="left",
                   box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0, 0, 1))
     targets = results[0].model.targets
     per = len(targets) > 1  # one held-out column per relation the task reads out
     # A relation's words one to a line ("previous" over "token"), so the columns fit 80 characters.
-    relations = [t if records else t.replace(" ", "\n") for t in targets] if per else []
+    relations = [t.replace(" ", "\n") for t in targets] if per else []  # records put them back on one line
     for name in ("heads", "d/h", "parameters", "loss", "held-out", *relations, "seconds"):
         table.add_column(name, justify="right")
     for r in results:
-        table.add_row(_heads_word(r.heads) if records else str(r.heads), str(r.config.d_k), f"{r.parameters:,}",
+        table.add_row(_heads_word(r.heads) if as_records else str(r.heads), str(r.config.d_k), f"{r.parameters:,}",
                       f"{r.loss:.4f}", f"{r.accuracy:.1%}", *([f"{a:.1%}" for a in r.relation_accuracy] if per else []),
                       f"{r.seconds:.1f}")
     return table
@@ -92,7 +92,7 @@ def results_table(results: "list[TrainResult]", records: bool = False) -> Table:
 def fitted_results(results: "list[TrainResult]") -> Fitted:
     """The table where it fits without cutting a number (the default task's does at 80 columns), else one
     record per run."""
-    return Fitted(results_table(results), lambda console: records(results_table(results, records=True), console))
+    return Fitted(results_table(results), lambda console: records(results_table(results, as_records=True), console))
 
 
 def learned_lines(results: "list[TrainResult]") -> list[str]:

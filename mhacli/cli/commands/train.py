@@ -211,6 +211,7 @@ def train(
             err_console.print(f"wrote {printable(path)}", highlight=False, markup=False)
         return
     console.print(fitted_results(results))
+    console.print()  # the table has no bottom rule: a blank line before the sentences
     for line in learned_lines(results):
         console.print(line, highlight=False, markup=False)
     console.print(conclusion(results), highlight=False)

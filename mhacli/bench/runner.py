@@ -376,7 +376,7 @@ def bench_table(result: Result) -> Group:
     said = [Text(line, style=theme.STYLE_BAD if noise.noisy else theme.STYLE_DIM) for line in noise.sentences]
     if split is not None:
         said.append(Text(split.sentence))
-    return Group(title, fitted_table(table, "N = {}"), *(Text(n, style=theme.STYLE_DIM) for n in notes), *said)
+    return Group(title, fitted_table(table, "N = {}".format), *(Text(n, style=theme.STYLE_DIM) for n in notes), *said)
 
 
 def bench_json(result: Result) -> str:

@@ -78,9 +78,9 @@ class Fitted:
         return Measurement.get(console, options, self._choice(console, options))
 
 
-def records(table: Table, console: Console, heading: str = "{}") -> RenderableType:
-    """``table`` as one record per row: the first cell as a heading (``heading`` formats its text, e.g.
-    ``"N = {}"`` when that cell is a bare number), then 'column: value' lines that wrap."""
+def records(table: Table, console: Console, heading: Callable[[str], str] | None = None) -> RenderableType:
+    """``table`` as one record per row: the first cell as a heading (``heading`` rewrites its text, e.g. into
+    "N = 16" when that cell is a bare number), then 'column: value' lines that wrap."""
     columns = list(table.columns)
     cells = [list(c.cells) for c in columns]
     parts: list[RenderableType] = []
@@ -90,7 +90,7 @@ def records(table: Table, console: Console, heading: str = "{}") -> RenderableTy
     for r in range(table.row_count):
         first = _as_text(console, cells[0][r]) if columns else None
         if first is not None and first.plain:
-            parts.append(first if heading == "{}" else Text(heading.format(first.plain), style=first.style))
+            parts.append(first if heading is None else Text(heading(first.plain), style=first.style))
         for c, column in enumerate(columns[1:], 1):
             cell = cells[c][r]
             value = _as_text(console, cell)
@@ -107,7 +107,7 @@ def records(table: Table, console: Console, heading: str = "{}") -> RenderableTy
     return Group(*parts)
 
 
-def fitted_table(table: Table, heading: str = "{}") -> Fitted:
+def fitted_table(table: Table, heading: Callable[[str], str] | None = None) -> Fitted:
     """The table, or its records (each headed by ``heading``, see :func:`records`) when the console is too
     narrow for its columns."""
     return Fitted(table, lambda console: records(table, console, heading))

@@ -22,7 +22,7 @@ from mhacli.cli.options import (OUT_DIR, TRAIN_DEFAULTS, BatchOpt, CompareOpt, L
 from mhacli.cli.output import console, err_console, json_document, notes, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io import cleanup
-from mhacli.render.fit import Fitted, records
+from mhacli.render.fit import Fitted, fitted_table
 
 if TYPE_CHECKING:
     from mhacli.core.train import TrainConfig, TrainResult
@@ -70,9 +70,9 @@ def conclusion(results: "list[TrainResult]") -> str:
     return text
 
 
-def results_table(results: "list[TrainResult]", as_records: bool = False) -> Table:
+def results_table(results: "list[TrainResult]") -> Table:
     """Heads, d/h, parameters, final loss, held-out accuracy (per relation too), seconds; the steps, which every
-    run shares, in the title. ``as_records``: each run's heads spelled out ("4 heads"), to head its record."""
+    run shares, in the title."""
     first = results[0].config
     table = Table(title=f"mha train --task {first.task}: {first.steps:,} steps", title_justify="left",
                   box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0, 0, 1))
@@ -83,7 +83,7 @@ def results_table(results: "list[TrainResult]", as_records: bool = False) -> Tab
     for name in ("heads", "d/h", "parameters", "loss", "held-out", *relations, "seconds"):
         table.add_column(name, justify="right")
     for r in results:
-        table.add_row(_heads_word(r.heads) if as_records else str(r.heads), str(r.config.d_k), f"{r.parameters:,}",
+        table.add_row(str(r.heads), str(r.config.d_k), f"{r.parameters:,}",
                       f"{r.loss:.4f}", f"{r.accuracy:.1%}", *([f"{a:.1%}" for a in r.relation_accuracy] if per else []),
                       f"{r.seconds:.1f}")
     return table
@@ -91,8 +91,8 @@ def results_table(results: "list[TrainResult]", as_records: bool = False) -> Tab
 
 def fitted_results(results: "list[TrainResult]") -> Fitted:
     """The table where it fits without cutting a number (the default task's does at 80 columns), else one
-    record per run."""
-    return Fitted(results_table(results), lambda console: records(results_table(results, as_records=True), console))
+    record per run, headed "4 heads"."""
+    return fitted_table(results_table(results), lambda heads: _heads_word(int(heads)))
 
 
 def learned_lines(results: "list[TrainResult]") -> list[str]:

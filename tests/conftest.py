@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from hypothesis import settings
@@ -39,3 +40,20 @@ def app_built_once():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(typer.testing, "_get_command", lambda a: built if a is app else get_command(a))
         yield built
+
+
+# What a missing PyTorch (or transformers) skips: a test that skips for want of them must say so with the
+# `torch` marker, so .ci/run's second leg (`pytest -m "torch or torch_aware"`, PyTorch installed) runs it.
+_TORCH_REASON = re.compile(r"\b(torch|pytorch|transformers)\b", re.I)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and item.get_closest_marker("torch") is None and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2])
+        if _TORCH_REASON.search(reason):
+            report.outcome = "failed"
+            report.longrepr = (f"{item.nodeid} skips without PyTorch ({reason}) but has no @pytest.mark.torch: "
+                               "mark it, so the PyTorch leg of .ci/run runs it")

@@ -163,6 +163,7 @@ def test_a_zip_bomb_on_the_command_line_is_one_line_and_exit_2(tmp_path):
         assert "zip bomb" in r.output and "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
 
 
+@pytest.mark.torch
 def test_a_pt_zip_is_checked_from_its_declared_sizes_before_torch_reads_it(tmp_path):
     torch = pytest.importorskip("torch", reason="PyTorch is optional")
     torch.save({k: torch.from_numpy(v) for k, v in _weights_arrays().items()}, tmp_path / "w.pt")

@@ -97,6 +97,7 @@ def test_json_numbers_are_consistent():
         assert math.isclose(r["ratios"]["loop"], r["seconds"] / r["loop_seconds"])
 
 
+@pytest.mark.torch_aware
 def test_torch_columns_only_when_torch_is_importable(monkeypatch):
     with_torch = baselines.torch_available()
     result = invoke(*TINY, "--json")
@@ -475,6 +476,7 @@ def test_bench_train_times_the_grammar_model_with_its_padding(quick_train):
     assert refused.exit_code == 2 and "add --train" in refused.output
 
 
+@pytest.mark.torch_aware
 def test_mha_bench_train_reports_both_medians_and_their_ratio(quick_train):
     result = invoke("--train", "--repeats", "2", "--json")
     assert result.exit_code == 0, result.output

@@ -466,6 +466,7 @@ def test_exercise_answers_match_the_tool(runner):
     assert (other.pattern, other.pattern_key) != (FIXED, 5)  # "another --seed ... another one"
 
 
+@pytest.mark.torch
 def test_conventions_polarity_table_matches_pytorch():
     torch = pytest.importorskip("torch")
     import torch.nn.functional as F

@@ -138,6 +138,7 @@ def test_show_rerenders_without_recomputing(runner, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("causal", [[], ["--causal"]])
+@pytest.mark.torch_aware
 def test_verify_passes_on_what_explain_writes(runner, tmp_path, causal):
     path = tmp_path / "t.npz"
     assert explain(runner, "The animal didn't cross the street", "--save-npz", str(path), *causal).exit_code == 0
@@ -146,6 +147,7 @@ def test_verify_passes_on_what_explain_writes(runner, tmp_path, causal):
     assert "All" in r.output and "agree" in r.output
 
 
+@pytest.mark.torch_aware
 def test_verify_fails_on_tampered_output(runner, tmp_path):
     path = tmp_path / "t.npz"
     assert explain(runner, CAT, "--save-npz", str(path)).exit_code == 0
@@ -158,6 +160,7 @@ def test_verify_fails_on_tampered_output(runner, tmp_path):
     assert "NO" in r.output and "differ" in r.output
 
 
+@pytest.mark.torch
 def test_verify_against_pytorch_when_installed(tmp_path):
     torch = pytest.importorskip("torch", reason="PyTorch is optional; parity with it is checked only when installed")
     from mhacli import run

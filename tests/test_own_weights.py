@@ -100,6 +100,7 @@ def test_a_file_that_is_not_an_npz_is_refused(tmp_path):
         mhacli.run("a b c", weights=bad, heads=2)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("causal", [False, True])
 def test_pytorch_module_with_biases_matches_to_1e9(tmp_path, causal):
     torch = pytest.importorskip("torch", reason="PyTorch is optional; the numpy reference above always runs")

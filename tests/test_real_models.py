@@ -42,6 +42,7 @@ def _compare(module, t, causal: bool = False, tol: float = 1e-9) -> None:
     assert np.max(np.abs(w[0].numpy() - t.weights)) < tol
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("options", [dict(bias=False), dict(bias=True), dict(bias=True, batch_first=True)],
                          ids=["no-bias", "bias", "batch_first"])
 def test_each_multihead_attention_that_maps_matches_pytorch(options):
@@ -58,6 +59,7 @@ def test_each_multihead_attention_that_maps_matches_pytorch(options):
     _compare(module, t)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("options,name", [(dict(add_bias_kv=True), "bias_k"),
                                           (dict(kdim=12, vdim=12), "k_proj_weight")], ids=["add_bias_kv", "kdim-vdim"])
 def test_a_multihead_attention_that_does_not_map_is_refused_by_name(options, name):
@@ -67,6 +69,7 @@ def test_a_multihead_attention_that_does_not_map_is_refused_by_name(options, nam
         mhacli.run(TEXT, weights=module.state_dict(), heads=4)
 
 
+@pytest.mark.torch
 def test_separate_q_k_v_projections_of_width_d_match_pytorch():
     """PyTorch's own separate-projection path (use_separate_proj_weight) on the same three matrices."""
     torch = _torch()
@@ -98,6 +101,7 @@ def _encoder(tmp_path: Path):
     return encoder
 
 
+@pytest.mark.torch
 def test_layer_2_of_a_transformer_encoder_from_the_command_line_matches_pytorch_to_1e9(tmp_path):
     """The issue's done-when: mha explain TEXT --weights enc.pt --layer 2 --heads 4."""
     from typer.testing import CliRunner
@@ -115,6 +119,7 @@ def test_layer_2_of_a_transformer_encoder_from_the_command_line_matches_pytorch_
     assert not np.allclose(t.W_q, encoder.layers[0].self_attn.in_proj_weight[:16].detach().numpy())
 
 
+@pytest.mark.torch
 def test_a_transformer_encoder_without_layer_or_heads_is_one_line_each(tmp_path):
     from typer.testing import CliRunner
 
@@ -128,6 +133,7 @@ def test_a_transformer_encoder_without_layer_or_heads_is_one_line_each(tmp_path)
         assert r.exit_code == 2 and words in r.output and len(r.output.strip().splitlines()) == 1, r.output
 
 
+@pytest.mark.torch
 def test_a_bfloat16_state_dict_is_converted_on_load(tmp_path):
     torch = _torch()
     torch.manual_seed(2)
@@ -138,6 +144,7 @@ def test_a_bfloat16_state_dict_is_converted_on_load(tmp_path):
     _compare(module.double().eval(), t)  # bfloat16 values are exact in float64
 
 
+@pytest.mark.torch
 def test_pytorch_s_own_warnings_about_a_file_never_reach_the_user(tmp_path):
     """A legacy file saved with pickle protocol 4 made torch.load print two lines of UserWarning first."""
     torch = _torch()
@@ -149,6 +156,7 @@ def test_pytorch_s_own_warnings_about_a_file_never_reach_the_user(tmp_path):
     assert proc.returncode in (0, 2) and len(proc.stderr.strip().splitlines()) <= 1, proc.stderr
 
 
+@pytest.mark.torch
 def test_pytorch_under_a_memory_limit_is_one_line_never_an_abort(tmp_path):
     """ulimit -v 550000: importing torch aborted the process (exit 127 or SIGABRT); now the guard refuses first."""
     _torch()
@@ -206,6 +214,7 @@ def test_safetensors_load_through_the_numpy_api(tmp_path):
         mhacli.run(TEXT, weights=tmp_path / "bad.safetensors", heads=2)
 
 
+@pytest.mark.torch
 def test_bfloat16_safetensors_are_converted_through_pytorch(tmp_path):
     pytest.importorskip("safetensors", reason="safetensors is an optional extra")
     torch = _torch()
@@ -221,6 +230,7 @@ def _transformers():
     return pytest.importorskip("transformers", reason="Hugging Face transformers is optional")
 
 
+@pytest.mark.torch
 def test_a_bert_model_s_layer_matches_its_own_self_attention():
     transformers = _transformers()
     torch = _torch()
@@ -237,6 +247,7 @@ def test_a_bert_model_s_layer_matches_its_own_self_attention():
     assert np.max(np.abs(output[0].numpy() - t.output)) < 1e-9
 
 
+@pytest.mark.torch
 def test_a_gpt2_model_s_layer_matches_its_own_causal_attention():
     transformers = _transformers()
     torch = _torch()
@@ -254,6 +265,7 @@ def test_a_gpt2_model_s_layer_matches_its_own_causal_attention():
     assert np.max(np.abs(output[0].numpy() - t.output)) < 1e-9
 
 
+@pytest.mark.torch
 def test_hugging_face_output_attentions_show_as_a_view_with_a_batch():
     """output_attentions of a batch of two: one sequence picked with batch_index; SDPA's empty tuple explained."""
     transformers = _transformers()
@@ -274,6 +286,7 @@ def test_hugging_face_output_attentions_show_as_a_view_with_a_batch():
         mhacli.from_attention((), tokens)
 
 
+@pytest.mark.torch
 def test_the_docs_end_to_end_encoder_layer_runs_and_agrees(tmp_path):
     """docs/your-model.md's 'One encoder layer, end to end' block, run as written: it prints True True."""
     _torch()
@@ -288,6 +301,7 @@ def test_the_docs_end_to_end_encoder_layer_runs_and_agrees(tmp_path):
     assert not proc.stderr, proc.stderr
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("content,words", [
     ("{3: torch.zeros(24, 8)}", "a key is 3 (int)"),
     ("[torch.zeros(24, 8)]", "holds a list, not a state dict"),
@@ -304,6 +318,7 @@ def test_a_pt_file_that_is_not_a_state_dict_of_names_is_one_line(tmp_path, conte
     assert r.exit_code == 2 and words in r.output and len(r.output.strip().splitlines()) == 1, r.output
 
 
+@pytest.mark.torch
 def test_a_missing_torch_is_not_remembered_once_it_is_back(monkeypatch):
     """An ImportError loads nothing of torch: the next import is tried again (the guard remembered it for the
     whole process, so one test simulating 'not installed' hid PyTorch from every later test in its worker)."""

@@ -45,6 +45,7 @@ def test_every_gradient_matches_central_finite_differences(causal: bool, heads: 
         np.testing.assert_allclose(grads[name], numeric, atol=1e-8, rtol=1e-6, err_msg=name)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("causal", [False, True])
 def test_gradients_match_torch_autograd(causal: bool) -> None:
     torch = pytest.importorskip("torch", reason="torch is not installed: the autograd comparison needs it")
@@ -161,6 +162,7 @@ def test_bad_configs_are_usage_errors_in_python_words(bad: dict, words: str) -> 
     assert words in str(info.value)
 
 
+@pytest.mark.torch_aware
 def test_bench_train_reports_both_sides_and_their_ratio() -> None:
     from mhacli.bench.train import bench_train
 

@@ -31,6 +31,7 @@ def test_round_trip_keeps_every_parameter_and_label(result, tmp_path: Path) -> N
         assert int(data["format_version"]) == 1 and data["in_proj_weight"].shape == (24, 8)
 
 
+@pytest.mark.torch
 def test_saved_weights_reproduce_the_trace_in_pytorch(result, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch", reason="torch is not installed: the nn.MultiheadAttention check needs it")
     tokens = ["a", "c", "b", "a", "j"]

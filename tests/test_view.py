@@ -59,6 +59,7 @@ def test_anything_with___array___is_taken_without_importing_torch():
     assert np.array_equal(from_attention(Tensorish(w), TOKENS).weights, w)
 
 
+@pytest.mark.torch
 def test_torch_tensors_with_grad_are_taken():
     torch = pytest.importorskip("torch", reason="PyTorch is optional")
     w = torch.softmax(torch.randn(2, 6, 6, requires_grad=True), dim=-1)
@@ -353,6 +354,7 @@ def _softmax(scores: np.ndarray) -> np.ndarray:
     return e / e.sum(-1, keepdims=True)
 
 
+@pytest.mark.torch
 def test_bfloat16_softmax_from_pytorch_is_attention():
     """torch.softmax in bfloat16 gives rows summing to 0.9985 at N = 5: attention, not a mistake."""
     torch = pytest.importorskip("torch", reason="PyTorch makes the bfloat16 softmax")

@@ -9,6 +9,7 @@ its truthiness.
 from __future__ import annotations
 
 import numbers
+from typing import Sequence
 
 import numpy as np
 
@@ -36,8 +37,88 @@ def flag(name: str, value: object) -> bool:
     raise UsageError("{%s:name} must be True or False, got %s." % (name, _spelled(value)), **{name: value})
 
 
+def chosen(value: object, choices: Sequence[str]) -> object:
+    """The one rule for a name a person types: spaces around it and letter case do not count.
+
+    The choice ``value`` names (``" Grammar"`` -> ``"grammar"``), or ``value`` itself when it names
+    none, for the caller to refuse quoting it exactly as typed.
+    """
+    if not isinstance(value, str):
+        return value
+    folded = value.strip().casefold()
+    return next((choice for choice in choices if choice.casefold() == folded), value)
+
+
+def layer_index(layer: object, names: Sequence[str]) -> int | None:
+    """The 0-based index of the layer ``layer`` names among ``names``, or None when it names none.
+
+    A whole number from 1 (numpy's too, or its digits 0-9 as text), else a name by :func:`chosen`
+    (spaces and letter case do not count): ``--layer`` reads the same in ``mha explain`` and ``mha show``.
+    """
+    from mhacli.core.numbers import whole_number as typed_number
+
+    if isinstance(layer, bool):
+        return None
+    number = int(layer) if isinstance(layer, numbers.Integral) else (
+        typed_number(layer) if isinstance(layer, str) else None)
+    if number is not None:
+        return number - 1 if 1 <= number <= len(names) else None
+    picked = chosen(layer, names)
+    return list(names).index(picked) if isinstance(picked, str) and picked in names else None
+
+
+def task_name(value: str) -> str:
+    """``mha train --task`` by :func:`chosen` (an unknown one is refused by the task's own check, as typed)."""
+    from mhacli.core.tasks import TASKS
+
+    return str(chosen(value, tuple(TASKS)))
+
+
+def named_options(options: dict[str, object]) -> dict[str, object]:
+    """``options`` with each name (``weights``, ``tokenizer``, ``dtype``) read by :func:`chosen`.
+
+    A named kind of weights wins over a file of the same name, as it always has for the exact name
+    (``./Grammar`` names the file).
+    """
+    from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS
+
+    named = dict(options)
+    for name, choices in (("weights", WEIGHT_KINDS), ("tokenizer", TOKENIZERS), ("dtype", DTYPES)):
+        if name in named:
+            named[name] = chosen(named[name], choices)
+    return named
+
+
 def _spelled(value: object) -> str:
     from mhacli.core.messages import shown
 
     text = shown(value) if isinstance(value, str) else repr(value)
     return (text[:40] + "…" if len(text) > 41 else text).replace("{", "{{").replace("}", "}}")
+
+
+#: What a trained model decides for itself: its heads, width and mask, the seed it was trained from
+#: (its weights come from training, not from a seed) and that its positions are added.
+TRAINED_DECIDES = ("heads", "d_model", "causal", "seed", "positions")
+
+
+def trained_options(options: dict[str, object], trained: object) -> dict[str, object]:
+    """``options`` with every setting a trained model decides taken from it (``trained`` is its TrainConfig).
+
+    A setting given that differs from the model's is refused with the reason, never reported while the
+    model's own runs: ``--no-positions`` cannot take out the positions the model was trained with.
+    """
+    decided: dict[str, object] = {name: getattr(trained, name) for name in TRAINED_DECIDES if name != "positions"}
+    decided["positions"] = True  # learned or sinusoidal, the model adds the positions it was trained with
+    if options.get("positions", True) is not True:
+        kind = str(getattr(trained, "positions", "its"))
+        raise UsageError("the trained model adds the %s positions it was trained with, and its heads rely on "
+                         "them; {positions} cannot take them out: drop {positions}." % kind,
+                         positions=False)
+    if "seed" in options and options["seed"] != decided["seed"]:
+        raise UsageError("the trained model's weights come from its training (with {seed}), not from a seed; "
+                         "leave {seed:name} out to use it.", seed=decided["seed"])
+    for name in ("heads", "d_model", "causal"):
+        if name in options and options[name] != decided[name]:
+            raise UsageError("the trained model has {%s}; leave {%s:name} out to use it." % (name, name),
+                             **{name: decided[name]})
+    return {**options, **decided, "weights": "trained"}

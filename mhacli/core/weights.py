@@ -32,6 +32,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from mhacli.core.checks import layer_index
 from mhacli.core.errors import UsageError
 from mhacli.core.numbers import whole_number
 
@@ -208,16 +209,12 @@ def _pick(modules: dict[str, tuple[str, dict[str, Any]]], layer: object, where: 
             return own[0]
         raise UsageError(f"{_lit(where)} hold the self-attention of {len(own)} layers ({_lit(listed)}); pick one with "
                          "{layer:name} 1 to " + f"{len(own)} (or its name).", layer=None)
-    text = str(layer).strip()
-    # whole_number: the one number rule (ASCII digits, bounded: 5,000 digits would overflow int())
-    if isinstance(layer, numbers.Integral) and not isinstance(layer, bool) or text.isdigit() and whole_number(text):
-        layer = number = int(text)  # "3" from the command line is the number 3 in the message too
-        if 1 <= number <= len(own):
-            return own[number - 1]
-    elif text in names:
-        return own[names.index(text)]
+    index = layer_index(layer, names)  # a number from 1, or a name (case and spaces do not count), as mha show
+    if index is not None:
+        return own[index]
+    typed = whole_number(layer) if isinstance(layer, str) else None  # "3" typed is the number 3 in the message
     raise UsageError("{layer} is not a layer of " + f"{_lit(where)}; give a number from 1 to {len(own)} or one of "
-                     f"its names: {_lit(listed)}.", layer=layer)
+                     f"its names: {_lit(listed)}.", layer=layer if typed is None else typed)
 
 
 def _refuse_unmodelled(state: Mapping[str, Any], prefix: str, where: str) -> None:

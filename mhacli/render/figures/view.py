@@ -15,7 +15,7 @@ DPI_MIN, DPI_MAX = 30, 600
 
 def check_format(fmt: str) -> str:
     """The figure format, lower-cased; refuse anything but png, svg, pdf."""
-    value = str(fmt).lower().lstrip(".")
+    value = str(fmt).strip().lower().lstrip(".")
     if value not in FORMATS:
         raise UsageError(f"unknown figure format {fmt!r}; choose one of: {', '.join(FORMATS)}.")
     return value

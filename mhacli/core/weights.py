@@ -25,7 +25,6 @@ files may).
 
 from __future__ import annotations
 
-import numbers
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping

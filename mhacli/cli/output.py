@@ -45,7 +45,10 @@ _quiet = False
 
 def reset() -> None:
     """Fresh state for one invocation (tests run many in one process)."""
+    from mhacli.io.files import reset_replaced
+
     set_quiet(False)
+    reset_replaced()
     for c in (console, err_console):
         # Rich fixes a console's width for good when COLUMNS is set as it is made (here: when this module
         # is first imported); size it as a console made now would be, so a long-lived process (a test
@@ -82,7 +85,10 @@ def write_stdout(text: str) -> None:
 def error_line(message: str, hint: str | None = None) -> None:
     """One line on stderr: ``mha: error: …`` (plain text, never markup, never an escape code)."""
     from mhacli.core.messages import one_line
+    from mhacli.io.files import LEFT_BEHIND, replaced_sentence
 
+    if message.endswith(LEFT_BEHIND):  # an interrupted run says which earlier files it had replaced already
+        message += replaced_sentence()
     line = Text("mha: error: ", style="bold red")
     line.append(one_line(message))
     if hint:

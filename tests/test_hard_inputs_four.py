@@ -202,8 +202,9 @@ def _two_layers(path: Path, d: int = 8) -> None:
     np.savez(path, **state)
 
 
-@pytest.mark.parametrize(("layer", "ran"), [(" LAYERS.1.SELF_ATTN", "layer 2 of 2"), ("layers.0.self_attn", "layer 1 of 2"),
-                                            ("2", "layer 2 of 2"), (np.int64(1), "layer 1 of 2")])
+@pytest.mark.parametrize(("layer", "ran"), [(" LAYERS.1.SELF_ATTN", "layer 2 of 2"),
+                                            ("layers.0.self_attn", "layer 1 of 2"), ("2", "layer 2 of 2"),
+                                            (np.int64(1), "layer 1 of 2")])
 def test_explain_layer_takes_names_as_mha_show_does(tmp_path, layer, ran):
     from mhacli import run
 

@@ -124,7 +124,8 @@ def replaced_sentence() -> str:
         return ""
     more = f" and {len(_replaced) - 3} more" if len(_replaced) > 3 else ""
     listed = ", ".join(_shown(p) for p in _replaced[:3]) + more
-    return f" It had already replaced {listed} with this run's: the earlier {'file is' if len(_replaced) == 1 else 'files are'} gone."
+    earlier = "the earlier file is" if len(_replaced) == 1 else "the earlier files are"
+    return f" It had already replaced {listed} with this run's: {earlier} gone."
 
 
 def check_distinct(*named: tuple[str, Path | None]) -> None:

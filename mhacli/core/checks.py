@@ -37,6 +37,55 @@ def flag(name: str, value: object) -> bool:
     raise UsageError("{%s:name} must be True or False, got %s." % (name, _spelled(value)), **{name: value})
 
 
+#: What numpy holds exactly after a widening: PyTorch's half floats read as float32.
+_WIDENED = ("bfloat16", "float16")
+
+
+def tensor_values(name: str, value: object, where: str) -> object:
+    """A PyTorch tensor's values as a numpy array (any other value as given), or one line naming what it is.
+
+    Read by duck type (core never imports torch): a meta tensor has no values, a sparse or quantized one
+    is not a plain layer's weights, and float8 or complex has no numpy float to become.
+    """
+    if not hasattr(value, "detach"):
+        return value
+    kind = str(getattr(value, "dtype", "")).replace("torch.", "")
+    what = None
+    if getattr(value, "is_meta", False) or str(getattr(value, "device", "")) == "meta":
+        what = "a meta tensor, which has a shape but no values (made on the meta device, or saved before loading)"
+    elif str(getattr(value, "layout", "torch.strided")) != "torch.strided":
+        what = f"a {str(value.layout).replace('torch.', '').replace('_coo', '')} tensor (call .to_dense() first)"
+    elif getattr(value, "is_quantized", False):
+        what = f"a quantized tensor ({kind}; call .dequantize() first)"
+    elif kind.startswith("complex"):
+        what = f"a {kind} tensor: attention weights are real numbers"
+    elif kind.startswith(("float8", "float4", "q", "bits")):
+        what = f"a {kind} tensor, which numpy cannot hold (convert it with .float() first)"
+    if what is not None:
+        raise UsageError(f"{name!r} of {where} is {what}; mhacli reads plain float tensors.")
+    tensor = value.detach().cpu()  # type: ignore[attr-defined]
+    if kind in _WIDENED and hasattr(tensor, "float"):
+        tensor = tensor.float()  # numpy has no bfloat16; float32 holds every bfloat16 and float16 exactly
+    try:
+        return tensor.numpy()
+    except (TypeError, RuntimeError, NotImplementedError) as exc:  # a kind of tensor not named above
+        raise UsageError(f"{name!r} of {where} is a {kind or type(value).__name__} tensor numpy cannot hold "
+                         f"({type(exc).__name__}); save it as float32.") from None
+
+
+def recorded_heads(count: int, d_model: int, where: str) -> int:
+    """A head count a file records, refused naming the file when it cannot split its width d."""
+    if 1 <= count <= d_model and d_model % count == 0:
+        return count
+    from mhacli.core.config import divisors
+    from mhacli.core.errors import _shown_value
+
+    ok = ", ".join(str(n) for n in divisors(d_model)[:12])
+    safe = where.replace("{", "{{").replace("}", "}}")
+    raise UsageError(f"{safe} record {_shown_value(count)} heads, which cannot split their d = {d_model} (the "
+                     f"head counts that can: {ok}); the file was edited or damaged: record one of those.")
+
+
 def chosen(value: object, choices: Sequence[str]) -> object:
     """The one rule for a name a person types: spaces around it and letter case do not count.
 

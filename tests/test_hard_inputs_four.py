@@ -272,3 +272,126 @@ def test_an_interrupted_run_that_replaced_nothing_says_nothing_more(tmp_path):
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate()
     assert proc.returncode == 130 and "already replaced" not in err, err
+
+
+# ---------------------------------------------------------------------------
+# Family 7: every --json document follows its schema, on generated inputs
+# ---------------------------------------------------------------------------
+
+def _validate(kind: str, out: str) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from mhacli.io.schemas import schema
+
+    jsonschema.validate(json.loads(out), schema(kind))
+
+
+_TOKEN = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=6).filter(
+    lambda t: t.strip() != "")
+
+
+@st.composite
+def attention_files(draw: st.DrawFn) -> dict[str, np.ndarray]:
+    """An attention file of 1-2 layers and 1-3 heads over 2-6 tokens: random, one-hot (a fixed token or a
+    relation), uniform or causal heads; names for heads and layers or not."""
+    layers, heads, n = draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(2, 6))
+    seed = draw(st.integers(0, 2**16))
+    rng = np.random.default_rng(seed)
+    w = rng.random((layers, heads, n, n))  # (layers, h, N, N)
+    for k in range(heads):
+        kind = draw(st.sampled_from(["random", "fixed", "previous", "uniform"]))
+        if kind == "fixed":
+            w[:, k] = 0.0
+            w[:, k, :, draw(st.integers(0, n - 1))] = 1.0  # every query on one key
+        elif kind == "previous":
+            w[:, k] = np.eye(n, k=-1)
+            w[:, k, 0, 0] = 1.0
+        elif kind == "uniform":
+            w[:, k] = 1.0
+    if draw(st.booleans()):
+        w = w * np.tril(np.ones((n, n)))  # causal: later keys hidden
+        empty = w.sum(-1) == 0  # (layers, h, N): a row whose one key was hidden looks at itself
+        w[empty] = np.eye(n)[np.nonzero(empty)[2]]
+    arrays: dict[str, np.ndarray] = {"weights": w / w.sum(-1, keepdims=True),
+                                     "tokens": np.array(draw(st.lists(_TOKEN, min_size=n, max_size=n)))}
+    if draw(st.booleans()):
+        arrays["head_names"] = np.array(draw(st.lists(_TOKEN, min_size=heads, max_size=heads)))
+    if draw(st.booleans()):
+        arrays["layer_names"] = np.array([f"layer.{k}" for k in range(layers)])
+    return arrays
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arrays=attention_files(), max_tokens=st.sampled_from([None, 3]))
+def test_mha_show_json_of_any_attention_file_follows_the_view_schema(tmp_path, arrays, max_tokens):
+    np.savez(tmp_path / "att.npz", **arrays)
+    extra = ["--max-tokens", str(max_tokens)] if max_tokens else []
+    code, out, err = cli("show", str(tmp_path / "att.npz"), "--json", "--no-plots", *extra)
+    assert code == 0, err
+    _validate("view", out)
+    if "head_names" in arrays:
+        assert json.loads(out)["head_names"] == [str(t) for t in arrays["head_names"]]
+
+
+@settings(max_examples=20, deadline=None)
+@given(words=st.lists(st.sampled_from(["the", "dog", "cat", "chases", "a", "sees", "mat", "big"]), min_size=1,
+                      max_size=7),
+       weights=st.sampled_from(["random", "designed", "trained", "grammar"]), heads=st.sampled_from([None, 1, 2]),
+       causal=st.booleans())
+def test_mha_explain_json_of_any_run_follows_the_trace_schema(words, weights, heads, causal):
+    args = ["explain", " ".join(words), "--json", "--no-plots", "--weights", weights]
+    if weights in ("random", "designed"):
+        args += ["--causal"] if causal else []
+        args += ["--heads", str(heads)] if heads else []
+    code, out, err = cli(*args)
+    if code == 2:  # designed heads need enough tokens: a refusal is one line, never a document
+        assert out == "" and err.startswith("mha: error: "), err
+        return
+    assert code == 0, err
+    _validate("trace", out)
+
+
+_WORDS = st.lists(st.sampled_from(["the", "dog", "cat", "chases", "a", "sees", "mat", "big", "é", "猫"]),
+                  min_size=2, max_size=6).map(" ".join)
+
+
+@settings(max_examples=12, deadline=None)
+@given(text=_WORDS, weights=st.sampled_from(["random", "trained", "grammar"]), causal=st.booleans())
+def test_mha_compare_json_follows_its_schema(text, weights, causal):
+    args = ["compare", text, "--json", "--no-plots", "--weights", weights]
+    code, out, err = cli(*args, *(["--causal"] if causal and weights == "random" else []))
+    assert code == 0, err
+    _validate("compare", out)
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(1, 64), h=st.sampled_from([1, 2, 4, 8]), per=st.integers(1, 8), causal=st.booleans())
+def test_mha_shapes_json_follows_its_schema(n, h, per, causal):
+    code, out, err = cli("shapes", "--tokens", str(n), "--heads", str(h), "--d-model", str(h * per), "--json",
+                         *(["--causal"] if causal else []))
+    assert code == 0, err
+    _validate("shapes", out)
+
+
+@settings(max_examples=12, deadline=None)
+@given(text=_WORDS, seed=st.integers(0, 2**31), questions=st.integers(1, 8), answers=st.booleans())
+def test_mha_quiz_json_follows_its_schema(text, seed, questions, answers):
+    code, out, err = cli("quiz", text, "--seed", str(seed), "--questions", str(questions), "--json",
+                         *(["--answers"] if answers else []))
+    assert code == 0, err
+    _validate("quiz", out)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_WORDS, weights=st.sampled_from(["random", "designed", "grammar"]))
+def test_a_saved_run_shown_and_verified_follows_the_trace_and_verify_schemas(tmp_path, text, weights):
+    saved = tmp_path / "t.npz"
+    code, _, err = cli("explain", text, "--weights", weights, "--save-npz", str(saved), "--no-plots", "--quiet")
+    if code == 2:  # designed heads on too few tokens: refused, nothing saved
+        assert not saved.exists(), err
+        return
+    assert code == 0, err
+    for kind, args in (("trace", ["show", str(saved), "--json", "--no-plots"]), ("verify", ["verify", str(saved),
+                                                                                              "--json"])):
+        code, out, err = cli(*args)
+        assert code == 0, err
+        _validate(kind, out)

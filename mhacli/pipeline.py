@@ -204,10 +204,11 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
     """
     from mhacli.io.memory import memory_limit_bytes
 
-    from mhacli.core.checks import named_options
+    from mhacli.core.checks import named_options, strings, text_argument
     from mhacli.io.shipped import SHIPPED_NAMES
 
     options = named_options(options)  # " Grammar" is grammar: one rule for every name (issue 31)
+    text, tokens = text_argument(text), strings("tokens", tokens, "one per position")  # run(123): a usage error
     given = options.get("weights")
     shipped = given if isinstance(given, str) and given in SHIPPED_NAMES else None
     options, mine, model = _resolved(dict(options))

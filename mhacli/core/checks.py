@@ -86,6 +86,33 @@ def recorded_heads(count: int, d_model: int, where: str) -> int:
                      f"head counts that can: {ok}); the file was edited or damaged: record one of those.")
 
 
+def strings(name: str, value: object, what: str = "one per head") -> tuple[str, ...] | None:
+    """A list of names (``names``, ``layer_names``, ``tokens``) as strings, or None; one string is refused.
+
+    ``names="head"`` would name four heads 'h', 'e', 'a', 'd': a string where a list is expected is a
+    mistake to say, never a sequence of letters to take.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)):
+        raise UsageError("{%s:name} must be a list of strings, %s, not one string (got %s)."
+                         % (name, what, _spelled(value)), **{name: value})
+    try:
+        return tuple(str(item) for item in value)  # type: ignore[attr-defined]
+    except TypeError:
+        raise UsageError("{%s:name} must be a list of strings, %s, got %s." % (name, what, _spelled(value)),
+                         **{name: value}) from None
+
+
+def text_argument(value: object) -> str | None:
+    """The text of ``mhacli.run(text)``: a string (or None, with ``tokens``); anything else refused saying so."""
+    if value is None or isinstance(value, str):
+        return value
+    hint = " (for a list of tokens, pass tokens=[...])" if isinstance(value, (list, tuple)) else (
+        " (decode it first: text.decode('utf-8'))" if isinstance(value, (bytes, bytearray)) else "")
+    raise UsageError(f"the text must be a string, got {type(value).__name__} {_spelled(value)}{hint}.")
+
+
 def chosen(value: object, choices: Sequence[str]) -> object:
     """The one rule for a name a person types: spaces around it and letter case do not count.
 

@@ -34,8 +34,6 @@ if TYPE_CHECKING:
 
 #: --weights names the core builds itself; any other string is the shipped model or a file (io resolves it).
 _BUILT_IN = ("random", "designed")
-#: The options a trained model decides; given explicitly, they must agree with it.
-_TRAINED_DECIDES = ("heads", "d_model", "causal")
 
 
 @dataclass(frozen=True)
@@ -172,13 +170,9 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
     if isinstance(given, str):
         return options, None, None
     if is_model:
-        trained = getattr(given, "config")
-        for name in _TRAINED_DECIDES:
-            if name in options and options[name] != getattr(trained, name):
-                raise UsageError("the trained model has {%s}; leave {%s:name} out to use it." % (name, name),
-                                 **{name: getattr(trained, name)})
-        decided = {name: getattr(trained, name) for name in _TRAINED_DECIDES}
-        return {**options, **decided, "weights": "trained"}, None, given
+        from mhacli.core.checks import trained_options
+
+        return trained_options(options, getattr(given, "config")), None, given
     mine: Weights = given
     options["heads"] = mine.heads  # given, or recorded by the file: a state dict alone records none
     if mine.causal and "causal" not in options:
@@ -210,8 +204,11 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
     """
     from mhacli.io.memory import memory_limit_bytes
 
+    from mhacli.core.checks import named_options, strings, text_argument
     from mhacli.io.shipped import SHIPPED_NAMES
 
+    options = named_options(options)  # " Grammar" is grammar: one rule for every name (issue 31)
+    text, tokens = text_argument(text), strings("tokens", tokens, "one per position")  # run(123): a usage error
     given = options.get("weights")
     shipped = given if isinstance(given, str) and given in SHIPPED_NAMES else None
     options, mine, model = _resolved(dict(options))

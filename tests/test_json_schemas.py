@@ -28,6 +28,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("trace", ["show", "t.npz", "--json", "--no-plots"]),
     ("view", ["show", "att.npz", "--json", "--no-plots"]),
     ("view", ["show", "layers.npz", "--json", "--no-plots", "--layer", "2"]),
+    # head names, a head on one fixed token, a window of 3 of 5 tokens: the fields that are null above
+    ("view", ["show", "named.npz", "--json", "--no-plots", "--max-tokens", "3"]),
     ("compare", ["compare", "the cat sat on the mat", "--json", "--no-plots"]),
     ("compare", ["compare", "the cat sat", "--json", "--no-plots", "--weights", "trained"]),
     ("verify", ["verify", "t.npz", "--json"]),
@@ -50,6 +52,10 @@ def _inputs(folder: Path) -> None:
     np.savez(folder / "att.npz", weights=np.full((2, 3, 3), 1 / 3), tokens=np.array(["a", "b", "c"]))
     w = np.random.default_rng(0).random((3, 2, 4, 4))
     np.savez(folder / "layers.npz", weights=w / w.sum(-1, keepdims=True), tokens=np.array(list("abcd")))
+    fixed = np.zeros((2, 5, 5))  # (h, N, N): head 1 on key 2 from every query, head 2 uniform
+    fixed[0, :, 2], fixed[1] = 1.0, 1 / 5
+    np.savez(folder / "named.npz", weights=fixed, tokens=np.array(list("abcde")),
+             head_names=np.array(["on c", "spread"]))
 
 
 @lru_cache(maxsize=1)

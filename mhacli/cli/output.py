@@ -30,6 +30,36 @@ def silence_stdout() -> None:
         pass
 
 
+#: The terminal widths mha lays out for: its output stays whole at 40 columns, and past 1,000 a line is
+#: only padding (COLUMNS=4294967296 would print gigabytes of it).  LINES is bounded the same way.
+WIDTHS = (40, 1000)
+HEIGHTS = (5, 10_000)
+
+
+def sane_size(environ: dict[str, str] | None = None) -> None:
+    """Clamp COLUMNS and LINES into :data:`WIDTHS` and :data:`HEIGHTS`, as every console here reads them.
+
+    Rich (and Typer's help, and :func:`shutil.get_terminal_size`) take COLUMNS as it is: 0 gave an empty
+    stdout, a width past any index an OverflowError, 5,000 digits a ValueError at import.  A value that is
+    no count at all (``abc``, ``-3``, ``0``) is dropped, so the terminal's own size is asked instead.
+    """
+    from mhacli.core.numbers import whole_number
+
+    env = os.environ if environ is None else environ
+    for name, (low, high) in (("COLUMNS", WIDTHS), ("LINES", HEIGHTS)):
+        raw = env.get(name)
+        if raw is None:
+            continue
+        digits = raw.strip()
+        number = whole_number(digits) if digits.isascii() and digits.isdigit() else None
+        if digits.isascii() and digits.isdigit() and number is None:
+            number = high  # more digits than any integer: as wide as it gets
+        if number is None or number <= 0:
+            del env[name]
+        elif str(min(max(number, low), high)) != raw:
+            env[name] = str(min(max(number, low), high))
+
+
 class _PipeTolerantConsole(Console):
     """A console that goes quiet, instead of exiting with 1, when the reader of stdout has gone."""
 
@@ -38,6 +68,7 @@ class _PipeTolerantConsole(Console):
         silence_stdout()
 
 
+sane_size()  # before the consoles below read COLUMNS
 console: Console = _PipeTolerantConsole()
 err_console = Console(stderr=True)
 _quiet = False
@@ -45,7 +76,11 @@ _quiet = False
 
 def reset() -> None:
     """Fresh state for one invocation (tests run many in one process)."""
+    from mhacli.io.files import reset_replaced
+
     set_quiet(False)
+    reset_replaced()
+    sane_size()
     for c in (console, err_console):
         # Rich fixes a console's width for good when COLUMNS is set as it is made (here: when this module
         # is first imported); size it as a console made now would be, so a long-lived process (a test
@@ -82,7 +117,10 @@ def write_stdout(text: str) -> None:
 def error_line(message: str, hint: str | None = None) -> None:
     """One line on stderr: ``mha: error: …`` (plain text, never markup, never an escape code)."""
     from mhacli.core.messages import one_line
+    from mhacli.io.files import LEFT_BEHIND, replaced_sentence
 
+    if message.endswith(LEFT_BEHIND):  # an interrupted run says which earlier files it had replaced already
+        message += replaced_sentence()
     line = Text("mha: error: ", style="bold red")
     line.append(one_line(message))
     if hint:
@@ -142,7 +180,11 @@ def json_text(document: Any, **options: Any) -> str:
     import json
 
     # allow_nan=False: NaN and Infinity are not JSON; a document holding one is a bug to see, never to print.
-    return _UNSAFE.sub(_json_escape, json.dumps(document, ensure_ascii=False, **{**options, "allow_nan": False}))
+    # A stdout that cannot carry UTF-8 (PYTHONIOENCODING=ascii, the C locale) gets every non-ASCII character
+    # as its \u escape: the same JSON value, where the stream's error handler would have written "\xe9".
+    ascii_only = not speaks_unicode(sys.stdout)
+    text = json.dumps(document, ensure_ascii=ascii_only, **{**options, "allow_nan": False})
+    return _UNSAFE.sub(_json_escape, text)
 
 
 def json_document(kind: str, document: dict[str, Any], **options: Any) -> str:
@@ -177,12 +219,17 @@ def figure_progress(total: int) -> Iterator[Callable[[Path], None]]:
         yield saved
 
 
+def speaks_unicode(stream: object) -> bool:
+    """Whether ``stream`` encodes every character (a UTF encoding), not only some (ascii, latin-1, cp1252)."""
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    return encoding in ("utf8", "utf16", "utf32")
+
+
 def tolerant_streams() -> None:
     """On a terminal that cannot show some character (PYTHONIOENCODING=ascii, an old console),
     print it as an escape (\\u00e9) instead of failing with UnicodeEncodeError."""
     for stream in (sys.stdout, sys.stderr):
-        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
-        if encoding not in ("utf8", "utf16", "utf32"):
+        if not speaks_unicode(stream):
             try:
                 stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
             except (AttributeError, ValueError, OSError):  # not a TextIOWrapper (e.g. CliRunner)

@@ -40,18 +40,25 @@ def printable(text: object) -> str:
     return "".join(ch if _keep(ch) else _escape_char(ch) for ch in str(text))
 
 
+def _flat(message: str) -> str:
+    """``message`` with line breaks as spaces and the rest as :func:`printable`; nothing stripped."""
+    return printable("".join(" " if ch in "\r\n\t\v\f\u2028\u2029\x85" else ch for ch in str(message)))
+
+
 def one_line(message: str) -> str:
     """``message`` as one printable line: line breaks become spaces, the rest as :func:`printable`."""
-    flat = "".join(" " if ch in "\r\n\t\v\f\u2028\u2029\x85" else ch for ch in str(message))
-    line = " ".join(printable(flat).split(" ")).strip()
+    line = _flat(message).strip()
     if len(line) > MAX_LINE:
         line = line[: MAX_LINE - 1] + "…"
     return line
 
 
 def shown(value: Any, limit: int = MAX_SHOWN) -> str:
-    """A value the user typed, quoted, escaped and shortened for echoing in a message."""
-    text = one_line(str(value))
+    """A value the user typed, quoted, escaped and shortened for echoing in a message.
+
+    Spaces around it are kept: ``' grammar'`` is refused as typed, never as a name it does not differ from.
+    """
+    text = _flat(str(value))
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return "'" + text.replace("'", "\\'") + "'"

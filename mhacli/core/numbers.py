@@ -39,4 +39,26 @@ def too_big(text: str) -> bool:
     plain = text.strip()
     return bool(_WHOLE.fullmatch(plain)) and whole_number(plain) is None
 
-__all__ = ["BOUND", "MAX_DIGITS", "RULE", "TOO_BIG", "looks_numeric", "too_big", "whole_number"]
+def head_counts(text: str, option: str = "--compare") -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]`` (repeats dropped); each part by :func:`whole_number`, each at least 1.
+
+    Three refusals, each its own: a part that is not digits 0-9, one too large, one below 1.
+    """
+    from mhacli.core.errors import UsageError
+    from mhacli.core.messages import shown
+
+    parts = [p for p in str(text).split(",") if p.strip()]
+    numbers = [whole_number(p) for p in parts]
+    big = [p.strip() for p, n in zip(parts, numbers) if n is None and too_big(p)]
+    if big:
+        raise UsageError(f"{option} takes head counts up to {BOUND:,}; got {shown(big[0], 24)}.")
+    if not numbers or any(n is None for n in numbers):
+        raise UsageError(f"{option} takes head counts separated by commas (digits 0-9), e.g. 1,2,4; got "
+                         f"{shown(text)}.")
+    low = [n for n in numbers if n is not None and n < 1]
+    if low:
+        raise UsageError(f"{option} takes head counts of at least 1 (a layer has one head or more); got {low[0]}.")
+    return list(dict.fromkeys(n for n in numbers if n is not None))
+
+
+__all__ = ["BOUND", "MAX_DIGITS", "RULE", "TOO_BIG", "head_counts", "looks_numeric", "too_big", "whole_number"]

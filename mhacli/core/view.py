@@ -234,7 +234,7 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None
     >>> view.num_heads, view.n_tokens, view.causal
     (2, 3, False)
     """
-    from mhacli.core.checks import flag, whole_number
+    from mhacli.core.checks import flag, strings, whole_number
 
     wanted_layer = whole_number("layer", layer, low=0)
     wanted_causal = None if causal is None else flag("causal", causal)
@@ -249,11 +249,10 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None
     if wanted_causal and not found:
         raise UsageError("causal=True, but some query gives weight to a later key; leave causal out to let "
                          "mhacli find out.")
-    head_names = tuple(str(n) for n in names) if names is not None else None
+    head_names = strings("names", names)  # names="head" is refused, never four heads 'h', 'e', 'a', 'd'
     if head_names is not None and len(head_names) != h:
         raise UsageError(f"{len(head_names)} head names for {h} heads; give one name per head.")
-    lnames = tuple(str(n) for n in layer_names) if layer_names is not None else tuple(
-        f"layer {i + 1}" for i in range(n_layers))
+    lnames = strings("layer_names", layer_names, "one per layer") or tuple(f"layer {i + 1}" for i in range(n_layers))
     if len(lnames) != n_layers:
         raise UsageError(f"{len(lnames)} layer names for {n_layers} layers; give one name per layer.")
     view = AttentionView(token_tuple, layers, lnames, head_names, found if wanted_causal is None else wanted_causal)

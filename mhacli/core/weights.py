@@ -25,13 +25,13 @@ files may).
 
 from __future__ import annotations
 
-import numbers
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
 
+from mhacli.core.checks import layer_index, recorded_heads, tensor_values
 from mhacli.core.errors import UsageError
 from mhacli.core.numbers import whole_number
 
@@ -144,11 +144,7 @@ def _mapping(state: Any, where: str) -> Mapping[str, Any]:
 
 def _array(name: str, value: Any, where: str) -> Array:
     """One parameter as a finite float64 array of sane magnitude (tensors, bfloat16 included, converted)."""
-    if hasattr(value, "detach"):  # a torch tensor: numpy() refuses those needing grad, and bfloat16
-        value = value.detach().cpu()
-        if "bfloat16" in str(getattr(value, "dtype", "")) and hasattr(value, "float"):
-            value = value.float()  # numpy has no bfloat16; float32 holds every bfloat16 exactly
-        value = value.numpy()
+    value = tensor_values(name, value, where)  # a torch tensor's values, or one line saying what it is
     try:
         a = np.asarray(value)
     except (TypeError, ValueError, RuntimeError) as exc:
@@ -208,16 +204,12 @@ def _pick(modules: dict[str, tuple[str, dict[str, Any]]], layer: object, where: 
             return own[0]
         raise UsageError(f"{_lit(where)} hold the self-attention of {len(own)} layers ({_lit(listed)}); pick one with "
                          "{layer:name} 1 to " + f"{len(own)} (or its name).", layer=None)
-    text = str(layer).strip()
-    # whole_number: the one number rule (ASCII digits, bounded: 5,000 digits would overflow int())
-    if isinstance(layer, numbers.Integral) and not isinstance(layer, bool) or text.isdigit() and whole_number(text):
-        layer = number = int(text)  # "3" from the command line is the number 3 in the message too
-        if 1 <= number <= len(own):
-            return own[number - 1]
-    elif text in names:
-        return own[names.index(text)]
+    index = layer_index(layer, names)  # a number from 1, or a name (case and spaces do not count), as mha show
+    if index is not None:
+        return own[index]
+    typed = whole_number(layer) if isinstance(layer, str) else None  # "3" typed is the number 3 in the message
     raise UsageError("{layer} is not a layer of " + f"{_lit(where)}; give a number from 1 to {len(own)} or one of "
-                     f"its names: {_lit(listed)}.", layer=layer)
+                     f"its names: {_lit(listed)}.", layer=layer if typed is None else typed)
 
 
 def _refuse_unmodelled(state: Mapping[str, Any], prefix: str, where: str) -> None:
@@ -234,7 +226,7 @@ def _refuse_unmodelled(state: Mapping[str, Any], prefix: str, where: str) -> Non
 def _recorded_heads(state: Mapping[str, Any], prefix: str, where: str) -> int | None:
     for key in (prefix + HEADS_KEY, HEADS_KEY):
         if key in state:
-            value = np.asarray(state[key].detach().cpu().numpy() if hasattr(state[key], "detach") else state[key])
+            value = np.asarray(tensor_values(key, state[key], where))
             if value.shape != () or value.dtype.kind not in "iu" or int(value) < 1:
                 raise UsageError(f"{key!r} in {where} must be one whole number of heads, got {value!r}.")
             return int(value)
@@ -361,7 +353,7 @@ def checked_heads(weights: AttentionWeights, heads: object, where: str = "the we
             raise UsageError(f"{_lit(where)} do not record how many heads the layer has (a PyTorch state dict "
                              "never does); give {heads:name} (one of " + f"{choices} for its d = {weights.d_model}).",
                              heads=None)
-        return weights.heads
+        return recorded_heads(weights.heads, weights.d_model, where)  # 3 or 2**62 for d = 8: the file is named
     count = whole_number("heads", heads, low=1)
     if weights.heads is not None and count != weights.heads:
         raise UsageError("{heads} disagrees with " + f"{_lit(where)}, which record {weights.heads} heads; leave "

@@ -50,6 +50,16 @@ def _strings(path: Path, key: str, a: np.ndarray) -> list[str]:
     return [str(x) for x in a.tolist()]
 
 
+def _one_attention(path: Path, arrays: dict[str, np.ndarray], keys: list[str]) -> str:
+    """The one attention member: several accepted names are taken only when they hold the same array."""
+    first = keys[0]
+    for other in keys[1:]:
+        if not np.array_equal(arrays[first], arrays[other]):
+            raise UsageError(f"{shown_path(path)} holds different attention under {first!r} and {other!r}; "
+                             "mha cannot tell which to draw: keep one of them (docs/your-model.md).")
+    return first
+
+
 def load_attention(path: Path, layer: int | None = None, batch_index: int | None = None) -> AttentionView:
     """The attention view saved in ``path``; ``layer`` (1-based, as on the command line) picks the layer shown,
     ``batch_index`` (0-based) one sequence of a batch."""
@@ -67,11 +77,11 @@ def load_attention(path: Path, layer: int | None = None, batch_index: int | None
             found = ", ".join(sorted(names)[:8]) or "nothing"
             raise UsageError(f"{shown_path(path)} holds no attention ('weights', 'attentions' or 'attention') and "
                              f"'tokens' arrays (it holds {found}); see docs/your-model.md.")
-        chosen.append(str(_weights_key(names)))
+        chosen.extend(k for k in WEIGHT_KEYS if k in names)
 
     arrays = read_npz(path, noun="attention file", hint=_HINT, bad=bad, cap=MAX_ATTENTION_BYTES,
-                      names_check=check_names, wanted=lambda name: name in TEXT_KEYS or name == chosen[0])
-    key = chosen[0]
+                      names_check=check_names, wanted=lambda name: name in TEXT_KEYS or name in chosen)
+    key = _one_attention(path, arrays, chosen)
     tokens = _strings(path, "tokens", arrays["tokens"])
     layer_names = _strings(path, "layer_names", arrays["layer_names"]) if "layer_names" in arrays else None
     head_names = _strings(path, "head_names", arrays["head_names"]) if "head_names" in arrays else None

@@ -38,8 +38,11 @@ CONFIG_FIELDS = ("tokenizer", "positions", "weight_kind", "dtype")  # beside SCA
 BIAS_FIELDS = ("b_q", "b_k", "b_v", "b_o")
 OPTIONAL_ARRAYS = ("embeddings", "position_encoding", *BIAS_FIELDS)
 TEXT_LISTS = ("rules", "relations")
+#: True when a grammar model read a sentence it parses: mha show parses the tokens again, so the heads keep
+#: the names they had ("verb → subject"); without it a saved run's heads are named by their top tokens.
+PARSED = "grammar_parse"
 KNOWN_KEYS = frozenset((*NPZ_KEYS, "format_version", "mhacli_version", *CONFIG_FIELDS, *OPTIONAL_ARRAYS,
-                        *TEXT_LISTS))
+                        *TEXT_LISTS, PARSED))
 MAX_MEMBERS = 64  # a trace has ~30 members; a zip of thousands is not one
 
 
@@ -84,6 +87,8 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
     relations = trace_relations(trace)
     if relations:
         out["relations"] = np.array(relations, dtype=np.str_)
+    if getattr(trace, "parse", None) is not None:
+        out[PARSED] = np.array(True)
     return out
 
 
@@ -266,8 +271,22 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
         config=config, tokens=tokens, token_ids=vocabulary(tokens)[1],
         **cast(dict[str, Any], {name: a[name] for name in ARRAY_FIELDS}),
         mask=causal_mask(n) if causal else None, source=_readable_name(path), rules=rules,
-        embeddings=a.get("embeddings"), positions=a.get("position_encoding"), **extra,
+        embeddings=a.get("embeddings"), positions=a.get("position_encoding"),
+        parse=_parse(path, a, tokens, rules), **extra,
     )
+
+
+def _parse(path: Path, a: dict[str, np.ndarray], tokens: tuple[str, ...], rules: tuple[str, ...] | None) -> Any:
+    """The grammar's parse of a saved sentence a grammar model read (the same pure function of the tokens)."""
+    if not _flag(path, a, PARSED, False):
+        return None
+    from mhacli.core.grammar import parse
+
+    found = parse(tokens)
+    if found is None or not rules:  # the tokens or the names were edited: the saved names cannot stand
+        raise _shape_error(path, f"it says a grammar model read a sentence, but its "
+                           f"{'tokens are not one the grammar parses' if found is None else 'heads have no names'}")
+    return found
 
 
 def _jsonable(a: np.ndarray) -> Any:

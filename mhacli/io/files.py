@@ -58,6 +58,10 @@ def check_target(path: Path, what: str) -> None:
         # Replacing /dev/null (as root) or a named pipe with a file would break the system.
         raise UsageError(f"{what} {_shown(path)} is not a regular file (a device or a pipe); "
                          "give a file name.")
+    if info is not None and _unchangeable(path):
+        # An immutable or append-only file cannot be replaced, not even by root: say so now, not after the run.
+        raise UsageError(f"{what} {_shown(path)} is marked immutable or append-only (chattr), so it cannot be "
+                         "replaced; give another name, or clear the mark (chattr -i).")
     parent = path.parent if str(path.parent) else Path(".")
     parent_info = _stat(parent, what)
     if parent_info is None:
@@ -76,6 +80,52 @@ def check_target(path: Path, what: str) -> None:
     if len(os.fsencode(_temp_prefix(path.name))) + 8 + len(TEMP_SUFFIX) > name_max:
         raise UsageError(f"{what} {_shown(path)}: the file name is too long for this file system; "
                          "choose a shorter name.")
+
+
+_FS_IOC_GETFLAGS = 0x80086601  # Linux's ioctl for a file's attributes (lsattr); 0x10 immutable, 0x20 append-only
+_UNCHANGEABLE = 0x10 | 0x20
+
+
+def _unchangeable(path: Path) -> bool:
+    """Whether the file at ``path`` carries Linux's immutable or append-only attribute (False where unknown)."""
+    import array
+
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        flags = array.array("l", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
+        return bool(flags[0] & _UNCHANGEABLE)
+    except OSError:  # a file system without attributes (tmpfs on old kernels, network mounts)
+        return False
+    finally:
+        os.close(fd)
+
+
+#: The end of every "interrupted" line (mhacli.cli.app, mhacli.io.cleanup): what this module knows follows it.
+LEFT_BEHIND = "nothing half-written was left behind."
+_replaced: list[str] = []  # files this invocation replaced that existed before it, in order
+
+
+def reset_replaced() -> None:
+    """Forget the files replaced so far (one process may run several commands, as the tests do)."""
+    _replaced.clear()
+
+
+def replaced_sentence() -> str:
+    """What an interrupted run must add: the earlier files it had already replaced, or nothing."""
+    if not _replaced:
+        return ""
+    more = f" and {len(_replaced) - 3} more" if len(_replaced) > 3 else ""
+    listed = ", ".join(_shown(p) for p in _replaced[:3]) + more
+    earlier = "the earlier file is" if len(_replaced) == 1 else "the earlier files are"
+    return f" It had already replaced {listed} with this run's: {earlier} gone."
 
 
 def check_distinct(*named: tuple[str, Path | None]) -> None:
@@ -251,6 +301,8 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
+        if existing is not None and stat.S_ISREG(existing.st_mode) and str(given) not in _replaced:
+            _replaced.append(str(given))
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise RunError(f"cannot write {_shown(path)}: {exc.strerror or exc}.") from None

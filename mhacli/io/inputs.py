@@ -6,6 +6,7 @@ text too long for this machine is refused before any array is made.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import BinaryIO
@@ -122,6 +123,22 @@ def read_stream(stream: BinaryIO, where: str = "standard input") -> str:
     return decode(data, where)
 
 
+def argv_text(text: str) -> str:
+    """A text argument as the user typed it, when a C locale (no UTF-8 mode) decoded argv as ASCII.
+
+    Python then keeps each byte past ASCII as a lone surrogate (U+DC80-U+DCFF), one replacement character
+    per byte on screen; :func:`os.fsencode` gives the bytes back, and a terminal sends UTF-8.  Bytes that
+    are not UTF-8 stay as they were (spelled \\xNN when shown).  Only text is recovered, never a path:
+    a path must stay in the file system's own encoding to be opened.
+    """
+    if not any("\udc80" <= ch <= "\udcff" for ch in text):
+        return text
+    try:
+        return os.fsencode(text).decode("utf-8")
+    except (UnicodeError, ValueError):
+        return text
+
+
 def resolve_text(text: str | None, file: Path | None, sample: str | None = None) -> str:
     """Exactly one source of text, read and decoded; refuse none, several, or empty."""
     given = [name for name, value in (("TEXT", text), ("--file", file), ("--sample", sample))
@@ -141,7 +158,7 @@ def resolve_text(text: str | None, file: Path | None, sample: str | None = None)
     elif text == "-":
         body = read_stream(_stdin(), "standard input")
     else:
-        body = str(text)
+        body = argv_text(str(text))
         if len(body.encode("utf-8", "surrogatepass")) > MAX_INPUT_BYTES:
             raise _too_big("the text")
     if not body.strip():
@@ -167,4 +184,4 @@ def check_query(query: str | None) -> str | None:
         shown = one_line(f"{text[:12]}…({len(digits):,} digits)")
         raise UsageError(f"--query {shown} is beyond any text; give a 0-based position (such as 3) "
                          "or one of the text's tokens.")
-    return query
+    return argv_text(query)

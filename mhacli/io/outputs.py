@@ -151,6 +151,16 @@ def _refuse_file_over_out(out: Path, files: dict[str, Path | None]) -> None:
                              f"give {what} or --out another name.")
 
 
+def _check_model_name(path: Path) -> None:
+    """``mha train --save`` writes an npz: a name that says otherwise could not be read back by ``--weights``."""
+    if path.suffix.lower() != ".npz":
+        fixed = path.with_name(path.stem + ".npz") if path.suffix.lower() in (".pt", ".pth", ".safetensors") \
+            else path.with_name(path.name + ".npz")
+        said = f"its suffix {_shown(path.suffix)} says another format" if path.suffix else "it has no .npz suffix"
+        raise UsageError(f"--save {_shown(path)}: mha train writes the model as an .npz, and {said}, so "
+                         f"--weights could not read it back; name it {_shown(fixed)}.")
+
+
 def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_npz: object = None,
                  html: object = None, save: object = None,
                  inputs: Sequence[tuple[str, object]] = ()) -> OutputPlan:
@@ -174,6 +184,8 @@ def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_n
     files = {what: _as_file_target(what, value, out_path)
              for what, value in (("--save-npz", save_npz), ("--html", html), ("--save", save))}
     named += [(what, p) for what, p in files.items() if p is not None]
+    if files["--save"] is not None:
+        _check_model_name(files["--save"])
     if out_path is not None:
         _refuse_file_over_out(out_path, files)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mhacli.core.errors import RunError, UsageError
+from mhacli.core.messages import shown
 
 if TYPE_CHECKING:  # pragma: no cover - importlib.abc's copy is deprecated from Python 3.12
     if sys.version_info >= (3, 11):
@@ -74,6 +75,9 @@ def sample_names() -> list[str]:
 
 def load_sample(name: str) -> Sample:
     """The sample called ``name``; an unknown name is a usage error listing the valid ones."""
+    from mhacli.core.checks import chosen
+
+    name = str(chosen(name, sample_names()))  # " Cat" is cat: the one rule for names (core.checks)
     for entry_name, file, description in _index():
         if entry_name == name:
             try:
@@ -81,7 +85,7 @@ def load_sample(name: str) -> Sample:
             except OSError as exc:
                 raise RunError(f"sample {name!r} cannot be read ({exc}); reinstall mhacli.") from None
             return Sample(name=name, description=description, text=text.strip())
-    raise UsageError(f"unknown sample {name!r}; choose one of: {', '.join(sample_names())} "
+    raise UsageError(f"unknown sample {shown(name)}; choose one of: {', '.join(sample_names())} "
                      "(see 'mha samples').")
 
 

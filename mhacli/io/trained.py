@@ -93,7 +93,41 @@ def _floats(data: Any, key: str, path: Path, ndim: int) -> np.ndarray:
         raise _bad(path, f"'{key}' is not a {ndim}-d float array")
     if not np.isfinite(value).all():
         raise _bad(path, f"'{key}' holds values that are not finite")
+    from mhacli.core.weights import MAX_ABS_WEIGHT
+
+    biggest = float(np.max(np.abs(value), initial=0.0))
+    if biggest > MAX_ABS_WEIGHT:  # 1e300 is finite, but its scores are not: trained values are a few tens
+        raise _bad(path, f"'{key}' holds values up to {biggest:.3g}, beyond the ±{MAX_ABS_WEIGHT:.0e} a trained "
+                   "layer stays within")
     return np.asarray(value, dtype=np.float64)
+
+
+def _json(data: Any, key: str, path: Path) -> dict[str, Any]:
+    """A JSON member as an object, refused naming the member (nested past any reader's depth, not an object)."""
+    try:
+        value = json.loads(_text(data, key, path))
+    except RecursionError:  # "[[[[…" 100,000 deep: json recurses once per level
+        raise _bad(path, f"its '{key}' JSON is nested too deeply to be a record mha train wrote") from None
+    if not isinstance(value, dict):
+        raise _bad(path, f"its '{key}' is not a JSON object")
+    return value
+
+
+def _recorded_config(recorded: dict[str, Any], path: Path) -> TrainConfig:
+    """The training config a file records, refused in the file's own terms (never as options the user typed)."""
+    from dataclasses import fields
+
+    from mhacli.core.errors import python_name
+
+    known = {f.name for f in fields(TrainConfig)}
+    odd = sorted(set(recorded) - known)
+    if odd:
+        raise _bad(path, f"its config records {odd[0]!r}, which mha train does not record")
+    try:
+        return TrainConfig(**recorded)
+    except UsageError as exc:
+        said = exc.worded(python_name, "=").split(";")[0].rstrip(".")
+        raise _bad(path, f"its recorded config was edited or damaged ({said})") from None
 
 
 def load_trained(path: Path) -> tuple[TrainedModel, dict[str, Any]]:
@@ -115,8 +149,8 @@ def load_trained(path: Path) -> tuple[TrainedModel, dict[str, Any]]:
             version = data["format_version"]
             if version.shape != () or version.dtype.kind not in "iu" or int(version) != FORMAT_VERSION:
                 raise _bad(path, f"format_version is {version!r}, this mha reads {FORMAT_VERSION}")
-            config = TrainConfig(**json.loads(_text(data, "config", path)))
-            metrics = json.loads(_text(data, "metrics", path))
+            config = _recorded_config(_json(data, "config", path), path)
+            metrics = _json(data, "metrics", path)
             in_proj = _floats(data, "in_proj_weight", path, 2)
             w_o = _floats(data, "out_proj.weight", path, 2)
             embedding = _floats(data, "embedding", path, 2)

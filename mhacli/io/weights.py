@@ -95,6 +95,7 @@ def _read_safetensors(path: Path) -> dict[str, Any]:
             warnings.simplefilter("ignore")
             with safe_open(str(path), framework="np") as handle:
                 dtypes = {name: handle.get_slice(name).get_dtype() for name in handle.keys()}
+                _refuse_unreadable(path, dtypes)
                 plain = {name: handle.get_tensor(name) for name, kind in dtypes.items() if kind != "BF16"}
             half = [name for name, kind in dtypes.items() if kind == "BF16"]
             if half:
@@ -111,6 +112,20 @@ def _read_safetensors(path: Path) -> dict[str, Any]:
     except Exception as exc:  # safetensors raises its own SafetensorError, OSError, TypeError
         raise UsageError(f"{shown_path(path)} is not a readable .safetensors file ({type(exc).__name__}).") from None
     return plain
+
+
+#: The safetensors dtypes numpy reads as they are (BF16 goes through PyTorch); F8_*, C64 and others do not.
+NUMPY_DTYPES = ("F64", "F32", "F16", "I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL")
+
+
+def _refuse_unreadable(path: Path, dtypes: dict[str, str]) -> None:
+    """Refuse, naming it, a tensor whose dtype numpy has no type for (float8 above all), before any is read."""
+    odd = next(((name, kind) for name, kind in dtypes.items() if kind not in NUMPY_DTYPES + ("BF16",)), None)
+    if odd is not None:
+        name, kind = odd
+        why = "attention weights are real numbers" if kind.startswith("C") else "numpy has no such type"
+        raise UsageError(f"{shown_path(path)} holds {name!r} as {kind} ({why}); save the layer as F32 "
+                         "(tensor.float()), which mhacli reads.")
 
 
 def read_state(path: Path) -> dict[str, Any]:
@@ -182,7 +197,7 @@ def load_weights(path: Path, heads: object = None, layer: object = None) -> Atte
 def own_weights(given: Any, heads: object = None, layer: object = None) -> AttentionWeights:
     """Weights passed in Python (a state dict, :class:`AttentionWeights`, anything else refused), with their heads."""
     if isinstance(given, AttentionWeights):
-        weights = given
+        weights = _checked(given)
         if layer is not None:
             no_layer(layer, "AttentionWeights")
     else:
@@ -191,3 +206,14 @@ def own_weights(given: Any, heads: object = None, layer: object = None) -> Atten
     return AttentionWeights(weights.w_q, weights.w_k, weights.w_v, weights.w_o, weights.b_q, weights.b_k,
                             weights.b_v, weights.b_o, heads=count, causal=weights.causal, name=weights.name)
 
+
+def _checked(weights: AttentionWeights) -> AttentionWeights:
+    """:class:`AttentionWeights` made in Python, each array checked as a file's are (finite, of sane size)."""
+    from dataclasses import replace
+
+    from mhacli.core.weights import _array
+
+    names = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
+    arrays = {name: _array(name, getattr(weights, name), "AttentionWeights")
+              for name in names if getattr(weights, name) is not None}
+    return replace(weights, **arrays)

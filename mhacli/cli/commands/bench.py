@@ -65,7 +65,9 @@ def bench(
         if startup:
             _bench_startup(repeats, json_out)
         else:
-            _bench_train(repeats, json_out, task)
+            from mhacli.core.checks import task_name
+
+            _bench_train(repeats, json_out, task_name(task))
         return
     if task != "neighbours":
         raise UsageError("{task:name} chooses the model that --train times; add --train.", task=task)

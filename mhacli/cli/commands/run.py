@@ -153,23 +153,19 @@ def explain(
 def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -> AttentionView:
     """The attention file's view at ``--layer``: a number (1 = first) or one of its layer names."""
     from mhacli.core.messages import shown, shown_path
-    from mhacli.core.numbers import RULE, looks_numeric, whole_number
+    from mhacli.core.checks import layer_index
+    from mhacli.core.numbers import RULE, looks_numeric, too_big, whole_number
     from mhacli.io.attention_file import load_attention
 
     # read and checked once; a layer is picked from it, never by reading again
     view = load_attention(path, batch_index=batch_index)
     if layer is None:
         return view
-    text = layer.strip()
-    number = whole_number(text)
-    if number is not None:
-        return view.at_layer(number - 1)
-    for wanted in (text, text.casefold()):
-        for k, name in enumerate(view.layer_names):
-            if (name if wanted is text else name.casefold()) == wanted:
-                return view.at_layer(k)
+    text, index = layer.strip(), layer_index(layer, view.layer_names)  # the one rule, as explain's --layer
+    if index is not None or whole_number(text) is not None:
+        return view.at_layer(whole_number(text) - 1 if index is None else index)  # type: ignore[operator]
     names = ", ".join(view.layer_names[:8]) + (", …" if view.n_layers > 8 else "")
-    if looks_numeric(text):  # '²', '+-2', 5,000 digits: meant as a number, so say the rule
+    if looks_numeric(text) and not too_big(text):  # '²', '+-2': meant as a number, so say the rule
         raise UsageError(f"--layer must be {RULE} from 1 to {view.n_layers}, or a layer's name "
                          f"({names}); got {shown(text)}.")
     raise UsageError(f"--layer {shown(text)} is not a layer of {shown_path(path)}; give a number from 1 to "

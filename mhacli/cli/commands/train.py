@@ -31,14 +31,9 @@ if TYPE_CHECKING:
 
 def parse_compare(text: str) -> list[int]:
     """``"1,2,4"`` -> ``[1, 2, 4]``; anything else is a usage error."""
-    from mhacli.core.messages import shown
-    from mhacli.core.numbers import whole_number
+    from mhacli.core.numbers import head_counts
 
-    numbers = [whole_number(p) for p in text.split(",") if p.strip()]
-    if not numbers or any(n is None or n < 0 for n in numbers):
-        raise UsageError("{compare:name} takes head counts separated by commas (digits 0-9), e.g. 1,2,4; got "
-                         f"{shown(text)}.", compare=text)
-    return list(dict.fromkeys(n for n in numbers if n is not None))
+    return head_counts(text)
 
 
 def _heads_word(n: int) -> str:
@@ -124,6 +119,9 @@ def train_configs(compare: str | None, task: str, **fields: Any) -> "list[TrainC
     from mhacli.core.train import TrainConfig
     from mhacli.io.memory import memory_limit_bytes
 
+    from mhacli.core.checks import task_name
+
+    task = task_name(task)  # " Grammar" is grammar: the one rule for names (issue 31)
     head_counts = parse_compare(compare) if compare is not None else [fields["heads"]]
     configs = []
     limit = memory_limit_bytes()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -15,7 +16,7 @@ DPI_MIN, DPI_MAX = 30, 600
 
 def check_format(fmt: str) -> str:
     """The figure format, lower-cased; refuse anything but png, svg, pdf."""
-    value = str(fmt).lower().lstrip(".")
+    value = str(fmt).strip().lower().lstrip(".")
     if value not in FORMATS:
         raise UsageError(f"unknown figure format {fmt!r}; choose one of: {', '.join(FORMATS)}.")
     return value
@@ -23,9 +24,9 @@ def check_format(fmt: str) -> str:
 
 def check_dpi(dpi: int) -> int:
     """Dots per inch for raster output, within a range that is readable and fits in memory."""
-    if isinstance(dpi, bool) or not isinstance(dpi, int) or not DPI_MIN <= dpi <= DPI_MAX:
+    if isinstance(dpi, bool) or not isinstance(dpi, numbers.Integral) or not DPI_MIN <= dpi <= DPI_MAX:
         raise UsageError(f"--dpi must be a whole number from {DPI_MIN} to {DPI_MAX}, got {dpi!r}.")
-    return dpi
+    return int(dpi)  # np.int64(30) is 30, as everywhere a Python number is taken
 
 
 def resolve_query(tokens: Sequence[str], query: int | str | None) -> int | None:

@@ -83,10 +83,25 @@ def tokens_table(trace: Trace, max_tokens: int, width: int = 80) -> RenderableTy
     if shown < trace.n_tokens:
         parts.append(_note(f"… {trace.n_tokens - shown} more tokens not listed "
                            f"(--max-tokens {max_tokens})."))
-    distinct = len(set(trace.tokens))
-    parts.append(_note(f"{trace.n_tokens} tokens, {distinct} distinct. id is the vocabulary id: the same "
-                       "string always gets the same id and the same embedding row."))
+    parts.append(_note(_ids_note(trace)))
     return Group(*parts)
+
+
+def _ids_note(trace: Trace) -> str:
+    """What the id column is: a trained model's own vocabulary id, or the order of first appearance."""
+    distinct = len(set(trace.tokens))
+    counted = f"{trace.n_tokens} tokens, {distinct} distinct"
+    if trace.config.weights != "trained":
+        return (f"{counted}. id numbers the distinct strings in order of first appearance: the same string "
+                "always gets the same id and the same embedding row.")
+    ids = len(set(trace.token_ids.tolist()))
+    counted += f", {ids} distinct id{'s' if ids != 1 else ''}" if ids != distinct else ""
+    if trace.folds_case:
+        return (f"{counted}. id is the row of the trained model's vocabulary (its embedding table). The model "
+                "folds capitals: a word and its capitalised form share one id; a word it never saw gets the "
+                "one unknown token's id.")
+    return (f"{counted}. id is the row of the trained model's vocabulary (its embedding table); a word it "
+            "never saw reads as one of its words, and gets that word's id.")
 
 
 def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps",

@@ -636,3 +636,15 @@ def test_pair_sentence_says_what_the_records_say_even_when_the_heads_gain_nothin
     said = pair_sentence(pair(0.5, 0.75, (("p", 0.4, 0.9), ("q", 0.6, 0.6))))
     assert "The gap is 25.0 points overall, widest on p (50.0 points)." in said
     assert "p 40.0% against 90.0%" in said and "2 heads together 75.0%" in said
+
+
+def test_demo_step_2_says_how_the_grammar_model_reads_a_word_it_never_saw(runner):
+    """The grammar model has one unknown token (no stand-in by a stable hash) and folds capitals; the little
+    trained model does pick a stand-in by a hash; the toy embedding is a seeded random row per string."""
+    said = {w: _flat(runner.invoke(app, ["demo", "The cat saw the mat", "--weights", w, "--no-pause",
+                                         "--step", "2"]).output).split("Step 3 of")[0]
+            for w in ("grammar", "trained", "random")}
+    assert "stable hash" not in said["grammar"] and "one row of the unknown token" in said["grammar"]
+    assert "'The' and 'the' share a row" in said["grammar"]
+    assert "picked by a stable hash" in said["trained"] and "unknown token" not in said["trained"]
+    assert "seeded by a hash of each token" in said["random"]

@@ -251,9 +251,13 @@ def _embedding_note(trace: Trace) -> str:
     kind = trace.config.weights
     if kind == "designed" and trace.rules:
         return " (Designed weights use a hand-made E: a 1 in one column and a code for the word in three others.)"
+    if kind == "trained" and trace.folds_case:
+        return (" (The grammar model brings the E it learned, one row per word of its vocabulary. It folds "
+                "capitals, so 'The' and 'the' share a row, and every word it was not trained on gets the one "
+                "row of the unknown token, which carries only its position.)")
     if kind == "trained":
         return (" (The trained model brings the E it learned; a word it was not trained on stands in for one "
-                "it was, by a stable hash.)")
+                "it was, picked by a stable hash.)")
     return " (This toy E is random, seeded by a hash of each token.)"
 
 

@@ -648,3 +648,43 @@ def test_demo_step_2_says_how_the_grammar_model_reads_a_word_it_never_saw(runner
     assert "'The' and 'the' share a row" in said["grammar"]
     assert "picked by a stable hash" in said["trained"] and "unknown token" not in said["trained"]
     assert "seeded by a hash of each token" in said["random"]
+
+
+def _figure_texts(result, hide_rules: bool) -> dict[str, str]:
+    """Every text each figure of a run draws, by figure: read from the matplotlib artists themselves."""
+    from matplotlib.text import Text as MplText
+
+    from mhacli.render.figures import HeadFigure, drawing, token_view
+    from mhacli.render.figures.heads import build_heads
+    from mhacli.render.figures.magnifiers import build_magnifiers
+
+    trace, view = result.trace, token_view(result.trace.n_tokens, 40, None)
+    with drawing() as pen:
+        per_head = HeadFigure(trace, view, pen, result.analysis, hide_rules)
+        figures = {f"head-{i + 1}": per_head.show(i) for i in range(trace.num_heads)}
+        figures["heads"] = build_heads(trace, view, pen, result.analysis, hide_rules)
+        figures["magnifiers"] = build_magnifiers(trace, result.single, view, pen, result.analysis, hide_rules)
+        return {name: " ".join(" ".join(t.get_text() for t in fig.findobj(MplText)).split())
+                for name, fig in figures.items()}
+
+
+def test_hidden_grammar_figures_name_no_relation_and_claim_no_relation_per_head():
+    """--hide-rules on the grammar model: no figure names a relation (the class is to name them), and none says
+    "each head learned a relation" (a head may have learned none); the answers' figures do name them."""
+    from mhacli.core import grammar
+    from mhacli.pipeline import prepare
+
+    text = "the animal didn't cross the street because it was too tired"
+    result = prepare(text, weights="grammar").run(single=True)  # as explain --out and demo --out draw it
+    names = {*grammar.RELATION_NAMES, *grammar.RELATION_NAMES.values(), *grammar.SHORT_NAMES.values()}
+    hidden, shown = _figure_texts(result, True), _figure_texts(result, False)
+    for name, text in hidden.items():
+        found = [n for n in names if re.search(rf"\b{re.escape(n)}\b", text)]
+        assert found == [], (name, found)
+        assert "each head learned a relation" not in text
+    assert any(n in " ".join(shown.values()) for n in names)
+    # The slides and the answers show the same queries, so the reveal is the picture the class named.
+    seen = [re.findall(r"seen from (\d+) quer", t["magnifiers"]) for t in (hidden, shown)]
+    assert seen[0] == seen[1] == ["2"], seen  # "cross" (subject and object) and "tired"
+    assert re.findall(r"Query “[^”]+” \(position \d+\)", hidden["magnifiers"]) == \
+        re.findall(r"Query “[^”]+” \(position \d+\)", shown["magnifiers"])

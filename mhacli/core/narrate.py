@@ -141,7 +141,8 @@ def _weights_label(kind: str, rules: Sequence[str] | None, hide_rules: bool) -> 
             return "designed weights: each head follows a rule built by hand (rules hidden: name them)"
         return "designed weights: " + "; ".join(f"head {i + 1}, {r}" for i, r in enumerate(rules))
     if hide_rules:
-        return "trained weights: each head learned a relation (hidden: name them)"
+        return ("trained weights: what each head does is measured, not built (hidden: name it, or say that a "
+                "head follows no single relation)")
     return "trained weights: each head's relation is measured from its weights"
 
 
@@ -343,8 +344,9 @@ def reading_lines(reading: Reading) -> list[str]:
     return lines
 
 
-def parse_queries_sentence(reading: Reading, queries: Sequence[int]) -> str | None:
-    """Why a figure shows these queries, when they are the parse's own: what each query's relations point to.
+def parse_queries_sentence(reading: Reading, queries: Sequence[int], hide_rules: bool = False) -> str | None:
+    """Why a figure shows these queries, when they are the parse's own: what each query's relations point to
+    (``hide_rules``: only the queries, since the relations are what the class is to name).
 
     None when some query is not one of the parse's (the figure then says why it chose them by the measures).
     """
@@ -354,7 +356,7 @@ def parse_queries_sentence(reading: Reading, queries: Sequence[int]) -> str | No
     parts = []
     for q in queries:
         said = ", ".join(f"{look.relation} “{label(t[look.key], 12)}”" for look in reading.looks if look.query == q)
-        parts.append(f"“{label(t[q], 12)}” (position {q}): {said}")
+        parts.append(f"“{label(t[q], 12)}” (position {q})" + ("" if hide_rules else f": {said}"))
     return "Queries chosen from the grammar's parse of this sentence: " + "; ".join(parts) + \
         ". Give --query to pick another."
 

@@ -688,3 +688,21 @@ def test_hidden_grammar_figures_name_no_relation_and_claim_no_relation_per_head(
     assert seen[0] == seen[1] == ["2"], seen  # "cross" (subject and object) and "tired"
     assert re.findall(r"Query “[^”]+” \(position \d+\)", hidden["magnifiers"]) == \
         re.findall(r"Query “[^”]+” \(position \d+\)", shown["magnifiers"])
+
+
+def test_step_14_reveals_what_the_heads_do_from_the_parse_and_hides_it_with_hide_rules(runner):
+    """The reveal (step 14 without --hide-rules) shows more than positions: each parsed word's relation, its
+    noun and every head's look; hidden, the same looks with no relation, no noun and no weight that gives the
+    noun away."""
+    from mhacli.core import grammar
+
+    text = "the animal didn't cross the street because it was too tired"
+    args = ["demo", text, "--weights", "grammar", "--no-pause", "--step", "14"]
+    shown = _flat(runner.invoke(app, args).output).split("Step 15 of")[0]
+    hidden = _flat(runner.invoke(app, [*args, "--hide-rules"]).output).split("Step 15 of")[0]
+    assert all(f"{relation} →" in shown for relation in ("subject", "object", "describes"))
+    assert "From the words of the parse" in shown and "From the words of the parse" in hidden
+    table = hidden.split("From the words of the parse", 1)[1]
+    assert not re.search(r"\d+%", table.split("Each cell")[0])  # no weight on the answer's noun
+    assert [n for n in grammar.RELATION_NAMES if re.search(rf"\b{n}\b", hidden)] == []
+    assert table.count("cross") == 1  # one row per word of the parse: its two relations would repeat it

@@ -223,13 +223,19 @@ def grammar_panel(analysis: Analysis, title: str = "6. What the heads learned, o
         table.add_column("relation → noun", overflow="fold")
     for i in range(analysis.num_heads):
         table.add_column(Text(f"● {i + 1}", style=theme.head_style(i)), justify="right", overflow="fold")
+    asked: set[int] = set()
     for look in reading.looks:
+        if hide_rules and look.query in asked:  # hidden, a word's second relation would repeat its row
+            continue
+        asked.add(look.query)
         row: list[RenderableType] = [label(t[look.query], 12)]
         if not hide_rules:
             row.append(f"{look.relation} → {label(t[look.key], 12)}")
         for i, (k, w) in enumerate(zip(look.top, look.weight)):
-            cell = Text(f"{label(t[k], 10)} {w:.0%}" if k == look.key else label(t[k], 10))
-            if k == look.key and w >= narrate.ANSWER_SHARE:
+            # Hidden, a weight only on the relation's noun would give the answer away.
+            found = k == look.key and not hide_rules
+            cell = Text(f"{label(t[k], 10)} {w:.0%}" if found else label(t[k], 10))
+            if found and w >= narrate.ANSWER_SHARE:
                 cell.stylize("bold")
             row.append(cell)
         table.add_row(*row)

@@ -68,6 +68,19 @@ def _pct(x: float) -> str:
     return f"{x:.0%}"
 
 
+def stuck_phrase(analysis: Analysis, stuck: Sequence[int]) -> str:
+    """'heads 1 and 2 put 12 of 13 rows each on one token': collapsed heads, with the rows that follow the
+    token (a head is collapsed from :data:`evidence.NAME_SHARE` of its rows on, so "every" only when all do)."""
+    counts = [(analysis.heads[i].pattern_rows, analysis.heads[i].pattern_of) for i in stuck]
+    verb = "puts" if len(stuck) == 1 else "put"
+    if len(set(counts)) == 1:
+        rows, of = counts[0]
+        said = "every row" if rows == of else f"{rows} of {_count(of, 'row')}" + (" each" if len(stuck) > 1 else "")
+        return f"{_heads(stuck)} {verb} {said} on one token"
+    each = _listed([f"head {i + 1} {rows} of {_count(of, 'row')}" for i, (rows, of) in zip(stuck, counts)])
+    return f"{each} on one token"
+
+
 def relation_name(s: HeadAnalysis, tokens: Sequence[str]) -> str:
     """The head's pattern in words: 'previous token', 'the token “dog” (position 1)', 'no single relation'."""
     if s.pattern == NONE:
@@ -115,8 +128,7 @@ def cautions(analysis: Analysis) -> list[str]:
     out = [c for c in (uniform_caution(analysis), analysis.caution) if c]
     stuck = analysis.collapsed()
     if stuck:
-        out.append(f"{_heads(stuck)} put{'s' if len(stuck) == 1 else ''} every row on one token here: "
-                   "not counted as a pattern")
+        out.append(f"{stuck_phrase(analysis, stuck)} here: not counted as a pattern")
     return out
 
 
@@ -165,7 +177,8 @@ def head_caption(analysis: Analysis, i: int, hide_rules: bool = False, *, stand_
                 f"{_count(s.counted_rows, 'row')}; top weight {_pct(s.mean_top_weight)} on average, "
                 f"{_pct(analysis.mean_chance)} for a uniform row)")
     elif i in analysis.collapsed():
-        what = "every row on one token, outside what the model saw (not a pattern)"
+        what = (stuck_phrase(analysis, [i]).removeprefix(f"head {i + 1} puts ")
+                + ", outside what the model saw (not a pattern)")
     else:
         what = pattern_phrase(s, analysis.tokens)
     if kind == RANDOM and stand_alone:
@@ -212,8 +225,7 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
     if unnamed:
         parts.append(f"{_heads(unnamed)} follow{'s' if len(unnamed) == 1 else ''} no single relation")
     if stuck:
-        parts.append(f"{_heads(stuck)} put{'s' if len(stuck) == 1 else ''} every row on one token, outside "
-                     "what the model saw (not counted)")
+        parts.append(f"{stuck_phrase(analysis, stuck)}, outside what the model saw (not counted)")
     text = "; ".join(parts) + f"; {agree}"
     if kind == RANDOM:
         if half:

@@ -637,3 +637,73 @@ def test_pair_sentence_says_what_the_records_say_even_when_the_heads_gain_nothin
     said = pair_sentence(pair(0.5, 0.75, (("p", 0.4, 0.9), ("q", 0.6, 0.6))))
     assert "The gap is 25.0 points overall, widest on p (50.0 points)." in said
     assert "p 40.0% against 90.0%" in said and "2 heads together 75.0%" in said
+
+
+def test_demo_step_2_says_how_the_grammar_model_reads_a_word_it_never_saw(runner):
+    """The grammar model has one unknown token (no stand-in by a stable hash) and folds capitals; the little
+    trained model does pick a stand-in by a hash; the toy embedding is a seeded random row per string."""
+    said = {w: _flat(runner.invoke(app, ["demo", "The cat saw the mat", "--weights", w, "--no-pause",
+                                         "--step", "2"]).output).split("Step 3 of")[0]
+            for w in ("grammar", "trained", "random")}
+    assert "stable hash" not in said["grammar"] and "one row of the unknown token" in said["grammar"]
+    assert "'The' and 'the' share a row" in said["grammar"]
+    assert "picked by a stable hash" in said["trained"] and "unknown token" not in said["trained"]
+    assert "seeded by a hash of each token" in said["random"]
+
+
+def _figure_texts(result, hide_rules: bool) -> dict[str, str]:
+    """Every text each figure of a run draws, by figure: read from the matplotlib artists themselves."""
+    from matplotlib.text import Text as MplText
+
+    from mhacli.render.figures import HeadFigure, drawing, token_view
+    from mhacli.render.figures.heads import build_heads
+    from mhacli.render.figures.magnifiers import build_magnifiers
+
+    trace, view = result.trace, token_view(result.trace.n_tokens, 40, None)
+    with drawing() as pen:
+        per_head = HeadFigure(trace, view, pen, result.analysis, hide_rules)
+        figures = {f"head-{i + 1}": per_head.show(i) for i in range(trace.num_heads)}
+        figures["heads"] = build_heads(trace, view, pen, result.analysis, hide_rules)
+        figures["magnifiers"] = build_magnifiers(trace, result.single, view, pen, result.analysis, hide_rules)
+        return {name: " ".join(" ".join(t.get_text() for t in fig.findobj(MplText)).split())
+                for name, fig in figures.items()}
+
+
+def test_hidden_grammar_figures_name_no_relation_and_claim_no_relation_per_head():
+    """--hide-rules on the grammar model: no figure names a relation (the class is to name them), and none says
+    "each head learned a relation" (a head may have learned none); the answers' figures do name them."""
+    from mhacli.core import grammar
+    from mhacli.pipeline import prepare
+
+    text = "the animal didn't cross the street because it was too tired"
+    result = prepare(text, weights="grammar").run(single=True)  # as explain --out and demo --out draw it
+    names = {*grammar.RELATION_NAMES, *grammar.RELATION_NAMES.values(), *grammar.SHORT_NAMES.values()}
+    hidden, shown = _figure_texts(result, True), _figure_texts(result, False)
+    for name, text in hidden.items():
+        found = [n for n in names if re.search(rf"\b{re.escape(n)}\b", text)]
+        assert found == [], (name, found)
+        assert "each head learned a relation" not in text
+    assert any(n in " ".join(shown.values()) for n in names)
+    # The slides and the answers show the same queries, so the reveal is the picture the class named.
+    seen = [re.findall(r"seen from (\d+) quer", t["magnifiers"]) for t in (hidden, shown)]
+    assert seen[0] == seen[1] == ["2"], seen  # "cross" (subject and object) and "tired"
+    assert re.findall(r"Query “[^”]+” \(position \d+\)", hidden["magnifiers"]) == \
+        re.findall(r"Query “[^”]+” \(position \d+\)", shown["magnifiers"])
+
+
+def test_step_14_reveals_what_the_heads_do_from_the_parse_and_hides_it_with_hide_rules(runner):
+    """The reveal (step 14 without --hide-rules) shows more than positions: each parsed word's relation, its
+    noun and every head's look; hidden, the same looks with no relation, no noun and no weight that gives the
+    noun away."""
+    from mhacli.core import grammar
+
+    text = "the animal didn't cross the street because it was too tired"
+    args = ["demo", text, "--weights", "grammar", "--no-pause", "--step", "14"]
+    shown = _flat(runner.invoke(app, args).output).split("Step 15 of")[0]
+    hidden = _flat(runner.invoke(app, [*args, "--hide-rules"]).output).split("Step 15 of")[0]
+    assert all(f"{relation} →" in shown for relation in ("subject", "object", "describes"))
+    assert "From the words of the parse" in shown and "From the words of the parse" in hidden
+    table = hidden.split("From the words of the parse", 1)[1]
+    assert not re.search(r"\d+%", table.split("Each cell")[0])  # no weight on the answer's noun
+    assert [n for n in grammar.RELATION_NAMES if re.search(rf"\b{n}\b", hidden)] == []
+    assert table.count("cross") == 1  # one row per word of the parse: its two relations would repeat it

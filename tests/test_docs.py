@@ -90,3 +90,31 @@ def test_relative_links_and_images_exist(page):
         if re.match(r"[a-z]+:", target):
             continue
         assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+def test_figures_page_compare_output_is_the_commands_own(tmp_path):
+    """docs/figures.md quotes `mha compare "the cat sat on the mat" --heads 4`: its block is the real output's
+    first lines, as an 80-column terminal without colour shows them."""
+    import os
+
+    page = (ROOT / "docs" / "figures.md").read_text(encoding="utf-8")
+    cmd = 'mha compare "the cat sat on the mat" --heads 4'
+    quoted = page.split(f"```bash\n{cmd}\n```\n\n```\n", 1)[1].split("```", 1)[0].splitlines()
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "80", "TERM": "dumb"}
+    env.pop("FORCE_COLOR", None)
+    mha = str(Path(sys.executable).with_name("mha"))
+    out = subprocess.run([mha, "compare", "the cat sat on the mat", "--heads", "4", "--no-plots"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    real = [line.rstrip() for line in out.stdout.splitlines()]
+    assert len(quoted) > 5 and real[:len(quoted)] == quoted
+
+
+def test_every_page_gives_the_lesson_plan_its_own_length():
+    """The lesson plan's title says how long the class is; README and the lesson map call it the same."""
+    title = (ROOT / "docs" / "lesson-plan.md").read_text(encoding="utf-8").splitlines()[0]
+    minutes = re.search(r"(\d+)-minute", title)[1]
+    said = {(page.name, m) for page in DOCS for m in re.findall(r"(\d+)-minute (?:class|lesson plan)",
+                                                                  page.read_text(encoding="utf-8"))}
+    assert ("README.md", minutes) in said and ("lesson-map.md", minutes) in said
+    assert {m for _, m in said} == {minutes}, said

@@ -269,3 +269,54 @@ def test_the_figures_of_a_model_past_its_length_carry_the_caution():
     text = _figure_text(heads_figure(result))  # the Run: its analysis carries the caution
     assert "outside what the model saw (trained on 12 tokens, this text has 24" in text
     assert "not counted as a pattern" in text
+
+
+@pytest.mark.parametrize("second", [0.49, 0.47, 0.455])
+def test_a_row_split_51_49_is_a_tie_and_picks_neither_key(second):
+    """A runner-up within evidence.TIE_MARGIN of the top ties it: no relation, no token named, however far the
+    top weight is above chance; a clear lead (56 / 40) still picks."""
+    n = 11
+    for top, picked in ((1.0 - second - 0.04, False), (0.56, True)):
+        runner = second if not picked else 0.40
+        row = np.full(n, (1.0 - top - runner) / (n - 2))
+        row[4], row[0] = top, runner  # "the" (position 4) just ahead of "the" (position 0)
+        a = analyse(SimpleNamespace(weights=np.tile(row, (1, n, 1)), tokens=tuple(f"w{k}" for k in range(n)),
+                                    mask=None, rules=None, num_heads=1,
+                                    config=SimpleNamespace(causal=False, weights="trained")))
+        head = a.heads[0]
+        assert evidence.picks(top, n)  # clear of chance: only the tie keeps it from a pick
+        assert (head.tied_rows == n) is not picked and (head.pattern != NONE) is picked
+        assert (head.pattern_key == 4) is picked
+
+
+def test_the_lone_grammar_head_is_not_named_for_a_token_it_splits_with_another():
+    """On the headline sentence the shipped lone head gives the two "the" about half each (51 / 49): those rows
+    are ties, and a head that picks on none of them is named for no token."""
+    from mhacli.pipeline import prepare
+
+    result = prepare("the animal didn't cross the street because it was too tired", weights="grammar").run(
+        single=True)
+    w = np.asarray(result.single.weights[0])  # (N, N)
+    top2 = np.sort(w, axis=-1)[:, -2:]  # (N, 2): each row's runner-up and top weight
+    near = (top2[:, 1] - top2[:, 0]) < evidence.TIE_MARGIN  # (N,)
+    lone = analyse(result.single).heads[0]
+    assert near.sum() > w.shape[0] / 2  # most of its rows split between two keys
+    assert lone.tied_rows == int(near.sum())
+    assert lone.pattern == NONE
+
+
+def test_a_collapsed_head_says_how_many_rows_it_puts_on_one_token_not_every_row():
+    """"every row on one token" only when every row does: the 12-of-13 heads of the grammar model outside its
+    grammar say 12 of 13."""
+    import mhacli
+
+    result = mhacli.run("the cat sat on the mat and the dog sat on the log", weights="grammar")
+    a = result.analysis
+    stuck = a.collapsed()
+    assert stuck
+    said = " ".join([*narrate.cautions(a), narrate.closing_sentence(a)])
+    for i in stuck:
+        s = a.heads[i]
+        if s.pattern_rows < s.pattern_of:
+            assert f"{s.pattern_rows} of {s.pattern_of} rows" in said
+            assert "every row" not in said

@@ -56,7 +56,7 @@ def test_blocks_are_outlined_and_named_in_the_heads_colours(heads):
     fig = split_figure(t)
     want = [theme.head_color(i).lower() for i in range(heads)]
     for ax in fig.axes:
-        if ax.images and not ax.get_title().startswith("O ="):
+        if ax.images and not ax.get_title().startswith(("O =", "X ")):
             boxes = [p for p in ax.patches if isinstance(p, Rectangle)]
             assert [to_hex(b.get_edgecolor()) for b in boxes] == want, ax.get_title()
     legend = fig.subfigs[1].legends[0]
@@ -87,3 +87,40 @@ def test_the_figure_says_which_weights_and_renders(tmp_path):
     with Image.open(path) as im:
         assert im.size == (640, 344)
         assert len(np.unique(np.asarray(im.convert("RGB")).reshape(-1, 3), axis=0)) > 50  # not blank
+
+
+@pytest.mark.parametrize("heads", [1, 4])
+def test_x_is_framed_as_one_matrix_every_head_reads(heads):
+    """X is not cut into the heads' blocks: every head reads all of X (its own W_q^i makes Q^i), so X has one
+    frame around all d columns, in no head's colour, and the caption says so."""
+    from matplotlib.colors import to_hex
+    from matplotlib.patches import Rectangle
+
+    t = run("the cat sat on the mat", heads=heads)
+    x = next(ax for ax in split_figure(t).axes if ax.get_title().startswith("X "))
+    frames = [p for p in x.patches if isinstance(p, Rectangle)]
+    assert len(frames) == 1 and frames[0].get_width() > t.d_model - 1  # one frame over every column
+    assert to_hex(frames[0].get_edgecolor()) == to_hex(theme.LABEL_COLOR)
+    assert to_hex(frames[0].get_edgecolor()) not in {to_hex(theme.head_color(i)) for i in range(max(heads, 2))}
+    assert "every head reads all of X" in x.get_xlabel()
+
+
+@pytest.mark.parametrize("words", [11, 24])
+def test_row_labels_never_overlap_at_the_saved_size(words):
+    """Every row label of X, Q, H and O has room: no two shown labels' boxes overlap in the drawn figure, and a
+    label, when shown, sits on its own row's token."""
+    t = run(" ".join(f"word{k}" for k in range(words)), heads=4, d_model=32)
+    fig = split_figure(t)
+    fig.set_dpi(150)
+    fig.draw_without_rendering()
+    checked = 0
+    for ax in fig.axes:
+        labels = [lab for lab in ax.get_yticklabels() if lab.get_text()]
+        if not ax.images or not labels:
+            continue
+        for tick, lab in zip(ax.get_yticks(), labels):
+            assert lab.get_text() == t.tokens[int(tick)]
+        boxes = sorted((lab.get_window_extent() for lab in labels), key=lambda b: b.y0)
+        assert all(low.y1 <= high.y0 for low, high in zip(boxes, boxes[1:])), ax.get_title()
+        checked += 1
+    assert checked == 4  # X, Q, H and O

@@ -298,3 +298,34 @@ def test_each_command_in_one_process_takes_the_columns_it_is_run_with():
     assert wide.exit_code == 0 and max(map(len, wide.stdout.splitlines())) > 80, wide.stdout
     narrow = CliRunner().invoke(app, ["shapes", "--tokens", "9"], env={"COLUMNS": "40"})
     assert narrow.exit_code == 0 and max(map(len, narrow.stdout.splitlines())) <= 40, narrow.stdout
+
+
+def test_token_ids_are_the_grammar_models_vocabulary_ids(cwd):
+    """The id column and ``token_ids`` are rows of the model's embedding table, not positions of first appearance:
+    "The" and "the" share one (the grammar model folds capitals), and the table's note says so."""
+    import json
+
+    from mhacli.io.shipped import shipped_model_path
+    from mhacli.io.trained import load_trained
+
+    model = load_trained(shipped_model_path(name="grammar"))[0]
+    words = SENTENCE.split()
+    p = _piped(["explain", SENTENCE, "--weights", "grammar", "--no-plots", "--json"], cwd)
+    assert p.returncode == 0, p.stderr
+    ids = json.loads(p.stdout)["token_ids"]
+    assert ids == [model.vocabulary.index(w.lower()) for w in words]
+    assert ids[0] == ids[4] and ids[1] != 1  # "The" and "the" share an id; "animal" is not position 1
+    p = _piped(["explain", SENTENCE, "--weights", "grammar", "--no-plots"], cwd, COLUMNS="80")
+    table = p.stdout.split("1. Tokens", 1)[1].split("2. Steps", 1)[0]
+    rows = {int(pos): (tok, int(i)) for pos, tok, i in re.findall(r"(\d+)\s+(\S+)\s+(\d+)", table)}
+    assert [rows[k][1] for k in range(len(words))] == ids
+    note = " ".join(table.split())
+    assert "10 distinct ids" in note and "folds capitals" in note
+    assert "order of first appearance" not in note
+
+
+def test_token_ids_of_the_toy_embedding_are_first_appearances(cwd):
+    """Without a trained vocabulary the id numbers the distinct strings, and the note says exactly that."""
+    p = _piped(["explain", "the cat saw the dog", "--no-plots"], cwd, COLUMNS="80")
+    table = " ".join(p.stdout.split("1. Tokens", 1)[1].split("2. Steps", 1)[0].split())
+    assert "order of first appearance" in table and "folds capitals" not in table

@@ -84,7 +84,7 @@ def query_view(weights: Array, query: int | None) -> Array:
 # The per-query measures, computed once per run: :func:`analyse`
 # --------------------------------------------------------------------------
 
-TIE_TOLERANCE = 1e-9  # a row whose largest weight is shared within this by 2+ keys picks no key
+TIE_TOLERANCE = evidence.TIE_MARGIN  # a row whose largest weight is shared within this by 2+ keys picks no key
 NAME_SHARE = evidence.NAME_SHARE  # a relation is named when at least this share of its rows follow it ...
 # ... and it is defined on at least half of the counted rows (see :func:`analyse`).
 
@@ -503,8 +503,8 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
       is left out of every share and of the agreement.  (A one-token text has
       no counted rows: every head's pattern is "none".)
     * **A row's top key** is its argmax.  If two or more keys are within
-      ``TIE_TOLERANCE`` (1e-9) of the maximum — a uniform row, or two tokens
-      with identical rows of X — the row picks no key: it follows no relation
+      ``TIE_TOLERANCE`` (:data:`evidence.TIE_MARGIN`, 5 points of the row) of the maximum — a uniform
+      row, two tokens with identical rows of X, a row split 51 / 49 — the row picks no key: it follows no relation
       and agrees with no head, but stays counted.  So does a **spread** row, whose
       top weight is too close to chance (the uniform weight over the keys it sees)
       to count: the one evidence rule of :mod:`mhacli.core.evidence`.

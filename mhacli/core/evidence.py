@@ -10,6 +10,8 @@ certainty, ``(w − 1/v) / (1 − 1/v)``: 0 for a uniform row, 1 for a one-hot r
 
 * A row **picks** its top key when its lift is at least :data:`PICK_LIFT` (a quarter of the way from
   chance to certain: over 6 keys, 37.5 %; over 13, 30.8 %; over 2, 62.5 %) and no other key ties it.
+  Two keys **tie** when the runner-up comes within :data:`TIE_MARGIN` of the top weight (5 points of
+  the row): a row split 51 / 49 between two copies of "the" is a coin toss, not a pick of either.
   A row that does not is **spread**: it follows no relation, agrees with no head and brings back
   nothing "different", though it stays counted.
 * A head **follows a relation** when at least :data:`NAME_SHARE` of the rows where the relation is
@@ -33,6 +35,7 @@ import numpy as np
 Array = np.ndarray
 
 PICK_LIFT = 0.25  # a row picks its top key from a quarter of the way between chance and certain
+TIE_MARGIN = 0.05  # a runner-up within 5 points of the row's top weight ties it: the row picks neither key
 NAME_SHARE = 0.5  # a relation is named when at least half the rows it is defined on pick its key
 MOSTLY = 0.5  # "mostly" is at least half a row
 ANSWER_SHARE = 0.5  # a head answers a parsed query with at least half its row on the true key

@@ -68,6 +68,19 @@ def _pct(x: float) -> str:
     return f"{x:.0%}"
 
 
+def stuck_phrase(analysis: Analysis, stuck: Sequence[int]) -> str:
+    """'heads 1 and 2 put 12 of 13 rows each on one token': collapsed heads, with the rows that follow the
+    token (a head is collapsed from :data:`evidence.NAME_SHARE` of its rows on, so "every" only when all do)."""
+    counts = [(analysis.heads[i].pattern_rows, analysis.heads[i].pattern_of) for i in stuck]
+    verb = "puts" if len(stuck) == 1 else "put"
+    if len(set(counts)) == 1:
+        rows, of = counts[0]
+        said = "every row" if rows == of else f"{rows} of {_count(of, 'row')}" + (" each" if len(stuck) > 1 else "")
+        return f"{_heads(stuck)} {verb} {said} on one token"
+    each = _listed([f"head {i + 1} {rows} of {_count(of, 'row')}" for i, (rows, of) in zip(stuck, counts)])
+    return f"{each} on one token"
+
+
 def relation_name(s: HeadAnalysis, tokens: Sequence[str]) -> str:
     """The head's pattern in words: 'previous token', 'the token “dog” (position 1)', 'no single relation'."""
     if s.pattern == NONE:
@@ -115,8 +128,7 @@ def cautions(analysis: Analysis) -> list[str]:
     out = [c for c in (uniform_caution(analysis), analysis.caution) if c]
     stuck = analysis.collapsed()
     if stuck:
-        out.append(f"{_heads(stuck)} put{'s' if len(stuck) == 1 else ''} every row on one token here: "
-                   "not counted as a pattern")
+        out.append(f"{stuck_phrase(analysis, stuck)} here: not counted as a pattern")
     return out
 
 
@@ -141,7 +153,8 @@ def _weights_label(kind: str, rules: Sequence[str] | None, hide_rules: bool) -> 
             return "designed weights: each head follows a rule built by hand (rules hidden: name them)"
         return "designed weights: " + "; ".join(f"head {i + 1}, {r}" for i, r in enumerate(rules))
     if hide_rules:
-        return "trained weights: each head learned a relation (hidden: name them)"
+        return ("trained weights: what each head does is measured, not built (hidden: name it, or say that a "
+                "head follows no single relation)")
     return "trained weights: each head's relation is measured from its weights"
 
 
@@ -164,7 +177,8 @@ def head_caption(analysis: Analysis, i: int, hide_rules: bool = False, *, stand_
                 f"{_count(s.counted_rows, 'row')}; top weight {_pct(s.mean_top_weight)} on average, "
                 f"{_pct(analysis.mean_chance)} for a uniform row)")
     elif i in analysis.collapsed():
-        what = "every row on one token, outside what the model saw (not a pattern)"
+        what = (stuck_phrase(analysis, [i]).removeprefix(f"head {i + 1} puts ")
+                + ", outside what the model saw (not a pattern)")
     else:
         what = pattern_phrase(s, analysis.tokens)
     if kind == RANDOM and stand_alone:
@@ -211,8 +225,7 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
     if unnamed:
         parts.append(f"{_heads(unnamed)} follow{'s' if len(unnamed) == 1 else ''} no single relation")
     if stuck:
-        parts.append(f"{_heads(stuck)} put{'s' if len(stuck) == 1 else ''} every row on one token, outside "
-                     "what the model saw (not counted)")
+        parts.append(f"{stuck_phrase(analysis, stuck)}, outside what the model saw (not counted)")
     text = "; ".join(parts) + f"; {agree}"
     if kind == RANDOM:
         if half:
@@ -343,8 +356,9 @@ def reading_lines(reading: Reading) -> list[str]:
     return lines
 
 
-def parse_queries_sentence(reading: Reading, queries: Sequence[int]) -> str | None:
-    """Why a figure shows these queries, when they are the parse's own: what each query's relations point to.
+def parse_queries_sentence(reading: Reading, queries: Sequence[int], hide_rules: bool = False) -> str | None:
+    """Why a figure shows these queries, when they are the parse's own: what each query's relations point to
+    (``hide_rules``: only the queries, since the relations are what the class is to name).
 
     None when some query is not one of the parse's (the figure then says why it chose them by the measures).
     """
@@ -354,7 +368,7 @@ def parse_queries_sentence(reading: Reading, queries: Sequence[int]) -> str | No
     parts = []
     for q in queries:
         said = ", ".join(f"{look.relation} “{label(t[look.key], 12)}”" for look in reading.looks if look.query == q)
-        parts.append(f"“{label(t[q], 12)}” (position {q}): {said}")
+        parts.append(f"“{label(t[q], 12)}” (position {q})" + ("" if hide_rules else f": {said}"))
     return "Queries chosen from the grammar's parse of this sentence: " + "; ".join(parts) + \
         ". Give --query to pick another."
 

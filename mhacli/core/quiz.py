@@ -304,6 +304,13 @@ MAX_QUESTIONS = 20
 KINDS: dict[str, Generator] = {g.__name__.lstrip("_"): g for g in GENERATORS}
 
 
+def quiz_title(trace: Trace, count: int, about: str) -> str:
+    """The quiz's header: what it asks about (the text as read, not as a shell would quote it) and the run."""
+    c = trace.config
+    return (f"{count} questions about {about}: N = {trace.n_tokens} tokens, d = {c.d_model}, h = {c.heads}, "
+            f"{'causal' if c.causal else 'bidirectional'}, {c.weights} weights, seed {c.seed}")
+
+
 def ask(kind: str, trace: Trace, rng: random.Random, analysis: Analysis) -> Question | None:
     """One question of one kind about ``trace``, as :func:`make_quiz` asks it (None: the run has no such question)."""
     return KINDS[kind](trace, rng, analysis)

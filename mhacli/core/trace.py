@@ -38,7 +38,7 @@ class Trace:
 
     config: Config
     tokens: tuple[str, ...]
-    token_ids: Array  # (N,) vocabulary id per token
+    token_ids: Array  # (N,) vocabulary id per token: a trained model's own, else the order of first appearance
     X: Array  # (N, d) input to attention, positions included
     W_q: Array  # (d, d) PyTorch layout
     W_k: Array  # (d, d)
@@ -62,6 +62,7 @@ class Trace:
     b_v: Array | None = None  # (d,)
     b_o: Array | None = None  # (d,) out_proj.bias
     parse: Parse | None = None  # the sentence's relations, when a grammar model read a sentence it can parse
+    folds_case: bool = False  # the model reads "The" as "the" (one id, one embedding row): a grammar model
 
     @property
     def biases(self) -> dict[str, Array]:
@@ -179,11 +180,15 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
     _, ids = vocabulary(tokens)
     rules: tuple[str, ...] | None = None
     parse: Parse | None = None
+    folds_case = False
     biases: dict[str, Array] = {}
     if model is not None:
         e, p, w_q, w_k, w_v, w_o = model.inputs(tokens)
+        if hasattr(model, "ids"):  # the row of the model's own embedding table each token reads
+            ids = np.asarray(model.ids(tokens), dtype=np.int64)  # (N,)
         rules = tuple(model.labels)
-        if getattr(model, "sentences", False):  # a grammar model: heads named from the parse, or not at all
+        folds_case = bool(getattr(model, "sentences", False))
+        if folds_case:  # a grammar model: heads named from the parse, or not at all
             parse = grammar_parse(tokens)
             if parse is None:  # names measured on sentences of the grammar say nothing about this text
                 rules = None
@@ -221,7 +226,7 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
         # Fresh arrays nobody else holds: frozen where they are, so the trace does not copy (h, N, N) twice.
         parts[name].setflags(write=False)  # type: ignore[union-attr]
     return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,
-                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, parse=parse, **biases, **parts)  # type: ignore[arg-type]
+                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, parse=parse, folds_case=folds_case, **biases, **parts)  # type: ignore[arg-type]
 
 
 def own_weights(weights: AttentionWeights | Mapping[str, Any]) -> AttentionWeights:

@@ -251,9 +251,13 @@ def _embedding_note(trace: Trace) -> str:
     kind = trace.config.weights
     if kind == "designed" and trace.rules:
         return " (Designed weights use a hand-made E: a 1 in one column and a code for the word in three others.)"
+    if kind == "trained" and trace.folds_case:
+        return (" (The grammar model brings the E it learned, one row per word of its vocabulary. It folds "
+                "capitals, so 'The' and 'the' share a row, and every word it was not trained on gets the one "
+                "row of the unknown token, which carries only its position.)")
     if kind == "trained":
         return (" (The trained model brings the E it learned; a word it was not trained on stands in for one "
-                "it was, by a stable hash.)")
+                "it was, picked by a stable hash.)")
     return " (This toy E is random, seeded by a hash of each token.)"
 
 
@@ -411,12 +415,33 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
             + f" On average the heads' rows differ by {a.mean_pairwise_js:.2f} bits "
             "(Jensen–Shannon divergence: 0 = identical, 1 = no overlap)."
             + (f" The pictures: {figures_at}/heads.png (all heads side by side) and "
-               f"{figures_at}/magnifiers.png (each head as a magnifier over the text)." if figures_at else ""),
-            heads_panel(trace, a, title="Heads", hide_rules=hide_rules, sentence=False)),
+               f"{figures_at}/magnifiers.png (each head as a magnifier over the text)." if figures_at else "")
+            + _parse_note(a, hide_rules),
+            _magnifiers_shows(trace, a, hide_rules)),
     ]
     if pairs:
         steps.append(one_vs_many_step(pairs, figures_at, hide_rules))
     return steps
+
+
+def _parse_note(analysis: Analysis, hide_rules: bool) -> str:
+    """For a sentence the grammar parses: what the second table of the magnifiers step holds."""
+    if analysis.reading is None:
+        return ""
+    if hide_rules:
+        return (" The second table: from each word of the grammar's parse, the token every head looks at most. "
+                "Which head finds which relation?")
+    return (" The second table is the reveal: from each word of the grammar's parse, its relation and noun, "
+            "where every head looks (with its weight on that noun), and what each head learned in training.")
+
+
+def _magnifiers_shows(trace: Trace, analysis: Analysis, hide_rules: bool) -> RenderableType:
+    """The heads table, and for a sentence the grammar parses, what each head does from the parse's words."""
+    from mhacli.render.terminal import grammar_panel, heads_panel
+
+    heads = heads_panel(trace, analysis, title="Heads", hide_rules=hide_rules, sentence=False)
+    parsed = grammar_panel(analysis, title="From the words of the parse", hide_rules=hide_rules)
+    return heads if parsed is None else Group(heads, Text(""), parsed)
 
 
 def one_vs_many_table(pairs: Sequence[TrainedPair]) -> RenderableType:

@@ -83,10 +83,25 @@ def tokens_table(trace: Trace, max_tokens: int, width: int = 80) -> RenderableTy
     if shown < trace.n_tokens:
         parts.append(_note(f"… {trace.n_tokens - shown} more tokens not listed "
                            f"(--max-tokens {max_tokens})."))
-    distinct = len(set(trace.tokens))
-    parts.append(_note(f"{trace.n_tokens} tokens, {distinct} distinct. id is the vocabulary id: the same "
-                       "string always gets the same id and the same embedding row."))
+    parts.append(_note(_ids_note(trace)))
     return Group(*parts)
+
+
+def _ids_note(trace: Trace) -> str:
+    """What the id column is: a trained model's own vocabulary id, or the order of first appearance."""
+    distinct = len(set(trace.tokens))
+    counted = f"{trace.n_tokens} tokens, {distinct} distinct"
+    if trace.config.weights != "trained":
+        return (f"{counted}. id numbers the distinct strings in order of first appearance: the same string "
+                "always gets the same id and the same embedding row.")
+    ids = len(set(trace.token_ids.tolist()))
+    counted += f", {ids} distinct id{'s' if ids != 1 else ''}" if ids != distinct else ""
+    if trace.folds_case:
+        return (f"{counted}. id is the row of the trained model's vocabulary (its embedding table). The model "
+                "folds capitals: a word and its capitalised form share one id; a word it never saw gets the "
+                "one unknown token's id.")
+    return (f"{counted}. id is the row of the trained model's vocabulary (its embedding table); a word it "
+            "never saw reads as one of its words, and gets that word's id.")
 
 
 def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps",
@@ -208,13 +223,19 @@ def grammar_panel(analysis: Analysis, title: str = "6. What the heads learned, o
         table.add_column("relation → noun", overflow="fold")
     for i in range(analysis.num_heads):
         table.add_column(Text(f"● {i + 1}", style=theme.head_style(i)), justify="right", overflow="fold")
+    asked: set[int] = set()
     for look in reading.looks:
+        if hide_rules and look.query in asked:  # hidden, a word's second relation would repeat its row
+            continue
+        asked.add(look.query)
         row: list[RenderableType] = [label(t[look.query], 12)]
         if not hide_rules:
             row.append(f"{look.relation} → {label(t[look.key], 12)}")
         for i, (k, w) in enumerate(zip(look.top, look.weight)):
-            cell = Text(f"{label(t[k], 10)} {w:.0%}" if k == look.key else label(t[k], 10))
-            if k == look.key and w >= narrate.ANSWER_SHARE:
+            # Hidden, a weight only on the relation's noun would give the answer away.
+            found = k == look.key and not hide_rules
+            cell = Text(f"{label(t[k], 10)} {w:.0%}" if found else label(t[k], 10))
+            if found and w >= narrate.ANSWER_SHARE:
                 cell.stylize("bold")
             row.append(cell)
         table.add_row(*row)

@@ -242,7 +242,11 @@ def quiz(
         ctx, seed=seed, weights=weights, heads=heads, d_model=d_model, causal=causal, layer=layer))
     config = prepared.config
 
-    from mhacli.core.quiz import make_quiz
+    import shlex
+
+    from mhacli.core.messages import printable
+    from mhacli.core.quiz import make_quiz, quiz_title
+    from mhacli.core.tokenize import label
     from mhacli.render.quiz import quiz_view
 
     result = finish_run(prepared)
@@ -251,10 +255,10 @@ def quiz(
     source = source_args(text, file, sample)
     # From the run's config, not the options: a weights file sets d, h and the kind ('pytorch', 'trained'),
     # and its path (which may hold escape sequences) is never echoed raw.
-    c = trace.config
-    title = (f"{len(asked)} questions about {source}: N = {trace.n_tokens} tokens, d = {c.d_model}, "
-             f"h = {c.heads}, {'causal' if c.causal else 'bidirectional'}, {c.weights} weights, seed {c.seed}")
-    check = f"mha explain {source} {config_args(config)}".rstrip()
+    title = quiz_title(trace, len(asked), source if text is None else f"“{label(text, 60)}”")
+    # --weights as typed ('grammar', a file): the run's kind ('trained', 'pytorch') would run another model.
+    typed = [] if weights == DEFAULT.weights else [f"--weights {printable(shlex.quote(weights))}"]
+    check = " ".join(part for part in ["mha explain", source, config_args(config, skip=("weights",)), *typed] if part)
     if json_out:
         _json("quiz", {"title": title, "check": check, "seed": seed,
                        "questions": [{"topic": q.topic, "question": q.prompt, "check": q.check,

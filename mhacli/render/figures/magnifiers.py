@@ -11,6 +11,7 @@ average over all queries comes out flat and teaches nothing.
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -123,6 +124,7 @@ def magnifiers_figure(trace: Shown, single: Trace | None = None, *, query: int |
 
 
 MAGNIFIER_MAX_TOKENS = 60  # a row of boxes per head stops being a picture beyond this
+SUBTEXT_CHARS = 13  # characters a line under a head's name
 MAX_BLOCKS_HEIGHT = 10.0  # inches of stacked queries when they are chosen: the figure must stay a slide
 MAX_WIDTH = 16.0  # inches: queries stand side by side while the figure stays this narrow
 MAX_QUERIES = 3
@@ -146,10 +148,12 @@ def chosen_queries(analysis: Analysis, view: View, count: int) -> tuple[int, ...
     return analysis.showcase_queries(max(1, count), view.start, view.stop) or (view.start,)
 
 
-def why_chosen(analysis: Analysis, queries: Sequence[int], pen: Pen) -> str:
-    """The sentence that says which queries the figure shows and why, from the measures."""
+def why_chosen(analysis: Analysis, queries: Sequence[int], pen: Pen, hide_rules: bool = False) -> str:
+    """The sentence that says which queries the figure shows and why, from the measures (``hide_rules``: the
+    parse's queries without their relations)."""
     h = analysis.num_heads
-    parsed = narrate.parse_queries_sentence(analysis.reading, queries) if analysis.reading is not None else None
+    parsed = (narrate.parse_queries_sentence(analysis.reading, queries, hide_rules=hide_rules)
+              if analysis.reading is not None else None)
     if parsed is not None:
         return parsed
     if h == 1:
@@ -208,20 +212,27 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
     box_pt = fs * (1.2 + 2 * pad)  # a box's height, in points
     line_pt = box_pt + 4 + vs * 1.25 + 6  # one line of boxes and their numbers
 
-    def subtext(k: int, q: int | None) -> list[str]:
+    def subtext(k: int, q: int | None, hidden: bool = hide_rules) -> list[str]:
         """Small lines under a row's name: the single head's width, a head's pattern, what the window cut."""
         if k < lead:
             return [f"d = {trace.d_model}"]  # type: ignore[union-attr]
         i = k - lead
-        out = [pen.shown(pattern_words(analysis, i, hide_rules), 22)]
+        # A few words a line, under the head's name: a long name would widen the left column and leave room
+        # for fewer queries side by side.
+        # A share stays on the line of what it measures: "verb →" / "object · 100%", not "· 100%" alone.
+        words = pen.shown(pattern_words(analysis, i, hidden), 22).replace(" · ", "\u00a0· ")
+        out = [line.replace("\u00a0", " ") for line in
+               textwrap.wrap(words, SUBTEXT_CHARS, break_on_hyphens=False)] or [""]
         if view.windowed and q is not None:
             out.append(f"{float(np.asarray(analysis.outside_rows)[i, q]):.0%} outside the window")
         return out
 
     names = (["1 head"] if lead else []) + [f"Head {i + 1}" for i in range(h)]
     name_w = max(about(t, 13.0, bold=True) for t in names)
-    sub_w = max(about(t, 10.0) for k in range(per_query)
-                for t in subtext(k, None) + (["100% outside the window"] if view.windowed else []))
+    # As wide as the names with or without --hide-rules: the slides and the answers then choose the same
+    # queries and lay them out alike, so the reveal shows the very picture the class named.
+    sub_w = max(about(t, 10.0) for k in range(per_query) for hidden in (False, True)
+                for t in subtext(k, None, hidden) + (["100% outside the window"] if view.windowed else []))
     lens_r = {True: box_pt * 0.62, False: box_pt * 0.5}  # points; the single head's lens is the big one
     lens_col = (2 * lens_r[True] + 18) * PT
     left_col = INSET + lens_col + max(name_w, sub_w) + 0.2
@@ -229,7 +240,9 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
     lines = _flow(ems, area / (fs * PT))
     area = max(sum(ems[k] for k in ln) for ln in lines) * fs * PT
 
-    sub_pt = box_pt / 2 + 8 + (2 if view.windowed else 1) * 10.0 * 1.3
+    sub_lines = max(len(subtext(k, 0 if view.windowed else None, hidden))
+                    for k in range(per_query) for hidden in (False, True))
+    sub_pt = box_pt / 2 + 8 + sub_lines * 10.0 * 1.3
     row_pt = max(len(lines) * line_pt, 2 * lens_r[True] + 14, sub_pt) + 6
     head_pt = 13.0 * 1.4 + 6
     block_h = (head_pt + per_query * row_pt) * PT
@@ -276,7 +289,7 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
            + (" Hatched boxes are masked: the query may not look at later tokens."
               if analysis.mask is not None else "")
            + team)
-    extra = [] if asked else [why_chosen(analysis, queries, pen)]
+    extra = [] if asked else [why_chosen(analysis, queries, pen, hide_rules)]
     if view.windowed:
         extra.append(window_note(analysis) or view.note())
 

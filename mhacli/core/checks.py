@@ -11,8 +11,6 @@ from __future__ import annotations
 import numbers
 from typing import Sequence
 
-import numpy as np
-
 from mhacli.core.errors import UsageError
 
 
@@ -32,6 +30,8 @@ def flag(name: str, value: object) -> bool:
     """``value`` as a ``bool`` if it is True/False (numpy's too) or the integers 1/0; anything else refused."""
     if isinstance(value, bool):
         return value
+    import numpy as np  # here, not at the top: mha samples reads names through this module without numpy
+
     if isinstance(value, np.bool_) or isinstance(value, numbers.Integral) and int(value) in (0, 1):
         return bool(value)
     raise UsageError("{%s:name} must be True or False, got %s." % (name, _spelled(value)), **{name: value})

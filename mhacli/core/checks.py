@@ -53,8 +53,8 @@ def tensor_values(name: str, value: object, where: str) -> object:
     what = None
     if getattr(value, "is_meta", False) or str(getattr(value, "device", "")) == "meta":
         what = "a meta tensor, which has a shape but no values (made on the meta device, or saved before loading)"
-    elif str(getattr(value, "layout", "torch.strided")) != "torch.strided":
-        what = f"a {str(value.layout).replace('torch.', '').replace('_coo', '')} tensor (call .to_dense() first)"
+    elif (layout := str(getattr(value, "layout", "torch.strided"))) != "torch.strided":
+        what = f"a {layout.replace('torch.', '').replace('_coo', '')} tensor (call .to_dense() first)"
     elif getattr(value, "is_quantized", False):
         what = f"a quantized tensor ({kind}; call .dequantize() first)"
     elif kind.startswith("complex"):

@@ -139,6 +139,8 @@ def layer_index(layer: object, names: Sequence[str]) -> int | None:
         typed_number(layer) if isinstance(layer, str) else None)
     if number is not None:
         return number - 1 if 1 <= number <= len(names) else None
+    if isinstance(layer, str) and layer in names:  # exact first: 'A' and 'a' may both be layers
+        return list(names).index(layer)
     picked = chosen(layer, names)
     return list(names).index(picked) if isinstance(picked, str) and picked in names else None
 

@@ -83,7 +83,7 @@ ROWS: list[tuple[str, str]] = [
     ("shapes with zero tokens", "mha shapes --tokens 0"),
     # --- names of things ------------------------------------------------------
     ("unknown tokenizer", 'mha explain "the cat" --tokenizer bpe'),
-    ("tokenizer with a capital letter", 'mha explain "the cat" --tokenizer Word'),
+    ("tokenizer with a typo", 'mha explain "the cat" --tokenizer wrod'),
     ("unknown weights", 'mha explain "the cat" --weights bogus'),
     ("unknown dtype", 'mha explain "the cat" --dtype float16'),
     ("unknown figure format", 'mha explain "the cat" --format jpg'),
@@ -117,6 +117,13 @@ ROWS: list[tuple[str, str]] = [
     ("train --compare with a head count that does not divide d", "mha train --compare 1,3"),
     ("train --compare with a word", "mha train --compare two"),
     ("the grammar model with another head count", 'mha explain "the dog saw the cat" --weights grammar --heads 2'),
+    ("the grammar model without its positions", 'mha explain "the dog saw the cat" --weights grammar --no-positions'),
+    ("the grammar model with another seed", 'mha explain "the dog saw the cat" --weights grammar --seed 7'),
+    ("a --weights name with a typo and a space", 'mha explain "the cat" --weights " gramar"'),
+    ("train --compare with a head count of 0", "mha train --compare 1,0"),
+    ("train --compare with a head count past any integer", "mha train --compare 99999999999999999999"),
+    ("train --save to a suffix --weights cannot read back", "mha train --save model.pt"),
+    ("train --save without a suffix", "mha train --save model"),
     # --- --query --------------------------------------------------------------
     ("--query past the end", 'mha explain "the cat sat" --query 7'),
     ("--query negative", 'mha explain "the cat sat" --query -1'),
@@ -192,6 +199,11 @@ ROWS: list[tuple[str, str]] = [
     ("show attention whose tokens are Python objects", "mha show object-tokens.npz"),
     ("show scores instead of attention weights", "mha show scores.npz"),
     ("show an empty attention array (SDPA)", "mha show empty-attention.npz"),
+    ("show a file holding two different attention arrays", "mha show two-attentions.npz"),
+    ("a trained model whose config is nested 100,000 deep", 'mha explain "the cat" --weights deep-config.npz'),
+    ("a trained model whose config was edited", 'mha explain "the cat" --weights edited-config.npz'),
+    ("weights recording a head count that cannot split d", 'mha explain "the cat" --weights three-heads.npz'),
+    ("safetensors of float8 weights", 'mha explain "the cat" --weights float8.safetensors --heads 2'),
 ]
 
 # Rows that need a user without root's powers (root may read and write anything).
@@ -277,6 +289,28 @@ def make_fixtures(folder: Path) -> None:
     np.savez(folder / "object-tokens.npz", weights=uniform, tokens=np.array(["a", "b", "c"], dtype=object))
     np.savez(folder / "scores.npz", weights=rng.normal(size=(2, 3, 3)), tokens=np.array(["a", "b", "c"]))
     np.savez(folder / "empty-attention.npz", weights=np.zeros((0, 2, 3, 3)), tokens=np.array(["a", "b", "c"]))
+    np.savez(folder / "two-attentions.npz", weights=uniform, attentions=np.eye(3)[None, None].repeat(2, axis=1),
+             tokens=np.array(["a", "b", "c"]))
+    np.savez(folder / "three-heads.npz", **own, num_heads=np.array(3))
+    _edited_models(folder)
+    from test_hard_inputs_four import _safetensors_of
+
+    _safetensors_of(folder / "float8.safetensors", own, "F8_E4M3")
+
+
+def _edited_models(folder: Path) -> None:
+    """The shipped trained model with its config nested past any depth, and with a head count edited to 3."""
+    import json
+
+    import numpy as np
+
+    from mhacli.io.shipped import shipped_model_path
+
+    with np.load(shipped_model_path(name="trained")) as shipped:
+        arrays = {k: shipped[k] for k in shipped.files}
+    config = json.loads(str(arrays["config"]))
+    np.savez(folder / "deep-config.npz", **{**arrays, "config": np.array("[" * 100_000 + "]" * 100_000)})
+    np.savez(folder / "edited-config.npz", **{**arrays, "config": np.array(json.dumps({**config, "heads": 3}))})
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,7 @@ def test_head_counts_are_refused_each_by_its_own_message(parts):
 
     text = ",".join(str(p) for p in parts)
     if any(p > BOUND for p in parts):
-        with pytest.raises(UsageError, match="head counts up to"):
+        with pytest.raises(UsageError, match=r"each a whole number up to 2\*\*63-1"):
             head_counts(text)
     elif any(p < 0 for p in parts):  # '-1' is a number, but not a count: the digits rule says what is wanted
         with pytest.raises(UsageError, match="separated by commas|at least 1"):
@@ -174,7 +174,7 @@ def test_head_counts_are_refused_each_by_its_own_message(parts):
 
 
 @pytest.mark.parametrize(("value", "words"), [
-    ("0", "at least 1"), ("1,0", "at least 1"), ("99999999999999999999", "up to 9,223,372,036,854,775,807"),
+    ("0", "at least 1"), ("1,0", "at least 1"), ("99999999999999999999", "each a whole number up to 2**63-1"),
     ("x", "digits 0-9"),
 ])
 def test_compare_says_what_is_wrong_with_a_head_count(value, words):
@@ -395,3 +395,288 @@ def test_a_saved_run_shown_and_verified_follows_the_trace_and_verify_schemas(tmp
         code, out, err = cli(*args)
         assert code == 0, err
         _validate(kind, out)
+
+
+# ---------------------------------------------------------------------------
+# Family 5: weights files and tensors of every kind
+# ---------------------------------------------------------------------------
+
+D = 8
+
+
+def _layer(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {"in_proj_weight": rng.standard_normal((3 * D, D)), "out_proj.weight": rng.standard_normal((D, D))}
+
+
+# (name, how to make one tensor of the kind from a float32 tensor, words the refusal says)
+ODD_TENSORS = [
+    ("float8_e4m3fn", lambda t, torch: t.to(torch.float8_e4m3fn), "float8_e4m3fn tensor"),
+    ("float8_e5m2", lambda t, torch: t.to(torch.float8_e5m2), "float8_e5m2 tensor"),
+    ("sparse", lambda t, torch: t.to_sparse(), "sparse tensor"),
+    ("quantized", lambda t, torch: torch.quantize_per_tensor(t, 0.1, 0, torch.qint8), "quantized tensor (qint8"),
+    ("meta", lambda t, torch: torch.empty(t.shape, device="meta"), "meta tensor"),
+    ("complex", lambda t, torch: t.to(torch.complex64), "complex64 tensor"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")  # making the file, not reading it
+@pytest.mark.parametrize(("kind", "make", "words"), ODD_TENSORS, ids=[k for k, _, _ in ODD_TENSORS])
+def test_a_pt_file_of_an_odd_tensor_kind_is_one_line_naming_it(tmp_path, kind, make, words):
+    torch = pytest.importorskip("torch", reason="building .pt files of these tensor kinds needs PyTorch")
+    state = {k: make(torch.from_numpy(v).float(), torch) for k, v in _layer(np.random.default_rng(0)).items()}
+    torch.save(state, tmp_path / "odd.pt")
+    proc = mha("explain", "a b c", "--weights", "odd.pt", "--heads", "2", "--out", "figs", cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and words in line and "'odd.pt'" in line, line
+    assert not (tmp_path / "figs").exists()
+    # The same tensors passed in Python: the same refusal, never torch's own NotImplementedError.
+    from mhacli import run
+
+    with pytest.raises(UsageError, match=words.split(" (")[0]):
+        run("a b c", weights=state, heads=2)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_float_tensors_are_read_as_float32(dtype):
+    torch = pytest.importorskip("torch", reason="half-float tensors are PyTorch's")
+    from mhacli import run
+
+    layer = _layer(np.random.default_rng(2))
+    state = {k: torch.from_numpy(v).to(getattr(torch, dtype)) for k, v in layer.items()}
+    result = run("a b c", weights=state, heads=2)
+    assert np.allclose(result.trace.W_o, state["out_proj.weight"].float().numpy())
+
+
+@pytest.mark.parametrize(("dtype", "words"), [("F8_E4M3", "numpy has no such type"),
+                                              ("F8_E5M2", "numpy has no such type"),
+                                              ("C64", "attention weights are real numbers")])
+def test_a_safetensors_file_numpy_cannot_hold_names_its_dtype(tmp_path, dtype, words):
+    pytest.importorskip("safetensors", reason="reading .safetensors needs the safetensors package")
+    path = tmp_path / "odd.safetensors"
+    _safetensors_of(path, _layer(np.random.default_rng(0)), dtype)
+    proc = mha("explain", "a b c", "--weights", path.name, "--heads", "2", "--out", "figs", cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and dtype in line and words in line, line
+
+
+def _safetensors_of(path: Path, arrays: dict[str, np.ndarray], dtype: str) -> None:
+    """A .safetensors file written by hand (its format is a JSON header and raw bytes): no torch needed."""
+    import struct
+
+    size = {"F8_E4M3": 1, "F8_E5M2": 1, "C64": 8}[dtype]
+    header, offset, blobs = {}, 0, []
+    for name, a in arrays.items():
+        blob = (np.abs(a) % 1 * 100).astype(np.uint8).repeat(size).tobytes()  # any bytes of the right length
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def _edited_model(tmp_path: Path, **members: object) -> Path:
+    from mhacli.io.shipped import shipped_model_path
+
+    with np.load(shipped_model_path(name="trained")) as shipped:
+        arrays = {k: shipped[k] for k in shipped.files}
+    arrays.update({k: np.array(v) for k, v in members.items()})
+    path = tmp_path / "edited.npz"
+    np.savez(path, **arrays)
+    return path
+
+
+def _config(**changes: object) -> str:
+    from mhacli.io.shipped import shipped_model_path
+
+    with np.load(shipped_model_path(name="trained")) as shipped:
+        return json.dumps({**json.loads(str(shipped["config"])), **changes})
+
+
+@pytest.mark.parametrize(("members", "words"), [
+    ({"config": "[" * 100_000 + "]" * 100_000}, "'config' JSON is nested too deeply"),
+    ({"metrics": "[" * 100_000 + "]" * 100_000}, "'metrics' JSON is nested too deeply"),
+    ({"config": "[1, 2]"}, "'config' is not a JSON object"),
+    ({"config": _config(heads=3)}, "(d_model=16 is not divisible by heads=3)"),
+    ({"config": _config(heads=2**62)}, "heads=4611686018427387904 is more than d_model=16"),
+    ({"config": _config(steps=-5)}, "(steps must be at least 1, got -5)"),
+    ({"config": _config(optimizer="sgd")}, "records 'optimizer', which mha train does not record"),
+    ({"positions": np.full((12, 16), 1e300)}, "'positions' holds values up to 1e+300"),
+])
+def test_an_edited_trained_model_is_refused_naming_the_file_not_options_never_typed(tmp_path, members, words):
+    path = _edited_model(tmp_path, **members)
+    proc = mha("explain", "a b c", "--weights", path.name, "--out", "figs", cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "'edited.npz' is not a trained mha model" in line and words in line, line
+    assert "--heads" not in line and "--steps" not in line and "--d-model" not in line
+
+
+@pytest.mark.parametrize("recorded", [3, 2**62, 16])
+def test_a_recorded_head_count_that_cannot_split_d_names_the_file(tmp_path, recorded):
+    np.savez(tmp_path / "w.npz", **_layer(np.random.default_rng(0)), num_heads=np.array(recorded))
+    proc = mha("explain", "a b c", "--weights", "w.npz", "--out", "figs", cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "the weights in 'w.npz' record" in line and "cannot split" in line, line
+    assert "--heads" not in line
+
+
+def test_a_recorded_head_count_that_splits_d_is_taken():
+    from mhacli.core.checks import recorded_heads
+
+    assert [recorded_heads(h, 8, "w") for h in (1, 2, 4, 8)] == [1, 2, 4, 8]
+
+
+# ---------------------------------------------------------------------------
+# Family 6: an attention file that disagrees with itself
+# ---------------------------------------------------------------------------
+
+def _rows(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    w = rng.random(shape)
+    return w / w.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize(("first", "second"), [("weights", "attentions"), ("weights", "attention"),
+                                               ("attentions", "attention")])
+def test_two_accepted_attention_names_holding_different_arrays_are_refused(tmp_path, first, second):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "two.npz", **{first: _rows(rng, (2, 3, 3)), second: _rows(rng, (2, 3, 3))},
+             tokens=np.array(["a", "b", "c"]))
+    proc = mha("show", "two.npz", "--out", "figs", cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and f"different attention under '{first}' and '{second}'" in line, line
+    assert not (tmp_path / "figs").exists()
+
+
+def test_the_same_array_under_two_names_is_drawn(tmp_path):
+    from mhacli.io.attention_file import load_attention
+
+    w = _rows(np.random.default_rng(0), (2, 3, 3))
+    np.savez(tmp_path / "same.npz", weights=w, attentions=w, tokens=np.array(["a", "b", "c"]))
+    assert np.array_equal(load_attention(tmp_path / "same.npz").weights, w)
+
+
+# ---------------------------------------------------------------------------
+# Family 8: the terminal's size and the output encoding
+# ---------------------------------------------------------------------------
+
+@FAST
+@given(raw=st.one_of(st.integers(-5, 2**70).map(str), st.just("9" * 5000), st.text(max_size=6)))
+def test_columns_is_clamped_into_the_sane_range_or_dropped(raw):
+    from mhacli.cli.output import HEIGHTS, WIDTHS, sane_size
+
+    env = {"COLUMNS": raw, "LINES": raw}
+    sane_size(env)
+    for name, (low, high) in (("COLUMNS", WIDTHS), ("LINES", HEIGHTS)):
+        if name in env:
+            assert low <= int(env[name]) <= high
+            digits = raw.strip()
+            assert digits.isascii() and digits.isdigit() and digits.strip("0") != ""  # only a count is kept
+            count = int(digits) if len(digits) <= 30 else high + 1  # 5,000 digits: past int()'s own limit
+            assert int(env[name]) == min(max(count, low), high)
+
+
+@pytest.mark.parametrize("columns", ["0", "1", "4294967296", "9" * 30, "abc"])
+def test_a_width_of_any_columns_gives_whole_lines_and_exit_0(tmp_path, columns):
+    proc = mha("explain", "the cat sat", "--no-plots", cwd=tmp_path, env={**ENV, "COLUMNS": columns})
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines and "Multi-head attention" in proc.stdout
+    assert max(len(line) for line in lines) <= 1000
+
+
+@pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "ascii"}, {"PYTHONIOENCODING": "latin-1"},
+                                 {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}],
+                         ids=["ascii", "latin-1", "C locale"])
+def test_json_is_json_and_argv_text_is_recovered_whatever_the_locale(tmp_path, env):
+    text = "café 猫 sat 😀"
+    full = {k: v for k, v in ENV.items() if k not in ("LC_ALL", "LANG", "LC_CTYPE")}
+    proc = subprocess.run([str(MHA), "explain", os.fsencode(text), "--json", "--no-plots"], cwd=tmp_path,
+                          env={**full, **env}, capture_output=True, stdin=subprocess.DEVNULL, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)  # bytes: UTF-8 or ASCII with \\u escapes, JSON either way
+    assert document["tokens"] == ["café", "猫", "sat", "😀"]
+
+
+def test_argv_text_recovers_utf8_bytes_and_keeps_what_is_not_utf8():
+    from mhacli.io.inputs import argv_text
+
+    assert argv_text("caf\udcc3\udca9") == "café"
+    assert argv_text("caf\udce9") == "caf\udce9"  # latin-1 bytes: not UTF-8, left as they were
+    assert argv_text("plain") == "plain"
+
+
+# ---------------------------------------------------------------------------
+# Family 9: the Python API's arguments
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("call", "words"), [
+    (lambda m: m.run(123), "the text must be a string, got int 123"),
+    (lambda m: m.run(b"the cat"), "decode it first"),
+    (lambda m: m.run(["the", "cat"]), "pass tokens=[...]"),
+    (lambda m: m.run(tokens="the cat"), "tokens must be a list of strings, one per position, not one string"),
+    (lambda m: m.from_attention(np.full((4, 3, 3), 1 / 3), ["a", "b", "c"], names="head"),
+     "names must be a list of strings, one per head, not one string"),
+    (lambda m: m.from_attention(np.full((1, 2, 3, 3), 1 / 3), ["a", "b", "c"], layer_names="L"),
+     "layer_names must be a list of strings, one per layer"),
+])
+def test_an_api_argument_of_the_wrong_kind_is_a_usage_error(call, words):
+    import mhacli
+
+    with pytest.raises(UsageError) as caught:
+        call(mhacli)
+    assert words in str(caught.value)
+
+
+def test_numpy_scalars_are_taken_where_a_python_number_is(tmp_path):
+    import mhacli
+    from mhacli.render.notebook import save_figures
+
+    result = mhacli.run("the cat sat", heads=np.int64(2), seed=np.int32(3), causal=np.True_)
+    assert (result.config.heads, result.config.seed, result.config.causal) == (2, 3, True)
+    saved = save_figures(result, tmp_path / "figs", dpi=np.int64(30))
+    assert saved and (tmp_path / "figs" / "heads.png").exists()
+    with pytest.raises(UsageError, match="whole number from 30 to 600"):
+        save_figures(result, tmp_path / "figs", dpi=30.5)
+
+
+@pytest.mark.parametrize("big", [1e300, 1e30, 2e6])
+def test_huge_finite_weights_are_refused_as_a_files_are(big):
+    import mhacli
+    from mhacli.core.weights import AttentionWeights
+
+    rng = np.random.default_rng(0)
+    w = AttentionWeights(*(rng.standard_normal((D, D)) * big for _ in range(4)), heads=2)
+    with pytest.raises(UsageError, match="mhacli takes weights within"):
+        mhacli.run("a b c", weights=w)
+    with pytest.raises(UsageError, match="mhacli takes weights within"):
+        mhacli.run("a b c", weights={"in_proj_weight": rng.standard_normal((3 * D, D)) * big,
+                                     "out_proj.weight": rng.standard_normal((D, D))}, heads=2)
+
+
+# ---------------------------------------------------------------------------
+# Family 10: saved runs keep what they knew
+# ---------------------------------------------------------------------------
+
+def test_a_saved_grammar_run_is_shown_with_the_names_it_was_saved_with(tmp_path):
+    sentence = "the dog saw the cat"
+    code, explained, err = cli("explain", sentence, "--weights", "grammar", "--json", "--no-plots",
+                               "--save-npz", str(tmp_path / "g.npz"))
+    assert code == 0, err
+    code, shown, err = cli("show", str(tmp_path / "g.npz"), "--json", "--no-plots")
+    assert code == 0, err
+    before, after = json.loads(explained), json.loads(shown)
+    assert after["rules"] == before["rules"] and any("verb" in r for r in after["rules"])
+    assert after == before  # the same document: the names, the parse's reading and every measure
+    code, text, err = cli("show", str(tmp_path / "g.npz"), "--no-plots")
+    assert code == 0 and "verb → subject" in text, err
+
+
+def test_a_saved_grammar_run_whose_tokens_were_edited_says_why(tmp_path):
+    code, _, err = cli("explain", "the dog saw the cat", "--weights", "grammar", "--no-plots", "--quiet",
+                       "--save-npz", str(tmp_path / "g.npz"))
+    assert code == 0, err
+    with np.load(tmp_path / "g.npz") as saved:
+        arrays = {k: saved[k] for k in saved.files}
+    arrays["tokens"] = np.array(["dog", "the", "saw", "the", "cat"])
+    np.savez(tmp_path / "edited.npz", **arrays)
+    code, _, err = cli("show", str(tmp_path / "edited.npz"), "--no-plots")
+    assert code == 2 and "not one the grammar parses" in err, err

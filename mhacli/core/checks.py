@@ -11,8 +11,6 @@ from __future__ import annotations
 import numbers
 from typing import Sequence
 
-import numpy as np
-
 from mhacli.core.errors import UsageError
 
 
@@ -32,6 +30,8 @@ def flag(name: str, value: object) -> bool:
     """``value`` as a ``bool`` if it is True/False (numpy's too) or the integers 1/0; anything else refused."""
     if isinstance(value, bool):
         return value
+    import numpy as np  # here, not at the top: mha samples reads names through this module without numpy
+
     if isinstance(value, np.bool_) or isinstance(value, numbers.Integral) and int(value) in (0, 1):
         return bool(value)
     raise UsageError("{%s:name} must be True or False, got %s." % (name, _spelled(value)), **{name: value})
@@ -53,8 +53,8 @@ def tensor_values(name: str, value: object, where: str) -> object:
     what = None
     if getattr(value, "is_meta", False) or str(getattr(value, "device", "")) == "meta":
         what = "a meta tensor, which has a shape but no values (made on the meta device, or saved before loading)"
-    elif str(getattr(value, "layout", "torch.strided")) != "torch.strided":
-        what = f"a {str(value.layout).replace('torch.', '').replace('_coo', '')} tensor (call .to_dense() first)"
+    elif (layout := str(getattr(value, "layout", "torch.strided"))) != "torch.strided":
+        what = f"a {layout.replace('torch.', '').replace('_coo', '')} tensor (call .to_dense() first)"
     elif getattr(value, "is_quantized", False):
         what = f"a quantized tensor ({kind}; call .dequantize() first)"
     elif kind.startswith("complex"):
@@ -139,6 +139,8 @@ def layer_index(layer: object, names: Sequence[str]) -> int | None:
         typed_number(layer) if isinstance(layer, str) else None)
     if number is not None:
         return number - 1 if 1 <= number <= len(names) else None
+    if isinstance(layer, str) and layer in names:  # exact first: 'A' and 'a' may both be layers
+        return list(names).index(layer)
     picked = chosen(layer, names)
     return list(names).index(picked) if isinstance(picked, str) and picked in names else None
 

@@ -51,7 +51,7 @@ def head_counts(text: str, option: str = "--compare") -> list[int]:
     numbers = [whole_number(p) for p in parts]
     big = [p.strip() for p, n in zip(parts, numbers) if n is None and too_big(p)]
     if big:
-        raise UsageError(f"{option} takes head counts up to {BOUND:,}; got {shown(big[0], 24)}.")
+        raise UsageError(f"{option} takes head counts, each {TOO_BIG}; got {shown(big[0], 24)}.")
     if not numbers or any(n is None for n in numbers):
         raise UsageError(f"{option} takes head counts separated by commas (digits 0-9), e.g. 1,2,4; got "
                          f"{shown(text)}.")

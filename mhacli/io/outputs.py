@@ -184,8 +184,6 @@ def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_n
     files = {what: _as_file_target(what, value, out_path)
              for what, value in (("--save-npz", save_npz), ("--html", html), ("--save", save))}
     named += [(what, p) for what, p in files.items() if p is not None]
-    if files["--save"] is not None:
-        _check_model_name(files["--save"])
     if out_path is not None:
         _refuse_file_over_out(out_path, files)
 
@@ -211,6 +209,8 @@ def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_n
             where = f"{_shown(path)}, a figure --out writes" if first == "--out" else _shown(path)
             raise UsageError(f"{first} and {what} name the same file {where}; give {what} another name.")
         seen[key] = (what, path)
+    if files["--save"] is not None:  # after the collisions: "the same file as a figure" says more
+        _check_model_name(files["--save"])
     if out_path is not None:
         confine(out_path)  # also when it is created later: the real path is what atomic_write compares
     return OutputPlan(out=out_path, figures=tuple(figures), save_npz=files["--save-npz"], html=files["--html"],

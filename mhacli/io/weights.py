@@ -214,6 +214,6 @@ def _checked(weights: AttentionWeights) -> AttentionWeights:
     from mhacli.core.weights import _array
 
     names = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
-    arrays = {name: _array(name, getattr(weights, name), "AttentionWeights")
-              for name in names if getattr(weights, name) is not None}
+    arrays: dict[str, Any] = {name: _array(name, getattr(weights, name), "AttentionWeights")
+                              for name in names if getattr(weights, name) is not None}
     return replace(weights, **arrays)

@@ -297,7 +297,7 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
     import numpy as np
 
     from mhacli.core import narrate
-    from mhacli.render.terminal import claim_panel, header, heads_panel, tokens_table
+    from mhacli.render.terminal import claim_panel, header, tokens_table
 
     a = analysis
     n, d, h, dk = trace.n_tokens, trace.d_model, trace.num_heads, trace.d_k

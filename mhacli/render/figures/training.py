@@ -16,6 +16,7 @@ from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, SINGLE_H
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.image import AxesImage
 
     from mhacli.core.train import TrainResult
 
@@ -150,7 +151,7 @@ def _close_rows(fig: "Figure", axes: np.ndarray) -> None:
         fig.set_size_inches(width, height - slack)
 
 
-def _colour_bar(fig: "Figure", image: object, axes: np.ndarray, size: float) -> None:
+def _colour_bar(fig: "Figure", image: "AxesImage", axes: np.ndarray, size: float) -> None:
     """One slim colour bar beside the grid, its ticks and label as readable as the rest of the figure."""
     bar = fig.colorbar(image, ax=axes, shrink=0.8, aspect=40, pad=0.01)
     bar.set_label("attention weight", fontsize=size)

@@ -104,3 +104,13 @@ def test_grammar_untrained_is_the_grammar_models_own_layer_before_its_first_step
     text = subprocess.run([mha, "explain", SENTENCE, "--weights", "grammar-untrained", "--no-plots"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=300).stdout
     assert "nothing here was learned" in " ".join(text.split())
+
+
+def test_the_lesson_after_grammar_untrained_points_back_at_it():
+    """The demo's what-next commands name --weights grammar-untrained, not the run's kind 'trained' (the d = 16
+    letters model, which would refuse --d-model 32)."""
+    runner = CliRunner()
+    out = runner.invoke(app, ["demo", "the cat saw the dog", "--weights", "grammar-untrained", "--no-pause",
+                              "--step", "15"]).output
+    flat = " ".join(out.split())
+    assert "--weights grammar-untrained" in flat and "--weights trained" not in flat

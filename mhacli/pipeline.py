@@ -235,7 +235,7 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
         from mhacli.io.trained import trained_caution, trained_notes
 
         notes = tuple(trained_notes(model, toks))  # type: ignore[arg-type]
-        caution = trained_caution(model, toks)  # type: ignore[arg-type]
+        caution = "; ".join(filter(None, (getattr(model, "caution", None), trained_caution(model, toks)))) or None  # type: ignore[arg-type]
     return Prepared(config=config, tokens=toks, own=mine, model=model, notes=notes, shipped=shipped,
                     caution=caution)
 

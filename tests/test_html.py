@@ -381,3 +381,47 @@ def test_a_view_page_has_its_weights_every_layer_and_nothing_invented():
         page_module.LAYERS_BUDGET = small
     shown = from_attention(w[0], view.tokens)
     assert data_of(render_html(shown, analyse(shown)))["layers"] is None  # one layer: no picker
+
+
+def _grammar_page(hide_rules: bool) -> dict:
+    from mhacli.pipeline import prepare
+
+    result = prepare("the animal didn't cross the street because it was too tired", weights="grammar").run()
+    return data_of(render_html(result.trace, result.analysis, hide_rules=hide_rules)), result
+
+
+def test_a_grammar_run_gets_a_parse_section_with_every_heads_look():
+    """The page's parse section: from each parsed word, every head's top key and its weight on the noun, read
+    from the run's reading; the template draws it."""
+    data, result = _grammar_page(False)
+    reading = result.analysis.reading
+    t = result.trace.tokens
+    rows = data["parse"]["rows"]
+    assert [(r["query"], r["relation"], r["key"]) for r in rows] == [(k.query, k.relation, k.key)
+                                                                      for k in reading.looks]
+    for r, look in zip(rows, reading.looks):
+        assert r["tops"] == [label(t[k], 24) for k in look.top]
+        assert r["weights"] == [pytest.approx(w, abs=1e-4) if k == look.key else None
+                                for k, w in zip(look.top, look.weight)]
+    assert "subject: animal" in data["parse"]["said"]
+    page = template()
+    assert 'id="parse"' in page and "D.parse.rows" in page
+    assert data_of(render_html(run("the cat sat on the mat"), analyse(run("the cat sat on the mat"))))["parse"] is None
+
+
+def test_the_hidden_parse_section_names_no_relation_and_marks_no_noun():
+    data, result = _grammar_page(True)
+    rows = data["parse"]["rows"]
+    assert len(rows) == len(result.analysis.reading.queries)  # one row a word: "cross" once
+    assert all(r["relation"] is None and r["noun"] is None and r["weights"] is None for r in rows)
+    assert data["parse"]["said"] is None and data["rules"] is None
+
+
+def test_measured_labels_are_never_called_rules():
+    """A trained model's head names are measured in training: the page calls them that, a designed head's a
+    rule, and the template takes the word from the data instead of writing "rule:" itself."""
+    data, _ = _grammar_page(False)
+    assert data["rules"] and data["rules_word"] == "measured in training"
+    designed = run("the cat sat on the mat", weights="designed")
+    assert data_of(render_html(designed, analyse(designed)))["rules_word"] == "rule"
+    assert '"rule: "' not in template() and "D.rules_word" in template()

@@ -329,3 +329,13 @@ def test_token_ids_of_the_toy_embedding_are_first_appearances(cwd):
     p = _piped(["explain", "the cat saw the dog", "--no-plots"], cwd, COLUMNS="80")
     table = " ".join(p.stdout.split("1. Tokens", 1)[1].split("2. Steps", 1)[0].split())
     assert "order of first appearance" in table and "folds capitals" not in table
+
+
+def test_a_saved_grammar_trace_does_not_call_its_ids_the_models(cwd):
+    """A .npz keeps the tokens, not the model's vocabulary: `mha show` numbers them by first appearance and
+    says so, instead of calling them the trained model's ids."""
+    saved = _piped(["explain", SENTENCE, "--weights", "grammar", "--no-plots", "--save-npz", "g.npz"], cwd)
+    assert saved.returncode == 0, saved.stderr
+    shown = _piped(["show", "g.npz", "--no-plots"], cwd, COLUMNS="80")
+    table = " ".join(shown.stdout.split("1. Tokens", 1)[1].split("2. Steps", 1)[0].split())
+    assert "order of first appearance" in table and "trained model's vocabulary" not in table

@@ -119,3 +119,34 @@ def test_ctrl_c_exits_130_and_writes_nothing(tmp_path: Path, monkeypatch: pytest
     assert result.exit_code == 130
     assert "interrupted" in result.output
     assert not out.exists()  # the folder made for the run goes with it
+
+
+@pytest.mark.parametrize("heads", [1, 4])
+def test_training_heads_png_texts_are_10_px_at_the_saved_size_and_its_rows_close_up(tmp_path: Path,
+                                                                                    heads: int) -> None:
+    """Every text of training-heads.png (tokens, titles, names, colour bar) is at least 10 px tall both as the
+    file is (one file pixel, one projector pixel on 1920 × 1080) and fitted when larger; the rows of maps are
+    no further apart than the columns (no empty bands)."""
+    from matplotlib.text import Text
+    from PIL import Image
+
+    from mhacli.core.train import train
+    from mhacli.render.figures.training import training_heads_figure
+
+    result = train(TrainConfig(task="grammar", heads=heads, length=13, d_model=32, steps=2, batch=2, snapshots=5))
+    fig = training_heads_figure(result)
+    path = tmp_path / "training-heads.png"
+    fig.savefig(path, format="png")  # as mha train saves it: the figure's own dpi
+    dpi = fig.dpi
+    with Image.open(path) as im:
+        width, height = im.size
+    scale = min(1.0, 1920 / width, 1080 / height)  # a smaller file is shown pixel for pixel, a larger one fitted
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_text().strip() and t.get_visible()]
+    assert min(sizes) * dpi / 72 * scale >= 10.0, min(sizes)
+    maps = [ax for ax in fig.axes if ax.images]  # row by row: a head's moments, then the next head's
+    moments = len(result.snapshot_steps)
+    assert len(maps) == heads * moments
+    if heads > 1:
+        w, h = fig.get_size_inches()
+        first, below, right = (maps[0].get_position(), maps[moments].get_position(), maps[1].get_position())
+        assert (first.y0 - below.y1) * h <= (right.x0 - first.x1) * w + 0.02

@@ -71,3 +71,46 @@ def test_a_saved_model_file_is_taken_by_path(tmp_path):
     assert t.num_heads == 2 and t.kind == "trained"
     r = CliRunner().invoke(app, ["explain", "x y z w", "--weights", str(tmp_path / "mine.npz"), "--no-plots"])
     assert r.exit_code == 0 and "h = 2" in r.output
+
+
+def test_grammar_untrained_is_the_grammar_models_own_layer_before_its_first_step(tmp_path):
+    """--weights grammar-untrained: the shipped grammar model's task, width, heads and vocabulary with the
+    parameters its training started from (train's step-0 snapshot, same seed), and every surface cautions that
+    nothing was learned."""
+    import json
+    import subprocess
+    import sys
+    from dataclasses import replace
+    from pathlib import Path
+
+    from mhacli.io.trained import load_trained
+    from mhacli.io.weights import resolve_weights
+
+    trained = load_trained(shipped_model_path(name="grammar"))[0]
+    before = resolve_weights("grammar-untrained")
+    assert before.config == trained.config and before.vocabulary == trained.vocabulary
+    assert {k: v.shape for k, v in before.params.items()} == {k: v.shape for k, v in trained.params.items()}
+    assert not np.allclose(before.params["W_q"], trained.params["W_q"])
+    first = train(replace(trained.config, steps=1, snapshots=2))  # snapshot 0: the weights before any step
+    ids = before.ids(first.snapshot_tokens)[None, :]  # (1, N)
+    np.testing.assert_allclose(before.attention(ids)[0], first.snapshots[0], atol=1e-12)
+    mha = str(Path(sys.executable).with_name("mha"))
+    out = subprocess.run([mha, "explain", SENTENCE, "--weights", "grammar-untrained", "--no-plots", "--json"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert (doc["config"]["d_model"], doc["config"]["heads"]) == (trained.config.d_model, trained.config.heads)
+    assert "untrained" in json.dumps(doc) and "nothing here was learned" in json.dumps(doc)
+    text = subprocess.run([mha, "explain", SENTENCE, "--weights", "grammar-untrained", "--no-plots"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300).stdout
+    assert "nothing here was learned" in " ".join(text.split())
+
+
+def test_the_lesson_after_grammar_untrained_points_back_at_it():
+    """The demo's what-next commands name --weights grammar-untrained, not the run's kind 'trained' (the d = 16
+    letters model, which would refuse --d-model 32)."""
+    runner = CliRunner()
+    out = runner.invoke(app, ["demo", "the cat saw the dog", "--weights", "grammar-untrained", "--no-pause",
+                              "--step", "15"]).output
+    flat = " ".join(out.split())
+    assert "--weights grammar-untrained" in flat and "--weights trained" not in flat

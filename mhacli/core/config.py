@@ -14,7 +14,8 @@ from typing import Any
 from mhacli.core.errors import UsageError
 
 TOKENIZERS = ("word", "char", "whitespace")
-WEIGHT_KINDS = ("random", "designed", "trained", "grammar")  # what --weights NAME names (trained, grammar: shipped)
+# What --weights NAME names (trained, grammar: shipped; grammar-untrained: the grammar model before training).
+WEIGHT_KINDS = ("random", "designed", "trained", "grammar", "grammar-untrained")
 # Where a run's weights came from, as a trace records it: the named kinds, your own
 # nn.MultiheadAttention weights, or the hand-sized example of `mha explain --worked`.
 WEIGHT_SOURCES = ("random", "designed", "trained", "pytorch", "worked")  # "grammar" runs as "trained"

@@ -11,6 +11,8 @@ SHIPPED_GRAMMAR = "grammar.npz"  # the grammar model (--weights grammar), by the
 SHIPPED_GRAMMAR_ALONE = "grammar-1-head.npz"  # the same command with --heads 1
 #: The --weights names of the models shipped in the package.
 SHIPPED_NAMES = ("trained", "grammar")
+#: The grammar model's layer before training (core/untrained.py): built from grammar.npz's config, not a file.
+UNTRAINED_GRAMMAR = "grammar-untrained"
 
 
 def shipped_model_path(alone: bool = False, name: str = "trained") -> Path:

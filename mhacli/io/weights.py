@@ -20,7 +20,7 @@ from mhacli.core.errors import UsageError
 from mhacli.core.messages import shown_path
 from mhacli.core.weights import AttentionWeights, checked_heads, from_state_dict
 from mhacli.io.shipped import (SHIPPED_ALONE, SHIPPED_GRAMMAR, SHIPPED_GRAMMAR_ALONE,  # noqa: F401 - their old home
-                               SHIPPED_MODEL, shipped_model_path)
+                               SHIPPED_MODEL, UNTRAINED_GRAMMAR, shipped_model_path)
 
 MAX_WEIGHT_BYTES = 2 * 2**30  # a d = 8192 layer is 1 GiB in float64; more is not a teaching run
 MAX_STATE_MEMBERS = 4096  # a 48-layer model's state dict has ~800 tensors
@@ -163,6 +163,11 @@ def resolve_weights(value: str, heads: object = None, layer: object = None) -> A
     if value in ("trained", "grammar"):
         no_layer(layer, f"the shipped {value} model")
         return load_trained(shipped_model_path(name=value))[0]
+    if value == UNTRAINED_GRAMMAR:  # the same layer before training: the shipped model's shapes and seed
+        from mhacli.core.untrained import untrained
+
+        no_layer(layer, "the untrained grammar model")
+        return untrained(load_trained(shipped_model_path(name="grammar"))[0])
     path = Path(value)
     try:
         exists = path.exists()

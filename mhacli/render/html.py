@@ -27,6 +27,7 @@ import numpy as np
 from mhacli import __version__
 from mhacli.core.analysis import FIXED, Analysis
 from mhacli.core.messages import printable
+from mhacli.core import narrate
 from mhacli.core.narrate import head_caption
 from mhacli.core.tokenize import label
 from mhacli.io.files import atomic_write
@@ -151,6 +152,34 @@ def _layers(view: AttentionView, m: int, hide_rules: bool, shown: dict[str, Any]
             for k in range(view.n_layers)]
 
 
+def parse_data(analysis: Analysis, m: int, hide_rules: bool) -> dict[str, Any] | None:
+    """For a sentence the grammar parses: from each of the parse's words, every head's top key and its weight
+    on the relation's noun (hidden: the words and top keys only, one row a word, no weight that marks the noun).
+    None when the run has no parse, or its words lie outside the page's first ``m`` tokens."""
+    reading = analysis.reading
+    if reading is None:
+        return None
+    t = reading.parse.tokens
+    rows: list[dict[str, Any]] = []
+    asked: set[int] = set()
+    for look in reading.looks:
+        if look.query >= m or look.key >= m or max(look.top) >= m or (hide_rules and look.query in asked):
+            continue
+        asked.add(look.query)
+        rows.append({
+            "query": look.query, "word": label(t[look.query], 24), "tops": [label(t[k], 24) for k in look.top],
+            "relation": None if hide_rules else look.relation,
+            "noun": None if hide_rules else label(t[look.key], 24), "key": None if hide_rules else look.key,
+            "weights": None if hide_rules else [round(float(w), 4) if k == look.key else None
+                                                for k, w in zip(look.top, look.weight)],
+        })
+    if not rows:
+        return None
+    said = None if hide_rules else " ".join([narrate.parse_sentence(reading), *(
+        line[0].upper() + line[1:] for line in narrate.reading_lines(reading))])
+    return {"rows": rows, "said": said}
+
+
 def page_data(trace: Shown, analysis: Analysis, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules: bool = False,
               layers: Sequence[Analysis] | None = None) -> dict[str, Any]:
     """Everything the page shows, as one JSON-ready dict (the first ``max_tokens`` tokens).
@@ -184,6 +213,9 @@ def page_data(trace: Shown, analysis: Analysis, max_tokens: int = DEFAULT_MAX_TO
         "causal": bool(trace.causal),
         "mask": mask.astype(int).tolist() if mask is not None else None,
         "rules": list(trace.rules) if trace.rules and not hide_rules else None,
+        # A designed head follows a rule built by hand; a trained head's name is measured, never a rule.
+        "rules_word": "name" if view else "rule" if analysis.kind == narrate.DESIGNED else "measured in training",
+        "parse": parse_data(analysis, m, hide_rules),
         "hide_rules": hide_rules,
         "config": None, "scores": None, "steps": None, "total_madds": None, "parameters": None,
         "split_equals_direct_max_diff": None,

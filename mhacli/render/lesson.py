@@ -278,7 +278,7 @@ def _weights_sentence(trace: Trace, hide_rules: bool) -> str:
                 "a finding (--weights designed gives heads that follow rules, --weights trained heads that "
                 "learned them).")
     if kind == "trained":
-        return (" The weights here were trained ('mha train'): what each head learned is measured from its "
+        return (" The weights here are a model of 'mha train': what each head does is measured from its "
                 "weights at the end of the lesson" + (", without naming it (--hide-rules)." if hide_rules else "."))
     return " The weights here are your own: the lesson measures what each head does, it does not assume it."
 
@@ -297,7 +297,7 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
     import numpy as np
 
     from mhacli.core import narrate
-    from mhacli.render.terminal import claim_panel, header, heads_panel, tokens_table
+    from mhacli.render.terminal import claim_panel, header, tokens_table
 
     a = analysis
     n, d, h, dk = trace.n_tokens, trace.d_model, trace.num_heads, trace.d_k

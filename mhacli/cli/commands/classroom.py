@@ -149,7 +149,7 @@ def demo(
                                   inputs=read_files(file, weights), names=names)
     open_figures(plan, config, prepared.n_tokens, MAX_TOKENS, fmt, dpi)
 
-    from mhacli.io.shipped import SHIPPED_NAMES
+    from mhacli.io.shipped import SHIPPED_NAMES, UNTRAINED_GRAMMAR
     from mhacli.pipeline import with_lesson
     from mhacli.render.lesson import lesson, next_steps, present
 
@@ -165,7 +165,7 @@ def demo(
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
     present(console, steps, pause=pause and sys.stdin.isatty(), start=step, wait=_wait_for_enter,
             closing=next_steps(trace, source_args(text, file, sample), config_args(config, skip=("weights",)),
-                               weights_name=weights if weights in SHIPPED_NAMES else None))
+                               weights_name=weights if weights in (*SHIPPED_NAMES, UNTRAINED_GRAMMAR) else None))
     written: list[str] = []
     if plan.out is not None:
         written = write_figures(result, plan.out, fmt, dpi, position, MAX_TOKENS, hide_rules)

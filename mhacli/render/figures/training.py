@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from mhacli.render.figures.layout import ordinal, readable_points
+from mhacli.render.figures.layout import LABEL_PX, ordinal, readable_points
 from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.image import AxesImage
 
     from mhacli.core.train import TrainResult
 
@@ -64,15 +65,24 @@ def training_figure(results: Sequence["TrainResult"]) -> "Figure":
     return fig
 
 
+SAVED_DPI = 100  # mha train saves its figures at the figure's own dpi
+
+
+def label_points(width_in: float, height_in: float, dpi: float = SAVED_DPI) -> float:
+    """The smallest font size (points) for any text of a training figure: LABEL_PX tall on a 1920 × 1080
+    projector both at the file's own size (one file pixel, one screen pixel) and fitted when it is larger."""
+    return max(LABEL_PX * 72 / dpi, readable_points(width_in, height_in))
+
+
 def heads_grid_sizes(n: int, heads: int, moments: int) -> tuple[float, tuple[float, float], float, int]:
     """Cell (inches), figure size (inches), token label size (points) and label step for the heads grid.
 
-    The label size keeps a label readable once the whole figure is scaled to fit a 1080p screen
-    (:func:`readable_points`); the step thins the labels so that neighbours do not overlap at that size.
+    The label size keeps a label readable at the saved size and once the whole figure is scaled to fit a
+    1080p screen (:func:`label_points`); the step thins the labels so that neighbours do not overlap.
     """
     cell = min(max(1.9, n * 0.07), 3.2)  # 12 tokens: 1.9 in; 40 tokens: 2.8 in
-    size = (1.6 + cell * moments, 1.2 + cell * heads)
-    label = max(7.0, readable_points(*size))
+    size = (1.0 + cell * moments, 1.0 + cell * heads)
+    label = label_points(*size)
     step = max(1, math.ceil(label * 1.25 / 72 / (cell / n)))
     return cell, size, label, step
 
@@ -85,6 +95,7 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
     tokens = result.snapshot_tokens
     n = len(tokens)
     _, size, label, step = heads_grid_sizes(n, heads, moments)
+    big = max(label, 10.0)  # titles and names: never smaller than the token labels
     fig = new_figure(figsize=size, dpi=100, layout="constrained")
     axes = np.atleast_2d(fig.subplots(heads, moments, squeeze=False))
     picked = list(range(0, n, step))
@@ -107,19 +118,44 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
                 ax.set_yticks([])
             ax.tick_params(length=0, pad=1)
             if row == 0:
-                ax.set_title(f"step {step_at:,}\nheld-out {acc:.0%}", fontsize=10, color=LABEL_COLOR)
+                ax.set_title(f"step {step_at:,}\nheld-out {acc:.0%}", fontsize=big, color=LABEL_COLOR)
             if col == 0:
-                ax.set_ylabel(f"head {row + 1}\nquery", fontsize=10, color=head_color(row))
+                ax.set_ylabel(f"head {row + 1}\nquery", fontsize=big, color=head_color(row))
             if col == moments - 1:
                 name, share = result.model.relations[row]
                 ax.text(1.04, 0.5, f"{_short(name)}\n{_share(name, share)} of queries", transform=ax.transAxes,
-                        fontsize=9, rotation=90, va="center", ha="left", color=head_color(row))
+                        fontsize=big, rotation=90, va="center", ha="left", color=head_color(row))
     if image is not None:
-        fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+        _colour_bar(fig, image, axes, big)
     thinned = f"; every {ordinal(step)} token labelled" if step > 1 else ""
     fig.suptitle(f"{result.config.task}: each head's weights on one held-out sequence during training\n"
-                 f"(rows: queries, columns: keys{thinned})", fontsize=11, color=LABEL_COLOR)
+                 f"(rows: queries, columns: keys{thinned})", fontsize=big + 1, color=LABEL_COLOR)
+    _close_rows(fig, axes)
     return fig
+
+
+def _close_rows(fig: "Figure", axes: np.ndarray) -> None:
+    """Take out the height the square maps leave between rows beyond the gap between columns.
+
+    The grid's width decides how large a square map is; the height left over would open as empty bands
+    between the rows.  Measured from matplotlib's own layout pass, then laid out again at the new height."""
+    rows, cols = axes.shape
+    if rows < 2:
+        return
+    fig.draw_without_rendering()
+    width, height = fig.get_size_inches()
+    first, below = axes[0, 0].get_position(), axes[1, 0].get_position()
+    col_gap = (axes[0, 1].get_position().x0 - first.x1) * width if cols > 1 else 0.1
+    slack = ((first.y0 - below.y1) * height - col_gap) * (rows - 1)  # inches
+    if slack > 0:
+        fig.set_size_inches(width, height - slack)
+
+
+def _colour_bar(fig: "Figure", image: "AxesImage", axes: np.ndarray, size: float) -> None:
+    """One slim colour bar beside the grid, its ticks and label as readable as the rest of the figure."""
+    bar = fig.colorbar(image, ax=axes, shrink=0.8, aspect=40, pad=0.01)
+    bar.set_label("attention weight", fontsize=size)
+    bar.ax.tick_params(labelsize=size)
 
 
 def _short(name: str) -> str:
@@ -145,7 +181,8 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
     n, widest = len(tokens), max(r.heads for r in results)
     cell = min(max(2.3, n * 0.07), 3.2)
     size = (1.6 + cell * widest, 1.6 + (cell + 0.5) * len(results))
-    label = max(7.0, readable_points(*size))  # readable once the figure is fitted to a 1080p screen
+    label = label_points(*size)  # readable at the saved size and once fitted to a 1080p screen
+    big = max(label, 10.0)  # titles and names: never smaller than the token labels
     step = max(1, math.ceil(label * 1.25 / 72 / (cell / n)))  # thinned so neighbours never overlap
     picked = list(range(0, n, step))
     shown = [tokens[k] for k in picked]
@@ -167,15 +204,15 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
                 ax.set_yticks([])  # no ticks rather than ticks with empty labels (see training_heads_figure)
             ax.tick_params(length=0, pad=1)
             name, share = result.model.relations[col]
-            ax.set_title(f"head {col + 1}: {_short(name)} {_share(name, share)}", fontsize=9, color=head_color(col))
+            ax.set_title(f"head {col + 1}: {_short(name)} {_share(name, share)}", fontsize=big, color=head_color(col))
             if col == 0:
                 ax.set_ylabel(f"{result.heads} head{'s' if result.heads > 1 else ''}, d/h = {result.config.d_k}\n"
-                              f"held-out {result.accuracy:.1%}\n{per}", fontsize=9, color=LABEL_COLOR)
+                              f"held-out {result.accuracy:.1%}\n{per}", fontsize=big, color=LABEL_COLOR)
     if image is not None:
-        fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+        _colour_bar(fig, image, axes, big)
     first = results[0]
     thinned = f"; every {ordinal(step)} token labelled" if step > 1 else ""
     fig.suptitle(f"{first.config.task}: every run's heads after {first.config.steps:,} steps, on the same held-out "
                  f"sequence,\n{first.parameters:,} parameters each (rows: queries, columns: keys{thinned})",
-                 fontsize=11, color=LABEL_COLOR)
+                 fontsize=big + 1, color=LABEL_COLOR)
     return fig

@@ -34,6 +34,10 @@ Array = np.ndarray
 
 PICK_LIFT = 0.25  # a row picks its top key from a quarter of the way between chance and certain
 NAME_SHARE = 0.5  # a relation is named when at least half the rows it is defined on pick its key
+# A trained head is named on its report card (mhacli.core.card) only from this held-out hit rate on, with the
+# lower end of its 95 % interval still clearing NAME_SHARE: a name has to hold on fresh sentences, not one sample.
+CARD_NAME_RATE = 0.85
+NAMED, PARTLY, UNNAMED = "named", "partly", "unnamed"  # what a head's card row earns it
 MOSTLY = 0.5  # "mostly" is at least half a row
 ANSWER_SHARE = 0.5  # a head answers a parsed query with at least half its row on the true key
 FOCUSED = 0.4  # focus above this is "focused" (or "sharp"): never near chance
@@ -73,6 +77,17 @@ def pick_weight(visible: int) -> float:
 def named(share: float) -> bool:
     """Is a relation followed on ``share`` of its rows enough to name it?"""
     return share >= NAME_SHARE
+
+
+def card_word(rate: float, low: float) -> str:
+    """NAMED, PARTLY or UNNAMED for a held-out hit rate and the lower end of its 95 % interval.
+
+    Named from :data:`CARD_NAME_RATE` on when the interval's lower end clears :data:`NAME_SHARE`; "partly" from
+    NAME_SHARE up to there (or a high rate on too few queries to be sure of it); below NAME_SHARE, unnamed.
+    """
+    if rate >= CARD_NAME_RATE and low >= NAME_SHARE:
+        return NAMED
+    return PARTLY if rate >= NAME_SHARE else UNNAMED
 
 
 def near_chance(picked_rows: int, counted_rows: int, focus: float) -> bool:

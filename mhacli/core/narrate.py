@@ -32,7 +32,9 @@ from mhacli.core.steps import efficiency_sentence  # noqa: F401  (the steps tabl
 from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:
+    from mhacli.core.card import Disagreement
     from mhacli.core.compare import TrainedApart
+    from mhacli.core.grammar import Parse
     from mhacli.core.lesson import TrainedPair
 
 RANDOM, DESIGNED, TRAINED = "random", "designed", "trained"
@@ -396,3 +398,36 @@ def pair_sentence(pair: TrainedPair) -> str:
     else:
         said += f" The gap is {pair.gap:.1f} points."
     return said
+
+
+def _role(parse: "Parse", key: int) -> str:
+    """A key of the parse by its role where it has one: 'the object “street”', 'itself', else '“too”'."""
+    t = parse.tokens
+    word = f"“{label(t[key], 12)}”"
+    if key == parse.subject:
+        return f"the subject {word}"
+    if key == parse.object:
+        return f"the object {word}"
+    return word
+
+
+def disagreement_sentence(d: "Disagreement", parse: "Parse") -> str:
+    """``head 2, subject in training, looks at the object “street” here (72% from “cross”).``"""
+    from mhacli.core.card import short_name
+
+    t = parse.tokens
+    name = f"head {d.head + 1}, {'partly ' if d.word == evidence.PARTLY else ''}{short_name(d.row)} in training"
+    where = f"“{label(t[d.query], 12)}”"
+    if not d.picked:
+        return (f"{name}, picks no key from {where} here (its top weight {_pct(d.weight)} is not clear of "
+                "chance).")
+    looked = "itself" if d.top == d.query else _role(parse, d.top)
+    return f"{name}, looks at {looked} here ({_pct(d.weight)} from {where}), not {_role(parse, d.key)}."
+
+
+def learned_title(rule: str) -> str | None:
+    """The few words of a head's card label (``subject (92% in training)``), or None for any other label."""
+    from mhacli.core.card import TITLE_SEPARATOR
+
+    title = rule.split(TITLE_SEPARATOR)[0]
+    return title if TITLE_SEPARATOR in rule and "in training" in title else None

@@ -173,8 +173,10 @@ class Card:
         k = int(self.hits[r, head])
         where = (f"{long_name(self.rows[r])} on {k:,} of {n:,} held-out queries "
                  f"(95% interval {_pct(low[r, head])}–{_pct(high[r, head])})")
+        also = [f"{short_name(self.rows[o])} on {_pct(self.rate[o, head])}" for o in range(len(self.rows))
+                if o != r and word == evidence.NAMED and self.word(o, head) == evidence.NAMED]
         if word == evidence.NAMED:
-            detail = where
+            detail = where + (f"; also named for {', '.join(also)}" if also else "")
         elif word == evidence.PARTLY:
             detail = f"{where}: a name needs {_pct(evidence.CARD_NAME_RATE)}"
         else:
@@ -187,8 +189,7 @@ class Card:
 
     def caption(self) -> str:
         """What the card was measured on, in one line."""
-        return (f"measured in training on {self.sentences:,} held-out sentences (rng seed {self.seed}), "
-                "not on the sentence shown")
+        return f"measured in training on {self.sentences:,} held-out sentences drawn with rng seed {self.seed}"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON numbers: rows, queries, hits, rates and intervals, and what names each head earns."""

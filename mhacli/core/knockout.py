@@ -23,6 +23,7 @@ from mhacli.core.attention import merge_heads, project
 from mhacli.core.card import CARD_SEED, CARD_SENTENCES, held_out
 
 if TYPE_CHECKING:
+    from mhacli.core.card import Card
     from mhacli.core.train import Params, TrainedModel
 
 Array = np.ndarray
@@ -105,3 +106,32 @@ def knockout(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int =
                         for k in range(model.config.heads)])  # (h, R)
     return Knockout(rows=names, full=full, without=without, queries=(keys >= 0).sum(axis=(1, 2)),
                     sentences=sentences, seed=seed)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Where the card (where a head looks) and the knockout (what the model loses without it) disagree."""
+
+    head: int  # 0-based
+    row: str
+    named: bool  # True: the card names (or partly names) the head for the row, yet switching it off costs little
+    rate: float  # the head's card hit rate on the row
+    cost: float  # points the row loses without the head
+
+
+def mismatches(card: "Card", knock: Knockout) -> tuple[Mismatch, ...]:
+    """Each head the card names for a row whose knockout costs it under evidence.KNOCKOUT_POINTS, and each row
+    a head's knockout costs that much though the card does not name the head for it."""
+    from mhacli.core import evidence
+
+    if card.rows != knock.rows or card.heads != knock.heads:
+        raise ValueError("the card and the knockout measure different rows or heads")
+    cost = knock.cost  # (h, R)
+    out = []
+    for i in range(card.heads):
+        best, word = card.best(i)
+        for r, row in enumerate(card.rows):
+            known = r == best and word != evidence.UNNAMED
+            if known != evidence.matters(float(cost[i, r])) and (known or card.word(r, i) == evidence.UNNAMED):
+                out.append(Mismatch(i, row, known, float(card.rate[r, i]), float(cost[i, r])))
+    return tuple(out)

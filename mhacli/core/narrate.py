@@ -32,9 +32,11 @@ from mhacli.core.steps import efficiency_sentence  # noqa: F401  (the steps tabl
 from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:
-    from mhacli.core.card import Disagreement
+    from mhacli.core.card import Card, Disagreement
     from mhacli.core.compare import TrainedApart
     from mhacli.core.grammar import Parse
+    from mhacli.core.knockout import Knockout, Mismatch
+    from mhacli.core.sweep import Sweep
     from mhacli.core.lesson import TrainedPair
 
 RANDOM, DESIGNED, TRAINED = "random", "designed", "trained"
@@ -431,3 +433,71 @@ def learned_title(rule: str) -> str | None:
 
     title = rule.split(TITLE_SEPARATOR)[0]
     return title if TITLE_SEPARATOR in rule and "in training" in title else None
+
+
+def mismatch_sentence(m: "Mismatch") -> str:
+    """Where the card and the knockout part, in one sentence, both numbers given."""
+    from mhacli.core.card import short_name
+
+    row = short_name(m.row)
+    if m.named:
+        return (f"head {m.head + 1} is known by {row} ({_pct(m.rate)} in training), yet switching it off costs "
+                f"{row} only {m.cost:.0f} points: other heads carry it too.")
+    return (f"switching off head {m.head + 1} costs {row} {m.cost:.0f} points, though its card does not name it "
+            f"for {row} (it finds that noun on {_pct(m.rate)} of the queries).")
+
+
+def sweep_sentence(s: "Sweep") -> str:
+    """The sweep's spread in one sentence: the gap's mean, range and sign over the seeds."""
+    most, fewest = max(s.heads), min(s.heads)
+    spread = s.spread
+    ahead = int((s.gap > 0).sum())
+    return (f"Over {_count(len(s.seeds), 'seed')}, {_count(most, 'head')} are {spread['mean']:.1f} points above "
+            f"{_count(fewest, 'head')} on average (mean over relations; from {spread['min']:.1f} to "
+            f"{spread['max']:.1f}, sd {spread['sd']:.1f}); ahead on {ahead} of {len(s.seeds)}.")
+
+
+def card_row_name(row: str) -> str:
+    """A card row in a few words (``subject``, ``he/she → noun``)."""
+    from mhacli.core.card import short_name
+
+    return short_name(row)
+
+
+def card_rule_sentence(card: "Card") -> str:
+    """How the card names heads, with its thresholds and what it was measured on."""
+    return (f"A cell is the share of a relation's queries whose top key, clear of chance, is the relation's noun "
+            f"per the grammar's parse, over its 95% interval; {card.caption()}. A head is named from "
+            f"{_pct(evidence.CARD_NAME_RATE)} with the interval's lower end at {_pct(evidence.NAME_SHARE)} or "
+            f"more, \"partly\" from {_pct(evidence.NAME_SHARE)}, unnamed below.")
+
+
+def knockout_rule_sentence() -> str:
+    """What the knockout columns mean."""
+    return ("Off: points of held-out accuracy the relation loses when that head's output is zeroed before W_o "
+            f"(its whole contribution to O); {evidence.KNOCKOUT_POINTS:.0f} points or more is a cost worth a word.")
+
+
+def knockout_sentences(card: "Card", knock: "Knockout") -> list[str]:
+    """Every place the card and the knockout disagree, or one sentence saying they agree."""
+    from mhacli.core.knockout import mismatches
+
+    found = mismatches(card, knock)
+    if not found:
+        return ["Card and knockout agree: each named head's knockout costs its relation "
+                f"{evidence.KNOCKOUT_POINTS:.0f} points or more, and no other head's costs any relation that much."]
+    return [mismatch_sentence(m) for m in found]
+
+
+def card_sentence_lines(card: "Card", parse: "Parse", weights: np.ndarray, causal: bool = False) -> list[str]:
+    """On the sentence shown: each place a head's training name and what it does here part, or that none do."""
+    from mhacli.core.card import disagreements
+
+    found = disagreements(card, parse, weights, causal)
+    if found:
+        return [disagreement_sentence(d, parse) for d in found]
+    named = [i for i in range(card.heads) if card.best(i)[1] != evidence.UNNAMED]
+    if not named:
+        return ["No head is named on the card, so there is nothing to check on this sentence."]
+    return [f"On this sentence {_heads(named)} find{'s' if len(named) == 1 else ''} the noun "
+            f"{'its' if len(named) == 1 else 'their'} card row names, clear of chance, at every query of it."]

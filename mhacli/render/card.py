@@ -77,6 +77,18 @@ def shipped_card(card: Card, sentence: Sequence[str]) -> list[RenderableType]:
     return [*card_report(card, title), *(Text(line) for line in sentence)]
 
 
+def explain_card(model: object, trace: object, hide_rules: bool = False) -> list[RenderableType]:
+    """``mha explain`` with a grammar model that carries a card: the card once, labelled as measured in
+    training, then where its names and this sentence part (nothing for any other model, or rules hidden)."""
+    card = getattr(model, "card", None)
+    if card is None or hide_rules:
+        return []
+    parse = getattr(trace, "parse", None)
+    lines = [] if parse is None else narrate.card_sentence_lines(card, parse, trace.weights,  # type: ignore[attr-defined]
+                                                                 bool(trace.config.causal))  # type: ignore[attr-defined]
+    return [Text(""), *shipped_card(card, lines)]
+
+
 def knockout_table(card: Card, knock: Knockout) -> RenderableType:
     """Card and knockout side by side: per head, where it looks (card) and what switching it off costs."""
     table = _table()

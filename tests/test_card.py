@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from mhacli.cli.app import app
 from mhacli.core import evidence, grammar, narrate
-from mhacli.core.card import (CARD_SEED, Card, disagreements, held_out, report_card, row_keys, rows, short_name,
+from mhacli.core.card import (CARD_SEED, Card, carded, disagreements, held_out, report_card, row_keys, rows, short_name,
                               wilson)
 from mhacli.core.knockout import knockout, logits_without, mismatches
 from mhacli.core.sweep import sweep
@@ -35,7 +35,7 @@ FEW = 60  # sentences for the slow references
 
 @pytest.fixture(scope="module")
 def trained() -> TrainResult:
-    return train(TrainConfig.for_task("grammar", steps=60, held_out=50))
+    return carded(train(TrainConfig.for_task("grammar", steps=60, held_out=50)))
 
 
 # ----------------------------------------------------------------------------- the interval
@@ -161,7 +161,7 @@ def test_a_card_needs_a_grammar_model() -> None:
     from mhacli.core.errors import UsageError
 
     letters = train(TrainConfig(steps=2, held_out=4))
-    assert letters.model.card is None
+    assert carded(letters) is letters and letters.model.card is None
     with pytest.raises(UsageError, match="--task grammar"):
         report_card(letters.model)
 

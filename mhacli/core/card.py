@@ -30,7 +30,7 @@ from mhacli.core import evidence, grammar
 from mhacli.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from mhacli.core.train import TrainedModel
+    from mhacli.core.train import TrainedModel, TrainResult
 
 Array = np.ndarray
 
@@ -134,6 +134,10 @@ class Card:
         """(R, h) lower and upper ends of each cell's 95 % Wilson interval."""
         return wilson(self.hits, np.broadcast_to(self.queries[:, None], self.hits.shape))
 
+    def named(self, row: int, head: int) -> bool:
+        """Does the card name ``head`` for ``row`` (evidence.card_word)?"""
+        return self.word(row, head) == evidence.NAMED
+
     def word(self, row: int, head: int) -> str:
         """evidence.NAMED, PARTLY or UNNAMED for one cell."""
         low, _ = self.interval
@@ -208,6 +212,18 @@ class Card:
                    seed=int(data["seed"]))
 
 
+def picked_keys(weights: Array) -> Array:
+    """(B, h, N): each query's most-weighted key where its weight clears chance (:mod:`evidence`), else −1.
+
+    Chance is over the keys a query could see: a masked key (padding, a later key under a causal mask) has
+    weight exactly 0 after the −∞ mask.  An unmasked key underflows to 0 only when another takes all but
+    ~1e-300 of the row, and that row picks its top key over any count of keys."""
+    looked = weights.argmax(axis=-1)  # (B, h, N)
+    top = np.take_along_axis(weights, looked[..., None], axis=-1)[..., 0]  # (B, h, N)
+    seen = (weights > 0).sum(axis=-1)  # (B, h, N)
+    return np.where(evidence.picks(top, seen), looked, -1)
+
+
 def held_out(model: "TrainedModel", sentences: int,
              seed: int) -> tuple[Array, Array, tuple[str, ...]]:
     """Fresh sentences for a grammar model: ids (S, N), each card row's true keys (R, S, N; -1: none), rows."""
@@ -235,15 +251,23 @@ def held_out(model: "TrainedModel", sentences: int,
     return ids, keys, names
 
 
+def carded(result: "TrainResult", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> "TrainResult":
+    """A training run whose grammar model carries its report card (so its heads are named by it); any other
+    task's run as it is."""
+    from dataclasses import replace
+
+    from mhacli.core.tasks import get_task
+
+    if not get_task(result.config.task).sentences:
+        return result
+    return replace(result, model=replace(result.model, card=report_card(result.model, sentences, seed)))
+
+
 def report_card(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Card:
     """The card of a trained grammar model over ``sentences`` fresh sentences drawn with ``seed``."""
-    from mhacli.core.tasks import get_task
-    from mhacli.core.train import _picked_argmax, key_mask
-
     ids, keys, names = held_out(model, sentences, seed)  # (S, N), (R, S, N)
     weights = model.attention(ids)  # (S, h, N, N): the model's own forward
-    blocked = key_mask(ids, model.config.causal, get_task(model.config.task).pad)  # what each query may see
-    looked = _picked_argmax(weights, blocked)  # (S, h, N): top key where clear of chance, else -1
+    looked = picked_keys(weights)  # (S, h, N): top key where clear of chance, else -1
     asked = keys >= 0  # (R, S, N)
     hit = (looked[None] == keys[:, :, None, :]) & asked[:, :, None, :]  # (R, S, h, N)
     return Card(rows=names, hits=hit.sum(axis=(1, 3)), queries=asked.sum(axis=(1, 2)), sentences=sentences,

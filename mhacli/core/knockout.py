@@ -59,6 +59,13 @@ class Knockout:
         """(h, R) points of accuracy each row loses without each head (negative: it gains)."""
         return 100.0 * (self.full[None, :] - self.without)  # (h, R)
 
+    @property
+    def matters(self) -> Array:
+        """(h, R) True where switching the head off costs the row enough to say so (evidence.matters)."""
+        from mhacli.core import evidence
+
+        return self.cost >= evidence.KNOCKOUT_POINTS  # (h, R)
+
     def to_dict(self) -> dict[str, Any]:
         return {"sentences": self.sentences, "seed": self.seed, "rows": list(self.rows),
                 "queries": [int(n) for n in self.queries], "full": self.full.tolist(),

@@ -472,6 +472,12 @@ def card_rule_sentence(card: "Card") -> str:
             f"more, \"partly\" from {_pct(evidence.NAME_SHARE)}, unnamed below.")
 
 
+def card_outline_note() -> str:
+    """What the card figure's outlines mean."""
+    return (f"outlined: named ({_pct(evidence.CARD_NAME_RATE)} and over, the interval's lower end at "
+            f"{_pct(evidence.NAME_SHARE)} or more)")
+
+
 def knockout_rule_sentence() -> str:
     """What the knockout columns mean."""
     return ("Off: points of held-out accuracy the relation loses when that head's output is zeroed before W_o "

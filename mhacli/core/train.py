@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -630,10 +630,6 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
         relations = head_relations(weights, blocked)
     model = TrainedModel(config=config, params=params, vocabulary=task.vocabulary, targets=task.targets,
                          relations=relations)
-    if task.sentences:  # a grammar model's heads are named by its report card, on fresh sentences
-        from mhacli.core.card import report_card
-
-        model = replace(model, card=report_card(model))
     return TrainResult(
         config=config, loss=loss, accuracy=accuracy, relation_accuracy=per,
         history_loss=history_loss, history_accuracy=history_accuracy, parameters=count_parameters(config),

@@ -15,7 +15,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mhacli.core import evidence, narrate
+from mhacli.core import narrate
 from mhacli.core.card import Card
 from mhacli.core.knockout import Knockout
 from mhacli.core.sweep import Sweep
@@ -39,8 +39,7 @@ def _heading(text: str) -> Text:
 def _cell(card: Card, r: int, i: int) -> Text:
     """A card cell: its rate over its interval; bold in the head's colour where the head is named for it."""
     low, high = card.interval
-    word = card.word(r, i)
-    style = theme.head_style(i) if word == evidence.NAMED else ("" if word == evidence.PARTLY else theme.STYLE_DIM)
+    style = theme.head_style(i) if card.named(r, i) else ""
     text = Text(_pct(card.rate[r, i]), style=style)
     text.append(f"\n{_pct(low[r, i])}–{_pct(high[r, i])}", style=theme.STYLE_DIM)
     return text
@@ -101,11 +100,10 @@ def knockout_table(card: Card, knock: Knockout) -> RenderableType:
     for r, row in enumerate(card.rows):
         cells: list[Text | str] = [narrate.card_row_name(row), _pct(knock.full[r])]
         for i in range(card.heads):
-            word = card.word(r, i)
-            cells.append(Text(_pct(card.rate[r, i]), style=theme.head_style(i) if word == evidence.NAMED else ""))
+            cells.append(Text(_pct(card.rate[r, i]), style=theme.head_style(i) if card.named(r, i) else ""))
             c = float(cost[i, r])
             cells.append(Text(f"−{c:.0f}" if c >= 0.5 else f"+{-c:.0f}" if c <= -0.5 else "0",
-                              style=theme.STYLE_BAD if evidence.matters(c) else theme.STYLE_DIM))
+                              style=theme.STYLE_BAD if knock.matters[i, r] else theme.STYLE_DIM))
         table.add_row(*cells)
     return fitted_table(table)
 

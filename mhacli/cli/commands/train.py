@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Optional
+from typing import IO, TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from typing_extensions import Annotated
 
 from mhacli.cli.options import (FLAG, OUT_DIR, TRAIN_DEFAULTS, TRAINING, BatchOpt, CompareOpt, LrOpt, StepsOpt,
                                 TaskOpt, TrainDModelOpt, TrainHeadsOpt, TrainJsonOpt, TrainOutOpt, TrainPlotsOpt,
@@ -159,6 +158,7 @@ def train_configs(compare: str | None, task: str, **fields: Any) -> "list[TrainC
 def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from mhacli.core.card import carded
     from mhacli.core.train import train as train_core
 
     label = f"{config.heads} head{'s' if config.heads > 1 else ''}"
@@ -172,7 +172,7 @@ def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
             if step % every == 0 or step == config.steps:
                 progress.update(bar, completed=step, loss=loss, accuracy=accuracy)
 
-        return train_core(config, on_step=on_step)
+        return carded(train_core(config, on_step=on_step))  # a grammar model named by its report card
 
 
 def train(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from mhacli.core import evidence, narrate
+from mhacli.core import narrate
 from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, head_color, ink_on
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def card_figure(card: "Card", title: str | None = None) -> "Figure":
             ink = ink_on(_hex(cmap(float(rate[r, i]))))
             ax.text(i, r, f"{_pct(rate[r, i])}\n{_pct(low[r, i])}–{_pct(high[r, i])}", ha="center", va="center",
                     fontsize=SMALL, color=ink, linespacing=1.1)
-            if card.word(r, i) == evidence.NAMED:
+            if card.named(r, i):
                 ax.add_patch(Rectangle((i - 0.47, r - 0.47), 0.94, 0.94, fill=False, lw=3, ec=head_color(i)))
     ax.set_xticks(range(heads), labels=[f"head {i + 1}" for i in range(heads)], fontsize=FONT)
     for i, tick in enumerate(ax.get_xticklabels()):
@@ -57,8 +57,7 @@ def card_figure(card: "Card", title: str | None = None) -> "Figure":
     bar = fig.colorbar(image, ax=ax, shrink=0.8)
     bar.set_label("hit rate", fontsize=SMALL)
     bar.ax.tick_params(labelsize=SMALL)
-    fig.supxlabel(f"{card.caption()};\noutlined: named ({_pct(evidence.CARD_NAME_RATE)} and over, interval above "
-                  f"{_pct(evidence.NAME_SHARE)})", fontsize=SMALL, color=LABEL_COLOR)
+    fig.supxlabel(f"{card.caption()};\n{narrate.card_outline_note()}", fontsize=SMALL, color=LABEL_COLOR)
     return fig
 
 

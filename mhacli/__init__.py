@@ -40,7 +40,8 @@ _PUBLIC = {
 }
 
 __all__ = ["__version__", "run", "Run", "Config", "Trace", "load_trace", "from_attention", "AttentionView",
-           "AttentionWeights", "report_card", "Card", "knockout", "Knockout", "head_figure", "heads_figure", "magnifiers_figure", "split_figure", "compare_figure",
+           "AttentionWeights", "report_card", "Card", "knockout", "Knockout",
+           "head_figure", "heads_figure", "magnifiers_figure", "split_figure", "compare_figure",
            "html_page", "save_figures"]
 
 if TYPE_CHECKING:  # pragma: no cover

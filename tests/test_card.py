@@ -86,7 +86,7 @@ def test_every_name_is_the_one_the_evidence_rule_gives_its_card(card: Card) -> N
         if named:
             best = max(named, key=lambda r: (rate[r, i], -r))
             assert name == card.rows[best] and share == pytest.approx(rate[best, i])
-            assert title == f"{short_name(card.rows[best])} ({math.floor(100 * rate[best, i] + 1e-9)}% in training)"
+            assert title == f"{short_name(card.rows[best])} ({math.floor(100 * rate[best, i] + 1e-9)}% trained)"
         elif partly:
             best = max(partly, key=lambda r: (rate[r, i], -r))
             assert name == f"partly {card.rows[best]}" and title.startswith("partly ")
@@ -95,7 +95,7 @@ def test_every_name_is_the_one_the_evidence_rule_gives_its_card(card: Card) -> N
             assert name == evidence.NO_RELATION and title == "no clear relation in training"
             assert (rate[:, i] < evidence.NAME_SHARE).all()
         # a share printed beside a name never reads as more than was measured (85 % only from 85 %)
-        assert f"({math.floor(100 * share + 1e-9)}% in training)" in title or name == evidence.NO_RELATION
+        assert f"({math.floor(100 * share + 1e-9)}% trained)" in title or name == evidence.NO_RELATION
 
 
 @settings(max_examples=50, deadline=None)
@@ -215,6 +215,23 @@ def test_the_headline_disagreement_reads_as_the_issue_asks() -> None:
                    "subject “animal”."
 
 
+def test_a_named_head_whose_row_this_sentence_does_not_ask_is_said_so() -> None:
+    parse = grammar.parse("the animal didn't cross the street because it was too tired".split())
+    assert parse is not None
+    names = rows()
+    hits = np.zeros((len(names), 2), dtype=int)
+    queries = np.full(len(names), 100)
+    hits[names.index("place"), 0] = 99  # head 1: place adjective → place; "tired" is a feeling
+    hits[0, 1] = 99  # head 2: the subject
+    card = Card(rows=names, hits=hits, queries=queries, sentences=100, seed=0)
+    weights = np.full((2, 11, 11), 1 / 11)
+    weights[1, 3] = 0.01
+    weights[1, 3, 1] = 0.9  # head 2 from "cross" on "animal"
+    assert narrate.card_sentence_lines(card, parse, weights) == [
+        "On this sentence head 2 finds the noun its card row names, clear of chance, at every query of it.",
+        "This sentence has no query of head 1's row (place adj → place)."]
+
+
 # ----------------------------------------------------------------------------- knockout
 
 
@@ -292,7 +309,7 @@ def test_mismatches_are_said_where_card_and_knockout_part() -> None:
     found = mismatches(card, Knockout(rows=names, full=full, without=without, queries=queries, sentences=100, seed=0))
     assert {(m.head, m.row, m.named) for m in found} == {(0, "subject", True), (1, "object", False)}
     said = [narrate.mismatch_sentence(m) for m in found]
-    assert "head 1 is known by subject (95% in training), yet switching it off costs subject only 0 points" in said[0]
+    assert "head 1 is known by subject (95% trained), yet switching it off costs subject only 0 points" in said[0]
     assert said[1].startswith("switching off head 2 costs object 50 points")
 
 

@@ -48,7 +48,7 @@ LONG_NAMES = {**grammar.RELATION_NAMES, "referent": "referent → the noun it is
               "he/she": "he/she → the noun it means", "feeling": "feeling adjective → the animate noun",
               "place": "place adjective → the place"}
 SHORT_NAMES = {"subject": "subject", "object": "object", "referent": "referent", "he/she": "he/she → noun",
-               "feeling": "feeling adj → noun", "place": "place adj → place"}
+               "feeling": "feeling → noun", "place": "place adj → place"}
 TITLE_SEPARATOR = " — "  # a head's label: its title (how a small title names it), then the evidence
 
 
@@ -73,6 +73,14 @@ def short_name(row: str) -> str:
 def long_name(row: str) -> str:
     """A row in words: ``verb → its subject``."""
     return LONG_NAMES.get(row, row)
+
+
+def relation_words(name: str) -> str:
+    """A head's relation as TrainedModel.relations holds it, in words: ``verb → its subject``, ``partly he/she →
+    the noun it means``; any other name as it is."""
+    if name.startswith("partly ") and name[len("partly "):] in LONG_NAMES:
+        return "partly " + long_name(name[len("partly "):])
+    return long_name(name)
 
 
 def wilson(hits: Array, n: Array, z: float = Z_95) -> tuple[Array, Array]:
@@ -161,12 +169,12 @@ class Card:
         return evidence.NO_RELATION, rate
 
     def title(self, head: int) -> str:
-        """A head in a few words, measured in training: ``subject (92% in training)``, ``partly subject (74% in
-        training)``, ``no clear relation in training``."""
+        """A head in a few words (small titles cut them at 22 to 26 characters), measured in training:
+        ``subject (92% trained)``, ``partly subject (74% trained)``, ``no clear relation in training``."""
         r, word = self.best(head)
         if word == evidence.UNNAMED:
             return f"{evidence.NO_RELATION} in training"
-        said = f"{short_name(self.rows[r])} ({_pct(self.rate[r, head])} in training)"
+        said = f"{short_name(self.rows[r])} ({_pct(self.rate[r, head])} trained)"
         return said if word == evidence.NAMED else "partly " + said
 
     def label(self, head: int) -> str:

@@ -291,7 +291,8 @@ def apart_sentence(apart: TrainedApart, heads: int) -> str:
         name, alone, together = max(apart.by_relation, key=lambda r: r[2] - r[1])
         if together - alone >= 0.01:
             text += (f" It falls shortest on {name}: {alone:.1%} against {together:.1%}.")
-    named = [r for r in apart.heads_relations if r != NO_RELATION]  # a head below the naming share learned none
+    # a head below the naming share learned none; one its card names only "partly" is not one of its own either
+    named = [r for r in apart.heads_relations if r != NO_RELATION and not r.startswith("partly ")]
     distinct = len(set(named)) == len(named) == heads > 1
     if distinct and apart.heads_accuracy > apart.single_accuracy:
         text += (f" Each of the {heads} heads follows a relation of its own; one head has one softmax row per "
@@ -301,7 +302,9 @@ def apart_sentence(apart: TrainedApart, heads: int) -> str:
 
 def _learned(relations: Sequence[str]) -> str:
     """``previous token and next token``; a grammar relation by its long name; heads that learned none, counted."""
-    named = [RELATION_NAMES.get(r, r) for r in relations if r != NO_RELATION]
+    from mhacli.core.card import relation_words  # the grammar's relations and the card's rows, by their long names
+
+    named = [relation_words(r) for r in relations if r != NO_RELATION]
     none = len(relations) - len(named)
     if none:
         named.append(("no clear relation" if none == 1 else f"no clear relation ({none} heads)") if not named
@@ -428,11 +431,11 @@ def disagreement_sentence(d: "Disagreement", parse: "Parse") -> str:
 
 
 def learned_title(rule: str) -> str | None:
-    """The few words of a head's card label (``subject (92% in training)``), or None for any other label."""
+    """The few words of a head's card label (``subject (92% trained)``), or None for any other label."""
     from mhacli.core.card import TITLE_SEPARATOR
 
-    title = rule.split(TITLE_SEPARATOR)[0]
-    return title if TITLE_SEPARATOR in rule and "in training" in title else None
+    title, _, evidence_part = rule.partition(TITLE_SEPARATOR)
+    return title if evidence_part and "held-out queries" in evidence_part else None
 
 
 def mismatch_sentence(m: "Mismatch") -> str:
@@ -441,7 +444,7 @@ def mismatch_sentence(m: "Mismatch") -> str:
 
     row = short_name(m.row)
     if m.named:
-        return (f"head {m.head + 1} is known by {row} ({_pct(m.rate)} in training), yet switching it off costs "
+        return (f"head {m.head + 1} is known by {row} ({_pct(m.rate)} trained), yet switching it off costs "
                 f"{row} only {m.cost:.0f} points: other heads carry it too.")
     return (f"switching off head {m.head + 1} costs {row} {m.cost:.0f} points, though its card does not name it "
             f"for {row} (it finds that noun on {_pct(m.rate)} of the queries).")
@@ -502,8 +505,17 @@ def card_sentence_lines(card: "Card", parse: "Parse", weights: np.ndarray, causa
     found = disagreements(card, parse, weights, causal)
     if found:
         return [disagreement_sentence(d, parse) for d in found]
+    from mhacli.core.card import row_keys, short_name
+
     named = [i for i in range(card.heads) if card.best(i)[1] != evidence.UNNAMED]
     if not named:
         return ["No head is named on the card, so there is nothing to check on this sentence."]
-    return [f"On this sentence {_heads(named)} find{'s' if len(named) == 1 else ''} the noun "
-            f"{'its' if len(named) == 1 else 'their'} card row names, clear of chance, at every query of it."]
+    asked = [i for i in named if row_keys(parse, card.rows[card.best(i)[0]])]
+    idle = [f"head {i + 1}'s row ({short_name(card.rows[card.best(i)[0]])})" for i in named if i not in asked]
+    said = []
+    if asked:
+        said.append(f"On this sentence {_heads(asked)} find{'s' if len(asked) == 1 else ''} the noun "
+                    f"{'its' if len(asked) == 1 else 'their'} card row names, clear of chance, at every query of it.")
+    if idle:
+        said.append(f"This sentence has no query of {_listed(idle)}.")
+    return said

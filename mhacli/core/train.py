@@ -435,7 +435,7 @@ class TrainedModel:
     @property
     def labels(self) -> tuple[str, ...]:
         """Each head's learned relation as a label: ``previous token (98% of queries)``; from the card when the
-        model has one: ``subject (92% in training) — verb → its subject on 1,108 of 1,204 held-out queries …``."""
+        model has one: ``subject (92% trained) — verb → its subject on 1,108 of 1,204 held-out queries …``."""
         if self.card is not None:
             return self.card.labels
         return tuple(f"{name} (under half of any relation's queries: at most {math.floor(100 * share)}%)"

@@ -21,7 +21,6 @@ from mhacli.cli.options import (FLAG, OUT_DIR, TRAIN_DEFAULTS, TRAINING, BatchOp
 from mhacli.cli.output import console, err_console, json_document, notes, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io import cleanup
-from mhacli.render.train import fitted_results, learned_lines
 
 # The report card's options (mha train only; declared here, where train's own behaviour lives).
 KnockoutOpt = Annotated[bool, typer.Option(
@@ -266,6 +265,7 @@ def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") 
     """The results table, what each head learned, each grammar run's card (beside its knockout), the conclusion."""
     from mhacli.core import narrate
     from mhacli.render.card import card_report, knockout_report
+    from mhacli.render.train import fitted_results, learned_lines
 
     console.print(fitted_results(results))
     console.print()  # the table has no bottom rule: a blank line before the sentences

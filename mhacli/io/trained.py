@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from mhacli import __version__
+from mhacli.core.card import Card
 from mhacli.core.config import Config
 from mhacli.core.errors import UsageError
 from mhacli.core.schedule import blas_kernel
@@ -148,10 +149,8 @@ def load_trained(path: Path) -> tuple[TrainedModel, dict[str, Any]]:
     return model, metrics
 
 
-def _card(metrics: Any, heads: int, path: Path) -> Any:
+def _card(metrics: Any, heads: int, path: Path) -> Card | None:
     """The report card a file's metrics carry (None for a file without one), checked against the model."""
-    from mhacli.core.card import Card
-
     data = metrics.get("card") if isinstance(metrics, dict) else None
     if data is None:
         return None

@@ -232,6 +232,26 @@ def test_a_named_head_whose_row_this_sentence_does_not_ask_is_said_so() -> None:
         "This sentence has no query of head 1's row (place adj → place)."]
 
 
+def test_disagreeing_agreeing_and_idle_heads_are_each_said() -> None:
+    parse = grammar.parse("the queen saw the boy because he was too scared".split())
+    assert parse is not None
+    names = rows()
+    hits = np.zeros((len(names), 3), dtype=int)
+    queries = np.full(len(names), 100)
+    hits[0, 0] = 99  # head 1: subject
+    hits[1, 1] = 99  # head 2: object
+    hits[names.index("feeling"), 2] = 99  # head 3: feeling adjective; "scared" fits both nouns: no such query
+    card = Card(rows=names, hits=hits, queries=queries, sentences=100, seed=0)
+    weights = np.full((3, 10, 10), 0.01)
+    weights[:, :, 2] = 0.91  # every row on "saw": head 1 misses the subject "queen"
+    weights[1, 2] = 0.01
+    weights[1, 2, 4] = 0.91  # head 2 from "saw" on "boy", the object
+    assert narrate.card_sentence_lines(card, parse, weights) == [
+        "head 1, subject in training, looks at itself here (91% from “saw”), not the subject “queen”.",
+        "On this sentence head 2 finds the noun its card row names, clear of chance, at every query of it.",
+        "This sentence has no query of head 3's row (feeling → noun)."]
+
+
 # ----------------------------------------------------------------------------- knockout
 
 

@@ -499,23 +499,22 @@ def knockout_sentences(card: "Card", knock: "Knockout") -> list[str]:
 
 
 def card_sentence_lines(card: "Card", parse: "Parse", weights: np.ndarray, causal: bool = False) -> list[str]:
-    """On the sentence shown: each place a head's training name and what it does here part, or that none do."""
-    from mhacli.core.card import disagreements
-
-    found = disagreements(card, parse, weights, causal)
-    if found:
-        return [disagreement_sentence(d, parse) for d in found]
-    from mhacli.core.card import row_keys, short_name
+    """On the sentence shown: each place a head's training name and what it does here part; the named heads that
+    find their noun at every query of their row; and those whose row the sentence does not ask."""
+    from mhacli.core.card import disagreements, row_keys, short_name
 
     named = [i for i in range(card.heads) if card.best(i)[1] != evidence.UNNAMED]
     if not named:
         return ["No head is named on the card, so there is nothing to check on this sentence."]
+    found = disagreements(card, parse, weights, causal)
+    said = [disagreement_sentence(d, parse) for d in found]
+    missed = {d.head for d in found}
     asked = [i for i in named if row_keys(parse, card.rows[card.best(i)[0]])]
+    agree = [i for i in asked if i not in missed]
     idle = [f"head {i + 1}'s row ({short_name(card.rows[card.best(i)[0]])})" for i in named if i not in asked]
-    said = []
-    if asked:
-        said.append(f"On this sentence {_heads(asked)} find{'s' if len(asked) == 1 else ''} the noun "
-                    f"{'its' if len(asked) == 1 else 'their'} card row names, clear of chance, at every query of it.")
+    if agree:
+        said.append(f"On this sentence {_heads(agree)} find{'s' if len(agree) == 1 else ''} the noun "
+                    f"{'its' if len(agree) == 1 else 'their'} card row names, clear of chance, at every query of it.")
     if idle:
         said.append(f"This sentence has no query of {_listed(idle)}.")
     return said

@@ -455,7 +455,8 @@ def test_the_seed_sweep_prints_its_table_spread_and_figure(tmp_path: Path) -> No
     (["--seeds", "4-1"], "--seeds takes seeds as a range or a list"),
     (["--seeds", "0-99999999999"], "--seeds takes at most 20 seeds"),
     (["--seeds", "a"], "--seeds takes seeds as a range or a list"),
-    (["--seeds", "0-1", "--save", "m.npz"], "--save keeps one model"),
+    (["--seeds", "0-1", "--compare", "1,2", "--save", "m.npz"], "--save keeps one model"),
+    (["--seeds", "0-1"], "--seeds sets head counts side by side on every seed: add --compare"),
 ])
 def test_bad_sweep_options_are_one_line_and_exit_2(args: list[str], said: str, tmp_path: Path) -> None:
     result = runner.invoke(app, ["train", *FAST, "--no-plots", *args])

@@ -209,6 +209,9 @@ def train(
     if knockout and not grammar:
         raise UsageError("{knockout:name} scores heads against the grammar's parse: add --task grammar.",
                          knockout=True)
+    if sweeping and len(grid[0]) < 2:
+        raise UsageError("{seeds:name} sets head counts side by side on every seed: add {compare:name} with two or "
+                         "more, e.g. --compare 1,4.", seeds=seeds, compare=compare)
     if sweeping and save is not None:
         raise UsageError("{save:name} keeps one model and {seeds:name} trains one per seed: leave one of them out.",
                          save=save, seeds=seeds)

@@ -24,6 +24,11 @@ _PUBLIC = {
     "from_attention": "mhacli.core.view",
     "AttentionView": "mhacli.core.view",
     "AttentionWeights": "mhacli.core.weights",
+    # A trained grammar model's report card and head knockout (issue 28): numbers, no pictures.
+    "report_card": "mhacli.core.card",
+    "Card": "mhacli.core.card",
+    "knockout": "mhacli.core.knockout",
+    "Knockout": "mhacli.core.knockout",
     # Pictures, for notebooks and scripts: each returns a matplotlib Figure (shown inline in Jupyter).
     "head_figure": "mhacli.render.figures",
     "heads_figure": "mhacli.render.figures",
@@ -35,11 +40,14 @@ _PUBLIC = {
 }
 
 __all__ = ["__version__", "run", "Run", "Config", "Trace", "load_trace", "from_attention", "AttentionView",
-           "AttentionWeights", "head_figure", "heads_figure", "magnifiers_figure", "split_figure", "compare_figure",
+           "AttentionWeights", "report_card", "Card", "knockout", "Knockout",
+           "head_figure", "heads_figure", "magnifiers_figure", "split_figure", "compare_figure",
            "html_page", "save_figures"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from mhacli.core.card import Card, report_card
     from mhacli.core.config import Config
+    from mhacli.core.knockout import Knockout, knockout
     from mhacli.core.trace import Trace
     from mhacli.core.view import AttentionView, from_attention
     from mhacli.core.weights import AttentionWeights

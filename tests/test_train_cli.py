@@ -55,7 +55,7 @@ def test_compare_prints_the_table_and_a_conclusion_from_its_numbers(tmp_path: Pa
 @pytest.mark.parametrize("task", ["neighbours", "grammar"])
 def test_the_results_show_every_number_whole_at_80_and_40_columns(task: str) -> None:
     """A table at 80 columns (every task's), a record per run at 40: never a number cut to "…"."""
-    from mhacli.cli.commands.train import fitted_results
+    from mhacli.render.train import fitted_results
     from mhacli.core.train import TrainConfig, train
     from rich.console import Console
 

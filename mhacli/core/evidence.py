@@ -24,6 +24,10 @@ certainty, ``(w − 1/v) / (1 − 1/v)``: 0 for a uniform row, 1 for a one-hot r
 * A head **answers** a query of a grammar parse when it gives the true key at least
   :data:`ANSWER_SHARE` (half its row) — over the 10 to 13 words of a grammar sentence, several
   times chance.
+* A trained head is **named** on its report card (:mod:`mhacli.core.card`) for a relation whose held-out
+  hit rate is at least :data:`CARD_NAME_RATE` with the lower end of its 95 % interval at least NAME_SHARE;
+  "partly" from NAME_SHARE up; below, unnamed (:func:`card_word`).
+* Switching a head off **costs** a relation when its held-out accuracy falls by :data:`KNOCKOUT_POINTS` or more.
 * **Sharp / focused / spread / nearly uniform** describe a head's mean focus, 1 − entropy / its
   uniform maximum (0 = chance, 1 = one-hot), cut at :data:`FOCUS_WORDS`.
 """
@@ -37,6 +41,13 @@ Array = np.ndarray
 PICK_LIFT = 0.25  # a row picks its top key from a quarter of the way between chance and certain
 TIE_MARGIN = 0.05  # a runner-up within 5 points of the row's top weight ties it: the row picks neither key
 NAME_SHARE = 0.5  # a relation is named when at least half the rows it is defined on pick its key
+# A trained head is named on its report card (mhacli.core.card) only from this held-out hit rate on, with the
+# lower end of its 95 % interval still clearing NAME_SHARE: a name has to hold on fresh sentences, not one sample.
+CARD_NAME_RATE = 0.85
+NAMED, PARTLY, UNNAMED = "named", "partly", "unnamed"  # what a head's card row earns it
+# A head matters for a relation when switching it off (mhacli.core.knockout) costs the relation at least this
+# many points of held-out accuracy: a held-out share over ~300 queries moves by about 2 points between samples.
+KNOCKOUT_POINTS = 10.0
 MOSTLY = 0.5  # "mostly" is at least half a row
 ANSWER_SHARE = 0.5  # a head answers a parsed query with at least half its row on the true key
 FOCUSED = 0.4  # focus above this is "focused" (or "sharp"): never near chance
@@ -76,6 +87,22 @@ def pick_weight(visible: int) -> float:
 def named(share: float) -> bool:
     """Is a relation followed on ``share`` of its rows enough to name it?"""
     return share >= NAME_SHARE
+
+
+def card_word(rate: float, low: float) -> str:
+    """NAMED, PARTLY or UNNAMED for a held-out hit rate and the lower end of its 95 % interval.
+
+    Named from :data:`CARD_NAME_RATE` on when the interval's lower end clears :data:`NAME_SHARE`; "partly" from
+    NAME_SHARE up to there (or a high rate on too few queries to be sure of it); below NAME_SHARE, unnamed.
+    """
+    if rate >= CARD_NAME_RATE and low >= NAME_SHARE:
+        return NAMED
+    return PARTLY if rate >= NAME_SHARE else UNNAMED
+
+
+def matters(cost_points: float) -> bool:
+    """Does switching a head off cost a relation ``cost_points`` points of accuracy enough to say so?"""
+    return cost_points >= KNOCKOUT_POINTS
 
 
 def near_chance(picked_rows: int, counted_rows: int, focus: float) -> bool:

@@ -32,7 +32,11 @@ from mhacli.core.steps import efficiency_sentence  # noqa: F401  (the steps tabl
 from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:
+    from mhacli.core.card import Card, Disagreement
     from mhacli.core.compare import TrainedApart
+    from mhacli.core.grammar import Parse
+    from mhacli.core.knockout import Knockout, Mismatch
+    from mhacli.core.sweep import Sweep
     from mhacli.core.lesson import TrainedPair
 
 RANDOM, DESIGNED, TRAINED = "random", "designed", "trained"
@@ -300,7 +304,8 @@ def apart_sentence(apart: TrainedApart, heads: int) -> str:
         name, alone, together = max(apart.by_relation, key=lambda r: r[2] - r[1])
         if together - alone >= 0.01:
             text += (f" It falls shortest on {name}: {alone:.1%} against {together:.1%}.")
-    named = [r for r in apart.heads_relations if r != NO_RELATION]  # a head below the naming share learned none
+    # a head below the naming share learned none; one its card names only "partly" is not one of its own either
+    named = [r for r in apart.heads_relations if r != NO_RELATION and not r.startswith("partly ")]
     distinct = len(set(named)) == len(named) == heads > 1
     if distinct and apart.heads_accuracy > apart.single_accuracy:
         text += (f" Each of the {heads} heads follows a relation of its own; one head has one softmax row per "
@@ -310,7 +315,9 @@ def apart_sentence(apart: TrainedApart, heads: int) -> str:
 
 def _learned(relations: Sequence[str]) -> str:
     """``previous token and next token``; a grammar relation by its long name; heads that learned none, counted."""
-    named = [RELATION_NAMES.get(r, r) for r in relations if r != NO_RELATION]
+    from mhacli.core.card import relation_words  # the grammar's relations and the card's rows, by their long names
+
+    named = [relation_words(r) for r in relations if r != NO_RELATION]
     none = len(relations) - len(named)
     if none:
         named.append(("no clear relation" if none == 1 else f"no clear relation ({none} heads)") if not named
@@ -409,4 +416,119 @@ def pair_sentence(pair: TrainedPair) -> str:
                  f"({100 * (worst[2] - worst[1]):.1f} points).")
     else:
         said += f" The gap is {pair.gap:.1f} points."
+    return said
+
+
+def _role(parse: "Parse", key: int) -> str:
+    """A key of the parse by its role where it has one: 'the object “street”', 'itself', else '“too”'."""
+    t = parse.tokens
+    word = f"“{label(t[key], 12)}”"
+    if key == parse.subject:
+        return f"the subject {word}"
+    if key == parse.object:
+        return f"the object {word}"
+    return word
+
+
+def disagreement_sentence(d: "Disagreement", parse: "Parse") -> str:
+    """``head 2, subject in training, looks at the object “street” here (72% from “cross”).``"""
+    from mhacli.core.card import short_name
+
+    t = parse.tokens
+    name = f"head {d.head + 1}, {'partly ' if d.word == evidence.PARTLY else ''}{short_name(d.row)} in training"
+    where = f"“{label(t[d.query], 12)}”"
+    if not d.picked:
+        return (f"{name}, picks no key from {where} here (its top weight {_pct(d.weight)} is not clear of "
+                "chance).")
+    looked = "itself" if d.top == d.query else _role(parse, d.top)
+    return f"{name}, looks at {looked} here ({_pct(d.weight)} from {where}), not {_role(parse, d.key)}."
+
+
+def learned_title(rule: str) -> str | None:
+    """The few words of a head's card label (``subject (92% trained)``), or None for any other label."""
+    from mhacli.core.card import TITLE_SEPARATOR
+
+    title, _, evidence_part = rule.partition(TITLE_SEPARATOR)
+    return title if evidence_part and "held-out queries" in evidence_part else None
+
+
+def mismatch_sentence(m: "Mismatch") -> str:
+    """Where the card and the knockout part, in one sentence, both numbers given."""
+    from mhacli.core.card import short_name
+
+    row = short_name(m.row)
+    if m.named:
+        return (f"head {m.head + 1} is known by {row} ({_pct(m.rate)} trained), yet switching it off costs "
+                f"{row} only {m.cost:.0f} points: other heads carry it too.")
+    return (f"switching off head {m.head + 1} costs {row} {m.cost:.0f} points, though its card does not name it "
+            f"for {row} (it finds that noun on {_pct(m.rate)} of the queries).")
+
+
+def sweep_sentence(s: "Sweep") -> str:
+    """The sweep's spread in one sentence: the gap's mean, range and sign over the seeds."""
+    most, fewest = max(s.heads), min(s.heads)
+    spread = s.spread
+    ahead = int((s.gap > 0).sum())
+    return (f"Over {_count(len(s.seeds), 'seed')}, {_count(most, 'head')} are {spread['mean']:.1f} points above "
+            f"{_count(fewest, 'head')} on average (mean over relations; from {spread['min']:.1f} to "
+            f"{spread['max']:.1f}, sd {spread['sd']:.1f}); ahead on {ahead} of {len(s.seeds)}.")
+
+
+def card_row_name(row: str) -> str:
+    """A card row in a few words (``subject``, ``he/she → noun``)."""
+    from mhacli.core.card import short_name
+
+    return short_name(row)
+
+
+def card_rule_sentence(card: "Card") -> str:
+    """How the card names heads, with its thresholds and what it was measured on."""
+    return (f"A cell is the share of a relation's queries whose top key, clear of chance, is the relation's noun "
+            f"per the grammar's parse, over its 95% interval; {card.caption()}. A head is named from "
+            f"{_pct(evidence.CARD_NAME_RATE)} with the interval's lower end at {_pct(evidence.NAME_SHARE)} or "
+            f"more, \"partly\" from {_pct(evidence.NAME_SHARE)}, unnamed below.")
+
+
+def card_outline_note() -> str:
+    """What the card figure's outlines mean."""
+    return (f"outlined: named ({_pct(evidence.CARD_NAME_RATE)} and over, the interval's lower end at "
+            f"{_pct(evidence.NAME_SHARE)} or more)")
+
+
+def knockout_rule_sentence() -> str:
+    """What the knockout columns mean."""
+    return ("Off: points of held-out accuracy the relation loses when that head's output is zeroed before W_o "
+            f"(its whole contribution to O); {evidence.KNOCKOUT_POINTS:.0f} points or more is a cost worth a word.")
+
+
+def knockout_sentences(card: "Card", knock: "Knockout") -> list[str]:
+    """Every place the card and the knockout disagree, or one sentence saying they agree."""
+    from mhacli.core.knockout import mismatches
+
+    found = mismatches(card, knock)
+    if not found:
+        return ["Card and knockout agree: each named head's knockout costs its relation "
+                f"{evidence.KNOCKOUT_POINTS:.0f} points or more, and no other head's costs any relation that much."]
+    return [mismatch_sentence(m) for m in found]
+
+
+def card_sentence_lines(card: "Card", parse: "Parse", weights: np.ndarray, causal: bool = False) -> list[str]:
+    """On the sentence shown: each place a head's training name and what it does here part; the named heads that
+    find their noun at every query of their row; and those whose row the sentence does not ask."""
+    from mhacli.core.card import disagreements, row_keys, short_name
+
+    named = [i for i in range(card.heads) if card.best(i)[1] != evidence.UNNAMED]
+    if not named:
+        return ["No head is named on the card, so there is nothing to check on this sentence."]
+    found = disagreements(card, parse, weights, causal)
+    said = [disagreement_sentence(d, parse) for d in found]
+    missed = {d.head for d in found}
+    asked = [i for i in named if row_keys(parse, card.rows[card.best(i)[0]])]
+    agree = [i for i in asked if i not in missed]
+    idle = [f"head {i + 1}'s row ({short_name(card.rows[card.best(i)[0]])})" for i in named if i not in asked]
+    if agree:
+        said.append(f"On this sentence {_heads(agree)} find{'s' if len(agree) == 1 else ''} the noun "
+                    f"{'its' if len(agree) == 1 else 'their'} card row names, clear of chance, at every query of it.")
+    if idle:
+        said.append(f"This sentence has no query of {_listed(idle)}.")
     return said

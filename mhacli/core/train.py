@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from mhacli.core.errors import RunError, UsageError
 from mhacli.core.schedule import single_threaded_blas
 from mhacli.core.grammar import LONGEST, NO_RELATION, RELATION_NAMES
 from mhacli.core.tasks import BOUNDARY, RELATION_KEYS, TASKS, UNKNOWN, Task, get_task
+
+if TYPE_CHECKING:
+    from mhacli.core.card import Card
 
 Array = np.ndarray
 Params = dict[str, Array]
@@ -411,20 +414,30 @@ def sentence_relations(weights: Array, keys: Array, names: Sequence[str],
 
 @dataclass(frozen=True)
 class TrainedModel:
-    """A trained layer: its parameters (read-only), the task's vocabulary, and each head's relation."""
+    """A trained layer: its parameters (read-only), the task's vocabulary, and each head's relation.
+
+    A grammar model carries its report card (:mod:`mhacli.core.card`): then each head's relation and label
+    come from the card, measured on fresh sentences, and from nothing else.
+    """
 
     config: TrainConfig
     params: dict[str, Array]
     vocabulary: tuple[str, ...]
     targets: tuple[str, ...]
     relations: tuple[tuple[str, float], ...]  # per head: (relation name, share of queries following it)
+    card: Card | None = None  # a grammar model's report card: its heads' names follow it
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", {k: _frozen(v) for k, v in self.params.items()})
+        if self.card is not None:  # one naming rule for every surface: the card's
+            object.__setattr__(self, "relations", tuple(self.card.relation(i) for i in range(self.card.heads)))
 
     @property
     def labels(self) -> tuple[str, ...]:
-        """Each head's learned relation as a label: ``previous token (98% of queries)``."""
+        """Each head's learned relation as a label: ``previous token (98% of queries)``; from the card when the
+        model has one: ``subject (92% trained) — verb → its subject on 1,108 of 1,204 held-out queries …``."""
+        if self.card is not None:
+            return self.card.labels
         return tuple(f"{name} (under half of any relation's queries: at most {math.floor(100 * share)}%)"
                      if name == NO_RELATION else f"{RELATION_NAMES.get(name, name)} ({share:.0%} of queries)"
                      for name, share in self.relations)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from mhacli import __version__
+from mhacli.core.card import Card
 from mhacli.core.config import Config
 from mhacli.core.errors import UsageError
 from mhacli.core.schedule import blas_kernel
@@ -48,6 +49,8 @@ def trained_arrays(result: TrainResult) -> dict[str, Any]:
                "seconds": result.seconds, "steps": result.config.steps,
                "relation_accuracy": dict(zip(result.model.targets, result.relation_accuracy)),
                "blas": blas_kernel()}  # the bits of a long run depend on it: tests retrain exactly only on it
+    if model.card is not None:  # additive: a grammar model carries its report card, and its names follow it
+        metrics["card"] = model.card.to_dict()
     return {
         "kind": np.array(KIND),
         "format_version": np.array(FORMAT_VERSION, dtype=np.int64),
@@ -176,8 +179,22 @@ def load_trained(path: Path) -> tuple[TrainedModel, dict[str, Any]]:
     params = {"W_q": in_proj[:d], "W_k": in_proj[d:2 * d], "W_v": in_proj[2 * d:], "W_o": w_o,
               "embedding": embedding, "positions": positions, "readout": readout}
     model = TrainedModel(config=config, params=params, vocabulary=vocabulary, targets=targets,
-                         relations=tuple(zip(relations, (float(s) for s in share))))
+                         relations=tuple(zip(relations, (float(s) for s in share))), card=_card(metrics, h, path))
     return model, metrics
+
+
+def _card(metrics: Any, heads: int, path: Path) -> Card | None:
+    """The report card a file's metrics carry (None for a file without one), checked against the model."""
+    data = metrics.get("card") if isinstance(metrics, dict) else None
+    if data is None:
+        return None
+    try:
+        card = Card.from_dict(data)
+    except (KeyError, TypeError, ValueError):
+        raise _bad(path, "its report card (metrics 'card') is not one") from None
+    if card.heads != heads:
+        raise _bad(path, f"its report card has {card.heads} heads, the model {heads}")
+    return card
 
 
 def trained_arrays_keys() -> tuple[str, ...]:

@@ -85,7 +85,8 @@ def pattern_words(analysis: Analysis, i: int, hide_rules: bool = False, max_char
     if analysis.kind == narrate.DESIGNED and analysis.rules and i < len(analysis.rules):
         return label(analysis.rules[i], max_chars)
     if analysis.reading is not None and analysis.rules and i < len(analysis.rules):
-        learned = short_name(analysis.rules[i])  # a grammar model's head: what it learned, measured in training
+        # A grammar model's head: what it learned, measured in training (its card's title when it has one).
+        learned = narrate.learned_title(analysis.rules[i]) or short_name(analysis.rules[i])
         if learned is not None:
             return learned
     if s.pattern == NONE:

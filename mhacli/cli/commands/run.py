@@ -147,6 +147,8 @@ def explain(
         print_all(*worked_view(result.trace))
     else:
         _walkthrough(result, max_tokens, show_values, position, plan.out, hide_rules)
+        from mhacli.render.card import explain_card  # a grammar model's report card, once (issue 28)
+        print_all(*explain_card(prepared.model, result.trace, hide_rules))
     _write_all(ctx, result, plan, fmt, dpi, position, max_tokens, hide_rules, json_out)
 
 

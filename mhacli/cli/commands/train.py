@@ -11,20 +11,31 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any, Optional
 
-from rich import box
-from rich.table import Table
+import typer
 
-from mhacli.cli.options import (OUT_DIR, TRAIN_DEFAULTS, BatchOpt, CompareOpt, LrOpt, StepsOpt, TaskOpt,
-                                TrainDModelOpt, TrainHeadsOpt, TrainJsonOpt, TrainOutOpt, TrainPlotsOpt, TrainSaveOpt,
-                                TrainSeedOpt)
+from mhacli.cli.options import (FLAG, OUT_DIR, TRAIN_DEFAULTS, TRAINING, BatchOpt, CompareOpt, LrOpt, StepsOpt,
+                                TaskOpt, TrainDModelOpt, TrainHeadsOpt, TrainJsonOpt, TrainOutOpt, TrainPlotsOpt,
+                                TrainSaveOpt, TrainSeedOpt)
 from mhacli.cli.output import console, err_console, json_document, notes, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io import cleanup
-from mhacli.render.fit import Fitted, fitted_table
+
+# The report card's options (mha train only; declared here, where train's own behaviour lives).
+KnockoutOpt = Annotated[bool, typer.Option(
+    "--knockout", metavar=FLAG, rich_help_panel=TRAINING,
+    help="With --task grammar: switch each head off in turn (its output zeroed before W_o) and print what every "
+    "relation loses, beside the report card, with every disagreement said.")]
+SeedsOpt = Annotated[Optional[str], typer.Option(
+    "--seeds", metavar="S-S|S,S", rich_help_panel=TRAINING, show_default=False,
+    help="Train every head count once per seed (e.g. 0-4, or 0,2,7) and print each seed's accuracy and gap, "
+    "the spread over seeds, and sweep.png (the gap per seed).")]
+MAX_SEEDS = 20  # a sweep of 20 seeds × 3 head counts of the grammar is minutes already
 
 if TYPE_CHECKING:
+    from mhacli.core.knockout import Knockout
+    from mhacli.core.sweep import Sweep
     from mhacli.core.train import TrainConfig, TrainResult
 
 
@@ -34,6 +45,26 @@ def parse_compare(text: str) -> list[int]:
     from mhacli.core.numbers import head_counts
 
     return head_counts(text)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"`` -> ``[0, 1, 2, 3, 4]``, ``"0,2,7"`` -> ``[0, 2, 7]``, ``"3"`` -> ``[3]``; else a usage error."""
+    import re
+
+    from mhacli.core.messages import shown
+    from mhacli.core.numbers import whole_number
+
+    span = re.fullmatch(r"\s*([0-9]+)\s*-\s*([0-9]+)\s*", text)
+    parts = [span.group(1), span.group(2)] if span else text.split(",")
+    found = [whole_number(p) for p in parts if p.strip()]
+    numbers = [n for n in found if n is not None and n >= 0]
+    if not numbers or len(numbers) != len(found) or (span and numbers[1] < numbers[0]):
+        raise UsageError("{seeds:name} takes seeds as a range or a list (digits 0-9), e.g. 0-4 or 0,2,7; got "
+                         f"{shown(text)}.", seeds=text)
+    count = numbers[1] - numbers[0] + 1 if span else len(set(numbers))  # counted before any list is made
+    if count > MAX_SEEDS:
+        raise UsageError(f"{{seeds:name}} takes at most {MAX_SEEDS} seeds, got {count:,}.", seeds=text)
+    return list(range(numbers[0], numbers[1] + 1)) if span else list(dict.fromkeys(numbers))
 
 
 def _heads_word(n: int) -> str:
@@ -65,44 +96,14 @@ def conclusion(results: "list[TrainResult]") -> str:
     return text
 
 
-def results_table(results: "list[TrainResult]") -> Table:
-    """Heads, d/h, parameters, final loss, held-out accuracy (per relation too), seconds; the steps, which every
-    run shares, in the title."""
-    first = results[0].config
-    table = Table(title=f"mha train --task {first.task}: {first.steps:,} steps", title_justify="left",
-                  box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0, 0, 1))
-    targets = results[0].model.targets
-    per = len(targets) > 1  # one held-out column per relation the task reads out
-    # A relation's words one to a line ("previous" over "token"), so the columns fit 80 characters.
-    relations = [t.replace(" ", "\n") for t in targets] if per else []  # records put them back on one line
-    for name in ("heads", "d/h", "parameters", "loss", "held-out", *relations, "seconds"):
-        table.add_column(name, justify="right")
-    for r in results:
-        table.add_row(str(r.heads), str(r.config.d_k), f"{r.parameters:,}",
-                      f"{r.loss:.4f}", f"{r.accuracy:.1%}", *([f"{a:.1%}" for a in r.relation_accuracy] if per else []),
-                      f"{r.seconds:.1f}")
-    return table
+def results_json(results: "list[TrainResult]", knockouts: "list[Knockout] | None" = None,
+                 swept: "Sweep | None" = None) -> str:
+    """One JSON document: the task, and per run its configuration and measurements (a grammar model's report
+    card, its knockout when asked); after --seeds, the sweep."""
+    from mhacli.core import narrate
 
-
-def fitted_results(results: "list[TrainResult]") -> Fitted:
-    """The table where it fits without cutting a number (the default task's does at 80 columns), else one
-    record per run, headed "4 heads"."""
-    return fitted_table(results_table(results), lambda heads: _heads_word(int(heads)))
-
-
-def learned_lines(results: "list[TrainResult]") -> list[str]:
-    """Per run, what each head learned: the relation its top key follows, and for what share of queries."""
-    lines = ["What each head learned (the relation its most-weighted key follows, share of held-out queries):"]
-    for r in results:
-        heads = ", ".join(f"head {i + 1} {label}" for i, label in enumerate(r.model.labels))
-        lines.append(f"  {r.heads} head{'s' if r.heads > 1 else ''}: {heads}")
-    return lines
-
-
-def results_json(results: "list[TrainResult]") -> str:
-    """One JSON document: the task, and per run its configuration and measurements."""
     runs: list[dict[str, Any]] = []
-    for r in results:
+    for n, r in enumerate(results):
         c = r.config
         runs.append({"heads": c.heads, "d_model": c.d_model, "d_k": c.d_k, "parameters": r.parameters,
                      "loss": r.loss, "accuracy": r.accuracy,
@@ -110,7 +111,16 @@ def results_json(results: "list[TrainResult]") -> str:
                      "steps": c.steps, "seconds": r.seconds,
                      "batch": c.batch, "length": c.length, "lr": c.lr, "seed": c.seed, "positions": c.positions,
                      "relations": [{"relation": n, "share": s} for n, s in r.model.relations]})
-    return json_document("train", {"task": results[0].config.task, "runs": runs}, indent=2)
+        card = r.model.card
+        if card is not None:
+            runs[-1]["card"] = card.to_dict()
+        if knockouts is not None and card is not None:
+            runs[-1]["knockout"] = {**knockouts[n].to_dict(),
+                                    "disagreements": narrate.knockout_sentences(card, knockouts[n])}
+    document: dict[str, Any] = {"task": results[0].config.task, "runs": runs}
+    if swept is not None:
+        document["sweep"] = {**swept.to_dict(), "sentence": narrate.sweep_sentence(swept)}
+    return json_document("train", document, indent=2)
 
 
 def train_configs(compare: str | None, task: str, **fields: Any) -> "list[TrainConfig]":
@@ -145,6 +155,7 @@ def train_configs(compare: str | None, task: str, **fields: Any) -> "list[TrainC
 def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from mhacli.core.card import carded
     from mhacli.core.train import train as train_core
 
     label = f"{config.heads} head{'s' if config.heads > 1 else ''}"
@@ -158,7 +169,7 @@ def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
             if step % every == 0 or step == config.steps:
                 progress.update(bar, completed=step, loss=loss, accuracy=accuracy)
 
-        return train_core(config, on_step=on_step)
+        return carded(train_core(config, on_step=on_step))  # a grammar model named by its report card
 
 
 def train(
@@ -174,50 +185,118 @@ def train(
     plots: TrainPlotsOpt = True,
     json_out: TrainJsonOpt = False,
     compare: CompareOpt = None,
+    knockout: KnockoutOpt = False,
+    seeds: SeedsOpt = None,
 ) -> None:
     """Train one attention layer on a task and show whether one head is enough.
 
-    Example: mha train --task neighbours --compare 1,2,4
+    A grammar model's report card (each head's held-out hit rate per relation) follows the table.
+
+    Example: mha train --task grammar --seeds 0-4 --compare 1,4
     """
     from mhacli.cli.common import plan_outputs
     from mhacli.io.files import prepare_out_dir
 
-    configs = train_configs(compare, task, heads=heads, d_model=d_model, steps=steps, batch=batch, lr=lr, seed=seed)
-    # Every output resolved before the first step: --save and the two figures never land on each other,
+    seed_list = parse_seeds(seeds) if seeds is not None else [seed]
+    sweeping = seeds is not None
+    grid = [train_configs(compare, task, heads=heads, d_model=d_model, steps=steps, batch=batch, lr=lr, seed=s)
+            for s in seed_list]
+    from mhacli.core.tasks import get_task
+
+    grammar = get_task(grid[0][0].task).sentences
+    if knockout and not grammar:
+        raise UsageError("{knockout:name} scores heads against the grammar's parse: add --task grammar.",
+                         knockout=True)
+    if sweeping and len(grid[0]) < 2:
+        raise UsageError("{seeds:name} sets head counts side by side on every seed: add {compare:name} with two or "
+                         "more, e.g. --compare 1,4.", seeds=seeds, compare=compare)
+    if sweeping and save is not None:
+        raise UsageError("{save:name} keeps one model and {seeds:name} trains one per seed: leave one of them out.",
+                         save=save, seeds=seeds)
+    names = SWEEP_FIGURE_NAMES if sweeping else FIGURE_NAMES + ((CARD_FIGURE,) if grammar else ())
+    # Every output resolved before the first step: --save and the figures never land on each other,
     # through a link in --out, or on a folder named with a trailing '/'.
-    plan, _, _ = plan_outputs(plots=plots, out=out, fmt="png", dpi=100, heads=1, names=FIGURE_NAMES, save=save)
+    plan, _, _ = plan_outputs(plots=plots, out=out, fmt="png", dpi=100, heads=1, names=names, save=save)
     made = plan.out is not None and not plan.out.exists()
     if plan.out is not None:
         prepare_out_dir(plan.out)
     if made:  # a folder made for this run goes again if the training fails (diverges, Ctrl-C): nothing written
         cleanup.register(plan.out, folder=True)  # type: ignore[arg-type]
-    results = [_train_with_bar(config, quiet=json_out) for config in configs]
+    by_seed = [[_train_with_bar(config, quiet=json_out) for config in configs] for configs in grid]
     if made:
         cleanup.unregister(plan.out)  # type: ignore[arg-type]
+    results = [r for runs in by_seed for r in runs]
+    knocked = _knockouts(results) if knockout else None
+    swept = _sweep(by_seed) if sweeping else None
     written: list[str] = []
     if plan.save is not None:
         from mhacli.io.trained import save_trained
 
         written.append(str(save_trained(results[-1], plan.save)))
     if plan.out is not None:
-        written += _save_figures(results, plan.out)
+        written += _save_sweep(swept, plan.out) if swept is not None else _save_figures(results, plan.out)
     from mhacli.core.messages import printable
 
     if json_out:
-        write_stdout(results_json(results) + "\n")
+        write_stdout(results_json(results, knocked, swept) + "\n")
         for path in written:
             err_console.print(f"wrote {printable(path)}", highlight=False, markup=False)
         return
-    console.print(fitted_results(results))
-    console.print()  # the table has no bottom rule: a blank line before the sentences
-    for line in learned_lines(results):
-        console.print(line, highlight=False, markup=False)
-    console.print(conclusion(results), highlight=False)
+    if swept is not None:
+        _print_sweep(swept)
+    else:
+        _print_runs(results, knocked)
     for path in written:
         console.print(f"wrote {printable(path)}", highlight=False, markup=False)
 
 
+def _knockouts(results: "list[TrainResult]") -> "list[Knockout]":
+    from mhacli.core.knockout import knockout as knock_out
+
+    return [knock_out(r.model) for r in results]
+
+
+def _sweep(by_seed: "list[list[TrainResult]]") -> "Sweep":
+    from mhacli.core.sweep import sweep
+
+    return sweep(by_seed)
+
+
+def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") -> None:
+    """The results table, what each head learned, each grammar run's card (beside its knockout), the conclusion."""
+    from mhacli.core import narrate
+    from mhacli.render.card import card_report, knockout_report
+    from mhacli.render.train import fitted_results, learned_lines
+
+    console.print(fitted_results(results))
+    console.print()  # the table has no bottom rule: a blank line before the sentences
+    for line in learned_lines(results):
+        console.print(line, highlight=False, markup=False)
+    for n, r in enumerate(results):
+        card = r.model.card
+        if card is None:
+            continue
+        console.print()
+        title = f"{_heads_word(r.heads)}: report card, held-out hit rate per relation ({card.sentences:,} sentences)"
+        if knocked is not None:
+            parts = knockout_report(card, knocked[n], narrate.knockout_sentences(card, knocked[n]))
+        else:
+            parts = card_report(card, title)
+        for part in parts:
+            console.print(part, highlight=False)
+    console.print(conclusion(results), highlight=False)
+
+
+def _print_sweep(swept: "Sweep") -> None:
+    from mhacli.render.card import sweep_report
+
+    for part in sweep_report(swept):
+        console.print(part, highlight=False)
+
+
 FIGURE_NAMES = ("training.png", "training-heads.png")  # what --out receives
+CARD_FIGURE = "card.png"  # beside them for the grammar task: the last run's report card
+SWEEP_FIGURE_NAMES = ("sweep.png",)  # what --out receives after --seeds: the gap per seed
 
 
 def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
@@ -233,8 +312,27 @@ def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
         heads_fig = training_heads_figure(results[0]) if len(results) == 1 else training_runs_figure(results)
         for name, fig in zip(FIGURE_NAMES, (training_figure(results), heads_fig)):
             paths.append(str(atomic_write(out / name, partial(_save_png, fig))))
+        card = results[-1].model.card
+        if card is not None:
+            from mhacli.render.figures.card import card_figure
+
+            fig = card_figure(card, f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)")
+            paths.append(str(atomic_write(out / CARD_FIGURE, partial(_save_png, fig))))
     notes([line for line in (note(warned),) if line])
     return paths
+
+
+def _save_sweep(swept: "Sweep", out: Path) -> list[str]:
+    """sweep.png: the gap per seed, written atomically."""
+    from mhacli.io.files import atomic_write
+    from mhacli.render.figures.card import sweep_figure
+    from mhacli.render.warned import note, recording
+
+    warned: dict[str, None] = {}
+    with recording(warned):
+        path = str(atomic_write(out / SWEEP_FIGURE_NAMES[0], partial(_save_png, sweep_figure(swept))))
+    notes([line for line in (note(warned),) if line])
+    return [path]
 
 
 def _save_png(fig: Any, handle: IO[bytes]) -> None:

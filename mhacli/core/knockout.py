@@ -1,0 +1,144 @@
+"""Head knockout: switch one head off and score the model against the grammar, relation by relation.
+
+Head k is switched off by **zeroing its output before W_o**: H = [head_1 … 0 … head_h], O = H W_oᵀ.  O is a
+sum over heads, O = Σ_i head_i (W_o^i)ᵀ with W_o^i the d/h columns of W_o that read head i, so zeroing head_k
+removes exactly head k's contribution to O and leaves every other head's as it was.  Replacing head k's
+weights by a uniform row instead would not switch it off: a uniform head still passes the mean of V, a
+contribution the readout may have learned to use.
+
+Where the card (:mod:`mhacli.core.card`) says where a head *looks*, the knockout says what the model loses
+without it: evidence of what the head *does*.  The held-out sentences are the card's (same count, same seed),
+scored on the card's rows: for a referent kind (he/she, feeling, place) the referent readout at its queries.
+The forward pass is :func:`mhacli.core.train.forward`'s own (its cache of head outputs) and its ``readout``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mhacli.core.attention import merge_heads, project
+from mhacli.core.card import CARD_SEED, CARD_SENTENCES, held_out
+
+if TYPE_CHECKING:
+    from mhacli.core.card import Card
+    from mhacli.core.train import Params, TrainedModel
+
+Array = np.ndarray
+
+
+def _frozen(a: Array) -> Array:
+    out = np.array(a, dtype=np.float64, copy=True)
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True)
+class Knockout:
+    """Held-out accuracy per card row with every head (``full``) and with each head switched off (``without``)."""
+
+    rows: tuple[str, ...]  # (R,) the card's rows
+    full: Array  # (R,) accuracy with every head
+    without: Array  # (h, R) accuracy with head k's output zeroed before W_o
+    queries: Array  # (R,) queries scored per row
+    sentences: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        for name in ("full", "without", "queries"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+
+    @property
+    def heads(self) -> int:
+        return int(self.without.shape[0])
+
+    @property
+    def cost(self) -> Array:
+        """(h, R) points of accuracy each row loses without each head (negative: it gains)."""
+        return 100.0 * (self.full[None, :] - self.without)  # (h, R)
+
+    @property
+    def matters(self) -> Array:
+        """(h, R) True where switching the head off costs the row enough to say so (evidence.matters)."""
+        from mhacli.core import evidence
+
+        return self.cost >= evidence.KNOCKOUT_POINTS  # (h, R)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sentences": self.sentences, "seed": self.seed, "rows": list(self.rows),
+                "queries": [int(n) for n in self.queries], "full": self.full.tolist(),
+                "without": self.without.tolist()}
+
+
+def row_targets(targets: tuple[str, ...], rows: tuple[str, ...]) -> tuple[int, ...]:
+    """Which readout answers each card row: its own relation's, or the referent's for a kind of referent."""
+    return tuple(targets.index(r) if r in targets else targets.index("referent") for r in rows)
+
+
+def logits_without(params: "Params", heads_out: Array, head: int | None) -> Array:
+    """logits with head ``head``'s output zeroed before W_o (None: every head on): (B, h, N, d/h) -> (B, N, T, V)."""
+    from mhacli.core.train import readout
+
+    kept = np.array(heads_out, copy=True)  # (B, h, N, d/h)
+    if head is not None:
+        kept[:, head] = 0.0  # (B, N, d/h) of head k: its share of O goes, the others' stay
+    out = project(merge_heads(kept), params["W_o"])  # (B, h, N, d/h) -> (B, N, d) -> (B, N, d)
+    return readout(out, params["readout"])  # (B, N, T, V)
+
+
+def row_accuracy(logits: Array, ids: Array, keys: Array, targets: tuple[int, ...]) -> Array:
+    """(R,) share of each row's queries whose readout names the token at the row's true key."""
+    acc = np.zeros(len(targets))
+    for r, t in enumerate(targets):
+        asked = keys[r] >= 0  # (S, N)
+        truth = np.take_along_axis(ids, keys[r].clip(0), axis=-1)  # (S, N): the noun at each true key
+        said = logits[..., t, :].argmax(axis=-1)  # (S, N)
+        acc[r] = float((said == truth)[asked].mean()) if asked.any() else 0.0
+    return acc
+
+
+def knockout(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Knockout:
+    """Each card row's held-out accuracy with every head, and with each head switched off in turn."""
+    from mhacli.core.tasks import get_task
+    from mhacli.core.train import forward
+
+    ids, keys, names = held_out(model, sentences, seed)  # (S, N), (R, S, N)
+    params = dict(model.params)
+    cache = forward(params, ids, model.config.heads, model.config.causal, get_task(model.config.task).pad)
+    targets = row_targets(model.targets, names)
+    full = row_accuracy(cache["logits"], ids, keys, targets)  # (R,)
+    without = np.stack([row_accuracy(logits_without(params, cache["heads"], k), ids, keys, targets)
+                        for k in range(model.config.heads)])  # (h, R)
+    return Knockout(rows=names, full=full, without=without, queries=(keys >= 0).sum(axis=(1, 2)),
+                    sentences=sentences, seed=seed)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Where the card (where a head looks) and the knockout (what the model loses without it) disagree."""
+
+    head: int  # 0-based
+    row: str
+    named: bool  # True: the card names (or partly names) the head for the row, yet switching it off costs little
+    rate: float  # the head's card hit rate on the row
+    cost: float  # points the row loses without the head
+
+
+def mismatches(card: "Card", knock: Knockout) -> tuple[Mismatch, ...]:
+    """Each head the card names for a row whose knockout costs it under evidence.KNOCKOUT_POINTS, and each row
+    a head's knockout costs that much though the card does not name the head for it."""
+    from mhacli.core import evidence
+
+    if card.rows != knock.rows or card.heads != knock.heads:
+        raise ValueError("the card and the knockout measure different rows or heads")
+    cost = knock.cost  # (h, R)
+    out = []
+    for i in range(card.heads):
+        best, word = card.best(i)
+        for r, row in enumerate(card.rows):
+            known = r == best and word != evidence.UNNAMED
+            if known != evidence.matters(float(cost[i, r])) and (known or card.word(r, i) == evidence.UNNAMED):
+                out.append(Mismatch(i, row, known, float(card.rate[r, i]), float(cost[i, r])))
+    return tuple(out)

@@ -1,0 +1,140 @@
+"""The report card, the knockout and the seed sweep as terminal tables: they only read what they are handed.
+
+Every number comes from a :class:`~mhacli.core.card.Card`, :class:`~mhacli.core.knockout.Knockout` or
+:class:`~mhacli.core.sweep.Sweep`, every sentence from :mod:`mhacli.core.narrate`; a table that does not
+fit the console becomes one record per row (:func:`mhacli.render.fit.fitted_table`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from rich import box
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from mhacli.core import narrate
+from mhacli.core.card import Card
+from mhacli.core.knockout import Knockout
+from mhacli.core.sweep import Sweep
+from mhacli.render import theme
+from mhacli.render.fit import fitted_table
+
+
+def _pct(x: float) -> str:
+    return f"{math.floor(100 * x + 1e-9)}%"
+
+
+def _table() -> Table:
+    """A table without a title: its heading is a line of its own, which wraps to the console, not the table."""
+    return Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0, 0, 1))
+
+
+def _heading(text: str) -> Text:
+    return Text(text, style=theme.STYLE_TITLE)
+
+
+def _cell(card: Card, r: int, i: int) -> Text:
+    """A card cell: its rate over its interval; bold in the head's colour where the head is named for it."""
+    low, high = card.interval
+    style = theme.head_style(i) if card.named(r, i) else ""
+    text = Text(_pct(card.rate[r, i]), style=style)
+    text.append(f"\n{_pct(low[r, i])}–{_pct(high[r, i])}", style=theme.STYLE_DIM)
+    return text
+
+
+def card_table(card: Card) -> RenderableType:
+    """Relation × head: each cell the held-out hit rate and its 95 % interval."""
+    table = _table()
+    table.add_column("relation")
+    table.add_column("queries", justify="right")
+    for i in range(card.heads):
+        table.add_column(Text(f"head {i + 1}", style=theme.head_style(i)), justify="right")
+    for r, row in enumerate(card.rows):
+        table.add_row(narrate.card_row_name(row), f"{int(card.queries[r]):,}",
+                      *(_cell(card, r, i) for i in range(card.heads)))
+    return fitted_table(table)
+
+
+def card_lines(card: Card) -> list[str]:
+    """What the card names each head, and what a name needs."""
+    return [narrate.card_rule_sentence(card), *(f"head {i + 1}: {label}" for i, label in enumerate(card.labels))]
+
+
+def card_report(card: Card, title: str | None = None) -> list[RenderableType]:
+    """The card's table, its names, and what it was measured on."""
+    heading = title or f"Report card: held-out hit rate per relation and head ({card.sentences:,} sentences)"
+    return [_heading(heading), card_table(card), *(Text(line) for line in card_lines(card))]
+
+
+def shipped_card(card: Card, sentence: Sequence[str]) -> list[RenderableType]:
+    """``mha explain --weights grammar``: the shipped model's card once, labelled as measured in training, then
+    ``sentence`` (:func:`mhacli.core.narrate.card_sentence_lines`): where its names and this sentence part."""
+    title = f"The model's report card, {card.caption()}, not on this sentence"
+    return [*card_report(card, title), *(Text(line) for line in sentence)]
+
+
+def explain_card(model: object, trace: object, hide_rules: bool = False) -> list[RenderableType]:
+    """``mha explain`` with a grammar model that carries a card: the card once, labelled as measured in
+    training, then where its names and this sentence part (nothing for any other model, or rules hidden)."""
+    card = getattr(model, "card", None)
+    if card is None or hide_rules:
+        return []
+    parse = getattr(trace, "parse", None)
+    lines = [] if parse is None else narrate.card_sentence_lines(card, parse, trace.weights,  # type: ignore[attr-defined]
+                                                                 bool(trace.config.causal))  # type: ignore[attr-defined]
+    return [Text(""), *shipped_card(card, lines)]
+
+
+def knockout_table(card: Card, knock: Knockout) -> RenderableType:
+    """Card and knockout side by side: per head, where it looks (card) and what switching it off costs."""
+    table = _table()
+    table.add_column("relation")
+    table.add_column("all\nheads", justify="right")
+    for i in range(card.heads):
+        table.add_column(Text(f"h{i + 1}\nlooks", style=theme.head_style(i)), justify="right")
+        table.add_column(Text(f"h{i + 1}\noff", style=theme.head_style(i)), justify="right")
+    cost = knock.cost
+    for r, row in enumerate(card.rows):
+        cells: list[Text | str] = [narrate.card_row_name(row), _pct(knock.full[r])]
+        for i in range(card.heads):
+            cells.append(Text(_pct(card.rate[r, i]), style=theme.head_style(i) if card.named(r, i) else ""))
+            c = float(cost[i, r])
+            cells.append(Text(f"−{c:.0f}" if c >= 0.5 else f"+{-c:.0f}" if c <= -0.5 else "0",
+                              style=theme.STYLE_BAD if knock.matters[i, r] else theme.STYLE_DIM))
+        table.add_row(*cells)
+    return fitted_table(table)
+
+
+def knockout_report(card: Card, knock: Knockout, sentences: Sequence[str]) -> list[RenderableType]:
+    """The side-by-side table, then every place the two disagree (``sentences``, from narrate)."""
+    heading = (f"Where each head looks (report card) and what switching it off costs (knockout), "
+               f"{knock.sentences:,} held-out sentences")
+    return [_heading(heading), knockout_table(card, knock), Text(narrate.card_rule_sentence(card)),
+            Text(narrate.knockout_rule_sentence()), *(Text(s) for s in sentences)]
+
+
+def sweep_table(s: Sweep) -> RenderableType:
+    """A row per seed: each head count's held-out accuracy (mean over relations) and the gap; then the spread."""
+    most, fewest = max(s.heads), min(s.heads)
+    table = _table()
+    table.add_column("seed", justify="right")
+    for h in s.heads:
+        table.add_column(f"{h} head{'s' if h != 1 else ''}", justify="right")
+    table.add_column(f"gap\n{most}−{fewest}", justify="right")
+    for k, seed in enumerate(s.seeds):
+        table.add_row(str(seed), *(f"{a:.1%}" for a in s.accuracy[k]), f"{s.gap[k]:+.1f}")
+    gap, accuracy = s.spread, s.accuracy_spread
+    table.add_section()
+    for name in ("mean", "min", "max"):  # min and max per column: the lowest gap need not be the lowest run's
+        table.add_row(name, *(f"{a:.1%}" for a in accuracy[name]), f"{gap[name]:+.1f}")
+    return fitted_table(table)
+
+
+def sweep_report(s: Sweep) -> list[RenderableType]:
+    """A heading line (a table's own title would wrap to the table's width), the table, the spread in words."""
+    heading = Text(f"mha train --task {s.task}, {len(s.seeds)} seeds: held-out accuracy, mean over relations",
+                   style=theme.STYLE_TITLE)
+    return [heading, sweep_table(s), Text(narrate.sweep_sentence(s))]

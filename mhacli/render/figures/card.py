@@ -1,0 +1,95 @@
+"""card.png: the report card as a heat map a projector can read; and the gap of a seed sweep, per seed.
+
+Plain functions of a :class:`~mhacli.core.card.Card` and a :class:`~mhacli.core.sweep.Sweep`: they draw the
+numbers they are handed.  Every label is at least 11 pt, 15 px at the 100 dpi they are saved at.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from mhacli.core import narrate
+from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, head_color, ink_on
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from mhacli.core.card import Card
+    from mhacli.core.sweep import Sweep
+
+FONT = 12  # points: 16.7 px at 100 dpi, readable from the back of a room on a 1920×1080 projector
+SMALL = 11  # points: the smallest text drawn
+
+
+def _pct(x: float) -> str:
+    return f"{math.floor(100 * x + 1e-9)}%"
+
+
+def card_figure(card: "Card", title: str | None = None) -> "Figure":
+    """Relation × head hit rates as a heat map; each cell its rate and 95 % interval; named cells outlined."""
+    from matplotlib import colormaps
+    from matplotlib.patches import Rectangle
+
+    from mhacli.render.figures.inline import new_figure
+
+    rows, heads = card.hits.shape
+    fig = new_figure(figsize=(2.2 + 1.5 * heads, 1.6 + 0.75 * rows), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    rate = card.rate
+    low, high = card.interval
+    image = ax.imshow(rate, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, aspect="auto")
+    cmap = colormaps[HEATMAP_CMAP]
+    for r in range(rows):
+        for i in range(heads):
+            ink = ink_on(_hex(cmap(float(rate[r, i]))))
+            ax.text(i, r, f"{_pct(rate[r, i])}\n{_pct(low[r, i])}–{_pct(high[r, i])}", ha="center", va="center",
+                    fontsize=SMALL, color=ink, linespacing=1.1)
+            if card.named(r, i):
+                ax.add_patch(Rectangle((i - 0.47, r - 0.47), 0.94, 0.94, fill=False, lw=3, ec=head_color(i)))
+    ax.set_xticks(range(heads), labels=[f"head {i + 1}" for i in range(heads)], fontsize=FONT)
+    for i, tick in enumerate(ax.get_xticklabels()):
+        tick.set_color(head_color(i))
+    ax.set_yticks(range(rows), labels=[narrate.card_row_name(r) for r in card.rows], fontsize=FONT)
+    ax.tick_params(length=0)
+    ax.set_title(title or "Report card: held-out hit rate (95% interval)", fontsize=FONT, color=LABEL_COLOR,
+                 loc="left")
+    bar = fig.colorbar(image, ax=ax, shrink=0.8)
+    bar.set_label("hit rate", fontsize=SMALL)
+    bar.ax.tick_params(labelsize=SMALL)
+    fig.supxlabel(f"{card.caption()};\n{narrate.card_outline_note()}", fontsize=SMALL, color=LABEL_COLOR)
+    return fig
+
+
+def _hex(rgba: tuple[float, ...]) -> str:
+    return "#" + "".join(f"{round(255 * c):02X}" for c in rgba[:3])
+
+
+def sweep_figure(s: "Sweep") -> "Figure":
+    """The gap (most heads − fewest, mean over relations, points) per seed, with the mean over seeds."""
+    from mhacli.render.figures.inline import new_figure
+
+    most, fewest = max(s.heads), min(s.heads)
+    fig = new_figure(figsize=(max(6.0, 1.2 * len(s.seeds) + 3), 4.5), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    gap = s.gap
+    x = list(range(len(s.seeds)))
+    bars = ax.bar(x, gap, color=HEAD_COLORS[1], width=0.6)
+    for bar, g in zip(bars, gap):
+        ax.annotate(f"{g:+.1f}", (bar.get_x() + bar.get_width() / 2, g), xytext=(0, 4 if g >= 0 else -4),
+                    textcoords="offset points", ha="center", va="bottom" if g >= 0 else "top", fontsize=SMALL,
+                    color=LABEL_COLOR)
+    mean = s.spread["mean"]
+    ax.axhline(mean, color=LABEL_COLOR, lw=1.5, ls="--", label=f"mean {mean:+.1f} points")
+    ax.axhline(0.0, color=LABEL_COLOR, lw=0.8)
+    ax.set_xticks(x, labels=[f"seed {seed}" for seed in s.seeds], fontsize=FONT)
+    ax.tick_params(axis="y", labelsize=SMALL)
+    ax.set_ylabel("points", fontsize=FONT)
+    ax.set_title(f"{s.task}: {most} heads minus {fewest} head{'s' if fewest != 1 else ''}, per seed\n"
+                 "held-out accuracy, mean over relations", fontsize=FONT, color=LABEL_COLOR, loc="left")
+    low, high = min(0.0, float(gap.min())), max(0.0, float(gap.max()))
+    pad = max(2.0, 0.15 * (high - low))
+    ax.set_ylim(low - pad, high + pad)
+    ax.legend(fontsize=SMALL, loc="best")
+    ax.grid(axis="y", alpha=0.3)
+    return fig

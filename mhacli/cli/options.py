@@ -327,7 +327,8 @@ TrainSaveOpt = Annotated[Optional[str], typer.Option(  # str: a trailing '/' mus
     help="Write the trained model (of the last run) to this .npz file, for 'mha explain --weights'.")]
 TrainOutOpt = Annotated[Path, typer.Option(
     "--out", "-o", metavar="PATH", rich_help_panel=OUTPUT, readable=False,
-    help="Folder for training.png and training-heads.png (created if missing).")]
+    help="Folder for training.png and training-heads.png, card.png for the grammar task, sweep.png after --seeds "
+         "(created if missing).")]
 TrainPlotsOpt = Annotated[bool, typer.Option(
     "--plots/--no-plots", metavar=FLAG, rich_help_panel=OUTPUT, help="Save the two training figures into --out.")]
 TrainJsonOpt = Annotated[bool, typer.Option(

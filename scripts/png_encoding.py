@@ -28,24 +28,22 @@ OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {  # name: (mode written, Pillo
 
 def pixels() -> list[Any]:
     """RGBA images of heads.png and head-1.png of the cat sentence, as savefig draws them at 150 dpi."""
-    import matplotlib
     from PIL import Image
 
     from mhacli.pipeline import prepare
     from mhacli.render.figures.head import HeadFigure
     from mhacli.render.figures.heads import build_heads
-    from mhacli.render.figures.layout import RENDER_RC, drawing
+    from mhacli.render.figures.layout import drawing
     from mhacli.render.figures.view import token_view
 
     result = prepare("the cat sat on the mat", heads=4).run()
     trace = result.trace
     view = token_view(trace.n_tokens, 40, None)
     images = []
-    with drawing() as pen:
+    with drawing() as pen:  # the settings every figure is drawn under (RENDER_RC among them)
         for fig in (build_heads(trace, view, pen, result.analysis), HeadFigure(trace, view, pen, result.analysis).fig):
-            with matplotlib.rc_context(RENDER_RC):
-                fig.set_dpi(150)
-                fig.canvas.draw()
+            fig.set_dpi(150)
+            fig.canvas.draw()
             buffer = fig.canvas.buffer_rgba()  # type: ignore[attr-defined]
             images.append(Image.frombuffer("RGBA", fig.canvas.get_width_height(), buffer, "raw", "RGBA", 0, 1).copy())
     return images

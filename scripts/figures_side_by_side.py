@@ -75,11 +75,11 @@ def main(rounds: int, trees: list[str], extra: dict[str, str]) -> None:
             for tree in (trees if r % 2 == 0 else trees[::-1]):
                 runs[tree].append(once(tree, out, extra))
             print(f"round {r + 1}: " + "   ".join(
-                f"{tree}: {sum(v for k, v in runs[tree][-1].items() if k.startswith('draw')):.2f} s" for tree in trees))
-    names = [k for k in runs[trees[0]][0] if k.startswith("draw")]
+                f"{tree}: {sum(v for k, v in runs[tree][-1].items() if ' draw ' in k):.2f} s" for tree in trees))
+    names = [k for k in runs[trees[0]][0] if ' draw ' in k]
     print(f"{'median CPU s':34}" + "".join(f"{t[-14:]:>16}" for t in trees) + "     ratio")
     for name in names + ["all figures"]:
-        med = [statistics.median(sum(v for k, v in run.items() if k.startswith("draw")) if name == "all figures"
+        med = [statistics.median(sum(v for k, v in run.items() if ' draw ' in k) if name == "all figures"
                                  else run[name] for run in runs[t]) for t in trees]
         print(f"{name:34}" + "".join(f"{m:16.3f}" for m in med) + f"{med[-1] / med[0]:10.2f}")
     print("load after:", " ".join(f"{x:.1f}" for x in os.getloadavg()))

@@ -222,6 +222,41 @@ def test_vector_output_is_reproducible(cat, cat_svgs, tmp_path):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
+def _placement(fig):
+    """The anchor of every text placed on the figure itself, and every Axes' rectangle (figure fractions)."""
+    return [tuple(t.get_position()) for t in fig.texts], [tuple(ax.get_position().bounds) for ax in fig.axes]
+
+
+def test_a_save_never_lays_the_figure_out_again(cat, tmp_path):
+    """Placed once: saving at another dpi moves no text and no Axes (a layout run again would move them)."""
+    single = _single_head(cat)
+    with figures.drawing() as pen:
+        view = figures.token_view(cat.n_tokens, 40)
+        built = [figures.HeadFigure(cat, view, pen).fig, figures.heads_figure(cat, pen=pen),
+                 figures.magnifiers_figure(cat, single, pen=pen), figures.compare_figure(cat, single, pen=pen)]
+    for k, fig in enumerate(built):
+        texts = _placement(fig)[0]
+        figures.save(fig, tmp_path / f"f{k}-first.png", "png", FAST_DPI)
+        first = _placement(fig)  # the colour bar's Axes takes its aspect on the first draw
+        assert first[0] == texts, k
+        for dpi in (150, FAST_DPI):
+            figures.save(fig, tmp_path / f"f{k}-{dpi}.png", "png", dpi)
+            assert _placement(fig) == first, (k, dpi)
+
+
+def test_each_magnifier_is_level_with_its_row_of_token_boxes(cat):
+    from matplotlib.patches import Circle
+    from matplotlib.text import Text
+
+    fig = figures.magnifiers_figure(cat, _single_head(cat))
+    fig.draw_without_rendering()
+    boxes = [t.get_bbox_patch().get_window_extent() for t in fig.findobj(Text) if t.get_bbox_patch() is not None]
+    centres = [lens.get_window_extent().intervaly.mean() for lens in fig.findobj(Circle)]
+    assert len(centres) == 5 and len(set(np.round(centres))) == 5  # one lens a row, each at its own height
+    for y in centres:
+        assert any(b.y0 <= y <= b.y1 for b in boxes), y
+
+
 def test_other_files_in_out_are_never_touched(cat_pngs):
     _, out, stamps = cat_pngs  # notes.txt and heads.png.bak were there before the figures were saved
     mine = out / "notes.txt"

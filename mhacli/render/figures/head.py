@@ -12,8 +12,8 @@ from mhacli.render import theme
 from mhacli.pipeline import analysis_for, in_window
 from mhacli.render.labels import weights_note
 from mhacli.render.figures.heatmap import colour_bar, heatmap, shown_mask
-from mhacli.render.figures.layout import (INSET, PT, Pen, clamp, drawing, finish, footnote, label_inches, ordinal,
-                                          readable_points, stack, sup_index, wrap)
+from mhacli.render.figures.layout import (INSET, PT, Pen, Slide, clamp, drawing, finish, label_inches, ordinal,
+                                          readable_points, settle, sup_index, wrap)
 from mhacli.render.figures.view import View, token_view
 
 from mhacli.render.figures.inline import new_figure
@@ -61,8 +61,8 @@ class HeadFigure:
     """The per-head heatmap, built once and updated for each head.
 
     Every head of a run has the same tokens, so the layout, tick labels, colour
-    bar and texts are made once; :meth:`show` swaps in another head's weights,
-    frame colour and title (a new figure would also run its layout again, twice).
+    bar and texts are made and placed once; :meth:`show` swaps in another head's
+    weights, frame colour and title.
     """
 
     TITLE, NOTE, SUB, AXIS, CAPTION = 16.0, 12.0, 12.0, 12.0, 10.5
@@ -101,7 +101,8 @@ class HeadFigure:
         self.x_title, self.y_title = ax.xaxis.label, ax.yaxis.label
         self.colour_bar = colour_bar(fig, ax, shrink=min(1.0, 4.5 / matrix) if matrix > 4.5 else 1.0)
         longest = max(self.subtitles, key=lambda t: t.count("\n"))
-        header = stack(fig, [
+        slide = Slide(fig)
+        header = slide.stack([
             (head_title(0, trace.num_heads, trace.n_tokens), {"fontsize": self.TITLE, "fontweight": "bold"}),
             (wrap(weights_note(trace, hide_rules, analysis), inner, self.NOTE),
              {"fontsize": self.NOTE, "fontstyle": "italic", "linespacing": 1.15}),
@@ -109,12 +110,13 @@ class HeadFigure:
             (view.note() if view.windowed else "", {"fontsize": 11.0, "color": theme.HATCH_COLOR}),
         ])
         self.title, self.note, self.subtitle = header[0], header[1], header[2]
-        caption = footnote(fig, [(wrap(" ".join(self._captions()), inner, self.CAPTION),
-                                  {"fontsize": self.CAPTION, "color": "#444444", "linespacing": 1.15})])
-        finish(fig, width, body, header, caption)
-        least = readable_points(*fig.get_size_inches())
+        caption = slide.stack([(wrap(" ".join(self._captions()), inner, self.CAPTION),
+                                {"fontsize": self.CAPTION, "color": "#444444", "linespacing": 1.15})], from_bottom=True)
+        size = finish(fig, width, body, slide, header, caption)
+        least = readable_points(*size)
         if tick < least:  # shown fitted to a 1080p screen, the labels must stay LABEL_PX tall
             ax.tick_params(labelsize=least * 1.02)
+        settle(fig)  # every head has the same tokens, labels and colour bar: one layout serves them all
         self.head = -1
         self.show(0)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -12,8 +13,8 @@ from mhacli.pipeline import analysis_for, in_window
 from mhacli.render.labels import pattern_words, weights_note, window_note
 from mhacli.render.figures.heatmap import Heatmap, colour_bar, heatmap, shown_mask
 from mhacli.render.figures.inline import new_figure
-from mhacli.render.figures.layout import (INSET, PT, Pen, about, clamp, cut, drawing, finish, footnote, label_inches,
-                                          ordinal, readable_points, stack, wrap)
+from mhacli.render.figures.layout import (INSET, PT, Pen, Slide, about, clamp, cut, drawing, finish, label_inches,
+                                          ordinal, readable_points, settle, wrap)
 from mhacli.render.figures.view import View, token_view
 
 if TYPE_CHECKING:
@@ -114,27 +115,82 @@ def build_heads(trace: Shown, view: View, pen: Pen, analysis: Analysis | None = 
     fit_w = (13.3 - 0.6 - est_label - 1.3 - (cols - 1) * GAP) / cols
     fit_h = (7.5 - 1.6 - est_label - rows * 0.5 - (rows - 1) * GAP) / rows
     panel = max(min(fit_w, fit_h), min(n * 0.16, 3.2), 1.4)
+    texts = _texts(trace, view, pen, analysis, hide_rules, count > 1)
     least = 7.0
-    for _ in range(3):  # bigger labels make a bigger figure, shown smaller: settle the size in a few rounds
-        fig, tick = _heads(trace, view, pen, analysis, hide_rules, labels, panel, cols, rows, least)
-        if tick >= readable_points(*fig.get_size_inches()) - 1e-9:
+    for _ in range(4):  # bigger labels make a bigger figure, shown smaller: settle the size by arithmetic
+        sizes = Sizes.of(n, labels, panel, cols, rows, least)
+        shown = readable_points(sizes.width, sizes.body + texts.about(sizes.width - 2 * INSET))
+        if sizes.tick >= shown - 1e-9:
             break
-        least = readable_points(*fig.get_size_inches()) * 1.02
-    return fig
+        least = shown * 1.02
+    return _draw(trace, view, pen, analysis, hide_rules, labels, panel, cols, rows, sizes, texts)
 
 
-def _heads(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: bool, labels: list[str],
-           panel: float, cols: int, rows: int, least: float) -> tuple[Figure, float]:
-    """The heads figure with panels of ``panel`` inches and labels of at least ``least`` points, and its label size."""
+@dataclass(frozen=True)
+class Sizes:
+    """The sizes of a heads figure with panels of ``panel`` inches and labels of at least ``least`` points."""
+
+    tick: float  # token label size, points
+    step: int  # every step-th token labelled
+    value: float  # cell number size, points (0: none)
+    label_w: float  # inches of the longest label
+    rotate: bool  # key labels turned upright
+    width: float  # the figure's width, inches
+    body: float  # the inches the panels and their labels need
+
+    @classmethod
+    def of(cls, n: int, labels: list[str], panel: float, cols: int, rows: int, least: float) -> Sizes:
+        tick, step, value = grid_sizes(n, panel, least)
+        label_w = label_inches(labels[::step], tick)
+        rotate = label_w > panel / n * step - 3 * PT
+        x_labels = label_w if rotate else tick * 1.4 * PT
+        title_h = (12.0 + 10.0) * 1.3 * PT + 0.1
+        width = max(2 * INSET + 0.35 + label_w + cols * panel + (cols - 1) * GAP + 1.3, 8.0)
+        body = 0.3 + x_labels + rows * (title_h + panel) + (rows - 1) * GAP
+        return cls(tick, step, value, label_w, rotate, width, body)
+
+
+@dataclass(frozen=True)
+class Texts:
+    """What a heads figure says above and below its panels, before it is wrapped to the figure's width."""
+
+    title: str
+    weights: str
+    window: str
+    notes: list[str]
+
+    def about(self, inner: float) -> float:
+        """About how many inches the texts take, wrapped to ``inner`` inches: to size the labels before drawing."""
+        lines = [(1, 16.0, 1.0), (wrap(self.weights, inner, 12.0).count("\n") + 1, 12.0, 1.15), (1, 12.0, 1.0),
+                 (1 if self.window else 0, 11.0, 1.0), (1, 12.0, 1.0),
+                 (wrap(" ".join(self.notes), inner, 10.5).count("\n") + 1, 10.5, 1.15)]
+        return sum(k * size * 1.2 * spacing * PT for k, size, spacing in lines) + 0.3 + 2 * INSET
+
+
+def _texts(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: bool, several: bool) -> Texts:
+    """The heads figure's title, weights line, window note and notes (the label step's note is added when drawn)."""
+    h = trace.num_heads
+    notes = [
+        "Last panel: the mean over heads, which is what PyTorch's nn.MultiheadAttention returns "
+        "unless average_attn_weights=False." if several else
+        "With one head, the head is its own average: what PyTorch's nn.MultiheadAttention "
+        "returns either way.",
+    ]
+    if trace.causal:
+        notes.append("Grey hatched cells are masked (causal): a token never looks at later tokens.")
+    outside = window_note(analysis)
+    if outside:
+        notes.append(outside)
+    return Texts(f"{h} head{'s' if h != 1 else ''} on one scale: each row is a query, each column a key",
+                 weights_note(trace, hide_rules, analysis), view.note() if view.windowed else "", notes)
+
+
+def _draw(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: bool, labels: list[str],
+          panel: float, cols: int, rows: int, sizes: Sizes, texts: Texts) -> Figure:
+    """The heads figure at ``sizes``, drawn once."""
     h, n = trace.num_heads, view.n
     count = h + 1 if h > 1 else 1
-    tick, step, value = grid_sizes(n, panel, least)
-    label_w = label_inches(labels[::step], tick)
-    rotate = label_w > panel / n * step - 3 * PT
-    x_labels = label_w if rotate else tick * 1.4 * PT
-    title_h = (12.0 + 10.0) * 1.3 * PT + 0.1
-    width = max(2 * INSET + 0.35 + label_w + cols * panel + (cols - 1) * GAP + 1.3, 8.0)
-    body = 0.3 + x_labels + rows * (title_h + panel) + (rows - 1) * GAP
+    tick, step, value, rotate, width, body = sizes.tick, sizes.step, sizes.value, sizes.rotate, sizes.width, sizes.body
     inner = width - 2 * INSET
 
     weights = np.asarray(trace.weights)[:, view.rows, view.rows]  # (h, n, n)
@@ -157,29 +213,26 @@ def _heads(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: b
     grid_h = rows * panel + (rows - 1) * GAP
     colour_bar(fig, [m.ax for m in maps], shrink=min(1.0, 4.5 / grid_h))
 
-    notes = [
-        "Last panel: the mean over heads, which is what PyTorch's nn.MultiheadAttention returns "
-        "unless average_attn_weights=False." if h > 1 else
-        "With one head, the head is its own average: what PyTorch's nn.MultiheadAttention "
-        "returns either way.",
-    ]
-    if trace.causal:
-        notes.append("Grey hatched cells are masked (causal): a token never looks at later tokens.")
+    notes = list(texts.notes)
     if step > 1:
-        notes.append(f"Labels show every {ordinal(step)} token.")
-    outside = window_note(analysis)
-    if outside:
-        notes.append(outside)
-    title = f"{h} head{'s' if h != 1 else ''} on one scale: each row is a query, each column a key"
-    header = stack(fig, [
-        (title, {"fontsize": 16.0, "fontweight": "bold"}),
-        (wrap(weights_note(trace, hide_rules, analysis), inner, 12.0), {"fontsize": 12.0, "fontstyle": "italic",
-                                                                "linespacing": 1.15}),
+        notes.insert(2 if trace.causal else 1, f"Labels show every {ordinal(step)} token.")
+    slide = Slide(fig)
+    header = slide.stack([
+        (texts.title, {"fontsize": 16.0, "fontweight": "bold"}),
+        (wrap(texts.weights, inner, 12.0), {"fontsize": 12.0, "fontstyle": "italic", "linespacing": 1.15}),
         (sentence(trace, view, pen, inner, 12.0), {"fontsize": 12.0}),
-        (view.note() if view.windowed else "", {"fontsize": 11.0, "color": theme.HATCH_COLOR}),
+        (texts.window, {"fontsize": 11.0, "color": theme.HATCH_COLOR}),
         (f"{keys} along the top; ← queries (the tokens looking) down the side" if keys else "",
          {"fontsize": 12.0}),
     ])
-    note = footnote(fig, [(wrap(" ".join(notes), inner, 10.5), {"fontsize": 10.5, "color": "#444444",
-                                                                 "linespacing": 1.15})])
-    return finish(fig, width, body, header, note), tick
+    note = slide.stack([(wrap(" ".join(notes), inner, 10.5), {"fontsize": 10.5, "color": "#444444",
+                                                             "linespacing": 1.15})], from_bottom=True)
+    size = finish(fig, width, body, slide, header, note)
+    least = readable_points(*size)
+    if tick < least:  # the texts took more room than foreseen: the labels grow, the figure is not rebuilt
+        bigger = least * 1.02
+        for m in maps:
+            m.ax.tick_params(labelsize=bigger)
+            if not rotate and label_inches(labels[::step], bigger) > panel / n * step - 3 * PT:
+                m.ax.tick_params(axis="x", labelrotation=90)
+    return settle(fig)

@@ -155,7 +155,8 @@ def heatmap(
             for c in range(n_cols):
                 v = float(weights[r, c])
                 out.values.append(ax.text(c, r, "" if blocked[r, c] else value_text(v), ha="center",
-                                          va="center", fontsize=value_size, color=theme.heat_ink(v)))
+                                          va="center", fontsize=value_size, color=theme.heat_ink(v),
+                                          in_layout=False))  # inside its cell: nothing for the layout to measure
     return out
 
 

@@ -1,12 +1,12 @@
-"""What every figure shares: fonts with per-glyph fallback, rc settings, and text stacked by matplotlib.
+"""What every figure shares: fonts with per-glyph fallback, rc settings, and texts placed once.
 
-The figures are laid out by matplotlib: the matrices, their tick labels, axis
-labels and colour bar by constrained layout (``layout="compressed"``), inside a
-rectangle of the figure; above and below it, the titles and notes are stacked
-one under another by matplotlib as well (:func:`stack`: each text anchored to
-the box of the one before, the gallery's concatenated-text idiom), and the
-figure is made as tall as matplotlib measures them (:func:`finish`).
-Token labels and cell values are ordinary matplotlib ``Text`` objects, so SVG
+Each figure is a designed slide. Its titles and notes are plain ``Text`` objects in the
+figure's inch coordinates, each measured once on the figure's own renderer
+(``Text.get_window_extent``) and placed at fixed coordinates from those measurements
+(:class:`Slide`); the figure is made as tall as they and its body need (:func:`finish`). The
+matrices, their tick labels, axis labels and colour bar are placed by matplotlib's constrained
+layout inside the body's rectangle, run once (:func:`settle`) and then kept, so no save lays the
+figure out again. Token labels and cell values are ordinary matplotlib ``Text`` objects, so SVG
 keeps them as ``<text>`` and PDF text stays extractable.
 """
 
@@ -242,89 +242,133 @@ def wrap(text: str, width_in: float, size: float) -> str:
                      for part in text.split("\n"))
 
 
-def stack(fig: Figure, items: Sequence[tuple[str, dict[str, Any]]], gap: float = 2.0) -> list[Text]:
-    """Texts one under another from the figure's top-left corner, each anchored below the box of the one before.
+class Slide:
+    """Texts hung at fixed inches from a figure's top-left (or bottom-left) corner, each measured once.
 
-    ``items``: (text, Text properties). matplotlib measures each box when it draws, so a longer
-    line pushes the next one down; ``gap`` is in points. Empty texts are left out.
+    A figure is a designed slide: every text is made once as a plain ``Text`` in the figure's inch
+    coordinates (``Figure.dpi_scale_trans``), measured once (``Text.get_window_extent`` on the figure's
+    own renderer), and placed by arithmetic on those measurements when the figure's size is known
+    (:meth:`hang`). Nothing is anchored to anything else, so a draw measures no chain of texts and two
+    saves of one figure place every text at the same coordinates.
     """
-    from matplotlib.text import Annotation
 
-    texts: list[Text] = []
-    for s, props in items:
-        if not s:
-            continue
-        kw: dict[str, Any] = {"ha": "left", "va": "top", "annotation_clip": False, **props}
-        if not texts:
-            t = Annotation(s, xy=(0.0, 1.0), xycoords="figure fraction", xytext=(INSET * 72, -INSET * 72),
-                           textcoords="offset points", **kw)
+    def __init__(self, fig: Figure) -> None:
+        self.fig = fig
+        self.renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+        self._top: list[tuple[Any, float, float]] = []  # (artist, x, depth of its anchor below the top edge)
+        self._bottom: list[tuple[Any, float, float]] = []  # (artist, x, height of its anchor above the bottom)
+        self.right = 0.0  # inches: the rightmost edge of anything hung
+        self.depth = 0.0  # inches: how far the texts hung from the top reach down
+        self.rise = 0.0  # inches: how far the texts hung from the bottom reach up
+
+    def size(self, t: Text) -> tuple[float, float]:
+        """Width and height of ``t`` in inches: its one measurement."""
+        box = t.get_window_extent(self.renderer)
+        return box.width / self.fig.dpi, box.height / self.fig.dpi
+
+    def text(self, s: str, x: float, down: float, *, measured: tuple[float, float] | None = None,
+             reach: float = 0.0, from_bottom: bool = False, **props: Any) -> tuple[Text, float, float]:
+        """``s`` with its ``ha``/``va`` point at ``x`` inches from the left and ``down`` inches below the top.
+
+        ``from_bottom``: ``down`` is inches above the bottom edge instead. ``measured``: its (width,
+        height) when already known (the same label at the same size), else measured here. ``reach``:
+        points its box (``bbox``) stands out around the text. Returns the text, its width and height.
+        """
+        kw: dict[str, Any] = {"ha": "left", "va": "top", **props}
+        t = self.fig.text(x, 0.0, s, transform=self.fig.dpi_scale_trans, **kw)
+        w, h = measured if measured is not None else self.size(t)
+        x0 = x - {"left": 0.0, "center": w / 2, "right": w}[kw["ha"]]
+        r = reach * PT
+        self.right = max(self.right, x0 + w + r)
+        if from_bottom:
+            top = down + {"top": 0.0, "center": h / 2, "bottom": h}[kw["va"]]
+            self.rise = max(self.rise, top + r)
+            self._bottom.append((t, x, down))
         else:
-            t = Annotation(s, xy=(0.0, 0.0), xycoords=texts[-1], xytext=(0.0, -gap),
-                           textcoords="offset points", **kw)
-        fig.add_artist(t)
-        texts.append(t)
-    return texts
+            top = down - {"top": 0.0, "center": h / 2, "bottom": h}[kw["va"]]
+            self.depth = max(self.depth, top + h + r)
+            self._top.append((t, x, down))
+        return t, w, h
+
+    def box(self, artist: Any, x: float, down: float, extent: tuple[float, float, float]) -> None:
+        """An artist whose ``xy`` is in the figure's inches (an ``AnnotationBbox``), anchored ``down`` below the top.
+
+        ``extent``: (right edge, top, bottom) in inches from the left and from the top, for the figure's size.
+        """
+        self.fig.add_artist(artist)
+        self.right = max(self.right, extent[0])
+        self.depth = max(self.depth, extent[2])
+        self._top.append((artist, x, down))
+
+    def stack(self, items: Sequence[tuple[str, dict[str, Any]]], gap: float = 2.0,
+              from_bottom: bool = False) -> list[Text]:
+        """Texts one under another from the top-left corner (or above one another from the bottom-left).
+
+        ``items``: (text, Text properties), in reading order; ``gap`` is in points; empty texts are left out.
+        """
+        texts: list[Text] = []
+        shown = [(s, p) for s, p in items if s]
+        edge = INSET
+        for s, props in (reversed(shown) if from_bottom else shown):
+            t, _, h = self.text(s, INSET, edge, from_bottom=from_bottom, va="bottom" if from_bottom else "top",
+                                **props)
+            edge += h + gap * PT
+            texts.append(t)
+        return texts[::-1] if from_bottom else texts
+
+    def hang(self, width: float, height: float) -> tuple[float, float]:
+        """Size the figure (rounded up to 1/8 inch: a whole number of pixels at any --dpi) and place everything.
+
+        ``width``, ``height``: at least this large; the texts widen it (and the caller's height already
+        holds them). Returns the figure's size in inches.
+        """
+        width = math.ceil(max(width, self.right + INSET) * 8 - 1e-9) / 8
+        height = math.ceil(height * 8 - 1e-9) / 8
+        self.fig.set_size_inches(width, height)
+        for artist, x, down in self._top:
+            _place(artist, x, height - down)
+        for artist, x, up in self._bottom:
+            _place(artist, x, up)
+        return width, height
 
 
-def footnote(fig: Figure, items: Sequence[tuple[str, dict[str, Any]]], gap: float = 2.0) -> list[Text]:
-    """Texts along the figure's bottom-left corner, in reading order: the last at the bottom, each above the next.
-
-    Empty texts are left out.
-    """
-    from matplotlib.text import Annotation
-
-    texts: list[Text] = []
-    for s, props in reversed(items):
-        if not s:
-            continue
-        kw: dict[str, Any] = {"ha": "left", "va": "bottom", "annotation_clip": False, **props}
-        if not texts:
-            t = Annotation(s, xy=(0.0, 0.0), xycoords="figure fraction", xytext=(INSET * 72, INSET * 72),
-                           textcoords="offset points", **kw)
-        else:
-            t = Annotation(s, xy=(0.0, 1.0), xycoords=texts[-1], xytext=(0.0, gap), textcoords="offset points",
-                           **kw)
-        fig.add_artist(t)
-        texts.append(t)
-    return texts[::-1]
+def _place(artist: Any, x: float, y: float) -> None:
+    """Put a text's (or an annotation box's) anchor at (x, y) inches from the figure's bottom-left corner."""
+    if hasattr(artist, "set_position"):
+        artist.set_position((x, y))
+    else:
+        artist.xy = (x, y)
 
 
-def depth(fig: Figure, texts: Sequence[Text], from_top: bool = True) -> float:
-    """How far ``texts`` reach into the figure from its top (or bottom) edge, in inches, as matplotlib draws them."""
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
-    boxes = [t.get_window_extent(renderer) for t in texts if t.get_text()]
-    if not boxes:
-        return 0.0
-    if from_top:
-        return (fig.bbox.y1 - min(b.y0 for b in boxes)) / fig.dpi
-    return max(b.y1 for b in boxes) / fig.dpi
-
-
-def finish(fig: Figure, width: float, body: float, top: Sequence[Text], bottom: Sequence[Text] = (),
-           gap: float = 0.15) -> Figure:
-    """Size ``fig`` to its texts and its body, and let its constrained layout fill the body between them.
+def finish(fig: Figure, width: float, body: float, slide: Slide, top: Sequence[Text],
+           bottom: Sequence[Text] = (), gap: float = 0.15) -> tuple[float, float]:
+    """Size ``fig`` to its texts and its body, and give its constrained layout the body between them.
 
     ``fig`` was made with ``layout="constrained"`` or ``"compressed"`` (so its colour bars are placed by
-    the layout too). ``body``: the inches the matrices and their labels need. The texts above and below
-    are measured by matplotlib (a line longer than foreseen widens the figure); the figure's size is
-    rounded up to 1/8 inch, so width × dpi is a whole number of pixels at any --dpi.
+    the layout too); ``top`` and ``bottom`` were hung on ``slide`` with :meth:`Slide.stack`. ``body``: the
+    inches the matrices and their labels need. Call :func:`settle` when the Axes are final.
     """
-    fig.set_size_inches(width, body)  # any size: the texts hang from the corners in points
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
-    texts = [t for t in (*top, *bottom) if t.get_text()]
-    widest = max((t.get_window_extent(renderer).x1 / fig.dpi for t in texts), default=0.0)
-    above = depth(fig, top) + gap if top else INSET
-    below = depth(fig, bottom, from_top=False) + gap if bottom else INSET
-    height = math.ceil((above + body + below) * 8 - 1e-9) / 8
-    width = math.ceil(max(width, widest + INSET) * 8 - 1e-9) / 8
-    fig.set_size_inches(width, height)
+    above = slide.depth + gap if top else INSET
+    below = slide.rise + gap if bottom else INSET
+    width, height = slide.hang(width, above + body + below)
     engine = fig.get_layout_engine()
     side = INSET / 2 / width  # constrained layout keeps its own pad too
     engine.set(rect=(side, below / height, 1.0 - 2 * side, (height - above - below) / height),  # type: ignore[union-attr, call-arg]
                w_pad=0.06, h_pad=0.06)  # inches around each Axes: panels never touch
-    # Constrained layout settles on its second pass (the first lays out against unplaced colour bars and
-    # texts): one draw here, so every save of the figure gives the same pixels.
-    fig.draw_without_rendering()
+    return width, height
+
+
+def settle(fig: Figure) -> Figure:
+    """Run the figure's constrained layout once and keep what it placed: every save then draws the same.
+
+    The texts around the body are placed already (:class:`Slide`); the layout places the Axes, their
+    labels and the colour bar once, at the figure's size, and is then switched off, so no save runs
+    it again (and an SVG saved twice has the same bytes).
+    """
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        engine.execute(fig)
+    fig.set_layout_engine("none")
     return fig
 
 
@@ -335,6 +379,5 @@ def cut(words: Sequence[str], width_in: float, size: float) -> str:
     return text if len(text) <= chars else textwrap.shorten(text, chars, placeholder=" …")
 
 
-__all__ = ["EM", "FALLBACK_FAMILIES", "INSET", "PT", "Pen", "RENDER_RC", "about", "clamp", "cut", "depth", "drawing",
-           "finish", "font_faces", "footnote", "label_inches", "ordinal", "readable_points", "stack", "sup_index",
-           "wrap"]
+__all__ = ["EM", "FALLBACK_FAMILIES", "INSET", "PT", "Pen", "RENDER_RC", "Slide", "about", "clamp", "cut", "drawing",
+           "finish", "font_faces", "label_inches", "ordinal", "readable_points", "settle", "sup_index", "wrap"]

@@ -20,7 +20,7 @@ import numpy as np
 from mhacli.core import narrate
 from mhacli.render import theme
 from mhacli.render.figures.inline import new_figure
-from mhacli.render.figures.layout import EM, INSET, PT, Pen, about, clamp, drawing, stack, wrap
+from mhacli.render.figures.layout import EM, INSET, PT, Pen, Slide, about, clamp, drawing, wrap
 from mhacli.render.figures.view import View, token_view
 from mhacli.pipeline import analysis_for, in_window
 from mhacli.render.labels import is_view, pattern_words, weights_note, window_note
@@ -28,7 +28,6 @@ from mhacli.render.labels import is_view, pattern_words, weights_note, window_no
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.offsetbox import DrawingArea
-    from matplotlib.text import Text
 
     from mhacli.core.analysis import Analysis
     from mhacli.core.trace import Trace
@@ -186,11 +185,10 @@ def block_heading(analysis: Analysis, q: int, pen: Pen) -> str:
 
 def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, analysis: Analysis | None = None,
                      hide_rules: bool = False) -> Figure:
-    """The figure, placed by matplotlib: every box is a token's own text box (``bbox``), set after the one
-    before it (the gallery's concatenated-text idiom), every row hung below its query's heading; the figure
-    is then made as large as matplotlib measures its contents (``Figure.get_tightbbox``)."""
+    """The figure as a slide: every box is a token's own text box (``bbox``), each text measured once and
+    placed at fixed inches from the figure's top-left corner (:class:`~mhacli.render.figures.layout.Slide`),
+    every row below its query's heading; the figure is as large as what is placed on it."""
     from matplotlib.offsetbox import AnnotationBbox, DrawingArea
-    from matplotlib.text import Annotation
 
     if view.n > MAGNIFIER_MAX_TOKENS:
         view = token_view(trace.n_tokens, MAGNIFIER_MAX_TOKENS, view.query)
@@ -294,27 +292,23 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
         extra.append(window_note(analysis) or view.note())
 
     fig = new_figure(figsize=(width, 8.0))
-    header = stack(fig, [
+    slide = Slide(fig)
+    slide.stack([
         (wrap(title, inner, 16.0 * 1.1), {"fontsize": 16.0, "fontweight": "bold", "linespacing": 1.1}),
         (wrap(weights_note(trace, hide_rules, analysis), inner, 12.0), {"fontsize": 12.0, "fontstyle": "italic",
                                                                 "linespacing": 1.15}),
         (wrap(sub, inner, 11.0), {"fontsize": 11.0, "color": "#444444", "linespacing": 1.15}),
         (wrap(" ".join(extra), inner, 11.0), {"fontsize": 11.0, "color": theme.LABEL_COLOR, "linespacing": 1.15}),
     ])
+    # Every token's box and number, measured once: the same labels at the same size in every row.
+    token_size: list[tuple[float, float] | None] = [None] * n
+    number_size: dict[str, tuple[float, float]] = {}
 
-    def at(anchor: Text, x: float, down: float, text: str, **kw: Any) -> Annotation:
-        """``text`` at ``x`` inches from the figure's left, ``down`` points below the bottom of ``anchor``."""
-        kw.setdefault("ha", "left")
-        kw.setdefault("va", "top")
-        t = Annotation(text, xy=(x * 72, 0.0), xycoords=("figure points", anchor), xytext=(0.0, -down),
-                       textcoords="offset points", annotation_clip=False, **kw)
-        fig.add_artist(t)
-        return t
-
-    def draw_row(row: TokenRow, anchor: Text, x0: float, down: float) -> None:
-        """One head's boxes for one query, wrapped like the sentence, each box set after the one before."""
+    def draw_row(row: TokenRow, x0: float, top: float) -> None:
+        """One head's boxes for one query, wrapped like the sentence; ``top``: inches below the figure's top."""
         for li, tokens_on_line in enumerate(lines):
-            before: Annotation | None = None
+            x = x0 + pad * fs * PT
+            y = top + (li * line_pt + pad * fs) * PT  # the token texts' top
             for t in tokens_on_line:
                 w = float(row.weights[t])
                 masked = bool(row.masked[t])
@@ -328,55 +322,47 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
                        "linestyle": (0, (3, 2)) if t + view.start == row.query and not strongest else "-",
                        "hatch": MASKED_HATCH if masked else None}
                 ink = "#555555" if masked else theme.ink_on(fill)
-                if before is None:
-                    token = at(anchor, x0 + pad * fs * PT, down + li * line_pt + pad * fs, labels[t],
-                               fontsize=fs, color=ink, bbox=box)
-                else:
-                    token = Annotation(labels[t], xy=(1.0, 1.0), xycoords=before, xytext=(2 * pad * fs + gap, 0.0),
-                                       textcoords="offset points", ha="left", va="top", fontsize=fs, color=ink,
-                                       bbox=box, annotation_clip=False)
-                    fig.add_artist(token)
+                _, tw, th = slide.text(labels[t], x, y, measured=token_size[t], reach=pad * fs + 1.5, fontsize=fs,
+                                       color=ink, bbox=box)
+                token_size[t] = (tw, th)
                 number = "" if masked else f"{w:.0%}" if w >= 0.005 else "0"
                 if number:
-                    fig.add_artist(Annotation(number, xy=(0.5, 0.0), xycoords=token, xytext=(0.0, -(pad * fs + 4)),
-                                              textcoords="offset points", ha="center", va="top", fontsize=vs,
-                                              color="#555555", annotation_clip=False))
-                before = token
+                    number_size[number] = slide.text(number, x + tw / 2, y + th + (pad * fs + 4) * PT,
+                                                     measured=number_size.get(number), ha="center", fontsize=vs,
+                                                     color="#555555")[1:]
+                x += tw + (2 * pad * fs + gap) * PT
 
-    anchor = header[-1]
-    down = 14.0  # points below the header
+    box = 2 * lens_r[True] + 6  # points: the square each magnifier is drawn in
+    top = slide.depth + 14.0 * PT  # inches from the figure's top to the first heading's top
     for br in range(block_rows):
         chunk = list(zip(queries, blocks))[br * cols:(br + 1) * cols]
-        heading = at(anchor, left_col if cols > 1 else INSET, down, block_heading(analysis, chunk[0][0], pen),
-                     fontsize=13.0, fontweight="bold")
-        for c, (q, block) in enumerate(chunk[1:], start=1):
-            fig.add_artist(Annotation(block_heading(analysis, q, pen),
-                                      xy=((left_col + c * (col_w + COLUMN_GAP)) * 72, 1.0),
-                                      xycoords=("figure points", heading), ha="left", va="top", fontsize=13.0,
-                                      fontweight="bold", annotation_clip=False))
+        heading_h = 0.0
+        for c, (q, _) in enumerate(chunk):
+            x = (left_col + c * (col_w + COLUMN_GAP)) if cols > 1 else INSET
+            heading_h = max(heading_h, slide.text(block_heading(analysis, q, pen), x, top, fontsize=13.0,
+                                                  fontweight="bold")[2])
+        under = top + heading_h  # the rows hang from the heading's bottom
         for k in range(per_query):
-            y = 6.0 + k * row_pt  # points below the heading
+            y = under + (6.0 + k * row_pt) * PT
             first = chunk[0][1][k]
-            is_single = k < lead
-            r = lens_r[is_single]
-            lens = DrawingArea(2 * lens_r[True] + 6, 2 * lens_r[True] + 6)
+            r = lens_r[k < lead]
+            lens = DrawingArea(box, box)
             magnifier(lens, lens_r[True] + 1, lens_r[True] + 5, r, first.color)
-            fig.add_artist(AnnotationBbox(lens, (INSET * 72, 0.0), xycoords=("figure points", heading),
-                                          xybox=(0.0, -(y + box_pt / 2 + 1)), boxcoords="offset points",
-                                          box_alignment=(0.0, 0.5 + 4 / (2 * lens_r[True] + 6)),
-                                          frameon=False, pad=0.0, annotation_clip=False))
+            centre = y + (box_pt / 2 + 1) * PT  # the lens's anchor: level with the middle of the boxes
+            fy = 0.5 + 4 / box
+            slide.box(AnnotationBbox(lens, (INSET, 0.0), xycoords=fig.dpi_scale_trans, xybox=(0.0, 0.0),
+                                     boxcoords="offset points", box_alignment=(0.0, fy),
+                                     frameon=False, pad=0.0, annotation_clip=False), INSET, centre,
+                      (INSET + box * PT, centre - (1 - fy) * box * PT, centre + fy * box * PT))
             name_x = INSET + lens_col
-            at(heading, name_x, y + box_pt / 2 - 1, first.name, fontsize=13.0, fontweight="bold",
-               color=first.text_color, va="bottom")
-            at(heading, name_x, y + box_pt / 2 + 2, "\n".join(subtext(k, chunk[0][0] if cols == 1 else None)),
-               fontsize=10.0, color="#444444", linespacing=1.1)
+            slide.text(first.name, name_x, y + (box_pt / 2 - 1) * PT, fontsize=13.0, fontweight="bold",
+                       color=first.text_color, va="bottom")
+            slide.text("\n".join(subtext(k, chunk[0][0] if cols == 1 else None)), name_x,
+                       y + (box_pt / 2 + 2) * PT, fontsize=10.0, color="#444444", linespacing=1.1)
             for c, (q, block) in enumerate(chunk):
-                draw_row(block[k], heading, left_col + c * (col_w + COLUMN_GAP), y)
-        anchor, down = heading, per_query * row_pt + 18.0
+                draw_row(block[k], left_col + c * (col_w + COLUMN_GAP), y)
+        top = under + (per_query * row_pt + 18.0) * PT
 
-    # As large as what matplotlib drew, and a margin: nothing cut off, nothing left over.
-    box = fig.get_tightbbox(fig.canvas.get_renderer())  # inches; everything hangs from the top-left corner
-    tall = fig.get_size_inches()[1]
-    fig.set_size_inches(math.ceil((max(width, box.x1 + INSET)) * 8) / 8,
-                        math.ceil((tall - box.y0 + INSET) * 8) / 8)
+    # As large as what is hung on it, and a margin: nothing cut off, nothing left over.
+    slide.hang(width, slide.depth + INSET)
     return fig

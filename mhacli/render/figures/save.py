@@ -100,9 +100,6 @@ def save_figures(trace: Shown, single: Trace | None, out_dir: Path, fmt: str = "
         per_head = HeadFigure(trace, view, pen, analysis, hide_rules)
         for i in range(trace.num_heads):
             write(per_head.show(i), f"head-{i + 1}")
-            # Every head has the same tokens, labels and colour bar, so the layout its first save settled
-            # holds for the others: kept, instead of run again for each head.
-            per_head.fig.set_layout_engine("none")
         write(build_heads(trace, view, pen, analysis, hide_rules), "heads")
         write(build_magnifiers(trace, single, view, pen, analysis, hide_rules), "magnifiers")
         if not is_view(trace):

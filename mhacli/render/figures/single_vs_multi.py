@@ -13,7 +13,7 @@ from mhacli.render.labels import weights_note
 from mhacli.render.figures.heads import grid_sizes, panel_title, panels, sentence
 from mhacli.render.figures.heatmap import colour_bar, heatmap, shown_mask
 from mhacli.render.figures.inline import new_figure
-from mhacli.render.figures.layout import INSET, PT, Pen, clamp, drawing, label_inches, finish, footnote, stack, wrap
+from mhacli.render.figures.layout import INSET, PT, Pen, Slide, clamp, drawing, finish, label_inches, settle, wrap
 from mhacli.render.figures.view import View, token_view
 
 if TYPE_CHECKING:
@@ -119,7 +119,8 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
                f"trained together, on the same task ({apart.task}), {size}: held-out accuracy "
                f"{apart.single_accuracy:.1%} against {apart.heads_accuracy:.1%}; one colour scale; rows are "
                "queries, columns keys")
-    header = stack(fig, [
+    slide = Slide(fig)
+    header = slide.stack([
         (f"One magnifier against {h}", {"fontsize": 17.0, "fontweight": "bold"}),
         (wrap(weights_note(trace, hide_rules, cmp.analysis), inner, 12.0),
          {"fontsize": 12.0, "fontstyle": "italic", "linespacing": 1.15}),
@@ -128,12 +129,13 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen:
         (view.note() if view.windowed else "", {"fontsize": 11.0, "color": theme.HATCH_COLOR}),
     ])
     # How different the heads are.
-    notes = footnote(fig, [
+    notes = slide.stack([
         (f"How different are the {h} heads? Mean pairwise Jensen–Shannon divergence: {cmp.mean_pairwise_js:.3f} "
          "bits", {"fontsize": 13.0, "fontweight": "bold"}),
         (wrap("0 = the heads look at exactly the same places, 1 bit = they never look at the same token. "
               "Entropy: how spread a head's attention is, mean over queries; the dashed line is the uniform "
               "maximum (every visible key equal).", inner, 11.0),
          {"fontsize": 11.0, "color": "#444444", "linespacing": 1.15}),
-    ])
-    return finish(fig, width, body, header, notes)
+    ], from_bottom=True)
+    finish(fig, width, body, slide, header, notes)
+    return settle(fig)

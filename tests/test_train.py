@@ -16,19 +16,21 @@ from mhacli.core.train import (TrainConfig, count_parameters, head_relations, in
 TINY = dict(d_model=4, length=5, batch=3)
 
 
-def _setup(task: str, heads: int, causal: bool, positions: str = "learned"):
-    config = TrainConfig(task=task, heads=heads, causal=causal, positions=positions, **TINY)
+def _setup(task: str, heads: int, causal: bool, positions: str = "learned", word_values: bool = False):
+    config = TrainConfig(task=task, heads=heads, causal=causal, positions=positions, word_values=word_values,
+                         **TINY)
     rng = np.random.default_rng(7)
     params = init_params(config, get_task(task), rng)
     ids, targets = get_task(task).batch(rng, config.batch, config.length)
     return config, params, ids, targets
 
 
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("heads", [1, 2])
-def test_every_gradient_matches_central_finite_differences(causal: bool, heads: int) -> None:
-    config, params, ids, targets = _setup("relations", heads, causal)
-    _, grads, _ = loss_and_grads(params, ids, targets, heads, causal)
+@pytest.mark.parametrize("causal, heads, word_values", [(False, 1, False), (False, 2, False), (True, 1, False),
+                                                        (True, 2, False), (False, 2, True), (True, 1, True)])
+def test_every_gradient_matches_central_finite_differences(causal: bool, heads: int, word_values: bool) -> None:
+    """Values from X = E + P, and from the word embeddings E alone (positions then reach only Q and K)."""
+    config, params, ids, targets = _setup("relations", heads, causal, word_values=word_values)
+    _, grads, _ = loss_and_grads(params, ids, targets, heads, causal, None, word_values)
     eps = 1e-6
     for name, value in params.items():
         assert grads[name].shape == value.shape, name
@@ -36,9 +38,9 @@ def test_every_gradient_matches_central_finite_differences(causal: bool, heads: 
         for idx in np.ndindex(value.shape):
             old = value[idx]
             value[idx] = old + eps
-            plus = loss_and_grads(params, ids, targets, heads, causal)[0]
+            plus = loss_and_grads(params, ids, targets, heads, causal, None, word_values)[0]
             value[idx] = old - eps
-            minus = loss_and_grads(params, ids, targets, heads, causal)[0]
+            minus = loss_and_grads(params, ids, targets, heads, causal, None, word_values)[0]
             value[idx] = old
             numeric[idx] = (plus - minus) / (2 * eps)
         assert np.abs(numeric).max() > 0 or name == "positions", f"{name}: the loss does not depend on it"
@@ -216,3 +218,35 @@ def test_a_head_below_half_of_its_queries_learned_no_clear_relation() -> None:
     (first, share1), (second, share2) = head_relations(weights)
     assert (first, share1) == ("previous token", 1.0)
     assert second == NO_RELATION and share2 < 0.5
+
+
+def test_values_from_the_word_embeddings_alone_ignore_the_positions() -> None:
+    """word_values: positions reach Q and K only, so moving every position changes no value."""
+    config = TrainConfig(task="neighbours", heads=2, d_model=8, length=6, word_values=True)
+    params = init_params(config, get_task("neighbours"), np.random.default_rng(0))
+    ids = np.random.default_rng(1).integers(0, 10, (3, 6))  # (B, N)
+    moved = {**params, "positions": params["positions"] + 1.0}
+    before, after = train_forward(params, ids, 2, False, None, True), train_forward(moved, ids, 2, False, None, True)
+    np.testing.assert_array_equal(before["v"], after["v"])
+    assert not np.allclose(before["q"], after["q"])
+    mixed = train_forward(params, ids, 2, False, None, False)  # the default: V = X W_vᵀ, positions included
+    assert not np.allclose(mixed["v"], before["v"])
+
+
+def test_a_model_with_word_values_is_traced_and_verified_as_it_computes() -> None:
+    """The walkthrough's step table says V^i = E W_v^i for such a model, and its arrays pass the slow loop."""
+    from mhacli.core.trace import run
+    from mhacli.core.verify import verify
+    from mhacli.io.trained import trained_run
+
+    result = train(TrainConfig(task="neighbours", heads=2, d_model=8, steps=5, word_values=True, held_out=10))
+    trace = trained_run("a b c d e f", result.model)
+    assert trace.word_values
+    np.testing.assert_array_equal(trace.X_v, trace.embeddings)
+    assert [s.formula for s in trace.steps if s.key == "value"] == ["V^i = E W_v^i"]
+    ids = result.model.ids(list("abcdef"))
+    np.testing.assert_allclose(trace.weights, result.model.attention(ids[None])[0], atol=1e-12)
+    assert all(check.ok for check in verify(trace)), verify(trace)
+    assert trace.split_equals_direct() < 1e-12
+    plain = run("a b c d e f", heads=2, d_model=8)  # the random model: values from X, as before
+    assert not plain.word_values and [s.formula for s in plain.steps if s.key == "value"] == ["V^i = X W_v^i"]

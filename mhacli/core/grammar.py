@@ -271,6 +271,21 @@ def head_keys(ids: Array, keys: Array) -> Array:
     return np.stack([keys[0], keys[1], np.where(pronoun, -1, keys[2]), np.where(pronoun, keys[2], -1)])
 
 
+# The referent split along the lines trained heads split it: he/she → the noun it means, a feeling adjective →
+# the animate noun it describes, a place adjective → the place; with the verb's relations, one row each.
+PART_RELATIONS = ("subject", "object", "means", "feeling", "place")
+PART_NAMES = {"subject": "verb → its subject", "object": "verb → its object", "means": "he/she → the noun it means",
+              "feeling": "feeling adjective → the animate noun", "place": "place adjective → the place"}
+
+
+def part_keys(ids: Array, keys: Array) -> Array:
+    """The true keys of :data:`PART_RELATIONS` from those of :data:`RELATIONS`: (T, B, N) -> (5, B, N)."""
+    referent = keys[RELATIONS.index("referent")]  # (B, N)
+    by_word = [np.isin(ids, _ids(words)) for words in (("he", "she"), FEELS, PLACE_STATES)]  # 3 × (B, N)
+    return np.stack([keys[RELATIONS.index("subject")], keys[RELATIONS.index("object")],
+                     *(np.where(kind, referent, -1) for kind in by_word)])  # (5, B, N)
+
+
 def word_ids() -> dict[str, int]:
     """Each word's id (its index in :data:`WORDS`)."""
     return dict(_INDEX)

@@ -62,6 +62,7 @@ class Trace:
     b_v: Array | None = None  # (d,)
     b_o: Array | None = None  # (d,) out_proj.bias
     parse: Parse | None = None  # the sentence's relations, when a grammar model read a sentence it can parse
+    word_values: bool = False  # V = E W_v (a model trained with positions in Q and K only), not X W_v
 
     @property
     def biases(self) -> dict[str, Array]:
@@ -124,7 +125,16 @@ class Trace:
     @property
     def steps(self) -> list[Step]:
         return steps_for(self.n_tokens, self.d_model, self.num_heads, self.config.causal,
-                         positions=self.config.positions, biases=bool(self.biases))
+                         positions=self.config.positions, biases=bool(self.biases), word_values=self.word_values)
+
+    @property
+    def X_v(self) -> Array:
+        """What the values are made from: X, or E[tokens] alone for a model trained so (N, d)."""
+        if self.word_values:
+            if self.embeddings is None:
+                raise ValueError("a trace whose values come from E needs its embeddings")
+            return self.embeddings
+        return self.X
 
     @property
     def parameters(self) -> ParameterCount:
@@ -143,10 +153,10 @@ class Trace:
     def split_equals_direct(self) -> float:
         """Largest |X W_q^i − (X W_qᵀ)[:, block i]| over heads and Q, K, V: the article's claim, checked."""
         worst = 0.0
-        for w in (self.W_q, self.W_k, self.W_v):
-            full = split_heads(project(self.X, w), self.num_heads)  # (h, N, d/h)
+        for x, w in ((self.X, self.W_q), (self.X, self.W_k), (self.X_v, self.W_v)):
+            full = split_heads(project(x, w), self.num_heads)  # (h, N, d/h)
             for i in range(self.num_heads):
-                direct = self.X @ head_weight(w, i, self.num_heads)  # (N, d) @ (d, d/h) -> (N, d/h)
+                direct = x @ head_weight(w, i, self.num_heads)  # (N, d) @ (d, d/h) -> (N, d/h)
                 worst = max(worst, float(np.max(np.abs(direct - full[i]), initial=0.0)))
         return worst
 
@@ -180,7 +190,9 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
     rules: tuple[str, ...] | None = None
     parse: Parse | None = None
     biases: dict[str, Array] = {}
+    word_values = False
     if model is not None:
+        word_values = bool(getattr(getattr(model, "config", None), "word_values", False))
         e, p, w_q, w_k, w_v, w_o = model.inputs(tokens)
         rules = tuple(model.labels)
         if getattr(model, "sentences", False):  # a grammar model: heads named from the parse, or not at all
@@ -216,12 +228,13 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
     w_q, w_k, w_v, w_o = (w.astype(dtype) for w in (w_q, w_k, w_v, w_o))
     x = e + p  # (N, d)
     parts = multi_head_attention(x, w_q, w_k, w_v, w_o, config.heads, config.causal, biases=biases,
-                                 attender=attend_blocked)
+                                 attender=attend_blocked, x_v=e if word_values else None)
     for name in ("scores", "weights"):
         # Fresh arrays nobody else holds: frozen where they are, so the trace does not copy (h, N, N) twice.
         parts[name].setflags(write=False)  # type: ignore[union-attr]
     return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,
-                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, parse=parse, **biases, **parts)  # type: ignore[arg-type]
+                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, parse=parse, word_values=word_values,
+                 **biases, **parts)  # type: ignore[arg-type]
 
 
 def own_weights(weights: AttentionWeights | Mapping[str, Any]) -> AttentionWeights:

@@ -83,6 +83,8 @@ def test_the_headline_sentence_and_its_twin_are_sentences_of_the_grammar(text: s
     ("the queen saw the boy because he was too scared", {6: 4}),
     ("the king met the man because he was too tired", {}),  # both male: gender alone does not decide
     ("the girl followed the dog because she was too hungry", {6: 1}),
+    ("the king sent the girl to the queen because she was too tired", {}),  # the one given counts too
+    ("the king sent the boy to the queen because she was too tired", {9: 7}),
 ])
 def test_he_and_she_have_a_referent_only_where_gender_alone_decides(text: str, means: dict[int, int]) -> None:
     parsed = grammar.parse(text.split())
@@ -90,7 +92,19 @@ def test_he_and_she_have_a_referent_only_where_gender_alone_decides(text: str, m
     assert parsed.keys("describes") == {}  # two animate nouns: the adjective's meaning does not decide
 
 
+def test_a_verb_of_giving_brings_back_three_nouns_two_of_them_animate() -> None:
+    words = "the girl didn't give the old ball to a dog because she was too tired".split()
+    parsed = grammar.parse(words)
+    assert parsed is not None and words[parsed.verb] == "give"
+    assert (words[parsed.subject], words[parsed.object], words[parsed.recipient]) == ("girl", "ball", "dog")
+    assert parsed.keys("recipient") == {3: 9} and parsed.keys("means") == {11: 1}
+    assert parsed.describe() == "subject: girl · object: ball · recipient: dog · she means: girl"
+    assert grammar.parse("the king met the man".split()).keys("recipient") == {}  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("text", ["the cat sat on the mat", "the street crossed the animal", "the king met the king",
+                                  "the girl gave the dog the ball", "the girl gave the ball to the girl",
+                                  "the girl gave the ball to the street", "the girl gave the dog to the dog", "the girl saw the ball",
                                   "the animal crossed the king", "the dog saw the cat because it was", ""])
 def test_sentences_outside_the_grammar_do_not_parse(text: str) -> None:
     assert grammar.parse(text.split()) is None

@@ -250,3 +250,14 @@ def test_a_model_with_word_values_is_traced_and_verified_as_it_computes() -> Non
     assert trace.split_equals_direct() < 1e-12
     plain = run("a b c d e f", heads=2, d_model=8)  # the random model: values from X, as before
     assert not plain.word_values and [s.formula for s in plain.steps if s.key == "value"] == ["V^i = X W_v^i"]
+
+
+def test_a_saved_trace_of_such_a_model_verifies_after_loading(tmp_path) -> None:
+    from mhacli.core.verify import verify
+    from mhacli.io.export import load_trace, save_npz
+    from mhacli.io.trained import trained_run
+
+    result = train(TrainConfig(task="neighbours", heads=2, d_model=8, steps=5, word_values=True, held_out=10))
+    path = save_npz(trained_run("a b c d e f", result.model), tmp_path / "t.npz")
+    loaded = load_trace(path)
+    assert loaded.word_values and all(check.ok for check in verify(loaded))

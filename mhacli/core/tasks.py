@@ -132,7 +132,8 @@ TASKS: dict[str, Task] = {
              "English sentences: at the verb name its subject, its object and (after a verb of giving) its "
              "recipient, at a predicate adjective the noun it describes, at he/she the noun it means",
              vocabulary=(*grammar.WORDS, BOUNDARY, UNKNOWN), words=grammar.WORDS, sentences=True,
-             defaults=(("d_model", 32), ("steps", 3000), ("lr", 0.01), ("length", grammar.LONGEST))),
+             defaults=(("d_model", 32), ("steps", 3000), ("lr", 0.01), ("length", grammar.LONGEST),
+                       ("word_values", True))),
     )
 }
 

@@ -104,7 +104,8 @@ def test_a_verb_of_giving_brings_back_three_nouns_two_of_them_animate() -> None:
 
 @pytest.mark.parametrize("text", ["the cat sat on the mat", "the street crossed the animal", "the king met the king",
                                   "the girl gave the dog the ball", "the girl gave the ball to the girl",
-                                  "the girl gave the ball to the street", "the girl gave the dog to the dog", "the girl saw the ball",
+                                  "the girl gave the ball to the street",
+                                  "the girl gave the dog to the dog", "the girl saw the ball",
                                   "the animal crossed the king", "the dog saw the cat because it was", ""])
 def test_sentences_outside_the_grammar_do_not_parse(text: str) -> None:
     assert grammar.parse(text.split()) is None
@@ -180,17 +181,20 @@ def _explain_json(text: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_the_famous_sentence_is_answered_by_the_head_named_for_the_adjective() -> None:
+def test_the_famous_sentence_is_answered_by_a_head_named_for_the_referent() -> None:
     tired, wide = _explain_json(HEADLINE), _explain_json(TWIN)
     answers = []
     for doc, noun in ((tired, "animal"), (wide, "street")):
         looks = [look for look in doc["grammar"]["looks"] if look["relation"] == "describes"]
         assert len(looks) == 1 and looks[0]["key_token"] == noun
-        head = int(np.argmax(looks[0]["weight_on_key"]))
-        assert looks[0]["top_keys"][head] == looks[0]["key"] and looks[0]["weight_on_key"][head] >= 0.5
-        assert doc["rules"][head].startswith(grammar.RELATION_NAMES["describes"])
-        answers.append(head)
-    assert answers[0] == answers[1]  # the same head: from "tired" to "animal", from "wide" to "street"
+        pairs = enumerate(zip(looks[0]["top_keys"], looks[0]["weight_on_key"]))
+        answers.append({head for head, (top, weight) in pairs if top == looks[0]["key"] and weight >= 0.5})
+    # One head goes from "tired" to "animal" and from "wide" to "street", and training named it for a part of
+    # the referent (the shipped head also finds the noun he/she means).
+    both = answers[0] & answers[1]
+    assert both, answers
+    referent = (grammar.RELATION_NAMES["describes"], grammar.RELATION_NAMES["means"])
+    assert any(tired["rules"][head].startswith(referent) for head in both), tired["rules"]
 
 
 def test_explain_prints_the_parse_and_where_each_head_looks(tmp_path: Path) -> None:
@@ -235,7 +239,7 @@ def test_train_compare_on_the_grammar_reports_each_relation_and_pictures_every_r
                                       "--json", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     runs = json.loads(result.stdout)["runs"]
-    assert [r["heads"] for r in runs] == [1, 2] and runs[0]["parameters"] == runs[1]["parameters"] == 11_264
+    assert [r["heads"] for r in runs] == [1, 2] and runs[0]["parameters"] == runs[1]["parameters"] == 16_096
     for r in runs:
         assert set(r["relation_accuracy"]) == set(grammar.RELATIONS)
     assert (tmp_path / "training-heads.png").stat().st_size > 0

@@ -258,14 +258,14 @@ def test_the_conclusion_says_where_the_weaker_run_lost_and_never_calls_a_loss_a_
     from mhacli.cli.commands.train import conclusion
 
     def run(heads: int, accuracy: float, per: tuple[float, ...]) -> SimpleNamespace:
-        return SimpleNamespace(heads=heads, accuracy=accuracy, relation_accuracy=per, parameters=11_264,
+        return SimpleNamespace(heads=heads, accuracy=accuracy, relation_accuracy=per, parameters=16_096,
                                config=SimpleNamespace(steps=3000),
                                model=SimpleNamespace(targets=grammar.RELATIONS))
 
-    text = conclusion([run(1, 0.90, (0.95, 0.80, 0.95)), run(4, 1.0, (1.0, 1.0, 1.0))])  # type: ignore[list-item]
+    text = conclusion([run(1, 0.90, (0.95, 0.80, 0.90, 0.95)), run(4, 1.0, (1.0,) * 4)])  # type: ignore[list-item]
     assert "1 head reached 90.0%" in text and "4 heads 100.0%: 10 points more from splitting" in text
     assert "It lost most on object: 80.0% against 100.0%." in text
-    worse = conclusion([run(1, 0.123, (0.1, 0.1, 0.1)), run(2, 0.109, (0.1, 0.1, 0.1))])  # type: ignore[list-item]
+    worse = conclusion([run(1, 0.123, (0.1,) * 4), run(2, 0.109, (0.1,) * 4)])  # type: ignore[list-item]
     assert "2 heads reached 10.9%" in worse and "1 head 12.3%: 1 points more with fewer, wider heads" in worse
     assert "1 heads" not in worse and "from splitting" not in worse
 

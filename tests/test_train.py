@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mhacli.core.errors import UsageError
+from mhacli.core.grammar import LONGEST
 from mhacli.core.tasks import BOUNDARY, TASKS, VOCABULARY, get_task
 from mhacli.core.train import forward as train_forward
 from mhacli.core.train import (TrainConfig, count_parameters, head_relations, init_params, loss_and_grads,
@@ -75,7 +76,7 @@ def test_gradients_match_torch_autograd(causal: bool) -> None:
 
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_the_loss_falls_on_every_task(task: str) -> None:
-    length = 13 if task == "grammar" else 6  # the grammar's longest sentence
+    length = LONGEST if task == "grammar" else 6  # the grammar's longest sentence
     result = train(TrainConfig(task=task, heads=2, d_model=8, steps=100, batch=16, length=length, lr=0.05,
                                held_out=20))
     early, late = result.history_loss[:10].mean(), result.history_loss[-10:].mean()
@@ -179,15 +180,16 @@ def test_bench_train_reports_both_sides_and_their_ratio() -> None:
 
 def test_gradients_with_the_grammar_s_padding_mask_match_finite_differences() -> None:
     task = get_task("grammar")
-    config = TrainConfig(task="grammar", heads=2, d_model=4, length=13, batch=2, positions="learned")
+    config = TrainConfig(task="grammar", heads=2, d_model=4, length=LONGEST, batch=2, positions="learned",
+                         word_values=True)
     rng = np.random.default_rng(3)
     params = init_params(config, task, rng)
     ids, targets = task.batch(rng, config.batch, config.length)
     assert np.any(ids == task.pad)  # the batch has padding, so the mask is exercised
-    loss = lambda: loss_and_grads(params, ids, targets, 2, False, task.pad)[0]  # noqa: E731
-    _, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad)
+    loss = lambda: loss_and_grads(params, ids, targets, 2, False, task.pad, True)[0]  # noqa: E731
+    _, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad, True)
     eps = 1e-6
-    for name in ("W_q", "W_k", "W_v", "W_o"):
+    for name in ("W_q", "W_k", "W_v", "W_o", "embedding"):
         value = params[name]
         numeric = np.empty_like(value)
         for idx in np.ndindex(value.shape):

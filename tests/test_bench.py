@@ -459,12 +459,13 @@ def test_mha_bench_startup_prints_the_json(monkeypatch):
 @pytest.fixture
 def quick_train(monkeypatch):
     from mhacli.bench import train as timing
+    from mhacli.core.grammar import LONGEST
     from mhacli.core.train import TrainConfig
 
     real = timing.bench_train
     monkeypatch.setattr(timing, "bench_train", lambda repeats, config, tick: real(
         repeats, steps=2, config=TrainConfig(task=config.task, heads=2, d_model=8, batch=4,
-                                             length=13 if config.task == "grammar" else 6), tick=tick))
+                                             length=LONGEST if config.task == "grammar" else 6), tick=tick))
 
 
 def test_bench_train_times_the_grammar_model_with_its_padding(quick_train):

@@ -203,7 +203,7 @@ def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path):
     result = runner.invoke(app, ["demo", "--no-pause", "--step", "15", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     out = _flat(result.output)
-    for name, parameters in (("trained", "1,904"), ("grammar", "11,264")):
+    for name, parameters in (("trained", "1,904"), ("grammar", "16,096")):
         single = json.loads(str(np.load(shipped_model_path(alone=True, name=name))["metrics"]))
         heads = json.loads(str(np.load(shipped_model_path(name=name))["metrics"]))
         assert f"one head alone reached {single['accuracy']:.1%} held-out accuracy, 4 heads together " \
@@ -242,7 +242,7 @@ def test_one_vs_many_figure_titles_each_panel_and_reads_the_records():
     assert len(titles) == 10  # 1 + 4 panels per pair
     letters, grammar = (row_title(p) for p in pairs)
     assert "1,904 parameters each" in letters and "all 51.4 → 100.0 %" in letters
-    assert "referent 86.3 → 100.0 %" in grammar and "11,264 parameters each" in grammar
+    assert "recipient 28.5 → 100.0 %" in grammar and "16,096 parameters each" in grammar
     hidden = one_vs_many_figure(pairs, hide_rules=True)
     assert not any("learned" in ax.get_title() for ax in hidden.get_axes())
 

@@ -85,6 +85,8 @@ def test_the_headline_sentence_and_its_twin_are_sentences_of_the_grammar(text: s
     ("the queen saw the boy because he was too scared", {6: 4}),
     ("the king met the man because he was too tired", {}),  # both male: gender alone does not decide
     ("the girl followed the dog because she was too hungry", {6: 1}),
+    ("the king sent the girl to the queen because she was too tired", {}),  # the one given counts too
+    ("the king sent the boy to the queen because she was too tired", {9: 7}),
 ])
 def test_he_and_she_have_a_referent_only_where_gender_alone_decides(text: str, means: dict[int, int]) -> None:
     parsed = grammar.parse(text.split())
@@ -92,7 +94,20 @@ def test_he_and_she_have_a_referent_only_where_gender_alone_decides(text: str, m
     assert parsed.keys("describes") == {}  # two animate nouns: the adjective's meaning does not decide
 
 
+def test_a_verb_of_giving_brings_back_three_nouns_two_of_them_animate() -> None:
+    words = "the girl didn't give the old ball to a dog because she was too tired".split()
+    parsed = grammar.parse(words)
+    assert parsed is not None and words[parsed.verb] == "give"
+    assert (words[parsed.subject], words[parsed.object], words[parsed.recipient]) == ("girl", "ball", "dog")
+    assert parsed.keys("recipient") == {3: 9} and parsed.keys("means") == {11: 1}
+    assert parsed.describe() == "subject: girl · object: ball · recipient: dog · she means: girl"
+    assert grammar.parse("the king met the man".split()).keys("recipient") == {}  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("text", ["the cat sat on the mat", "the street crossed the animal", "the king met the king",
+                                  "the girl gave the dog the ball", "the girl gave the ball to the girl",
+                                  "the girl gave the ball to the street",
+                                  "the girl gave the dog to the dog", "the girl saw the ball",
                                   "the animal crossed the king", "the dog saw the cat because it was", ""])
 def test_sentences_outside_the_grammar_do_not_parse(text: str) -> None:
     assert grammar.parse(text.split()) is None
@@ -174,17 +189,20 @@ def _explain_json(text: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_the_famous_sentence_is_answered_by_the_head_named_for_the_adjective() -> None:
+def test_the_famous_sentence_is_answered_by_a_head_named_for_the_referent() -> None:
     tired, wide = _explain_json(HEADLINE), _explain_json(TWIN)
     answers = []
     for doc, noun in ((tired, "animal"), (wide, "street")):
         looks = [look for look in doc["grammar"]["looks"] if look["relation"] == "describes"]
         assert len(looks) == 1 and looks[0]["key_token"] == noun
-        head = int(np.argmax(looks[0]["weight_on_key"]))
-        assert looks[0]["top_keys"][head] == looks[0]["key"] and looks[0]["weight_on_key"][head] >= 0.5
-        assert doc["rules"][head].startswith(grammar.RELATION_NAMES["describes"])
-        answers.append(head)
-    assert answers[0] == answers[1]  # the same head: from "tired" to "animal", from "wide" to "street"
+        pairs = enumerate(zip(looks[0]["top_keys"], looks[0]["weight_on_key"]))
+        answers.append({head for head, (top, weight) in pairs if top == looks[0]["key"] and weight >= 0.5})
+    # One head goes from "tired" to "animal" and from "wide" to "street", and training named it for a part of
+    # the referent (the shipped head also finds the noun he/she means).
+    both = answers[0] & answers[1]
+    assert both, answers
+    referent = (grammar.RELATION_NAMES["describes"], grammar.RELATION_NAMES["means"])
+    assert any(tired["rules"][head].startswith(referent) for head in both), tired["rules"]
 
 
 def test_explain_prints_the_parse_and_where_each_head_looks(tmp_path: Path) -> None:
@@ -229,7 +247,7 @@ def test_train_compare_on_the_grammar_reports_each_relation_and_pictures_every_r
                                       "--json", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     runs = json.loads(result.stdout)["runs"]
-    assert [r["heads"] for r in runs] == [1, 2] and runs[0]["parameters"] == runs[1]["parameters"] == 11_264
+    assert [r["heads"] for r in runs] == [1, 2] and runs[0]["parameters"] == runs[1]["parameters"] == 16_096
     for r in runs:
         assert set(r["relation_accuracy"]) == set(grammar.RELATIONS)
     assert (tmp_path / "training-heads.png").stat().st_size > 0
@@ -248,14 +266,14 @@ def test_the_conclusion_says_where_the_weaker_run_lost_and_never_calls_a_loss_a_
     from mhacli.cli.commands.train import conclusion
 
     def run(heads: int, accuracy: float, per: tuple[float, ...]) -> SimpleNamespace:
-        return SimpleNamespace(heads=heads, accuracy=accuracy, relation_accuracy=per, parameters=11_264,
+        return SimpleNamespace(heads=heads, accuracy=accuracy, relation_accuracy=per, parameters=16_096,
                                config=SimpleNamespace(steps=3000),
                                model=SimpleNamespace(targets=grammar.RELATIONS))
 
-    text = conclusion([run(1, 0.90, (0.95, 0.80, 0.95)), run(4, 1.0, (1.0, 1.0, 1.0))])  # type: ignore[list-item]
+    text = conclusion([run(1, 0.90, (0.95, 0.80, 0.90, 0.95)), run(4, 1.0, (1.0,) * 4)])  # type: ignore[list-item]
     assert "1 head reached 90.0%" in text and "4 heads 100.0%: 10 points more from splitting" in text
     assert "It lost most on object: 80.0% against 100.0%." in text
-    worse = conclusion([run(1, 0.123, (0.1, 0.1, 0.1)), run(2, 0.109, (0.1, 0.1, 0.1))])  # type: ignore[list-item]
+    worse = conclusion([run(1, 0.123, (0.1,) * 4), run(2, 0.109, (0.1,) * 4)])  # type: ignore[list-item]
     assert "2 heads reached 10.9%" in worse and "1 head 12.3%: 1 points more with fewer, wider heads" in worse
     assert "1 heads" not in worse and "from splitting" not in worse
 

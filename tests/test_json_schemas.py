@@ -25,6 +25,8 @@ ENV = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
 COMMANDS: list[tuple[str, list[str]]] = [
     ("trace", ["explain", "the cat sat", "--json", "--no-plots"]),
     ("trace", ["explain", "the cat sat", "--json", "--no-json-arrays", "--no-plots", "--weights", "designed"]),
+    ("trace", ["explain", "the king sent the boy to the queen", "--json", "--no-json-arrays", "--no-plots",
+               "--weights", "grammar"]),  # the grammar's parse, a recipient among its relations
     ("trace", ["show", "t.npz", "--json", "--no-plots"]),
     ("view", ["show", "att.npz", "--json", "--no-plots"]),
     ("view", ["show", "layers.npz", "--json", "--no-plots", "--layer", "2"]),

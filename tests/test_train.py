@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mhacli.core.errors import UsageError
+from mhacli.core.grammar import LONGEST
 from mhacli.core.tasks import BOUNDARY, TASKS, VOCABULARY, get_task
 from mhacli.core.train import forward as train_forward
 from mhacli.core.train import (TrainConfig, count_parameters, head_relations, init_params, loss_and_grads,
@@ -16,19 +17,21 @@ from mhacli.core.train import (TrainConfig, count_parameters, head_relations, in
 TINY = dict(d_model=4, length=5, batch=3)
 
 
-def _setup(task: str, heads: int, causal: bool, positions: str = "learned"):
-    config = TrainConfig(task=task, heads=heads, causal=causal, positions=positions, **TINY)
+def _setup(task: str, heads: int, causal: bool, positions: str = "learned", word_values: bool = False):
+    config = TrainConfig(task=task, heads=heads, causal=causal, positions=positions, word_values=word_values,
+                         **TINY)
     rng = np.random.default_rng(7)
     params = init_params(config, get_task(task), rng)
     ids, targets = get_task(task).batch(rng, config.batch, config.length)
     return config, params, ids, targets
 
 
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("heads", [1, 2])
-def test_every_gradient_matches_central_finite_differences(causal: bool, heads: int) -> None:
-    config, params, ids, targets = _setup("relations", heads, causal)
-    _, grads, _ = loss_and_grads(params, ids, targets, heads, causal)
+@pytest.mark.parametrize("causal, heads, word_values", [(False, 1, False), (False, 2, False), (True, 1, False),
+                                                        (True, 2, False), (False, 2, True), (True, 1, True)])
+def test_every_gradient_matches_central_finite_differences(causal: bool, heads: int, word_values: bool) -> None:
+    """Values from X = E + P, and from the word embeddings E alone (positions then reach only Q and K)."""
+    config, params, ids, targets = _setup("relations", heads, causal, word_values=word_values)
+    _, grads, _ = loss_and_grads(params, ids, targets, heads, causal, None, word_values)
     eps = 1e-6
     for name, value in params.items():
         assert grads[name].shape == value.shape, name
@@ -36,9 +39,9 @@ def test_every_gradient_matches_central_finite_differences(causal: bool, heads: 
         for idx in np.ndindex(value.shape):
             old = value[idx]
             value[idx] = old + eps
-            plus = loss_and_grads(params, ids, targets, heads, causal)[0]
+            plus = loss_and_grads(params, ids, targets, heads, causal, None, word_values)[0]
             value[idx] = old - eps
-            minus = loss_and_grads(params, ids, targets, heads, causal)[0]
+            minus = loss_and_grads(params, ids, targets, heads, causal, None, word_values)[0]
             value[idx] = old
             numeric[idx] = (plus - minus) / (2 * eps)
         assert np.abs(numeric).max() > 0 or name == "positions", f"{name}: the loss does not depend on it"
@@ -74,7 +77,7 @@ def test_gradients_match_torch_autograd(causal: bool) -> None:
 
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_the_loss_falls_on_every_task(task: str) -> None:
-    length = 13 if task == "grammar" else 6  # the grammar's longest sentence
+    length = LONGEST if task == "grammar" else 6  # the grammar's longest sentence
     result = train(TrainConfig(task=task, heads=2, d_model=8, steps=100, batch=16, length=length, lr=0.05,
                                held_out=20))
     early, late = result.history_loss[:10].mean(), result.history_loss[-10:].mean()
@@ -179,15 +182,16 @@ def test_bench_train_reports_both_sides_and_their_ratio() -> None:
 
 def test_gradients_with_the_grammar_s_padding_mask_match_finite_differences() -> None:
     task = get_task("grammar")
-    config = TrainConfig(task="grammar", heads=2, d_model=4, length=13, batch=2, positions="learned")
+    config = TrainConfig(task="grammar", heads=2, d_model=4, length=LONGEST, batch=2, positions="learned",
+                         word_values=True)
     rng = np.random.default_rng(3)
     params = init_params(config, task, rng)
     ids, targets = task.batch(rng, config.batch, config.length)
     assert np.any(ids == task.pad)  # the batch has padding, so the mask is exercised
-    loss = lambda: loss_and_grads(params, ids, targets, 2, False, task.pad)[0]  # noqa: E731
-    _, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad)
+    loss = lambda: loss_and_grads(params, ids, targets, 2, False, task.pad, True)[0]  # noqa: E731
+    _, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad, True)
     eps = 1e-6
-    for name in ("W_q", "W_k", "W_v", "W_o"):
+    for name in ("W_q", "W_k", "W_v", "W_o", "embedding"):
         value = params[name]
         numeric = np.empty_like(value)
         for idx in np.ndindex(value.shape):
@@ -218,3 +222,46 @@ def test_a_head_below_half_of_its_queries_learned_no_clear_relation() -> None:
     (first, share1), (second, share2) = head_relations(weights)
     assert (first, share1) == ("previous token", 1.0)
     assert second == NO_RELATION and share2 < 0.5
+
+
+def test_values_from_the_word_embeddings_alone_ignore_the_positions() -> None:
+    """word_values: positions reach Q and K only, so moving every position changes no value."""
+    config = TrainConfig(task="neighbours", heads=2, d_model=8, length=6, word_values=True)
+    params = init_params(config, get_task("neighbours"), np.random.default_rng(0))
+    ids = np.random.default_rng(1).integers(0, 10, (3, 6))  # (B, N)
+    moved = {**params, "positions": params["positions"] + 1.0}
+    before, after = train_forward(params, ids, 2, False, None, True), train_forward(moved, ids, 2, False, None, True)
+    np.testing.assert_array_equal(before["v"], after["v"])
+    assert not np.allclose(before["q"], after["q"])
+    mixed = train_forward(params, ids, 2, False, None, False)  # the default: V = X W_vᵀ, positions included
+    assert not np.allclose(mixed["v"], before["v"])
+
+
+def test_a_model_with_word_values_is_traced_and_verified_as_it_computes() -> None:
+    """The walkthrough's step table says V^i = E W_v^i for such a model, and its arrays pass the slow loop."""
+    from mhacli.core.trace import run
+    from mhacli.core.verify import verify
+    from mhacli.io.trained import trained_run
+
+    result = train(TrainConfig(task="neighbours", heads=2, d_model=8, steps=5, word_values=True, held_out=10))
+    trace = trained_run("a b c d e f", result.model)
+    assert trace.word_values
+    np.testing.assert_array_equal(trace.X_v, trace.embeddings)
+    assert [s.formula for s in trace.steps if s.key == "value"] == ["V^i = E W_v^i"]
+    ids = result.model.ids(list("abcdef"))
+    np.testing.assert_allclose(trace.weights, result.model.attention(ids[None])[0], atol=1e-12)
+    assert all(check.ok for check in verify(trace)), verify(trace)
+    assert trace.split_equals_direct() < 1e-12
+    plain = run("a b c d e f", heads=2, d_model=8)  # the random model: values from X, as before
+    assert not plain.word_values and [s.formula for s in plain.steps if s.key == "value"] == ["V^i = X W_v^i"]
+
+
+def test_a_saved_trace_of_such_a_model_verifies_after_loading(tmp_path) -> None:
+    from mhacli.core.verify import verify
+    from mhacli.io.export import load_trace, save_npz
+    from mhacli.io.trained import trained_run
+
+    result = train(TrainConfig(task="neighbours", heads=2, d_model=8, steps=5, word_values=True, held_out=10))
+    path = save_npz(trained_run("a b c d e f", result.model), tmp_path / "t.npz")
+    loaded = load_trace(path)
+    assert loaded.word_values and all(check.ok for check in verify(loaded))

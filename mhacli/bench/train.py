@@ -26,7 +26,7 @@ def _numpy_block(config: TrainConfig, params: dict, adam: Adam, batches: list) -
     pad = get_task(config.task).pad
     start = time.perf_counter()
     for ids, targets in batches:
-        _, grads, _ = loss_and_grads(params, ids, targets, config.heads, config.causal, pad)
+        _, grads, _ = loss_and_grads(params, ids, targets, config.heads, config.causal, pad, config.word_values)
         adam.step(params, grads, names)
     return (time.perf_counter() - start) / len(batches)
 
@@ -51,9 +51,10 @@ def _torch_model(config: TrainConfig, params: dict) -> tuple[Any, Any, Any]:
 
         def forward(self, ids: Any) -> Any:
             x = self.embedding[ids] + self.positions[: ids.shape[1]]  # type: ignore[index]
+            values = self.embedding[ids] if config.word_values else x  # V = E W_vᵀ, as the numpy side
             # The grammar's padding, masked as the numpy side masks it (no query looks past its sentence).
             padding = None if pad is None else ids == pad
-            out, _ = self.attention(x, x, x, need_weights=False, key_padding_mask=padding)
+            out, _ = self.attention(x, x, values, need_weights=False, key_padding_mask=padding)
             t, v, d = self.readout.shape
             return (out @ self.readout.reshape(t * v, d).T).reshape(-1, v)
 

@@ -116,18 +116,19 @@ Attender = Callable[[Array, Array, Array, bool], "tuple[Array, Array, Array]"]
 
 def multi_head_attention(
     x: Array, w_q: Array, w_k: Array, w_v: Array, w_o: Array, heads: int, causal: bool,
-    biases: dict[str, Array] | None = None, attender: Attender = attend_all,
+    biases: dict[str, Array] | None = None, attender: Attender = attend_all, x_v: Array | None = None,
 ) -> dict[str, Array | None]:
     """Multi-head attention of x (N, d) with PyTorch-layout weights; every intermediate by name.
 
     ``attender`` runs steps 3 to 6 (scores … weighted values); :mod:`mhacli.core.schedule`
-    passes one that takes the query rows a block at a time on every core.
+    passes one that takes the query rows a block at a time on every core.  ``x_v``: what the values are
+    made from when it is not x (a model trained with values from the word embeddings alone: V = E W_vᵀ).
     """
     b = biases or {}
     n = x.shape[0]
     q = split_heads(project(x, w_q, b.get("b_q")), heads)  # (N, d) -> (h, N, d/h)
     k = split_heads(project(x, w_k, b.get("b_k")), heads)  # (N, d) -> (h, N, d/h)
-    v = split_heads(project(x, w_v, b.get("b_v")), heads)  # (N, d) -> (h, N, d/h)
+    v = split_heads(project(x if x_v is None else x_v, w_v, b.get("b_v")), heads)  # (N, d) -> (h, N, d/h)
     mask = causal_mask(n) if causal else None  # (N, N)
     scores, weights, heads_out = attender(q, k, v, causal)  # (h, N, N), (h, N, N), (h, N, d/h)
     concat = merge_heads(heads_out)  # (h, N, d/h) -> (N, d)

@@ -1,14 +1,19 @@
 """A small grammar of real English words: sentences, their relations, and a parser that finds them again.
 
-Every sentence has one shape, with optional words so that no relation sits at
-a fixed position::
+Every sentence has one of two shapes, with optional words so that no relation
+sits at a fixed position::
 
-    det [adj] NOUN  (VERBED | didn't VERB)  det [adj] NOUN  [because PRONOUN was too PREDICATE]
-    the  old  king   met                    the      man     because  he     was too tired
+    det [adj] NOUN  (VERBED | didn't VERB)  det [adj] NOUN                  [because PRONOUN was too PREDICATE]
+    the  old  king   met                    the      man                     because  he     was too tired
+    det [adj] NOUN  (GAVE | didn't GIVE)    det [adj] THING to det [adj] NOUN [because PRONOUN was too PREDICATE]
+    the       girl   gave                   the      ball   to the      dog
 
-Three relations are read out, each at the words that have it:
+Four relations are read out, each at the words that have it:
 
-- **subject** and **object**, at the verb (``met``; ``cross`` in ``didn't cross``);
+- **subject** and **object**, at the verb (``met``; ``cross`` in ``didn't cross``;
+  the thing given in ``gave the ball to the dog``);
+- **recipient**, at a verb of giving: the noun after *to* (``dog``), so the verb
+  must bring back three nouns at once, two of them animate;
 - **referent**, at the predicate adjective when its meaning alone decides which
   noun it describes (``tired`` needs someone animate, ``wide`` a place: in
   "the animal didn't cross the street because it was too tired" only *animal*
@@ -37,10 +42,15 @@ MALE = ("king", "boy", "man", "prince")
 FEMALE = ("queen", "girl", "woman", "princess")
 ANIMALS = ("animal", "dog", "cat", "horse", "bird", "fox")
 PLACES = ("street", "river", "road", "bridge", "field", "square")
+THINGS = ("ball", "book", "apple", "bone", "hat", "cake")  # what is given
 ADJECTIVES = ("big", "small", "old", "little")  # before a noun
 # Transitive verbs: past tense, the base form after "didn't", and what they take as an object.
 VERBS = (("crossed", "cross", "place"), ("saw", "see", "any"), ("watched", "watch", "any"),
          ("met", "meet", "animate"), ("followed", "follow", "animate"), ("chased", "chase", "animate"))
+# Verbs of giving (past, base): someone animate gives someone animate a thing.
+GIVING = (("gave", "give"), ("showed", "show"), ("brought", "bring"), ("sent", "send"), ("handed", "hand"),
+          ("threw", "throw"))
+TO = "to"
 NEGATION = "didn't"
 PRONOUNS = ("he", "she", "it")
 LINKS = ("because", "was", "too")
@@ -48,19 +58,22 @@ FEELS = ("tired", "hungry", "scared", "angry")  # predicates that describe someo
 PLACE_STATES = ("wide", "busy", "long", "dark")  # predicates that describe a place
 
 ANIMATE = MALE + FEMALE + ANIMALS
-NOUNS = ANIMATE + PLACES
+NOUNS = ANIMATE + PLACES + THINGS
 WORDS: tuple[str, ...] = (DETERMINERS + NOUNS + ADJECTIVES + tuple(v[0] for v in VERBS)
-                          + tuple(v[1] for v in VERBS) + (NEGATION,) + PRONOUNS + LINKS + FEELS + PLACE_STATES)
-RELATIONS = ("subject", "object", "referent")  # read out by the model, one readout each
+                          + tuple(v[1] for v in VERBS) + tuple(v[0] for v in GIVING) + tuple(v[1] for v in GIVING)
+                          + (NEGATION, TO) + PRONOUNS + LINKS + FEELS + PLACE_STATES)
+RELATIONS = ("subject", "object", "recipient", "referent")  # read out by the model, one readout each
 # What a head can follow, measured against the parse: the referent's two kinds of query apart, since a head
 # that finds the noun an adjective describes need not be the one that finds the noun a pronoun means.
-HEAD_RELATIONS = ("subject", "object", "describes", "means")
+HEAD_RELATIONS = ("subject", "object", "recipient", "describes", "means")
 RELATION_NAMES = {"subject": "verb → its subject", "object": "verb → its object",
+                  "recipient": "verb → its recipient",
                   "describes": "adjective → the noun it describes", "means": "he/she → the noun it means"}
 NO_RELATION = evidence.NO_RELATION  # a head below the naming share on every relation
-SHORT_NAMES = {"subject": "verb → subject", "object": "verb → object", "describes": "adjective → noun",
+SHORT_NAMES = {"subject": "verb → subject", "object": "verb → object", "recipient": "verb → recipient",
+               "describes": "adjective → noun",
                "means": "he/she → noun"}  # for small titles
-LONGEST = 13  # words in the longest sentence
+LONGEST = 17  # words in the longest sentence
 
 _INDEX = {w: i for i, w in enumerate(WORDS)}
 _GENDER = {**{w: "he" for w in MALE}, **{w: "she" for w in FEMALE}}
@@ -69,11 +82,15 @@ _VOWELS = tuple("aeiou")
 # Probabilities of the optional parts (the clause carries the referent).
 P_ADJECTIVE, P_NEGATION, P_CLAUSE, P_THE = 0.35, 0.3, 0.85, 0.6
 P_PLACE_OBJECT = 0.5  # for a verb that takes anything (saw, watched): how often its object is a place
+P_GIVING = 0.5  # how often the verb is one of giving (three nouns), else transitive (two)
+# How often what is given is someone animate ("the king sent the boy to the queen"): three nouns of one class,
+# so neither their class nor a head that mixes two of them can tell the roles apart.
+P_GIVE_ANIMATE = 0.5
 
 
 def noun_class(word: str) -> str:
-    """'animate' or 'place'."""
-    return "place" if word in PLACES else "animate"
+    """'animate', 'place' or 'thing'."""
+    return "place" if word in PLACES else "thing" if word in THINGS else "animate"
 
 
 @dataclass(frozen=True)
@@ -85,6 +102,7 @@ class Parse:
     subject: int
     object: int
     referents: tuple[tuple[int, int], ...]  # (adjective or he/she, the noun it is about)
+    recipient: int | None = None  # the noun given to, after "to" (a verb of giving)
 
     def keys(self, relation: str) -> dict[int, int]:
         """For ``relation``: each query position that has it, and the key position it points to."""
@@ -92,6 +110,8 @@ class Parse:
             return {self.verb: self.subject}
         if relation == "object":
             return {self.verb: self.object}
+        if relation == "recipient":
+            return {} if self.recipient is None else {self.verb: self.recipient}
         if relation == "referent":
             return dict(self.referents)
         if relation in ("describes", "means"):
@@ -103,17 +123,18 @@ class Parse:
         """``subject: animal · object: street · tired describes: animal``."""
         t = self.tokens
         parts = [f"subject: {t[self.subject]}", f"object: {t[self.object]}"]
+        if self.recipient is not None:
+            parts.append(f"recipient: {t[self.recipient]}")
         for query, key in self.referents:
             verb = "means" if t[query] in PRONOUNS else "describes"
             parts.append(f"{t[query]} {verb}: {t[key]}")
         return " · ".join(parts)
 
 
-def _referents(tokens: Sequence[str], subject: int, obj: int, predicate: int | None,
+def _referents(tokens: Sequence[str], nouns: tuple[int, ...], predicate: int | None,
                pronoun: int | None) -> tuple[tuple[int, int], ...]:
     """The referent of the predicate (by meaning) and of he/she (by gender), where that alone decides."""
     out = []
-    nouns = (subject, obj)
     if predicate is not None:
         wanted = "place" if tokens[predicate] in PLACE_STATES else "animate"
         fits = [n for n in nouns if noun_class(tokens[n]) == wanted]
@@ -146,18 +167,26 @@ def parse(tokens: Sequence[str]) -> Parse | None:
     subject = noun_phrase()
     if subject is None or i >= len(t) or noun_class(t[subject]) != "animate":
         return None
-    if t[i] == NEGATION:
-        i += 1
-        forms = {v[1]: v for v in VERBS}
-    else:
-        forms = {v[0]: v for v in VERBS}
+    form = 1 if t[i] == NEGATION else 0
+    i += form
+    forms = {v[form]: v[2] for v in VERBS} | {v[form]: "give" for v in GIVING}
     if i >= len(t) or t[i] not in forms:
         return None
-    verb, takes = i, forms[t[i]][2]
+    verb, takes = i, forms[t[i]]
     i += 1
     obj = noun_phrase()
-    if obj is None or t[obj] == t[subject] or (takes != "any" and noun_class(t[obj]) != takes):
+    allowed = {"any": ("animate", "place"), "give": ("animate", "thing")}.get(takes, (takes,))
+    if obj is None or t[obj] == t[subject] or noun_class(t[obj]) not in allowed:
         return None
+    recipient = None
+    if takes == "give":
+        if i >= len(t) or t[i] != TO:
+            return None
+        i += 1
+        recipient = noun_phrase()
+        if (recipient is None or t[recipient] in (t[subject], t[obj])
+                or noun_class(t[recipient]) != "animate"):
+            return None
     predicate = pronoun = None
     if i < len(t):
         rest = t[i:]
@@ -165,7 +194,8 @@ def parse(tokens: Sequence[str]) -> Parse | None:
                 or rest[4] not in FEELS + PLACE_STATES):
             return None
         pronoun, predicate = i + 1, i + 4
-    return Parse(t, verb, subject, obj, _referents(t, subject, obj, predicate, pronoun))
+    nouns = (subject, obj) if recipient is None else (subject, obj, recipient)
+    return Parse(t, verb, subject, obj, _referents(t, nouns, predicate, pronoun), recipient)
 
 
 @dataclass(frozen=True)
@@ -199,22 +229,32 @@ def generate(rng: np.random.Generator, size: int, length: int, pad: int) -> Sent
     """``size`` sentences of at most ``length`` words, drawn as arrays (one draw per slot for the batch)."""
     b = size
     subject = _pick(rng, ANIMATE, b)  # (B,)
-    verb_kind = rng.integers(0, len(VERBS), b)  # (B,)
+    giving = rng.random(b) < P_GIVING  # (B,): a verb of giving, with a thing and a recipient
+    verb_kind = rng.integers(0, len(VERBS), b)  # (B,); the same draw picks the verb of giving
     takes = np.array([v[2] for v in VERBS])[verb_kind]  # (B,)
-    wants_place = (takes == "place") | ((takes == "any") & (rng.random(b) < P_PLACE_OBJECT))  # (B,)
-    obj = np.where(wants_place, _pick(rng, PLACES, b), _pick(rng, ANIMATE, b))  # (B,)
+    wants_place = ~giving & ((takes == "place") | ((takes == "any") & (rng.random(b) < P_PLACE_OBJECT)))  # (B,)
+    # The second noun: the object of a transitive verb, the recipient of a verb of giving.
+    second = np.where(wants_place, _pick(rng, PLACES, b), _pick(rng, ANIMATE, b))  # (B,)
     # The same noun twice ("the king met the king") is no sentence: move to the next animate noun.
     animate_ids = _ids(ANIMATE)
-    same = obj == subject
-    obj[same] = animate_ids[(np.searchsorted(animate_ids, obj[same]) + 1) % len(animate_ids)]
+    same = second == subject
+    second[same] = animate_ids[(np.searchsorted(animate_ids, second[same]) + 1) % len(animate_ids)]
+    # What is given: a thing, or someone animate other than the subject and the recipient.
+    given = np.where(rng.random(b) < P_GIVE_ANIMATE, _pick(rng, ANIMATE, b), _pick(rng, THINGS, b))  # (B,)
+    for _ in range(2):  # move off the subject and the recipient (two steps at most)
+        clash = (given == subject) | (given == second)
+        given[clash] = animate_ids[(np.searchsorted(animate_ids, given[clash]) + 1) % len(animate_ids)]
+    obj = np.where(giving, given, second)  # (B,)
     negated = rng.random(b) < P_NEGATION  # (B,)
-    verb = np.where(negated, _ids([v[1] for v in VERBS])[verb_kind], _ids([v[0] for v in VERBS])[verb_kind])  # (B,)
-    adjective = [rng.random(b) < P_ADJECTIVE for _ in range(2)]
-    adjective_word = [_pick(rng, ADJECTIVES, b) for _ in range(2)]
-    the = [rng.random(b) < P_THE for _ in range(2)]
+    form = np.where(negated, 1, 0)  # (B,): past tense, or the base form after "didn't"
+    table = np.stack([_ids([v[f] for v in VERBS]) for f in (0, 1)] + [_ids([v[f] for v in GIVING]) for f in (0, 1)])
+    verb = np.where(giving, table[2 + form, verb_kind], table[form, verb_kind])  # (B,)
+    adjective = [rng.random(b) < P_ADJECTIVE for _ in range(3)]
+    adjective_word = [_pick(rng, ADJECTIVES, b) for _ in range(3)]
+    the = [rng.random(b) < P_THE for _ in range(3)]
     clause = rng.random(b) < P_CLAUSE  # (B,)
-    about_object = rng.random(b) < 0.5  # (B,): the clause is about the object, else the subject
-    referent_word = np.where(about_object, obj, subject)  # (B,)
+    about_second = rng.random(b) < 0.5  # (B,): the clause is about the second noun, else the subject
+    referent_word = np.where(about_second, second, subject)  # (B,)
     predicate = np.where(_IS_PLACE[referent_word], _pick(rng, PLACE_STATES, b), _pick(rng, FEELS, b))  # (B,)
     pronoun = _PRONOUN_OF[referent_word]  # (B,)
 
@@ -223,15 +263,16 @@ def generate(rng: np.random.Generator, size: int, length: int, pad: int) -> Sent
         return np.where(the[k], _INDEX["the"], np.where(_TAKES_AN[first], _INDEX["an"], _INDEX["a"]))
 
     ones = np.ones(b, dtype=bool)
-    # The 13 slots of the longest sentence, each (B,) with whether it is present.
+    # The 17 slots of the longest sentence, each (B,) with whether it is present.
     slots = [(determiner(0, subject), ones), (adjective_word[0], adjective[0]), (subject, ones),
              (np.full(b, _INDEX[NEGATION]), negated), (verb, ones), (determiner(1, obj), ones),
-             (adjective_word[1], adjective[1]), (obj, ones)]
+             (adjective_word[1], adjective[1]), (obj, ones), (np.full(b, _INDEX[TO]), giving),
+             (determiner(2, second), giving), (adjective_word[2], adjective[2] & giving), (second, giving)]
     slots += [(np.full(b, _INDEX[w]), clause) for w in ("because",)] + [(pronoun, clause)]
     slots += [(np.full(b, _INDEX[w]), clause) for w in ("was", "too")] + [(predicate, clause)]
-    words = np.stack([s[0] for s in slots], axis=1)  # (B, 13)
-    present = np.stack([s[1] for s in slots], axis=1)  # (B, 13)
-    position = np.cumsum(present, axis=1) - 1  # (B, 13): where each slot lands
+    words = np.stack([s[0] for s in slots], axis=1)  # (B, 17)
+    present = np.stack([s[1] for s in slots], axis=1)  # (B, 17)
+    position = np.cumsum(present, axis=1) - 1  # (B, 17): where each slot lands
     lengths = present.sum(axis=1)  # (B,)
     if lengths.max() > length:
         raise ValueError(f"sentences of this grammar need {LONGEST} positions, got {length}")
@@ -241,18 +282,21 @@ def generate(rng: np.random.Generator, size: int, length: int, pad: int) -> Sent
 
     keys = np.full((len(RELATIONS), b, length), -1, dtype=np.int64)  # (T, B, N)
     at = np.arange(b)
-    s_pos, v_pos, o_pos = position[:, 2], position[:, 4], position[:, 7]
-    keys[0, at, v_pos] = s_pos
-    keys[1, at, v_pos] = o_pos
+    s_pos, v_pos, o_pos, r_pos = position[:, 2], position[:, 4], position[:, 7], position[:, 11]
+    keys[RELATIONS.index("subject"), at, v_pos] = s_pos
+    keys[RELATIONS.index("object"), at, v_pos] = o_pos
+    keys[RELATIONS.index("recipient"), at[giving], v_pos[giving]] = r_pos[giving]
     # Referent at the predicate: decided by meaning when exactly one of the two nouns is of its class.
-    by_meaning = clause & _IS_PLACE[obj]  # the subject is always animate: classes differ iff the object is a place
-    referent_pos = np.where(about_object, o_pos, s_pos)
-    keys[2, at[by_meaning], position[by_meaning, 12]] = referent_pos[by_meaning]
+    referent = RELATIONS.index("referent")
+    by_meaning = clause & _IS_PLACE[second]  # the subject is always animate: classes differ iff the second is a place
+    referent_pos = np.where(about_second, np.where(giving, r_pos, o_pos), s_pos)
+    keys[referent, at[by_meaning], position[by_meaning, 16]] = referent_pos[by_meaning]
     # Referent at he/she: decided by gender when the other noun does not share it.
-    other = np.where(about_object, subject, obj)
+    other = np.where(about_second, subject, second)
     gender = _GENDER_OF[referent_word]
-    by_gender = clause & (gender > 0) & (_GENDER_OF[other] != gender)
-    keys[2, at[by_gender], position[by_gender, 9]] = referent_pos[by_gender]
+    # After a verb of giving, the one given may share the gender too ("sent the girl to the queen … she").
+    by_gender = clause & (gender > 0) & (_GENDER_OF[other] != gender) & (~giving | (_GENDER_OF[obj] != gender))
+    keys[referent, at[by_gender], position[by_gender, 13]] = referent_pos[by_gender]
     return Sentences(ids=ids, lengths=lengths, keys=keys)
 
 
@@ -266,9 +310,27 @@ def short_name(rule: str) -> str | None:
 
 
 def head_keys(ids: Array, keys: Array) -> Array:
-    """The true keys of :data:`HEAD_RELATIONS` from those of :data:`RELATIONS`: (3, B, N) -> (4, B, N)."""
+    """The true keys of :data:`HEAD_RELATIONS` from those of :data:`RELATIONS`: (4, B, N) -> (5, B, N)."""
     pronoun = np.isin(ids, [_INDEX["he"], _INDEX["she"]])  # (B, N): he/she queries
-    return np.stack([keys[0], keys[1], np.where(pronoun, -1, keys[2]), np.where(pronoun, keys[2], -1)])
+    referent = keys[RELATIONS.index("referent")]  # (B, N)
+    return np.stack([*keys[:RELATIONS.index("referent")], np.where(pronoun, -1, referent),
+                     np.where(pronoun, referent, -1)])  # (5, B, N)
+
+
+# The referent split along the lines trained heads split it: he/she → the noun it means, a feeling adjective →
+# the animate noun it describes, a place adjective → the place; with the verb's relations, one row each.
+PART_RELATIONS = ("subject", "object", "recipient", "means", "feeling", "place")
+PART_NAMES = {"subject": "verb → its subject", "object": "verb → its object", "recipient": "verb → its recipient",
+              "means": "he/she → the noun it means",
+              "feeling": "feeling adjective → the animate noun", "place": "place adjective → the place"}
+
+
+def part_keys(ids: Array, keys: Array) -> Array:
+    """The true keys of :data:`PART_RELATIONS` from those of :data:`RELATIONS`: (4, B, N) -> (6, B, N)."""
+    referent = keys[RELATIONS.index("referent")]  # (B, N)
+    by_word = [np.isin(ids, _ids(words)) for words in (("he", "she"), FEELS, PLACE_STATES)]  # 3 × (B, N)
+    return np.stack([*keys[:RELATIONS.index("referent")],
+                     *(np.where(kind, referent, -1) for kind in by_word)])  # (6, B, N)
 
 
 def word_ids() -> dict[str, int]:

@@ -99,11 +99,12 @@ class ParameterCount:
 
 
 def steps_for(n_tokens: int, d_model: int, heads: int, causal: bool = False, *,
-              positions: bool = True, biases: bool = False) -> list[Step]:
+              positions: bool = True, biases: bool = False, word_values: bool = False) -> list[Step]:
     """The step table for N tokens, width d and h heads (masking only when causal).
 
     ``positions=False`` drops P from the embedding; ``biases=True`` (your own
-    PyTorch weights) adds each projection's bias to its formula.
+    PyTorch weights) adds each projection's bias to its formula; ``word_values=True``
+    (a model trained so) makes the values from the word embeddings E alone.
     """
     n, d, h = n_tokens, d_model, heads
     dk = d // h
@@ -118,7 +119,8 @@ def steps_for(n_tokens: int, d_model: int, heads: int, causal: bool = False, *,
              "h · N · d · d/h = N·d²", "Q"),
         Step("key", "Keys", "K^i = X W_k^i" + plus("b_k^i"), "N×d/h", (n, dk), True, n * d * d,
              "h · N · d · d/h = N·d²", "K"),
-        Step("value", "Values", "V^i = X W_v^i" + plus("b_v^i"), "N×d/h", (n, dk), True, n * d * d,
+        Step("value", "Values", ("V^i = E W_v^i" if word_values else "V^i = X W_v^i") + plus("b_v^i"), "N×d/h",
+             (n, dk), True, n * d * d,
              "h · N · d · d/h = N·d²", "V"),
         Step("scores", "Scores", "S^i = Q^i K^iᵀ / √(d/h)", "N×N", (n, n), True, h * n * n * dk,
              "h · N · N · d/h = N²·d", "scores"),

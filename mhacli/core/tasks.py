@@ -9,8 +9,8 @@ each take one.  That is the Transformer paper's argument for many heads, made
 measurable.
 
 The task ``grammar`` draws real English sentences from :mod:`mhacli.core.grammar`
-instead, and reads out each sentence's subject, object and referent at the words
-that have them.
+instead, and reads out each sentence's subject, object, recipient and referent at
+the words that have them.
 
 Random numbers come only from the ``np.random.Generator`` passed in.
 """
@@ -129,10 +129,11 @@ TASKS: dict[str, Task] = {
         Task("relations", ("two back", "previous token", "next token", "first token"),
              "at every position, name the tokens two back, one back and one ahead, and the first token"),
         Task("grammar", grammar.RELATIONS,
-             "English sentences: at the verb name its subject and its object, at a predicate adjective the "
-             "noun it describes, at he/she the noun it means",
+             "English sentences: at the verb name its subject, its object and (after a verb of giving) its "
+             "recipient, at a predicate adjective the noun it describes, at he/she the noun it means",
              vocabulary=(*grammar.WORDS, BOUNDARY, UNKNOWN), words=grammar.WORDS, sentences=True,
-             defaults=(("d_model", 32), ("steps", 3000), ("lr", 0.01), ("length", grammar.LONGEST))),
+             defaults=(("d_model", 32), ("steps", 3000), ("lr", 0.01), ("length", grammar.LONGEST),
+                       ("word_values", True))),
     )
 }
 

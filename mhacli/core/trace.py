@@ -63,6 +63,8 @@ class Trace:
     b_o: Array | None = None  # (d,) out_proj.bias
     parse: Parse | None = None  # the sentence's relations, when a grammar model read a sentence it can parse
     folds_case: bool = False  # the model reads "The" as "the" (one id, one embedding row): a grammar model
+    model_ids: bool = False  # token_ids are rows of a trained model's vocabulary, not the order of first appearance
+    word_values: bool = False  # V = E W_v (a model trained with positions in Q and K only), not X W_v
 
     @property
     def biases(self) -> dict[str, Array]:
@@ -125,7 +127,16 @@ class Trace:
     @property
     def steps(self) -> list[Step]:
         return steps_for(self.n_tokens, self.d_model, self.num_heads, self.config.causal,
-                         positions=self.config.positions, biases=bool(self.biases))
+                         positions=self.config.positions, biases=bool(self.biases), word_values=self.word_values)
+
+    @property
+    def X_v(self) -> Array:
+        """What the values are made from: X, or E[tokens] alone for a model trained so (N, d)."""
+        if self.word_values:
+            if self.embeddings is None:
+                raise ValueError("a trace whose values come from E needs its embeddings")
+            return self.embeddings
+        return self.X
 
     @property
     def parameters(self) -> ParameterCount:
@@ -144,10 +155,10 @@ class Trace:
     def split_equals_direct(self) -> float:
         """Largest |X W_q^i − (X W_qᵀ)[:, block i]| over heads and Q, K, V: the article's claim, checked."""
         worst = 0.0
-        for w in (self.W_q, self.W_k, self.W_v):
-            full = split_heads(project(self.X, w), self.num_heads)  # (h, N, d/h)
+        for x, w in ((self.X, self.W_q), (self.X, self.W_k), (self.X_v, self.W_v)):
+            full = split_heads(project(x, w), self.num_heads)  # (h, N, d/h)
             for i in range(self.num_heads):
-                direct = self.X @ head_weight(w, i, self.num_heads)  # (N, d) @ (d, d/h) -> (N, d/h)
+                direct = x @ head_weight(w, i, self.num_heads)  # (N, d) @ (d, d/h) -> (N, d/h)
                 worst = max(worst, float(np.max(np.abs(direct - full[i]), initial=0.0)))
         return worst
 
@@ -180,11 +191,14 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
     _, ids = vocabulary(tokens)
     rules: tuple[str, ...] | None = None
     parse: Parse | None = None
-    folds_case = False
+    folds_case = model_ids = False
     biases: dict[str, Array] = {}
+    word_values = False
     if model is not None:
+        word_values = bool(getattr(getattr(model, "config", None), "word_values", False))
         e, p, w_q, w_k, w_v, w_o = model.inputs(tokens)
-        if hasattr(model, "ids"):  # the row of the model's own embedding table each token reads
+        model_ids = hasattr(model, "ids")
+        if model_ids:  # the row of the model's own embedding table each token reads
             ids = np.asarray(model.ids(tokens), dtype=np.int64)  # (N,)
         rules = tuple(model.labels)
         folds_case = bool(getattr(model, "sentences", False))
@@ -221,12 +235,13 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
     w_q, w_k, w_v, w_o = (w.astype(dtype) for w in (w_q, w_k, w_v, w_o))
     x = e + p  # (N, d)
     parts = multi_head_attention(x, w_q, w_k, w_v, w_o, config.heads, config.causal, biases=biases,
-                                 attender=attend_blocked)
+                                 attender=attend_blocked, x_v=e if word_values else None)
     for name in ("scores", "weights"):
         # Fresh arrays nobody else holds: frozen where they are, so the trace does not copy (h, N, N) twice.
         parts[name].setflags(write=False)  # type: ignore[union-attr]
     return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,
-                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, parse=parse, folds_case=folds_case, **biases, **parts)  # type: ignore[arg-type]
+                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, parse=parse, folds_case=folds_case,
+                 model_ids=model_ids, word_values=word_values, **biases, **parts)  # type: ignore[arg-type]
 
 
 def own_weights(weights: AttentionWeights | Mapping[str, Any]) -> AttentionWeights:

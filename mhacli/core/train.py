@@ -41,6 +41,7 @@ Array = np.ndarray
 Params = dict[str, Array]
 
 POSITION_KINDS = ("learned", "sinusoidal")
+SCHEDULES = ("constant", "cosine")
 # Parameters Adam updates; "positions" joins them only when they are learned.
 WEIGHT_NAMES = ("embedding", "W_q", "W_k", "W_v", "W_o", "readout")
 
@@ -75,6 +76,10 @@ class TrainConfig:
     seed: int = 0
     positions: str = "sinusoidal"
     causal: bool = False
+    # Values from the word embeddings alone (V = E W_vᵀ; positions only in Q and K, as rotary and relative
+    # schemes keep them): a head then brings back *which words* it looked at, not where they were.
+    word_values: bool = False
+    schedule: str = "constant"  # the learning rate over training: constant, or cosine (from lr down to 0)
     held_out: int = 500  # fresh sequences for the held-out accuracy
     snapshots: int = 5  # moments of training kept for the heads figure (start … end)
 
@@ -114,6 +119,12 @@ class TrainConfig:
         if task.sentences and self.length < LONGEST:
             raise UsageError(f"{{length:name}} must be at least {LONGEST} for the {task.name} task (its longest "
                              f"sentence), got {self.length}.", length=self.length)
+        if not isinstance(self.word_values, bool):
+            raise UsageError(f"{{word_values:name}} must be true or false, got {self.word_values!r}.",
+                             word_values=self.word_values)
+        if self.schedule not in SCHEDULES:
+            raise UsageError(f"{{schedule:name}} must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}.",
+                             schedule=self.schedule)
         if self.positions not in POSITION_KINDS:
             raise UsageError(f"{{positions:name}} must be one of {', '.join(POSITION_KINDS)}, got "
                              f"{self.positions!r}.", positions=self.positions)
@@ -186,17 +197,24 @@ def key_mask(ids: Array, causal: bool, pad: int | None) -> Array | None:
     return padding if blocked is None else padding | blocked  # (B, 1, N, N)
 
 
-def forward(params: Params, ids: Array, heads: int, causal: bool, pad: int | None = None) -> dict[str, Array]:
+def value_inputs(params: Params, ids: Array, x: Array, word_values: bool) -> Array:
+    """What the values are made from: X = E[ids] + P, or the word embeddings E[ids] alone."""
+    return params["embedding"][ids] if word_values else x  # (B, N, d)
+
+
+def forward(params: Params, ids: Array, heads: int, causal: bool, pad: int | None = None,
+            word_values: bool = False) -> dict[str, Array]:
     """The model on a batch of id sequences; every intermediate by name (the backward pass needs them)."""
     x = embed_ids(params["embedding"], params["positions"], ids)  # (B, N, d)
+    x_v = value_inputs(params, ids, x, word_values)  # (B, N, d): X, or E[ids] alone
     q = split_heads(project(x, params["W_q"]), heads)  # (B, N, d) -> (B, h, N, d/h)
     k = split_heads(project(x, params["W_k"]), heads)  # (B, N, d) -> (B, h, N, d/h)
-    v = split_heads(project(x, params["W_v"]), heads)  # (B, N, d) -> (B, h, N, d/h)
+    v = split_heads(project(x_v, params["W_v"]), heads)  # (B, N, d) -> (B, h, N, d/h)
     _, weights, heads_out = attend(q, k, v, key_mask(ids, causal, pad))  # (B, h, N, N), (B, h, N, d/h)
     concat = merge_heads(heads_out)  # (B, h, N, d/h) -> (B, N, d)
     out = project(concat, params["W_o"])  # (B, N, d)
     logits = readout(out, params["readout"])  # (B, N, T, V)
-    return {"x": x, "q": q, "k": k, "v": v, "weights": weights, "heads": heads_out, "concat": concat,
+    return {"x": x, "x_v": x_v, "q": q, "k": k, "v": v, "weights": weights, "heads": heads_out, "concat": concat,
             "out": out, "logits": logits}
 
 
@@ -276,25 +294,37 @@ def split_heads_backward(d_split: Array) -> Array:
     return merge_heads(d_split)  # (B, h, N, d/h) -> (B, N, d)
 
 
-def projections_backward(d_q: Array, d_k: Array, d_v: Array, x: Array,
-                         params: Params) -> tuple[Array, Array, Array, Array]:
-    """Gradients through Q = X W_qᵀ, K = X W_kᵀ, V = X W_vᵀ: X feeds all three, so its gradients add."""
+def projections_backward(d_q: Array, d_k: Array, d_v: Array, x: Array, x_v: Array,
+                         params: Params) -> tuple[Array, Array, Array, Array, Array]:
+    """Gradients through Q = X W_qᵀ, K = X W_kᵀ, V = X_v W_vᵀ: X feeds Q and K, so their gradients add.
+
+    X_v is X itself, or E[ids] alone (:func:`value_inputs`); its gradient is returned apart."""
     d_x_q, d_w_q = project_backward(d_q, x, params["W_q"])  # (B, N, d), (d, d)
     d_x_k, d_w_k = project_backward(d_k, x, params["W_k"])  # (B, N, d), (d, d)
-    d_x_v, d_w_v = project_backward(d_v, x, params["W_v"])  # (B, N, d), (d, d)
-    return d_x_q + d_x_k + d_x_v, d_w_q, d_w_k, d_w_v  # (B, N, d), 3 × (d, d)
+    d_x_v, d_w_v = project_backward(d_v, x_v, params["W_v"])  # (B, N, d), (d, d)
+    return d_x_q + d_x_k, d_x_v, d_w_q, d_w_k, d_w_v  # 2 × (B, N, d), 3 × (d, d)
 
 
-def embedding_backward(d_x: Array, ids: Array, n_vocab: int) -> tuple[Array, Array]:
-    """Gradients through X = E[ids] + P: each row of E collects its tokens' rows; P the sum over the batch."""
+def value_inputs_backward(d_x: Array, d_x_v: Array, word_values: bool) -> tuple[Array, Array]:
+    """Gradients through X_v = X or E[ids]: into X's gradient, or kept for the embedding alone."""
+    if word_values:
+        return d_x, d_x_v  # (B, N, d): X_v = E[ids] reaches only the embedding
+    return d_x + d_x_v, np.zeros_like(d_x_v)  # (B, N, d): X_v is X, a third use of it
+
+
+def embedding_backward(d_x: Array, ids: Array, n_vocab: int, d_words: Array | None = None) -> tuple[Array, Array]:
+    """Gradients through X = E[ids] + P (and E[ids] alone, ``d_words``): each row of E collects its tokens'
+    rows; P the sum over the batch."""
     d = d_x.shape[-1]
+    d_e = d_x if d_words is None else d_x + d_words  # (B, N, d): E[ids] is read by X and by the values
     d_embedding = np.zeros((n_vocab, d))  # (V, d)
-    np.add.at(d_embedding, ids.reshape(-1), d_x.reshape(-1, d))  # (B·N, d) summed into (V, d)
+    np.add.at(d_embedding, ids.reshape(-1), d_e.reshape(-1, d))  # (B·N, d) summed into (V, d)
     d_positions = d_x.sum(axis=0)  # (B, N, d) -> (N, d)
     return d_embedding, d_positions
 
 
-def backward(params: Params, cache: dict[str, Array], ids: Array, d_logits: Array, heads: int) -> Params:
+def backward(params: Params, cache: dict[str, Array], ids: Array, d_logits: Array, heads: int,
+             word_values: bool = False) -> Params:
     """Every parameter's gradient: the forward steps differentiated in reverse order."""
     d_out, d_readout = readout_backward(d_logits, cache["out"], params["readout"])  # (B, N, d), (T, V, d)
     d_concat, d_w_o = output_projection_backward(d_out, cache["concat"], params["W_o"])  # (B, N, d), (d, d)
@@ -303,18 +333,20 @@ def backward(params: Params, cache: dict[str, Array], ids: Array, d_logits: Arra
     d_scores = softmax_backward(d_weights, cache["weights"])  # (B, h, N, N)
     d_q, d_k = attention_scores_backward(d_scores, cache["q"], cache["k"])  # 2 × (B, h, N, d/h)
     d_q, d_k, d_v = (split_heads_backward(g) for g in (d_q, d_k, d_v))  # 3 × (B, N, d)
-    d_x, d_w_q, d_w_k, d_w_v = projections_backward(d_q, d_k, d_v, cache["x"], params)  # (B, N, d), 3 × (d, d)
-    d_embedding, d_positions = embedding_backward(d_x, ids, params["embedding"].shape[0])  # (V, d), (N, d)
+    d_x, d_x_v, d_w_q, d_w_k, d_w_v = projections_backward(d_q, d_k, d_v, cache["x"], cache["x_v"],
+                                                           params)  # 2 × (B, N, d), 3 × (d, d)
+    d_x, d_words = value_inputs_backward(d_x, d_x_v, word_values)  # 2 × (B, N, d)
+    d_embedding, d_positions = embedding_backward(d_x, ids, params["embedding"].shape[0], d_words)  # (V, d), (N, d)
     return {"embedding": d_embedding, "positions": d_positions, "W_q": d_w_q, "W_k": d_w_k, "W_v": d_w_v,
             "W_o": d_w_o, "readout": d_readout}
 
 
-def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int,
-                   causal: bool, pad: int | None = None) -> tuple[float, Params, Array]:
+def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int, causal: bool, pad: int | None = None,
+                   word_values: bool = False) -> tuple[float, Params, Array]:
     """One forward and backward pass: the loss, every gradient, and which predictions were right."""
-    cache = forward(params, ids, heads, causal, pad)
+    cache = forward(params, ids, heads, causal, pad, word_values)
     loss, d_logits, correct = cross_entropy(cache["logits"], targets)
-    return loss, backward(params, cache, ids, d_logits, heads), correct
+    return loss, backward(params, cache, ids, d_logits, heads, word_values), correct
 
 
 # ----------------------------------------------------------------------------- Adam
@@ -502,7 +534,8 @@ class TrainedModel:
     def attention(self, ids: Array) -> Array:
         """Each head's weights on id sequences: (B, N) -> (B, h, N, N)."""
         pad = get_task(self.config.task).pad
-        return forward(dict(self.params), ids, self.config.heads, self.config.causal, pad)["weights"]
+        return forward(dict(self.params), ids, self.config.heads, self.config.causal, pad,
+                       self.config.word_values)["weights"]
 
 
 @dataclass(frozen=True)
@@ -546,7 +579,7 @@ class HeldOut:
 def _evaluate(params: Params, held: HeldOut,
               config: TrainConfig) -> tuple[float, float, tuple[float, ...], Array]:
     """On the held-out set: the loss, the accuracy over every scored answer, each relation's, and the weights."""
-    cache = forward(params, held.ids, config.heads, config.causal, get_task(config.task).pad)
+    cache = forward(params, held.ids, config.heads, config.causal, get_task(config.task).pad, config.word_values)
     loss, _, correct = cross_entropy(cache["logits"], held.targets)
     per = np.moveaxis(correct, -1, 0)  # (B, N, T) -> (T, B, N)
     accuracy = tuple(float(per[t][held.scored[t]].mean()) for t in range(per.shape[0]))
@@ -562,6 +595,13 @@ def snapshot_steps(steps: int, moments: int) -> tuple[int, ...]:
     """``moments`` steps from 0 (untrained) to ``steps``, denser early, where the heads change most."""
     raw = steps * (np.linspace(0.0, 1.0, moments) ** 2)
     return tuple(sorted({int(round(s)) for s in raw} | {0, steps}))
+
+
+def learning_rate(config: TrainConfig, step: int) -> float:
+    """The step size at ``step`` (1 … steps): lr throughout, or lr·½(1 + cos(π·(step − 1)/steps)) down to near 0."""
+    if config.schedule == "cosine":
+        return config.lr * 0.5 * (1.0 + math.cos(math.pi * (step - 1) / config.steps))
+    return config.lr
 
 
 def diverged(config: TrainConfig, step: int) -> RunError:
@@ -607,7 +647,9 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
         snapshot()
         for step in range(1, config.steps + 1):
             ids, targets, keys = task.sample(rng, config.batch, config.length)  # (B, N), (T, B, N), (T, B, N)
-            loss, grads, correct = loss_and_grads(params, ids, targets, config.heads, config.causal, task.pad)
+            adam.lr = learning_rate(config, step)
+            loss, grads, correct = loss_and_grads(params, ids, targets, config.heads, config.causal, task.pad,
+                                                  config.word_values)
             adam.step(params, grads, names)
             history_loss[step - 1] = loss
             history_accuracy[step - 1] = acc = _accuracy(correct, task.scored(keys))

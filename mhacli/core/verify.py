@@ -33,9 +33,12 @@ class Check:
 
 def reference_loop(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray,
                    w_o: np.ndarray, heads: int, causal: bool,
-                   biases: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Multi-head attention the slow, obvious way, in float64 (``biases``: b_q, b_k, b_v, b_o, each optional)."""
+                   biases: dict[str, np.ndarray] | None = None,
+                   x_v: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Multi-head attention the slow, obvious way, in float64 (``biases``: b_q, b_k, b_v, b_o, each optional;
+    ``x_v``: the values' input when it is not x)."""
     x = x.astype(np.float64)
+    x_v = x if x_v is None else x_v.astype(np.float64)
     n, d = x.shape
     d_k = d // heads
     zero = np.zeros(d)
@@ -45,7 +48,7 @@ def reference_loop(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndar
         rows = slice(i * d_k, (i + 1) * d_k)
         q = x @ w_q[rows].astype(np.float64).T + b["b_q"][rows]  # the article's X W_q^i (+ its bias)
         k = x @ w_k[rows].astype(np.float64).T + b["b_k"][rows]
-        v = x @ w_v[rows].astype(np.float64).T + b["b_v"][rows]
+        v = x_v @ w_v[rows].astype(np.float64).T + b["b_v"][rows]
         s = np.empty((n, n))
         a = np.zeros((n, n))
         for r in range(n):
@@ -83,6 +86,7 @@ def torch_reference(trace: Trace) -> dict[str, np.ndarray] | None:
     F = torch.nn.functional
     d, h, n = trace.d_model, trace.num_heads, trace.n_tokens
     x = torch.from_numpy(np.array(trace.X, dtype=np.float64))[:, None, :]  # (N, 1, d): (L, batch, E)
+    x_v = torch.from_numpy(np.array(trace.X_v, dtype=np.float64))[:, None, :]  # (N, 1, d): the values' input
     in_proj = torch.from_numpy(np.concatenate([trace.W_q, trace.W_k, trace.W_v]).astype(np.float64))
     b = trace.biases
     in_bias = out_bias = None
@@ -93,7 +97,7 @@ def torch_reference(trace: Trace) -> dict[str, np.ndarray] | None:
         out_bias = torch.from_numpy(np.array(b.get("b_o", zero), dtype=np.float64))
     mask = torch.from_numpy(np.triu(np.ones((n, n), dtype=bool), 1)) if trace.config.causal else None
     out, weights = F.multi_head_attention_forward(
-        x, x, x, d, h, in_proj, in_bias, None, None, False, 0.0,
+        x, x, x_v, d, h, in_proj, in_bias, None, None, False, 0.0,
         torch.from_numpy(np.array(trace.W_o, dtype=np.float64)), out_bias,
         training=False, need_weights=True, attn_mask=mask, average_attn_weights=False,
     )
@@ -105,7 +109,7 @@ def verify(trace: Trace, use_torch: bool = True) -> list[Check]:
     """Every array of the trace against the plain loop (and PyTorch when present)."""
     tol = TOLERANCE[trace.config.dtype]
     ref = reference_loop(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o,
-                         trace.num_heads, trace.config.causal, trace.biases)
+                         trace.num_heads, trace.config.causal, trace.biases, trace.X_v)
     checks = [Check("per-head loop", name, _max_diff(getattr(trace, name), value), tol)
               for name, value in ref.items()]
     if use_torch:

@@ -34,9 +34,9 @@ NPZ_KEYS = ("tokens", *ARRAY_FIELDS, *SCALAR_FIELDS)  # every trace file, 0.1.0'
 # Format 2 (mhacli 0.2) keeps the whole Config and what the weights were made of; format 1 (0.1.0,
 # no format_version member) lacks these and still loads, with the Config's defaults for them.
 FORMAT_VERSION = 2
-CONFIG_FIELDS = ("tokenizer", "positions", "weight_kind", "dtype")  # beside SCALAR_FIELDS
+CONFIG_FIELDS = ("tokenizer", "positions", "weight_kind", "dtype", "word_values", "folds_case")  # beside SCALAR_FIELDS
 BIAS_FIELDS = ("b_q", "b_k", "b_v", "b_o")
-OPTIONAL_ARRAYS = ("embeddings", "position_encoding", *BIAS_FIELDS)
+OPTIONAL_ARRAYS = ("embeddings", "position_encoding", "token_ids", *BIAS_FIELDS)
 TEXT_LISTS = ("rules", "relations")
 #: True when a grammar model read a sentence it parses: mha show parses the tokens again, so the heads keep
 #: the names they had ("verb → subject"); without it a saved run's heads are named by their top tokens.
@@ -77,6 +77,11 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
     out["positions"] = np.array(c.positions, dtype=np.bool_)
     out["weight_kind"] = np.array(c.weights, dtype=np.str_)
     out["dtype"] = np.array(c.dtype, dtype=np.str_)
+    if trace.model_ids:  # a trained model's own ids (and whether it folds capitals): mha show shows them again
+        out["token_ids"] = np.asarray(trace.token_ids, dtype=np.int64)
+        out["folds_case"] = np.array(trace.folds_case, dtype=np.bool_)
+    if trace.word_values:  # V = E W_v: verify needs to know (older files lack the member: values from X)
+        out["word_values"] = np.array(True, dtype=np.bool_)
     if trace.embeddings is not None:
         out["embeddings"] = np.asarray(trace.embeddings)
     if trace.positions is not None:
@@ -264,15 +269,22 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
     from mhacli.core.attention import causal_mask
 
     known = {f.name for f in fields(Trace)}
+    word_values = _flag(path, a, "word_values", False)
+    if word_values and "embeddings" not in a:
+        raise _shape_error(path, "its values come from the embeddings, which it lacks")
     extra: dict[str, Any] = dict(biases)  # the Trace keeps b_q, b_k, b_v, b_o as fields of their own
     if relations is not None and "relations" in known:
         extra["relations"] = relations
+    ids = a.get("token_ids")
+    if ids is not None and (ids.shape != (n,) or ids.dtype.kind not in "iu" or np.any(ids < 0)):
+        raise _shape_error(path, f"token_ids must hold {n} whole numbers from 0, one per token")
     return Trace(
-        config=config, tokens=tokens, token_ids=vocabulary(tokens)[1],
+        config=config, tokens=tokens, token_ids=vocabulary(tokens)[1] if ids is None else ids.astype(np.int64),
+        model_ids=ids is not None, folds_case=_flag(path, a, "folds_case", False),
         **cast(dict[str, Any], {name: a[name] for name in ARRAY_FIELDS}),
         mask=causal_mask(n) if causal else None, source=_readable_name(path), rules=rules,
         embeddings=a.get("embeddings"), positions=a.get("position_encoding"),
-        parse=_parse(path, a, tokens, rules), **extra,
+        parse=_parse(path, a, tokens, rules), word_values=word_values, **extra,
     )
 
 

@@ -255,8 +255,10 @@ def test_disagreeing_agreeing_and_idle_heads_are_each_said() -> None:
 # ----------------------------------------------------------------------------- knockout
 
 
-def _slow_logits_without(params: dict, ids: np.ndarray, heads: int, off: int | None, pad: int) -> np.ndarray:
-    """An explicit per-sentence, per-head loop: O = Σ_{i ≠ off} head_i (W_o^i)ᵀ, then each readout."""
+def _slow_logits_without(params: dict, ids: np.ndarray, heads: int, off: int | None, pad: int,
+                         word_values: bool) -> np.ndarray:
+    """An explicit per-sentence, per-head loop: O = Σ_{i ≠ off} head_i (W_o^i)ᵀ, then each readout; the values
+    from E alone for a model trained so (the grammar's), from X = E + P otherwise."""
     d = params["W_q"].shape[0]
     dk = d // heads
     b, n = ids.shape
@@ -264,6 +266,7 @@ def _slow_logits_without(params: dict, ids: np.ndarray, heads: int, off: int | N
     logits = np.zeros((b, n, t, v))
     for s in range(b):
         x = params["embedding"][ids[s]] + params["positions"][:n]  # (N, d)
+        x_v = params["embedding"][ids[s]] if word_values else x  # (N, d)
         seen = ids[s] != pad  # (N,)
         out = np.zeros((n, d))
         for i in range(heads):
@@ -272,7 +275,7 @@ def _slow_logits_without(params: dict, ids: np.ndarray, heads: int, off: int | N
             rows_i = slice(i * dk, (i + 1) * dk)
             q = x @ params["W_q"][rows_i].T  # (N, d/h)
             k = x @ params["W_k"][rows_i].T
-            val = x @ params["W_v"][rows_i].T
+            val = x_v @ params["W_v"][rows_i].T
             scores = q @ k.T / math.sqrt(dk)  # (N, N)
             scores[:, ~seen] = -np.inf
             a = np.exp(scores - scores.max(axis=1, keepdims=True))
@@ -288,12 +291,13 @@ def test_knockout_agrees_with_a_slow_per_head_loop(trained: TrainResult) -> None
     params = dict(model.params)
     task = get_task("grammar")
     ids, _, _ = held_out(model, 12, 3)
-    cache = forward(params, ids, model.config.heads, model.config.causal, task.pad)
+    assert model.config.word_values  # the grammar's values come from E alone: the slow loop below must agree
+    cache = forward(params, ids, model.config.heads, model.config.causal, task.pad, model.config.word_values)
     # with every head on, the recomposed logits are the forward's own: a change to forward shows here
     np.testing.assert_allclose(logits_without(params, cache["heads"], None), cache["logits"], atol=1e-10)
     for off in range(model.config.heads):
         fast = logits_without(params, cache["heads"], off)
-        slow = _slow_logits_without(params, ids, model.config.heads, off, task.pad)
+        slow = _slow_logits_without(params, ids, model.config.heads, off, task.pad, model.config.word_values)
         np.testing.assert_allclose(fast, slow, atol=1e-8)
 
 
@@ -304,7 +308,7 @@ def test_knockout_scores_each_row_as_the_readout_answers_it(trained: TrainResult
     params = dict(model.params)
     pad = get_task("grammar").pad
     for off in [None, *range(model.config.heads)]:
-        logits = _slow_logits_without(params, ids, model.config.heads, off, pad)
+        logits = _slow_logits_without(params, ids, model.config.heads, off, pad, model.config.word_values)
         for r, name in enumerate(names):
             t = model.targets.index(name if name in model.targets else "referent")
             asked = keys[r] >= 0

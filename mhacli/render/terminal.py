@@ -91,7 +91,7 @@ def _ids_note(trace: Trace) -> str:
     """What the id column is: a trained model's own vocabulary id, or the order of first appearance."""
     distinct = len(set(trace.tokens))
     counted = f"{trace.n_tokens} tokens, {distinct} distinct"
-    if trace.config.weights != "trained" or trace.source is not None:  # a saved trace keeps no model's ids
+    if not trace.model_ids:  # a random or designed run, your own weights, or a trace saved before ids were kept
         return (f"{counted}. id numbers the distinct strings in order of first appearance: the same string "
                 "always gets the same id and the same embedding row.")
     ids = len(set(trace.token_ids.tolist()))

@@ -304,11 +304,13 @@ MAX_QUESTIONS = 20
 KINDS: dict[str, Generator] = {g.__name__.lstrip("_"): g for g in GENERATORS}
 
 
-def quiz_title(trace: Trace, count: int, about: str) -> str:
-    """The quiz's header: what it asks about (the text as read, not as a shell would quote it) and the run."""
+def quiz_title(trace: Trace, count: int, about: str, seed: int | None = None) -> str:
+    """The quiz's header: what it asks about (the text as read, not as a shell would quote it) and the run;
+    ``seed``, the one that picked the questions, is said apart where a trained model's own seed made the weights."""
     c = trace.config
+    seeds = f"seed {c.seed}" if seed is None or seed == c.seed else f"trained with seed {c.seed}, questions seed {seed}"
     return (f"{count} questions about {about}: N = {trace.n_tokens} tokens, d = {c.d_model}, h = {c.heads}, "
-            f"{'causal' if c.causal else 'bidirectional'}, {c.weights} weights, seed {c.seed}")
+            f"{'causal' if c.causal else 'bidirectional'}, {c.weights} weights, {seeds}")
 
 
 def ask(kind: str, trace: Trace, rng: random.Random, analysis: Analysis) -> Question | None:

@@ -226,9 +226,9 @@ def quiz(
 ) -> None:
     """Homework: questions about one real run (shapes, parameters, where a head looks).
 
-    The seed picks the questions and the weights, so the same seed gives the same
-    quiz; --answers prints the answers, read from the run itself. Without a text
-    it uses the sample 'cat'.
+    The seed picks the questions (and the weights, unless a trained model brings
+    its own), so the same seed gives the same quiz; --answers prints the answers,
+    read from the run itself. Without a text it uses the sample 'cat'.
 
     Example: [bold]mha quiz --sample repeated --seed 7[/bold], then the same with [bold]--answers[/bold]
     """
@@ -238,8 +238,11 @@ def quiz(
         raise UsageError(f"--questions must be from 1 to {MAX_QUESTIONS}, got {questions}.")
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
-    prepared = prepare_run(resolve_text(text, file, sample), model_options(
-        ctx, seed=seed, weights=weights, heads=heads, d_model=d_model, causal=causal, layer=layer))
+    source = resolve_text(text, file, sample)
+    options = model_options(ctx, weights=weights, heads=heads, d_model=d_model, causal=causal, layer=layer)
+    prepared = prepare_run(source, options)
+    if prepared.model is None:  # the seed picks the questions, and the weights too unless a trained model has them
+        prepared = prepare_run(source, {**options, **model_options(ctx, seed=seed)})
     config = prepared.config
 
     import shlex
@@ -255,7 +258,7 @@ def quiz(
     source = source_args(text, file, sample)
     # From the run's config, not the options: a weights file sets d, h and the kind ('pytorch', 'trained'),
     # and its path (which may hold escape sequences) is never echoed raw.
-    title = quiz_title(trace, len(asked), source if text is None else f"“{label(text, 60)}”")
+    title = quiz_title(trace, len(asked), source if text is None else f"“{label(text, 60)}”", seed)
     # --weights as typed ('grammar', a file): the run's kind ('trained', 'pytorch') would run another model.
     typed = [] if weights == DEFAULT.weights else [f"--weights {printable(shlex.quote(weights))}"]
     check = " ".join(part for part in ["mha explain", source, config_args(config, skip=("weights",)), *typed] if part)

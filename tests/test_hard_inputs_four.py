@@ -419,6 +419,7 @@ ODD_TENSORS = [
 ]
 
 
+@pytest.mark.torch
 @pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")  # making the file, not reading it
 @pytest.mark.parametrize(("kind", "make", "words"), ODD_TENSORS, ids=[k for k, _, _ in ODD_TENSORS])
 def test_a_pt_file_of_an_odd_tensor_kind_is_one_line_naming_it(tmp_path, kind, make, words):
@@ -436,6 +437,7 @@ def test_a_pt_file_of_an_odd_tensor_kind_is_one_line_naming_it(tmp_path, kind, m
         run("a b c", weights=state, heads=2)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_float_tensors_are_read_as_float32(dtype):
     torch = pytest.importorskip("torch", reason="half-float tensors are PyTorch's")

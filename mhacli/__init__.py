@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mhacli.core.display import register as register_display
+
 __version__ = "0.1.0"
 
 # The public names and the module each lives in, loaded on first use (PEP 562): the CLI
@@ -35,8 +37,8 @@ _PUBLIC = {
     "magnifiers_figure": "mhacli.render.figures",
     "split_figure": "mhacli.render.figures",
     "compare_figure": "mhacli.render.figures",
-    "html_page": "mhacli.render.notebook",
-    "save_figures": "mhacli.render.notebook",
+    "html_page": "mhacli.notebook",
+    "save_figures": "mhacli.notebook",
 }
 
 __all__ = ["__version__", "run", "Run", "Config", "Trace", "load_trace", "from_attention", "AttentionView",
@@ -54,7 +56,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from mhacli.io.export import load_trace
     from mhacli.pipeline import Run, run
     from mhacli.render.figures import compare_figure, head_figure, heads_figure, magnifiers_figure, split_figure
-    from mhacli.render.notebook import html_page, save_figures
+    from mhacli.notebook import html_page, save_figures
+
+
+def _display_page(shown: Any) -> str:
+    """Jupyter's page of a run, a trace or a view (the notebook layer, loaded when first asked)."""
+    from mhacli.notebook import display_page
+
+    return display_page(shown)
+
+
+register_display(_display_page)  # the core's objects answer Jupyter through it, never importing a renderer
 
 
 def __getattr__(name: str) -> Any:

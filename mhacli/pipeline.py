@@ -71,9 +71,11 @@ class Run:
         return f"<mhacli Run: {self.analysis.num_heads} heads over {len(self.analysis.tokens)} tokens>\n" + repr(
             self.trace)
 
-    def _repr_html_(self) -> str:
-        """Jupyter shows a run as its page (the trace's own display)."""
-        return str(self.trace._repr_html_())
+    def _repr_html_(self) -> str | None:
+        """Jupyter shows a run as its page, its own measures drawn (see mhacli.notebook)."""
+        from mhacli.core.display import page_of
+
+        return page_of(self)
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,9 @@ class Prepared:
         from mhacli.core.analysis import analyse
         from mhacli.core.trace import run_tokens
 
-        trace = run_tokens(self.tokens, self.config, self.own, self.model)
+        from mhacli.io.host import cpu_count
+
+        trace = run_tokens(self.tokens, self.config, self.own, self.model, cores=cpu_count())
         if not (single or compare):
             return Run(config=self.config, trace=trace, analysis=self._cautioned(analyse(trace)), notes=self.notes,
                        parse=trace.parse)

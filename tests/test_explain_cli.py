@@ -167,7 +167,7 @@ def test_verify_against_pytorch_when_installed(tmp_path):
     from mhacli.core.verify import verify
 
     for causal in (False, True):
-        checks = verify(run(CAT, causal=causal, heads=4, d_model=16))
+        checks = verify(run(CAT, causal=causal, heads=4, d_model=16), torch)
         torch_checks = [c for c in checks if c.reference == "PyTorch"]
         assert {c.array for c in torch_checks} == {"weights", "output"}, torch.__version__
         assert all(c.ok for c in checks), checks

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mhacli.core import grammar
-from mhacli.core.schedule import blas_kernel
+from mhacli.io.host import blas_kernel
 from mhacli.core.tasks import BOUNDARY, UNKNOWN, get_task
 from mhacli.core.train import NO_RELATION, TrainConfig, sentence_relations, train
 

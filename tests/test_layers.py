@@ -1,11 +1,11 @@
 """The folders are the architecture: each layer imports only the layers below it.
 
-core     numpy and the standard library (threadpoolctl for the schedule; torch only as
-         verify's optional second reference)
-io       + core (torch only to read your .pt weights, safetensors your .safetensors, when installed)
+core     numpy and the standard library (threadpoolctl for the schedule); never the host
+io       + core (torch only to read your .pt weights, safetensors your .safetensors, when installed;
+         threadpoolctl to name the BLAS a model was trained on), and every read of the host
 pipeline + io: mhacli/pipeline.py, the one place a run is assembled into its result
-render   + pipeline (its result and the notebook's one analysis), rich, matplotlib (the only layer
-         that draws or prints)
+render   + pipeline's result type, rich, matplotlib (the only layer that draws or prints)
+notebook + render: mhacli/notebook.py, what a notebook calls (a result made once, then drawn)
 cli      + render, typer (the only layer that talks to the command line)
 bench    + render, apart from the product: nothing in core/io/render/cli imports it
 
@@ -25,19 +25,21 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mhacli"
 STDLIB = set(sys.stdlib_module_names)
 
 ALLOWED: dict[str, set[str]] = {
-    "core": {"numpy", "mhacli.core", "threadpoolctl", "torch"},
-    # torch only to read a .pt state dict, safetensors a .safetensors one, when installed
-    "io": {"numpy", "mhacli.core", "mhacli.io", "torch", "safetensors"},
+    "core": {"numpy", "mhacli.core", "threadpoolctl"},
+    # torch only to read a .pt state dict, safetensors a .safetensors one, when installed; threadpoolctl to
+    # name the BLAS numpy loaded (io/host.py)
+    "io": {"numpy", "mhacli.core", "mhacli.io", "torch", "safetensors", "threadpoolctl"},
     "pipeline": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline"},
     "render": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline", "mhacli.render", "rich", "matplotlib",
                "mpl_toolkits", "PIL"},
+    "notebook": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline", "mhacli.render", "mhacli.notebook"},
     "cli": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline", "mhacli.render", "mhacli.cli", "mhacli.bench",
             "rich", "typer"},
     "bench": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline", "mhacli.render", "mhacli.bench", "rich",
               "matplotlib", "threadpoolctl", "torch"},
 }
 #: A layer that is one module rather than a folder.
-SINGLE_FILE_LAYERS = {"pipeline"}
+SINGLE_FILE_LAYERS = {"notebook", "pipeline"}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -60,11 +62,6 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
-# Jupyter's display protocol asks the object itself (``_repr_html_``): a run and a view answer by
-# handing themselves, lazily, to the one notebook renderer.  This is the only upward import.
-DISPLAY_HOOKS = {("core", "mhacli.render.notebook")}
-
-
 def allowed(module: str, rules: set[str]) -> bool:
     top = module.split(".")[0]
     if top in STDLIB and top != "mhacli":
@@ -80,8 +77,7 @@ def layer_files() -> list[tuple[str, Path]]:
 
 @pytest.mark.parametrize("layer,path", layer_files(), ids=lambda v: str(v).split("mhacli/")[-1])
 def test_each_module_imports_only_the_layers_below_it(layer, path):
-    bad = sorted(m for m in imported_modules(path)
-                 if not allowed(m, ALLOWED[layer]) and (layer, m) not in DISPLAY_HOOKS)
+    bad = sorted(m for m in imported_modules(path) if not allowed(m, ALLOWED[layer]))
     assert not bad, f"{path.relative_to(PACKAGE.parent)} ({layer}) imports {bad}"
 
 
@@ -121,7 +117,6 @@ RENDER_MAY_USE = {
     "mhacli.core.config": {"human_bytes", "about_bytes"},
     "mhacli.core.designed": {"rules_note"},
     "mhacli.core.grammar": {"short_name"},  # a learned head's label in a few words
-    "mhacli.core.torch_import": {"torch_reason"},  # why PyTorch was not compared, in one sentence
     "mhacli.core.numbers": {"whole_number"},  # the one number rule, for a --query the user typed
     "mhacli.core": {"narrate"},
 }
@@ -163,32 +158,36 @@ def test_renderers_call_no_computation_of_the_core(path):
 # ---------------------------------------------------------------------------
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def _module_name_in(path: Path, package: Path) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the mhacli modules it imports (a ``from pkg import name`` of a submodule counts as that module)."""
-    paths = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+def import_graph(package: Path | None = None) -> dict[str, set[str]]:
+    """Module -> the mhacli modules it imports, every import statement counted: at the top, inside functions
+    (lazy), relative; a ``from pkg import name`` of a submodule counts as that module.  Only the imports under
+    ``if TYPE_CHECKING:`` are left out: they never run."""
+    package = package or PACKAGE
+    paths = {_module_name_in(p, package): p for p in sorted(package.rglob("*.py"))}
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
         targets = set()
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
                        and getattr(block.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(block)}
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(tree):
-            if id(node) in typing_only:  # `if TYPE_CHECKING:` imports never run
+            if id(node) in typing_only:
                 continue
             if isinstance(node, ast.Import):
                 targets.update(a.name for a in node.names if a.name in paths)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                if node.module in paths:
-                    targets.add(node.module)
-                targets.update(f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in paths)
-        # The display hook (a run shows itself as its page in Jupyter) is the one allowed upward import.
-        layer = name.split(".")[1] if "." in name else ""
-        graph[name] = {t for t in targets if t != name and (layer, t) not in DISPLAY_HOOKS}
+            elif isinstance(node, ast.ImportFrom):
+                base = here.rsplit(".", node.level - 1)[0] if node.level > 1 else here
+                module = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
+                if module in paths:
+                    targets.add(module)
+                targets.update(f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in paths)
+        graph[name] = {t for t in targets if t != name}
     return graph
 
 
@@ -235,6 +234,44 @@ def test_no_import_cycle_anywhere():
     assert cycle is None, " -> ".join(cycle or [])
 
 
+def test_a_lazy_import_inside_a_function_makes_a_cycle(tmp_path):
+    """The graph holds the imports inside functions and the relative ones: a planted lazy cycle is found."""
+    root = tmp_path / "mhacli"
+    for folder in ("core", "render"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "core" / "lazy.py").write_text("def f():\n    from mhacli.render.page import g\n")
+    (root / "render" / "page.py").write_text("from ..core import lazy\n\ndef g():\n    return lazy\n")
+    graph = import_graph(root)
+    assert graph["mhacli.core.lazy"] == {"mhacli.render.page"} and "mhacli.core.lazy" in graph["mhacli.render.page"]
+    assert find_cycle(graph) == ["mhacli.core.lazy", "mhacli.render.page", "mhacli.core.lazy"]
+
+
 def test_the_cycle_finder_finds_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+#: What reads the host (cores, address space, /proc): io/host.py's business, never the core's.
+HOST_READS = {"sched_getaffinity", "getrlimit", "cpu_count", "environ", "getenv"}
+
+
+def host_reads(path: Path) -> list[str]:
+    """Every read of the host in ``path``: the calls above, ``import resource``, a '/proc' path."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in HOST_READS]
+    found += ["resource" for n in ast.walk(tree) if isinstance(n, ast.Import)
+              for a in n.names if a.name == "resource"]
+    found += [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+              and n.value.startswith("/proc")]
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "core").rglob("*.py")), ids=lambda p: p.name)
+def test_the_core_never_reads_the_host(path):
+    assert not host_reads(path), f"{path.name} reads the host: {host_reads(path)} (read it in io/host.py)"
+
+
+def test_the_host_check_bites():
+    assert set(host_reads(PACKAGE / "io" / "host.py")) >= {"sched_getaffinity", "getrlimit", "/proc/self/status"}

@@ -118,7 +118,7 @@ def test_pytorch_module_with_biases_matches_to_1e9(tmp_path, causal):
         out, w = module(x, x, x, need_weights=True, average_attn_weights=False, attn_mask=mask)
         assert np.max(np.abs(out[0].detach().numpy() - t.output)) < 1e-9
         assert np.max(np.abs(w[0].detach().numpy() - t.weights)) < 1e-9
-        assert all(c.ok for c in verify(t)) and any(c.reference == "PyTorch" for c in verify(t))
+        assert all(c.ok for c in verify(t, torch)) and any(c.reference == "PyTorch" for c in verify(t, torch))
 
 
 @pytest.mark.parametrize("causal", [[], ["--causal"]])

@@ -184,7 +184,7 @@ def test_the_guard_turns_any_import_failure_into_one_sentence(monkeypatch):
     """Simulated: an OSError from a shared library and a MemoryError, as a failed dlopen raises them."""
     import builtins
 
-    from mhacli.core import torch_import
+    from mhacli.io import torch_import
 
     real = builtins.__import__
     for error in (OSError("libtorch_cpu.so: failed to map segment"), MemoryError()):
@@ -323,7 +323,7 @@ def test_a_missing_torch_is_not_remembered_once_it_is_back(monkeypatch):
     """An ImportError loads nothing of torch: the next import is tried again (the guard remembered it for the
     whole process, so one test simulating 'not installed' hid PyTorch from every later test in its worker)."""
     pytest.importorskip("torch", reason="needs PyTorch to come back")
-    from mhacli.core import torch_import
+    from mhacli.io import torch_import
 
     with monkeypatch.context() as m:
         m.setitem(sys.modules, "torch", None)

@@ -18,13 +18,15 @@ from __future__ import annotations
 import importlib.util
 import math
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Callable
 
 import numpy as np
 
 from mhacli.core.attention import (attend, attention_scores, causal_mask, merge_heads, multi_head_attention,
                                    project, split_heads)
-from mhacli.core.schedule import PARALLEL_MIN, cpu_count, row_blocks, rows_per_block, single_threaded_blas
+from mhacli.core.schedule import PARALLEL_MIN, row_blocks, rows_per_block, single_threaded_blas
+from mhacli.io.host import cpu_count
 
 Array = np.ndarray
 Weights = tuple[Array, Array, Array, Array]
@@ -35,7 +37,8 @@ def core_attention(x: Array, w_q: Array, w_k: Array, w_v: Array, w_o: Array, hea
     """The core as a trace runs it: the article's steps, steps 3 to 6 on blocks of rows over the cores."""
     from mhacli.core.schedule import attend_blocked
 
-    return multi_head_attention(x, w_q, w_k, w_v, w_o, heads, causal, attender=attend_blocked)
+    return multi_head_attention(x, w_q, w_k, w_v, w_o, heads, causal,
+                                attender=partial(attend_blocked, cores=cpu_count()))
 
 
 def _on_blocks(work: Callable[[slice], None], n: int, heads: int, itemsize: int) -> None:
@@ -112,7 +115,7 @@ def torch_available() -> bool:
 
 def torch_calls(x: Array, w: Weights, heads: int, causal: bool) -> dict[str, Callable[[], object]]:
     """PyTorch's multi_head_attention_forward on the same X and weights, same threads; {} without torch."""
-    from mhacli.core.torch_import import torch_or_none
+    from mhacli.io.torch_import import torch_or_none
 
     torch = torch_or_none()  # guarded: under a memory limit importing torch would abort the process
     if torch is None:

@@ -39,7 +39,8 @@ from mhacli.bench.baselines import (Weights, core_attention, matmuls_only, numpy
 from mhacli.bench.machine import machine_info, machine_line
 from mhacli.bench.notes import human_seconds, noise_note, split_note
 from mhacli.core.embed import init_weights
-from mhacli.core.schedule import cpu_count, rows_per_block
+from mhacli.core.schedule import rows_per_block
+from mhacli.io.host import cpu_count
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table
 from mhacli.core.config import Config

@@ -11,7 +11,6 @@ depend on the scheduling: same seed, same bits.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import Any
@@ -24,14 +23,6 @@ BLOCK_BYTES = 4 * 2**20  # scores of one block of rows; with its weights it stay
 PARALLEL_MIN = 2**20  # fewer score entries than this and starting threads costs more than it saves
 
 
-def cpu_count() -> int:
-    """Cores this process may run on (its affinity mask, not the whole machine)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
 def row_blocks(n_rows: int, size: int) -> list[slice]:
     """Consecutive slices of at most ``size`` rows covering 0 … n_rows − 1."""
     return [slice(r, min(r + size, n_rows)) for r in range(0, n_rows, size)]
@@ -40,23 +31,6 @@ def row_blocks(n_rows: int, size: int) -> list[slice]:
 def rows_per_block(heads: int, n_keys: int, itemsize: int, budget: int = BLOCK_BYTES) -> int:
     """How many query rows of every head's ``n_keys`` scores fit in ``budget`` bytes (at least one)."""
     return max(1, budget // (heads * n_keys * itemsize))
-
-
-def blas_kernel() -> str:
-    """numpy's BLAS and the kernel it picked for this CPU ('openblas 0.3.31 Haswell'), or 'unknown'.
-
-    A training run's bits depend on it: another kernel rounds the last digits of each product differently,
-    and thousands of Adam steps can carry that far (a trained model file records it, for that reason)."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:  # pragma: no cover - a declared dependency
-        return "unknown"
-    blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
-    own = [lib for lib in blas if "numpy" in str(lib.get("filepath", ""))] or blas
-    if not own:
-        return "unknown"
-    lib = own[0]
-    return " ".join(str(lib[k]) for k in ("internal_api", "version", "architecture") if lib.get(k))
 
 
 def single_threaded_blas() -> Any:
@@ -68,10 +42,12 @@ def single_threaded_blas() -> Any:
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def attend_blocked(q: Array, k: Array, v: Array, causal: bool) -> tuple[Array, Array, Array]:
-    """:func:`attend` on blocks of query rows, in parallel when the job is large enough to pay."""
+def attend_blocked(q: Array, k: Array, v: Array, causal: bool, cores: int = 1) -> tuple[Array, Array, Array]:
+    """:func:`attend` on blocks of query rows, on ``cores`` threads when the job is large enough to pay.
+
+    ``cores``: how many this process may run on (:func:`mhacli.io.host.cpu_count`, read by the caller)."""
     h, n, d_k = q.shape
-    if h * n * n < PARALLEL_MIN or cpu_count() < 2:
+    if h * n * n < PARALLEL_MIN or cores < 2:
         return attend_all(q, k, v, causal)
     scores = np.empty((h, n, n), dtype=q.dtype)  # (h, N, N)
     weights = np.empty((h, n, n), dtype=q.dtype)  # (h, N, N)
@@ -83,7 +59,7 @@ def attend_blocked(q: Array, k: Array, v: Array, causal: bool) -> tuple[Array, A
         scores[:, rows], weights[:, rows], heads_out[:, rows] = s, w, o
 
     blocks = row_blocks(n, rows_per_block(h, n, q.itemsize))
-    with single_threaded_blas(), ThreadPoolExecutor(cpu_count(), thread_name_prefix="mhacli") as pool:
+    with single_threaded_blas(), ThreadPoolExecutor(cores, thread_name_prefix="mhacli") as pool:
         try:
             for _ in pool.map(block, blocks):  # re-raises a worker's exception here
                 pass

@@ -8,12 +8,14 @@ reads files or touches global random state.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from mhacli.core.attention import head_weight, multi_head_attention, project, split_heads
 from mhacli.core.config import Config
+from mhacli.core.display import page_of
 from mhacli.core.embed import embed, init_weights, positional_encoding, vocabulary
 from mhacli.core.errors import UsageError
 from mhacli.core.grammar import Parse
@@ -87,11 +89,9 @@ class Trace:
                 f"  arrays: X {self.X.shape}, Q/K/V {self.Q.shape}, scores/weights {self.weights.shape}, "
                 f"output {self.output.shape}>")
 
-    def _repr_html_(self) -> str:
-        """Jupyter shows a run as its interactive page, isolated in an iframe (see mhacli.render.notebook)."""
-        from mhacli.render.notebook import html_frame  # the display protocol asks the object; drawing is render's
-
-        return html_frame(self)
+    def _repr_html_(self) -> str | None:
+        """Jupyter shows a run as its interactive page, isolated in an iframe (see mhacli.notebook)."""
+        return page_of(self)
 
     @property
     def n_tokens(self) -> int:
@@ -177,11 +177,12 @@ class WeightSource(Protocol):
 
 
 def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights | None = None,
-               model: WeightSource | None = None) -> Trace:
+               model: WeightSource | None = None, cores: int = 1) -> Trace:
     """Run multi-head attention over given tokens under ``config``.
 
     ``weights``: your own nn.MultiheadAttention weights (the toy embedding makes X);
-    ``model``: a trained model (its own embedding, positions and weights).
+    ``model``: a trained model (its own embedding, positions and weights); ``cores``: threads the
+    long runs may take (the same bits whatever the number).
     """
     tokens = tuple(tokens)
     if not tokens:
@@ -197,9 +198,10 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
     if model is not None:
         word_values = bool(getattr(getattr(model, "config", None), "word_values", False))
         e, p, w_q, w_k, w_v, w_o = model.inputs(tokens)
-        model_ids = hasattr(model, "ids")
-        if model_ids:  # the row of the model's own embedding table each token reads
-            ids = np.asarray(model.ids(tokens), dtype=np.int64)  # (N,)
+        own_ids = getattr(model, "ids", None)
+        model_ids = own_ids is not None
+        if own_ids is not None:  # the row of the model's own embedding table each token reads
+            ids = np.asarray(own_ids(tokens), dtype=np.int64)  # (N,)
         rules = tuple(model.labels)
         folds_case = bool(getattr(model, "sentences", False))
         if folds_case:  # a grammar model: heads named from the parse, or not at all
@@ -235,7 +237,7 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
     w_q, w_k, w_v, w_o = (w.astype(dtype) for w in (w_q, w_k, w_v, w_o))
     x = e + p  # (N, d)
     parts = multi_head_attention(x, w_q, w_k, w_v, w_o, config.heads, config.causal, biases=biases,
-                                 attender=attend_blocked, x_v=e if word_values else None)
+                                 attender=partial(attend_blocked, cores=cores), x_v=e if word_values else None)
     for name in ("scores", "weights"):
         # Fresh arrays nobody else holds: frozen where they are, so the trace does not copy (h, N, N) twice.
         parts[name].setflags(write=False)  # type: ignore[union-attr]

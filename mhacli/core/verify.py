@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -76,13 +77,8 @@ def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.nan_to_num(diff, nan=np.inf).max(initial=0.0))
 
 
-def torch_reference(trace: Trace) -> dict[str, np.ndarray] | None:
-    """PyTorch's own multi-head attention on the same X and weights, or None without torch."""
-    from mhacli.core.torch_import import torch_or_none
-
-    torch = torch_or_none()  # guarded: under a memory limit importing torch would abort the process
-    if torch is None:
-        return None
+def torch_reference(trace: Trace, torch: ModuleType) -> dict[str, np.ndarray]:
+    """PyTorch's own multi-head attention on the same X and weights (``torch`` imported by the caller, guarded)."""
     F = torch.nn.functional
     d, h, n = trace.d_model, trace.num_heads, trace.n_tokens
     x = torch.from_numpy(np.array(trace.X, dtype=np.float64))[:, None, :]  # (N, 1, d): (L, batch, E)
@@ -105,16 +101,17 @@ def torch_reference(trace: Trace) -> dict[str, np.ndarray] | None:
     return {"weights": weights[0].numpy(), "output": out[:, 0, :].numpy()}
 
 
-def verify(trace: Trace, use_torch: bool = True) -> list[Check]:
-    """Every array of the trace against the plain loop (and PyTorch when present)."""
+def verify(trace: Trace, torch: ModuleType | None = None) -> list[Check]:
+    """Every array of the trace against the plain loop, and against PyTorch when ``torch`` is given.
+
+    ``torch``: the module, imported under :func:`mhacli.io.torch_import.torch_or_none`'s guard (the host's
+    memory limit decides whether it can load; the core never asks)."""
     tol = TOLERANCE[trace.config.dtype]
     ref = reference_loop(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o,
                          trace.num_heads, trace.config.causal, trace.biases, trace.X_v)
     checks = [Check("per-head loop", name, _max_diff(getattr(trace, name), value), tol)
               for name, value in ref.items()]
-    if use_torch:
-        theirs = torch_reference(trace)
-        if theirs is not None:
-            checks += [Check("PyTorch", name, _max_diff(getattr(trace, name), value), tol)
-                       for name, value in theirs.items()]
+    if torch is not None:
+        checks += [Check("PyTorch", name, _max_diff(getattr(trace, name), value), tol)
+                   for name, value in torch_reference(trace, torch).items()]
     return checks

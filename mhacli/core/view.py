@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mhacli.core.display import page_of
 from mhacli.core.errors import UsageError
 
 Array = np.ndarray
@@ -172,11 +173,9 @@ class AttentionView:
                 f"tokens, {'causal' if self.causal else 'bidirectional'}, showing {self.layer_names[self.layer]}\n"
                 f"  tokens: {words}>")
 
-    def _repr_html_(self) -> str:
-        """Jupyter shows a view as its interactive page, isolated in an iframe (see mhacli.render.notebook)."""
-        from mhacli.render.notebook import html_frame  # the display protocol asks the object; drawing is render's
-
-        return html_frame(self)
+    def _repr_html_(self) -> str | None:
+        """Jupyter shows a view as its interactive page, isolated in an iframe (see mhacli.notebook)."""
+        return page_of(self)
 
     @property
     def weights(self) -> Array:

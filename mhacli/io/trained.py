@@ -27,11 +27,11 @@ from mhacli import __version__
 from mhacli.core.card import Card
 from mhacli.core.config import Config
 from mhacli.core.errors import UsageError
-from mhacli.core.schedule import blas_kernel
 from mhacli.core.tokenize import tokenize
 from mhacli.core.trace import Trace, run_tokens
 from mhacli.core.train import TrainConfig, TrainedModel, TrainResult
 from mhacli.io.files import atomic_write
+from mhacli.io.host import blas_kernel
 
 if TYPE_CHECKING:
     from mhacli.core.compare import TrainedApart

@@ -54,7 +54,7 @@ def _read_npz(path: Path) -> dict[str, Any]:
 
 
 def _read_pt(path: Path) -> dict[str, Any]:
-    from mhacli.core.torch_import import TorchUnavailable, load_torch
+    from mhacli.io.torch_import import TorchUnavailable, load_torch
     from mhacli.io.archive import check_zip_archive
 
     try:
@@ -88,7 +88,7 @@ def _read_safetensors(path: Path) -> dict[str, Any]:
     except ImportError:
         raise UsageError(f"{shown_path(path)} is a .safetensors file and the 'safetensors' package is not "
                          "installed; pip install safetensors, or save the state dict as .npz.") from None
-    from mhacli.core.torch_import import torch_or_none
+    from mhacli.io.torch_import import torch_or_none
 
     try:
         with warnings.catch_warnings():

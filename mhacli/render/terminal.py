@@ -355,8 +355,9 @@ def files_written(paths: Iterable[str]) -> RenderableType:
     return text
 
 
-def verify_table(trace: Trace, checks: Sequence) -> RenderableType:
-    """``mha verify``: one row per array and reference, with a verdict."""
+def verify_table(trace: Trace, checks: Sequence, torch_reason: str | None = None) -> RenderableType:
+    """``mha verify``: one row per array and reference, with a verdict (``torch_reason``: why PyTorch was not
+    compared, when it was not)."""
     table = Table(title=_heading(f"Verify {label(trace.source, 60) if trace.source else 'trace'}"),
                   title_justify="left",
                   box=box.SIMPLE_HEAD)
@@ -378,7 +379,5 @@ def verify_table(trace: Trace, checks: Sequence) -> RenderableType:
                        style=theme.STYLE_OK)
     parts: list[RenderableType] = [fitted_table(table), _note(verdict)]
     if "PyTorch" not in refs:
-        from mhacli.core.torch_import import torch_reason  # why the guarded import failed (not always absence)
-
-        parts.append(_note(f"{torch_reason() or 'PyTorch is not installed'}, so only the plain loop was compared."))
+        parts.append(_note(f"{torch_reason or 'PyTorch is not installed'}, so only the plain loop was compared."))
     return Group(*parts)

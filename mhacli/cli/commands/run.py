@@ -360,8 +360,10 @@ def verify(trace_file: TraceArg, json_out: NumbersJsonOpt = False, quiet: Verify
     from mhacli.io.export import load_trace
     from mhacli.render.terminal import verify_table
 
+    from mhacli.io.torch_import import torch_or_none, torch_reason
+
     trace = load_trace(trace_file)
-    checks = run_checks(trace)
+    checks = run_checks(trace, torch_or_none())
     failed = [c for c in checks if not c.ok]
     if json_out:
         document = {"file": str(trace_file), "ok": not failed,
@@ -369,7 +371,7 @@ def verify(trace_file: TraceArg, json_out: NumbersJsonOpt = False, quiet: Verify
                                 "tolerance": c.tolerance, "ok": c.ok} for c in checks]}
         write_stdout(json_document("verify", document) + "\n")
     else:
-        print_all(verify_table(trace, checks))
+        print_all(verify_table(trace, checks, torch_reason()))
     if failed:
         # Count arrays, not checks: PyTorch, when installed, re-checks some arrays, and the
         # message should read the same with or without it.

@@ -15,6 +15,8 @@ from __future__ import annotations
 import warnings
 from types import ModuleType
 
+from mhacli.io.host import address_space_left
+
 # Measured on the 2-core Linux machine (torch 2.13, CPU): importing torch after numpy grows the
 # address space by ~500 MiB (VmPeak 139 MB -> 639 MB); with 600 MB of ulimit -v it aborted, with
 # 650 MB it loaded.  Asking for 768 MiB of headroom leaves a margin for other builds.
@@ -26,27 +28,6 @@ _last: list[str] = []  # why the latest attempt failed, whatever the reason (for
 
 class TorchUnavailable(Exception):
     """PyTorch cannot be used here; ``str(exc)`` says why in one clause ("PyTorch is not installed")."""
-
-
-def _address_space_left() -> int | None:
-    """Bytes this process may still map under ``ulimit -v`` (None: no limit)."""
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    except (ImportError, ValueError, OSError):  # pragma: no cover - not POSIX
-        return None
-    if soft in (resource.RLIM_INFINITY, -1) or soft <= 0:
-        return None
-    used = 0
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmSize:"):
-                    used = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return max(0, soft - used)
 
 
 def load_torch() -> ModuleType:
@@ -67,7 +48,7 @@ def _load() -> ModuleType:
         raise TorchUnavailable(_failure[0])
     if "torch" in sys.modules and hasattr(sys.modules["torch"], "from_numpy"):
         return sys.modules["torch"]
-    left = _address_space_left()
+    left = address_space_left()
     if left is not None and left < TORCH_ADDRESS_SPACE:  # checked again next time: the limit may change
         raise TorchUnavailable(f"PyTorch cannot start under this process's memory limit (ulimit -v leaves "
                                f"{left // 2**20} MiB; it needs about {TORCH_ADDRESS_SPACE // 2**20} MiB)")

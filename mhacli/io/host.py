@@ -1,0 +1,55 @@
+"""What this process may use of the machine: cores, address space, the BLAS numpy loaded.
+
+Read here, in io, and handed to the core as numbers: the core computes from its
+arguments and never asks the host itself.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def cpu_count() -> int:
+    """Cores this process may run on (its affinity mask, not the whole machine)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def address_space_left() -> int | None:
+    """Bytes this process may still map under ``ulimit -v`` (None: no limit)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return None
+    if soft in (resource.RLIM_INFINITY, -1) or soft <= 0:
+        return None
+    used = 0
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    used = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return max(0, soft - used)
+
+
+def blas_kernel() -> str:
+    """numpy's BLAS and the kernel it picked for this CPU ('openblas 0.3.31 Haswell'), or 'unknown'.
+
+    A training run's bits depend on it: another kernel rounds the last digits of each product differently,
+    and thousands of Adam steps can carry that far (a trained model file records it, for that reason)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - a declared dependency
+        return "unknown"
+    blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    own = [lib for lib in blas if "numpy" in str(lib.get("filepath", ""))] or blas
+    if not own:
+        return "unknown"
+    lib = own[0]
+    return " ".join(str(lib[k]) for k in ("internal_api", "version", "architecture") if lib.get(k))

@@ -133,7 +133,7 @@ def test_training_heads_png_texts_are_10_px_at_the_saved_size_and_its_rows_close
     from mhacli.core.train import train
     from mhacli.render.figures.training import training_heads_figure
 
-    result = train(TrainConfig(task="grammar", heads=heads, length=13, d_model=32, steps=2, batch=2, snapshots=5))
+    result = train(TrainConfig(task="grammar", heads=heads, length=17, d_model=32, steps=2, batch=2, snapshots=5))
     fig = training_heads_figure(result)
     path = tmp_path / "training-heads.png"
     fig.savefig(path, format="png")  # as mha train saves it: the figure's own dpi

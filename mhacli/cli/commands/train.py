@@ -194,37 +194,14 @@ def train(
 
     Example: mha train --task grammar --seeds 0-4 --compare 1,4
     """
-    from mhacli.cli.common import plan_outputs
-    from mhacli.io.files import prepare_out_dir
-
     seed_list = parse_seeds(seeds) if seeds is not None else [seed]
-    sweeping = seeds is not None
     grid = [train_configs(compare, task, heads=heads, d_model=d_model, steps=steps, batch=batch, lr=lr, seed=s)
             for s in seed_list]
-    from mhacli.core.tasks import get_task
-
-    grammar = get_task(grid[0][0].task).sentences
-    if knockout and not grammar:
-        raise UsageError("{knockout:name} scores heads against the grammar's parse: add --task grammar.",
-                         knockout=True)
-    if sweeping and len(grid[0]) < 2:
-        raise UsageError("{seeds:name} sets head counts side by side on every seed: add {compare:name} with two or "
-                         "more, e.g. --compare 1,4.", seeds=seeds, compare=compare)
-    if sweeping and save is not None:
-        raise UsageError("{save:name} keeps one model and {seeds:name} trains one per seed: leave one of them out.",
-                         save=save, seeds=seeds)
+    sweeping = seeds is not None
+    grammar = _checked(grid, knockout, seeds, compare, save)
     names = SWEEP_FIGURE_NAMES if sweeping else FIGURE_NAMES + ((CARD_FIGURE,) if grammar else ())
-    # Every output resolved before the first step: --save and the figures never land on each other,
-    # through a link in --out, or on a folder named with a trailing '/'.
-    plan, _, _ = plan_outputs(plots=plots, out=out, fmt="png", dpi=100, heads=1, names=names, save=save)
-    made = plan.out is not None and not plan.out.exists()
-    if plan.out is not None:
-        prepare_out_dir(plan.out)
-    if made:  # a folder made for this run goes again if the training fails (diverges, Ctrl-C): nothing written
-        cleanup.register(plan.out, folder=True)  # type: ignore[arg-type]
-    by_seed = [[_train_with_bar(config, quiet=json_out) for config in configs] for configs in grid]
-    if made:
-        cleanup.unregister(plan.out)  # type: ignore[arg-type]
+    plan = _planned(plots, out, names, save)
+    by_seed = _trained(grid, plan.out, quiet=json_out)
     results = [r for runs in by_seed for r in runs]
     knocked = _knockouts(results) if knockout else None
     swept = _sweep(by_seed) if sweeping else None
@@ -235,19 +212,62 @@ def train(
         written.append(str(save_trained(results[-1], plan.save)))
     if plan.out is not None:
         written += _save_sweep(swept, plan.out) if swept is not None else _save_figures(results, plan.out)
-    from mhacli.core.messages import printable
-
     if json_out:
         write_stdout(results_json(results, knocked, swept) + "\n")
-        for path in written:
-            err_console.print(f"wrote {printable(path)}", highlight=False, markup=False)
-        return
-    if swept is not None:
+    elif swept is not None:
         _print_sweep(swept)
     else:
         _print_runs(results, knocked)
+    _print_written(written, err_console if json_out else console)
+
+
+def _checked(grid: "list[list[TrainConfig]]", knockout: bool, seeds: str | None, compare: str | None,
+             save: str | None) -> bool:
+    """The options that only make sense together, checked before any work; True for the grammar task."""
+    from mhacli.core.tasks import get_task
+
+    grammar = get_task(grid[0][0].task).sentences
+    if knockout and not grammar:
+        raise UsageError("{knockout:name} scores heads against the grammar's parse: add --task grammar.",
+                         knockout=True)
+    if seeds is not None and len(grid[0]) < 2:
+        raise UsageError("{seeds:name} sets head counts side by side on every seed: add {compare:name} with two or "
+                         "more, e.g. --compare 1,4.", seeds=seeds, compare=compare)
+    if seeds is not None and save is not None:
+        raise UsageError("{save:name} keeps one model and {seeds:name} trains one per seed: leave one of them out.",
+                         save=save, seeds=seeds)
+    return bool(grammar)
+
+
+def _planned(plots: bool, out: Path, names: tuple[str, ...], save: str | None) -> Any:
+    """Every output resolved before the first step: --save and the figures never land on each other,
+    through a link in --out, or on a folder named with a trailing '/'."""
+    from mhacli.cli.common import plan_outputs
+
+    plan, _, _ = plan_outputs(plots=plots, out=out, fmt="png", dpi=100, heads=1, names=names, save=save)
+    return plan
+
+
+def _trained(grid: "list[list[TrainConfig]]", out: Path | None, quiet: bool) -> "list[list[TrainResult]]":
+    """Every run of every seed, with a progress bar; a folder made for them goes again if training fails."""
+    from mhacli.io.files import prepare_out_dir
+
+    made = out is not None and not out.exists()
+    if out is not None:
+        prepare_out_dir(out)
+    if made:  # diverged, Ctrl-C: nothing written, and no empty folder left behind
+        cleanup.register(out, folder=True)  # type: ignore[arg-type]
+    by_seed = [[_train_with_bar(config, quiet=quiet) for config in configs] for configs in grid]
+    if made:
+        cleanup.unregister(out)  # type: ignore[arg-type]
+    return by_seed
+
+
+def _print_written(written: list[str], where: Any) -> None:
+    from mhacli.core.messages import printable
+
     for path in written:
-        console.print(f"wrote {printable(path)}", highlight=False, markup=False)
+        where.print(f"wrote {printable(path)}", highlight=False, markup=False)
 
 
 def _knockouts(results: "list[TrainResult]") -> "list[Knockout]":

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from mhacli.render.labels import Shown
 
 GAP = 0.3  # inches between panels
+# A head's name whole: a report card's longest title ('partly place adj → place (74% trained)') is 38 characters.
+NAME_CHARS = 40
 
 
 def grid_shape(panels: int) -> tuple[int, int]:
@@ -83,7 +85,7 @@ def panels(fig: Figure, matrices: list[np.ndarray], names: list[str], details: l
 
 def short_head(analysis: Analysis, i: int, pen: Pen, hide_rules: bool = False) -> str:
     """A few words for a small panel title: the rule, or the relation the head's per-query top key follows."""
-    return pen.shown(pattern_words(analysis, i, hide_rules), 26)
+    return pen.shown(pattern_words(analysis, i, hide_rules), NAME_CHARS)
 
 
 def sentence(trace: Shown, view: View, pen: Pen, width_in: float, size: float) -> str:

@@ -124,6 +124,7 @@ def magnifiers_figure(trace: Shown, single: Trace | None = None, *, query: int |
 
 MAGNIFIER_MAX_TOKENS = 60  # a row of boxes per head stops being a picture beyond this
 SUBTEXT_CHARS = 13  # characters a line under a head's name
+NAME_CHARS = 40  # a head's name whole, over a few such lines (a report card's longest title is 38 characters)
 MAX_BLOCKS_HEIGHT = 10.0  # inches of stacked queries when they are chosen: the figure must stay a slide
 MAX_WIDTH = 16.0  # inches: queries stand side by side while the figure stays this narrow
 MAX_QUERIES = 3
@@ -218,7 +219,7 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
         # A few words a line, under the head's name: a long name would widen the left column and leave room
         # for fewer queries side by side.
         # A share stays on the line of what it measures: "verb →" / "object · 100%", not "· 100%" alone.
-        words = pen.shown(pattern_words(analysis, i, hidden), 22).replace(" · ", "\u00a0· ")
+        words = pen.shown(pattern_words(analysis, i, hidden), NAME_CHARS).replace(" · ", "\u00a0· ")
         out = [line.replace("\u00a0", " ") for line in
                textwrap.wrap(words, SUBTEXT_CHARS, break_on_hyphens=False)] or [""]
         if view.windowed and q is not None:

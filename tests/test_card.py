@@ -232,6 +232,57 @@ def test_a_named_head_whose_row_this_sentence_does_not_ask_is_said_so() -> None:
         "This sentence has no query of head 1's row (place adj → place)."]
 
 
+@settings(max_examples=100, deadline=None)
+@given(cards(), st.integers(0, 2**32 - 1), st.sampled_from([
+    "the animal didn't cross the street because it was too tired",
+    "the animal didn't cross the street because it was too wide",
+    "the queen saw the boy because he was too scared"]))
+def test_a_head_whose_row_is_not_asked_is_said_to_find_exactly_the_nouns_it_picks(card: Card, seed: int,
+                                                                                  text: str) -> None:
+    from mhacli.core.card import elsewhere
+
+    parse = grammar.parse(text.split())
+    assert parse is not None
+    n = len(parse.tokens)
+    rng = np.random.default_rng(seed)
+    scores = rng.standard_normal((card.heads, n, n)) * rng.choice([0.1, 3.0, 20.0])
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)  # (h, N, N) rows sum to 1
+    found = {(e.head, e.query): e for e in elsewhere(card, parse, weights)}
+    for i in range(card.heads):
+        r, word = card.best(i)
+        idle = word != evidence.UNNAMED and not row_keys(parse, card.rows[r])
+        for q in {q for row in card.rows for q in row_keys(parse, row)}:
+            top = int(weights[i, q].argmax())
+            nouns = [row for row in card.rows if row_keys(parse, row).get(q) == top]
+            hit = idle and bool(nouns) and bool(evidence.picks(float(weights[i, q, top]), n))
+            assert ((i, q) in found) == hit
+            if hit:
+                assert found[i, q].found == nouns[0] and found[i, q].key == top
+    lines = narrate.card_sentence_lines(card, parse, weights) if any(
+        card.best(i)[1] != evidence.UNNAMED for i in range(card.heads)) else []
+    for e in found.values():
+        said = narrate.elsewhere_sentence(e, parse)
+        assert said in lines and said.startswith(f"head {e.head + 1}, ") and " in training, finds the " in said
+
+
+def test_the_headline_says_what_a_head_named_for_an_unasked_row_does_here() -> None:
+    parse = grammar.parse("the animal didn't cross the street because it was too tired".split())
+    assert parse is not None
+    names = rows()
+    hits = np.zeros((len(names), 2), dtype=int)
+    queries = np.full(len(names), 100)
+    assert "recipient" in names  # the grammar's verbs of giving
+    hits[names.index("recipient"), 0] = 99  # head 1: the recipient in training
+    hits[1, 1] = 99  # head 2: the object
+    card = Card(rows=names, hits=hits, queries=queries, sentences=100, seed=0)
+    weights = np.full((2, 11, 11), 1 / 11)
+    weights[:, 3] = 0.01
+    weights[:, 3, 5] = 0.9  # both heads from "cross" on "street", the object
+    lines = narrate.card_sentence_lines(card, parse, weights)
+    assert lines[-1] == "head 1, recipient in training, finds the object noun “street” here (90% from “cross”)."
+
+
 def test_disagreeing_agreeing_and_idle_heads_are_each_said() -> None:
     parse = grammar.parse("the queen saw the boy because he was too scared".split())
     assert parse is not None

@@ -296,6 +296,46 @@ class Disagreement:
     picked: bool  # whether that weight clears chance (else the row is spread)
 
 
+@dataclass(frozen=True)
+class Elsewhere:
+    """A named head whose own row the sentence does not ask, finding another row's noun there instead."""
+
+    head: int  # 0-based
+    row: str  # the card row the head is known by
+    word: str  # evidence.NAMED or PARTLY
+    found: str  # the card row whose noun it finds on this sentence
+    query: int
+    key: int  # that noun's position
+    weight: float  # the head's weight on it, clear of chance
+
+
+def elsewhere(card: Card, parse: grammar.Parse, weights: Array, causal: bool = False) -> tuple[Elsewhere, ...]:
+    """Named heads whose own row this sentence does not ask, seen finding another row's noun instead.
+
+    For each such head and each query of the sentence's parse, the first row (in the card's order) whose noun
+    its top key is, clear of chance (:func:`mhacli.core.evidence.picks`): ``head 2, recipient in training,
+    finds the object “street” here``.
+    """
+    h, n, _ = weights.shape
+    if h != card.heads:
+        raise ValueError(f"the card has {card.heads} heads, the weights {h}")
+    out = []
+    for i in range(h):
+        r, word = card.best(i)
+        if word == evidence.UNNAMED or row_keys(parse, card.rows[r]):
+            continue  # unnamed, or its own row is asked here (disagreements() checks that)
+        done: set[int] = set()
+        for other in card.rows:
+            for q, k in sorted(row_keys(parse, other).items()):
+                row = weights[i, q]  # (N,)
+                top = int(row.argmax())
+                if q in done or top != k or not evidence.picks(float(row[top]), q + 1 if causal else n):
+                    continue
+                done.add(q)
+                out.append(Elsewhere(i, card.rows[r], word, other, q, k, float(row[top])))
+    return tuple(out)
+
+
 def disagreements(card: Card, parse: grammar.Parse, weights: Array,
                   causal: bool = False) -> tuple[Disagreement, ...]:
     """Where a head's training name and what it does on this sentence part: ``weights`` is the run's (h, N, N).

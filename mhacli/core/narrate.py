@@ -32,7 +32,7 @@ from mhacli.core.steps import efficiency_sentence  # noqa: F401  (the steps tabl
 from mhacli.core.tokenize import label
 
 if TYPE_CHECKING:
-    from mhacli.core.card import Card, Disagreement
+    from mhacli.core.card import Card, Disagreement, Elsewhere
     from mhacli.core.compare import TrainedApart
     from mhacli.core.grammar import Parse
     from mhacli.core.knockout import Knockout, Mismatch
@@ -515,7 +515,7 @@ def knockout_sentences(card: "Card", knock: "Knockout") -> list[str]:
 def card_sentence_lines(card: "Card", parse: "Parse", weights: np.ndarray, causal: bool = False) -> list[str]:
     """On the sentence shown: each place a head's training name and what it does here part; the named heads that
     find their noun at every query of their row; and those whose row the sentence does not ask."""
-    from mhacli.core.card import disagreements, row_keys, short_name
+    from mhacli.core.card import disagreements, elsewhere, row_keys, short_name
 
     named = [i for i in range(card.heads) if card.best(i)[1] != evidence.UNNAMED]
     if not named:
@@ -531,4 +531,14 @@ def card_sentence_lines(card: "Card", parse: "Parse", weights: np.ndarray, causa
                     f"{'its' if len(agree) == 1 else 'their'} card row names, clear of chance, at every query of it.")
     if idle:
         said.append(f"This sentence has no query of {_listed(idle)}.")
+    said += [elsewhere_sentence(d, parse) for d in elsewhere(card, parse, weights, causal)]
     return said
+
+
+def elsewhere_sentence(e: "Elsewhere", parse: "Parse") -> str:
+    """``head 2, recipient in training, finds the object noun “street” here (100% from “cross”).``"""
+    from mhacli.core.card import short_name
+
+    name = f"head {e.head + 1}, {'partly ' if e.word == evidence.PARTLY else ''}{short_name(e.row)} in training"
+    return (f"{name}, finds the {short_name(e.found)} noun “{label(parse.tokens[e.key], 12)}” here "
+            f"({_pct(e.weight)} from “{label(parse.tokens[e.query], 12)}”).")

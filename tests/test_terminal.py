@@ -331,11 +331,15 @@ def test_token_ids_of_the_toy_embedding_are_first_appearances(cwd):
     assert "order of first appearance" in table and "folds capitals" not in table
 
 
-def test_a_saved_grammar_trace_does_not_call_its_ids_the_models(cwd):
-    """A .npz keeps the tokens, not the model's vocabulary: `mha show` numbers them by first appearance and
-    says so, instead of calling them the trained model's ids."""
-    saved = _piped(["explain", SENTENCE, "--weights", "grammar", "--no-plots", "--save-npz", "g.npz"], cwd)
+def test_a_saved_grammar_trace_keeps_its_model_s_ids_and_says_so(cwd):
+    """A .npz of a grammar run keeps the model's vocabulary ids (token_ids, folds_case): `mha show` shows the
+    same ids as explain and calls them the trained model's, capitals folded."""
+    saved = _piped(["explain", SENTENCE, "--weights", "grammar", "--no-plots", "--save-npz", "g.npz"], cwd,
+                   COLUMNS="80")
     assert saved.returncode == 0, saved.stderr
     shown = _piped(["show", "g.npz", "--no-plots"], cwd, COLUMNS="80")
-    table = " ".join(shown.stdout.split("1. Tokens", 1)[1].split("2. Steps", 1)[0].split())
-    assert "order of first appearance" in table and "trained model's vocabulary" not in table
+    tables = [" ".join(out.split("1. Tokens", 1)[1].split("2. Steps", 1)[0].split())
+              for out in (saved.stdout, shown.stdout)]
+    assert tables[0] == tables[1], tables
+    assert "trained model's vocabulary" in tables[1] and "folds capitals" in tables[1]
+    assert "order of first appearance" not in tables[1]

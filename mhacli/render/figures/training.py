@@ -157,15 +157,16 @@ def _colour_bar(fig: "Figure", image: "AxesImage", axes: np.ndarray, size: float
     bar.ax.tick_params(labelsize=size)
 
 
-def _head_words(result: "TrainResult", head: int) -> tuple[str, str]:
+def _head_words(result: "TrainResult", head: int, of: str = " of queries") -> tuple[str, str]:
     """A head's name and its evidence, two short lines: a grammar model's from its report card (``feeling adj →
-    noun``, ``89% trained``), any other from the share of training's queries its top key followed."""
+    noun``, ``89% trained``), any other from the share of training's queries its top key followed (``of``
+    after it: a small title leaves it out)."""
     card = getattr(result.model, "card", None)
     if card is not None:
         name, _, rest = card.title(head).partition(" (")
         return (name, rest.rstrip(")")) if rest else (name, "")
     name, share = result.model.relations[head]
-    return _short(name), f"{_share(name, share)} of queries"
+    return _short(name), f"{_share(name, share)}{of}"
 
 
 def _short(name: str) -> str:
@@ -213,7 +214,7 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
             else:
                 ax.set_yticks([])  # no ticks rather than ticks with empty labels (see training_heads_figure)
             ax.tick_params(length=0, pad=1)
-            words = " ".join(w for w in _head_words(result, col) if w)
+            words = " ".join(w for w in _head_words(result, col, of="") if w)
             ax.set_title(f"head {col + 1}: {words}", fontsize=big, color=head_color(col))
             if col == 0:
                 ax.set_ylabel(f"{result.heads} head{'s' if result.heads > 1 else ''}, d/h = {result.config.d_k}\n"

@@ -213,8 +213,9 @@ def page_data(trace: Shown, analysis: Analysis, max_tokens: int = DEFAULT_MAX_TO
         "causal": bool(trace.causal),
         "mask": mask.astype(int).tolist() if mask is not None else None,
         "rules": list(trace.rules) if trace.rules and not hide_rules else None,
-        # A designed head follows a rule built by hand; a trained head's name is measured, never a rule.
-        "rules_word": "name" if view else "rule" if analysis.kind == narrate.DESIGNED else "measured in training",
+        # A trained head's name is measured in training, never a rule; a designed head (or any run handed its
+        # rules) follows a rule built by hand.
+        "rules_word": "name" if view else "measured in training" if analysis.kind == narrate.TRAINED else "rule",
         "parse": parse_data(analysis, m, hide_rules),
         "hide_rules": hide_rules,
         "config": None, "scores": None, "steps": None, "total_madds": None, "parameters": None,

@@ -169,6 +169,17 @@ def test_a_card_needs_a_grammar_model() -> None:
 # ----------------------------------------------------------------------------- disagreements on the sentence
 
 
+def _parsed_with_weights(text: str, heads: int, seed: int) -> tuple[grammar.Parse, np.ndarray]:
+    """A grammar sentence's parse and random attention over it, from flat to sharp: (h, N, N), rows sum to 1."""
+    parse = grammar.parse(text.split())
+    assert parse is not None
+    n = len(parse.tokens)
+    rng = np.random.default_rng(seed)
+    scores = rng.standard_normal((heads, n, n)) * rng.choice([0.1, 3.0, 20.0])
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return parse, weights / weights.sum(-1, keepdims=True)
+
+
 @settings(max_examples=100, deadline=None)
 @given(cards(), st.integers(0, 2**32 - 1), st.sampled_from([
     "the animal didn't cross the street because it was too tired",
@@ -177,13 +188,8 @@ def test_a_card_needs_a_grammar_model() -> None:
     "the king met the man because he was too angry"]))
 def test_a_disagreement_is_said_exactly_where_a_named_head_misses_on_the_sentence(card: Card, seed: int,
                                                                                    text: str) -> None:
-    parse = grammar.parse(text.split())
-    assert parse is not None
+    parse, weights = _parsed_with_weights(text, card.heads, seed)
     n = len(parse.tokens)
-    rng = np.random.default_rng(seed)
-    scores = rng.standard_normal((card.heads, n, n)) * rng.choice([0.1, 3.0, 20.0])
-    weights = np.exp(scores - scores.max(-1, keepdims=True))
-    weights /= weights.sum(-1, keepdims=True)  # (h, N, N) rows sum to 1
     found = {(d.head, d.query): d for d in disagreements(card, parse, weights)}
     for i in range(card.heads):
         r, word = card.best(i)
@@ -241,13 +247,8 @@ def test_a_head_whose_row_is_not_asked_is_said_to_find_exactly_the_nouns_it_pick
                                                                                   text: str) -> None:
     from mhacli.core.card import elsewhere
 
-    parse = grammar.parse(text.split())
-    assert parse is not None
+    parse, weights = _parsed_with_weights(text, card.heads, seed)
     n = len(parse.tokens)
-    rng = np.random.default_rng(seed)
-    scores = rng.standard_normal((card.heads, n, n)) * rng.choice([0.1, 3.0, 20.0])
-    weights = np.exp(scores - scores.max(-1, keepdims=True))
-    weights /= weights.sum(-1, keepdims=True)  # (h, N, N) rows sum to 1
     found = {(e.head, e.query): e for e in elsewhere(card, parse, weights)}
     for i in range(card.heads):
         r, word = card.best(i)

@@ -96,8 +96,9 @@ def wilson(hits: Array, n: Array, z: float = Z_95) -> tuple[Array, Array]:
     return low, high
 
 
-def _frozen(a: Array) -> Array:
-    out = np.array(a, copy=True)
+def read_only(a: Array, dtype: type | None = None) -> Array:
+    """A read-only copy of ``a`` (as ``dtype`` when given): the card, the knockout and the sweep hold these."""
+    out = np.array(a, dtype=dtype, copy=True)
     out.setflags(write=False)
     return out
 
@@ -125,8 +126,8 @@ class Card:
                              f"{hits.shape} and {queries.shape}")
         if (hits < 0).any() or (hits > queries[:, None]).any():
             raise ValueError("a card's hits must lie between 0 and its queries")
-        object.__setattr__(self, "hits", _frozen(hits))
-        object.__setattr__(self, "queries", _frozen(queries))
+        object.__setattr__(self, "hits", read_only(hits))
+        object.__setattr__(self, "queries", read_only(queries))
 
     @property
     def heads(self) -> int:
@@ -296,6 +297,21 @@ class Disagreement:
     picked: bool  # whether that weight clears chance (else the row is spread)
 
 
+def _sized(card: Card, weights: Array) -> int:
+    """N, once the weights (h, N, N) are known to be the card's heads'."""
+    h, n, _ = weights.shape
+    if h != card.heads:
+        raise ValueError(f"the card has {card.heads} heads, the weights {h}")
+    return int(n)
+
+
+def _looked(weights: Array, head: int, query: int, n: int, causal: bool) -> tuple[int, float, bool]:
+    """Head ``head``'s top key from ``query``, its weight, and whether that weight clears chance."""
+    row = weights[head, query]  # (N,)
+    top = int(row.argmax())
+    return top, float(row[top]), bool(evidence.picks(float(row[top]), query + 1 if causal else n))
+
+
 @dataclass(frozen=True)
 class Elsewhere:
     """A named head whose own row the sentence does not ask, finding another row's noun there instead."""
@@ -316,23 +332,20 @@ def elsewhere(card: Card, parse: grammar.Parse, weights: Array, causal: bool = F
     its top key is, clear of chance (:func:`mhacli.core.evidence.picks`): ``head 2, recipient in training,
     finds the object “street” here``.
     """
-    h, n, _ = weights.shape
-    if h != card.heads:
-        raise ValueError(f"the card has {card.heads} heads, the weights {h}")
+    n = _sized(card, weights)
     out = []
-    for i in range(h):
+    for i in range(card.heads):
         r, word = card.best(i)
         if word == evidence.UNNAMED or row_keys(parse, card.rows[r]):
             continue  # unnamed, or its own row is asked here (disagreements() checks that)
         done: set[int] = set()
         for other in card.rows:
             for q, k in sorted(row_keys(parse, other).items()):
-                row = weights[i, q]  # (N,)
-                top = int(row.argmax())
-                if q in done or top != k or not evidence.picks(float(row[top]), q + 1 if causal else n):
+                top, weight, picked = _looked(weights, i, q, n, causal)
+                if q in done or top != k or not picked:
                     continue
                 done.add(q)
-                out.append(Elsewhere(i, card.rows[r], word, other, q, k, float(row[top])))
+                out.append(Elsewhere(i, card.rows[r], word, other, q, k, weight))
     return tuple(out)
 
 
@@ -343,20 +356,15 @@ def disagreements(card: Card, parse: grammar.Parse, weights: Array,
     A head named (or partly named) for a row disagrees at a query of that row when its top key there is not
     clear of chance (:func:`mhacli.core.evidence.picks`) or is not the parse's noun.
     """
-    h, n, _ = weights.shape
-    if h != card.heads:
-        raise ValueError(f"the card has {card.heads} heads, the weights {h}")
+    n = _sized(card, weights)
     out = []
-    for i in range(h):
+    for i in range(card.heads):
         r, word = card.best(i)
         if word == evidence.UNNAMED:
             continue
         for q, k in sorted(row_keys(parse, card.rows[r]).items()):
-            row = weights[i, q]  # (N,)
-            top = int(row.argmax())
-            seen = q + 1 if causal else n
-            picked = bool(evidence.picks(float(row[top]), seen))
+            top, weight, picked = _looked(weights, i, q, n, causal)
             if picked and top == k:
                 continue
-            out.append(Disagreement(i, card.rows[r], word, q, k, top, float(row[top]), picked))
+            out.append(Disagreement(i, card.rows[r], word, q, k, top, weight, picked))
     return tuple(out)

@@ -20,19 +20,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mhacli.core.attention import merge_heads, project
-from mhacli.core.card import CARD_SEED, CARD_SENTENCES, held_out
+from mhacli.core.card import CARD_SEED, CARD_SENTENCES, held_out, read_only
 
 if TYPE_CHECKING:
     from mhacli.core.card import Card
     from mhacli.core.train import Params, TrainedModel
 
 Array = np.ndarray
-
-
-def _frozen(a: Array) -> Array:
-    out = np.array(a, dtype=np.float64, copy=True)
-    out.setflags(write=False)
-    return out
 
 
 @dataclass(frozen=True)
@@ -48,7 +42,7 @@ class Knockout:
 
     def __post_init__(self) -> None:
         for name in ("full", "without", "queries"):
-            object.__setattr__(self, name, _frozen(getattr(self, name)))
+            object.__setattr__(self, name, read_only(getattr(self, name), np.float64))
 
     @property
     def heads(self) -> int:

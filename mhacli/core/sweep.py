@@ -13,16 +13,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from mhacli.core.card import read_only
+
 if TYPE_CHECKING:
     from mhacli.core.train import TrainResult
 
 Array = np.ndarray
-
-
-def _frozen(a: Array) -> Array:
-    out = np.array(a, dtype=np.float64, copy=True)
-    out.setflags(write=False)
-    return out
 
 
 @dataclass(frozen=True)
@@ -36,7 +32,7 @@ class Sweep:
     relation_accuracy: Array  # (S, H, T)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "relation_accuracy", _frozen(self.relation_accuracy))
+        object.__setattr__(self, "relation_accuracy", read_only(self.relation_accuracy, np.float64))
 
     @property
     def accuracy(self) -> Array:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
     from mhacli.core.compare import Comparison, TrainedApart
     from mhacli.core.lesson import LessonNumbers
-    from mhacli.core.trace import Trace, WeightSource
+    from mhacli.core.trace import Trace, TrainedModel
     from mhacli.core.view import AttentionView
     from mhacli.core.weights import AttentionWeights
     from mhacli.core.window import View
@@ -109,7 +109,7 @@ class Prepared:
     config: Config
     tokens: tuple[str, ...]
     own: AttentionWeights | None = None  # your nn.MultiheadAttention's weights
-    model: WeightSource | None = None  # a trained model (its own embedding, positions and weights)
+    model: TrainedModel | None = None  # a trained model (its own embedding, positions and weights)
     notes: tuple[str, ...] = ()  # what a reader must know about these tokens under these weights
     shipped: str | None = None  # the --weights name of a model shipped in the package ("trained", "grammar")
     caution: str | None = None  # a trained model run outside what it saw: said on every surface (Analysis.caution)
@@ -157,7 +157,7 @@ class Prepared:
         return single_head(trace), None
 
 
-def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights | None, WeightSource | None]:
+def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights | None, TrainedModel | None]:
     """``options`` with the weights resolved once: a name or path read through io, an object taken as given.
 
     ``layer`` (from 1, or a name) picks one layer of a state dict holding several; your own weights need

@@ -32,11 +32,11 @@ _PUBLIC = {
     "knockout": "mhacli.core.knockout",
     "Knockout": "mhacli.core.knockout",
     # Pictures, for notebooks and scripts: each returns a matplotlib Figure (shown inline in Jupyter).
-    "head_figure": "mhacli.render.figures",
-    "heads_figure": "mhacli.render.figures",
-    "magnifiers_figure": "mhacli.render.figures",
+    "head_figure": "mhacli.notebook",
+    "heads_figure": "mhacli.notebook",
+    "magnifiers_figure": "mhacli.notebook",
     "split_figure": "mhacli.render.figures",
-    "compare_figure": "mhacli.render.figures",
+    "compare_figure": "mhacli.notebook",
     "html_page": "mhacli.notebook",
     "save_figures": "mhacli.notebook",
 }
@@ -55,8 +55,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from mhacli.core.weights import AttentionWeights
     from mhacli.io.export import load_trace
     from mhacli.pipeline import Run, run
-    from mhacli.render.figures import compare_figure, head_figure, heads_figure, magnifiers_figure, split_figure
-    from mhacli.notebook import html_page, save_figures
+    from mhacli.notebook import compare_figure, head_figure, heads_figure, html_page, magnifiers_figure, save_figures
+    from mhacli.render.figures import split_figure
 
 
 def _display_page(shown: Any) -> str:

@@ -2,6 +2,7 @@
 
 The layer above the pipeline and the renderers: each function makes the result
 (:func:`mhacli.pipeline.result_of`, once) when it is handed a bare trace or view,
+chooses its windows (:func:`mhacli.pipeline.shown`, :func:`mhacli.pipeline.paged`),
 then hands it to a renderer, which only draws.  ``import mhacli`` registers
 :func:`display_page` as what Jupyter shows for a run, a trace or a view.
 """
@@ -9,9 +10,21 @@ then hands it to a renderer, which only draws.  ``import mhacli`` registers
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mhacli.pipeline import Run, result_of
+from mhacli.pipeline import Run, paged, result_of, shown
+
+if TYPE_CHECKING:
+    from mhacli.render.figures.layout import Pen
+
+Figure = Any  # a matplotlib Figure (imported by the renderers only, when they draw)
+
+
+def _result(trace: Any, *, single: bool = False, layers: bool = False) -> Run:
+    """``trace`` as a result: a :class:`Run` as it is (its single head made when asked), else measured once."""
+    if isinstance(trace, Run) and (trace.single is not None or not single) and (trace.layers or not layers):
+        return trace
+    return result_of(getattr(trace, "trace", trace), single=single, layers=layers)
 
 
 def html_page(trace: Any, max_tokens: int | None = None, *, hide_rules: bool = False, packed: bool = False) -> str:
@@ -20,30 +33,85 @@ def html_page(trace: Any, max_tokens: int | None = None, *, hide_rules: bool = F
     ``packed``: the weights stored compactly (what a notebook keeps in its file; see
     :func:`mhacli.render.html.compact`), unpacked by the page as it opens.
     """
-    from mhacli.render.html import DEFAULT_MAX_TOKENS, render_html
+    from mhacli.render.html import render_html
 
     result = trace if isinstance(trace, Run) else result_of(trace, layers=True)  # a result's measures, else once here
-    return render_html(result.trace, result.analysis, DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens,
-                       hide_rules=hide_rules, layers=result.layers, packed=packed)
+    return render_html(paged(result, max_tokens), hide_rules=hide_rules, packed=packed)
 
 
-def display_page(shown: Any) -> str:
+def display_page(shown_object: Any) -> str:
     """What Jupyter shows for a run, a trace or a view: its page, packed, in an isolated frame."""
     from mhacli.render.notebook import html_frame
 
-    return html_frame(html_page(shown, packed=True))
+    return html_frame(html_page(shown_object, packed=True))
+
+
+def head_figure(trace: Any, head: int, *, max_tokens: int = 40, query: int | None = None, pen: Pen | None = None,
+                hide_rules: bool = False) -> Figure:
+    """The heatmap of one head (0-based) of a run or an attention view, as a Figure (``head-{head+1}.png``)."""
+    from mhacli.render.figures import HeadFigure
+    from mhacli.render.figures.layout import drawing
+
+    result = shown(_result(trace), max_tokens, query)
+    with drawing(pen) as p:
+        return HeadFigure(result.trace, result.figures, p, hide_rules).show(head)  # type: ignore[arg-type]
+
+
+def heads_figure(trace: Any, *, max_tokens: int = 40, query: int | None = None, pen: Pen | None = None,
+                 hide_rules: bool = False) -> Figure:
+    """All heads of a run or a view on one scale, with the average over heads beside them (``heads.png``)."""
+    from mhacli.render.figures import build_heads
+    from mhacli.render.figures.layout import drawing
+
+    result = shown(_result(trace), max_tokens, query)
+    with drawing(pen) as p:
+        return build_heads(result.trace, result.figures, p, hide_rules)  # type: ignore[arg-type]
+
+
+def magnifiers_figure(trace: Any, single: Any = None, *, query: int | None = None, max_tokens: int = 40,
+                      pen: Pen | None = None, hide_rules: bool = False) -> Figure:
+    """The sentence under one magnifier per head (and one big head for contrast, if ``single`` is given).
+
+    ``query`` picks the query; without it, a few queries where the heads disagree most.
+    """
+    from dataclasses import replace
+
+    from mhacli.render.figures import build_magnifiers
+    from mhacli.render.figures.layout import drawing
+
+    result = _result(trace)
+    result = shown(replace(result, single=single) if single is not None else result, max_tokens, query)
+    with drawing(pen) as p:
+        return build_magnifiers(result.trace, result.single, result.magnified, p, hide_rules)  # type: ignore[arg-type]
+
+
+def compare_figure(trace: Any, single: Any, comparison: Any = None, *, max_tokens: int = 40,
+                   pen: Pen | None = None, hide_rules: bool = False) -> Figure:
+    """One head of size d beside h heads of size d/h, and how spread and how different they are."""
+    from mhacli.core.compare import compare
+    from mhacli.render.figures import build_compare
+    from mhacli.render.figures.layout import drawing
+
+    result = _result(trace)
+    comparison = comparison or result.comparison or compare(result.trace, single)
+    result = shown(result, max_tokens)
+    with drawing(pen) as p:
+        return build_compare(result.trace, single, comparison, result.figures, p,  # type: ignore[arg-type]
+                             hide_rules=hide_rules)
 
 
 def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "png", dpi: int = 150,
-                 query: int | str | None = None, max_tokens: int = 40, hide_rules: bool = False) -> list[Path]:
+                 query: int | str | None = None, max_tokens: int = 40, hide_rules: bool = False,
+                 on_saved: Any = None) -> list[Path]:
     """Every figure of a run or a view into ``out_dir`` (created, with its parents, when missing).
 
     A run gets what ``mha explain`` writes; an attention view its heads, the heads sheet and the
     magnifiers (no split: a view has no weight matrices).  ``hide_rules`` leaves rule and pattern names out.
     """
+    from mhacli.render.figures import resolve_query
     from mhacli.render.figures import save_figures as save_all
 
-    result = trace if isinstance(trace, Run) and trace.single is not None else result_of(
-        getattr(trace, "trace", trace), single=True)  # the one-head contrast and the measures, once
-    return list(save_all(result.trace, result.single, Path(out_dir), fmt=fmt, dpi=dpi, query=query,
-                         max_tokens=max_tokens, hide_rules=hide_rules, analysis=result.analysis))
+    result = _result(trace, single=getattr(trace, "config", None) is not None)
+    position = resolve_query(result.trace.tokens, query)
+    return save_all(shown(result, max_tokens, position), Path(out_dir), fmt=fmt, dpi=dpi, hide_rules=hide_rules,
+                    on_saved=on_saved)

@@ -26,14 +26,32 @@ if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
     from mhacli.core.compare import Comparison, TrainedApart
     from mhacli.core.lesson import LessonNumbers
-    from mhacli.core.trace import Trace, WeightSource
+    from mhacli.core.trace import Trace, TrainedModel
     from mhacli.core.view import AttentionView
     from mhacli.core.weights import AttentionWeights
+    from mhacli.core.window import View
 
     Shown = Union[Trace, AttentionView]
 
 #: --weights names the core builds itself; any other string is the shipped model or a file (io resolves it).
 _BUILT_IN = ("random", "designed")
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which tokens one picture shows (``view``) and the run's measures for exactly those tokens."""
+
+    view: View
+    analysis: Analysis
+    single_keys: Any = None  # (N,) the one-head contrast's top key per query, when the picture shows it
+
+
+@dataclass(frozen=True)
+class Page:
+    """The page's window (its first ``max_tokens`` tokens) and the measures for it, one per layer shown."""
+
+    max_tokens: int
+    layers: tuple[Analysis, ...]
 
 
 @dataclass(frozen=True)
@@ -61,6 +79,10 @@ class Run:
     layers: tuple[Analysis, ...] | None = None
     lesson: LessonNumbers | None = None
     parse: object | None = None
+    split_diff: float | None = None  # the split check (Trace.split_equals_direct), once; None for a view
+    figures: Window | None = None  # the figures' window (--max-tokens, --query), when they are drawn
+    magnified: Window | None = None  # the magnifiers' window (at most core.window.MAGNIFIER_MAX_TOKENS tokens)
+    page: Page | None = None  # the page's window and its measures (:func:`paged`)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):  # copy, pickle and dataclass machinery ask for dunders: never the trace's
@@ -85,7 +107,7 @@ class Prepared:
     config: Config
     tokens: tuple[str, ...]
     own: AttentionWeights | None = None  # your nn.MultiheadAttention's weights
-    model: WeightSource | None = None  # a trained model (its own embedding, positions and weights)
+    model: TrainedModel | None = None  # a trained model (its own embedding, positions and weights)
     notes: tuple[str, ...] = ()  # what a reader must know about these tokens under these weights
     shipped: str | None = None  # the --weights name of a model shipped in the package ("trained", "grammar")
     caution: str | None = None  # a trained model run outside what it saw: said on every surface (Analysis.caution)
@@ -104,7 +126,7 @@ class Prepared:
         trace = run_tokens(self.tokens, self.config, self.own, self.model, cores=cpu_count())
         if not (single or compare):
             return Run(config=self.config, trace=trace, analysis=self._cautioned(analyse(trace)), notes=self.notes,
-                       parse=trace.parse)
+                       parse=trace.parse, split_diff=trace.split_equals_direct())
         one, apart = self._single(trace)
         comparison = None
         if compare:
@@ -116,7 +138,7 @@ class Prepared:
         analysis = comparison.analysis if comparison is not None and comparison.analysis is not None else \
             self._cautioned(analyse(trace))
         return Run(config=self.config, trace=trace, analysis=analysis, notes=self.notes, single=one,
-                   comparison=comparison, parse=trace.parse)
+                   comparison=comparison, parse=trace.parse, split_diff=trace.split_equals_direct())
 
     def _cautioned(self, analysis: Analysis) -> Analysis:
         return analysis if self.caution is None else replace(analysis, caution=self.caution)
@@ -133,7 +155,7 @@ class Prepared:
         return single_head(trace), None
 
 
-def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights | None, WeightSource | None]:
+def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights | None, TrainedModel | None]:
     """``options`` with the weights resolved once: a name or path read through io, an object taken as given.
 
     ``layer`` (from 1, or a name) picks one layer of a state dict holding several; your own weights need
@@ -274,7 +296,8 @@ def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Ru
     if layers and config is None and shown.n_layers > 1:  # type: ignore[union-attr]
         every = tuple(analyse(shown.at_layer(k)) for k in range(shown.n_layers))  # type: ignore[union-attr]
     return Run(config=config, trace=shown, analysis=analyse(shown), single=one, layers=every,
-               parse=getattr(shown, "parse", None))
+               parse=getattr(shown, "parse", None),
+               split_diff=None if config is None else shown.split_equals_direct())  # type: ignore[union-attr]
 
 
 def with_lesson(result: Run, query: int | None = None) -> Run:
@@ -286,53 +309,44 @@ def with_lesson(result: Run, query: int | None = None) -> Run:
     return replace(result, lesson=lesson_numbers(result.trace, query))
 
 
-def analysis_for(shown: Any) -> Analysis:
-    """The analysis of what a notebook hands a figure function: a :class:`Run`'s own, else computed here.
+def shown(result: Run, max_tokens: int = 40, query: int | None = None, *, magnified: int | None = None) -> Run:
+    """``result`` with the figures' window chosen: the first ``max_tokens`` tokens, or a window on ``query``
+    when it lies beyond them, and the magnifiers' (at most ``magnified`` tokens of it), each measured."""
+    from mhacli.core.window import MAGNIFIER_MAX_TOKENS, token_view
 
-    The one place a picture drawn without a result gets its measures (the figure functions a notebook
-    calls accept a bare trace or view); renderers never call the core's measures themselves.
-    """
-    if isinstance(shown, Run):
-        return shown.analysis
-    from mhacli.core.analysis import analyse
+    magnified = MAGNIFIER_MAX_TOKENS if magnified is None else magnified
+    view = token_view(len(result.analysis.tokens), max_tokens, query)
+    glass = view if view.n <= magnified else token_view(view.n_total, magnified, view.query)
+    keys = None
+    if result.single is not None and result.config is not None:  # a view has no matrices to run as one head
+        from mhacli.core.analysis import analyse
 
-    return analyse(shown)
-
-
-def comparison_for(trace: Any, single: Trace) -> Comparison:
-    """The comparison of a run with its one-head twin for a figure drawn without a result: a :class:`Run`'s own,
-    else measured here (as :func:`analysis_for` does for the analysis)."""
-    if isinstance(trace, Run) and trace.comparison is not None:
-        return trace.comparison
-    from mhacli.core.compare import compare
-
-    return compare(trace_of(trace), single)
+        readback = result.analysis.readback  # it holds the one head's top keys when measured with it
+        keys = readback.single_keys if readback is not None else analyse(result.single).top_keys[0]  # (N,)
+    return replace(result, figures=_window(result, view), magnified=replace(_window(result, glass), single_keys=keys))
 
 
-def in_window(analysis: Analysis, shown: Any, start: int, stop: int) -> Analysis:
-    """``analysis`` with each head's mass outside the shown tokens ``start … stop−1`` (a figure's window).
+def paged(result: Run, max_tokens: int | None = None) -> Run:
+    """``result`` with the page's measures for its first ``max_tokens`` tokens (each layer's, for a view;
+    default :data:`mhacli.core.window.PAGE_MAX_TOKENS`)."""
+    from mhacli.core.analysis import windowed
+    from mhacli.core.window import PAGE_MAX_TOKENS
 
-    The analysis itself when everything is shown or it was made for that window already; the
-    renderers read ``heads[i].outside_window`` and ``window`` from it and compute nothing.
-    """
-    from dataclasses import replace
-
-    import numpy as np
-
-    from mhacli.core.analysis import outside_rows
-
-    if (start == 0 and stop >= len(analysis.tokens)) or analysis.window == (start, stop):
-        return analysis
-    rows = outside_rows(np.asarray(trace_of(shown).weights), start, stop)  # (h, N)
-    outside = rows[:, start:stop].mean(axis=-1) if stop > start else np.zeros(rows.shape[0])  # (h,)
-    heads = tuple(replace(s, outside_window=float(outside[s.head])) for s in analysis.heads)
-    return replace(analysis, heads=heads, window=(start, stop), outside_rows=rows)
+    max_tokens = PAGE_MAX_TOKENS if max_tokens is None else max_tokens
+    if max_tokens < 1:
+        raise ValueError("max_tokens must be at least 1")
+    m = min(len(result.analysis.tokens), max_tokens)
+    shown_layers = result.layers if result.layers is not None else (result.analysis,)
+    views = ([result.trace.at_layer(k) for k in range(len(shown_layers))] if result.layers is not None
+             else [result.trace])
+    measured = tuple(windowed(a, v.weights, 0, m) for a, v in zip(shown_layers, views))
+    return replace(result, page=Page(max_tokens, measured))
 
 
-def trace_of(shown: Any) -> Any:
-    """The trace (or view) inside a :class:`Run`, or ``shown`` itself."""
-    return shown.trace if isinstance(shown, Run) else shown
+def _window(result: Run, view: View) -> Window:
+    from mhacli.core.analysis import windowed
+
+    return Window(view, windowed(result.analysis, result.trace.weights, view.start, view.stop))
 
 
-__all__ = ["Prepared", "Run", "analysis_for", "comparison_for", "in_window", "prepare", "result_of", "run", "trace_of",
-           "with_lesson"]
+__all__ = ["Page", "Prepared", "Run", "Window", "paged", "prepare", "result_of", "run", "shown", "with_lesson"]

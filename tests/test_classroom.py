@@ -143,7 +143,7 @@ def test_demo_narration_covers_the_article_in_the_lesson_data():
     from mhacli.render.lesson import lesson
 
     shown = run("the cat sat on the mat")
-    steps = lesson(shown, analyse(shown), lesson_numbers(shown))
+    steps = lesson(shown, analyse(shown), lesson_numbers(shown), split_diff=shown.split_equals_direct())
     keys = [s.key for s in steps]
     assert keys[0] == "why" and keys[-1] == "magnifiers"
     assert {"mask", "softmax", "output", "parameters", "split", "concat", "weighted"} <= set(keys)
@@ -253,7 +253,7 @@ def test_present_waits_between_steps_and_q_quits():
     from mhacli.render.lesson import lesson, present
 
     shown = run("the cat sat on the mat")
-    steps = lesson(shown, analyse(shown), lesson_numbers(shown))
+    steps = lesson(shown, analyse(shown), lesson_numbers(shown), split_diff=shown.split_equals_direct())
     prompts: list[str] = []
 
     def enter(prompt: str) -> str:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from mhacli.render import figures
+from mhacli import notebook
 from mhacli.core.analysis import js_divergence, max_row_entropy, mean_pairwise_js, row_entropy
 from mhacli.cli.app import app
 from mhacli.core.compare import single_head as _single_head
@@ -147,7 +147,7 @@ def test_compare_figure_draws_both_sides_and_the_numbers():
     trace = run(CAT, heads=4, d_model=16)
     single = _single_head(trace)
     cmp = compare(trace, single)
-    fig = figures.compare_figure(trace, single, cmp)
+    fig = notebook.compare_figure(trace, single, cmp)
     from matplotlib.text import Text
 
     maps = [ax for ax in fig.axes if ax.images]  # the single head first, then the h heads, as drawn

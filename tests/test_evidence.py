@@ -21,6 +21,7 @@ from mhacli.core import evidence, narrate
 from mhacli.core.analysis import NONE, RELATIONS, analyse
 from mhacli.core.view import from_attention
 from mhacli.io.export import head_measures
+from mhacli.pipeline import Run, paged
 from mhacli.render import html, terminal
 from mhacli.render.labels import pattern_words, weights_note
 
@@ -117,7 +118,8 @@ def _sentences(w, tokens, causal) -> tuple[object, dict[str, str]]:
         "captions": "\n".join(narrate.head_caption(a, i) for i in range(len(w))),
         "titles": "\n".join(pattern_words(a, i) for i in range(len(w))),
         "label": weights_note(view, analysis=a),
-        "page": repr(html.summaries(a)) + "\n" + str(html.page_data(view, a)["weights_label"]),
+        "page": repr(html.summaries(a)) + "\n"
+                + str(html.page_data(paged(Run(config=None, trace=view, analysis=a)))["weights_label"]),
         "json": repr(head_measures(view, a)),  # type: ignore[arg-type]
         "compare": narrate.compare_conclusion(b),
         "readback": narrate.readback_note(b.readback, len(tokens)),  # type: ignore[arg-type]
@@ -247,7 +249,7 @@ def _figure_text(fig) -> str:
 
 def test_the_figures_of_near_uniform_attention_say_so_and_name_no_relation():
     """The figures read the same verdicts: heads.png, head-i.png and magnifiers.png of rng.random attention."""
-    from mhacli.render.figures import head_figure, heads_figure, magnifiers_figure
+    from mhacli.notebook import head_figure, heads_figure, magnifiers_figure
 
     rng = np.random.default_rng(3)
     w = rng.random((3, 8, 8))
@@ -263,7 +265,7 @@ def test_the_figures_of_near_uniform_attention_say_so_and_name_no_relation():
 def test_the_figures_of_a_model_past_its_length_carry_the_caution():
     import mhacli
     from mhacli.io.samples import load_sample
-    from mhacli.render.figures import heads_figure
+    from mhacli.notebook import heads_figure
 
     result = mhacli.run(load_sample("pronoun").text, weights="trained")
     text = _figure_text(heads_figure(result))  # the Run: its analysis carries the caution

@@ -28,6 +28,10 @@ from mhacli.core.compare import single_head as _single_head
 from mhacli.core.trace import run
 from mhacli.core.errors import UsageError
 from mhacli.render.grid import grid_width, head_grid, head_grids
+from mhacli import notebook
+from mhacli.core.window import token_view
+from mhacli.pipeline import result_of
+from mhacli.pipeline import shown as windows_chosen
 
 CAT = "the cat sat on the mat"
 LONG30 = ("The animal did not cross the busy street because it was far too tired after walking "
@@ -57,14 +61,14 @@ def cat_pngs(cat, tmp_path_factory):
         (out / name).write_bytes(data)
     (out / "heads.png").write_bytes(b"an old broken image")
     stamps = {name: (out / name).stat().st_mtime_ns for name in MINE}
-    return figures.save_figures(cat, _single_head(cat), out, dpi=FAST_DPI), out, stamps
+    return notebook.save_figures(cat, out, dpi=FAST_DPI), out, stamps
 
 
 @pytest.fixture(scope="module")
 def cat_svgs(cat, tmp_path_factory):
     """ONE save of the cat run's figures as SVG (default dpi), read by several tests."""
     out = tmp_path_factory.mktemp("cat_svgs")
-    return figures.save_figures(cat, _single_head(cat), out, fmt="svg"), out
+    return notebook.save_figures(cat, out, fmt="svg"), out
 
 
 def expected_names(h: int, fmt: str = "png") -> list[str]:
@@ -97,11 +101,17 @@ def drawn(ax) -> np.ndarray:
     return ax.images[0].get_array()
 
 
+def _shown(trace, max_tokens=40, query=None, single=None):
+    """The result the figures draw: ``trace`` measured once, its windows chosen (as the pipeline does)."""
+    result = result_of(trace)
+    return windows_chosen(dataclasses.replace(result, single=single) if single is not None else result, max_tokens,
+                          query)
+
+
 def head_map(trace, i: int, **kw):
     """The per-head figure showing head i, and its heatmap artists."""
     with figures.drawing() as pen:
-        hf = figures.HeadFigure(trace, figures.token_view(trace.n_tokens, kw.get("max_tokens", 40),
-                                                          kw.get("query")), pen)
+        hf = figures.HeadFigure(trace, _shown(trace, kw.get("max_tokens", 40), kw.get("query")).figures, pen)
         hf.show(i)
     return hf
 
@@ -117,9 +127,9 @@ def test_save_figures_writes_the_tools_names_at_figsize_times_dpi(cat, cat_pngs)
     assert [p.name for p in saved] == expected_names(4)
     assert sorted(os.listdir(out)) == sorted(expected_names(4) + list(MINE))  # no temp files left
     sizes = {
-        "head-1.png": figures.head_figure(cat, 0).get_size_inches(),
-        "heads.png": figures.heads_figure(cat).get_size_inches(),
-        "magnifiers.png": figures.magnifiers_figure(cat, _single_head(cat)).get_size_inches(),
+        "head-1.png": notebook.head_figure(cat, 0).get_size_inches(),
+        "heads.png": notebook.heads_figure(cat).get_size_inches(),
+        "magnifiers.png": notebook.magnifiers_figure(cat, _single_head(cat)).get_size_inches(),
     }
     for name, (w, h) in sizes.items():
         with Image.open(out / name) as im:
@@ -129,8 +139,8 @@ def test_save_figures_writes_the_tools_names_at_figsize_times_dpi(cat, cat_pngs)
 
 
 def test_default_dpi_gives_projector_sized_images(cat, tmp_path):
-    saved = figures.save_figures(cat, _single_head(cat), tmp_path)  # dpi 150
-    w, h = figures.head_figure(cat, 0).get_size_inches()
+    saved = notebook.save_figures(cat, tmp_path)  # dpi 150
+    w, h = notebook.head_figure(cat, 0).get_size_inches()
     with Image.open(saved[0]) as im:
         assert im.size == (int(w * 150), int(h * 150))
         assert im.size[0] >= 800  # big enough to fill a slide
@@ -155,7 +165,7 @@ def test_one_figure_updated_per_head_gives_the_same_pixels_as_a_new_figure(cat, 
     saved = cat_pngs[0]
     for i in (0, 2, 3):
         fresh = tmp_path / f"fresh-{i}.png"
-        figures.save(figures.head_figure(cat, i), fresh, "png", FAST_DPI)
+        figures.save(notebook.head_figure(cat, i), fresh, "png", FAST_DPI)
         assert np.array_equal(pixels(saved[i]), pixels(fresh)), i
 
 
@@ -164,7 +174,7 @@ def test_vector_formats_are_valid_files(cat, tmp_path, fmt, request):
     if fmt == "svg":
         saved = request.getfixturevalue("cat_svgs")[0]
     else:
-        saved = figures.save_figures(cat, _single_head(cat), tmp_path, fmt=fmt)
+        saved = notebook.save_figures(cat, tmp_path, fmt=fmt)
     assert [p.name for p in saved] == expected_names(4, fmt)
     for p in saved:
         data = p.read_bytes()
@@ -178,7 +188,7 @@ def test_vector_formats_are_valid_files(cat, tmp_path, fmt, request):
 
 
 def test_svg_keeps_tokens_and_cell_values_as_text(cat, tmp_path):
-    saved = figures.save_figures(cat, None, tmp_path, fmt="svg")
+    saved = notebook.save_figures(cat, tmp_path, fmt="svg")
     for path in saved[:1] + saved[-2:]:  # head-1, heads, magnifiers
         root = ET.parse(path).getroot()
         texts = {"".join(e.itertext()).strip() for e in root.iter() if e.tag.endswith("}text")}
@@ -191,7 +201,7 @@ def test_svg_keeps_tokens_and_cell_values_as_text(cat, tmp_path):
 def test_pdf_text_is_extractable(cat, tmp_path):
     if shutil.which("pdftotext") is None:
         pytest.skip("pdftotext (poppler-utils) is not installed")
-    path = figures.save(figures.head_figure(cat, 1), tmp_path / "head-2.pdf", "pdf", 72)
+    path = figures.save(notebook.head_figure(cat, 1), tmp_path / "head-2.pdf", "pdf", 72)
     words = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True,
                            check=True).stdout.split()
     assert set(cat.tokens) <= set(words)
@@ -203,13 +213,13 @@ def test_cjk_and_arabic_tokens_render_without_error(tmp_path):
     trace = run("猫 が 好き مرحبا بك cat", heads=2, d_model=8, tokenizer="whitespace")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no per-label "Glyph missing" warning may escape
-        saved = figures.save_figures(trace, _single_head(trace), tmp_path, dpi=FAST_DPI, fmt="svg")
+        saved = notebook.save_figures(trace, tmp_path, dpi=FAST_DPI, fmt="svg")
     assert [p.name for p in saved] == expected_names(2, "svg")
     pen = figures.Pen()
     root = ET.parse(saved[0]).getroot()
     texts = {"".join(e.itertext()).strip() for e in root.iter() if e.tag.endswith("}text")}
     assert pen.shown("مرحبا") in texts and pen.shown("猫") in texts  # drawn, or as U+732B when no font has it
-    figures.save(figures.head_figure(trace, 0), tmp_path / "h.png", "png", FAST_DPI)
+    figures.save(notebook.head_figure(trace, 0), tmp_path / "h.png", "png", FAST_DPI)
     assert pixels(tmp_path / "h.png").std() > 20
 
 
@@ -217,7 +227,7 @@ def test_vector_output_is_reproducible(cat, cat_svgs, tmp_path):
     """Same figure, same bytes: no dates inside, so students can compare their outputs."""
     a, b = cat_svgs[1], tmp_path / "b"
     b.mkdir()
-    figures.save_figures(cat, _single_head(cat), b, fmt="svg")
+    notebook.save_figures(cat, b, fmt="svg")
     for name in expected_names(4, "svg"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
@@ -278,8 +288,8 @@ def test_an_existing_figure_is_replaced_whole(cat_pngs):
 
 def test_leftover_heads_from_a_bigger_run_are_named_not_deleted(cat, tmp_path):
     run8 = run("the cat", heads=8, d_model=16)  # only its file names matter: a short text draws faster
-    figures.save_figures(run8, None, tmp_path, dpi=FAST_DPI)
-    saved = figures.save_figures(cat, None, tmp_path, dpi=FAST_DPI)
+    notebook.save_figures(run8, tmp_path, dpi=FAST_DPI)
+    saved = notebook.save_figures(cat, tmp_path, dpi=FAST_DPI)
     assert (tmp_path / "head-8.png").exists()
     assert any("head-5.png … head-8.png" in n and "earlier run" in n for n in saved.notices)
 
@@ -299,7 +309,7 @@ def test_interrupted_drawing_leaves_no_partial_file(cat, tmp_path, monkeypatch):
 
     monkeypatch.setattr(Figure, "savefig", flaky)
     with pytest.raises(KeyboardInterrupt):
-        figures.save_figures(cat, None, tmp_path, dpi=FAST_DPI)
+        notebook.save_figures(cat, tmp_path, dpi=FAST_DPI)
     names = os.listdir(tmp_path)
     assert not [n for n in names if n.startswith(".") or n.endswith(".tmp")]
     for n in names:
@@ -341,7 +351,7 @@ def test_a_heads_title_names_its_index_never_a_power(cat, tmp_path):
     """Issue 20: 'A² is 11×11' read as A squared; the index stands in parentheses, as in A⁽²⁾."""
     import re
 
-    path = figures.save(figures.head_figure(cat, 1), tmp_path / "head-2.svg", "svg", 72)
+    path = figures.save(notebook.head_figure(cat, 1), tmp_path / "head-2.svg", "svg", 72)
     root = ET.parse(path).getroot()
     texts = ["".join(e.itertext()) for e in root.iter() if e.tag.endswith("}text")]
     title = next(t for t in texts if t.startswith("Head 2 of 4"))
@@ -362,7 +372,7 @@ def test_no_cell_numbers_when_the_cells_are_too_small():
 
 
 def test_one_colour_scale_shared_by_every_head(cat):
-    fig = figures.heads_figure(cat)
+    fig = notebook.heads_figure(cat)
     panels = heatmaps(fig)
     assert len(panels) == cat.num_heads + 1
     for ax in panels:
@@ -380,7 +390,7 @@ def test_one_colour_scale_shared_by_every_head(cat):
 
 def test_one_head_is_its_own_average():
     trace = run(CAT, heads=1, d_model=8)
-    fig = figures.heads_figure(trace)
+    fig = notebook.heads_figure(trace)
     assert len(heatmaps(fig)) == 1
     assert "its own average" in all_text(fig) and "Average of the 1" not in all_text(fig)
 
@@ -447,15 +457,15 @@ def magnifier_rows(fig, trace, single, max_tokens=40, query=None):
     """The rows the figure was drawn from: the queries its headings name, the data for each head."""
     from mhacli.render.figures.magnifiers import token_rows
 
-    view = figures.token_view(trace.n_tokens, max_tokens, query)
-    return [r for block in token_rows(trace, single, view, shown_queries(fig)) for r in block]
+    window = _shown(trace, max_tokens, query, single).magnified
+    return [r for block in token_rows(trace, single, window, shown_queries(fig)) for r in block]
 
 
 def test_magnifier_rows_are_shaded_by_the_attention_each_token_receives(cat):
     from matplotlib.text import Text
 
     single = _single_head(cat)
-    fig = figures.magnifiers_figure(cat, single, query=1)
+    fig = notebook.magnifiers_figure(cat, single, query=1)
     assert shown_queries(fig) == (1,)
     rows = magnifier_rows(fig, cat, single, query=1)
     assert [r.name for r in rows] == ["1 head", "Head 1", "Head 2", "Head 3", "Head 4"]
@@ -488,7 +498,7 @@ def test_magnifiers_without_a_query_show_the_queries_where_the_heads_differ_most
     from mhacli.core.analysis import analyse
 
     single = _single_head(cat)
-    fig = figures.magnifiers_figure(cat, single)
+    fig = notebook.magnifiers_figure(cat, single)
     a = analyse(cat)
     distinct = {q: len({int(k) for k in a.top_keys[:, q] if k >= 0}) for q in range(cat.n_tokens)}
     chosen = shown_queries(fig)
@@ -512,7 +522,7 @@ def test_repeated_designed_magnifiers_show_four_different_tokens_without_a_query
 
     trace = run(load_sample("repeated").text, heads=4, weights="designed")
     single = _single_head(trace)
-    fig = figures.magnifiers_figure(trace, single)
+    fig = notebook.magnifiers_figure(trace, single)
     first = [r for r in magnifier_rows(fig, trace, single)
              if r.query == shown_queries(fig)[0] and r.name.startswith("Head")]
     focus = [r.top for r in first]
@@ -532,7 +542,7 @@ def test_magnifiers_hatch_masked_keys_and_state_what_the_window_leaves_out():
     import re
 
     trace = run(LONG30, heads=2, d_model=8, causal=True)
-    fig = figures.magnifiers_figure(trace, None, max_tokens=10, query=6)
+    fig = notebook.magnifiers_figure(trace, None, max_tokens=10, query=6)
     rows = magnifier_rows(fig, trace, None, max_tokens=10, query=6)
     boxes = token_boxes(fig)
     assert len(boxes) == 2 * 10
@@ -550,7 +560,7 @@ def test_magnifiers_hatch_masked_keys_and_state_what_the_window_leaves_out():
 def test_each_row_is_led_by_a_magnifier_in_its_heads_colour(cat):
     from matplotlib.patches import Circle
 
-    fig = figures.magnifiers_figure(cat, _single_head(cat))
+    fig = notebook.magnifiers_figure(cat, _single_head(cat))
     lenses = fig.findobj(Circle)
     colours = [theme.SINGLE_HEAD_COLOR] + [theme.head_color(i) for i in range(4)]
     assert len(lenses) == 5
@@ -610,12 +620,11 @@ def test_nothing_cut_off_and_no_overlapping_labels(text, heads, causal):
     trace = run(text, heads=heads, d_model=16, causal=causal)
     single = _single_head(trace)
     with figures.drawing() as pen:
-        view = figures.token_view(trace.n_tokens, 40)
-        hf = figures.HeadFigure(trace, view, pen)
+        hf = figures.HeadFigure(trace, _shown(trace).figures, pen)
         _assert_legible(hf.show(heads - 1))
-        _assert_legible(figures.heads_figure(trace, pen=pen))
-        _assert_legible(figures.magnifiers_figure(trace, single, pen=pen))
-        _assert_legible(figures.compare_figure(trace, single, pen=pen))
+        _assert_legible(notebook.heads_figure(trace, pen=pen))
+        _assert_legible(notebook.magnifiers_figure(trace, single, pen=pen))
+        _assert_legible(notebook.compare_figure(trace, single, pen=pen))
 
 
 def test_labels_are_readable_sizes_up_to_40_tokens():
@@ -638,14 +647,14 @@ def test_long_texts_are_windowed_and_the_title_says_so():
     hf = head_map(trace, 0, max_tokens=20, query=70)
     labels = hf.map.x_labels
     assert "t70" in labels and len(labels) == 20
-    assert figures.token_view(100, 20, 99).stop == 100
+    assert token_view(100, 20, 99).stop == 100
 
 
 def test_missing_glyphs_are_reported_once_and_never_crash(tmp_path):
     trace = run("cat 🐈 and 🐈 again 猫", heads=2, d_model=8)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no matplotlib "Glyph missing" warning may escape
-        saved = figures.save_figures(trace, _single_head(trace), tmp_path, dpi=FAST_DPI)
+        saved = notebook.save_figures(trace, tmp_path, dpi=FAST_DPI)
     pen = figures.Pen()
     if pen.has_glyph("🐈"):
         pytest.skip("this machine has an emoji font")
@@ -660,7 +669,7 @@ def test_missing_glyphs_are_reported_once_and_never_crash(tmp_path):
 
 def test_tokens_are_never_read_as_mathtext(tmp_path):
     trace = run("pay $5 or $x^2$ now", heads=2, d_model=8, tokenizer="whitespace")
-    figures.save_figures(trace, _single_head(trace), tmp_path, dpi=FAST_DPI)
+    notebook.save_figures(trace, tmp_path, dpi=FAST_DPI)
     hf = head_map(trace, 0)
     assert "$x^2$" in hf.map.x_labels
     from matplotlib.text import Text
@@ -740,7 +749,7 @@ def render(renderable, width=80, color_system=None) -> str:
 
 
 def test_terminal_grid_shows_every_weight_in_percent(cat):
-    text = render(head_grids(cat, analyse(cat), width=80))
+    text = render(head_grids(cat, analyse(cat), view=token_view(cat.n_tokens, 40), width=80))
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
     for i in range(4):
@@ -775,29 +784,30 @@ def test_terminal_grid_steps_aside_when_the_sentence_is_too_wide():
     trace = run(LONG30, heads=2, d_model=8)
     assert grid_width(trace.n_tokens) > 80
     a = analyse(trace)
-    text = render(head_grids(trace, a, width=80, figures_at="mha-output"))
+    text = render(head_grids(trace, a, view=token_view(trace.n_tokens, 40), width=80, figures_at="mha-output"))
     from mhacli.render.labels import weights_note
 
     said = weights_note(trace, analysis=a)  # what the grids would have shown above them, cautions included
     assert " ".join(text.split()).startswith(" ".join(said.split())) and said.startswith("random weights")
     # The weights line, then one sentence saying where the grids are instead of them.
     assert "mha-output" in text and len(text.strip().splitlines()) <= len(said) // 80 + 3
-    text = render(head_grids(trace, analyse(trace), width=80, figures_at=None))
+    text = render(head_grids(trace, analyse(trace), view=token_view(trace.n_tokens, 40), width=80, figures_at=None))
     assert "--no-plots" in text
-    wide = render(head_grids(trace, analyse(trace), width=200), width=200)
+    wide = render(head_grids(trace, analyse(trace), view=token_view(trace.n_tokens, 40), width=200), width=200)
     assert "head 2" in wide
 
 
 def test_terminal_grids_name_the_weights_and_each_heads_per_query_pattern():
     trace = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed")
-    text = render(head_grids(trace, analyse(trace), width=200), width=200)
+    text = render(head_grids(trace, analyse(trace), view=token_view(trace.n_tokens, 40), width=200), width=200)
     assert "designed weights: head 1, previous token" in text
     for i, rule in enumerate(trace.rules):
         assert f"head {i + 1}  {rule}" in text
-    hidden = render(head_grids(trace, analyse(trace), width=200, hide_rules=True), width=200)
+    hidden = render(head_grids(trace, analyse(trace), view=token_view(trace.n_tokens, 40), width=200,
+                               hide_rules=True), width=200)
     assert not any(rule in hidden for rule in trace.rules) and "rules hidden" in hidden
     shown = run(CAT, heads=2, d_model=8)
-    random = render(head_grids(shown, analyse(shown), width=80))
+    random = render(head_grids(shown, analyse(shown), view=token_view(shown.n_tokens, 40), width=80))
     assert "random weights: these patterns mean nothing yet" in random
     assert all(len(line) <= 80 for line in random.splitlines())
 
@@ -807,7 +817,7 @@ def test_terminal_grids_of_a_view_show_its_weights_and_whose_they_are():
 
     trace = run(CAT, heads=2, d_model=8, causal=True)
     view = from_attention(trace.weights, trace.tokens, layer_names=["only"])
-    text = render(head_grids(view, analyse(view), width=80))
+    text = render(head_grids(view, analyse(view), view=token_view(view.n_tokens, 40), width=80))
     assert "attention from your model" in text and "·" in text  # causal cells found from the weights
     grid = render(head_grid(np.asarray(view.weights[1]), view.tokens))
     assert [int(x) for x in grid.splitlines()[3].split()[2:4]] == [round(v * 100) for v in trace.weights[1][1, :2]]
@@ -815,7 +825,7 @@ def test_terminal_grids_of_a_view_show_its_weights_and_whose_they_are():
 
 def test_terminal_grid_escapes_what_the_text_could_smuggle_in():
     trace = run("a \x1b[31mred\x1b[0m b", heads=1, d_model=4)
-    assert "\x1b[31m" not in render(head_grids(trace, analyse(trace), width=80))
+    assert "\x1b[31m" not in render(head_grids(trace, analyse(trace), view=token_view(trace.n_tokens, 40), width=80))
 
 
 # ---------------------------------------------------------------------------
@@ -898,8 +908,8 @@ def test_explain_no_plots_never_imports_matplotlib():
 
 
 def test_drawing_never_uses_pyplot(tmp_path):
-    code = ("import sys; from mhacli.core.trace import run; from mhacli.render import figures; "
-            f"figures.save_figures(run('the cat sat', heads=2, d_model=8), None, {str(tmp_path)!r}, dpi=30); "
+    code = ("import sys; from mhacli.core.trace import run; from mhacli import notebook; "
+            f"notebook.save_figures(run('the cat sat', heads=2, d_model=8), {str(tmp_path)!r}, dpi=30); "
             "print('matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -922,7 +932,7 @@ def test_installed_mha_draws_figures_in_a_real_process(tmp_path):
 def test_window_always_holds_the_query(n, max_tokens, query):
     if query is not None and query >= n:
         query = n - 1
-    v = figures.token_view(n, max_tokens, query)
+    v = token_view(n, max_tokens, query)
     assert 0 <= v.start < v.stop <= n
     assert v.n == min(n, max_tokens)
     if query is not None:
@@ -966,10 +976,10 @@ def test_a_view_draws_heads_sheet_and_magnifiers_of_its_layer_and_nothing_invent
     assert np.array_equal(np.ma.getmaskarray(hf.map.image.get_array()), np.triu(np.ones((6, 6), bool), 1))
     label = "attention from your model, layer 2 of 2 (enc.1)"
     assert label in hf.note.get_text()
-    sheet = figures.heads_figure(view)
+    sheet = notebook.heads_figure(view)
     assert np.allclose(np.ma.getdata(drawn(heatmaps(sheet)[-1])), w[1].mean(axis=0))
     assert label in all_text(sheet)
-    mag = figures.magnifiers_figure(view)
+    mag = notebook.magnifiers_figure(view)
     names = [t for t in all_text_list(mag) if t in ("1 head", "Head 1", "Head 2", "Head 3")]
     assert names[:3] == ["Head 1", "Head 2", "Head 3"] and "1 head" not in names  # no one-head contrast
     text = all_text(mag) + all_text(sheet) + all_text(hf.fig)
@@ -987,19 +997,19 @@ def test_every_figure_names_its_weights_and_hide_rules_hides_the_names(weights):
     single = _single_head(trace)
     label = narrate.weights_label(weights, trace.rules)
     figs = {
-        "head": head_map(trace, 1).fig, "heads": figures.heads_figure(trace),
-        "magnifiers": figures.magnifiers_figure(trace, single), "split": figures.split_figure(trace),
-        "compare": figures.compare_figure(trace, single),
+        "head": head_map(trace, 1).fig, "heads": notebook.heads_figure(trace),
+        "magnifiers": notebook.magnifiers_figure(trace, single), "split": figures.split_figure(trace),
+        "compare": notebook.compare_figure(trace, single),
     }
     for name, fig in figs.items():
         assert label.replace(" ", "") in all_text(fig).replace("\n", "").replace(" ", ""), name
     if weights == "designed":
         hidden = {
-            "head": figures.head_figure(trace, 1, hide_rules=True),
-            "heads": figures.heads_figure(trace, hide_rules=True),
-            "magnifiers": figures.magnifiers_figure(trace, single, hide_rules=True),
+            "head": notebook.head_figure(trace, 1, hide_rules=True),
+            "heads": notebook.heads_figure(trace, hide_rules=True),
+            "magnifiers": notebook.magnifiers_figure(trace, single, hide_rules=True),
             "split": figures.split_figure(trace, hide_rules=True),
-            "compare": figures.compare_figure(trace, single, hide_rules=True),
+            "compare": notebook.compare_figure(trace, single, hide_rules=True),
         }
         for name, fig in hidden.items():
             text = all_text(fig)
@@ -1043,7 +1053,7 @@ def paragraph():
 @pytest.mark.parametrize("name", ["head-1", "heads"])
 def test_token_labels_at_40_tokens_are_10_px_on_a_1080p_screen(paragraph, tmp_path, name):
     """Issue 20: heads.png's labels were 7–10 px on a projector at 24–40 tokens."""
-    fig = figures.head_figure(paragraph, 0) if name == "head-1" else figures.heads_figure(paragraph)
+    fig = notebook.head_figure(paragraph, 0) if name == "head-1" else notebook.heads_figure(paragraph)
     path = figures.save(fig, tmp_path / f"{name}.png", "png", FAST_DPI)
     assert fitted_label_px(fig, path, FAST_DPI) >= MIN_LABEL_PX
 

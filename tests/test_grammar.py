@@ -299,7 +299,7 @@ def test_the_magnifier_slide_says_its_queries_come_from_the_parse() -> None:
 
     import mhacli
     from mhacli.core.narrate import parse_queries_sentence
-    from mhacli.render.figures import magnifiers_figure
+    from mhacli.notebook import magnifiers_figure
 
     trace = mhacli.run(HEADLINE, weights="grammar")
     trace = getattr(trace, "trace", trace)  # mhacli.run's result, or the trace itself

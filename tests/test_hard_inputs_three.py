@@ -323,10 +323,10 @@ def test_the_page_data_holds_no_raw_control_or_bidi_character(tmp_path):
     from mhacli.io.attention_file import load_attention
     from mhacli.render.html import page_data
 
-    from mhacli.pipeline import result_of
+    from mhacli.pipeline import paged, result_of
 
     shown = result_of(load_attention(_hostile_attention(tmp_path, "\x1bname\u202e.npz")))
-    data = page_data(shown.trace, shown.analysis)
+    data = page_data(paged(shown))
     texts = list(_strings(data))
     assert any("\\x1b[31mred" in t for t in texts)  # spelled out, as the chips show it
     assert not [t for t in texts if any(ch in t for ch in RAW)]

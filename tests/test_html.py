@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mhacli.core.analysis import analyse
-from mhacli.pipeline import result_of
+from mhacli.pipeline import paged, result_of
 from mhacli.render import theme
 from mhacli.cli.app import app
 from mhacli.core.attention import causal_mask
@@ -28,6 +28,11 @@ from mhacli.core.config import Config
 from mhacli.render.html import (DATA_PLACEHOLDER, DEFAULT_MAX_TOKENS, embed_json, page_data, render_html,
                          template, write_html)
 from mhacli.core.tokenize import label
+
+def _paged(shown, max_tokens=None):
+    """The result a page draws: ``shown`` measured once (every layer of a view), its window's measures made."""
+    return paged(result_of(shown, layers=True), max_tokens)
+
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 NASTY = ("</script><script>alert(1)</script>", "<!--", "<b>bold</b>", "&amp;", "a\u2028b\u2029c",
@@ -69,10 +74,11 @@ def long_text(n: int) -> str:
 @pytest.mark.parametrize("causal", [False, True])
 def test_page_is_self_contained(causal):
     shown = run(SENTENCE, heads=4, causal=causal)
-    page = render_html(shown, analyse(shown))
+    page = render_html(_paged(shown))
     lower = page.lower()
     for needle in ("http://", "https://", "//cdn", "@import", "<link", "url(", "<iframe", "<img",
                    "fetch(", "xmlhttprequest", "websocket", "importscripts", "sourcemappingurl"):
+
         assert needle not in lower, needle
     # No src= at all: every script and style is inline.
     assert re.search(r"\bsrc\s*=", lower) is None
@@ -104,7 +110,7 @@ def test_template_ships_as_package_data():
 @pytest.mark.parametrize("heads,d_model,causal", [(1, 8, False), (4, 16, False), (4, 16, True), (8, 16, True)])
 def test_data_equals_the_trace(heads, d_model, causal):
     t = run(SENTENCE, heads=heads, d_model=d_model, seed=3, causal=causal)
-    d = data_of(render_html(t, analyse(t)))
+    d = data_of(render_html(_paged(t)))
     assert d["tokens"] == list(t.tokens)
     assert d["labels"] == [label(tok, 24) for tok in t.tokens]
     assert d["heads"] == heads and d["n_tokens"] == t.n_tokens
@@ -136,9 +142,9 @@ def test_data_equals_the_trace(heads, d_model, causal):
 
 def test_rules_are_embedded_when_present():
     t = run(SENTENCE, heads=4)
-    assert data_of(render_html(t, analyse(t)))["rules"] is None
+    assert data_of(render_html(_paged(t)))["rules"] is None
     ruled = dataclasses.replace(t, rules=("previous token", "next token", "same word", "first token"))
-    d = data_of(render_html(ruled, analyse(ruled)))
+    d = data_of(render_html(_paged(ruled)))
     assert d["rules"] == ["previous token", "next token", "same word", "first token"]
 
 
@@ -147,7 +153,7 @@ def test_page_of_a_loaded_trace_names_its_source(tmp_path):
 
     npz = save_npz(run(SENTENCE, heads=2, d_model=8, causal=True), tmp_path / "t.npz")
     loaded = load_trace(npz)
-    d = data_of(render_html(loaded, analyse(loaded)))
+    d = data_of(render_html(_paged(loaded)))
     assert d["source"] == str(npz)
     np.testing.assert_allclose(np.array(d["weights"]), loaded.weights, atol=0.5e-4 + 1e-12)
     assert d["mask"] is not None
@@ -155,7 +161,7 @@ def test_page_of_a_loaded_trace_names_its_source(tmp_path):
 
 def test_long_text_is_windowed_and_says_what_it_left_out():
     t = run(long_text(250), heads=2, d_model=8)
-    d = page_data(t, analyse(t))
+    d = page_data(_paged(t))
     assert d["window"] == {"start": 0, "stop": 200, "total": 250, "max_tokens": 200, "windowed": True}
     assert len(d["tokens"]) == 200 and d["n_tokens"] == 250
     w, out = np.array(d["weights"]), np.array(d["outside"])
@@ -170,7 +176,7 @@ def test_long_text_is_windowed_and_says_what_it_left_out():
 def test_max_tokens_must_be_positive():
     with pytest.raises(ValueError):
         shown = run("a b c")
-        page_data(shown, analyse(shown), max_tokens=0)
+        _paged(shown, max_tokens=0)
 
 
 def test_heatmap_colours_come_from_the_theme():
@@ -178,7 +184,7 @@ def test_heatmap_colours_come_from_the_theme():
     from matplotlib.colors import to_hex
 
     shown = run("a b")
-    d = page_data(shown, analyse(shown))
+    d = page_data(_paged(shown))
     # One palette: the page interpolates the theme's anchors, exactly as the terminal grid does …
     assert d["cmap"] == {"name": theme.HEATMAP_CMAP, "stops": list(theme.HEATMAP_ANCHORS)}
     assert d["mask_color"] == theme.MASK_COLOR and d["hatch_color"] == theme.HATCH_COLOR
@@ -195,7 +201,7 @@ def test_heatmap_colours_come_from_the_theme():
 
 def test_hostile_tokens_stay_data():
     t = run_tokens(NASTY, Config(heads=2, d_model=8))
-    page = render_html(t, analyse(t))
+    page = render_html(_paged(t))
     assert page.count("</script>") == 2  # only the page's own two script elements close
     assert "<script>alert" not in page and "<!--" not in page.split("<body>", 1)[1]
     assert "<b>bold" not in page
@@ -225,7 +231,7 @@ def test_write_html_is_atomic_and_replaces(tmp_path):
     target = tmp_path / "page.html"
     target.write_text("old")
     shown = run(SENTENCE)
-    out = write_html(shown, analyse(shown), target)
+    out = write_html(_paged(shown), target)
     assert out == target
     assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["page.html"]  # no temp file left behind
@@ -308,7 +314,7 @@ def test_docs_snippet_reads_the_page_back(tmp_path):
     docs = Path(__file__).resolve().parent.parent / "docs" / "html.md"
     snippet = re.search(r"```python\n(.*?)```", docs.read_text(encoding="utf-8"), re.S).group(1)
     t = run(SENTENCE, heads=4)
-    write_html(t, analyse(t), tmp_path / "animal.html")
+    write_html(_paged(t), tmp_path / "animal.html")
     p = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     token, row = p.stdout.strip().split(" ", 1)
@@ -322,10 +328,9 @@ def test_docs_snippet_reads_the_page_back(tmp_path):
 
 
 def test_summaries_are_the_per_query_measures_and_the_page_names_its_weights():
-    from mhacli.core.analysis import analyse
 
     t = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed")
-    d = data_of(render_html(t, analyse(t)))
+    d = data_of(render_html(_paged(t)))
     a = analyse(t)
     for sm, s in zip(d["summaries"], a.heads):
         assert (sm["pattern"], sm["pattern_rows"], sm["pattern_of"]) == (s.pattern, s.pattern_rows, s.pattern_of)
@@ -333,9 +338,9 @@ def test_summaries_are_the_per_query_measures_and_the_page_names_its_weights():
     assert len({sm["pattern"] for sm in d["summaries"]}) == 4  # four heads, four relations
     assert d["weights_label"].startswith("designed weights: head 1, previous token")
     shown = run(SENTENCE)
-    label = data_of(render_html(shown, analyse(shown)))["weights_label"]
+    label = data_of(render_html(_paged(shown)))["weights_label"]
     assert label == "random weights: these patterns mean nothing yet"
-    hidden = data_of(render_html(t, analyse(t), hide_rules=True))
+    hidden = data_of(render_html(_paged(t), hide_rules=True))
     assert hidden["rules"] is None and all(sm["pattern"] is None for sm in hidden["summaries"])
     embedded = json.dumps(hidden)  # the template explains every relation; the data names none
     assert not any(rule in embedded for rule in t.rules + ("itself", "previous token", "first token"))
@@ -351,13 +356,12 @@ def _layers(causal: bool = False) -> np.ndarray:
 
 
 def test_a_view_page_has_its_weights_every_layer_and_nothing_invented():
-    from mhacli.core.analysis import analyse
     from mhacli.core.view import from_attention
 
     w = _layers(causal=True)
     view = from_attention(w, "the cat sat on the mat".split(), layer_names=["a", "b", "c"], layer=1)
     result = result_of(view, layers=True)  # the page's layer picker reads every layer's analysis
-    d = data_of(render_html(view, result.analysis, layers=result.layers))
+    d = data_of(render_html(paged(result)))
     assert d["kind"] == "view" and d["layer"] == 1 and d["layer_names"] == ["a", "b", "c"]
     for key in ("config", "scores", "steps", "parameters", "split_equals_direct_max_diff"):
         assert d[key] is None, key
@@ -376,18 +380,18 @@ def test_a_view_page_has_its_weights_every_layer_and_nothing_invented():
     small = page_module.LAYERS_BUDGET
     try:
         page_module.LAYERS_BUDGET = 10
-        assert page_data(view, analyse(view))["layers"] is None
+        assert page_data(_paged(view))["layers"] is None
     finally:
         page_module.LAYERS_BUDGET = small
     shown = from_attention(w[0], view.tokens)
-    assert data_of(render_html(shown, analyse(shown)))["layers"] is None  # one layer: no picker
+    assert data_of(render_html(_paged(shown)))["layers"] is None  # one layer: no picker
 
 
 def _grammar_page(hide_rules: bool) -> dict:
     from mhacli.pipeline import prepare
 
     result = prepare("the animal didn't cross the street because it was too tired", weights="grammar").run()
-    return data_of(render_html(result.trace, result.analysis, hide_rules=hide_rules)), result
+    return data_of(render_html(paged(result), hide_rules=hide_rules)), result
 
 
 def test_a_grammar_run_gets_a_parse_section_with_every_heads_look():
@@ -406,7 +410,7 @@ def test_a_grammar_run_gets_a_parse_section_with_every_heads_look():
     assert "subject: animal" in data["parse"]["said"]
     page = template()
     assert 'id="parse"' in page and "D.parse.rows" in page
-    assert data_of(render_html(run("the cat sat on the mat"), analyse(run("the cat sat on the mat"))))["parse"] is None
+    assert data_of(render_html(_paged(run("the cat sat on the mat"))))["parse"] is None
 
 
 def test_the_hidden_parse_section_names_no_relation_and_marks_no_noun():
@@ -423,5 +427,5 @@ def test_measured_labels_are_never_called_rules():
     data, _ = _grammar_page(False)
     assert data["rules"] and data["rules_word"] == "measured in training"
     designed = run("the cat sat on the mat", weights="designed")
-    assert data_of(render_html(designed, analyse(designed)))["rules_word"] == "rule"
+    assert data_of(render_html(_paged(designed)))["rules_word"] == "rule"
     assert '"rule: "' not in template() and "D.rules_word" in template()

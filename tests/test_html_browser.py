@@ -22,8 +22,12 @@ from mhacli.core.config import Config
 from mhacli.core.trace import run, run_tokens
 from mhacli.render.html import page_data, write_html
 from mhacli.core.tokenize import label
-from mhacli.core.analysis import analyse
-from mhacli.pipeline import result_of
+from mhacli.pipeline import paged, result_of
+
+def _paged(shown, max_tokens=None):
+    """The result a page draws: ``shown`` measured once (every layer of a view), its window's measures made."""
+    return paged(result_of(shown, layers=True), max_tokens)
+
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -33,6 +37,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 def _chromium() -> str | None:
     for candidate in (os.environ.get("MHA_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
                       shutil.which("chromium-browser")):
+
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -79,7 +84,7 @@ def open_page(browser, tmp_path):
     # Most tests read the page from query 0; the query a page opens on by itself has its own test.
     def _open(trace, viewport=(1280, 900), fragment: str = "#q=0") -> Opened:
         result = result_of(trace, layers=True)  # a view's page carries every layer's measures
-        path = write_html(result.trace, result.analysis, tmp_path / f"page{len(opened)}.html", layers=result.layers)
+        path = write_html(paged(result), tmp_path / f"page{len(opened)}.html")
         ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, offline=True,
                                   java_script_enabled=True)
         contexts.append(ctx)
@@ -386,7 +391,7 @@ def test_designed_rules_are_shown_per_head(open_page):
 def test_without_a_fragment_the_page_opens_where_the_heads_differ_most(open_page):
     t = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed")
     p = open_page(t, fragment="").page
-    start = page_data(t, analyse(t))["start_query"]
+    start = page_data(_paged(t))["start_query"]
     assert current_query(p) == start != 0
     tops = {int(np.argmax(t.weights[i, start])) for i in range(4)}
     assert len(tops) == 4  # four heads, four different tokens in focus, as on the magnifier slide
@@ -408,7 +413,7 @@ def test_every_part_of_the_url_is_untrusted(open_page, fragment, query):
     texts = p.eval_on_selector_all("#tokens .tok .tok-text", "els => els.map(e => e.textContent)")
     assert texts == list(t.tokens)  # the tokens are still drawn
     # None: the fragment is ignored, so the page opens on its own choice of query.
-    assert current_query(p) == (page_data(t, analyse(t))["start_query"] if query is None else query)
+    assert current_query(p) == (page_data(_paged(t))["start_query"] if query is None else query)
     assert p.evaluate("({}).polluted === undefined && Object.prototype.q === undefined")
 
 

@@ -16,6 +16,7 @@ functions), so a late ``import rich`` in the core fails here even if no test run
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -122,14 +123,52 @@ RENDER_MAY_USE = {
 }
 
 
+COMPUTING = ("mhacli.core", "mhacli.pipeline")  # where a renderer could reach for numbers
+
+
 def _imported_names(path: Path) -> list[tuple[str, str]]:
-    """(module, name) for every ``from mhacli.core… import name`` in ``path``, lazy ones included."""
+    """(module, name) for every ``from mhacli.core… / mhacli.pipeline import name`` in ``path``, lazy ones included."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     return [(node.module, alias.name) for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mhacli.core")
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(COMPUTING)
             for alias in node.names] + [
         (alias.name, "*") for node in ast.walk(tree) if isinstance(node, ast.Import)
-        for alias in node.names if alias.name.startswith("mhacli.core")]
+        for alias in node.names if alias.name.startswith(COMPUTING)]
+
+
+#: Methods of the core's result types a renderer may call: they read or format what is stored (a head's
+#: words, a window's note, a dict for JSON, one layer or one head's rows of a weight matrix), computing nothing new.
+#: ``showcase_queries`` ranks stored top keys to pick the magnifiers' queries (left for the pipeline to do).
+RENDER_MAY_CALL = {"describe", "note", "to_dict", "arithmetic", "head_weights", "at_layer", "astype",
+                   "showcase_queries"}
+
+
+@functools.lru_cache(maxsize=1)
+def core_methods() -> frozenset[str]:
+    """The names of every method (not property) defined on a class of mhacli/core."""
+    names = set()
+    for path in sorted((PACKAGE / "core").rglob("*.py")):
+        for cls in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(cls, ast.ClassDef):
+                names.update(f.name for f in cls.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("_")
+                             and not any(getattr(d, "id", None) == "property" for d in f.decorator_list))
+    return frozenset(names)
+
+
+def computations_called(path: Path) -> list[str]:
+    """What ``path`` calls of the core's and the pipeline's computations: imported functions, result methods."""
+    bad = []
+    for module, name in _imported_names(path):
+        if name in RENDER_MAY_USE.get(module, ()) or "*" in RENDER_MAY_USE.get(module, ()):
+            continue
+        if name != "*" and _is_type_or_constant(module, name):
+            continue
+        bad.append(f"{module}.{name}")
+    methods = core_methods() - RENDER_MAY_CALL
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    bad += [f".{n.func.attr}()" for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute) and n.func.attr in methods]
+    return bad
 
 
 def _is_type_or_constant(module: str, name: str) -> bool:
@@ -143,14 +182,20 @@ def _is_type_or_constant(module: str, name: str) -> bool:
 @pytest.mark.parametrize("path", sorted((PACKAGE / "render").rglob("*.py")), ids=lambda p: str(p).split("mhacli/")[-1])
 def test_renderers_call_no_computation_of_the_core(path):
     where = str(path.relative_to(PACKAGE))
-    bad = []
-    for module, name in _imported_names(path):
-        if name in RENDER_MAY_USE.get(module, ()) or "*" in RENDER_MAY_USE.get(module, ()):
-            continue
-        if name != "*" and _is_type_or_constant(module, name):
-            continue
-        bad.append(f"{module}.{name}")
+    bad = computations_called(path)
     assert not bad, f"{where} calls the core's computations {bad}: put the numbers in the pipeline's result"
+
+
+def test_a_planted_computation_in_a_renderer_is_caught(tmp_path):
+    """A renderer that measures for itself fails the check: through the pipeline, the core, or a result's method."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("def draw(run):\n"
+                       "    from mhacli.pipeline import result_of\n"
+                       "    from mhacli.core.analysis import analyse\n"
+                       "    from mhacli.pipeline import Run\n"
+                       "    return result_of(run.trace), analyse(run.trace), run.trace.split_equals_direct()\n")
+    assert computations_called(planted) == ["mhacli.pipeline.result_of", "mhacli.core.analysis.analyse",
+                                            ".split_equals_direct()"]
 
 
 # ---------------------------------------------------------------------------

@@ -252,7 +252,8 @@ def test_every_number_the_lesson_says_is_this_runs(sample, weights, options):
     trace, a = result.trace, result.analysis
     numbers = with_lesson(result).lesson
     description = load_sample(sample).description
-    steps = lesson(trace, a, numbers, intro=f"The text is the sample '{sample}': {description}")
+    steps = lesson(trace, a, numbers, intro=f"The text is the sample '{sample}': {description}",
+                   split_diff=result.split_diff)
     q = numbers.q
     for step in steps:
         left = _lesson_numbers_left(step, trace, a, q, description)
@@ -270,7 +271,8 @@ def test_the_hidden_lesson_names_no_rule_and_no_relation(sample, weights):
 
     result = with_lesson(mhacli.run(load_sample(sample).text, weights=weights))
     trace = result.trace
-    said = " ".join(s.narration for s in lesson(trace, result.analysis, result.lesson, hide_rules=True))
+    said = " ".join(s.narration for s in lesson(trace, result.analysis, result.lesson, hide_rules=True,
+                                                split_diff=result.split_diff))
     assert not any(name in said for name in NAMES if name != "the token"), said  # "the token at position p"
     assert narrate.closing_sentence(analyse(trace), hide_rules=True) in said
 
@@ -281,7 +283,7 @@ def test_a_head_figure_says_random_weights_once(weights):
     # while the same caption standing alone (the page, the terminal) still carries it.
     from matplotlib.text import Text
 
-    from mhacli.render.figures import head_figure
+    from mhacli.notebook import head_figure
 
     trace, a = _analysis("pronoun", weights)
     for i in range(trace.num_heads):

@@ -119,10 +119,11 @@ def test_the_packed_weights_are_the_shown_values():
     import numpy as np
 
     from mhacli import run
+    from mhacli.pipeline import paged
     from mhacli.render.html import compact, page_data
 
     result = run("the cat sat on the mat", causal=True)
-    data = page_data(result.trace, result.analysis)
+    data = page_data(paged(result))
     packed = compact(data)
     for key in ("weights", "average", "outside", "outside_average"):
         p = packed[key]

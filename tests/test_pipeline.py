@@ -154,3 +154,33 @@ def test_explain_train_and_bench_share_one_validation_of_their_fields(fields):
             make(**fields)
         messages.add(refused.value.for_cli())
     assert len(messages) == 1, messages
+
+
+def test_each_kind_of_weights_is_one_source_class():
+    """run_tokens asks one WeightSource per kind for its inputs: the class follows from the Config and the weights."""
+    from types import SimpleNamespace
+
+    from mhacli.core.config import Config
+    from mhacli.core.errors import UsageError
+    from mhacli.core.trace import (DesignedWeights, OwnWeights, RandomWeights, TrainedWeights, run_tokens,
+                                   source_for)
+    from mhacli.core.weights import AttentionWeights
+
+    assert type(source_for(Config())) is RandomWeights
+    assert type(source_for(Config(weights="designed"))) is DesignedWeights
+    random = run_tokens(["a", "b", "c"], Config(heads=2, d_model=8))
+    mine = AttentionWeights(np.asarray(random.W_q), np.asarray(random.W_k), np.asarray(random.W_v),
+                            np.asarray(random.W_o), heads=2)
+    assert type(source_for(Config(d_model=8), weights=mine)) is OwnWeights
+    # your weights over the same toy embedding give the same trace as the random weights they were copied from
+    again = run_tokens(["a", "b", "c"], Config(heads=2, d_model=8, weights="pytorch"), weights=mine)
+    np.testing.assert_array_equal(again.weights, random.weights)
+    e, p = np.asarray(random.embeddings), np.asarray(random.positions)
+    model = SimpleNamespace(inputs=lambda tokens: (e, p, mine.w_q, mine.w_k, mine.w_v, mine.w_o),
+                            labels=("first", "second"))
+    assert type(source_for(Config(d_model=8), model=model)) is TrainedWeights
+    trained = run_tokens(["a", "b", "c"], Config(heads=2, d_model=8, weights="trained"), model=model)
+    np.testing.assert_array_equal(trained.weights, random.weights)
+    assert trained.rules == ("first", "second") and trained.parse is None
+    with pytest.raises(UsageError, match="needs a trained model file"):
+        source_for(Config(weights="trained"))

@@ -228,10 +228,10 @@ def _everything(sample: str, weights: str, **options: object) -> dict[str, list]
 
     trace = mhacli.run(load_sample(sample).text, weights=weights, **options)
     a = analyse(trace)
-    steps = lesson(trace, a, lesson_numbers(trace), width=40)
+    steps = lesson(trace, a, lesson_numbers(trace), width=40, split_diff=trace.split_equals_direct())
     out: dict[str, list] = {
-        "walkthrough": walkthrough(trace, a, width=40, show_values=True),
-        "hidden": walkthrough(trace, a, width=40, hide_rules=True),
+        "walkthrough": walkthrough(trace, a, trace.split_equals_direct(), width=40, show_values=True),
+        "hidden": walkthrough(trace, a, trace.split_equals_direct(), width=40, hide_rules=True),
         "compare": [comparison_panel(compare(trace, single_head(trace)))],
         "quiz": quiz_view(demo_quiz := make_quiz(trace, 0, 20), True, "title", "mha explain --sample x"),
         "samples": [sample_table_or_view(None), sample_table_or_view(sample)],

@@ -106,7 +106,7 @@ def test_apart_sentence_states_only_what_the_records_show(single_acc, relations,
 def test_the_figure_says_trained_alone_and_both_accuracies():
     from matplotlib.text import Text
 
-    from mhacli.render.figures.single_vs_multi import compare_figure
+    from mhacli.notebook import compare_figure
 
     alone, apart = shipped_apart()
     heads, _ = load_trained(shipped_model_path())

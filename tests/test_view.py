@@ -263,7 +263,7 @@ def test_show_of_a_view_plans_no_split_figure(attention_npz):
 def test_save_figures_reports_each_file_as_it_is_written(tmp_path, kind):
     import os
 
-    from mhacli.render.figures import save_figures
+    from mhacli.notebook import save_figures
 
     t = run("the cat sat", heads=2, d_model=8)
     shown = t if kind == "run" else from_attention(t.weights, t.tokens)
@@ -272,7 +272,7 @@ def test_save_figures_reports_each_file_as_it_is_written(tmp_path, kind):
     def on_saved(path):  # the file is whole on disk when it is reported
         seen.append((path, os.path.getsize(path)))
 
-    saved = save_figures(shown, None, tmp_path, dpi=30, on_saved=on_saved)
+    saved = save_figures(shown, tmp_path, dpi=30, on_saved=on_saved)
     assert [p for p, _ in seen] == list(saved) and all(size > 0 for _, size in seen)
     assert len(seen) == (5 if kind == "run" else 4)
 

@@ -56,6 +56,7 @@ def no_run(monkeypatch):
     """Fail loudly if a command reaches the core: a refusal must come before any work."""
     import mhacli.core.trace
     import mhacli.core.train
+    import mhacli.io.trained  # noqa: F401 - imported before the patch: it binds run_tokens when first imported
 
     def never(*args, **kwargs):
         raise AssertionError("the run started before the refusal")

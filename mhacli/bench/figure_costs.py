@@ -41,19 +41,18 @@ def one_process(out_dir: str) -> dict[str, list[float]]:
     import matplotlib.figure  # noqa: F401
 
     mark("import matplotlib.figure")
-    from mhacli.pipeline import prepare
+    from mhacli.pipeline import prepare, shown
 
     mark("import mhacli.core")
     from mhacli.render.figures.save import save_figures
 
     mark("import mhacli.render.figures, Agg")
     result = prepare(SENTENCE).run(single=True)  # the "1 head" row of magnifiers.png, as mha explain draws it
-    trace, single, analysis = result.trace, result.single, result.analysis
+    result = shown(result)  # the figures' windows, as mha explain chooses them
     mark("trace")
     # save_figures itself, as mha explain calls it: each phase ends when a file is written (the first
     # per-head file also pays for building the figure that every head then updates).
-    save_figures(trace, single, Path(out_dir), analysis=analysis,
-                 on_saved=lambda path: mark(f"draw and save {path.name}"))
+    save_figures(result, Path(out_dir), on_saved=lambda path: mark(f"draw and save {path.name}"))
     return phases
 
 

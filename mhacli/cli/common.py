@@ -15,7 +15,6 @@ from mhacli.cli.output import figure_progress, notes
 from mhacli.core.config import Config
 
 if TYPE_CHECKING:
-    from mhacli.core.compare import Comparison
     from mhacli.core.trace import Trace
     from mhacli.io.outputs import OutputPlan
     from mhacli.pipeline import Prepared, Run
@@ -123,24 +122,25 @@ def write_figures(result: Run, out: Path, fmt: str, dpi: int, query: int | None,
     FILE.npz``) has no single-head contrast and no split figure.
     """
     from mhacli.io.outputs import figure_names
+    from mhacli.pipeline import shown
     from mhacli.render.figures import save_figures
 
     view = result.config is None
     with figure_progress(len(figure_names(result.trace.num_heads, fmt, split=not view))) as progress:
-        saved = save_figures(result.trace, result.single, out, fmt=fmt, dpi=dpi, query=query, max_tokens=max_tokens,
-                             hide_rules=hide_rules, analysis=result.analysis, on_saved=progress)
+        saved = save_figures(shown(result, max_tokens, query), out, fmt=fmt, dpi=dpi, hide_rules=hide_rules,
+                             on_saved=progress)
     notes(list(getattr(saved, "notices", [])))
     return [str(p) for p in saved]
 
 
-def write_compare(trace: Trace, single: Trace, out: Path, fmt: str, dpi: int, max_tokens: int,
-                  hide_rules: bool = False, comparison: Comparison | None = None) -> list[str]:
-    """Draw single-vs-multi into ``out``."""
+def write_compare(result: Run, out: Path, fmt: str, dpi: int, max_tokens: int, hide_rules: bool = False) -> list[str]:
+    """Draw single-vs-multi into ``out`` (every query compared: the window has no query)."""
+    from mhacli.pipeline import shown
     from mhacli.render.figures import save_compare
 
     with figure_progress(1) as progress:
-        saved = save_compare(trace, single, out, fmt=fmt, dpi=dpi, max_tokens=max_tokens, comparison=comparison,
-                             hide_rules=hide_rules, on_saved=progress)
+        saved = save_compare(shown(result, max_tokens), out, fmt=fmt, dpi=dpi, hide_rules=hide_rules,
+                             on_saved=progress)
     notes(list(getattr(saved, "notices", [])))
     return [str(p) for p in saved]
 

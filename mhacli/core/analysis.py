@@ -6,7 +6,7 @@ terminal, the figures, ``mha compare``, the quiz and the HTML page.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -464,10 +464,22 @@ def outside_rows(weights: Array, start: int, stop: int) -> Array:
     return out
 
 
-def outside_window(weights: Array, start: int, stop: int) -> Array:
-    """(h,): mean over the shown query rows start … stop−1 of the weight on keys outside that window."""
-    rows = outside_rows(weights, start, stop)  # (h, N)
+def outside_window(rows: Array, start: int, stop: int) -> Array:
+    """(h,): mean over the shown query rows start … stop−1 of their weight outside the window (``rows``:
+    :func:`outside_rows`)."""
     return rows[:, start:stop].mean(axis=-1) if stop > start else np.zeros(rows.shape[0])
+
+
+def windowed(analysis: Analysis, weights: Array, start: int, stop: int) -> Analysis:
+    """``analysis`` measured for the shown tokens ``start … stop−1`` of a picture: each head's mass outside them.
+
+    The analysis itself when everything is shown or it was made for that window already."""
+    if (start == 0 and stop >= len(analysis.tokens)) or analysis.window == (start, stop):
+        return analysis
+    rows = outside_rows(weights, start, stop)  # (h, N)
+    outside = outside_window(rows, start, stop)  # (h,)
+    heads = tuple(replace(s, outside_window=float(outside[s.head])) for s in analysis.heads)
+    return replace(analysis, heads=heads, window=(start, stop), outside_rows=rows)
 
 
 def _readback(keys: Array, top: Array, picked: Array, single: Array, counted: Array) -> ReadBack:
@@ -551,7 +563,7 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
     if window is not None:
         span = (0, min(int(window), n)) if isinstance(window, int) else (int(window[0]), int(window[1]))
         rows_out = outside_rows(weights, *span)  # (h, N)
-        outside = rows_out[:, span[0]:span[1]].mean(axis=-1) if span[1] > span[0] else np.zeros(h)
+        outside = outside_window(rows_out, *span)  # (h,)
     targets = _relation_targets(tokens, visible)
     heads = []
     for i in range(h):

@@ -163,8 +163,8 @@ class Trace:
         return worst
 
 
-class WeightSource(Protocol):
-    """Where a run's inputs and weights come from when they are neither random nor designed (a trained model)."""
+class TrainedModel(Protocol):
+    """A trained model as the pipeline hands it over (core.train.TrainedModel): its inputs and head labels."""
 
     def inputs(self, tokens: Sequence[str]) -> tuple[Array, ...]:
         """E[tokens] (N, d), P (N, d), W_q, W_k, W_v, W_o (d, d each, PyTorch layout)."""
@@ -176,74 +176,149 @@ class WeightSource(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What one kind of weights gives a run: X's two parts, the four matrices, and what names the heads."""
+
+    e: Array  # (N, d) E[tokens]
+    p: Array  # (N, d) P
+    w_q: Array  # (d, d) PyTorch layout
+    w_k: Array  # (d, d)
+    w_v: Array  # (d, d)
+    w_o: Array  # (d, d)
+    rules: tuple[str, ...] | None = None
+    parse: Parse | None = None
+    biases: Mapping[str, Array] | None = None
+    ids: Array | None = None  # (N,) rows of a trained model's own vocabulary (else the order of first appearance)
+    folds_case: bool = False  # the model reads "The" as "the" (a grammar model)
+    word_values: bool = False  # V = E W_v: a model trained with positions in Q and K only
+
+
+class WeightSource(Protocol):
+    """Where a run's inputs and weights come from: one class per kind, so a new kind is a new class."""
+
+    def inputs(self, tokens: tuple[str, ...], config: Config) -> Inputs:
+        """X's parts and the weights for ``tokens`` under ``config``."""
+        ...
+
+
+def _toy_x(tokens: tuple[str, ...], config: Config) -> tuple[Array, Array]:
+    """The toy embedding E[tokens] (N, d) and the sinusoidal positions P (N, d), or zeros without positions."""
+    n, d = len(tokens), config.d_model
+    e = embed(tokens, d, config.seed)  # (N, d)
+    p = positional_encoding(n, d) if config.positions else np.zeros((n, d))  # (N, d)
+    return e, p
+
+
+class RandomWeights:
+    """``--weights random``: the toy embedding and weights drawn from the run's seed."""
+
+    def inputs(self, tokens: tuple[str, ...], config: Config) -> Inputs:
+        e, p = _toy_x(tokens, config)
+        w_q, w_k, w_v, w_o = init_weights(config.d_model, np.random.default_rng(config.seed))
+        return Inputs(e, p, w_q, w_k, w_v, w_o)
+
+
+class DesignedWeights:
+    """``--weights designed``: heads built by hand to follow rules (core.designed)."""
+
+    def inputs(self, tokens: tuple[str, ...], config: Config) -> Inputs:
+        from mhacli.core.designed import design
+
+        built = design(tokens, config)
+        return Inputs(built.embeddings, built.positions, built.w_q, built.w_k, built.w_v, built.w_o,
+                      rules=tuple(built.rules))
+
+
+@dataclass(frozen=True)
+class OwnWeights:
+    """Your nn.MultiheadAttention's weights over the toy embedding."""
+
+    weights: AttentionWeights
+
+    def inputs(self, tokens: tuple[str, ...], config: Config) -> Inputs:
+        w = self.weights
+        if w.d_model != config.d_model:
+            raise UsageError("the weights are for d_model={} but the run has {{d_model}}; leave "
+                             "{{d_model:name}} out to take it from the weights.".format(w.d_model),
+                             d_model=config.d_model)
+        e, p = _toy_x(tokens, config)
+        return Inputs(e, p, w.w_q, w.w_k, w.w_v, w.w_o, biases=w.biases())
+
+
+@dataclass(frozen=True)
+class TrainedWeights:
+    """A trained model (``mha train --save``, the shipped ones): its own embedding, positions and weights.
+
+    A grammar model (``sentences``) names its heads from the sentence's parse, or not at all."""
+
+    model: TrainedModel
+
+    def inputs(self, tokens: tuple[str, ...], config: Config) -> Inputs:
+        e, p, w_q, w_k, w_v, w_o = self.model.inputs(tokens)
+        rules: tuple[str, ...] | None = tuple(self.model.labels)
+        parse = None
+        sentences = bool(getattr(self.model, "sentences", False))
+        if sentences:
+            parse = grammar_parse(tokens)
+            if parse is None:  # names measured on sentences of the grammar say nothing about this text
+                rules = None
+        ids = getattr(self.model, "ids", None)
+        return Inputs(e, p, w_q, w_k, w_v, w_o, rules=rules, parse=parse, ids=None if ids is None else ids(tokens),
+                      folds_case=sentences,
+                      word_values=bool(getattr(getattr(self.model, "config", None), "word_values", False)))
+
+
+#: The kinds a Config names that need nothing but the Config.
+BUILT_IN: dict[str, type[RandomWeights] | type[DesignedWeights]] = {"random": RandomWeights,
+                                                                     "designed": DesignedWeights}
+
+
+def source_for(config: Config, weights: AttentionWeights | None = None,
+               model: TrainedModel | None = None) -> WeightSource:
+    """The source of a run's weights: a trained model, your weights, or the kind the Config names."""
+    if model is not None:
+        return TrainedWeights(model)
+    if weights is not None:
+        return OwnWeights(weights)
+    if config.weights in BUILT_IN:
+        return BUILT_IN[config.weights]()
+    if config.weights == "trained":
+        raise UsageError("{weights} needs a trained model file; make one with 'mha train --save model.npz'.",
+                         weights=config.weights)
+    raise UsageError("{weights} needs the weights themselves; pass them to run().", weights=config.weights)
+
+
 def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights | None = None,
-               model: WeightSource | None = None, cores: int = 1) -> Trace:
+               model: TrainedModel | None = None, cores: int = 1) -> Trace:
     """Run multi-head attention over given tokens under ``config``.
 
     ``weights``: your own nn.MultiheadAttention weights (the toy embedding makes X);
-    ``model``: a trained model (its own embedding, positions and weights); ``cores``: threads the
-    long runs may take (the same bits whatever the number).
+    ``model``: a trained model (its own embedding, positions and weights); neither: the kind
+    ``config.weights`` names (:func:`source_for`).  ``cores``: threads the long runs may take (the same
+    bits whatever the number).
     """
     tokens = tuple(tokens)
     if not tokens:
         raise UsageError("the text has no tokens to attend over; give at least one word.")
     dtype = np.dtype(config.dtype)
-    n, d = len(tokens), config.d_model
     _, ids = vocabulary(tokens)
-    rules: tuple[str, ...] | None = None
-    parse: Parse | None = None
-    folds_case = model_ids = False
-    biases: dict[str, Array] = {}
-    word_values = False
-    if model is not None:
-        word_values = bool(getattr(getattr(model, "config", None), "word_values", False))
-        e, p, w_q, w_k, w_v, w_o = model.inputs(tokens)
-        own_ids = getattr(model, "ids", None)
-        model_ids = own_ids is not None
-        if own_ids is not None:  # the row of the model's own embedding table each token reads
-            ids = np.asarray(own_ids(tokens), dtype=np.int64)  # (N,)
-        rules = tuple(model.labels)
-        folds_case = bool(getattr(model, "sentences", False))
-        if folds_case:  # a grammar model: heads named from the parse, or not at all
-            parse = grammar_parse(tokens)
-            if parse is None:  # names measured on sentences of the grammar say nothing about this text
-                rules = None
-    elif weights is not None:
-        if weights.d_model != d:
-            raise UsageError("the weights are for d_model={} but the run has {{d_model}}; leave "
-                             "{{d_model:name}} out to take it from the weights.".format(weights.d_model),
-                             d_model=d)
-        e = embed(tokens, d, config.seed)  # (N, d)
-        p = positional_encoding(n, d) if config.positions else np.zeros((n, d))  # (N, d)
-        w_q, w_k, w_v, w_o = weights.w_q, weights.w_k, weights.w_v, weights.w_o
-        biases = {k: b.astype(dtype) for k, b in weights.biases().items()}
-    elif config.weights == "trained":
-        raise UsageError("{weights} needs a trained model file; make one with 'mha train --save model.npz'.",
-                         weights=config.weights)
-    elif config.weights == "designed":
-        from mhacli.core.designed import design
-
-        built = design(tokens, config)
-        e, p = built.embeddings, built.positions
-        w_q, w_k, w_v, w_o = built.w_q, built.w_k, built.w_v, built.w_o
-        rules = tuple(built.rules)
-    elif config.weights == "random":
-        e = embed(tokens, d, config.seed)  # (N, d)
-        p = positional_encoding(n, d) if config.positions else np.zeros((n, d))  # (N, d)
-        w_q, w_k, w_v, w_o = init_weights(d, np.random.default_rng(config.seed))
-    else:
-        raise UsageError("{weights} needs the weights themselves; pass them to run().", weights=config.weights)
-    e, p = e.astype(dtype), p.astype(dtype)
-    w_q, w_k, w_v, w_o = (w.astype(dtype) for w in (w_q, w_k, w_v, w_o))
+    got = source_for(config, weights, model).inputs(tokens, config)
+    if got.ids is not None:  # the row of the model's own embedding table each token reads
+        ids = np.asarray(got.ids, dtype=np.int64)  # (N,)
+    biases = {k: b.astype(dtype) for k, b in (got.biases or {}).items()}
+    e, p = got.e.astype(dtype), got.p.astype(dtype)
+    w_q, w_k, w_v, w_o = (w.astype(dtype) for w in (got.w_q, got.w_k, got.w_v, got.w_o))
     x = e + p  # (N, d)
     parts = multi_head_attention(x, w_q, w_k, w_v, w_o, config.heads, config.causal, biases=biases,
-                                 attender=partial(attend_blocked, cores=cores), x_v=e if word_values else None)
+                                 attender=partial(attend_blocked, cores=cores), x_v=e if got.word_values else None)
     for name in ("scores", "weights"):
         # Fresh arrays nobody else holds: frozen where they are, so the trace does not copy (h, N, N) twice.
         parts[name].setflags(write=False)  # type: ignore[union-attr]
     return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,
-                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=rules, parse=parse, folds_case=folds_case,
-                 model_ids=model_ids, word_values=word_values, **biases, **parts)  # type: ignore[arg-type]
+                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=got.rules, parse=got.parse, folds_case=got.folds_case,
+                 model_ids=got.ids is not None, word_values=got.word_values,
+                 **biases, **parts)  # type: ignore[arg-type]
 
 
 def own_weights(weights: AttentionWeights | Mapping[str, Any]) -> AttentionWeights:

@@ -18,12 +18,12 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli.render import theme
-from mhacli.render.figures import token_view
 from mhacli.core.tokenize import graphemes, label
 from mhacli.render.labels import pattern_words, weights_note
 
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
+    from mhacli.core.window import View
     from mhacli.render.labels import Shown
 
 CELL = 4  # cells are " 38" plus one space: room for "100"
@@ -100,17 +100,15 @@ def fits(trace: Shown, width: int, max_tokens: int = 40) -> bool:
     return grid_width(min(trace.n_tokens, max_tokens)) <= width
 
 
-def head_grids(trace: Shown, analysis: Analysis, *, width: int, max_tokens: int = 40, query: int | None = None,
-               figures_at: str | None = None, title: str = "Each head's weights",
-               single: bool = False, hide_rules: bool = False) -> RenderableType:
+def head_grids(trace: Shown, analysis: Analysis, *, width: int, view: View, figures_at: str | None = None,
+               title: str = "Each head's weights", single: bool = False, hide_rules: bool = False) -> RenderableType:
     """Every head of a run or a view as a coloured grid, side by side when they fit; else one line saying where.
 
     Each grid is titled with the relation its per-query top key follows (or its rule); a line
     above them says which weights made them.
     """
     heading = Text(title, style=theme.STYLE_TITLE)
-    view = token_view(trace.n_tokens, max_tokens, query)
-    start, stop, n = view.start, view.stop, view.n
+    start, stop, n, query = view.start, view.stop, view.n, view.query
     if grid_width(n) > width:
         where = (f"the heatmaps are in {figures_at}" if figures_at else
                  "run without --no-plots to save them as figures")

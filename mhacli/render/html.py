@@ -30,16 +30,17 @@ from mhacli.core.messages import printable
 from mhacli.core import narrate
 from mhacli.core.narrate import head_caption
 from mhacli.core.tokenize import label
+from mhacli.core.window import PAGE_MAX_TOKENS
 from mhacli.io.files import atomic_write
-from mhacli.pipeline import in_window
 from mhacli.render import theme
 from mhacli.render.labels import is_view, layer_note, pattern_words, weights_note
 
 if TYPE_CHECKING:
     from mhacli.core.view import AttentionView
+    from mhacli.pipeline import Run
     from mhacli.render.labels import Shown
 
-DEFAULT_MAX_TOKENS = 200
+DEFAULT_MAX_TOKENS = PAGE_MAX_TOKENS
 DATA_PLACEHOLDER = "/*MHA_DATA_JSON*/"
 WEIGHT_DECIMALS = 4  # exact enough to read, small enough that 200 tokens stay a few MB
 SCORE_DECIMALS = 3
@@ -108,9 +109,11 @@ def summaries(analysis: Analysis, hide_rules: bool = False) -> list[dict[str, An
 
 
 def _layer(shown: Shown, m: int, hide_rules: bool, analysis: Analysis) -> dict[str, Any]:
-    """What changes from layer to layer (or is all there is, for a run): weights, average, measures, label."""
+    """What changes from layer to layer (or is all there is, for a run): weights, average, measures, label.
+
+    ``analysis``: the layer's measures for the page's window (each row's weight outside the first m tokens)."""
     weights = np.asarray(shown.weights, dtype=np.float64)  # (h, N, N)
-    windowed = in_window(analysis, shown, 0, m)  # each row's weight outside the first m tokens, when cut
+    windowed = analysis
     outside = (np.zeros(weights.shape[:2]) if windowed.outside_rows is None
                else np.asarray(windowed.outside_rows))  # (h, N)
     return {
@@ -128,7 +131,7 @@ def _layer(shown: Shown, m: int, hide_rules: bool, analysis: Analysis) -> dict[s
     }
 
 
-def _run_only(trace: Any, m: int) -> dict[str, Any]:
+def _run_only(trace: Any, m: int, split_diff: float | None) -> dict[str, Any]:
     """What only a run of the tool has: its config, scores, steps and parameters."""
     params = trace.parameters
     steps = trace.steps
@@ -138,15 +141,15 @@ def _run_only(trace: Any, m: int) -> dict[str, Any]:
         "steps": [s.to_dict() for s in steps],
         "total_madds": sum(s.madds for s in steps),
         "parameters": {**params.to_dict(), "d_model": params.d_model, "heads": params.heads, "d_k": params.d_k},
-        "split_equals_direct_max_diff": trace.split_equals_direct(),
+        "split_equals_direct_max_diff": split_diff,
     }
 
 
 def _layers(view: AttentionView, m: int, hide_rules: bool, shown: dict[str, Any],
-            layers: Sequence[Analysis] | None) -> list[dict[str, Any]] | None:
+            layers: Sequence[Analysis]) -> list[dict[str, Any]] | None:
     """Every layer for the page's layer picker, or None when there is one layer, they would not fit,
-    or their analyses were not given (``layers``: one per layer, from :func:`mhacli.pipeline.result_of`)."""
-    if view.n_layers < 2 or layers is None or view.n_layers * view.num_heads * m * m > LAYERS_BUDGET:
+    or their analyses were not given (``layers``: one per layer, from :func:`mhacli.pipeline.paged`)."""
+    if view.n_layers < 2 or len(layers) < 2 or view.n_layers * view.num_heads * m * m > LAYERS_BUDGET:
         return None
     return [shown if k == view.layer else _layer(view.at_layer(k), m, hide_rules, layers[k])
             for k in range(view.n_layers)]
@@ -180,18 +183,20 @@ def parse_data(analysis: Analysis, m: int, hide_rules: bool) -> dict[str, Any] |
     return {"rows": rows, "said": said}
 
 
-def page_data(trace: Shown, analysis: Analysis, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules: bool = False,
-              layers: Sequence[Analysis] | None = None) -> dict[str, Any]:
-    """Everything the page shows, as one JSON-ready dict (the first ``max_tokens`` tokens).
+def page_data(result: Run, *, hide_rules: bool = False) -> dict[str, Any]:
+    """Everything the page shows, as one JSON-ready dict (the first ``result.page.max_tokens`` tokens).
 
-    ``analysis``: the measures of what is shown; ``layers``: every layer's, for a view's layer picker.
+    ``result``: a run or a view's result with the page's measures (:func:`mhacli.pipeline.paged`): the shown
+    layer's, and every layer's for a view's layer picker.
     """
-    if max_tokens < 1:
-        raise ValueError("max_tokens must be at least 1")
+    if result.page is None:
+        raise ValueError("the page draws a result with its page's measures: pass mhacli.pipeline.paged(result)")
+    trace, max_tokens, layers = result.trace, result.page.max_tokens, result.page.layers
     n = trace.n_tokens
     m = min(n, max_tokens)
     mask = np.asarray(trace.mask)[:m, :m] if trace.mask is not None else None  # a view's own mask, as given
     view = is_view(trace)
+    analysis = layers[trace.layer if view and len(layers) > 1 else 0]  # the shown layer's measures
     shown = _layer(trace, m, hide_rules, analysis)
     data: dict[str, Any] = {
         "mhacli_version": __version__,
@@ -226,7 +231,7 @@ def page_data(trace: Shown, analysis: Analysis, max_tokens: int = DEFAULT_MAX_TO
         v: AttentionView = trace  # type: ignore[assignment]
         data.update(layer=v.layer, layer_names=list(v.layer_names), layers=_layers(v, m, hide_rules, shown, layers))
     else:
-        data.update(_run_only(trace, m))
+        data.update(_run_only(trace, m, result.split_diff))
     return escaped(data)  # type: ignore[no-any-return]
 
 
@@ -268,23 +273,21 @@ def template() -> str:
     return (resources.files("mhacli.render") / "templates" / "page.html").read_text(encoding="utf-8")
 
 
-def render_html(trace: Shown, analysis: Analysis, max_tokens: int = DEFAULT_MAX_TOKENS, *, hide_rules: bool = False,
-                layers: Sequence[Analysis] | None = None, packed: bool = False) -> str:
+def render_html(result: Run, *, hide_rules: bool = False, packed: bool = False) -> str:
     """The whole page of a run or an attention view as one string (``packed``: its weights :func:`compact`)."""
     parts = template().split(DATA_PLACEHOLDER)
     if len(parts) != 2:  # pragma: no cover - guards the shipped template
         raise RuntimeError("the page template must contain the data placeholder exactly once")
-    data = page_data(trace, analysis, max_tokens, hide_rules=hide_rules, layers=layers)
+    data = page_data(result, hide_rules=hide_rules)
     return parts[0] + embed_json(compact(data) if packed else data) + parts[1]
 
 
-def write_html(trace: Shown, analysis: Analysis, path: Path, max_tokens: int = DEFAULT_MAX_TOKENS, *,
-               hide_rules: bool = False, layers: Sequence[Analysis] | None = None) -> Path:
+def write_html(result: Run, path: Path, *, hide_rules: bool = False) -> Path:
     """Write the interactive page for ``trace`` to ``path``, atomically; returns the path.
 
     ``hide_rules`` leaves rule and pattern names out of the page, data included.
     """
-    page = render_html(trace, analysis, max_tokens, hide_rules=hide_rules, layers=layers).encode("utf-8")
+    page = render_html(result, hide_rules=hide_rules).encode("utf-8")
 
     def write(handle: Any) -> None:
         handle.write(page)

@@ -103,7 +103,7 @@ def pattern_words(analysis: Analysis, i: int, hide_rules: bool = False, max_char
 def window_note(analysis: Analysis) -> str | None:
     """How much attention falls outside the window of tokens the analysis was made for (None when everything is shown).
 
-    ``analysis``: :func:`mhacli.pipeline.in_window`'s, which holds each head's mass outside the window.
+    ``analysis``: measured for the window (:func:`mhacli.pipeline.shown`), holding each head's mass outside the window.
     """
     if analysis.window is None or (analysis.window[0] == 0 and analysis.window[1] >= len(analysis.tokens)):
         return None

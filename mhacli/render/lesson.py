@@ -285,14 +285,14 @@ def _weights_sentence(trace: Trace, hide_rules: bool) -> str:
 
 def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str = "", width: int = 80,
            figures_at: str | None = None, hide_rules: bool = False,
-           pairs: Sequence[TrainedPair] = ()) -> list[LessonStep]:
+           pairs: Sequence[TrainedPair] = (), *, split_diff: float) -> list[LessonStep]:
     """The article's steps, in order, each narrated in a few sentences and shown with this run's numbers.
 
     ``figures_at``: the folder the figures are being saved to, if any, so the narration can point at them.
     ``analysis``: the run's measures; ``numbers``: the lesson's own, for its query
     (:func:`mhacli.core.lesson.lesson_numbers`); ``hide_rules``: no rule or relation names.
     ``pairs``: the shipped one-head-against-many results (:func:`mhacli.core.lesson.trained_pair`); when
-    given, the lesson ends on them (:func:`one_vs_many_step`).
+    given, the lesson ends on them (:func:`one_vs_many_step`).  ``split_diff``: the run's split check.
     """
     import numpy as np
 
@@ -357,7 +357,7 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
             f"You could also compute the full Q = X W_qᵀ ({n}×{d}) and cut its columns into {h} blocks of "
             f"{dk}. Block i is exactly Q^i, because those columns only ever use head i's rows of W_q. The "
             "tool does it both ways, for Q, K and V, and compares.",
-            claim_panel(trace)),
+            claim_panel(trace, split_diff)),
         LessonStep(
             "scores", "Scores, scaled",
             f"Each head now compares every query with every key: S^i = Q^i K^iᵀ, an N×N = {n}×{n} table "

@@ -144,9 +144,8 @@ def parameters_panel(params: ParameterCount, title: str = "3. Parameters") -> Re
     return Group(fitted_table(table), _note(verdict))
 
 
-def claim_panel(trace: Trace) -> RenderableType:
-    """Step 4: building Q^i directly equals cutting block i out of the full Q."""
-    diff = trace.split_equals_direct()
+def claim_panel(trace: Trace, diff: float) -> RenderableType:
+    """Step 4: building Q^i directly equals cutting block i out of the full Q (``diff``: the run's split check)."""
     d, dk = trace.d_model, trace.d_k
     text = Text()
     text.append("Q^i = X W_q^i", style=theme.STYLE_FORMULA)
@@ -321,11 +320,12 @@ def values_panel(trace: Trace, width: int = 80) -> RenderableType:
     return Group(*parts)
 
 
-def walkthrough(trace: Trace, analysis: Analysis, *, max_tokens: int = 40, show_values: bool = False, width: int = 80,
-                hide_rules: bool = False) -> list[RenderableType]:
+def walkthrough(trace: Trace, analysis: Analysis, split_diff: float, *, max_tokens: int = 40,
+                show_values: bool = False, width: int = 80, hide_rules: bool = False) -> list[RenderableType]:
     """The whole explanation, in the issue's order, a blank line between sections.
 
-    ``analysis``: the run's measures (the pipeline's :class:`~mhacli.pipeline.Run` holds them).
+    ``analysis``, ``split_diff``: the run's measures and split check (the pipeline's
+    :class:`~mhacli.pipeline.Run` holds them).
     """
     from mhacli.core import narrate
 
@@ -334,7 +334,7 @@ def walkthrough(trace: Trace, analysis: Analysis, *, max_tokens: int = 40, show_
         tokens_table(trace, max_tokens, width),
         steps_table(trace.steps, trace.num_heads, efficiency=narrate.efficiency_sentence(trace.split_cost)),
         parameters_panel(trace.parameters),
-        claim_panel(trace),
+        claim_panel(trace, split_diff),
         heads_panel(trace, analysis, hide_rules=hide_rules),
         grammar_panel(analysis, hide_rules=hide_rules),
         causal_note(trace),

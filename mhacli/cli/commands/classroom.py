@@ -157,10 +157,11 @@ def demo(
     trace = result.trace
     position = query_position(trace, query)
     result = with_lesson(result, position)
-    assert result.lesson is not None
+    assert result.lesson is not None and result.split_diff is not None  # a run of the tool: it has both
     pairs = shipped_pairs()
     steps = lesson(trace, result.analysis, result.lesson, intro=_intro(sample, hide_rules), width=console.width,
-                   figures_at=shown_folder(plan.out), hide_rules=hide_rules, pairs=pairs)
+                   figures_at=shown_folder(plan.out), hide_rules=hide_rules, pairs=pairs,
+                   split_diff=result.split_diff)
     if not 1 <= step <= len(steps):
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
     present(console, steps, pause=pause and sys.stdin.isatty(), start=step, wait=_wait_for_enter,

@@ -29,14 +29,17 @@ if TYPE_CHECKING:
 def _walkthrough(result: Run, max_tokens: int, show_values: bool, query: int | None,
                  figures_at: Path | None, hide_rules: bool = False) -> None:
     """Every step of the run, then where each head looks (the grids name the figures' folder)."""
+    from mhacli.pipeline import shown
     from mhacli.render.grid import head_grids
     from mhacli.render.terminal import walkthrough
 
     trace, analysis = result.trace, result.analysis
-    print_all(*walkthrough(trace, analysis, max_tokens=max_tokens, show_values=show_values, width=console.width,
-                           hide_rules=hide_rules))
+    assert result.split_diff is not None  # a run of the tool (a view has no walkthrough)
+    print_all(*walkthrough(trace, analysis, result.split_diff, max_tokens=max_tokens, show_values=show_values,
+                           width=console.width, hide_rules=hide_rules))
     console.print()
-    console.print(head_grids(trace, analysis, width=console.width, max_tokens=max_tokens, query=query,
+    view = shown(result, max_tokens, query).figures.view  # type: ignore[union-attr]
+    console.print(head_grids(trace, analysis, width=console.width, view=view,
                              figures_at=shown_folder(figures_at), hide_rules=hide_rules))
     console.print()
 
@@ -44,10 +47,10 @@ def _walkthrough(result: Run, max_tokens: int, show_values: bool, query: int | N
 def _write_html(result: Run, html: Path | None, max_tokens: int, hide_rules: bool = False) -> list[str]:
     if html is None:
         return []
+    from mhacli.pipeline import paged
     from mhacli.render.html import write_html
 
-    return [str(write_html(result.trace, result.analysis, html, max_tokens=max_tokens, hide_rules=hide_rules,
-                           layers=result.layers))]
+    return [str(write_html(paged(result, max_tokens), html, hide_rules=hide_rules))]
 
 
 def _print_json(result: Run, arrays: bool) -> None:
@@ -207,9 +210,11 @@ def _show_attention(ctx: typer.Context, path: Path, layer: str | None, max_token
     if json_out:
         write_stdout(_view_json(view, result.analysis) + "\n")
     else:
+        from mhacli.pipeline import shown
         from mhacli.render.grid import head_grids
 
-        console.print(head_grids(view, result.analysis, width=console.width, max_tokens=max_tokens, query=position,
+        console.print(head_grids(view, result.analysis, width=console.width,
+                                 view=shown(result, max_tokens, position).figures.view,  # type: ignore[union-attr]
                                  figures_at=shown_folder(plan.out), hide_rules=hide_rules,
                                  title=f"Each head's weights, {view.layer_names[view.layer]} "
                                        f"({view.layer + 1} of {view.n_layers})"))
@@ -329,16 +334,19 @@ def compare(
         from mhacli.render.compare import comparison_panel
         from mhacli.render.grid import head_grids
 
+        from mhacli.pipeline import shown
+
         figures_at = shown_folder(plan.out)
         apart = comparison.apart is not None
+        window = shown(result, max_tokens).figures.view  # type: ignore[union-attr]
         print_all(comparison_panel(comparison, hide_rules=hide_rules), "",
-                  head_grids(single, comparison.single_analysis, width=console.width, max_tokens=max_tokens,
+                  head_grids(single, comparison.single_analysis, width=console.width, view=window,
                              figures_at=figures_at, single=True, hide_rules=hide_rules,
                              title=f"One head of size d = {trace.d_model}" + (", trained alone" if apart else "")),
-                  "", head_grids(trace, comparison.analysis, width=console.width, max_tokens=max_tokens,
+                  "", head_grids(trace, comparison.analysis, width=console.width, view=window,
                                  figures_at=figures_at, title=f"{trace.num_heads} heads of size d/h = {trace.d_k}",
                                  hide_rules=hide_rules), "")
-    written = (write_compare(trace, single, plan.out, fmt, dpi, max_tokens, hide_rules, comparison)
+    written = (write_compare(result, plan.out, fmt, dpi, max_tokens, hide_rules)
                if plan.out is not None else [])
     if json_out:
         write_stdout(json_document("compare", {**comparison.to_dict(), "files": written}) + "\n")

@@ -8,23 +8,24 @@
 * ``split`` (:mod:`.split`): W_q cut into the heads' row blocks, Q's and H's column blocks, W^O mixing them.
 * ``single-vs-multi`` (:mod:`.single_vs_multi`, ``mha compare``): one head against h.
 
-All of them draw their matrices with one helper, :func:`.heatmap.heatmap`. matplotlib
-is imported only inside the functions that draw, so importing this package (for
-:func:`token_view` or the option checks) does not load it.
+All of them draw their matrices with one helper, :func:`.heatmap.heatmap`, from a result whose
+windows the pipeline chose (:func:`mhacli.pipeline.shown`); the functions a notebook calls on a bare
+trace are :mod:`mhacli.notebook`'s.  matplotlib is imported only inside the functions that draw, so
+importing this package (for the option checks) does not load it.
 """
 
-from mhacli.render.figures.head import HeadFigure, head_figure
-from mhacli.render.figures.heads import heads_figure
+from mhacli.render.figures.head import HeadFigure
+from mhacli.render.figures.heads import build_heads
 from mhacli.render.figures.heatmap import Heatmap, colour_bar, heatmap
 from mhacli.render.figures.layout import Pen, drawing, font_faces
-from mhacli.render.figures.magnifiers import magnifier, magnifiers_figure
+from mhacli.render.figures.magnifiers import build_magnifiers, magnifier
 from mhacli.render.figures.save import Saved, save, save_compare, save_figures
-from mhacli.render.figures.single_vs_multi import compare_figure
+from mhacli.render.figures.single_vs_multi import build_compare
 from mhacli.render.figures.split import split_figure
-from mhacli.render.figures.view import FORMATS, View, check_dpi, check_format, resolve_query, token_view
+from mhacli.render.figures.view import FORMATS, View, check_dpi, check_format, resolve_query
 
 __all__ = [
-    "FORMATS", "HeadFigure", "Heatmap", "Pen", "Saved", "View", "check_dpi", "check_format", "colour_bar",
-    "compare_figure", "drawing", "font_faces", "head_figure", "heads_figure", "heatmap", "magnifier",
-    "magnifiers_figure", "resolve_query", "save", "save_compare", "save_figures", "split_figure", "token_view",
+    "FORMATS", "HeadFigure", "Heatmap", "Pen", "Saved", "View", "build_compare", "build_heads", "build_magnifiers",
+    "check_dpi", "check_format", "colour_bar", "drawing", "font_faces", "heatmap", "magnifier", "resolve_query",
+    "save", "save_compare", "save_figures", "split_figure",
 ]

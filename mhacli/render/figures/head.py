@@ -9,12 +9,10 @@ import numpy as np
 
 from mhacli.core.narrate import head_caption
 from mhacli.render import theme
-from mhacli.pipeline import analysis_for, in_window
 from mhacli.render.labels import weights_note
 from mhacli.render.figures.heatmap import colour_bar, heatmap, shown_mask
-from mhacli.render.figures.layout import (INSET, PT, Pen, Slide, clamp, drawing, finish, label_inches, ordinal,
+from mhacli.render.figures.layout import (INSET, PT, Pen, Slide, clamp, finish, label_inches, ordinal,
                                           readable_points, settle, sup_index, wrap)
-from mhacli.render.figures.view import View, token_view
 
 from mhacli.render.figures.inline import new_figure
 
@@ -22,6 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from mhacli.core.analysis import Analysis
+    from mhacli.pipeline import Window
     from mhacli.render.labels import Shown
 
 MAX_MATRIX_INCHES = 12.0  # beyond 60 tokens cells shrink instead: the image stays a sane size
@@ -67,10 +66,9 @@ class HeadFigure:
 
     TITLE, NOTE, SUB, AXIS, CAPTION = 16.0, 12.0, 12.0, 12.0, 10.5
 
-    def __init__(self, trace: Shown, view: View, pen: Pen, analysis: Analysis | None = None,
-                 hide_rules: bool = False) -> None:
+    def __init__(self, trace: Shown, window: Window, pen: Pen, hide_rules: bool = False) -> None:
+        view, analysis = window.view, window.analysis
         self.trace, self.view, self.pen = trace, view, pen
-        analysis = in_window(analysis or analysis_for(trace), trace, view.start, view.stop)
         n = view.n
         cell, tick, value, step = head_sizes(n)
         self.step = step
@@ -140,11 +138,3 @@ class HeadFigure:
         self.subtitle.set_text(self.subtitles[i])
         self.head = i
         return self.fig
-
-
-def head_figure(trace: Shown, head: int, *, max_tokens: int = 40, query: int | None = None,
-                pen: Pen | None = None, hide_rules: bool = False) -> Figure:
-    """The heatmap of one head (0-based) of a run or an attention view, as a Figure (``head-{head+1}.png``)."""
-    with drawing(pen) as p:
-        return HeadFigure(trace, token_view(trace.n_tokens, max_tokens, query), p,
-                          hide_rules=hide_rules).show(head)

@@ -9,19 +9,19 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from mhacli.render import theme
-from mhacli.pipeline import analysis_for, in_window
 from mhacli.render.labels import pattern_words, weights_note, window_note
 from mhacli.render.figures.heatmap import Heatmap, colour_bar, heatmap, shown_mask
 from mhacli.render.figures.inline import new_figure
-from mhacli.render.figures.layout import (INSET, PT, Pen, Slide, about, clamp, cut, drawing, finish, label_inches,
+from mhacli.render.figures.layout import (INSET, PT, Pen, Slide, about, clamp, cut, finish, label_inches,
                                           ordinal, readable_points, settle, wrap)
-from mhacli.render.figures.view import View, token_view
+from mhacli.render.figures.view import View
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
     from mhacli.core.analysis import Analysis
+    from mhacli.pipeline import Window
     from mhacli.render.labels import Shown
 
 GAP = 0.3  # inches between panels
@@ -97,16 +97,9 @@ def sentence(trace: Shown, view: View, pen: Pen, width_in: float, size: float) -
     return f"“{text}”"
 
 
-def heads_figure(trace: Shown, *, max_tokens: int = 40, query: int | None = None,
-                 pen: Pen | None = None, hide_rules: bool = False) -> Figure:
+def build_heads(trace: Shown, window: Window, pen: Pen, hide_rules: bool = False) -> Figure:
     """All heads of a run or a view on one scale, with the average over heads beside them (``heads.png``)."""
-    with drawing(pen) as p:
-        return build_heads(trace, token_view(trace.n_tokens, max_tokens, query), p, hide_rules=hide_rules)
-
-
-def build_heads(trace: Shown, view: View, pen: Pen, analysis: Analysis | None = None,
-                hide_rules: bool = False) -> Figure:
-    analysis = in_window(analysis or analysis_for(trace), trace, view.start, view.stop)
+    view, analysis = window.view, window.analysis
     h, n = trace.num_heads, view.n
     count = h + 1 if h > 1 else 1  # one head is its own average
     cols, rows = grid_shape(count)

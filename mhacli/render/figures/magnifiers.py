@@ -20,9 +20,8 @@ import numpy as np
 from mhacli.core import narrate
 from mhacli.render import theme
 from mhacli.render.figures.inline import new_figure
-from mhacli.render.figures.layout import EM, INSET, PT, Pen, Slide, about, clamp, drawing, wrap
-from mhacli.render.figures.view import View, token_view
-from mhacli.pipeline import analysis_for, in_window
+from mhacli.render.figures.layout import EM, INSET, PT, Pen, Slide, about, clamp, wrap
+from mhacli.core.window import MAGNIFIER_MAX_TOKENS, View  # noqa: F401 - the limit, read here by its users
 from mhacli.render.labels import is_view, pattern_words, weights_note, window_note
 
 if TYPE_CHECKING:
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
 
     from mhacli.core.analysis import Analysis
     from mhacli.core.trace import Trace
+    from mhacli.pipeline import Window
     from mhacli.render.labels import Shown
 
 def magnifier(area: DrawingArea, x: float, y: float, radius: float, color: str) -> list[Any]:
@@ -65,14 +65,13 @@ class TokenRow:
     top: int | None  # the shown token the query looks at most (outlined), None when tied or outside
 
 
-def token_rows(trace: Shown, single: Trace | None, view: View, queries: Sequence[int],
-               analysis: Analysis | None = None) -> list[list[TokenRow]]:
+def token_rows(trace: Shown, single: Trace | None, window: Window, queries: Sequence[int]) -> list[list[TokenRow]]:
     """One block per query: the single head's row (when given), then one row per head.
 
     The masked keys and each row's top key are the analysis's (``mask``, ``top_keys``; the single
-    head's top keys are its read-back's); nothing is computed here.
+    head's top keys are the window's ``single_keys``); nothing is computed here.
     """
-    analysis = analysis or analysis_for(trace)
+    view, analysis = window.view, window.analysis
     weights = np.asarray(trace.weights)  # (h, N, N)
     blocked = None if analysis.mask is None else np.asarray(analysis.mask)
 
@@ -81,10 +80,7 @@ def token_rows(trace: Shown, single: Trace | None, view: View, queries: Sequence
         top = key - view.start if view.start <= key < view.stop else None  # −1 (a tied row) is outside
         return TokenRow(name, q, w_row[view.rows], color, text_color, masked, top)  # (N,) -> (n,)
 
-    single_keys = None
-    if single is not None:  # the read-back holds the single head's top keys when the run was analysed with it
-        single_keys = (analysis.readback.single_keys if analysis.readback is not None
-                       else analysis_for(single).top_keys[0])  # (N,)
+    single_keys = window.single_keys if single is not None else None  # (N,)
     blocks = []
     for q in queries:
         block = []
@@ -111,18 +107,6 @@ def _flow(chars: Sequence[float], max_chars: float) -> list[list[int]]:
     return lines
 
 
-def magnifiers_figure(trace: Shown, single: Trace | None = None, *, query: int | None = None,
-                      max_tokens: int = 40, pen: Pen | None = None, hide_rules: bool = False) -> Figure:
-    """The sentence under one magnifier per head (and one big head for contrast, if ``single`` is given).
-
-    ``query`` picks the query; without it, a few queries where the heads disagree most.
-    """
-    with drawing(pen) as p:
-        return build_magnifiers(trace, single, token_view(trace.n_tokens, max_tokens, query), p,
-                                hide_rules=hide_rules)
-
-
-MAGNIFIER_MAX_TOKENS = 60  # a row of boxes per head stops being a picture beyond this
 SUBTEXT_CHARS = 13  # characters a line under a head's name
 NAME_CHARS = 40  # a head's name whole, over a few such lines (a report card's longest title is 38 characters)
 MAX_BLOCKS_HEIGHT = 10.0  # inches of stacked queries when they are chosen: the figure must stay a slide
@@ -184,16 +168,13 @@ def block_heading(analysis: Analysis, q: int, pen: Pen) -> str:
     return text + f": {d} different token{'s' if d != 1 else ''} in focus"
 
 
-def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, analysis: Analysis | None = None,
-                     hide_rules: bool = False) -> Figure:
+def build_magnifiers(trace: Shown, single: Trace | None, window: Window, pen: Pen, hide_rules: bool = False) -> Figure:
     """The figure as a slide: every box is a token's own text box (``bbox``), each text measured once and
     placed at fixed inches from the figure's top-left corner (:class:`~mhacli.render.figures.layout.Slide`),
     every row below its query's heading; the figure is as large as what is placed on it."""
     from matplotlib.offsetbox import AnnotationBbox, DrawingArea
 
-    if view.n > MAGNIFIER_MAX_TOKENS:
-        view = token_view(trace.n_tokens, MAGNIFIER_MAX_TOKENS, view.query)
-    analysis = in_window(analysis or analysis_for(trace), trace, view.start, view.stop)
+    view, analysis = window.view, window.analysis
     if is_view(trace):
         single = None  # a view has no weight matrices to run as one head
 
@@ -264,7 +245,7 @@ def build_magnifiers(trace: Shown, single: Trace | None, view: View, pen: Pen, a
                 INSET + max(about(block_heading(analysis, q, pen), 13.0, bold=True) for q in queries) + 0.3)
     inner = width - 2 * INSET
 
-    blocks = token_rows(trace, single, view, queries, analysis)
+    blocks = token_rows(trace, single, window, queries)
     rows = [r for b in blocks for r in b]
     vmax = max(float(r.weights[~r.masked].max(initial=0.0)) for r in rows) or 1.0
 

@@ -13,15 +13,13 @@ from mhacli.render.figures.layout import RENDER_RC, Pen, drawing
 from mhacli.render.figures.magnifiers import build_magnifiers
 from mhacli.render.figures.single_vs_multi import build_compare
 from mhacli.render.figures.split import split_figure
-from mhacli.render.figures.view import check_dpi, check_format, resolve_query, token_view
+from mhacli.render.figures.view import check_dpi, check_format
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from mhacli.core.analysis import Analysis
-    from mhacli.core.compare import Comparison
     from mhacli.core.trace import Trace
-    from mhacli.render.labels import Shown
+    from mhacli.pipeline import Run, Window
 
 # zlib level of Pillow's PNG writer. Measured on head-1.png of the cat sentence at 150 dpi: level 1
 # saves in 65 ms against 72 ms for Pillow's default (6), for a file 4 % larger; drawing is the rest.
@@ -68,26 +66,22 @@ def _finish(saved: Saved, pen: Pen) -> Saved:
     return saved
 
 
-def save_figures(trace: Shown, single: Trace | None, out_dir: Path, fmt: str = "png", dpi: int = 150,
-                 query: int | str | None = None, max_tokens: int = 40, *, hide_rules: bool = False,
-                 analysis: Analysis | None = None, on_saved: Callable[[Path], None] | None = None) -> Saved:
+def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
+                 on_saved: Callable[[Path], None] | None = None) -> Saved:
     """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` into ``out_dir`` (created if missing).
 
-    ``trace`` is a run, or an attention view (no ``split``: a view has no weight matrices).
-    ``hide_rules`` leaves rule and pattern names out (the "name what each head does" activity);
-    ``analysis``: the run's measures when the caller has them already (else computed here, once).
-    ``on_saved(path)`` is called as each file is written (a progress display, a timer).
-    Returns the paths written, in order (a list with ``.notices``: lines worth printing
+    ``result`` is a run or an attention view's result (no ``split``: a view has no weight matrices), its
+    windows chosen (:func:`mhacli.pipeline.shown`).  ``hide_rules`` leaves rule and pattern names out (the
+    "name what each head does" activity); ``on_saved(path)`` is called as each file is written (a progress
+    display, a timer).  Returns the paths written, in order (a list with ``.notices``: lines worth printing
     once, such as characters no installed font could draw).
     """
-    from mhacli.pipeline import analysis_for
     from mhacli.render.labels import is_view
 
+    trace, figures, magnified = result.trace, _window(result.figures), _window(result.magnified)
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    view = token_view(trace.n_tokens, max_tokens, resolve_query(trace.tokens, query))
-    analysis = analysis or analysis_for(trace)
     saved = Saved()
 
     def write(fig: Figure, name: str) -> None:
@@ -97,11 +91,12 @@ def save_figures(trace: Shown, single: Trace | None, out_dir: Path, fmt: str = "
 
     with drawing() as pen:
         # One per-head figure, updated for each head: its layout, labels and colour bar are built once.
-        per_head = HeadFigure(trace, view, pen, analysis, hide_rules)
+        per_head = HeadFigure(trace, figures, pen, hide_rules)
         for i in range(trace.num_heads):
             write(per_head.show(i), f"head-{i + 1}")
-        write(build_heads(trace, view, pen, analysis, hide_rules), "heads")
-        write(build_magnifiers(trace, single, view, pen, analysis, hide_rules), "magnifiers")
+        write(build_heads(trace, figures, pen, hide_rules), "heads")
+        write(build_magnifiers(trace, None if is_view(trace) else result.single, magnified, pen, hide_rules),
+              "magnifiers")
         if not is_view(trace):
             write(split_figure(cast("Trace", trace), hide_rules=hide_rules), "split")
     leftover = leftovers(out, trace.num_heads, fmt)
@@ -110,26 +105,29 @@ def save_figures(trace: Shown, single: Trace | None, out_dir: Path, fmt: str = "
     return _finish(saved, pen)
 
 
-def save_compare(trace: Trace, single: Trace, out_dir: Path, fmt: str = "png", dpi: int = 150,
-                 query: int | str | None = None, max_tokens: int = 40, *,
-                 comparison: Comparison | None = None, hide_rules: bool = False,
+def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
                  on_saved: Callable[[Path], None] | None = None) -> Saved:
     """Write ``single-vs-multi`` into ``out_dir`` (created if missing); return the path (with ``.notices``).
 
-    ``query`` is accepted for symmetry with :func:`save_figures`; the comparison covers every query.
+    ``result``: a run with its one-head twin and their comparison, its window chosen.
     """
-    from mhacli.pipeline import comparison_for
-
+    if result.single is None or result.comparison is None:
+        raise ValueError("save_compare draws a run made with compare=True (its single head and comparison)")
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    resolve_query(trace.tokens, query)  # a bad --query is refused all the same
-    comparison = comparison or comparison_for(trace, single)
     saved = Saved()
     with drawing() as pen:
-        fig = build_compare(trace, single, comparison, token_view(trace.n_tokens, max_tokens), pen,
+        fig = build_compare(result.trace, result.single, result.comparison, _window(result.figures), pen,
                             hide_rules=hide_rules)
         saved.append(save(fig, out / f"single-vs-multi.{fmt}", fmt, dpi))
     if on_saved is not None:
         on_saved(saved[-1])
     return _finish(saved, pen)
+
+
+def _window(window: Window | None) -> Window:
+    """A window the pipeline chose; a result drawn without one is the caller's mistake, said plainly."""
+    if window is None:
+        raise ValueError("the figures draw a result whose windows are chosen: pass mhacli.pipeline.shown(result)")
+    return window

@@ -7,36 +7,28 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mhacli.pipeline import analysis_for, comparison_for
 from mhacli.render import theme
 from mhacli.render.labels import weights_note
 from mhacli.render.figures.heads import grid_sizes, panel_title, panels, sentence
 from mhacli.render.figures.heatmap import colour_bar, heatmap, shown_mask
 from mhacli.render.figures.inline import new_figure
-from mhacli.render.figures.layout import INSET, PT, Pen, Slide, clamp, drawing, finish, label_inches, settle, wrap
-from mhacli.render.figures.view import View, token_view
+from mhacli.render.figures.layout import INSET, PT, Pen, Slide, clamp, finish, label_inches, settle, wrap
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from mhacli.core.compare import Comparison
     from mhacli.core.trace import Trace
+    from mhacli.pipeline import Window
 
 
-def compare_figure(trace: Trace, single: Trace, comparison: Comparison | None = None, *,
-                   max_tokens: int = 40, pen: Pen | None = None, hide_rules: bool = False) -> Figure:
-    """One head of size d beside h heads of size d/h, and how spread and how different they are."""
-    comparison = comparison or comparison_for(trace, single)
-    with drawing(pen) as p:
-        return build_compare(trace, single, comparison,
-                             token_view(trace.n_tokens, max_tokens, None), p, hide_rules=hide_rules)
-
-
-def build_compare(trace: Trace, single: Trace, cmp: Comparison, view: View, pen: Pen,
+def build_compare(trace: Trace, single: Trace, cmp: Comparison, window: Window, pen: Pen,
                   hide_rules: bool = False) -> Figure:
+    """One head of size d beside h heads of size d/h, and how spread and how different they are."""
+    view = window.view
     h, n = trace.num_heads, view.n
     labels = [pen.shown(t) for t in trace.tokens[view.rows]]
-    mask = shown_mask(cmp.analysis or analysis_for(trace), view)
+    mask = shown_mask(cmp.analysis or window.analysis, view)
     big = clamp(n * 0.42, 3.6, 6.0)
     tick_big, step_big, value_big = grid_sizes(n, big)
     cols = math.ceil(math.sqrt(h))

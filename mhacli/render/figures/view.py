@@ -1,14 +1,15 @@
-"""Which tokens a figure shows, and the figure options checked before any work (no matplotlib here)."""
+"""The figure options checked before any work (no matplotlib here); which tokens a figure shows is
+:mod:`mhacli.core.window`'s (``View``, a type the renderers read)."""
 
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
 from typing import Sequence
 
 from mhacli.core.errors import UsageError
 from mhacli.core.tokenize import label
 from mhacli.core.numbers import whole_number
+from mhacli.core.window import View
 
 FORMATS = ("png", "svg", "pdf")
 DPI_MIN, DPI_MAX = 30, 600
@@ -51,40 +52,4 @@ def resolve_query(tokens: Sequence[str], query: int | str | None) -> int | None:
     raise UsageError(f"--query {label(text, 24)!r} is not a token of the text; give a position from "
                      f"0 to {n - 1} or one of: {shown}.")
 
-
-@dataclass(frozen=True)
-class View:
-    """Which tokens a figure shows: all of them, or a window of ``--max-tokens`` (0-based, stop excluded)."""
-
-    start: int
-    stop: int
-    n_total: int
-    query: int | None = None
-
-    @property
-    def n(self) -> int:
-        return self.stop - self.start
-
-    @property
-    def windowed(self) -> bool:
-        return self.n < self.n_total
-
-    @property
-    def rows(self) -> slice:
-        return slice(self.start, self.stop)
-
-    def note(self) -> str:
-        """What the window shows, for titles."""
-        return (f"window: tokens {self.start}–{self.stop - 1} of {self.n_total} "
-                f"(--max-tokens {self.n})")
-
-
-def token_view(n_tokens: int, max_tokens: int, query: int | None = None) -> View:
-    """The first ``max_tokens`` tokens, or a window centred on the query when it lies beyond them."""
-    max_tokens = max(1, int(max_tokens))
-    if n_tokens <= max_tokens:
-        return View(0, n_tokens, n_tokens, query)
-    start = 0
-    if query is not None and query >= max_tokens:
-        start = min(max(query - max_tokens // 2, 0), n_tokens - max_tokens)
-    return View(start, start + max_tokens, n_tokens, query)
+__all__ = ["DPI_MAX", "DPI_MIN", "FORMATS", "View", "check_dpi", "check_format", "resolve_query"]

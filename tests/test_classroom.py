@@ -655,16 +655,18 @@ def _figure_texts(result, hide_rules: bool) -> dict[str, str]:
     """Every text each figure of a run draws, by figure: read from the matplotlib artists themselves."""
     from matplotlib.text import Text as MplText
 
-    from mhacli.render.figures import HeadFigure, drawing, token_view
+    from mhacli.pipeline import shown
+    from mhacli.render.figures import HeadFigure, drawing
     from mhacli.render.figures.heads import build_heads
     from mhacli.render.figures.magnifiers import build_magnifiers
 
-    trace, view = result.trace, token_view(result.trace.n_tokens, 40, None)
+    result = shown(result)  # the windows the figures draw, chosen by the pipeline as explain --out does
+    trace = result.trace
     with drawing() as pen:
-        per_head = HeadFigure(trace, view, pen, result.analysis, hide_rules)
+        per_head = HeadFigure(trace, result.figures, pen, hide_rules)
         figures = {f"head-{i + 1}": per_head.show(i) for i in range(trace.num_heads)}
-        figures["heads"] = build_heads(trace, view, pen, result.analysis, hide_rules)
-        figures["magnifiers"] = build_magnifiers(trace, result.single, view, pen, result.analysis, hide_rules)
+        figures["heads"] = build_heads(trace, result.figures, pen, hide_rules)
+        figures["magnifiers"] = build_magnifiers(trace, result.single, result.magnified, pen, hide_rules)
         return {name: " ".join(" ".join(t.get_text() for t in fig.findobj(MplText)).split())
                 for name, fig in figures.items()}
 

@@ -246,9 +246,8 @@ def test_a_save_never_lays_the_figure_out_again(cat, tmp_path):
     """Placed once: saving at another dpi moves no text and no Axes (a layout run again would move them)."""
     single = _single_head(cat)
     with figures.drawing() as pen:
-        view = figures.token_view(cat.n_tokens, 40)
-        built = [figures.HeadFigure(cat, view, pen).fig, figures.heads_figure(cat, pen=pen),
-                 figures.magnifiers_figure(cat, single, pen=pen), figures.compare_figure(cat, single, pen=pen)]
+        built = [notebook.head_figure(cat, 0, pen=pen), notebook.heads_figure(cat, pen=pen),
+                 notebook.magnifiers_figure(cat, single, pen=pen), notebook.compare_figure(cat, single, pen=pen)]
     for k, fig in enumerate(built):
         texts = _placement(fig)[0]
         figures.save(fig, tmp_path / f"f{k}-first.png", "png", FAST_DPI)
@@ -263,7 +262,7 @@ def test_each_magnifier_is_level_with_its_row_of_token_boxes(cat):
     from matplotlib.patches import Circle
     from matplotlib.text import Text
 
-    fig = figures.magnifiers_figure(cat, _single_head(cat))
+    fig = notebook.magnifiers_figure(cat, _single_head(cat))
     fig.draw_without_rendering()
     boxes = [t.get_bbox_patch().get_window_extent() for t in fig.findobj(Text) if t.get_bbox_patch() is not None]
     centres = [lens.get_window_extent().intervaly.mean() for lens in fig.findobj(Circle)]

@@ -95,13 +95,9 @@ def row_accuracy(logits: Array, ids: Array, keys: Array, targets: tuple[int, ...
 
 def knockout(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Knockout:
     """Each card row's held-out accuracy with every head, and with each head switched off in turn."""
-    from mhacli.core.tasks import get_task
-    from mhacli.core.train import forward
-
     ids, keys, names = held_out(model, sentences, seed)  # (S, N), (R, S, N)
     params = dict(model.params)
-    cache = forward(params, ids, model.config.heads, model.config.causal, get_task(model.config.task).pad,
-                    model.config.word_values)  # the model's own forward: values from E alone where it was so trained
+    cache = model.forward(ids)  # the model's own forward: values from E alone where it was so trained
     targets = row_targets(model.targets, names)
     full = row_accuracy(cache["logits"], ids, keys, targets)  # (R,)
     without = np.stack([row_accuracy(logits_without(params, cache["heads"], k), ids, keys, targets)

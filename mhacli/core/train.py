@@ -531,11 +531,14 @@ class TrainedModel:
         p = self.params
         return (p["embedding"][ids], self.positions_for(len(ids)), p["W_q"], p["W_k"], p["W_v"], p["W_o"])
 
+    def forward(self, ids: Array) -> dict[str, Array]:
+        """The model's own forward on id sequences (its heads, mask, padding and values), every intermediate."""
+        c = self.config
+        return forward(dict(self.params), ids, c.heads, c.causal, get_task(c.task).pad, c.word_values)
+
     def attention(self, ids: Array) -> Array:
         """Each head's weights on id sequences: (B, N) -> (B, h, N, N)."""
-        pad = get_task(self.config.task).pad
-        return forward(dict(self.params), ids, self.config.heads, self.config.causal, pad,
-                       self.config.word_values)["weights"]
+        return self.forward(ids)["weights"]
 
 
 @dataclass(frozen=True)

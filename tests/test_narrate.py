@@ -328,3 +328,28 @@ def test_the_efficiency_sentence_is_the_step_tables_own_counts(n, d, h, causal):
     assert f"cost the same {cost.madds:,} multiply-adds as one head of width {d}" in text
     assert f"{h} × {n} × {n} = {h * n * n:,} attention weights are kept instead of {n * n:,}" in text
     assert efficiency_sentence(split_cost(n, d, 1, causal)) is None  # one head: nothing was split
+
+
+@pytest.mark.parametrize("text", ["The animal didn't cross the street because it was too tired",
+                                  "the queen saw the boy because she was too angry"])
+def test_step_5_tells_this_sentences_column_from_the_names_measured_in_training(text):
+    from mhacli.core.grammar import short_name
+    from mhacli.render.terminal import heads_panel
+    from rich.console import Console
+
+    result = mhacli.run(text, weights="grammar")
+    note = narrate.trained_names_note(result.analysis)
+    assert note is not None and note.startswith("“top key follows” is where each head looks on this sentence")
+    for i, rule in enumerate(result.analysis.rules):
+        # each head's name is its card title (or its short name), never the sentence's positional pattern
+        name = narrate.learned_title(rule) or short_name(rule) or narrate.NO_RELATION
+        assert f"head {i + 1}: {name}" in note
+    console = Console(width=80, record=True)
+    console.print(heads_panel(result.trace, result.analysis))
+    shown = " ".join(console.export_text().split())
+    assert " ".join(note.split()) in shown
+    console = Console(width=80, record=True)
+    console.print(heads_panel(result.trace, result.analysis, hide_rules=True))
+    assert "measured in training" not in console.export_text()
+    # a run that is not a grammar model's has no such note
+    assert narrate.trained_names_note(mhacli.run(text, weights="random").analysis) is None

@@ -452,6 +452,19 @@ def learned_title(rule: str) -> str | None:
     return title if evidence_part and "held-out queries" in evidence_part else None
 
 
+def trained_names_note(analysis: Analysis) -> str | None:
+    """For a grammar model's run: the heads' names from training beside step 5's sentence-level column, so the
+    class sees which description is this sentence's and which is the card's (None for any other run)."""
+    from mhacli.core.grammar import short_name
+
+    if analysis.reading is None or not analysis.rules:
+        return None
+    names = [learned_title(r) or short_name(r) or NO_RELATION for r in analysis.rules]
+    listed = "; ".join(f"head {i + 1}: {n}" for i, n in enumerate(names))
+    return ("“top key follows” is where each head looks on this sentence, by position; the names measured in "
+            f"training are another thing ({listed}; section 6 compares them with this sentence).")
+
+
 def mismatch_sentence(m: "Mismatch") -> str:
     """Where the card and the knockout part, in one sentence, both numbers given."""
     from mhacli.core.card import short_name

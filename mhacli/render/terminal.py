@@ -200,6 +200,9 @@ def heads_panel(trace: Trace, analysis: Analysis, title: str = "5. Each head is 
     note = _note(rows + "top weight: the largest weight of a row, on average. entropy: mean per query, "
                  "in bits, against the uniform maximum (lower = sharper).")
     warned = [Text(f"Caution: {c}.", style=theme.STYLE_TITLE) for c in narrate.cautions(a)]
+    named = None if hide_rules else narrate.trained_names_note(a)
+    if named is not None:
+        note = Group(note, _note(named))
     if not sentence:
         return Group(fitted_table(table), *warned, note)
     return Group(fitted_table(table), *warned, note,

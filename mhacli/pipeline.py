@@ -149,6 +149,7 @@ class Prepared:
             from mhacli.io.trained import shipped_apart, trained_trace
 
             alone, apart = shipped_apart(self.shipped)
+            alone = _with_words(alone, getattr(self.model, "words", None))  # the lone head reads them alike
             return trained_trace(alone, trace.tokens), apart
         from mhacli.core.compare import single_head
 
@@ -206,6 +207,20 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
     return {**options, "weights": "pytorch", "d_model": options.get("d_model", mine.d_model)}, mine, None
 
 
+def _with_words(model: Any, words: object) -> Any:
+    """``model`` reading ``words`` (``{"park": "place"}``, ``"park=place"``) by their grammar class; refused
+    without a grammar model (the words are checked first, so a bad pair is said as such)."""
+    from mhacli.core.words import with_words, word_map
+
+    mapped = word_map(words)
+    if not mapped:
+        return model
+    if model is None:
+        raise UsageError("{words:name} maps new words to classes of the grammar, so it needs a grammar model: "
+                         "add --weights grammar (or a model trained with --task grammar).", words="")
+    return with_words(model, mapped)
+
+
 def _tokens(text: str, config: Config, json: bool, limit: int) -> tuple[str, ...]:
     """The text's tokens, refused when empty or when the run would not fit in memory, before any array."""
     from mhacli.core.tokenize import tokenize
@@ -234,10 +249,12 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
     from mhacli.io.shipped import SHIPPED_NAMES
 
     options = named_options(options)  # " Grammar" is grammar: one rule for every name (issue 31)
+    words = options.pop("words", None)  # new words mapped to grammar classes (core.words): read by the model
     text, tokens = text_argument(text), strings("tokens", tokens, "one per position")  # run(123): a usage error
     given = options.get("weights")
     shipped = given if isinstance(given, str) and given in SHIPPED_NAMES else None
     options, mine, model = _resolved(dict(options))
+    model = _with_words(model, words)
     config = Config(**options)
     limit = memory_limit_bytes()  # the host, read once for the run
     config.check_fits(1, limit=limit)  # the weights alone, before the text is even tokenized
@@ -261,6 +278,10 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
         from mhacli.io.trained import trained_caution, trained_notes
 
         notes = tuple(trained_notes(model, toks))  # type: ignore[arg-type]
+        from mhacli.core.words import reading_note
+
+        said = reading_note(toks, getattr(model, "words"))
+        notes += (said + ".",) if said else ()
         caution = "; ".join(filter(None, (getattr(model, "caution", None), trained_caution(model, toks)))) or None  # type: ignore[arg-type]
     return Prepared(config=config, tokens=toks, own=mine, model=model, notes=notes, shipped=shipped,
                     caution=caution)

@@ -367,8 +367,6 @@ class Analysis:
         }
         if self.caution is not None:
             out["caution"] = self.caution
-        if self.mapped:
-            out["words"] = [{"word": w, "class": c, "read_as": r} for w, c, r in self.mapped]
         if self.window is not None:
             out["window"] = list(self.window)
         if self.readback is not None:

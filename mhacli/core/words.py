@@ -355,3 +355,18 @@ def mapped_words(mapped: Sequence[tuple[str, str, str]]) -> str | None:
         return None
     return "not the model's words, read by their class: " + ", ".join(
         f"{w} as “{r}” ({CLASS_WORDS.get(c, c)})" for w, c, r in mapped)
+
+
+def ids_note(tokens: Sequence[str], token_ids: Sequence[int], mapped: Sequence[tuple[str, str, str]]) -> str | None:
+    """What the token table's id is for mapped words: ``lion and park have no row of their own: each takes the
+    id of the word it is read as (lion → “animal” 11, park → “street” 17)``; None without any."""
+    if not mapped:
+        return None
+    first = {t.lower(): int(i) for t, i in reversed(list(zip(tokens, token_ids)))}
+    names = [w for w, _, _ in mapped]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    has = "has" if len(names) == 1 else "have"
+    each = "it takes" if len(names) == 1 else "each takes"
+    pairs = ", ".join(f"{w} → “{r}” {first[w]}" for w, _, r in mapped if w in first)
+    own = "its" if len(names) == 1 else "their"
+    return f"{listed} {has} no row of {own} own: {each} the id of the word it is read as ({pairs})."

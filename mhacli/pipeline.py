@@ -280,8 +280,11 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
         notes = tuple(trained_notes(model, toks))  # type: ignore[arg-type]
         from mhacli.core.words import reading_note
 
-        said = reading_note(toks, getattr(model, "words"))
+        mapped = getattr(model, "words")
+        said = reading_note(toks, mapped)
+        unused = [w for w, _ in mapped.pairs if mapped.in_text(toks).class_of(w) is None]
         notes += (said + ".",) if said else ()
+        notes += (f"{', '.join(unused)}: mapped, but not in the text.",) if unused else ()
         caution = "; ".join(filter(None, (getattr(model, "caution", None), trained_caution(model, toks)))) or None  # type: ignore[arg-type]
     return Prepared(config=config, tokens=toks, own=mine, model=model, notes=notes, shipped=shipped,
                     caution=caution)

@@ -123,12 +123,18 @@ def word_map(words: object, vocabulary: Sequence[str] = grammar.WORDS) -> WordMa
             raise UsageError(f"{{words:name}} pair {_lit(shown(raw_word + '=' + raw_class))} names no word; "
                              "write WORD=CLASS, e.g. park=place.", words="")
         if cls not in CLASSES:
+            import difflib
+
+            close = difflib.get_close_matches(cls, list(CLASSES), n=1, cutoff=0.7)
+            guess = f"did you mean {close[0]}? " if close else ""
             raise UsageError(f"unknown class {_lit(shown(raw_class))} for {_lit(shown(raw_word))} in "
-                             f"{{words:name}}; choose one of: {_classes()}.", words="")
-        if len(word) > MAX_WORD_CHARS or tokenize(word, "word") != [word] or not any(c.isalpha() for c in word):
-            raise UsageError(f"{_lit(shown(raw_word))} in {{words:name}} is not one word: a mapped word is "
-                             "letters the word tokenizer keeps as one token (no spaces, no punctuation).",
-                             words="")
+                             f"{{words:name}}; {guess}choose one of: {_classes()}.", words="")
+        pieces = len(tokenize(word, "word")) if len(word) <= MAX_WORD_CHARS else 0
+        if pieces != 1 or tokenize(word, "word") != [word] or not any(c.isalpha() for c in word):
+            split = f" (the word tokenizer reads it as {pieces} tokens)" if pieces > 1 else ""
+            raise UsageError(f"{_lit(shown(raw_word))} in {{words:name}} is not one word{split}: a mapped word "
+                             f"is letters the word tokenizer keeps as one token, at most {MAX_WORD_CHARS} "
+                             "characters.", words="")
         if word in known:
             home = next((c for c, ws in CLASSES.items() if word in ws), None)
             already = f" ({CLASS_WORDS[home]})" if home else ""

@@ -19,7 +19,6 @@ from mhacli.render import theme
 from mhacli.render.fit import fitted_table
 from mhacli.core.steps import ParameterCount, Step
 from mhacli.core.tokenize import label
-from mhacli.core.words import ids_note
 
 if TYPE_CHECKING:  # numpy stays unloaded until a trace is drawn: 'mha shapes' never needs it
     import numpy as np
@@ -84,6 +83,8 @@ def tokens_table(trace: Trace, max_tokens: int, width: int = 80) -> RenderableTy
     if shown < trace.n_tokens:
         parts.append(_note(f"… {trace.n_tokens - shown} more tokens not listed "
                            f"(--max-tokens {max_tokens})."))
+    from mhacli.core.words import ids_note  # numpy: mha shapes renders steps without it
+
     parts.append(_note(" ".join(filter(None, (_ids_note(trace), ids_note(trace.tokens, trace.token_ids.tolist(),
                                                                         getattr(trace, "mapped", ())))))))
     return Group(*parts)

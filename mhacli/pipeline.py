@@ -296,7 +296,9 @@ def run(text: str | None = None, *, tokens: Any = None, **options: Any) -> Run:
     ``weights`` is a kind ("random", "designed"), "trained" (the model shipped in the package), the
     path of a weights file (your nn.MultiheadAttention's, or one from ``mha train --save``), or
     weights themselves: a state dict, :class:`~mhacli.core.weights.AttentionWeights`, a trained model.
-    Other options are :class:`~mhacli.core.config.Config` fields.
+    ``words`` (a grammar model only) maps new words to grammar classes, ``{"park": "place"}`` or
+    ``"park=place lion=animal"`` (:mod:`mhacli.core.words`).  Other options are
+    :class:`~mhacli.core.config.Config` fields.
 
     >>> result = run("the cat sat on the mat", heads=4)
     >>> result.trace.weights.shape, result.analysis.num_heads

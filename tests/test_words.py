@@ -141,6 +141,22 @@ def test_a_mapped_word_is_read_exactly_as_its_stand_in():
     assert _grammar_model().unknown(mapped.tokens) == ("lion", "park")  # the model itself still lacks them
 
 
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), fresh=FRESH, pick=st.integers(0, 16))
+def test_any_mapped_word_is_read_as_its_stand_in_and_the_parse_is_the_stand_ins(seed, fresh, pick):
+    tokens = _sentence(seed)
+    classed = [(i, c) for i, t in enumerate(tokens) for c, ws in CLASSES.items() if t in ws]
+    at, cls = classed[pick % len(classed)]
+    new = tokens[:at] + (fresh,) + tokens[at + 1:]
+    mapped = _run(None, {fresh: cls}, tokens=new)
+    (word, of, read_as), = mapped.trace.mapped
+    assert (word, of) == (fresh, cls) and read_as in CLASSES[cls] and read_as not in new
+    plain = _run(None, None, tokens=new[:at] + (read_as,) + new[at + 1:])
+    np.testing.assert_array_equal(mapped.trace.weights, plain.trace.weights)
+    assert mapped.parse.keys("subject") == plain.parse.keys("subject")
+    assert mapped.parse.keys("referent") == plain.parse.keys("referent")
+
+
 def test_the_notes_say_what_each_word_is_read_as_from_the_run():
     notes = _run("the lion met the tiger", "lion=animal tiger=animal zebra=animal").notes
     assert any("lion is read as “animal”" in n and "tiger is read as “dog”" in n for n in notes)
@@ -255,7 +271,9 @@ def test_demo_names_the_mapping(runner, tmp_path):
     r = runner.invoke(app, ["demo", "the lion crossed the park", "--weights", "grammar", "--words", MAPPING,
                             "--no-pause", "--out", str(tmp_path)], env={"COLUMNS": "80", "NO_COLOR": "1"})
     assert r.exit_code == 0, r.output
-    assert "park as “street” (a place)" in " ".join(r.output.split())
+    flat = " ".join(r.output.replace("│", " ").split())  # the steps are panels: their borders out
+    assert "park as “street” (a place)" in flat  # the caution
+    assert "takes the row of the word it is read as (lion as “animal”, park as “street”)" in flat  # step 2
 
 
 def test_a_saved_trace_keeps_its_words_and_a_tampered_one_is_refused(runner, tmp_path):

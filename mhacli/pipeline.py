@@ -217,7 +217,8 @@ def _with_words(model: Any, words: object) -> Any:
         return model
     if model is None:
         raise UsageError("{words:name} maps new words to classes of the grammar, so it needs a grammar model: "
-                         "add --weights grammar (or a model trained with --task grammar).", words="")
+                         "add {weights} (or a model trained with {task}).", words="", weights="grammar",
+                         task="grammar")
     return with_words(model, mapped)
 
 

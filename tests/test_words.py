@@ -181,6 +181,27 @@ def test_words_without_a_grammar_model_is_a_usage_error(weights):
         mhacli.run(LION, weights=weights, words=MAPPING)
 
 
+def test_the_api_words_its_refusals_in_python_and_the_cli_in_options():
+    import mhacli
+
+    with pytest.raises(UsageError) as caught:
+        mhacli.run(LION, words=MAPPING)
+    assert "add weights='grammar' (or a model trained with task='grammar')" in str(caught.value)
+    assert "add --weights grammar (or a model trained with --task grammar)" in caught.value.for_cli()
+
+
+def test_a_model_without_a_word_of_the_class_cannot_read_the_mapping():
+    from dataclasses import replace
+
+    from mhacli.core.words import with_words
+
+    model = _grammar_model()
+    edited = replace(model, vocabulary=tuple("plaza" if w == "square" else w for w in model.vocabulary))
+    with pytest.raises(UsageError, match="this model has no embedding for square"):
+        with_words(edited, "park=place")
+    assert with_words(edited, "lion=animal").words.pairs == (("lion", "animal"),)
+
+
 def test_the_lines_every_surface_shows_are_made_from_the_mapping():
     mapped = (("lion", "animal", "animal"), ("park", "place", "street"))
     assert mapped_words(mapped) == ("not the model's words, read by their class: lion as “animal” (an animal), "

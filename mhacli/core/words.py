@@ -199,23 +199,10 @@ def parse(tokens: Sequence[str], words: WordMap = WordMap()) -> grammar.Parse | 
 # ----------------------------------------------------------------------------- the model's reading
 
 
-def centroid(embedding: Array, vocabulary: Sequence[str], cls: str) -> Array:
-    """The mean of the model's embedding rows of the class's words: (V, d) -> (d,)."""
-    index = {w: i for i, w in enumerate(vocabulary)}
-    rows = [index[w] for w in CLASSES[cls]]
-    return embedding[rows].mean(axis=0)  # (k, d) -> (d,)
-
-
-def extended_table(embedding: Array, vocabulary: Sequence[str], words: WordMap) -> Array:
-    """E with one row per mapped word after the vocabulary's: (V, d) -> (V + m, d), row V + j the centroid of
-    word j's class."""
-    added = [centroid(embedding, vocabulary, cls) for _, cls in words.pairs]  # m × (d,)
-    return np.concatenate([embedding, np.array(added).reshape(len(added), embedding.shape[1])])  # (V + m, d)
-
-
 def reading_note(tokens: Sequence[str], words: WordMap) -> str | None:
-    """How a grammar model reads the mapped words of ``tokens``: ``park is read as “street”, a place word the
-    sentence does not use (the model has no embedding of its own for park)``; None when none is used."""
+    """How a grammar model reads the mapped words of ``tokens``: ``park is read as “street”, the first of the
+    grammar's place words the sentence does not use (the model has no embedding of its own for park)``; None
+    when none is used."""
     proxy = stand_ins(tokens, words)
     if not proxy:
         return None
@@ -233,21 +220,31 @@ def with_words(model: "TrainedModel", words: object) -> "TrainedModel":
         return model
     if not model.sentences:
         raise UsageError(f"{{words:name}} maps new words to classes of the grammar, so it needs a grammar model "
-                         f"(--weights grammar, or one trained with --task grammar); this model learned "
-                         f"{_lit(model.config.task)}.", words="")
+                         f"({{weights}}, or one trained with {{task}}); this model learned "
+                         f"{_lit(model.config.task)}.", words="", weights="grammar", task="grammar")
     known = set(model.vocabulary)
     missing = [w for ws in (CLASSES[c] for _, c in mapped.pairs) for w in ws if w not in known]
     if missing:
         raise UsageError(f"this model has no embedding for {_lit(missing[0])}, so {{words:name}} cannot read a "
                          "word of its class.", words="")
-    clash = [w for w, _ in mapped.pairs if w in known]
-    if clash:
-        raise UsageError(f"{_lit(clash[0])} is already a word of this model; {{words:name}} maps only new words.",
-                         words="")
     return replace(model, words=mapped)
 
 
 # ----------------------------------------------------------------------------- measured: centroid or stand-in
+
+
+def centroid(embedding: Array, vocabulary: Sequence[str], cls: str) -> Array:
+    """The mean of the model's embedding rows of the class's words: (V, d) -> (d,)."""
+    index = {w: i for i, w in enumerate(vocabulary)}
+    rows = [index[w] for w in CLASSES[cls]]
+    return embedding[rows].mean(axis=0)  # (k, d) -> (d,)
+
+
+def extended_table(embedding: Array, vocabulary: Sequence[str], words: WordMap) -> Array:
+    """E with one row per mapped word after the vocabulary's: (V, d) -> (V + m, d), row V + j the centroid of
+    word j's class."""
+    added = [centroid(embedding, vocabulary, cls) for _, cls in words.pairs]  # m × (d,)
+    return np.concatenate([embedding, np.array(added).reshape(len(added), embedding.shape[1])])  # (V + m, d)
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,7 @@ ROWS: list[tuple[str, str]] = [
     ("--words without the grammar model", 'mha explain "the lion crossed the park" --words park=place'),
     ("--words with a model that is not of the grammar",
      'mha explain "the lion crossed the park" --weights trained --words park=place'),
+    ("--words with the worked example", "mha explain --worked --words park=place"),
     ("train --compare with a head count of 0", "mha train --compare 1,0"),
     ("train --compare with a head count past any integer", "mha train --compare 99999999999999999999"),
     ("train --save to a suffix --weights cannot read back", "mha train --save model.pt"),

@@ -119,6 +119,8 @@ def explain(
     set_quiet(quiet)
     if worked and (text is not None or file is not None or sample is not None):
         raise UsageError("--worked brings its own three tokens; drop the text, --file or --sample.")
+    if worked and words:
+        raise UsageError("--worked brings its own three tokens and weights; drop --words.")
     _no_arrays_without_json(ctx, json_out)
     options = model_options(ctx, heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer, positions=positions,
                             causal=causal, weights=weights, dtype=dtype, layer=layer, words=words)

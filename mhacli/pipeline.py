@@ -149,6 +149,7 @@ class Prepared:
             from mhacli.io.trained import shipped_apart, trained_trace
 
             alone, apart = shipped_apart(self.shipped)
+            alone = _with_words(alone, getattr(self.model, "words", None))  # the lone head reads them alike
             return trained_trace(alone, trace.tokens), apart
         from mhacli.core.compare import single_head
 
@@ -206,6 +207,21 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
     return {**options, "weights": "pytorch", "d_model": options.get("d_model", mine.d_model)}, mine, None
 
 
+def _with_words(model: Any, words: object) -> Any:
+    """``model`` reading ``words`` (``{"park": "place"}``, ``"park=place"``) by their grammar class; refused
+    without a grammar model (the words are checked first, so a bad pair is said as such)."""
+    from mhacli.core.words import with_words, word_map
+
+    mapped = word_map(words)
+    if not mapped:
+        return model
+    if model is None:
+        raise UsageError("{words:name} maps new words to classes of the grammar, so it needs a grammar model: "
+                         "add {weights} (or a model trained with {task}).", words="", weights="grammar",
+                         task="grammar")
+    return with_words(model, mapped)
+
+
 def _tokens(text: str, config: Config, json: bool, limit: int) -> tuple[str, ...]:
     """The text's tokens, refused when empty or when the run would not fit in memory, before any array."""
     from mhacli.core.tokenize import tokenize
@@ -234,10 +250,12 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
     from mhacli.io.shipped import SHIPPED_NAMES
 
     options = named_options(options)  # " Grammar" is grammar: one rule for every name (issue 31)
+    words = options.pop("words", None)  # new words mapped to grammar classes (core.words): read by the model
     text, tokens = text_argument(text), strings("tokens", tokens, "one per position")  # run(123): a usage error
     given = options.get("weights")
     shipped = given if isinstance(given, str) and given in SHIPPED_NAMES else None
     options, mine, model = _resolved(dict(options))
+    model = _with_words(model, words)
     config = Config(**options)
     limit = memory_limit_bytes()  # the host, read once for the run
     config.check_fits(1, limit=limit)  # the weights alone, before the text is even tokenized
@@ -261,6 +279,13 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
         from mhacli.io.trained import trained_caution, trained_notes
 
         notes = tuple(trained_notes(model, toks))  # type: ignore[arg-type]
+        from mhacli.core.words import reading_note
+
+        mapped = getattr(model, "words")
+        said = reading_note(toks, mapped)
+        unused = [w for w, _ in mapped.pairs if mapped.in_text(toks).class_of(w) is None]
+        notes += (said + ".",) if said else ()
+        notes += (f"{', '.join(unused)}: mapped, but not in the text.",) if unused else ()
         caution = "; ".join(filter(None, (getattr(model, "caution", None), trained_caution(model, toks)))) or None  # type: ignore[arg-type]
     return Prepared(config=config, tokens=toks, own=mine, model=model, notes=notes, shipped=shipped,
                     caution=caution)
@@ -272,7 +297,9 @@ def run(text: str | None = None, *, tokens: Any = None, **options: Any) -> Run:
     ``weights`` is a kind ("random", "designed"), "trained" (the model shipped in the package), the
     path of a weights file (your nn.MultiheadAttention's, or one from ``mha train --save``), or
     weights themselves: a state dict, :class:`~mhacli.core.weights.AttentionWeights`, a trained model.
-    Other options are :class:`~mhacli.core.config.Config` fields.
+    ``words`` (a grammar model only) maps new words to grammar classes, ``{"park": "place"}`` or
+    ``"park=place lion=animal"`` (:mod:`mhacli.core.words`).  Other options are
+    :class:`~mhacli.core.config.Config` fields.
 
     >>> result = run("the cat sat on the mat", heads=4)
     >>> result.trace.weights.shape, result.analysis.num_heads

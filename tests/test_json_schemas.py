@@ -27,6 +27,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("trace", ["explain", "the cat sat", "--json", "--no-json-arrays", "--no-plots", "--weights", "designed"]),
     ("trace", ["explain", "the king sent the boy to the queen", "--json", "--no-json-arrays", "--no-plots",
                "--weights", "grammar"]),  # the grammar's parse, a recipient among its relations
+    ("trace", ["explain", "the lion crossed the park", "--json", "--no-json-arrays", "--no-plots", "--weights",
+               "grammar", "--words", "lion=animal", "--words", "park=place"]),  # mapped words, the option twice
     ("trace", ["show", "t.npz", "--json", "--no-plots"]),
     ("view", ["show", "att.npz", "--json", "--no-plots"]),
     ("view", ["show", "layers.npz", "--json", "--no-plots", "--layer", "2"]),
@@ -34,6 +36,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("view", ["show", "named.npz", "--json", "--no-plots", "--max-tokens", "3"]),
     ("compare", ["compare", "the cat sat on the mat", "--json", "--no-plots"]),
     ("compare", ["compare", "the cat sat", "--json", "--no-plots", "--weights", "trained"]),
+    ("compare", ["compare", "the lion crossed the park", "--json", "--no-plots", "--weights", "grammar", "--words",
+                 "lion=animal park=place"]),  # the mapped words (issue 28 item 6)
     ("verify", ["verify", "t.npz", "--json"]),
     ("train", ["train", "--steps", "3", "--json", "--no-plots"]),
     ("train", ["train", "--steps", "3", "--json", "--no-plots", "--compare", "1,2"]),

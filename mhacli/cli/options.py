@@ -23,8 +23,9 @@ from mhacli.core.numbers import BOUND, RULE, TOO_BIG, too_big, whole_number
 DEFAULT = SimpleNamespace(**{f.name: f.default for f in fields(Config)})
 
 
-#: Options the pipeline takes besides Config's fields: --layer picks one layer of a weights file.
-PIPELINE_ONLY = ("layer",)
+#: Options the pipeline takes besides Config's fields: --layer picks one layer of a weights file, --words maps
+#: new words to grammar classes.
+PIPELINE_ONLY = ("layer", "words")
 
 
 def model_options(ctx: typer.Context, **values: object) -> dict[str, object]:
@@ -159,6 +160,11 @@ WeightsOpt = Annotated[str, typer.Option(
     "--weights", "-w", metavar="TEXT", rich_help_panel=MODEL, autocompletion=complete_weights,
     help=f"Weights: {', '.join(WEIGHT_KINDS)} (designed = heads built by hand to follow named rules), or "
          "the path of your own nn.MultiheadAttention weights (.npz or .pt; d is read from the file).")]
+WordsOpt = Annotated[Optional[list[str]], typer.Option(
+    "--words", show_default=False, metavar="WORD=CLASS", rich_help_panel=MODEL,
+    help="With --weights grammar: read a new word as a word of a grammar class, e.g. \"park=place lion=animal\" "
+         "(classes: male, female, animal, place, thing, adjective); the model reads it as a word of that class "
+         "the sentence does not use. Repeat or space-separate.")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help=f"Float type of the core: {', '.join(DTYPES)}.",
                                        metavar="TEXT", rich_help_panel=MODEL)]
 TokensOpt = Annotated[int, typer.Option("--tokens", "-n", help="Number of tokens N (no text needed).",

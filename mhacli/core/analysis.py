@@ -261,6 +261,7 @@ class Analysis:
     caution: str | None = None  # the model runs outside what it saw (longer text, unknown words): said everywhere
     outside_rows: Array | None = None  # (h, N): each shown row's weight on keys outside the window, if windowed
     average: Array | None = None  # (N, N): the weights averaged over heads (what PyTorch returns by default)
+    mapped: tuple[tuple[str, str, str], ...] = ()  # a grammar model's --words: (word, class, read as), said everywhere
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -603,4 +604,5 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
                     heads=tuple(heads), top_keys=keys, counted=counted, agreement=agreement,
                     agreement_rows=agreement_rows, js=js, window=span, readback=back, mask=blocked,
                     reading=None if parsed is None else read(parsed, weights), picked=picked,
-                    outside_rows=rows_out, average=np.asarray(weights, dtype=np.float64).mean(axis=0))
+                    outside_rows=rows_out, average=np.asarray(weights, dtype=np.float64).mean(axis=0),
+                    mapped=tuple(getattr(trace, "mapped", ())))

@@ -117,6 +117,8 @@ class Comparison:
         if self.analysis is not None:
             out["agreement"] = self.analysis.agreement.tolist()
             out["js_divergence_bits"] = self.analysis.js.tolist()
+            if self.analysis.mapped:  # --words: the new words and the words both models read them as
+                out["words"] = [{"word": w, "class": c, "read_as": r} for w, c, r in self.analysis.mapped]
         return out
 
 

@@ -30,6 +30,7 @@ from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, HeadAnalysis, Read
 from mhacli.core.grammar import NO_RELATION, RELATION_NAMES, Reading
 from mhacli.core.steps import efficiency_sentence  # noqa: F401  (the steps table's words, numpy-free: mha shapes)
 from mhacli.core.tokenize import label
+from mhacli.core.words import mapped_words
 
 if TYPE_CHECKING:
     from mhacli.core.card import Card, Disagreement, Elsewhere
@@ -129,7 +130,7 @@ def uniform_caution(analysis: Analysis) -> str | None:
 def cautions(analysis: Analysis) -> list[str]:
     """What a reader must know before trusting any pattern of this run: near-uniform weights, a model used
     outside what it saw.  Shown on the figures, the page and in the walkthrough, not only on stderr."""
-    out = [c for c in (uniform_caution(analysis), analysis.caution) if c]
+    out = [c for c in (uniform_caution(analysis), analysis.caution, mapped_words(analysis.mapped)) if c]
     stuck = analysis.collapsed()
     if stuck:
         out.append(f"{stuck_phrase(analysis, stuck)} here: not counted as a pattern")

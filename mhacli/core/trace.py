@@ -19,7 +19,8 @@ from mhacli.core.display import page_of
 from mhacli.core.embed import embed, init_weights, positional_encoding, vocabulary
 from mhacli.core.errors import UsageError
 from mhacli.core.grammar import Parse
-from mhacli.core.grammar import parse as grammar_parse
+from mhacli.core.words import WordMap, stand_ins
+from mhacli.core.words import parse as mapped_parse
 from mhacli.core.schedule import attend_blocked
 from mhacli.core.steps import ParameterCount, SplitCost, Step, split_cost, steps_for
 from mhacli.core.tokenize import tokenize
@@ -67,6 +68,7 @@ class Trace:
     folds_case: bool = False  # the model reads "The" as "the" (one id, one embedding row): a grammar model
     model_ids: bool = False  # token_ids are rows of a trained model's vocabulary, not the order of first appearance
     word_values: bool = False  # V = E W_v (a model trained with positions in Q and K only), not X W_v
+    mapped: tuple[tuple[str, str, str], ...] = ()  # (word, grammar class, the word it is read as): --words
 
     @property
     def biases(self) -> dict[str, Array]:
@@ -192,6 +194,7 @@ class Inputs:
     ids: Array | None = None  # (N,) rows of a trained model's own vocabulary (else the order of first appearance)
     folds_case: bool = False  # the model reads "The" as "the" (a grammar model)
     word_values: bool = False  # V = E W_v: a model trained with positions in Q and K only
+    mapped: tuple[tuple[str, str, str], ...] = ()  # (word, class, read as) of a grammar model's mapped words
 
 
 class WeightSource(Protocol):
@@ -259,14 +262,16 @@ class TrainedWeights:
         rules: tuple[str, ...] | None = tuple(self.model.labels)
         parse = None
         sentences = bool(getattr(self.model, "sentences", False))
+        words = getattr(self.model, "words", WordMap())
         if sentences:
-            parse = grammar_parse(tokens)
+            parse = mapped_parse(tokens, words)
             if parse is None:  # names measured on sentences of the grammar say nothing about this text
                 rules = None
         ids = getattr(self.model, "ids", None)
         return Inputs(e, p, w_q, w_k, w_v, w_o, rules=rules, parse=parse, ids=None if ids is None else ids(tokens),
                       folds_case=sentences,
-                      word_values=bool(getattr(getattr(self.model, "config", None), "word_values", False)))
+                      word_values=bool(getattr(getattr(self.model, "config", None), "word_values", False)),
+                      mapped=tuple((w, str(words.class_of(w)), r) for w, r in stand_ins(tokens, words).items()))
 
 
 #: The kinds a Config names that need nothing but the Config.
@@ -317,7 +322,7 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
         parts[name].setflags(write=False)  # type: ignore[union-attr]
     return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,
                  W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=got.rules, parse=got.parse, folds_case=got.folds_case,
-                 model_ids=got.ids is not None, word_values=got.word_values,
+                 model_ids=got.ids is not None, word_values=got.word_values, mapped=got.mapped,
                  **biases, **parts)  # type: ignore[arg-type]
 
 

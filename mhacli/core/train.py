@@ -33,6 +33,7 @@ from mhacli.core.errors import RunError, UsageError
 from mhacli.core.schedule import single_threaded_blas
 from mhacli.core.grammar import LONGEST, NO_RELATION, RELATION_NAMES
 from mhacli.core.tasks import BOUNDARY, RELATION_KEYS, TASKS, UNKNOWN, Task, get_task
+from mhacli.core.words import WordMap, stand_ins
 
 if TYPE_CHECKING:
     from mhacli.core.card import Card
@@ -458,6 +459,7 @@ class TrainedModel:
     targets: tuple[str, ...]
     relations: tuple[tuple[str, float], ...]  # per head: (relation name, share of queries following it)
     card: Card | None = None  # a grammar model's report card: its heads' names follow it
+    words: WordMap = WordMap()  # new words, each read as a word of its grammar class (core.words.with_words)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", {k: _frozen(v) for k, v in self.params.items()})
@@ -482,7 +484,7 @@ class TrainedModel:
     def unknown(self, tokens: Sequence[str]) -> tuple[str, ...]:
         """The distinct tokens a grammar model never saw (each read as the one unknown token)."""
         known = set(self.vocabulary) - {UNKNOWN, BOUNDARY}
-        return tuple(t for t in dict.fromkeys(tokens) if t.lower() not in known)
+        return tuple(t for t in dict.fromkeys(tokens) if t.lower() not in known and self.words.class_of(t) is None)
 
     def stand_ins(self, tokens: Sequence[str]) -> dict[str, str]:
         """Each token outside the trained vocabulary, and the trained word that stands in for it.
@@ -510,6 +512,7 @@ class TrainedModel:
         index = {t: i for i, t in enumerate(self.vocabulary)}
         if self.sentences:
             unknown = index[UNKNOWN]
+            index |= {w: index[s] for w, s in stand_ins(tokens, self.words).items()}  # mapped: its stand-in's row
             return np.array([index.get(t.lower(), unknown) if t.lower() != BOUNDARY else unknown
                              for t in tokens], dtype=np.int64)
         stand = self.stand_ins(tokens)

@@ -41,8 +41,10 @@ TEXT_LISTS = ("rules", "relations")
 #: True when a grammar model read a sentence it parses: mha show parses the tokens again, so the heads keep
 #: the names they had ("verb → subject"); without it a saved run's heads are named by their top tokens.
 PARSED = "grammar_parse"
+#: --words: (m, 3) strings, each mapped word, its grammar class and the word the model read it as.
+MAPPED = "mapped_words"
 KNOWN_KEYS = frozenset((*NPZ_KEYS, "format_version", "mhacli_version", *CONFIG_FIELDS, *OPTIONAL_ARRAYS,
-                        *TEXT_LISTS, PARSED))
+                        *TEXT_LISTS, PARSED, MAPPED))
 MAX_MEMBERS = 64  # a trace has ~30 members; a zip of thousands is not one
 
 
@@ -94,6 +96,8 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
         out["relations"] = np.array(relations, dtype=np.str_)
     if getattr(trace, "parse", None) is not None:
         out[PARSED] = np.array(True)
+    if getattr(trace, "mapped", ()):
+        out[MAPPED] = np.array(trace.mapped, dtype=np.str_)  # (m, 3)
     return out
 
 
@@ -275,6 +279,7 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
     extra: dict[str, Any] = dict(biases)  # the Trace keeps b_q, b_k, b_v, b_o as fields of their own
     if relations is not None and "relations" in known:
         extra["relations"] = relations
+    mapped = _mapped(path, a)
     ids = a.get("token_ids")
     if ids is not None and (ids.shape != (n,) or ids.dtype.kind not in "iu" or np.any(ids < 0)):
         raise _shape_error(path, f"token_ids must hold {n} whole numbers from 0, one per token")
@@ -284,17 +289,37 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
         **cast(dict[str, Any], {name: a[name] for name in ARRAY_FIELDS}),
         mask=causal_mask(n) if causal else None, source=_readable_name(path), rules=rules,
         embeddings=a.get("embeddings"), positions=a.get("position_encoding"),
-        parse=_parse(path, a, tokens, rules), word_values=word_values, **extra,
+        parse=_parse(path, a, tokens, rules, mapped), word_values=word_values, mapped=mapped, **extra,
     )
 
 
-def _parse(path: Path, a: dict[str, np.ndarray], tokens: tuple[str, ...], rules: tuple[str, ...] | None) -> Any:
+def _mapped(path: Path, a: dict[str, np.ndarray]) -> tuple[tuple[str, str, str], ...]:
+    """The saved --words (word, class, read as), each checked as the option checks it."""
+    if MAPPED not in a:
+        return ()
+    value = a[MAPPED]
+    if value.dtype.kind != "U" or value.ndim != 2 or value.shape[1] != 3:
+        raise _shape_error(path, f"{MAPPED} must hold (word, class, read as) strings, one row per word")
+    from mhacli.core.words import CLASSES, word_map
+
+    rows = tuple((str(w), str(c), str(r)) for w, c, r in value)
+    try:
+        word_map({w: c for w, c, _ in rows})
+    except UsageError as exc:
+        raise _shape_error(path, f"its {MAPPED} are not ones --words takes ({str(exc).rstrip('.')})") from None
+    if len({w for w, _, _ in rows}) != len(rows) or any(r not in CLASSES[c] for _, c, r in rows):
+        raise _shape_error(path, f"its {MAPPED} read a word as one outside its class")
+    return rows
+
+
+def _parse(path: Path, a: dict[str, np.ndarray], tokens: tuple[str, ...], rules: tuple[str, ...] | None,
+           mapped: tuple[tuple[str, str, str], ...] = ()) -> Any:
     """The grammar's parse of a saved sentence a grammar model read (the same pure function of the tokens)."""
     if not _flag(path, a, PARSED, False):
         return None
-    from mhacli.core.grammar import parse
+    from mhacli.core.words import WordMap, parse
 
-    found = parse(tokens)
+    found = parse(tokens, WordMap(tuple((w, c) for w, c, _ in mapped)))
     if found is None or not rules:  # the tokens or the names were edited: the saved names cannot stand
         raise _shape_error(path, f"it says a grammar model read a sentence, but its "
                            f"{'tokens are not one the grammar parses' if found is None else 'heads have no names'}")
@@ -365,6 +390,8 @@ def head_measures(trace: Trace, analysis: Analysis | None = None) -> dict[str, A
            "close_to_uniform": measures.close_to_uniform, "cautions": cautions(measures)}
     if measures.reading is not None:  # a grammar model's sentence: the parse and where each head looks from it
         out["grammar"] = measures.reading.to_dict()
+    if measures.mapped:  # --words: each new word, its grammar class and the word the model read it as
+        out["words"] = [{"word": w, "class": c, "read_as": r} for w, c, r in measures.mapped]
     return out
 
 

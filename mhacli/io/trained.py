@@ -237,9 +237,9 @@ def trained_notes(model: TrainedModel, tokens: Sequence[str]) -> list[str]:
                      f"{'it goes' if len(unknown) == 1 else 'each goes'} in as the one unknown token, which "
                      "carries only its position (docs/training.md lists the words).")
     if model.sentences:
-        from mhacli.core.grammar import parse
+        from mhacli.core.words import parse
 
-        if parse(tokens) is None:
+        if parse(tokens, model.words) is None:
             notes.append("this text is not a sentence of the grammar the model learned (docs/training.md), so "
                          "its heads are named here by the positional relations they follow, not by what they "
                          "learned.")

@@ -252,9 +252,14 @@ def _embedding_note(trace: Trace) -> str:
     if kind == "designed" and trace.rules:
         return " (Designed weights use a hand-made E: a 1 in one column and a code for the word in three others.)"
     if kind == "trained" and trace.folds_case:
-        return (" (The grammar model brings the E it learned, one row per word of its vocabulary. It folds "
+        mapped = getattr(trace, "mapped", ())
+        said = (" (The grammar model brings the E it learned, one row per word of its vocabulary. It folds "
                 "capitals, so 'The' and 'the' share a row, and every word it was not trained on gets the one "
-                "row of the unknown token, which carries only its position.)")
+                "row of the unknown token, which carries only its position")
+        if mapped:  # --words: the mapped words read another word's row (core.words), said with the pairs
+            said += ("; a word mapped to a class of the grammar takes the row of the word it is read as ("
+                     + ", ".join(f"{w} as “{r}”" for w, _, r in mapped) + ")")
+        return said + ".)"
     if kind == "trained":
         return (" (The trained model brings the E it learned; a word it was not trained on stands in for one "
                 "it was, picked by a stable hash.)")

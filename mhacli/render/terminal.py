@@ -83,7 +83,10 @@ def tokens_table(trace: Trace, max_tokens: int, width: int = 80) -> RenderableTy
     if shown < trace.n_tokens:
         parts.append(_note(f"… {trace.n_tokens - shown} more tokens not listed "
                            f"(--max-tokens {max_tokens})."))
-    parts.append(_note(_ids_note(trace)))
+    from mhacli.core.words import ids_note  # numpy: mha shapes renders steps without it
+
+    parts.append(_note(" ".join(filter(None, (_ids_note(trace), ids_note(trace.tokens, trace.token_ids.tolist(),
+                                                                        getattr(trace, "mapped", ())))))))
     return Group(*parts)
 
 

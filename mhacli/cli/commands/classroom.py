@@ -13,7 +13,8 @@ from mhacli.cli.common import (checked_query, config_args, finish_run, open_figu
 from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, DpiOpt, FileOpt,
                                 HeadsOpt, HideRulesOpt, LessonOutOpt, LessonQueryOpt, ListJsonOpt, MarkdownOpt,
                                 NumbersJsonOpt, PauseOpt, PositionsOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt,
-                                StepOpt, TextArg, TokenizerOpt, TokensOpt, WeightsLayerOpt, WeightsOpt, model_options)
+                                StepOpt, TextArg, TokenizerOpt, TokensOpt, WeightsLayerOpt, WeightsOpt, WordsOpt,
+                                model_options)
 from mhacli.cli.output import console, json_document, print_all, report_written, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
@@ -113,6 +114,7 @@ def demo(
     sample: SampleOpt = None,
     weights: WeightsOpt = DEFAULT.weights,
     layer: WeightsLayerOpt = None,
+    words: WordsOpt = None,
     heads: HeadsOpt = DEFAULT.heads,
     d_model: DModelOpt = DEFAULT.d_model,
     seed: SeedOpt = DEFAULT.seed,
@@ -138,7 +140,7 @@ def demo(
         sample = DEFAULT_SAMPLE
     prepared = prepare_run(resolve_text(text, file, sample), model_options(
         ctx, weights=weights, heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer, positions=positions,
-        causal=causal, layer=layer))
+        causal=causal, layer=layer, words=words))
     config = prepared.config
     checked_query(query)
     from mhacli.io.outputs import figure_names
@@ -218,6 +220,7 @@ def quiz(
     seed: SeedOpt = DEFAULT.seed,
     weights: WeightsOpt = DEFAULT.weights,
     layer: WeightsLayerOpt = None,
+    words: WordsOpt = None,
     heads: HeadsOpt = DEFAULT.heads,
     d_model: DModelOpt = DEFAULT.d_model,
     causal: CausalOpt = DEFAULT.causal,
@@ -240,7 +243,8 @@ def quiz(
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
     source = resolve_text(text, file, sample)
-    options = model_options(ctx, weights=weights, heads=heads, d_model=d_model, causal=causal, layer=layer)
+    options = model_options(ctx, weights=weights, heads=heads, d_model=d_model, causal=causal, layer=layer,
+                            words=words)
     prepared = prepare_run(source, options)
     if prepared.model is None:  # the seed picks the questions, and the weights too unless a trained model has them
         prepared = prepare_run(source, {**options, **model_options(ctx, seed=seed)})
@@ -262,6 +266,7 @@ def quiz(
     title = quiz_title(trace, len(asked), source if text is None else f"“{label(text, 60)}”", seed)
     # --weights as typed ('grammar', a file): the run's kind ('trained', 'pytorch') would run another model.
     typed = [] if weights == DEFAULT.weights else [f"--weights {printable(shlex.quote(weights))}"]
+    typed += [f"--words {printable(shlex.quote(' '.join(words)))}"] if words else []  # the check reads them too
     check = " ".join(part for part in ["mha explain", source, config_args(config, skip=("weights",)), *typed] if part)
     if json_out:
         _json("quiz", {"title": title, "check": check, "seed": seed,

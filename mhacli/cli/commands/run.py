@@ -13,8 +13,8 @@ from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, OUT_DIR, Batch
                                 DpiOpt, DtypeOpt, FileOpt, FormatOpt, HeadsOpt, HideRulesOpt, HtmlOpt, JsonArraysOpt,
                                 JsonOpt, LayerOpt, MaxTokensOpt, NumbersJsonOpt, OutOpt, PlotsOpt, PositionsOpt,
                                 QueryOpt, QuietOpt, SampleOpt, SaveNpzOpt, SeedOpt, ShowFileArg, ShowValuesOpt, TextArg,
-                                TokenizerOpt, TraceArg, VerifyQuietOpt, WeightsLayerOpt, WeightsOpt, WorkedOpt,
-                                model_options)
+                                TokenizerOpt, TraceArg, VerifyQuietOpt, WeightsLayerOpt, WeightsOpt, WordsOpt,
+                                WorkedOpt, model_options)
 from mhacli.cli.output import console, json_document, json_text, print_all, report_written, set_quiet, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.io.inputs import resolve_text
@@ -92,6 +92,7 @@ def explain(
     causal: CausalOpt = DEFAULT.causal,
     weights: WeightsOpt = DEFAULT.weights,
     layer: WeightsLayerOpt = None,
+    words: WordsOpt = None,
     dtype: DtypeOpt = DEFAULT.dtype,
     show_values: ShowValuesOpt = False,
     worked: WorkedOpt = False,
@@ -118,9 +119,11 @@ def explain(
     set_quiet(quiet)
     if worked and (text is not None or file is not None or sample is not None):
         raise UsageError("--worked brings its own three tokens; drop the text, --file or --sample.")
+    if worked and words:
+        raise UsageError("--worked brings its own three tokens and weights; drop --words.")
     _no_arrays_without_json(ctx, json_out)
     options = model_options(ctx, heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer, positions=positions,
-                            causal=causal, weights=weights, dtype=dtype, layer=layer)
+                            causal=causal, weights=weights, dtype=dtype, layer=layer, words=words)
     if worked:
         from mhacli.core.config import Config
         from mhacli.core.worked import HEADS, worked_example
@@ -295,6 +298,7 @@ def compare(
     causal: CausalOpt = DEFAULT.causal,
     weights: WeightsOpt = DEFAULT.weights,
     layer: WeightsLayerOpt = None,
+    words: WordsOpt = None,
     max_tokens: MaxTokensOpt = MAX_TOKENS,
     json_out: NumbersJsonOpt = False,
     quiet: QuietOpt = False,
@@ -320,7 +324,7 @@ def compare(
     set_quiet(quiet)
     prepared = prepare_run(resolve_text(text, file, sample), model_options(
         ctx, heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer, positions=positions, causal=causal,
-        weights=weights, layer=layer))
+        weights=weights, layer=layer, words=words))
     config = prepared.config
     plan, fmt, dpi = plan_outputs(plots=plots, out=out, fmt=fmt, dpi=dpi, heads=config.heads, compare=True,
                                   inputs=read_files(file, weights))

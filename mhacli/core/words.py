@@ -1,0 +1,376 @@
+"""Students' own words: a new word mapped to a class of the grammar, so their sentence parses and is read.
+
+``park=place`` says *park* is a place of the grammar (:mod:`mhacli.core.grammar`): the parser takes it where
+a place may stand, and a trained grammar model, which has no embedding of its own for *park*, reads it as a
+**stand-in**: the first word of the class that the sentence does not hold and no other mapped word took
+(*street*; *river* when the sentence already holds *street*).  The classes are the
+grammar's word classes a sentence can grow new words in without new rules: the nouns by what the relations
+ask of them (male and female for *he*/*she*, animal, place, thing) and the adjective before a noun.
+
+The reading was chosen by measurement (:func:`mapped_scores`, ``scripts/measure_words.py``, numbers in
+docs/training.md): on the report card's held-out sentences with one noun per sentence replaced, the mean of
+the class's embeddings (the centroid) keeps every named card cell but its readout names no word for it
+(the referent's accuracy falls to 61–67 %); one fixed stand-in per class keeps the card but repeats a noun
+the sentence already has (2–3 points lost on the verb's relations); a free stand-in keeps both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from mhacli.core import grammar
+from mhacli.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from mhacli.core.train import TrainedModel
+
+Array = np.ndarray
+
+CLASSES: dict[str, tuple[str, ...]] = {"male": grammar.MALE, "female": grammar.FEMALE, "animal": grammar.ANIMALS,
+                                       "place": grammar.PLACES, "thing": grammar.THINGS,
+                                       "adjective": grammar.ADJECTIVES}
+# A class in a sentence's words: "park is read as a place".
+CLASS_WORDS = {"male": "a male noun", "female": "a female noun", "animal": "an animal", "place": "a place",
+               "thing": "a thing", "adjective": "an adjective"}
+NOUN_CLASSES = ("male", "female", "animal", "place", "thing")
+STAND_INS = {name: words[0] for name, words in CLASSES.items()}  # the measured alternative: one named word
+MAX_WORDS = 16  # mapped words in one run: a sentence of the grammar has at most 17 words
+MAX_WORD_CHARS = 40
+MAX_SPEC_CHARS = 1000  # the whole --words text, refused before it is split
+READINGS = ("centroid", "stand-in", "free stand-in")
+
+
+def _lit(text: str) -> str:
+    """A user's text put into a message template that has fields: its braces are text."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _classes() -> str:
+    return ", ".join(CLASSES)
+
+
+@dataclass(frozen=True)
+class WordMap:
+    """New words and the grammar class each stands for, in the order given (words lower-cased)."""
+
+    pairs: tuple[tuple[str, str], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.pairs)
+
+    def class_of(self, word: str) -> str | None:
+        """The class ``word`` (any case) is mapped to, or None."""
+        return dict(self.pairs).get(word.lower())
+
+    def in_text(self, tokens: Sequence[str]) -> "WordMap":
+        """The mapped words the tokens use, in the order given."""
+        used = {t.lower() for t in tokens}
+        return WordMap(tuple(p for p in self.pairs if p[0] in used))
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(self.pairs)
+
+
+def _items(words: object) -> list[tuple[str, str]]:
+    """``words`` as (word, class) pairs as given: "park=place lion=animal", a list of such, or a mapping."""
+    if isinstance(words, Mapping):
+        bad = [k for k, v in words.items() if not isinstance(k, str) or not isinstance(v, str)]
+        if bad:
+            raise UsageError("{words:name} maps words to classes as text, e.g. {{'park': 'place'}}; "
+                             f"got {_lit(repr(bad[0])[:40])}.", words="")
+        return [(k, v) for k, v in words.items()]
+    specs = [words] if isinstance(words, str) else words
+    if not isinstance(specs, (list, tuple)) or not all(isinstance(s, str) for s in specs):
+        raise UsageError("{words:name} takes WORD=CLASS pairs such as \"park=place lion=animal\".", words="")
+    total = sum(len(s) for s in specs)
+    if total > MAX_SPEC_CHARS:
+        raise UsageError(f"{{words:name}} holds {total:,} characters; at most {MAX_SPEC_CHARS:,} (a few "
+                         "WORD=CLASS pairs).", words="")
+    out = []
+    for spec in specs:
+        for item in spec.replace(",", " ").split():
+            word, eq, cls = item.partition("=")
+            if not eq:
+                from mhacli.core.messages import shown
+
+                raise UsageError(f"{{words:name}} takes WORD=CLASS, got {_lit(shown(item))}; e.g. park=place "
+                                 f"(classes: {_classes()}).", words="")
+            out.append((word, cls))
+    return out
+
+
+def word_map(words: object, vocabulary: Sequence[str] = grammar.WORDS) -> WordMap:
+    """The checked map of ``words`` (None or empty: none): each a new word of letters, to one of :data:`CLASSES`.
+
+    Refused in one line: a pair without ``=``, an unknown class, a word that is not one word (punctuation,
+    spaces, several tokens), a word the grammar already has, one word mapped to two classes, too many.
+    The same pair twice is one pair.
+    """
+    from mhacli.core.messages import shown
+    from mhacli.core.tokenize import tokenize
+
+    if isinstance(words, WordMap):
+        return words
+    if words is None or words == "" or words == () or words == []:
+        return WordMap()
+    known = {w.lower() for w in vocabulary}
+    pairs: dict[str, str] = {}
+    for raw_word, raw_class in _items(words):
+        word, cls = raw_word.lower(), raw_class.lower()
+        if not word:
+            raise UsageError(f"{{words:name}} pair {_lit(shown(raw_word + '=' + raw_class))} names no word; "
+                             "write WORD=CLASS, e.g. park=place.", words="")
+        if cls not in CLASSES:
+            import difflib
+
+            close = difflib.get_close_matches(cls, list(CLASSES), n=1, cutoff=0.7)
+            guess = f"did you mean {close[0]}? " if close else ""
+            raise UsageError(f"unknown class {_lit(shown(raw_class))} for {_lit(shown(raw_word))} in "
+                             f"{{words:name}}; {guess}choose one of: {_classes()}.", words="")
+        pieces = len(tokenize(word, "word")) if len(word) <= MAX_WORD_CHARS else 0
+        if pieces != 1 or tokenize(word, "word") != [word] or not any(c.isalpha() for c in word):
+            split = f" (the word tokenizer reads it as {pieces} tokens)" if pieces > 1 else ""
+            raise UsageError(f"{_lit(shown(raw_word))} in {{words:name}} is not one word{split}: a mapped word "
+                             f"is letters the word tokenizer keeps as one token, at most {MAX_WORD_CHARS} "
+                             "characters.", words="")
+        if word in known:
+            home = next((c for c, ws in CLASSES.items() if word in ws), None)
+            already = f" ({CLASS_WORDS[home]})" if home else ""
+            raise UsageError(f"{_lit(shown(word))} is already a word of the grammar{already}; {{words:name}} "
+                             "maps only new words.", words="")
+        if pairs.get(word, cls) != cls:
+            raise UsageError(f"{_lit(shown(word))} is mapped twice in {{words:name}}, to {pairs[word]} and to "
+                             f"{cls}; give it one class.", words="")
+        pairs[word] = cls
+        if len(pairs) > MAX_WORDS:
+            raise UsageError(f"{{words:name}} maps more than {MAX_WORDS} words; a sentence of the grammar has "
+                             f"at most {grammar.LONGEST}.", words="")
+    return WordMap(tuple(pairs.items()))
+
+
+# ----------------------------------------------------------------------------- the parse
+
+
+@dataclass(frozen=True)
+class MappedParse(grammar.Parse):
+    """A parse of a sentence with mapped words: the grammar's parse, and the words it took by their class."""
+
+    words: tuple[tuple[str, str], ...] = ()  # (word, class) of the sentence's mapped words
+
+    def describe(self) -> str:
+        """The grammar's description, then how each mapped word was taken: ``… (park as a place)``."""
+        said = super().describe()
+        if not self.words:
+            return said
+        return said + " (" + ", ".join(f"{w} as {CLASS_WORDS[c]}" for w, c in self.words) + ")"
+
+
+def stand_ins(tokens: Sequence[str], words: WordMap) -> dict[str, str]:
+    """Each mapped word the tokens use, and the word of its class it is read as: the first of the class the
+    sentence does not hold and no other mapped word took (the class's first word when every one is taken)."""
+    used = words.in_text(tokens)
+    taken = {t.lower() for t in tokens}
+    out: dict[str, str] = {}
+    for word, cls in used.pairs:
+        free = [w for w in CLASSES[cls] if w not in taken] or [CLASSES[cls][0]]
+        out[word] = free[0]
+        taken.add(free[0])
+    return out
+
+
+def parse(tokens: Sequence[str], words: WordMap = WordMap()) -> grammar.Parse | None:
+    """The grammar's parse of ``tokens`` with each mapped word read as its stand-in (:func:`stand_ins`), or None.
+
+    "the lion met the tiger" (both animals) parses as two different animals, as it should."""
+    proxy = stand_ins(tokens, words)
+    if not proxy:
+        return grammar.parse(tokens)
+    lowered = [t.lower() for t in tokens]
+    found = grammar.parse([proxy.get(t, t) for t in lowered])
+    if found is None:
+        return None
+    values = {f.name: getattr(found, f.name) for f in fields(found)}
+    return MappedParse(**{**values, "tokens": tuple(lowered)}, words=words.in_text(tokens).pairs)
+
+
+# ----------------------------------------------------------------------------- the model's reading
+
+
+def reading_note(tokens: Sequence[str], words: WordMap) -> str | None:
+    """How a grammar model reads the mapped words of ``tokens``: ``park is read as “street”, the first of the
+    grammar's place words the sentence does not use (the model has no embedding of its own for park)``; None
+    when none is used."""
+    proxy = stand_ins(tokens, words)
+    if not proxy:
+        return None
+    said = [f"{w} is read as “{proxy[w]}”, the first of the grammar's {words.class_of(w)} words the sentence "
+            "does not use" for w in proxy]
+    own = ", ".join(proxy)
+    return "; ".join(said) + f" (the model has no embedding of its own for {own})"
+
+
+def with_words(model: "TrainedModel", words: object) -> "TrainedModel":
+    """``model`` reading ``words`` (:func:`word_map`) each as its stand-in (:func:`stand_ins`); refused for a
+    model that is not of the grammar."""
+    mapped = words if isinstance(words, WordMap) else word_map(words)
+    if not mapped:
+        return model
+    if not model.sentences:
+        raise UsageError(f"{{words:name}} maps new words to classes of the grammar, so it needs a grammar model "
+                         f"({{weights}}, or one trained with {{task}}); this model learned "
+                         f"{_lit(model.config.task)}.", words="", weights="grammar", task="grammar")
+    known = set(model.vocabulary)
+    missing = [w for ws in (CLASSES[c] for _, c in mapped.pairs) for w in ws if w not in known]
+    if missing:
+        raise UsageError(f"this model has no embedding for {_lit(missing[0])}, so {{words:name}} cannot read a "
+                         "word of its class.", words="")
+    return replace(model, words=mapped)
+
+
+# ----------------------------------------------------------------------------- measured: centroid or stand-in
+
+
+def centroid(embedding: Array, vocabulary: Sequence[str], cls: str) -> Array:
+    """The mean of the model's embedding rows of the class's words: (V, d) -> (d,)."""
+    index = {w: i for i, w in enumerate(vocabulary)}
+    rows = [index[w] for w in CLASSES[cls]]
+    return embedding[rows].mean(axis=0)  # (k, d) -> (d,)
+
+
+def extended_table(embedding: Array, vocabulary: Sequence[str], words: WordMap) -> Array:
+    """E with one row per mapped word after the vocabulary's: (V, d) -> (V + m, d), row V + j the centroid of
+    word j's class."""
+    added = [centroid(embedding, vocabulary, cls) for _, cls in words.pairs]  # m × (d,)
+    return np.concatenate([embedding, np.array(added).reshape(len(added), embedding.shape[1])])  # (V + m, d)
+
+
+@dataclass(frozen=True)
+class MappedScores:
+    """On the card's held-out sentences with one noun per sentence read another way: each card cell's hit
+    rate and each card row's accuracy, for the real words and for each reading (:data:`READINGS`)."""
+
+    rows: tuple[str, ...]  # (R,) the card's rows
+    readings: tuple[str, ...]  # ("words", "centroid", "stand-in"): the sentences as drawn, then each reading
+    rate: Array  # (K, R, h) hit rates (card.report_card's rule)
+    accuracy: Array  # (K, R) readout accuracy per row
+    replaced: Array  # (R,) queries of each row that point at the replaced noun
+    sentences: int
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": list(self.rows), "readings": list(self.readings), "rate": self.rate.tolist(),
+                "accuracy": self.accuracy.tolist(), "replaced": self.replaced.tolist(),
+                "sentences": self.sentences, "seed": self.seed}
+
+
+def _replaced_nouns(keys: Array, rows: Sequence[str], rng: np.random.Generator) -> Array:
+    """(S,) one noun position per sentence, drawn among its subject, object and recipient."""
+    nouns = np.stack([keys[rows.index(r)].max(axis=-1) for r in ("subject", "object", "recipient")])  # (3, S)
+    have = nouns >= 0  # (3, S): a sentence without a recipient has two nouns
+    pick = np.floor(rng.random(keys.shape[1]) * have.sum(axis=0)).astype(np.int64)  # (S,) which of its nouns
+    order = np.argsort(~have, axis=0, kind="stable")  # (3, S): the present nouns first
+    return np.take_along_axis(nouns, np.take_along_axis(order, pick[None], axis=0), axis=0)[0]  # (S,)
+
+
+def _class_of_ids(vocabulary: Sequence[str]) -> Array:
+    """(V,) each word's noun class index in NOUN_CLASSES, -1 for a word that is no noun."""
+    of = np.full(len(vocabulary), -1, dtype=np.int64)
+    for c, cls in enumerate(NOUN_CLASSES):
+        for w in CLASSES[cls]:
+            of[list(vocabulary).index(w)] = c
+    return of
+
+
+def _free_stand_ins(ids: Array, at: Array, cls: Array, vocabulary: Sequence[str]) -> Array:
+    """(S,) per sentence the first word of the replaced noun's class that the sentence does not hold (nor the
+    replaced noun itself, so that every sentence is read with another word than the one it was drawn with)."""
+    index = {w: i for i, w in enumerate(vocabulary)}
+    out = np.empty(len(ids), dtype=np.int64)
+    for b, row in enumerate(ids):
+        held = set(row.tolist())
+        out[b] = next(index[w] for w in CLASSES[NOUN_CLASSES[cls[b]]] if index[w] not in held)
+    return out
+
+
+def mapped_scores(model: "TrainedModel", sentences: int = 2000, seed: int = 2017) -> MappedScores:
+    """Replace one noun per held-out sentence by its class's centroid, or by the class's stand-in word
+    (:data:`STAND_INS`), and score the card's rule and the readout on each.
+
+    An answer about the replaced noun counts when the readout names a word of its class that is not another
+    noun of the sentence (the model has no word of its own to name); every other answer as the card's."""
+    from mhacli.core.card import held_out, picked_keys
+    from mhacli.core.knockout import row_targets
+    from mhacli.core.train import forward
+
+    ids, keys, rows = held_out(model, sentences, seed)  # (S, N), (R, S, N)
+    rng = np.random.default_rng(seed + 1)
+    at = _replaced_nouns(keys, rows, rng)  # (S,)
+    s = np.arange(ids.shape[0])
+    class_of = _class_of_ids(model.vocabulary)  # (V,)
+    cls = class_of[ids[s, at]]  # (S,) the replaced noun's class
+    v = len(model.vocabulary)
+    c = model.config
+    table = extended_table(model.params["embedding"], model.vocabulary,
+                           WordMap(tuple((f"<{n}>", n) for n in NOUN_CLASSES)))  # (V + 5, d)
+    stand = np.array([list(model.vocabulary).index(STAND_INS[n]) for n in NOUN_CLASSES])  # (5,)
+    variants = {"words": ids, "centroid": ids.copy(), "stand-in": ids.copy(), "free stand-in": ids.copy()}
+    variants["centroid"][s, at] = v + cls
+    variants["stand-in"][s, at] = stand[cls]
+    variants["free stand-in"][s, at] = _free_stand_ins(ids, at, cls, model.vocabulary)
+    targets = row_targets(model.targets, rows)
+    others = (class_of[ids] >= 0) & (np.arange(ids.shape[1]) != at[:, None])  # (S, N): the other nouns
+    on_replaced = keys == at[None, :, None]  # (R, S, N): queries that point at the replaced noun
+    rates, accs = [], []
+    for name, variant in variants.items():
+        params = {**dict(model.params), "embedding": table}
+        cache = forward(params, variant, c.heads, c.causal, _pad(model), c.word_values)
+        looked = picked_keys(cache["weights"])  # (S, h, N)
+        asked = keys >= 0  # (R, S, N)
+        hit = (looked[None] == keys[:, :, None, :]) & asked[:, :, None, :]  # (R, S, h, N)
+        rates.append(hit.sum(axis=(1, 3)) / np.maximum(asked.sum(axis=(1, 2)), 1)[:, None])  # (R, h)
+        acc = []
+        for r, t in enumerate(targets):
+            said = cache["logits"][..., t, :].argmax(axis=-1)  # (S, N)
+            truth = np.take_along_axis(ids, keys[r].clip(0), axis=-1)  # (S, N)
+            exact = said == truth
+            if name != "words":  # about the replaced noun: a word of its class that is no other noun there
+                other = (said[:, :, None] == np.where(others, ids, -1)[:, None, :]).any(axis=-1)  # (S, N)
+                fits = (class_of[said] == cls[:, None]) & ~other
+                exact = np.where(on_replaced[r], fits, exact)
+            acc.append(float(exact[asked[r]].mean()) if asked[r].any() else 0.0)
+        accs.append(acc)
+    return MappedScores(rows=rows, readings=tuple(variants), rate=np.array(rates), accuracy=np.array(accs),
+                        replaced=(on_replaced & (keys >= 0)).sum(axis=(1, 2)), sentences=sentences, seed=seed)
+
+
+def _pad(model: "TrainedModel") -> int | None:
+    from mhacli.core.tasks import get_task
+
+    return get_task(model.config.task).pad
+
+
+def mapped_words(mapped: Sequence[tuple[str, str, str]]) -> str | None:
+    """A run's mapped words in one line for every surface: ``not the model's words, read by their class: park as
+    “street” (a place), lion as “animal” (an animal)``; None without any."""
+    if not mapped:
+        return None
+    return "not the model's words, read by their class: " + ", ".join(
+        f"{w} as “{r}” ({CLASS_WORDS.get(c, c)})" for w, c, r in mapped)
+
+
+def ids_note(tokens: Sequence[str], token_ids: Sequence[int], mapped: Sequence[tuple[str, str, str]]) -> str | None:
+    """What the token table's id is for mapped words: ``lion and park have no row of their own: each takes the
+    id of the word it is read as (lion → “animal” 11, park → “street” 17)``; None without any."""
+    if not mapped:
+        return None
+    first = {t.lower(): int(i) for t, i in reversed(list(zip(tokens, token_ids)))}
+    names = [w for w, _, _ in mapped]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    has = "has" if len(names) == 1 else "have"
+    each = "it takes" if len(names) == 1 else "each takes"
+    pairs = ", ".join(f"{w} → “{r}” {first[w]}" for w, _, r in mapped if w in first)
+    own = "its" if len(names) == 1 else "their"
+    return f"{listed} {has} no row of {own} own: {each} the id of the word it is read as ({pairs})."

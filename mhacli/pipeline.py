@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from mhacli.core.config import Config
 from mhacli.core.errors import UsageError
+from mhacli.request import ModelOptions, Outputs, Request
 
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
@@ -266,19 +267,35 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
                     caution=caution)
 
 
-def run(text: str | None = None, *, tokens: Any = None, **options: Any) -> Run:
+def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any) -> Run:
     """Run multi-head attention over ``text`` (or ``tokens``) and measure it: one immutable :class:`Run`.
 
-    ``weights`` is a kind ("random", "designed"), "trained" (the model shipped in the package), the
-    path of a weights file (your nn.MultiheadAttention's, or one from ``mha train --save``), or
-    weights themselves: a state dict, :class:`~mhacli.core.weights.AttentionWeights`, a trained model.
-    Other options are :class:`~mhacli.core.config.Config` fields.
+    ``text`` may be a :class:`~mhacli.request.Request` (what a command asks for): its model options, text
+    and tokens are run.  Otherwise the keyword options build one: ``weights`` is a kind ("random",
+    "designed"), "trained" (the model shipped in the package), the path of a weights file (your
+    nn.MultiheadAttention's, or one from ``mha train --save``), or weights themselves: a state dict,
+    :class:`~mhacli.core.weights.AttentionWeights`, a trained model.  Other options are
+    :class:`~mhacli.core.config.Config` fields.
 
     >>> result = run("the cat sat on the mat", heads=4)
     >>> result.trace.weights.shape, result.analysis.num_heads
     ((4, 6, 6), 4)
     """
-    return prepare(text, tokens=tokens, **options).run()
+    asked = text if isinstance(text, Request) else request_of(text, tokens=tokens, **options)
+    outputs = asked.outputs
+    return prepare(asked.text, tokens=asked.tokens, json=outputs.json and outputs.json_arrays,
+                   **asked.model.given()).run()
+
+
+def request_of(text: str | None = None, *, tokens: Any = None, json: bool = False, **options: Any) -> Request:
+    """The request ``mhacli.run(text, **options)`` stands for: Config's fields (and ``layer``) are its model
+    options; ``json``: the arrays will be printed as JSON too (the memory check counts them)."""
+    from dataclasses import fields
+
+    unknown = sorted(set(options) - {f.name for f in fields(ModelOptions)})
+    if unknown:
+        raise TypeError(f"run() got an unexpected keyword argument {unknown[0]!r}")
+    return Request(model=ModelOptions(**options), text=text, tokens=tokens, outputs=Outputs(json=json))
 
 
 def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Run:
@@ -349,4 +366,5 @@ def _window(result: Run, view: View) -> Window:
     return Window(view, windowed(result.analysis, result.trace.weights, view.start, view.stop))
 
 
-__all__ = ["Page", "Prepared", "Run", "Window", "paged", "prepare", "result_of", "run", "shown", "with_lesson"]
+__all__ = ["Page", "Prepared", "Run", "Window", "paged", "prepare", "request_of", "result_of", "run", "shown",
+           "with_lesson"]

@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-import typer
-
 from mhacli.cli.output import figure_progress, notes
 from mhacli.core.config import Config
 
@@ -83,13 +81,6 @@ def read_files(file: Path | None, weights: str | None = None) -> list[tuple[str,
     return read
 
 
-def checked_query(query: str | None) -> str | None:
-    """``--query`` refused at once when no text could have that position (thousands of digits)."""
-    from mhacli.io.inputs import check_query
-
-    return check_query(query)
-
-
 def shown_folder(folder: Path | None) -> str | None:
     """A folder named in the renderers' notes ('the heatmaps are in …'), escaped: an --out name may hold
     escape sequences, which are spelled out, never obeyed."""
@@ -103,14 +94,6 @@ def query_position(trace: Trace, query: str | None) -> int | None:
     from mhacli.render.figures import resolve_query
 
     return resolve_query(trace.tokens, query)
-
-
-def html_max_tokens(ctx: typer.Context, max_tokens: int) -> int:
-    """The page's window: 200 tokens (it stays quick up to there) unless --max-tokens was given."""
-    from mhacli.render.html import DEFAULT_MAX_TOKENS
-
-    given = ctx.get_parameter_source("max_tokens").name != "DEFAULT"  # type: ignore[union-attr]
-    return max_tokens if given else DEFAULT_MAX_TOKENS
 
 
 def write_figures(result: Run, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int,
@@ -176,6 +159,6 @@ def config_args(config: Config, skip: tuple[str, ...] = ()) -> str:
     return " ".join(out)
 
 
-__all__ = ["checked_query", "config_args", "finish_run", "html_max_tokens", "open_figures", "plan_outputs",
+__all__ = ["config_args", "finish_run", "open_figures", "plan_outputs",
            "prepare_run", "query_position", "read_files", "shown_folder", "source_args", "write_compare",
            "write_figures"]

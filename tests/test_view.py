@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import mhacli
 from mhacli.core.errors import UsageError
-from mhacli.core.trace import run
+from traced import run
 from mhacli.core.view import from_attention, is_causal
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from mhacli.core.config import Config
 from mhacli.core.errors import UsageError
-from mhacli.request import ModelOptions, Outputs, Request
+from mhacli.request import Request
 
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
@@ -45,6 +45,7 @@ class Window:
     view: View
     analysis: Analysis
     single_keys: Any = None  # (N,) the one-head contrast's top key per query, when the picture shows it
+    showcase: tuple[int, ...] = ()  # the window's queries, where the heads differ most first (Analysis's ranking)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Page:
 
     max_tokens: int
     layers: tuple[Analysis, ...]
+    start_query: int = 0  # the query the page opens on: where the heads' top keys differ most
 
 
 @dataclass(frozen=True)
@@ -281,21 +283,13 @@ def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any
     >>> result.trace.weights.shape, result.analysis.num_heads
     ((4, 6, 6), 4)
     """
-    asked = text if isinstance(text, Request) else request_of(text, tokens=tokens, **options)
-    outputs = asked.outputs
-    return prepare(asked.text, tokens=asked.tokens, json=outputs.json and outputs.json_arrays,
-                   **asked.model.given()).run()
-
-
-def request_of(text: str | None = None, *, tokens: Any = None, json: bool = False, **options: Any) -> Request:
-    """The request ``mhacli.run(text, **options)`` stands for: Config's fields (and ``layer``) are its model
-    options; ``json``: the arrays will be printed as JSON too (the memory check counts them)."""
-    from dataclasses import fields
-
-    unknown = sorted(set(options) - {f.name for f in fields(ModelOptions)})
-    if unknown:
-        raise TypeError(f"run() got an unexpected keyword argument {unknown[0]!r}")
-    return Request(model=ModelOptions(**options), text=text, tokens=tokens, outputs=Outputs(json=json))
+    if not isinstance(text, Request):  # the API's keywords, checked as given (causal=None is refused, not "not given")
+        return prepare(text, tokens=tokens, **options).run()
+    if options or tokens is not None:
+        raise TypeError("run(request) takes the request alone: its model options, text and tokens are in it")
+    outputs = text.outputs
+    return prepare(text.text, tokens=text.tokens, json=outputs.json and outputs.json_arrays,
+                   **text.model.given()).run()
 
 
 def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Run:
@@ -357,14 +351,18 @@ def paged(result: Run, max_tokens: int | None = None) -> Run:
     views = ([result.trace.at_layer(k) for k in range(len(shown_layers))] if result.layers is not None
              else [result.trace])
     measured = tuple(windowed(a, v.weights, 0, m) for a, v in zip(shown_layers, views))
-    return replace(result, page=Page(max_tokens, measured))
+    # The magnifier slide's choice, not token 0, where heads often agree (a causal run's first row has one key).
+    at = result.trace.layer if result.layers is not None and len(measured) > 1 else 0  # the layer shown
+    start = (measured[at].showcase_queries(1, 0, m) or (0,))[0]
+    return replace(result, page=Page(max_tokens, measured, start))
 
 
 def _window(result: Run, view: View) -> Window:
     from mhacli.core.analysis import windowed
 
-    return Window(view, windowed(result.analysis, result.trace.weights, view.start, view.stop))
+    measured = windowed(result.analysis, result.trace.weights, view.start, view.stop)
+    return Window(view, measured, showcase=measured.showcase_queries(view.n, view.start, view.stop))  # all, ranked
 
 
-__all__ = ["Page", "Prepared", "Run", "Window", "paged", "prepare", "request_of", "result_of", "run", "shown",
+__all__ = ["Page", "Prepared", "Run", "Window", "paged", "prepare", "result_of", "run", "shown",
            "with_lesson"]

@@ -145,7 +145,7 @@ def _imported_names(path: Path) -> list[tuple[str, str]]:
 #: ``title`` and ``caption`` apply the naming rule to its stored counts and say how it was measured (left for the
 #: pipeline to do: issue 30).
 RENDER_MAY_CALL = {"describe", "note", "to_dict", "arithmetic", "head_weights", "at_layer", "astype",
-                   "showcase_queries", "named", "caption", "title"}
+                   "named", "caption", "title"}
 
 
 @functools.lru_cache(maxsize=1)

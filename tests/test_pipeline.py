@@ -106,15 +106,15 @@ def test_the_model_option_block_hands_a_command_only_what_was_given():
 
 
 def test_a_request_runs_as_keyword_options_do():
-    """mhacli.run(request) and mhacli.run(text, **options) are one run; an unknown option is refused by name."""
+    """mhacli.run(request) and mhacli.run(text, **options) are one run, through one prepare."""
     from mhacli.request import ModelOptions, Request
 
     by_request = mhacli.run(Request(model=ModelOptions(heads=2, seed=3), text=CAT))
     by_options = mhacli.run(CAT, heads=2, seed=3)
     np.testing.assert_array_equal(by_request.trace.weights, by_options.trace.weights)
     assert by_request.config == by_options.config and by_request.config.heads == 2
-    with pytest.raises(TypeError, match="'head'"):
-        mhacli.run(CAT, head=2)
+    with pytest.raises(TypeError, match="request alone"):
+        mhacli.run(Request(text=CAT), heads=2)  # type: ignore[arg-type]
 
 
 def test_a_request_is_frozen_and_checked_when_built():

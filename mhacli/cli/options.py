@@ -159,46 +159,34 @@ WeightsLayerOpt = Annotated[Optional[str], typer.Option(
 # applies; the help names that default.  A new model option is one entry of MODEL_BLOCK and one field of
 # mhacli.request.ModelOptions.
 
-def _or_weights(text: str, default: object, decided: bool = True) -> str:
-    """An option's help with its default, and that a trained model (or a weights file) may decide it instead."""
-    return f"{text} Default {default}" + (", or what --weights brings." if decided else ".")
+def _not_given(alias: Any, default: object, decided: bool = True) -> Any:
+    """``alias`` as a model option: None unless given, its help naming ``default`` and, when a trained model or a
+    weights file may decide it instead, saying so."""
+    import copy
+
+    base, info = typing.get_args(alias)
+    info = copy.copy(info)
+    info.help = f"{info.help} Default {default}" + (", or what --weights brings." if decided else ".")
+    info.show_default = False
+    return Annotated[Optional[base], info]
 
 
 MODEL_BLOCK: dict[str, Any] = {
-    "heads": Annotated[Optional[int], typer.Option(
-        "--heads", "-H", help=_or_weights("Number of heads h.", DEFAULT.heads), metavar="N", rich_help_panel=MODEL,
-        parser=whole_option, show_default=False)],
-    "d_model": Annotated[Optional[int], typer.Option(
-        "--d-model", "-d", help=_or_weights("Model width d (divisible by --heads).", DEFAULT.d_model), metavar="N",
-        rich_help_panel=MODEL, parser=whole_option, show_default=False)],
-    "seed": Annotated[Optional[int], typer.Option(
-        "--seed", "-s", help=_or_weights("Seed for the embedding and the weights.", DEFAULT.seed), metavar="N",
-        rich_help_panel=MODEL, parser=whole_option, show_default=False)],
-    "tokenizer": Annotated[Optional[str], typer.Option(
-        "--tokenizer", "-t", metavar="TEXT",
-        help=_or_weights(f"How to split the text: {', '.join(TOKENIZERS)}.", DEFAULT.tokenizer, False),
-        rich_help_panel=INPUT, autocompletion=complete_tokenizer, show_default=False)],
-    "positions": Annotated[Optional[bool], typer.Option(
-        "--positions/--no-positions", metavar=FLAG, show_default=False, rich_help_panel=MODEL,
-        help=_or_weights("Add sinusoidal positional encoding to the embedding.", "--positions"))],
-    "causal": Annotated[Optional[bool], typer.Option(
-        "--causal/--no-causal", metavar=FLAG, show_default=False, rich_help_panel=MODEL,
-        help=_or_weights("Let each token attend only to itself and earlier tokens.", "--no-causal"))],
-    "weights": Annotated[Optional[str], typer.Option(
-        "--weights", "-w", metavar="TEXT", rich_help_panel=MODEL, autocompletion=complete_weights, show_default=False,
-        help=f"Weights: {', '.join(WEIGHT_KINDS)} (designed = heads built by hand to follow named rules), or "
-             "the path of your own nn.MultiheadAttention weights (.npz or .pt; d is read from the file). "
-             f"Default {DEFAULT.weights}.")],
+    "heads": _not_given(HeadsOpt, DEFAULT.heads),
+    "d_model": _not_given(DModelOpt, DEFAULT.d_model),
+    "seed": _not_given(SeedOpt, DEFAULT.seed),
+    "tokenizer": _not_given(TokenizerOpt, DEFAULT.tokenizer, decided=False),
+    "positions": _not_given(PositionsOpt, "--positions"),
+    "causal": _not_given(CausalOpt, "--no-causal"),
+    "weights": _not_given(WeightsOpt, DEFAULT.weights, decided=False),
     "layer": WeightsLayerOpt,
-    "dtype": Annotated[Optional[str], typer.Option(
-        "--dtype", help=_or_weights(f"Float type of the core: {', '.join(DTYPES)}.", DEFAULT.dtype, False),
-        metavar="TEXT", rich_help_panel=MODEL, show_default=False)],
+    "dtype": _not_given(DtypeOpt, DEFAULT.dtype, decided=False),
 }
 assert set(MODEL_BLOCK) == {f.name for f in fields(ModelOptions)}, "one field of ModelOptions per model option"
 
 
 def unless_given(alias: Any, default: object) -> Any:
-    """``alias`` whose value is None when the option is not given, its help still naming ``default``."""
+    """``alias`` whose value is None when the option is not given, its help still showing ``default``."""
     import copy
 
     base, info = typing.get_args(alias)

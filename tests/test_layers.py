@@ -141,9 +141,9 @@ def _imported_names(path: Path) -> list[tuple[str, str]]:
 
 #: Methods of the core's result types a renderer may call: they read or format what is stored (a head's
 #: words, a window's note, a dict for JSON, one layer or one head's rows of a weight matrix), computing nothing new.
-#: ``showcase_queries`` ranks stored top keys to pick the magnifiers' queries, and the report card's ``named``,
-#: ``title`` and ``caption`` apply the naming rule to its stored counts and say how it was measured (left for the
-#: pipeline to do: issue 30).
+#: The report card's ``named``, ``title`` and ``caption`` apply the naming rule to its stored counts and say how it
+#: was measured (left for the pipeline to do: issue 30).  The magnifiers' and the page's queries are ranked by the
+#: pipeline (``Window.showcase``, ``Page.start_query``), so ``showcase_queries`` is not listed.
 RENDER_MAY_CALL = {"describe", "note", "to_dict", "arithmetic", "head_weights", "at_layer", "astype",
                    "named", "caption", "title"}
 

@@ -236,3 +236,21 @@ def test_each_kind_of_weights_is_one_source_class():
     assert trained.rules == ("first", "second") and trained.parse is None
     with pytest.raises(UsageError, match="needs a trained model file"):
         source_for(Config(weights="trained"))
+
+
+def test_the_windows_carry_their_queries_ranked_and_the_page_its_first():
+    """The magnifiers and the page read which queries to show from the pipeline: every query of the window,
+    once, and the page opens on the first of its own window's ranking."""
+    from mhacli.pipeline import paged, shown
+
+    result = prepare(" ".join(f"w{i % 7}" for i in range(30)), heads=4).run(single=True)
+    for max_tokens, query in ((40, None), (8, None), (8, 25)):
+        windows = shown(result, max_tokens, query)
+        for window in (windows.figures, windows.magnified):
+            assert window is not None
+            inside = range(window.view.start, window.view.stop)
+            assert sorted(window.showcase) == list(inside) or set(window.showcase) < set(inside)
+            assert len(set(window.showcase)) == len(window.showcase) > 0
+    for max_tokens in (1, 5, 200):
+        page = paged(result, max_tokens).page
+        assert page is not None and 0 <= page.start_query < min(30, max_tokens)

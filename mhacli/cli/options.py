@@ -185,13 +185,14 @@ MODEL_BLOCK: dict[str, Any] = {
 assert set(MODEL_BLOCK) == {f.name for f in fields(ModelOptions)}, "one field of ModelOptions per model option"
 
 
-def unless_given(alias: Any, default: object) -> Any:
-    """``alias`` whose value is None when the option is not given, its help still showing ``default``."""
+def unless_given(alias: Any, default: object = None) -> Any:
+    """``alias`` whose value is None when the option is not given, its help still showing ``default``
+    (None: a flag that is off unless given, whose help shows no default)."""
     import copy
 
     base, info = typing.get_args(alias)
     info = copy.copy(info)
-    info.show_default = str(default)
+    info.show_default = False if default is None else str(default)
     return Annotated[Optional[base], info]
 
 

@@ -25,10 +25,18 @@ if TYPE_CHECKING:
     from mhacli.request import Outputs, Request
 
 
-def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | None) -> None:
-    """Every file of a run, in order (figures, --save-npz, --html), then the list of what was written."""
-    written = (write_figures(result, plan.out, outputs.fmt, outputs.dpi, position, outputs.max_tokens,
-                             outputs.hide_rules) if plan.out is not None else [])
+def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | None, report: bool = True) -> list[str]:
+    """Every file of a run, in order (its figures, --save-npz, --html), then the list of what was written.
+
+    A comparison's figure is single-vs-multi; any other run's are head-1 … head-h, heads, magnifiers and split.
+    ``report=False``: the list is returned unsaid (compare's JSON carries it, demo adds one figure).
+    """
+    written: list[str] = []
+    if plan.out is not None and result.comparison is not None:
+        written = write_compare(result, plan.out, outputs.fmt, outputs.dpi, outputs.max_tokens, outputs.hide_rules)
+    elif plan.out is not None:
+        written = write_figures(result, plan.out, outputs.fmt, outputs.dpi, position, outputs.max_tokens,
+                                outputs.hide_rules)
     if plan.save_npz is not None:
         from mhacli.io.export import save_npz
 
@@ -39,7 +47,9 @@ def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | Non
 
         page = DEFAULT_MAX_TOKENS if outputs.page_max_tokens is None else outputs.page_max_tokens
         written.append(str(write_html(paged(result, page), plan.html, hide_rules=outputs.hide_rules)))
-    report_written(written, to_stderr=outputs.json)
+    if report:
+        report_written(written, to_stderr=outputs.json)
+    return written
 
 
 def _planned(request: Request, heads: int, inputs: list[tuple[str, object]], **kinds: bool) -> OutputPlan:
@@ -224,7 +234,7 @@ def compare(request: Request) -> None:
     assert comparison is not None  # asked for with compare=True
     if not o.json:
         _compare_panels(result, o, plan.out)
-    written = write_compare(result, plan.out, o.fmt, o.dpi, o.max_tokens, o.hide_rules) if plan.out else []
+    written = publish(result, o, plan, None, report=False)
     if o.json:
         write_stdout(json_document("compare", {**comparison.to_dict(), "files": written}) + "\n")
     report_written(written, to_stderr=o.json)

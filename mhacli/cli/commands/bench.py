@@ -24,9 +24,9 @@ def bench(
     d_model: unless_given(DModelOpt, 512) = None,  # type: ignore[valid-type]
     heads: unless_given(HeadsOpt, 8) = None,  # type: ignore[valid-type]
     dtype: unless_given(DtypeOpt, "float64") = None,  # type: ignore[valid-type]
-    causal: unless_given(CausalOpt, False) = None,  # type: ignore[valid-type]
-    blocked: unless_given(BlockedOpt, False) = None,  # type: ignore[valid-type]
-    plot: unless_given(PlotOpt, False) = None,  # type: ignore[valid-type]
+    causal: unless_given(CausalOpt, "no-causal") = None,  # type: ignore[valid-type]
+    blocked: unless_given(BlockedOpt) = None,  # type: ignore[valid-type]
+    plot: unless_given(PlotOpt) = None,  # type: ignore[valid-type]
     out: OutDirOpt = OUT_DIR,
     json_out: NumbersJsonOpt = False,
     startup: StartupOpt = False,

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from mhacli.cli import build
+from mhacli.cli.publish import publish
 from mhacli.cli.common import (config_args, finish_run, open_figures, plan_outputs, prepare_run, query_position,
-                               read_files, shown_folder, source_args, write_figures)
+                               read_files, shown_folder, source_args)
 from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, DpiOpt, HeadsOpt,
                                 HideRulesOpt, LessonOutOpt, LessonQueryOpt, ListJsonOpt, MarkdownOpt, NumbersJsonOpt,
                                 PauseOpt, QuestionsOpt, SampleNameArg, SampleOpt, StepOpt, TextArg, TokenizerOpt,
@@ -169,9 +170,8 @@ def _demo(request: Request, pause: bool, step: int) -> None:
             closing=next_steps(trace, source_args(src.text, src.file, src.sample),
                                config_args(config, skip=("weights",)),
                                weights_name=weights if weights in (*SHIPPED_NAMES, UNTRAINED_GRAMMAR) else None))
-    written: list[str] = []
+    written = publish(result, o, plan, position, report=False)
     if plan.out is not None:
-        written = write_figures(result, plan.out, fmt, dpi, position, MAX_TOKENS, o.hide_rules)
         written.append(_save_one_vs_many(pairs, plan.out, fmt, dpi, o.hide_rules))
     report_written(written)
 

@@ -1,4 +1,4 @@
-"""What several commands do the same way: call the pipeline, check figure options, draw the figures.
+"""What several commands do the same way: call the pipeline, plan the outputs, draw the figures.
 
 Heavy modules (numpy through the core, matplotlib through the figures) are
 imported inside these functions, so ``mha --help`` stays quick.
@@ -31,10 +31,10 @@ def finish_run(prepared: Prepared, *, single: bool = False, compare: bool = Fals
     return result
 
 
-def plan_outputs(*, plots: bool, out: Path | None, fmt: str, dpi: int, heads: int, compare: bool = False,
-                 split: bool = True, names: Sequence[str] | None = None, inputs: Sequence[tuple[str, object]] = (),
-                 **files: object) -> tuple[OutputPlan, str, int]:
-    """Refuse a bad --format or --dpi, then resolve every output of the run once, before any work.
+def plan_outputs(*, plots: bool, out: Path | None, fmt: str, heads: int, compare: bool = False, split: bool = True,
+                 names: Sequence[str] | None = None, inputs: Sequence[tuple[str, object]] = (),
+                 **files: object) -> OutputPlan:
+    """Resolve every output of the run once, before any work (``fmt``: a format the request has checked).
 
     Every path the run will write (the figures in --out, --save-npz, --html,
     --save) is decided here by :func:`mhacli.io.outputs.plan_outputs`: a
@@ -43,17 +43,14 @@ def plan_outputs(*, plots: bool, out: Path | None, fmt: str, dpi: int, heads: in
     overrides the figure names (train's and bench's own figures); ``split=False`` for an
     attention view, which has no split figure.  Nothing is
     created: :func:`open_figures` makes --out once the memory plan agrees.
-    Returns the plan and the checked format and dpi.
     """
     from mhacli.io.outputs import figure_names
     from mhacli.io.outputs import plan_outputs as plan
-    from mhacli.render.figures import check_dpi, check_format
 
-    fmt, dpi = check_format(fmt), check_dpi(dpi)
     wanted: Sequence[str] = ()
     if plots and out is not None:
         wanted = names if names is not None else figure_names(heads, fmt, compare=compare, split=split)
-    return plan(out=out, figure_names=wanted, inputs=inputs, **files), fmt, dpi
+    return plan(out=out, figure_names=wanted, inputs=inputs, **files)
 
 
 def open_figures(plan: OutputPlan, config: Config, n_tokens: int, max_tokens: int, fmt: str, dpi: int) -> None:

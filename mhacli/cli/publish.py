@@ -54,8 +54,8 @@ def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | Non
 
 def _planned(request: Request, heads: int, inputs: list[tuple[str, object]], **kinds: bool) -> OutputPlan:
     o = request.outputs
-    return plan_outputs(plots=o.out is not None, out=o.out, fmt=o.fmt, dpi=o.dpi, heads=heads, save_npz=o.save_npz,
-                        html=o.html, inputs=inputs, **kinds)[0]  # type: ignore[arg-type]
+    return plan_outputs(plots=o.out is not None, out=o.out, fmt=o.fmt, heads=heads, save_npz=o.save_npz,
+                        html=o.html, inputs=inputs, **kinds)  # type: ignore[arg-type]
 
 
 def _walkthrough(result: Run, outputs: Outputs, position: int | None, figures_at: Path | None) -> None:
@@ -198,7 +198,7 @@ def show(request: Request, trace_file: Path, layer: str | None, batch_index: int
     set_quiet(o.quiet)
     inputs: list[tuple[str, object]] = [("the trace file", trace_file)]
     # --html before the file is read; the figures' names need its head count.
-    plan_outputs(plots=False, out=None, fmt=o.fmt, dpi=o.dpi, heads=1, html=o.html, inputs=inputs)
+    plan_outputs(plots=False, out=None, fmt=o.fmt, heads=1, html=o.html, inputs=inputs)
     if is_attention_file(trace_file):
         return _show_attention(request, trace_file, layer, batch_index)
     if batch_index is not None:

@@ -88,7 +88,7 @@ def _bench_layer(options: dict[str, Any], repeats: int, out: Path, json_out: boo
         from mhacli.cli.common import plan_outputs
         from mhacli.io.files import prepare_out_dir
 
-        plan, _, _ = plan_outputs(plots=True, out=out, fmt="png", dpi=150, heads=1, names=["bench.png"])
+        plan = plan_outputs(plots=True, out=out, fmt="png", heads=1, names=["bench.png"])
         prepare_out_dir(out)
     with runner.progress_bar(runner.calls_per_size(settings) * len(runner.token_counts(settings.max_tokens))) as tick:
         result = runner.run_bench(settings, tick)

@@ -10,7 +10,7 @@ from mhacli.cli import build
 from mhacli.cli.publish import publish
 from mhacli.cli.common import (config_args, finish_run, open_figures, plan_outputs, prepare_run, query_position,
                                read_files, shown_folder, source_args)
-from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, DpiOpt, HeadsOpt,
+from mhacli.cli.options import (DEFAULT, DPI, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, DpiOpt, HeadsOpt,
                                 HideRulesOpt, LessonOutOpt, LessonQueryOpt, ListJsonOpt, MarkdownOpt, NumbersJsonOpt,
                                 PauseOpt, QuestionsOpt, SampleNameArg, SampleOpt, StepOpt, TextArg, TokenizerOpt,
                                 TokensOpt, FileOpt, model_block)
@@ -151,9 +151,10 @@ def _demo(request: Request, pause: bool, step: int) -> None:
     prepared = prepare_run(request.text or "", request.model.given())
     config = prepared.config
     # The run's figures and the lesson's last one: every path checked before any work (an input, a link).
-    names = [*figure_names(config.heads, FORMAT), f"{ONE_VS_MANY}.{FORMAT}"]
-    plan, fmt, dpi = plan_outputs(plots=o.out is not None, out=o.out, fmt=FORMAT, dpi=o.dpi, heads=config.heads,
-                                  inputs=read_files(src.file, weights), names=names)
+    fmt, dpi = o.fmt, o.dpi
+    names = [*figure_names(config.heads, fmt), f"{ONE_VS_MANY}.{fmt}"]
+    plan = plan_outputs(plots=o.out is not None, out=o.out, fmt=fmt, heads=config.heads,
+                        inputs=read_files(src.file, weights), names=names)
     open_figures(plan, config, prepared.n_tokens, MAX_TOKENS, fmt, dpi)
     result = finish_run(prepared, single=plan.out is not None)
     trace = result.trace

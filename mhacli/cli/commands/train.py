@@ -260,8 +260,7 @@ def _planned(plots: bool, out: Path, names: tuple[str, ...], save: str | None) -
     through a link in --out, or on a folder named with a trailing '/'."""
     from mhacli.cli.common import plan_outputs
 
-    plan, _, _ = plan_outputs(plots=plots, out=out, fmt="png", dpi=100, heads=1, names=names, save=save)
-    return plan
+    return plan_outputs(plots=plots, out=out, fmt="png", heads=1, names=names, save=save)
 
 
 def _trained(grid: "list[list[TrainConfig]]", out: Path | None, quiet: bool) -> "list[list[TrainResult]]":

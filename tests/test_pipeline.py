@@ -254,3 +254,20 @@ def test_the_windows_carry_their_queries_ranked_and_the_page_its_first():
     for max_tokens in (1, 5, 200):
         page = paged(result, max_tokens).page
         assert page is not None and 0 <= page.start_query < min(30, max_tokens)
+
+
+def _exits(tree: ast.AST) -> list[str]:
+    """The functions of ``tree`` that end the process themselves (``sys.exit``)."""
+    return [f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) for n in ast.walk(f)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "exit"
+            and getattr(n.func.value, "id", None) == "sys"]
+
+
+def test_one_exit_path():
+    """Every run ends in MhaGroup.main (as httpie's raw_main): the console script only runs it as the process."""
+    found = [name for path in sorted((PACKAGE / "cli").rglob("*.py"))
+             for name in _exits(ast.parse(path.read_text(encoding="utf-8")))]
+    assert found == ["main"]  # MhaGroup.main; the module-level main() makes no exit of its own
+    assert _exits(ast.parse("import sys\ndef main():\n    sys.exit(2)\n")) == ["main"]  # the check can see one
+    result = CliRunner().invoke(app, ["explain", "the cat", "--heads", "3"])
+    assert result.exit_code == 2 and "not divisible" in result.output

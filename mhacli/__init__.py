@@ -20,6 +20,9 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "run": "mhacli.pipeline",
     "Run": "mhacli.pipeline",
+    # What a command asks for, for mhacli.run(request): model options (None = not given), text, outputs.
+    "Request": "mhacli.request",
+    "ModelOptions": "mhacli.request",
     "Config": "mhacli.core.config",
     "Trace": "mhacli.core.trace",
     "load_trace": "mhacli.io.export",
@@ -41,8 +44,8 @@ _PUBLIC = {
     "save_figures": "mhacli.notebook",
 }
 
-__all__ = ["__version__", "run", "Run", "Config", "Trace", "load_trace", "from_attention", "AttentionView",
-           "AttentionWeights", "report_card", "Card", "knockout", "Knockout",
+__all__ = ["__version__", "run", "Run", "Request", "ModelOptions", "Config", "Trace", "load_trace", "from_attention",
+           "AttentionView", "AttentionWeights", "report_card", "Card", "knockout", "Knockout",
            "head_figure", "heads_figure", "magnifiers_figure", "split_figure", "compare_figure",
            "html_page", "save_figures"]
 
@@ -55,6 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mhacli.core.weights import AttentionWeights
     from mhacli.io.export import load_trace
     from mhacli.pipeline import Run, run
+    from mhacli.request import ModelOptions, Request
     from mhacli.notebook import compare_figure, head_figure, heads_figure, html_page, magnifiers_figure, save_figures
     from mhacli.render.figures import split_figure
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from mhacli.core.config import Config
 from mhacli.core.errors import UsageError
+from mhacli.request import Request
 
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
@@ -44,6 +45,7 @@ class Window:
     view: View
     analysis: Analysis
     single_keys: Any = None  # (N,) the one-head contrast's top key per query, when the picture shows it
+    showcase: tuple[int, ...] = ()  # the window's queries, where the heads differ most first (Analysis's ranking)
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class Page:
 
     max_tokens: int
     layers: tuple[Analysis, ...]
+    start_query: int = 0  # the query the page opens on: where the heads' top keys differ most
 
 
 @dataclass(frozen=True)
@@ -291,21 +294,28 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
                     caution=caution)
 
 
-def run(text: str | None = None, *, tokens: Any = None, **options: Any) -> Run:
+def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any) -> Run:
     """Run multi-head attention over ``text`` (or ``tokens``) and measure it: one immutable :class:`Run`.
 
-    ``weights`` is a kind ("random", "designed"), "trained" (the model shipped in the package), the
-    path of a weights file (your nn.MultiheadAttention's, or one from ``mha train --save``), or
-    weights themselves: a state dict, :class:`~mhacli.core.weights.AttentionWeights`, a trained model.
-    ``words`` (a grammar model only) maps new words to grammar classes, ``{"park": "place"}`` or
-    ``"park=place lion=animal"`` (:mod:`mhacli.core.words`).  Other options are
-    :class:`~mhacli.core.config.Config` fields.
+    ``text`` may be a :class:`~mhacli.request.Request` (what a command asks for): its model options, text
+    and tokens are run.  Otherwise the keyword options build one: ``weights`` is a kind ("random",
+    "designed"), "trained" (the model shipped in the package), the path of a weights file (your
+    nn.MultiheadAttention's, or one from ``mha train --save``), or weights themselves: a state dict,
+    :class:`~mhacli.core.weights.AttentionWeights`, a trained model.  ``words`` (a grammar model only)
+    maps new words to grammar classes, ``{"park": "place"}`` or ``"park=place lion=animal"``
+    (:mod:`mhacli.core.words`).  Other options are :class:`~mhacli.core.config.Config` fields.
 
     >>> result = run("the cat sat on the mat", heads=4)
     >>> result.trace.weights.shape, result.analysis.num_heads
     ((4, 6, 6), 4)
     """
-    return prepare(text, tokens=tokens, **options).run()
+    if not isinstance(text, Request):  # the API's keywords, checked as given (causal=None is refused, not "not given")
+        return prepare(text, tokens=tokens, **options).run()
+    if options or tokens is not None:
+        raise TypeError("run(request) takes the request alone: its model options, text and tokens are in it")
+    outputs = text.outputs
+    return prepare(text.text, tokens=text.tokens, json=outputs.json and outputs.json_arrays,
+                   **text.model.given()).run()
 
 
 def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Run:
@@ -367,13 +377,18 @@ def paged(result: Run, max_tokens: int | None = None) -> Run:
     views = ([result.trace.at_layer(k) for k in range(len(shown_layers))] if result.layers is not None
              else [result.trace])
     measured = tuple(windowed(a, v.weights, 0, m) for a, v in zip(shown_layers, views))
-    return replace(result, page=Page(max_tokens, measured))
+    # The magnifier slide's choice, not token 0, where heads often agree (a causal run's first row has one key).
+    at = result.trace.layer if result.layers is not None and len(measured) > 1 else 0  # the layer shown
+    start = (measured[at].showcase_queries(1, 0, m) or (0,))[0]
+    return replace(result, page=Page(max_tokens, measured, start))
 
 
 def _window(result: Run, view: View) -> Window:
     from mhacli.core.analysis import windowed
 
-    return Window(view, windowed(result.analysis, result.trace.weights, view.start, view.stop))
+    measured = windowed(result.analysis, result.trace.weights, view.start, view.stop)
+    return Window(view, measured, showcase=measured.showcase_queries(view.n, view.start, view.stop))  # all, ranked
 
 
-__all__ = ["Page", "Prepared", "Run", "Window", "paged", "prepare", "result_of", "run", "shown", "with_lesson"]
+__all__ = ["Page", "Prepared", "Run", "Window", "paged", "prepare", "result_of", "run", "shown",
+           "with_lesson"]

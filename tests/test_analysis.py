@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from mhacli.core.analysis import COPY, FIRST, FIXED, ITSELF, NEXT, NONE, PREVIOUS, RELATIONS, TWO_BACK, analyse
 from mhacli.core.compare import single_head
-from mhacli.core.trace import run
+from traced import run
 from mhacli.io.samples import list_samples, load_sample
 
 TOL = 0.05  # two keys tie within 5 points of the row (evidence.TIE_MARGIN), written out so the reference stands alone

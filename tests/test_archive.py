@@ -56,7 +56,7 @@ def header_bomb(path: Path, arrays: dict[str, np.ndarray], member: str, shape: t
 
 
 def _trace_arrays() -> dict[str, np.ndarray]:
-    from mhacli.core.trace import run
+    from traced import run
     from mhacli.io.export import npz_arrays
 
     return npz_arrays(run("the cat sat"))

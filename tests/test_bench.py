@@ -32,7 +32,7 @@ from mhacli.core.errors import RunError
 from mhacli.core.schedule import attend_blocked
 
 from mhacli.core.steps import steps_for, total_madds
-from mhacli.core.trace import run
+from traced import run
 from mhacli.core.verify import TOLERANCE, reference_loop, verify
 
 runner = CliRunner()

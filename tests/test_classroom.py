@@ -138,7 +138,7 @@ def test_demo_runs_to_the_end_and_narrates_every_step(runner):
 
 
 def test_demo_narration_covers_the_article_in_the_lesson_data():
-    from mhacli.core.trace import run
+    from traced import run
     from mhacli.core.lesson import lesson_numbers
     from mhacli.render.lesson import lesson
 
@@ -248,7 +248,7 @@ def test_one_vs_many_figure_titles_each_panel_and_reads_the_records():
 
 
 def test_present_waits_between_steps_and_q_quits():
-    from mhacli.core.trace import run
+    from traced import run
     from mhacli.core.lesson import lesson_numbers
     from mhacli.render.lesson import lesson, present
 
@@ -335,7 +335,7 @@ def test_quiz_answers_are_printed_under_the_same_questions(runner):
 
 
 def test_quiz_asks_a_shape_a_parameter_count_and_a_favourite_key():
-    from mhacli.core.trace import run
+    from traced import run
     from mhacli.core.quiz import make_quiz
 
     trace = run("the cat sat on the mat", seed=5)
@@ -345,7 +345,7 @@ def test_quiz_asks_a_shape_a_parameter_count_and_a_favourite_key():
 
 
 def test_quiz_answers_come_from_the_trace():
-    from mhacli.core.trace import run
+    from traced import run
     from mhacli.core.analysis import analyse
     from mhacli.core.quiz import ask
 
@@ -367,7 +367,7 @@ def test_quiz_answers_come_from_the_trace():
 
 
 def test_quiz_on_designed_weights_follows_the_rules():
-    from mhacli.core.trace import run
+    from traced import run
     from mhacli.core.analysis import analyse
     from mhacli.core.designed import expected_keys
     from mhacli.core.quiz import ask
@@ -420,7 +420,7 @@ def test_every_classroom_command_and_option_is_documented():
 def test_exercise_answers_match_the_tool(runner):
     from mhacli.core.analysis import FIXED, analyse, mean_pairwise_js, row_entropy
     from mhacli.core.attention import multi_head_attention
-    from mhacli.core.trace import run
+    from traced import run
 
     text = (_docs_dir() / "exercises.md").read_text(encoding="utf-8")
     # 1-3: shapes, parameters, cost
@@ -471,7 +471,7 @@ def test_conventions_polarity_table_matches_pytorch():
     torch = pytest.importorskip("torch")
     import torch.nn.functional as F
 
-    from mhacli.core.trace import run
+    from traced import run
 
     trace = run("a b c", causal=True, heads=1, d_model=4)
     blocked = torch.from_numpy(np.array(trace.mask))  # a writable copy: the trace is read-only
@@ -514,7 +514,7 @@ def test_the_mask_step_draws_the_mask_this_run_has(causal):
 
     from rich.console import Console
 
-    from mhacli.core.trace import run
+    from traced import run
     from mhacli.render.lesson import mask_grid
 
     t = run("the cat sat on the mat", heads=2, causal=causal)
@@ -539,7 +539,7 @@ def test_the_lesson_plan_pronoun_exercise_claims_only_what_moves_with_the_seed()
     """'run it again with --seed 1, --seed 2, … and watch the answer move': the heads whose largest weight of
     she's row is on keeper change with the seed.  The plan no longer says two heads put *most* of that row on
     keeper: their weights there are well under half."""
-    from mhacli.core.trace import run
+    from traced import run
     from mhacli.io.samples import load_sample
 
     plan = " ".join((_docs_dir() / "lesson-plan.md").read_text(encoding="utf-8").split())
@@ -565,7 +565,7 @@ def test_quiz_answers_about_patterns_and_agreement_are_the_runs(sample, weights)
 
     from mhacli.core.analysis import analyse
     from mhacli.core.quiz import ask
-    from mhacli.core.trace import run
+    from traced import run
     from mhacli.io.samples import load_sample
 
     trace = run(load_sample(sample).text, weights=weights)

@@ -182,13 +182,17 @@ def test_the_cli_uses_only_typers_public_api_and_never_rewrites_parameters():
 
 
 def test_model_defaults_come_from_config():
+    """A model option is None unless given (the weights or Config decide); its help names Config's default."""
+    from mhacli.cli.options import FLAG
     from mhacli.core.config import Config
 
     group = typer.main.get_command(app)
     explain = group.commands["explain"]  # type: ignore[attr-defined]
-    defaults = {p.name: p.default for p in explain.params}
+    params = {p.name: p for p in explain.params}
     for name, value in vars(Config()).items():
-        assert defaults[name] == value, name
+        assert params[name].default is None, name
+        shown = value if params[name].metavar != FLAG else f"--{'' if value else 'no-'}{name}"
+        assert f"Default {shown}" in (params[name].help or ""), name
 
 
 # --- a spinner while the figures are drawn ------------------------------------------------------

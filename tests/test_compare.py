@@ -22,7 +22,8 @@ from mhacli.core.compare import compare
 from mhacli.core.config import Config
 from mhacli.core.attention import multi_head_attention as attend
 from mhacli.core.embed import embed, positional_encoding, vocabulary
-from mhacli.core.trace import Trace, run
+from mhacli.core.trace import Trace
+from traced import run
 
 CAT = "the cat sat on the mat"
 

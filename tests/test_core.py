@@ -16,7 +16,8 @@ import mhacli
 from mhacli.core.config import Config
 from mhacli.core.attention import head_weight, split_heads
 from mhacli.core.embed import embed
-from mhacli.core.trace import run, run_tokens
+from mhacli.core.trace import run_tokens
+from traced import run
 from mhacli.core.errors import UsageError
 from mhacli.core.steps import ParameterCount, steps_for
 

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mhacli.core.config import Config
-from mhacli.core.trace import run, run_tokens
+from mhacli.core.trace import run_tokens
+from traced import run
 from mhacli.core.designed import (
     MARGIN,
     MAX_TOKENS,

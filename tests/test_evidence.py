@@ -209,7 +209,7 @@ def test_a_user_s_random_rows_get_the_caution_and_no_named_token():
 def test_near_uniform_compare_of_a_a_a_a_a_a_names_nothing():
     """``mha compare "a a a a a a" --seed 1``: JS 0.026 bits, top weights 19–23 % where uniform is 17 %."""
     from mhacli.core.compare import single_head
-    from mhacli.core.trace import run
+    from traced import run
 
     trace = run("a a a a a a", seed=1)
     a = analyse(trace, single_head(trace))

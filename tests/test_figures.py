@@ -25,7 +25,7 @@ from mhacli.render import figures
 from mhacli.render import theme
 from mhacli.cli.app import app
 from mhacli.core.compare import single_head as _single_head
-from mhacli.core.trace import run
+from traced import run
 from mhacli.core.errors import UsageError
 from mhacli.render.grid import grid_width, head_grid, head_grids
 from mhacli import notebook
@@ -907,8 +907,8 @@ def test_explain_no_plots_never_imports_matplotlib():
 
 
 def test_drawing_never_uses_pyplot(tmp_path):
-    code = ("import sys; from mhacli.core.trace import run; from mhacli import notebook; "
-            f"notebook.save_figures(run('the cat sat', heads=2, d_model=8), {str(tmp_path)!r}, dpi=30); "
+    code = ("import sys; import mhacli; from mhacli import notebook; "
+            f"notebook.save_figures(mhacli.run('the cat sat', heads=2, d_model=8), {str(tmp_path)!r}, dpi=30); "
             "print('matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -23,7 +23,8 @@ from mhacli.pipeline import paged, result_of
 from mhacli.render import theme
 from mhacli.cli.app import app
 from mhacli.core.attention import causal_mask
-from mhacli.core.trace import run, run_tokens
+from mhacli.core.trace import run_tokens
+from traced import run
 from mhacli.core.config import Config
 from mhacli.render.html import (DATA_PLACEHOLDER, DEFAULT_MAX_TOKENS, embed_json, page_data, render_html,
                          template, write_html)

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from mhacli.core.config import Config
-from mhacli.core.trace import run, run_tokens
+from mhacli.core.trace import run_tokens
+from traced import run
 from mhacli.render.html import page_data, write_html
 from mhacli.core.tokenize import label
 from mhacli.pipeline import paged, result_of

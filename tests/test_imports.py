@@ -101,7 +101,8 @@ def test_explain_without_plots_never_loads_matplotlib(argv):
 
 def test_core_loads_no_terminal_plotting_or_cli_library():
     """STYLE.md: the numerical core never prints or plots, so it must not even import those libraries."""
-    code = "import mhacli.core.trace, mhacli.core.verify; mhacli.core.trace.run('the cat sat', heads=2)"
+    code = ("import mhacli.core.trace, mhacli.core.verify; from mhacli.core.config import Config; "
+            "mhacli.core.trace.run_tokens(['the', 'cat', 'sat'], Config(heads=2))")
     loaded = loaded_packages(code=code)
     assert {"numpy", "mhacli"} <= loaded
     assert not loaded & {"rich", "matplotlib", "typer", "click", "PIL"}
@@ -109,7 +110,8 @@ def test_core_loads_no_terminal_plotting_or_cli_library():
 
 def test_big_core_run_loads_no_terminal_plotting_or_cli_library():
     """The threaded path (threadpoolctl) is taken for large inputs; it must not widen the imports either."""
-    code = ("import mhacli.core.trace as c; c.run(' '.join(['w'] * 1100), heads=1)")
+    code = ("import mhacli.core.trace as c; from mhacli.core.config import Config; "
+            "c.run_tokens(['w'] * 1100, Config(heads=1), cores=2)")
     loaded = loaded_packages(code=code)
     assert not loaded & {"rich", "matplotlib", "typer", "click", "PIL"}
 

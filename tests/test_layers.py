@@ -3,10 +3,11 @@
 core     numpy and the standard library (threadpoolctl for the schedule); never the host
 io       + core (torch only to read your .pt weights, safetensors your .safetensors, when installed;
          threadpoolctl to name the BLAS a model was trained on), and every read of the host
-pipeline + io: mhacli/pipeline.py, the one place a run is assembled into its result
+request  mhacli/request.py, what one command asks for (frozen data, the standard library only)
+pipeline + io, request: mhacli/pipeline.py, the one place a run is assembled into its result
 render   + pipeline's result type, rich, matplotlib (the only layer that draws or prints)
 notebook + render: mhacli/notebook.py, what a notebook calls (a result made once, then drawn)
-cli      + render, typer (the only layer that talks to the command line)
+cli      + render, request, typer (the only layer that talks to the command line)
 bench    + render, apart from the product: nothing in core/io/render/cli imports it
 
 Every import statement in the package is read (including the lazy ones inside
@@ -30,17 +31,19 @@ ALLOWED: dict[str, set[str]] = {
     # torch only to read a .pt state dict, safetensors a .safetensors one, when installed; threadpoolctl to
     # name the BLAS numpy loaded (io/host.py)
     "io": {"numpy", "mhacli.core", "mhacli.io", "torch", "safetensors", "threadpoolctl"},
-    "pipeline": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline"},
+    "request": {"mhacli.request"},  # what a command asks for: plain frozen data, no computation
+    "pipeline": {"numpy", "mhacli.core", "mhacli.io", "mhacli.request", "mhacli.pipeline"},
     "render": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline", "mhacli.render", "rich", "matplotlib",
                "mpl_toolkits", "PIL"},
     "notebook": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline", "mhacli.render", "mhacli.notebook"},
-    "cli": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline", "mhacli.render", "mhacli.cli", "mhacli.bench",
+    "cli": {"numpy", "mhacli.core", "mhacli.io", "mhacli.request", "mhacli.pipeline", "mhacli.render", "mhacli.cli",
+            "mhacli.bench",
             "rich", "typer"},
     "bench": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline", "mhacli.render", "mhacli.bench", "rich",
               "matplotlib", "threadpoolctl", "torch"},
 }
 #: A layer that is one module rather than a folder.
-SINGLE_FILE_LAYERS = {"notebook", "pipeline"}
+SINGLE_FILE_LAYERS = {"notebook", "pipeline", "request"}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -138,11 +141,11 @@ def _imported_names(path: Path) -> list[tuple[str, str]]:
 
 #: Methods of the core's result types a renderer may call: they read or format what is stored (a head's
 #: words, a window's note, a dict for JSON, one layer or one head's rows of a weight matrix), computing nothing new.
-#: ``showcase_queries`` ranks stored top keys to pick the magnifiers' queries, and the report card's ``named``,
-#: ``title`` and ``caption`` apply the naming rule to its stored counts and say how it was measured (left for the
-#: pipeline to do: issue 30).
+#: The report card's ``named``, ``title`` and ``caption`` apply the naming rule to its stored counts and say how it
+#: was measured (left for the pipeline to do: issue 30).  The magnifiers' and the page's queries are ranked by the
+#: pipeline (``Window.showcase``, ``Page.start_query``), so ``showcase_queries`` is not listed.
 RENDER_MAY_CALL = {"describe", "note", "to_dict", "arithmetic", "head_weights", "at_layer", "astype",
-                   "showcase_queries", "named", "caption", "title"}
+                   "named", "caption", "title"}
 
 
 @functools.lru_cache(maxsize=1)

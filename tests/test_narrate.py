@@ -14,7 +14,7 @@ from mhacli.core import narrate
 from mhacli.core.analysis import NONE, RELATIONS, analyse
 from mhacli.core.compare import single_head
 from mhacli.core.designed import RULE_ORDER
-from mhacli.core.trace import run
+from traced import run
 from mhacli.core.tokenize import label
 from mhacli.io.samples import list_samples, load_sample
 

@@ -159,7 +159,7 @@ def test_samples_and_shapes_never_import_numpy():
 
 @pytest.mark.parametrize("weights", ["random", "designed"])
 def test_every_sample_runs_with_both_weights(weights):
-    from mhacli.core.trace import run
+    from traced import run
 
     for s in list_samples():
         trace = run(s.text, weights=weights)

@@ -7,7 +7,7 @@ import matplotlib
 import numpy as np
 import pytest
 
-from mhacli.core.trace import run
+from traced import run
 from mhacli.render import theme
 from mhacli.render.figures.split import split_figure
 

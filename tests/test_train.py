@@ -239,7 +239,7 @@ def test_values_from_the_word_embeddings_alone_ignore_the_positions() -> None:
 
 def test_a_model_with_word_values_is_traced_and_verified_as_it_computes() -> None:
     """The walkthrough's step table says V^i = E W_v^i for such a model, and its arrays pass the slow loop."""
-    from mhacli.core.trace import run
+    from traced import run
     from mhacli.core.verify import verify
     from mhacli.io.trained import trained_run
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import mhacli
 from mhacli.core.errors import UsageError
-from mhacli.core.trace import run
+from traced import run
 from mhacli.core.view import from_attention, is_causal
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
@@ -254,7 +254,7 @@ def test_show_of_a_view_plans_no_split_figure(attention_npz):
     from mhacli.cli.common import plan_outputs
 
     path, _, _ = attention_npz
-    plan, _, _ = plan_outputs(plots=True, out=path.parent / "figs", fmt="png", dpi=30, heads=4, split=False)
+    plan = plan_outputs(plots=True, out=path.parent / "figs", fmt="png", heads=4, split=False)
     assert [p.name for p in plan.figures] == ["head-1.png", "head-2.png", "head-3.png", "head-4.png",
                                               "heads.png", "magnifiers.png"]
 

@@ -190,7 +190,42 @@ class MhaGroup(_OwnHelp, TyperGroup):
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
-             **extra: Any) -> Any:
+             process: bool = False, **extra: Any) -> Any:
+        """The one way out of a run, as httpie's ``raw_main``: the run, then its exit code, said once.
+
+        ``process=True`` (the ``mha`` script, :func:`main`): the streams, the signal handlers and matplotlib's
+        config folder are made safe first, and once the run has ended every signal is ignored and every
+        temporary file removed, so a late signal has nothing left to interrupt.
+        """
+        if process:
+            from mhacli.io.environment import ensure_std_streams, usable_mplconfigdir
+
+            ensure_std_streams()  # >&- : output to a closed stream is dropped, and no file becomes descriptor 1
+            cleanup.install()
+            usable_mplconfigdir()  # before matplotlib is imported: it would print its own two lines
+        code: int = ExitCode.FAILURE
+        try:
+            code = self._run(args, prog_name, complete_var, windows_expand_args, extra)
+        except cleanup.Terminated as ended:  # landed between the run's end and here
+            code = ended.exit_code
+        except KeyboardInterrupt:
+            code = ExitCode.INTERRUPTED
+        finally:
+            if process:
+                # Everything is written and reported by now: a signal that lands while Python shuts down
+                # (joining worker threads) would only kill the process without its message.
+                for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+                    if hasattr(signal, name):
+                        signal.signal(getattr(signal, name), signal.SIG_IGN)
+                cleanup.remove_all()  # the matplotlib config folder, and anything a late signal left
+        code = _as_signalled(code)
+        if standalone_mode:
+            sys.exit(int(code))
+        return int(code)
+
+    def _run(self, args: Sequence[str] | None, prog_name: str | None, complete_var: str | None,
+             windows_expand_args: bool, extra: dict[str, Any]) -> int:
+        """The command itself, every way it can end mapped to an exit code (:func:`report_error`)."""
         global _debug
         _debug = False
         reset()
@@ -227,10 +262,7 @@ class MhaGroup(_OwnHelp, TyperGroup):
                     code = ExitCode.INTERRUPTED  # the run finished, but Ctrl-C was pressed: say it was seen
                 if code == ExitCode.INTERRUPTED:
                     error_line(INTERRUPTED)
-        code = _as_signalled(code)
-        if standalone_mode:
-            sys.exit(int(code))
-        return int(code)
+        return code
 
 
 def _as_signalled(code: int) -> int:
@@ -291,34 +323,8 @@ def _root(
 
 
 def main() -> None:
-    """Entry point of the ``mha`` console script.
-
-    Before the run: a closed stdout or stderr becomes /dev/null (``mha … >&-``),
-    SIGTERM and SIGHUP unwind the run as Ctrl-C does (:func:`mhacli.io.cleanup.install`),
-    and matplotlib gets a writable config folder.  The run itself ends in
-    :meth:`MhaGroup.main`, which removes every temporary file and names the exit code.
-    """
-    from mhacli.io.environment import ensure_std_streams, usable_mplconfigdir
-
-    ensure_std_streams()  # >&- : output to a closed stream is dropped, and no file becomes descriptor 1
-    cleanup.install()
-    usable_mplconfigdir()  # before matplotlib is imported: it would print its own two lines
-    code: int = ExitCode.FAILURE
-    try:
-        code = app(prog_name="mha", standalone_mode=False)
-    except cleanup.Terminated as ended:  # landed between the run's end and here
-        code = ended.exit_code
-    except KeyboardInterrupt:
-        code = ExitCode.INTERRUPTED
-    finally:
-        # Everything is written and reported by now: a signal that lands while Python shuts
-        # down (joining worker threads) has nothing left to interrupt, and would only kill the
-        # process without its message.
-        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-            if hasattr(signal, name):
-                signal.signal(getattr(signal, name), signal.SIG_IGN)
-        cleanup.remove_all()  # the matplotlib config folder, and anything a late signal left
-    sys.exit(int(_as_signalled(code)))
+    """Entry point of the ``mha`` console script: the run as a process, ended in :meth:`MhaGroup.main`."""
+    app(prog_name="mha", process=True)
 
 
 __all__ = ["COMMANDS", "MhaGroup", "app", "main", "report_error"]

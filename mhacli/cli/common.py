@@ -1,4 +1,4 @@
-"""What several commands do the same way: call the pipeline, check figure options, draw the figures.
+"""What several commands do the same way: call the pipeline, plan the outputs, draw the figures.
 
 Heavy modules (numpy through the core, matplotlib through the figures) are
 imported inside these functions, so ``mha --help`` stays quick.
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
-
-import typer
 
 from mhacli.cli.output import figure_progress, notes
 from mhacli.core.config import Config
@@ -33,10 +31,10 @@ def finish_run(prepared: Prepared, *, single: bool = False, compare: bool = Fals
     return result
 
 
-def plan_outputs(*, plots: bool, out: Path | None, fmt: str, dpi: int, heads: int, compare: bool = False,
-                 split: bool = True, names: Sequence[str] | None = None, inputs: Sequence[tuple[str, object]] = (),
-                 **files: object) -> tuple[OutputPlan, str, int]:
-    """Refuse a bad --format or --dpi, then resolve every output of the run once, before any work.
+def plan_outputs(*, plots: bool, out: Path | None, fmt: str, heads: int, compare: bool = False, split: bool = True,
+                 names: Sequence[str] | None = None, inputs: Sequence[tuple[str, object]] = (),
+                 **files: object) -> OutputPlan:
+    """Resolve every output of the run once, before any work (``fmt``: a format the request has checked).
 
     Every path the run will write (the figures in --out, --save-npz, --html,
     --save) is decided here by :func:`mhacli.io.outputs.plan_outputs`: a
@@ -45,17 +43,14 @@ def plan_outputs(*, plots: bool, out: Path | None, fmt: str, dpi: int, heads: in
     overrides the figure names (train's and bench's own figures); ``split=False`` for an
     attention view, which has no split figure.  Nothing is
     created: :func:`open_figures` makes --out once the memory plan agrees.
-    Returns the plan and the checked format and dpi.
     """
     from mhacli.io.outputs import figure_names
     from mhacli.io.outputs import plan_outputs as plan
-    from mhacli.render.figures import check_dpi, check_format
 
-    fmt, dpi = check_format(fmt), check_dpi(dpi)
     wanted: Sequence[str] = ()
     if plots and out is not None:
         wanted = names if names is not None else figure_names(heads, fmt, compare=compare, split=split)
-    return plan(out=out, figure_names=wanted, inputs=inputs, **files), fmt, dpi
+    return plan(out=out, figure_names=wanted, inputs=inputs, **files)
 
 
 def open_figures(plan: OutputPlan, config: Config, n_tokens: int, max_tokens: int, fmt: str, dpi: int) -> None:
@@ -83,13 +78,6 @@ def read_files(file: Path | None, weights: str | None = None) -> list[tuple[str,
     return read
 
 
-def checked_query(query: str | None) -> str | None:
-    """``--query`` refused at once when no text could have that position (thousands of digits)."""
-    from mhacli.io.inputs import check_query
-
-    return check_query(query)
-
-
 def shown_folder(folder: Path | None) -> str | None:
     """A folder named in the renderers' notes ('the heatmaps are in …'), escaped: an --out name may hold
     escape sequences, which are spelled out, never obeyed."""
@@ -103,14 +91,6 @@ def query_position(trace: Trace, query: str | None) -> int | None:
     from mhacli.render.figures import resolve_query
 
     return resolve_query(trace.tokens, query)
-
-
-def html_max_tokens(ctx: typer.Context, max_tokens: int) -> int:
-    """The page's window: 200 tokens (it stays quick up to there) unless --max-tokens was given."""
-    from mhacli.render.html import DEFAULT_MAX_TOKENS
-
-    given = ctx.get_parameter_source("max_tokens").name != "DEFAULT"  # type: ignore[union-attr]
-    return max_tokens if given else DEFAULT_MAX_TOKENS
 
 
 def write_figures(result: Run, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int,
@@ -176,6 +156,6 @@ def config_args(config: Config, skip: tuple[str, ...] = ()) -> str:
     return " ".join(out)
 
 
-__all__ = ["checked_query", "config_args", "finish_run", "html_max_tokens", "open_figures", "plan_outputs",
+__all__ = ["config_args", "finish_run", "open_figures", "plan_outputs",
            "prepare_run", "query_position", "read_files", "shown_folder", "source_args", "write_compare",
            "write_figures"]

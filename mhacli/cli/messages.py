@@ -26,6 +26,12 @@ def _option_name(param: Any) -> str:
 
 def _example(name: str, param: Any) -> str:
     default = getattr(param, "default", None)
+    if default is None:  # an option that is None unless given: the default its help names
+        from mhacli.cli.options import DEFAULT
+
+        shown = getattr(param, "show_default", None)
+        default = int(shown) if isinstance(shown, str) and shown.isdigit() else \
+            getattr(DEFAULT, getattr(param, "name", None) or "", None)
     if isinstance(default, int) and not isinstance(default, bool):
         return f" (for example {name} {default})"
     return ""

@@ -9,40 +9,22 @@ never restated.
 
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
 from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Optional, Sequence
+from typing import Annotated, Any, Callable, Optional, Sequence
 
 import typer
 
 from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
 from mhacli.core.numbers import BOUND, RULE, TOO_BIG, too_big, whole_number
+from mhacli.request import ModelOptions
 
 #: Config's field defaults (``DEFAULT.heads`` is 4): the one place the model defaults come from.
 DEFAULT = SimpleNamespace(**{f.name: f.default for f in fields(Config)})
-
-
-#: Options the pipeline takes besides Config's fields: --layer picks one layer of a weights file, --words maps
-#: new words to grammar classes.
-PIPELINE_ONLY = ("layer", "words")
-
-
-def model_options(ctx: typer.Context, **values: object) -> dict[str, object]:
-    """A command's model options as the pipeline takes them: by Config's field names, and only those given.
-
-    An option left at its default is left out, so the weights decide it (a file's d, a trained
-    model's heads, width and mask) or Config's default applies.  A name that is not a Config field,
-    or not an option of this command, is a bug and fails loudly (never a silent default).
-    """
-    given: dict[str, object] = {}
-    for name, value in values.items():
-        source = ctx.get_parameter_source(name)
-        if not (hasattr(DEFAULT, name) or name in PIPELINE_ONLY) or source is None:
-            raise TypeError(f"{name!r} is not a model option of 'mha {ctx.info_name}'")
-        if source.name != "DEFAULT":
-            given[name] = value
-    return given
 
 
 #: Defaults of the options that are not model settings.
@@ -170,6 +152,82 @@ DtypeOpt = Annotated[str, typer.Option("--dtype", help=f"Float type of the core:
 TokensOpt = Annotated[int, typer.Option("--tokens", "-n", help="Number of tokens N (no text needed).",
                                         metavar="N", parser=whole_option)]
 
+# The same words as --layer of an attention file, for a weights file holding several layers (issue 22).
+WeightsLayerOpt = Annotated[Optional[str], typer.Option(
+    "--layer", show_default=False, metavar="TEXT", rich_help_panel=MODEL,
+    help="With --weights FILE holding several layers (a TransformerEncoder, BERT or GPT-2 state dict): which "
+         "layer's self-attention to run, its number (1 = first) or its name.")]
+
+# --- the model-option block ----------------------------------------------------------------------
+# The options of every command that runs a model (explain, compare, demo, quiz), declared once.  Each is
+# None unless given, so the weights decide it (a trained model's heads, a file's d) or Config's default
+# applies; the help names that default.  A new model option is one entry of MODEL_BLOCK and one field of
+# mhacli.request.ModelOptions.
+
+def _not_given(alias: Any, default: object, decided: bool = True) -> Any:
+    """``alias`` as a model option: None unless given, its help naming ``default`` and, when a trained model or a
+    weights file may decide it instead, saying so."""
+    import copy
+
+    base, info = typing.get_args(alias)
+    info = copy.copy(info)
+    info.help = f"{info.help} Default {default}" + (", or what --weights brings." if decided else ".")
+    info.show_default = False
+    return Annotated[Optional[base], info]
+
+
+MODEL_BLOCK: dict[str, Any] = {
+    "heads": _not_given(HeadsOpt, DEFAULT.heads),
+    "d_model": _not_given(DModelOpt, DEFAULT.d_model),
+    "seed": _not_given(SeedOpt, DEFAULT.seed),
+    "tokenizer": _not_given(TokenizerOpt, DEFAULT.tokenizer, decided=False),
+    "positions": _not_given(PositionsOpt, "--positions"),
+    "causal": _not_given(CausalOpt, "--no-causal"),
+    "weights": _not_given(WeightsOpt, DEFAULT.weights, decided=False),
+    "layer": WeightsLayerOpt,
+    "words": WordsOpt,  # None unless given, as every model option
+    "dtype": _not_given(DtypeOpt, DEFAULT.dtype, decided=False),
+}
+assert set(MODEL_BLOCK) == {f.name for f in fields(ModelOptions)}, "one field of ModelOptions per model option"
+
+
+def unless_given(alias: Any, default: object = None) -> Any:
+    """``alias`` whose value is None when the option is not given, its help still showing ``default``
+    (None: a flag that is off unless given, whose help shows no default)."""
+    import copy
+
+    base, info = typing.get_args(alias)
+    info = copy.copy(info)
+    info.show_default = False if default is None else str(default)
+    return Annotated[Optional[base], info]
+
+
+def model_block(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A command takes the model options ``names`` (all of :data:`MODEL_BLOCK` when none are named) in place of
+    its parameter ``model``, and receives them as one :class:`~mhacli.request.ModelOptions`."""
+    chosen = names or tuple(MODEL_BLOCK)
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        hints = typing.get_type_hints(command, localns={"ModelOptions": ModelOptions}, include_extras=True)
+        params = [p.replace(annotation=hints.get(p.name, p.annotation))
+                  for p in inspect.signature(command).parameters.values()]
+        at = next(i for i, p in enumerate(params) if p.name == "model")
+        block = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                   annotation=MODEL_BLOCK[name]) for name in chosen]
+        params[at:at + 1] = block
+
+        @functools.wraps(command)
+        def with_model(**values: Any) -> None:
+            model = ModelOptions(**{name: values.pop(name) for name in chosen})
+            command(model=model, **values)
+
+        with_model.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        with_model.__annotations__ = {p.name: p.annotation for p in params}
+        return with_model
+
+    return decorate
+
+
 # --- output --------------------------------------------------------------------------------------
 WorkedOpt = Annotated[bool, typer.Option(
     "--worked", metavar=FLAG, rich_help_panel=OUTPUT,
@@ -187,8 +245,8 @@ JsonOpt = Annotated[bool, typer.Option(
     "--json", metavar=FLAG, rich_help_panel=OUTPUT,
     help="Print one JSON document (config, steps, arrays) on stdout and nothing else there; "
     "the figures are still saved unless --no-plots, and the files written are listed on stderr.")]
-JsonArraysOpt = Annotated[bool, typer.Option(
-    "--json-arrays/--no-json-arrays", metavar=FLAG, rich_help_panel=OUTPUT,
+JsonArraysOpt = Annotated[Optional[bool], typer.Option(  # None: not given (then every array)
+    "--json-arrays/--no-json-arrays", metavar=FLAG, rich_help_panel=OUTPUT, show_default=False,
     help="With --json: every array (the default), or none, for a small document (--save-npz keeps the arrays).")]
 NumbersJsonOpt = Annotated[bool, typer.Option(
     "--json", metavar=FLAG,
@@ -200,9 +258,10 @@ HtmlOpt = Annotated[Optional[str], typer.Option(
     "--html", show_default=False, readable=False, metavar="PATH", rich_help_panel=OUTPUT,
     help="Also write one self-contained interactive page (opens offline in any browser; "
     "up to 200 tokens, or --max-tokens when given).")]
-MaxTokensOpt = Annotated[int, typer.Option(
-    "--max-tokens", min=1, metavar="N", rich_help_panel=OUTPUT,
-    help="Show at most this many tokens in tables and figures (long texts are windowed).", parser=positive_option)]
+MaxTokensOpt = Annotated[Optional[int], typer.Option(  # None: not given (40 here, the page's own 200 in --html)
+    "--max-tokens", min=1, metavar="N", rich_help_panel=OUTPUT, show_default=False,
+    help=f"Show at most this many tokens in tables and figures (long texts are windowed). Default {MAX_TOKENS}.",
+    parser=positive_option)]
 HideRulesOpt = Annotated[bool, typer.Option(
     "--hide-rules", metavar=FLAG, rich_help_panel=OUTPUT,
     help="Hide the names of rules and of the relations heads follow, for the 'name what each head does' "
@@ -241,11 +300,6 @@ QueryOpt = Annotated[Optional[str], typer.Option(
 LayerOpt = Annotated[Optional[str], typer.Option(
     "--layer", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
     help="Which layer of an attention file to draw: its number (1 = first) or its name (default: the first).")]
-# The same words as --layer of an attention file, for a weights file holding several layers (issue 22).
-WeightsLayerOpt = Annotated[Optional[str], typer.Option(
-    "--layer", show_default=False, metavar="TEXT", rich_help_panel=MODEL,
-    help="With --weights FILE holding several layers (a TransformerEncoder, BERT or GPT-2 state dict): which "
-         "layer's self-attention to run, its number (1 = first) or its name.")]
 BatchIndexOpt = Annotated[Optional[int], typer.Option(
     "--batch-index", show_default=False, metavar="N", rich_help_panel=FIGURES,
     help="Which sequence of an attention file holding a batch (batch, heads, N, N) to draw (0 = first).",

@@ -23,7 +23,6 @@ from mhacli.core.words import WordMap, stand_ins
 from mhacli.core.words import parse as mapped_parse
 from mhacli.core.schedule import attend_blocked
 from mhacli.core.steps import ParameterCount, SplitCost, Step, split_cost, steps_for
-from mhacli.core.tokenize import tokenize
 from mhacli.core.weights import AttentionWeights, from_state_dict
 
 Array = np.ndarray
@@ -329,24 +328,3 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: AttentionWeights 
 def own_weights(weights: AttentionWeights | Mapping[str, Any]) -> AttentionWeights:
     """Your weights as :class:`AttentionWeights`: given as such, or as an nn.MultiheadAttention state dict."""
     return weights if isinstance(weights, AttentionWeights) else from_state_dict(weights)
-
-
-def run(text: str, **options: Any) -> Trace:
-    """Tokenize ``text`` and run multi-head attention under ``Config(**options)``: the core's own weights only.
-
-    Weights files, state dicts and trained models are resolved by the pipeline
-    (:func:`mhacli.run`, in :mod:`mhacli.pipeline`), which also measures the run.
-
-    >>> trace = run("the cat sat on the mat", heads=4)
-    >>> trace.weights.shape
-    (4, 6, 6)
-    """
-    if not isinstance(options.get("weights", "random"), str):
-        raise TypeError("weights given as arrays or a model go through mhacli.run (mhacli.pipeline)")
-    config = Config(**options)
-    tokens = tokenize(text, config.tokenizer)
-    if not tokens:
-        raise UsageError(
-            f"the text has no tokens under the {config.tokenizer!r} tokenizer; give some words."
-        )
-    return run_tokens(tokens, config)

@@ -6,7 +6,7 @@ before creating it; :func:`temporary_folder` its folder).  Whatever ends the
 run, :func:`remove_all` deletes what is still registered:
 
 - an exception unwinds through the writers, which remove their own file, and
-  :func:`mhacli.cli.app.main` calls :func:`remove_all` last, in ``finally``;
+  :meth:`mhacli.cli.app.MhaGroup.main` calls :func:`remove_all` last, in ``finally``;
 - a signal runs :func:`on_signal`, which removes what is registered *at once*
   (the exception it then raises may land somewhere that swallows it), and
   raises :class:`Terminated` (SIGTERM, SIGHUP) or ``KeyboardInterrupt`` (SIGINT)

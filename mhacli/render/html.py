@@ -123,9 +123,6 @@ def _layer(shown: Shown, m: int, hide_rules: bool, analysis: Analysis) -> dict[s
         "outside": _rounded(outside[:, :m], WEIGHT_DECIMALS),
         "outside_average": _rounded(np.asarray(windowed.outside_average)[:m], WEIGHT_DECIMALS),
         "summaries": summaries(analysis, hide_rules),
-        # The page opens on the query where the heads' top keys differ most (the magnifier slide's choice),
-        # not on token 0, where heads often agree (a causal run's first row has one key); #q=K picks another.
-        "start_query": (analysis.showcase_queries(1, 0, m) or (0,))[0],
         "weights_label": weights_note(shown, hide_rules, analysis),
         "layer_note": layer_note(shown),
     }
@@ -204,6 +201,8 @@ def page_data(result: Run, *, hide_rules: bool = False) -> dict[str, Any]:
         "source": trace.source,
         "n_tokens": n,
         "window": {"start": 0, "stop": m, "total": n, "max_tokens": max_tokens, "windowed": m < n},
+        # The page opens on the query where the heads' top keys differ most (the pipeline's choice); #q=K another.
+        "start_query": result.page.start_query,
         "tokens": list(trace.tokens[:m]),
         "labels": [label(t, 24) for t in trace.tokens[:m]],
         "heads": trace.num_heads,

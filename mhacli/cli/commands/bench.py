@@ -2,38 +2,31 @@
 
 from __future__ import annotations
 
-import typer
+from pathlib import Path
+from typing import Any
 
 from mhacli.cli.options import (OUT_DIR, BenchTaskOpt, BenchTrainOpt, BlockedOpt, CausalOpt, DModelOpt, DtypeOpt,
-                                HeadsOpt, NumbersJsonOpt, PlotOpt, RepeatsOpt, StartupOpt)
+                                HeadsOpt, NumbersJsonOpt, PlotOpt, RepeatsOpt, StartupOpt, unless_given)
 from mhacli.cli.options import BenchMaxTokensOpt as MaxTokensOpt
 from mhacli.cli.options import OutOpt as OutDirOpt
 from mhacli.cli.output import json_document, print_all, report_written, write_stdout
 from mhacli.core.errors import UsageError
 
-# What only the layer bench (time against N) reads: --startup and --train time something else.
-_LAYER_OPTIONS = (("max_tokens", "--max-tokens"), ("d_model", "--d-model"), ("heads", "--heads"),
-                  ("dtype", "--dtype"), ("causal", "--causal"), ("blocked", "--blocked"), ("plot", "--plot"))
-
-
-def _refuse_layer_options(ctx: typer.Context, mode: str, what: str) -> None:
-    for name, flag in _LAYER_OPTIONS:
-        source = ctx.get_parameter_source(name)
-        if source is not None and source.name != "DEFAULT":
-            raise UsageError(f"{flag} sets the layer timed against N; {mode} times {what}, so it has no "
-                             f"use there. Drop {flag} or {mode}.")
+#: What only the layer bench (time against N) reads, None unless given (runner.Settings has the defaults the
+#: help names), so that --startup and --train, which time something else, can refuse them.
+LAYER_OPTIONS = dict(max_tokens="--max-tokens", d_model="--d-model", heads="--heads", dtype="--dtype",
+                     causal="--causal", blocked="--blocked", plot="--plot")
 
 
 def bench(
-    ctx: typer.Context,
-    max_tokens: MaxTokensOpt = 4096,
+    max_tokens: unless_given(MaxTokensOpt, 4096) = None,  # type: ignore[valid-type]
     repeats: RepeatsOpt = 3,
-    d_model: DModelOpt = 512,
-    heads: HeadsOpt = 8,
-    dtype: DtypeOpt = "float64",
-    causal: CausalOpt = False,
-    blocked: BlockedOpt = False,
-    plot: PlotOpt = False,
+    d_model: unless_given(DModelOpt, 512) = None,  # type: ignore[valid-type]
+    heads: unless_given(HeadsOpt, 8) = None,  # type: ignore[valid-type]
+    dtype: unless_given(DtypeOpt, "float64") = None,  # type: ignore[valid-type]
+    causal: unless_given(CausalOpt, "no-causal") = None,  # type: ignore[valid-type]
+    blocked: unless_given(BlockedOpt) = None,  # type: ignore[valid-type]
+    plot: unless_given(PlotOpt) = None,  # type: ignore[valid-type]
     out: OutDirOpt = OUT_DIR,
     json_out: NumbersJsonOpt = False,
     startup: StartupOpt = False,
@@ -54,34 +47,50 @@ def bench(
 
     Example: [bold]mha bench --max-tokens 1024 --plot[/bold]
     """
-    from mhacli.bench import runner
-
+    layer = {name: value for name, value in locals().items() if name in LAYER_OPTIONS and value is not None}
     if startup and train:
         raise UsageError("--startup and --train time different things; run them one at a time.")
     if startup or train:
-        mode = "--startup" if startup else "--train"
-        _refuse_layer_options(ctx, mode, "whole commands" if startup else "a training step")
-        runner.Settings(repeats=repeats).check()  # the --repeats range, in the same words
-        if startup:
-            _bench_startup(repeats, json_out)
-        else:
-            from mhacli.core.checks import task_name
-
-            _bench_train(repeats, json_out, task_name(task))
-        return
+        return _bench_other(startup, layer, repeats, json_out, task)
     if task != "neighbours":
         raise UsageError("{task:name} chooses the model that --train times; add --train.", task=task)
-    settings = runner.Settings(max_tokens=max_tokens, repeats=repeats, d_model=d_model, heads=heads,
-                               dtype=dtype, causal=causal, blocked=blocked)
+    _bench_layer(layer, repeats, out, json_out)
+
+
+def _bench_other(startup: bool, layer: dict[str, object], repeats: int, json_out: bool, task: str) -> None:
+    """--startup or --train, refusing the options that only the layer bench reads."""
+    from mhacli.bench import runner
+
+    mode = "--startup" if startup else "--train"
+    if layer:  # the first one given, in the help's order
+        flag = LAYER_OPTIONS[next(iter(layer))]
+        raise UsageError(f"{flag} sets the layer timed against N; {mode} times "
+                         f"{'whole commands' if startup else 'a training step'}, so it has no use there. "
+                         f"Drop {flag} or {mode}.")
+    runner.Settings(repeats=repeats).check()  # the --repeats range, in the same words
+    if startup:
+        _bench_startup(repeats, json_out)
+    else:
+        from mhacli.core.checks import task_name
+
+        _bench_train(repeats, json_out, task_name(task))
+
+
+def _bench_layer(options: dict[str, Any], repeats: int, out: Path, json_out: bool) -> None:
+    """The layer timed against N (its table, JSON or plot)."""
+    from mhacli.bench import runner
+
+    plot = options.pop("plot", False)
+    settings = runner.Settings(repeats=repeats, **options)
     settings.check()
     plan = None
     if plot:
         from mhacli.cli.common import plan_outputs
         from mhacli.io.files import prepare_out_dir
 
-        plan, _, _ = plan_outputs(plots=True, out=out, fmt="png", dpi=150, heads=1, names=["bench.png"])
+        plan = plan_outputs(plots=True, out=out, fmt="png", heads=1, names=["bench.png"])
         prepare_out_dir(out)
-    with runner.progress_bar(runner.calls_per_size(settings) * len(runner.token_counts(max_tokens))) as tick:
+    with runner.progress_bar(runner.calls_per_size(settings) * len(runner.token_counts(settings.max_tokens))) as tick:
         result = runner.run_bench(settings, tick)
     if json_out:
         write_stdout(json_document("bench", result.to_dict(), indent=2) + "\n")

@@ -6,21 +6,21 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-import typer
-
-from mhacli.cli.common import (checked_query, config_args, finish_run, open_figures, plan_outputs, prepare_run,
-                               query_position, read_files, shown_folder, source_args, write_figures)
-from mhacli.cli.options import (DEFAULT, DPI, FORMAT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, DpiOpt, FileOpt,
-                                HeadsOpt, HideRulesOpt, LessonOutOpt, LessonQueryOpt, ListJsonOpt, MarkdownOpt,
-                                NumbersJsonOpt, PauseOpt, PositionsOpt, QuestionsOpt, SampleNameArg, SampleOpt, SeedOpt,
-                                StepOpt, TextArg, TokenizerOpt, TokensOpt, WeightsLayerOpt, WeightsOpt, WordsOpt,
-                                model_options)
+from mhacli.cli import build
+from mhacli.cli.publish import publish
+from mhacli.cli.common import (config_args, finish_run, open_figures, plan_outputs, prepare_run, query_position,
+                               read_files, shown_folder, source_args)
+from mhacli.cli.options import (DEFAULT, DPI, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, DpiOpt, HeadsOpt,
+                                HideRulesOpt, LessonOutOpt, LessonQueryOpt, ListJsonOpt, MarkdownOpt, NumbersJsonOpt,
+                                PauseOpt, QuestionsOpt, SampleNameArg, SampleOpt, StepOpt, TextArg, TokenizerOpt,
+                                TokensOpt, FileOpt, model_block)
 from mhacli.cli.output import console, json_document, print_all, report_written, write_stdout
 from mhacli.core.errors import UsageError
-from mhacli.io.inputs import resolve_text
+from mhacli.request import ModelOptions  # the type of the model-option block, read by model_block at import
 
 if TYPE_CHECKING:
     from mhacli.core.lesson import TrainedPair
+    from mhacli.request import Request
 
 ONE_VS_MANY = "one-vs-many"  # the demo's last figure, written into --out beside the run's own
 DEFAULT_SAMPLE = "cat"  # the lesson's and the quiz's text when none is given
@@ -86,9 +86,15 @@ def shapes(
     Example: [bold]mha shapes --tokens 9 --d-model 16 --heads 4[/bold]
     """
     from mhacli.core.config import check_shapes
-    from mhacli.core.steps import ParameterCount, steps_for, total_madds
 
     check_shapes(tokens, d_model, heads)  # no arrays are made, so no memory limit: sizes of real models work
+    _shapes(tokens, d_model, heads, causal, markdown, json_out)
+
+
+def _shapes(tokens: int, d_model: int, heads: int, causal: bool, markdown: bool, json_out: bool) -> None:
+    """Every step's shape and cost for N, d and h, as a table, Markdown or JSON."""
+    from mhacli.core.steps import ParameterCount, steps_for, total_madds
+
     steps, params = steps_for(tokens, d_model, heads, causal), ParameterCount(d_model, heads)
     if json_out:
         _json("shapes", {"tokens": tokens, "d_model": d_model, "heads": heads, "d_k": d_model // heads,
@@ -107,20 +113,12 @@ def shapes(
                                efficiency_sentence(split_cost(tokens, d_model, heads, causal))))
 
 
+@model_block("weights", "layer", "words", "heads", "d_model", "seed", "tokenizer", "positions", "causal")
 def demo(
-    ctx: typer.Context,
     text: TextArg = None,
     file: FileOpt = None,
     sample: SampleOpt = None,
-    weights: WeightsOpt = DEFAULT.weights,
-    layer: WeightsLayerOpt = None,
-    words: WordsOpt = None,
-    heads: HeadsOpt = DEFAULT.heads,
-    d_model: DModelOpt = DEFAULT.d_model,
-    seed: SeedOpt = DEFAULT.seed,
-    tokenizer: TokenizerOpt = DEFAULT.tokenizer,
-    positions: PositionsOpt = DEFAULT.positions,
-    causal: CausalOpt = DEFAULT.causal,
+    model: ModelOptions = None,  # type: ignore[assignment]  # the model-option block (options.MODEL_BLOCK)
     query: LessonQueryOpt = None,
     pause: PauseOpt = True,
     step: StepOpt = 1,
@@ -138,41 +136,44 @@ def demo(
     """
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
-    prepared = prepare_run(resolve_text(text, file, sample), model_options(
-        ctx, weights=weights, heads=heads, d_model=d_model, seed=seed, tokenizer=tokenizer, positions=positions,
-        causal=causal, layer=layer, words=words))
-    config = prepared.config
-    checked_query(query)
+    _demo(build.request(model=model, text=text, file=file, sample=sample, out=out, plots=out is not None, dpi=dpi,
+                        query=query, hide_rules=hide_rules), pause, step)
+
+
+def _demo(request: Request, pause: bool, step: int) -> None:
+    """The lesson on the request's run, step by step, then its figures and one-vs-many."""
     from mhacli.io.outputs import figure_names
-
-    # The run's figures and the lesson's last one: every path checked before any work (an input, a link).
-    names = [*figure_names(config.heads, FORMAT), f"{ONE_VS_MANY}.{FORMAT}"]
-    plan, fmt, dpi = plan_outputs(plots=out is not None, out=out, fmt=FORMAT, dpi=dpi, heads=config.heads,
-                                  inputs=read_files(file, weights), names=names)
-    open_figures(plan, config, prepared.n_tokens, MAX_TOKENS, fmt, dpi)
-
     from mhacli.io.shipped import SHIPPED_NAMES, UNTRAINED_GRAMMAR
     from mhacli.pipeline import with_lesson
     from mhacli.render.lesson import lesson, next_steps, present
 
+    o, src, weights = request.outputs, request.source, request.model.weights
+    prepared = prepare_run(request.text or "", request.model.given())
+    config = prepared.config
+    # The run's figures and the lesson's last one: every path checked before any work (an input, a link).
+    fmt, dpi = o.fmt, o.dpi
+    names = [*figure_names(config.heads, fmt), f"{ONE_VS_MANY}.{fmt}"]
+    plan = plan_outputs(plots=o.out is not None, out=o.out, fmt=fmt, heads=config.heads,
+                        inputs=read_files(src.file, weights), names=names)
+    open_figures(plan, config, prepared.n_tokens, MAX_TOKENS, fmt, dpi)
     result = finish_run(prepared, single=plan.out is not None)
     trace = result.trace
-    position = query_position(trace, query)
+    position = query_position(trace, o.query)
     result = with_lesson(result, position)
     assert result.lesson is not None and result.split_diff is not None  # a run of the tool: it has both
     pairs = shipped_pairs()
-    steps = lesson(trace, result.analysis, result.lesson, intro=_intro(sample, hide_rules), width=console.width,
-                   figures_at=shown_folder(plan.out), hide_rules=hide_rules, pairs=pairs,
+    steps = lesson(trace, result.analysis, result.lesson, intro=_intro(src.sample, o.hide_rules), width=console.width,
+                   figures_at=shown_folder(plan.out), hide_rules=o.hide_rules, pairs=pairs,
                    split_diff=result.split_diff)
     if not 1 <= step <= len(steps):
         raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
     present(console, steps, pause=pause and sys.stdin.isatty(), start=step, wait=_wait_for_enter,
-            closing=next_steps(trace, source_args(text, file, sample), config_args(config, skip=("weights",)),
+            closing=next_steps(trace, source_args(src.text, src.file, src.sample),
+                               config_args(config, skip=("weights",)),
                                weights_name=weights if weights in (*SHIPPED_NAMES, UNTRAINED_GRAMMAR) else None))
-    written: list[str] = []
+    written = publish(result, o, plan, position, report=False)
     if plan.out is not None:
-        written = write_figures(result, plan.out, fmt, dpi, position, MAX_TOKENS, hide_rules)
-        written.append(_save_one_vs_many(pairs, plan.out, fmt, dpi, hide_rules))
+        written.append(_save_one_vs_many(pairs, plan.out, fmt, dpi, o.hide_rules))
     report_written(written)
 
 
@@ -212,18 +213,12 @@ def _save_one_vs_many(pairs: Sequence[TrainedPair], out: Path, fmt: str, dpi: in
     return str(save(one_vs_many_figure(pairs, hide_rules=hide_rules), Path(out) / f"{ONE_VS_MANY}.{fmt}", fmt, dpi))
 
 
+@model_block("seed", "weights", "layer", "words", "heads", "d_model", "causal")
 def quiz(
-    ctx: typer.Context,
     text: TextArg = None,
     file: FileOpt = None,
     sample: SampleOpt = None,
-    seed: SeedOpt = DEFAULT.seed,
-    weights: WeightsOpt = DEFAULT.weights,
-    layer: WeightsLayerOpt = None,
-    words: WordsOpt = None,
-    heads: HeadsOpt = DEFAULT.heads,
-    d_model: DModelOpt = DEFAULT.d_model,
-    causal: CausalOpt = DEFAULT.causal,
+    model: ModelOptions = None,  # type: ignore[assignment]  # the model-option block (options.MODEL_BLOCK)
     questions: QuestionsOpt = 5,
     answers: AnswersOpt = False,
     json_out: ListJsonOpt = False,
@@ -242,14 +237,11 @@ def quiz(
         raise UsageError(f"--questions must be from 1 to {MAX_QUESTIONS}, got {questions}.")
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
-    source = resolve_text(text, file, sample)
-    options = model_options(ctx, weights=weights, heads=heads, d_model=d_model, causal=causal, layer=layer,
-                            words=words)
-    prepared = prepare_run(source, options)
-    if prepared.model is None:  # the seed picks the questions, and the weights too unless a trained model has them
-        prepared = prepare_run(source, {**options, **model_options(ctx, seed=seed)})
-    config = prepared.config
+    _quiz(build.request(model=model, text=text, file=file, sample=sample, json_out=json_out), questions, answers)
 
+
+def _quiz(request: Request, questions: int, answers: bool) -> None:
+    """The quiz on the request's run: its title, questions, the command that checks them (as JSON with --json)."""
     import shlex
 
     from mhacli.core.messages import printable
@@ -257,18 +249,26 @@ def quiz(
     from mhacli.core.tokenize import label
     from mhacli.render.quiz import quiz_view
 
+    src, weights = request.source, request.model.weights
+    options = request.model.given()
+    seed = options.pop("seed", DEFAULT.seed)
+    prepared = prepare_run(request.text or "", options)
+    if prepared.model is None and request.model.seed is not None:  # the seed picks the weights too, unless trained
+        prepared = prepare_run(request.text or "", {**options, "seed": seed})
     result = finish_run(prepared)
     trace = result.trace
     asked = make_quiz(trace, seed, questions, analysis=result.analysis)
-    source = source_args(text, file, sample)
+    source = source_args(src.text, src.file, src.sample)
     # From the run's config, not the options: a weights file sets d, h and the kind ('pytorch', 'trained'),
     # and its path (which may hold escape sequences) is never echoed raw.
-    title = quiz_title(trace, len(asked), source if text is None else f"“{label(text, 60)}”", seed)
+    title = quiz_title(trace, len(asked), source if src.text is None else f"“{label(src.text, 60)}”", seed)
     # --weights as typed ('grammar', a file): the run's kind ('trained', 'pytorch') would run another model.
-    typed = [] if weights == DEFAULT.weights else [f"--weights {printable(shlex.quote(weights))}"]
+    typed = [] if weights in (None, DEFAULT.weights) else [f"--weights {printable(shlex.quote(weights))}"]
+    words = request.model.words
     typed += [f"--words {printable(shlex.quote(' '.join(words)))}"] if words else []  # the check reads them too
-    check = " ".join(part for part in ["mha explain", source, config_args(config, skip=("weights",)), *typed] if part)
-    if json_out:
+    check = " ".join(part for part in ["mha explain", source, config_args(prepared.config, skip=("weights",)), *typed]
+                     if part)
+    if request.outputs.json:
         _json("quiz", {"title": title, "check": check, "seed": seed,
                        "questions": [{"topic": q.topic, "question": q.prompt, "check": q.check,
                                       **({"answer": q.answer} if answers else {})} for q in asked]})

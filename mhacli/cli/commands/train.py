@@ -9,6 +9,7 @@ inside, so ``mha --help`` stays quick.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, Optional
@@ -197,11 +198,26 @@ def train(
     seed_list = parse_seeds(seeds) if seeds is not None else [seed]
     grid = [train_configs(compare, task, heads=heads, d_model=d_model, steps=steps, batch=batch, lr=lr, seed=s)
             for s in seed_list]
-    sweeping = seeds is not None
-    grammar = _checked(grid, knockout, seeds, compare, save)
+    _train_and_publish(grid, _checked(grid, knockout, seeds, compare, save), knockout, seeds is not None,
+                       _Asked(save, out, plots, json_out))
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What ``mha train`` was asked to write and print."""
+
+    save: str | None
+    out: Path
+    plots: bool
+    json_out: bool
+
+
+def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout: bool, sweeping: bool,
+                       asked: _Asked) -> None:
+    """Every output planned, every run trained (and knocked out, and swept), then printed and written."""
     names = SWEEP_FIGURE_NAMES if sweeping else FIGURE_NAMES + ((CARD_FIGURE,) if grammar else ())
-    plan = _planned(plots, out, names, save)
-    by_seed = _trained(grid, plan.out, quiet=json_out)
+    plan = _planned(asked.plots, asked.out, names, asked.save)
+    by_seed = _trained(grid, plan.out, quiet=asked.json_out)
     results = [r for runs in by_seed for r in runs]
     knocked = _knockouts(results) if knockout else None
     swept = _sweep(by_seed) if sweeping else None
@@ -212,13 +228,13 @@ def train(
         written.append(str(save_trained(results[-1], plan.save)))
     if plan.out is not None:
         written += _save_sweep(swept, plan.out) if swept is not None else _save_figures(results, plan.out)
-    if json_out:
+    if asked.json_out:
         write_stdout(results_json(results, knocked, swept) + "\n")
     elif swept is not None:
         _print_sweep(swept)
     else:
         _print_runs(results, knocked)
-    _print_written(written, err_console if json_out else console)
+    _print_written(written, err_console if asked.json_out else console)
 
 
 def _checked(grid: "list[list[TrainConfig]]", knockout: bool, seeds: str | None, compare: str | None,
@@ -244,8 +260,7 @@ def _planned(plots: bool, out: Path, names: tuple[str, ...], save: str | None) -
     through a link in --out, or on a folder named with a trailing '/'."""
     from mhacli.cli.common import plan_outputs
 
-    plan, _, _ = plan_outputs(plots=plots, out=out, fmt="png", dpi=100, heads=1, names=names, save=save)
-    return plan
+    return plan_outputs(plots=plots, out=out, fmt="png", heads=1, names=names, save=save)
 
 
 def _trained(grid: "list[list[TrainConfig]]", out: Path | None, quiet: bool) -> "list[list[TrainResult]]":

@@ -123,13 +123,13 @@ def distinct_tops(analysis: Analysis, q: int) -> int:
     return len({int(k) for k in analysis.picked_keys[:, q] if k >= 0})
 
 
-def chosen_queries(analysis: Analysis, view: View, count: int) -> tuple[int, ...]:
+def chosen_queries(window: Window, count: int) -> tuple[int, ...]:
     """Up to ``count`` queries inside the window, where the heads' top keys differ most.
 
-    The ranking is the analysis's own (:meth:`Analysis.showcase_queries`: most distinct top keys,
-    then fewest tied rows, then position).
+    The ranking is the pipeline's (``Window.showcase``, from :meth:`Analysis.showcase_queries`: most distinct
+    top keys, then fewest tied rows, then position).
     """
-    return analysis.showcase_queries(max(1, count), view.start, view.stop) or (view.start,)
+    return window.showcase[:max(1, count)] or (window.view.start,)
 
 
 def why_chosen(analysis: Analysis, queries: Sequence[int], pen: Pen, hide_rules: bool = False) -> str:
@@ -237,7 +237,7 @@ def build_magnifiers(trace: Shown, single: Trace | None, window: Window, pen: Pe
            and left_col + (side + 1) * col_w + side * COLUMN_GAP + 0.3 <= MAX_WIDTH):
         side += 1
     count = side if side > 1 else max(1, min(MAX_QUERIES, int(MAX_BLOCKS_HEIGHT // block_h)))
-    queries = (view.query,) if view.query is not None else chosen_queries(analysis, view, count)
+    queries = (view.query,) if view.query is not None else chosen_queries(window, count)
     cols = min(side, len(queries))
     block_rows = -(-len(queries) // cols)
 

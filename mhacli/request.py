@@ -1,0 +1,87 @@
+"""What one command asks for, frozen: the model options, the text or tokens, and the outputs.
+
+A :class:`Request` is built once from a command's options (:func:`mhacli.cli.build.request`) and
+checked there once; :func:`mhacli.run` takes one (or builds one from keyword options), and the
+command line's publisher writes exactly the outputs it names.  ``None`` means "not given": the
+weights decide it (a trained model's heads, a file's d) or Config's default applies, so no code
+asks the command line how an option was set.
+
+A new model option (``--words`` …) is one field of :class:`ModelOptions` and one entry of
+``MODEL_BLOCK`` in :mod:`mhacli.cli.options`; every command with model options then takes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """The model options of a run, by Config's field names (``layer``: one layer of a weights file).
+
+    Each is None when not given.
+    """
+
+    heads: int | None = None
+    d_model: int | None = None
+    seed: int | None = None
+    tokenizer: str | None = None
+    positions: bool | None = None
+    causal: bool | None = None
+    weights: Any = None  # a kind, a path, or weights themselves (the API)
+    layer: str | None = None
+    words: Any = None  # --words: new words read as words of a grammar class (a grammar model only)
+    dtype: str | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The options given, as the pipeline takes them (Config's field names)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the text came from, as typed: for 'what next' hints, and so that no output lands on an input."""
+
+    text: str | None = None
+    file: Path | None = None
+    sample: str | None = None
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Every output asked for: the terminal, the figures, the page, the JSON document, the arrays' file.
+
+    ``out`` is the figures' folder (None: no figures); ``fmt`` and ``dpi`` are checked when built.
+    ``page_max_tokens`` is None unless --max-tokens was given (the page then shows its own default).
+    """
+
+    quiet: bool = False
+    max_tokens: int = 40
+    show_values: bool = False
+    hide_rules: bool = False
+    out: Path | None = None
+    fmt: str = "png"
+    dpi: int = 150
+    query: str | None = None
+    html: str | None = None
+    page_max_tokens: int | None = None
+    json: bool = False
+    json_arrays: bool = True
+    save_npz: str | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """One command's request: what to run (``model``, ``text`` or ``tokens``) and what to make of it."""
+
+    model: ModelOptions = field(default_factory=ModelOptions)
+    text: str | None = None
+    tokens: Any = None  # the API's tokens instead of a text, checked by the pipeline
+    source: Source = field(default_factory=Source)
+    outputs: Outputs = field(default_factory=Outputs)
+    worked: bool = False  # explain --worked: the hand-sized example instead of a text
+
+
+__all__ = ["ModelOptions", "Outputs", "Request", "Source"]

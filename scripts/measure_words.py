@@ -8,7 +8,7 @@ On the report card's held-out sentences (same count, same seed) one noun per sen
 recipient, drawn with rng seed card seed + 1) is read three ways: as the mean of the model's embeddings of its
 class's words (centroid), as one fixed word of the class (stand-in: king, queen, animal, street, ball), and as
 the first word of the class the sentence does not hold (free stand-in, what --words does).  Each row: the card's
-hit rate of every head and the readout's accuracy, per card row (mhacli.core.words.mapped_scores).
+hit rate of every head and the readout's accuracy, per card row (mhacli.core.word_readings.mapped_scores).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> None:
-    from mhacli.core.words import mapped_scores
+    from mhacli.core.word_readings import mapped_scores
     from mhacli.io.shipped import shipped_model_path
     from mhacli.io.trained import load_trained
 

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from mhacli.cli.app import app
 from mhacli.core import grammar
 from mhacli.core.errors import UsageError
-from mhacli.core.words import CLASSES, MAX_WORDS, WordMap, ids_note, mapped_words, parse, stand_ins, word_map
+from mhacli.core.words import CLASSES, MAX_WORDS, WordMap, mapped_words, parse, stand_ins, word_map
+from mhacli.render.terminal import _mapped_ids_note as ids_note
 
 LION = "the lion crossed the park because it was too tired"
 MAPPING = "lion=animal park=place"
@@ -221,7 +222,7 @@ def test_the_kept_reading_keeps_the_card_and_the_readout_where_the_others_do_not
     class's centroid keeps the card but its readout loses the referent; one fixed stand-in repeats a noun.
     On the card's own sentences (2,000, about 3 s): fewer leave the small rows a few queries each."""
     from mhacli.core import evidence
-    from mhacli.core.words import mapped_scores
+    from mhacli.core.word_readings import mapped_scores
 
     model = _grammar_model()
     card = model.card

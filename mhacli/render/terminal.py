@@ -83,11 +83,25 @@ def tokens_table(trace: Trace, max_tokens: int, width: int = 80) -> RenderableTy
     if shown < trace.n_tokens:
         parts.append(_note(f"… {trace.n_tokens - shown} more tokens not listed "
                            f"(--max-tokens {max_tokens})."))
-    from mhacli.core.words import ids_note  # numpy: mha shapes renders steps without it
-
-    parts.append(_note(" ".join(filter(None, (_ids_note(trace), ids_note(trace.tokens, trace.token_ids.tolist(),
-                                                                        getattr(trace, "mapped", ())))))))
+    mapped = _mapped_ids_note(trace.tokens, trace.token_ids.tolist(), getattr(trace, "mapped", ()))
+    parts.append(_note(" ".join(filter(None, (_ids_note(trace), mapped)))))
     return Group(*parts)
+
+
+def _mapped_ids_note(tokens: Sequence[str], token_ids: Sequence[int],
+                     mapped: Sequence[tuple[str, str, str]]) -> str | None:
+    """What the token table's id is for mapped words: ``lion and park have no row of their own: each takes the
+    id of the word it is read as (lion → “animal” 11, park → “street” 17)``; None without any."""
+    if not mapped:
+        return None
+    first = {t.lower(): int(i) for t, i in reversed(list(zip(tokens, token_ids)))}
+    names = [w for w, _, _ in mapped]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    has = "has" if len(names) == 1 else "have"
+    each = "it takes" if len(names) == 1 else "each takes"
+    pairs = ", ".join(f"{w} → “{r}” {first[w]}" for w, _, r in mapped if w in first)
+    own = "its" if len(names) == 1 else "their"
+    return f"{listed} {has} no row of {own} own: {each} the id of the word it is read as ({pairs})."
 
 
 def _ids_note(trace: Trace) -> str:

@@ -57,3 +57,87 @@ def pytest_runtest_makereport(item, call):
             report.outcome = "failed"
             report.longrepr = (f"{item.nodeid} skips without PyTorch ({reason}) but has no @pytest.mark.torch: "
                                "mark it, so the PyTorch leg of .ci/run runs it")
+
+
+# --- real processes, counted against a budget (issue 29.4) ---------------------------------------------
+# A new `mha` or Python process costs ~0.35 s before it does anything, and its figures are drawn again
+# rather than shared, so CLI behaviour is tested in-process through Typer's CliRunner; a real process is
+# kept for what only a process shows (signals, exit codes of the installed script, a closed stdout, the
+# README's commands, the environment and locale). Every test that starts one is counted, and a run of the
+# whole suite that counts more than PROCESS_BUDGET fails, naming them: the budget is what this session
+# left, to be lowered as tests move in-process, never raised to let one more in.
+PROCESS_BUDGET = 220
+
+
+def starts_mha_or_python(argv: object) -> bool:
+    """Whether ``argv`` (as given to ``subprocess.Popen``) runs the installed ``mha`` or a Python interpreter,
+    directly or through a shell; other programs (git, chromium, pdftotext) are not what is counted."""
+    import shlex
+    import sys
+    from pathlib import Path
+
+    words = shlex.split(argv) if isinstance(argv, str) else [str(a) for a in argv]  # type: ignore[union-attr]
+    if not words:
+        return False
+    program = Path(words[0]).name
+    if program in ("sh", "bash", "setpriv", "env", "nice", "timeout"):
+        return any(Path(w).name in ("mha", "python", "python3") or w == sys.executable for w in words[1:])
+    return program == "mha" or program.startswith("python") or words[0] == sys.executable
+
+
+_RUNNING: list[pytest.Item] = []
+
+
+def pytest_configure(config):
+    import subprocess
+
+    start = subprocess.Popen.__init__
+    if getattr(start, "_counted", False):
+        return
+
+    def counted(self, args, *a, **kw):
+        if _RUNNING and starts_mha_or_python(args):
+            item = _RUNNING[-1]
+            if ("starts_process", True) not in item.user_properties:
+                item.user_properties.append(("starts_process", True))
+        return start(self, args, *a, **kw)
+
+    counted._counted = True  # type: ignore[attr-defined]
+    subprocess.Popen.__init__ = counted  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _RUNNING.append(item)
+    try:
+        yield
+    finally:
+        _RUNNING.pop()
+
+
+_STARTED: set[str] = set()
+
+
+def pytest_runtest_logreport(report):
+    """Called where the reports arrive: in the one process, and in pytest-xdist's controller."""
+    if ("starts_process", True) in report.user_properties:
+        _STARTED.add(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _STARTED or hasattr(config, "workerinput"):
+        return
+    over = len(_STARTED) > PROCESS_BUDGET
+    terminalreporter.write_line(
+        f"{len(_STARTED)} tests started a real mha or Python process (budget {PROCESS_BUDGET}, tests/conftest.py)"
+        + (": over budget, test the new ones in-process with CliRunner" if over else ""), red=over)
+    if over:
+        for nodeid in sorted(_STARTED):
+            terminalreporter.write_line(f"  {nodeid}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):  # a pytest-xdist worker sees only its share
+        return
+    if len(_STARTED) > PROCESS_BUDGET and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -141,3 +143,67 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if len(_STARTED) > PROCESS_BUDGET and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# --- each kind of run's figures, drawn once per session (issue 29.4) ------------------------------------
+# A figure run costs about a second whatever the --dpi (text layout, not pixels), so the tests that only
+# read what a standard run wrote and printed share one run of each kind instead of drawing their own.
+# The runs go through Typer's CliRunner in a folder of their own, their --out given relative to it, as a
+# user would type it; a test never writes into a shared folder (it reads, or copies it first).
+@dataclasses.dataclass(frozen=True)
+class Drawn:
+    """One command run once with ``--out NAME``: ``out`` is the folder, ``shown`` the name the command was given."""
+
+    argv: tuple[str, ...]
+    exit_code: int
+    stdout: str
+    stderr: str
+    out: Path
+    shown: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.out.iterdir())
+
+
+def _draw_once(tmp_path_factory: pytest.TempPathFactory, name: str, argv: list[str]) -> Drawn:
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+
+    base = tmp_path_factory.mktemp(f"drawn-{name}")
+    here = Path.cwd()
+    os.chdir(base)
+    try:
+        result = CliRunner().invoke(app, [*argv, "--out", name, "--dpi", "30"])
+    finally:
+        os.chdir(here)
+    assert result.exit_code == 0, result.output
+    for p in (base / name).iterdir():
+        p.chmod(0o444)  # shared: a test that overwrote a figure would fail, not change another test's input
+    return Drawn(tuple(argv), result.exit_code, result.stdout, result.stderr, base / name, name)
+
+
+CAT_SENTENCE = "the cat sat on the mat"
+
+
+@pytest.fixture(scope="session")
+def explain_drawn(tmp_path_factory) -> Drawn:
+    """``mha explain "the cat sat on the mat" --out figs --dpi 30``: 4 heads, seven PNGs."""
+    return _draw_once(tmp_path_factory, "figs", ["explain", CAT_SENTENCE])
+
+
+@pytest.fixture(scope="session")
+def compare_drawn(tmp_path_factory) -> Drawn:
+    """``mha compare "the cat sat on the mat" --out cmp --dpi 30``: 4 heads against one, one PNG."""
+    return _draw_once(tmp_path_factory, "cmp", ["compare", CAT_SENTENCE])
+
+
+@pytest.fixture(scope="session")
+def demo_drawn(tmp_path_factory) -> Drawn:
+    """``mha demo --no-pause --sample repeated --weights designed --out lesson --dpi 30``: the lesson's figures."""
+    return _draw_once(tmp_path_factory, "lesson", ["demo", "--no-pause", "--sample", "repeated", "--weights",
+                                                   "designed"])

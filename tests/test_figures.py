@@ -832,14 +832,12 @@ def test_terminal_grid_escapes_what_the_text_could_smuggle_in():
 # ---------------------------------------------------------------------------
 
 
-def test_explain_saves_figures_and_lists_every_file(runner, tmp_path):
-    out = tmp_path / "figs"
-    result = runner.invoke(app, ["explain", CAT, "--out", str(out), "--dpi", str(FAST_DPI)])
-    assert result.exit_code == 0, result.output
-    assert sorted(os.listdir(out)) == sorted(expected_names(4))
+def test_explain_saves_figures_and_lists_every_file(explain_drawn):
+    assert explain_drawn.argv == ("explain", CAT)  # conftest: the session's one explain run with --out
+    assert explain_drawn.names() == sorted(expected_names(4))
     for name in expected_names(4):
-        assert str(out / name) in result.output
-    assert "Each head's weights" in result.output  # the terminal grid
+        assert f"{explain_drawn.shown}/{name}" in explain_drawn.output
+    assert "Each head's weights" in explain_drawn.output  # the terminal grid
 
 
 def test_explain_query_and_format(runner, tmp_path):

@@ -76,7 +76,6 @@ def starts_mha_or_python(argv: object) -> bool:
     directly or through a shell; other programs (git, chromium, pdftotext) are not what is counted."""
     import shlex
     import sys
-    from pathlib import Path
 
     words = shlex.split(argv) if isinstance(argv, str) else [str(a) for a in argv]  # type: ignore[union-attr]
     if not words:
@@ -85,6 +84,18 @@ def starts_mha_or_python(argv: object) -> bool:
     if program in ("sh", "bash", "setpriv", "env", "nice", "timeout"):
         return any(Path(w).name in ("mha", "python", "python3") or w == sys.executable for w in words[1:])
     return program == "mha" or program.startswith("python") or words[0] == sys.executable
+
+
+# A command run without --out writes its figures into ./mha-output: a test that ran one in the work tree
+# left seven 150-dpi figures there (ignored by git, so unseen) and drew them at full size.
+_WORK_TREE_OUT = Path(__file__).resolve().parent.parent / "mha-output"
+
+
+_OUT_EXISTED = pytest.StashKey[bool]()
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_OUT_EXISTED] = _WORK_TREE_OUT.exists()
 
 
 _RUNNING: list[pytest.Item] = []
@@ -127,7 +138,12 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not _STARTED or hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
+        return
+    if not config.stash.get(_OUT_EXISTED, True) and _WORK_TREE_OUT.exists():
+        terminalreporter.write_line(f"a test wrote {_WORK_TREE_OUT}: run commands that draw in tmp_path "
+                                    "(monkeypatch.chdir)", red=True)
+    if not _STARTED:
         return
     over = len(_STARTED) > PROCESS_BUDGET
     terminalreporter.write_line(
@@ -142,6 +158,8 @@ def pytest_sessionfinish(session, exitstatus):
     if hasattr(session.config, "workerinput"):  # a pytest-xdist worker sees only its share
         return
     if len(_STARTED) > PROCESS_BUDGET and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if not session.config.stash.get(_OUT_EXISTED, True) and _WORK_TREE_OUT.exists():
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

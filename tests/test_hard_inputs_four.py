@@ -137,8 +137,9 @@ def test_a_name_that_names_nothing_is_quoted_exactly_as_typed(args, quoted):
     ["explain", "the cat", "--tokenizer", " CHAR", "--dtype", "Float32 ", "--json"],
     ["explain", "--sample", " Cat", "--json"],
 ])
-def test_a_respelled_name_runs_and_reports_the_name_itself(args):
-    code, out, err = cli(*args)
+def test_a_respelled_name_runs_and_reports_the_name_itself(args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # its figures go to ./mha-output: a folder of the test's own, not the work tree
+    code, out, err = cli(*args, "--dpi", "30")  # the names, not the pixels
     assert code == 0, err
     config = json.loads(out)["config"]
     assert config["tokenizer"] in ("word", "char") and config["dtype"] in ("float64", "float32")

@@ -187,8 +187,8 @@ def test_vector_formats_are_valid_files(cat, tmp_path, fmt, request):
             assert len(data) > 5000
 
 
-def test_svg_keeps_tokens_and_cell_values_as_text(cat, tmp_path):
-    saved = notebook.save_figures(cat, tmp_path, fmt="svg")
+def test_svg_keeps_tokens_and_cell_values_as_text(cat, cat_svgs):
+    saved = cat_svgs[0]
     for path in saved[:1] + saved[-2:]:  # head-1, heads, magnifiers
         root = ET.parse(path).getroot()
         texts = {"".join(e.itertext()).strip() for e in root.iter() if e.tag.endswith("}text")}
@@ -247,7 +247,8 @@ def test_a_save_never_lays_the_figure_out_again(cat, tmp_path):
     single = _single_head(cat)
     with figures.drawing() as pen:
         built = [notebook.head_figure(cat, 0, pen=pen), notebook.heads_figure(cat, pen=pen),
-                 notebook.magnifiers_figure(cat, single, pen=pen), notebook.compare_figure(cat, single, pen=pen)]
+                 notebook.magnifiers_figure(cat, single, pen=pen), notebook.compare_figure(cat, single, pen=pen),
+                 figures.split_figure(cat)]
     for k, fig in enumerate(built):
         texts = _placement(fig)[0]
         figures.save(fig, tmp_path / f"f{k}-first.png", "png", FAST_DPI)

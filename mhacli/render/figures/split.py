@@ -129,9 +129,10 @@ def _thin_crowded_rows(fig: Any, axes: Sequence[Axes], tokens: Sequence[str]) ->
     labelled = [ax for ax in axes if len(ax.get_yticks())]
     if not labelled:
         return False
-    fig.draw_without_rendering()
+    fig.get_layout_engine().execute(fig)  # the layout alone places the panels: no draw needed to read them
     thinned = False
     for ax in labelled:
+        ax.apply_aspect()  # the box aspect, as a draw applies it
         pitch = ax.get_window_extent().height / len(tokens)  # display pixels per row
         need = LABEL_PT * ROW_GAP * fig.dpi / 72  # display pixels a label takes, with a little air
         step = max(1, math.ceil(need / pitch)) if pitch > 0 else len(tokens)

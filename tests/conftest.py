@@ -66,9 +66,10 @@ def pytest_runtest_makereport(item, call):
 # rather than shared, so CLI behaviour is tested in-process through Typer's CliRunner; a real process is
 # kept for what only a process shows (signals, exit codes of the installed script, a closed stdout, the
 # README's commands, the environment and locale). Every test that starts one is counted, and a run of the
-# whole suite that counts more than PROCESS_BUDGET fails, naming them: the budget is what this session
-# left, to be lowered as tests move in-process, never raised to let one more in.
-PROCESS_BUDGET = 220
+# whole suite that counts more than PROCESS_BUDGET fails, naming them. Counted on 2026-12-03: 189 tests
+# without PyTorch (the README's command on a newcomer's machine), and its tests add about four. The budget
+# is that and a little room, to be lowered as tests move in-process, never raised to let one more in.
+PROCESS_BUDGET = 200
 
 
 def starts_mha_or_python(argv: object) -> bool:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -57,3 +59,170 @@ def pytest_runtest_makereport(item, call):
             report.outcome = "failed"
             report.longrepr = (f"{item.nodeid} skips without PyTorch ({reason}) but has no @pytest.mark.torch: "
                                "mark it, so the PyTorch leg of .ci/run runs it")
+
+
+# --- real processes, counted against a budget (issue 29.4) ---------------------------------------------
+# A new `mha` or Python process costs ~0.35 s before it does anything, and its figures are drawn again
+# rather than shared, so CLI behaviour is tested in-process through Typer's CliRunner; a real process is
+# kept for what only a process shows (signals, exit codes of the installed script, a closed stdout, the
+# README's commands, the environment and locale). Every test that starts one is counted, and a run of the
+# whole suite that counts more than PROCESS_BUDGET fails, naming them. Counted on 2026-12-03: 189 tests
+# without PyTorch (the README's command on a newcomer's machine), and its tests add about four. The budget
+# is that and a little room, to be lowered as tests move in-process, never raised to let one more in.
+PROCESS_BUDGET = 200
+
+
+def starts_mha_or_python(argv: object) -> bool:
+    """Whether ``argv`` (as given to ``subprocess.Popen``) runs the installed ``mha`` or a Python interpreter,
+    directly or through a shell; other programs (git, chromium, pdftotext) are not what is counted."""
+    import shlex
+    import sys
+
+    words = shlex.split(argv) if isinstance(argv, str) else [str(a) for a in argv]  # type: ignore[union-attr]
+    if not words:
+        return False
+    program = Path(words[0]).name
+    if program in ("sh", "bash", "setpriv", "env", "nice", "timeout"):
+        return any(Path(w).name in ("mha", "python", "python3") or w == sys.executable for w in words[1:])
+    return program == "mha" or program.startswith("python") or words[0] == sys.executable
+
+
+# A command run without --out writes its figures into ./mha-output: a test that ran one in the work tree
+# left seven 150-dpi figures there (ignored by git, so unseen) and drew them at full size.
+_WORK_TREE_OUT = Path(__file__).resolve().parent.parent / "mha-output"
+
+
+_OUT_EXISTED = pytest.StashKey[bool]()
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_OUT_EXISTED] = _WORK_TREE_OUT.exists()
+
+
+_RUNNING: list[pytest.Item] = []
+
+
+def pytest_configure(config):
+    import subprocess
+
+    start = subprocess.Popen.__init__
+    if getattr(start, "_counted", False):
+        return
+
+    def counted(self, args, *a, **kw):
+        if _RUNNING and starts_mha_or_python(args):
+            item = _RUNNING[-1]
+            if ("starts_process", True) not in item.user_properties:
+                item.user_properties.append(("starts_process", True))
+        return start(self, args, *a, **kw)
+
+    counted._counted = True  # type: ignore[attr-defined]
+    subprocess.Popen.__init__ = counted  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _RUNNING.append(item)
+    try:
+        yield
+    finally:
+        _RUNNING.pop()
+
+
+_STARTED: set[str] = set()
+
+
+def pytest_runtest_logreport(report):
+    """Called where the reports arrive: in the one process, and in pytest-xdist's controller."""
+    if ("starts_process", True) in report.user_properties:
+        _STARTED.add(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if hasattr(config, "workerinput"):
+        return
+    if not config.stash.get(_OUT_EXISTED, True) and _WORK_TREE_OUT.exists():
+        terminalreporter.write_line(f"a test wrote {_WORK_TREE_OUT}: run commands that draw in tmp_path "
+                                    "(monkeypatch.chdir)", red=True)
+    if not _STARTED:
+        return
+    over = len(_STARTED) > PROCESS_BUDGET
+    terminalreporter.write_line(
+        f"{len(_STARTED)} tests started a real mha or Python process (budget {PROCESS_BUDGET}, tests/conftest.py)"
+        + (": over budget, test the new ones in-process with CliRunner" if over else ""), red=over)
+    if over:
+        for nodeid in sorted(_STARTED):
+            terminalreporter.write_line(f"  {nodeid}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):  # a pytest-xdist worker sees only its share
+        return
+    if len(_STARTED) > PROCESS_BUDGET and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if not session.config.stash.get(_OUT_EXISTED, True) and _WORK_TREE_OUT.exists():
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# --- each kind of run's figures, drawn once per session (issue 29.4) ------------------------------------
+# A figure run costs about a second whatever the --dpi (text layout, not pixels), so the tests that only
+# read what a standard run wrote and printed share one run of each kind instead of drawing their own.
+# The runs go through Typer's CliRunner in a folder of their own, their --out given relative to it, as a
+# user would type it; a test never writes into a shared folder (it reads, or copies it first).
+@dataclasses.dataclass(frozen=True)
+class Drawn:
+    """One command run once with ``--out NAME``: ``out`` is the folder, ``shown`` the name the command was given."""
+
+    argv: tuple[str, ...]
+    exit_code: int
+    stdout: str
+    stderr: str
+    out: Path
+    shown: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.out.iterdir())
+
+
+def _draw_once(tmp_path_factory: pytest.TempPathFactory, name: str, argv: list[str]) -> Drawn:
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+
+    base = tmp_path_factory.mktemp(f"drawn-{name}")
+    here = Path.cwd()
+    os.chdir(base)
+    try:
+        result = CliRunner().invoke(app, [*argv, "--out", name, "--dpi", "30"])
+    finally:
+        os.chdir(here)
+    assert result.exit_code == 0, result.output
+    for p in (base / name).iterdir():
+        p.chmod(0o444)  # shared: a test that overwrote a figure would fail, not change another test's input
+    return Drawn(tuple(argv), result.exit_code, result.stdout, result.stderr, base / name, name)
+
+
+CAT_SENTENCE = "the cat sat on the mat"
+
+
+@pytest.fixture(scope="session")
+def explain_drawn(tmp_path_factory) -> Drawn:
+    """``mha explain "the cat sat on the mat" --out figs --dpi 30``: 4 heads, seven PNGs."""
+    return _draw_once(tmp_path_factory, "figs", ["explain", CAT_SENTENCE])
+
+
+@pytest.fixture(scope="session")
+def compare_drawn(tmp_path_factory) -> Drawn:
+    """``mha compare "the cat sat on the mat" --out cmp --dpi 30``: 4 heads against one, one PNG."""
+    return _draw_once(tmp_path_factory, "cmp", ["compare", CAT_SENTENCE])
+
+
+@pytest.fixture(scope="session")
+def demo_drawn(tmp_path_factory) -> Drawn:
+    """``mha demo --no-pause --sample repeated --weights designed --out lesson --dpi 30``: the lesson's figures."""
+    return _draw_once(tmp_path_factory, "lesson", ["demo", "--no-pause", "--sample", "repeated", "--weights",
+                                                   "designed"])

@@ -489,22 +489,21 @@ def test_conventions_polarity_table_matches_pytorch():
     assert torch.all(weights[0][blocked] == 0)
 
 
-def test_demo_writes_nothing_unless_asked_and_figures_with_out(runner, tmp_path):
+def test_demo_writes_nothing_unless_asked_and_figures_with_out(runner, tmp_path, demo_drawn):
     result = runner.invoke(app, ["demo", "--no-pause", "--sample", "cat"])
     assert result.exit_code == 0 and list(tmp_path.iterdir()) == []
-    result = runner.invoke(app, ["demo", "--no-pause", "--sample", "repeated", "--weights", "designed",
-                                 "--out", "lesson", "--dpi", "30"])
-    assert result.exit_code == 0, result.output
-    names = sorted(p.name for p in (tmp_path / "lesson").iterdir())
+    # with --out: the session's one demo run (conftest), "--out lesson --dpi 30"
+    assert demo_drawn.argv == ("demo", "--no-pause", "--sample", "repeated", "--weights", "designed")
+    names = demo_drawn.names()
     assert names == ["head-1.png", "head-2.png", "head-3.png", "head-4.png", "heads.png", "magnifiers.png",
                      "one-vs-many.png", "split.png"]
     import struct
 
     # --dpi reaches every figure: each is at least 6 inches wide, 900 pixels at the default 150 dpi.
-    widths = {name: struct.unpack(">I", (tmp_path / "lesson" / name).read_bytes()[16:20])[0] for name in names}
+    widths = {name: struct.unpack(">I", (demo_drawn.out / name).read_bytes()[16:20])[0] for name in names}
     assert all(w < 900 for w in widths.values()), widths
-    flat = " ".join(result.output.replace("│", " ").split())
-    assert "lesson/heads.png" in flat and "Wrote:" in flat
+    flat = " ".join(demo_drawn.output.replace("│", " ").split())
+    assert f"{demo_drawn.shown}/heads.png" in flat and "Wrote:" in flat
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -162,18 +162,17 @@ def test_compare_figure_draws_both_sides_and_the_numbers():
     assert widths == pytest.approx([cmp.single.mean_entropy] + [s.mean_entropy for s in cmp.heads])
 
 
-def test_compare_prints_both_numbers_and_saves_the_figure(runner, tmp_path):
-    out = tmp_path / "o"
-    result = runner.invoke(app, ["compare", CAT, "--heads", "4", "--out", str(out), "--dpi", "40"])
-    assert result.exit_code == 0, result.output
+def test_compare_prints_both_numbers_and_saves_the_figure(compare_drawn):
+    assert compare_drawn.argv == ("compare", CAT)  # conftest: the session's one compare run with --out (4 heads)
+    output = compare_drawn.output
     trace = run(CAT, heads=4, d_model=16)
     cmp = compare(trace, _single_head(trace))
-    assert f"{cmp.mean_pairwise_js:.3f} bits" in result.output
-    assert f"{cmp.single.mean_entropy:.2f} b" in result.output
+    assert f"{cmp.mean_pairwise_js:.3f} bits" in output
+    assert f"{cmp.single.mean_entropy:.2f} b" in output
     for s in cmp.heads:
-        assert f"{s.mean_entropy:.2f} b" in result.output
-    assert os.listdir(out) == ["single-vs-multi.png"]
-    assert str(out / "single-vs-multi.png") in result.output
+        assert f"{s.mean_entropy:.2f} b" in output
+    assert compare_drawn.names() == ["single-vs-multi.png"]
+    assert f"{compare_drawn.shown}/single-vs-multi.png" in output
 
 
 def test_compare_json_holds_the_measured_numbers(runner, tmp_path):

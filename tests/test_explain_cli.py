@@ -175,8 +175,9 @@ def test_verify_against_pytorch_when_installed(tmp_path):
 
 # Every documented mistake (empty text, --heads 0 or 3 or x, a bad tokenizer, a missing file, no text, …) is one
 # row of docs/errors.md, checked by the one table-driven test in tests/test_errors.py.
-def test_punctuation_alone_is_a_text(runner):
+def test_punctuation_alone_is_a_text(runner, tmp_path, monkeypatch):
     """Punctuation tokens are tokens: fine (figures too, at the smallest dpi)."""
+    monkeypatch.chdir(tmp_path)  # the figures go to ./mha-output: the test's own folder, not the work tree
     r = runner.invoke(app, ["explain", "...", "--dpi", "30"])
     assert r.exit_code == 0, r.output
 

@@ -187,8 +187,8 @@ def test_vector_formats_are_valid_files(cat, tmp_path, fmt, request):
             assert len(data) > 5000
 
 
-def test_svg_keeps_tokens_and_cell_values_as_text(cat, tmp_path):
-    saved = notebook.save_figures(cat, tmp_path, fmt="svg")
+def test_svg_keeps_tokens_and_cell_values_as_text(cat, cat_svgs):
+    saved = cat_svgs[0]
     for path in saved[:1] + saved[-2:]:  # head-1, heads, magnifiers
         root = ET.parse(path).getroot()
         texts = {"".join(e.itertext()).strip() for e in root.iter() if e.tag.endswith("}text")}
@@ -247,7 +247,8 @@ def test_a_save_never_lays_the_figure_out_again(cat, tmp_path):
     single = _single_head(cat)
     with figures.drawing() as pen:
         built = [notebook.head_figure(cat, 0, pen=pen), notebook.heads_figure(cat, pen=pen),
-                 notebook.magnifiers_figure(cat, single, pen=pen), notebook.compare_figure(cat, single, pen=pen)]
+                 notebook.magnifiers_figure(cat, single, pen=pen), notebook.compare_figure(cat, single, pen=pen),
+                 figures.split_figure(cat)]
     for k, fig in enumerate(built):
         texts = _placement(fig)[0]
         figures.save(fig, tmp_path / f"f{k}-first.png", "png", FAST_DPI)
@@ -832,14 +833,12 @@ def test_terminal_grid_escapes_what_the_text_could_smuggle_in():
 # ---------------------------------------------------------------------------
 
 
-def test_explain_saves_figures_and_lists_every_file(runner, tmp_path):
-    out = tmp_path / "figs"
-    result = runner.invoke(app, ["explain", CAT, "--out", str(out), "--dpi", str(FAST_DPI)])
-    assert result.exit_code == 0, result.output
-    assert sorted(os.listdir(out)) == sorted(expected_names(4))
+def test_explain_saves_figures_and_lists_every_file(explain_drawn):
+    assert explain_drawn.argv == ("explain", CAT)  # conftest: the session's one explain run with --out
+    assert explain_drawn.names() == sorted(expected_names(4))
     for name in expected_names(4):
-        assert str(out / name) in result.output
-    assert "Each head's weights" in result.output  # the terminal grid
+        assert f"{explain_drawn.shown}/{name}" in explain_drawn.output
+    assert "Each head's weights" in explain_drawn.output  # the terminal grid
 
 
 def test_explain_query_and_format(runner, tmp_path):

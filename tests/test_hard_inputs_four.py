@@ -137,8 +137,9 @@ def test_a_name_that_names_nothing_is_quoted_exactly_as_typed(args, quoted):
     ["explain", "the cat", "--tokenizer", " CHAR", "--dtype", "Float32 ", "--json"],
     ["explain", "--sample", " Cat", "--json"],
 ])
-def test_a_respelled_name_runs_and_reports_the_name_itself(args):
-    code, out, err = cli(*args)
+def test_a_respelled_name_runs_and_reports_the_name_itself(args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # its figures go to ./mha-output: a folder of the test's own, not the work tree
+    code, out, err = cli(*args, "--dpi", "30")  # the names, not the pixels
     assert code == 0, err
     config = json.loads(out)["config"]
     assert config["tokenizer"] in ("word", "char") and config["dtype"] in ("float64", "float32")
@@ -182,14 +183,15 @@ def test_compare_says_what_is_wrong_with_a_head_count(value, words):
     assert code == 2 and words in err and "divisible by 0" not in err, err
 
 
-def test_a_layer_number_too_large_is_not_called_not_digits(tmp_path):
+def test_a_layer_number_too_large_is_not_called_not_digits(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     w = rng.random((2, 2, 3, 3))  # (layers, h, N, N)
     np.savez(tmp_path / "att.npz", weights=w / w.sum(-1, keepdims=True), tokens=np.array(["a", "b", "c"]),
              layer_names=np.array(["Enc.0", "Enc.1"]))
     code, _, err = cli("show", str(tmp_path / "att.npz"), "--layer", "9" * 20, "--json")
     assert code == 2 and "digits 0-9" not in err and "is not a layer" in err, err
-    code, out, err = cli("show", str(tmp_path / "att.npz"), "--layer", " enc.1 ", "--json")
+    monkeypatch.chdir(tmp_path)  # its figures go to ./mha-output: the test's own folder, not the work tree
+    code, out, err = cli("show", str(tmp_path / "att.npz"), "--layer", " enc.1 ", "--json", "--dpi", "30")
     assert code == 0 and json.loads(out)["layer"] == 2, err
 
 

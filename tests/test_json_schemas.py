@@ -1,16 +1,16 @@
 """Every ``--json`` document carries ``format_version`` and follows the JSON Schema shipped beside it.
 
-The documents are the installed ``mha``'s real output (``COMMANDS``), validated
-with jsonschema against ``mhacli/io/<kind>.schema.json`` (``scripts/json_schemas.py``
-drafts those schemas from the same commands).
+The documents are the real output of ``mha``'s commands (``COMMANDS``), run in-process
+through Typer's CliRunner (the app the installed script runs; that script's own way out is
+tested in tests/test_cli_conventions.py), validated with jsonschema against
+``mhacli/io/<kind>.schema.json`` (``scripts/json_schemas.py`` drafts those schemas from
+the same commands).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
@@ -18,8 +18,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-MHA = Path(sys.executable).with_name("mha")
-ENV = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
+ENV = {"MPLBACKEND": "Agg", "COLUMNS": "100"}
 
 # (kind, arguments): each command of every --json document, a few variants where the shape can differ.
 COMMANDS: list[tuple[str, list[str]]] = [
@@ -55,9 +54,24 @@ COMMANDS: list[tuple[str, list[str]]] = [
 ]
 
 
+def _mha(args: list[str], folder: Path) -> tuple[int, str, str]:
+    """``mha ARGS`` run in ``folder`` through the CliRunner: (exit code, stdout, stderr)."""
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+
+    here = Path.cwd()
+    os.chdir(folder)
+    try:
+        result = CliRunner().invoke(app, args, env=ENV)
+    finally:
+        os.chdir(here)
+    return result.exit_code, result.stdout, result.stderr
+
+
 def _inputs(folder: Path) -> None:
-    subprocess.run([str(MHA), "explain", "the cat sat", "--save-npz", "t.npz", "--no-plots", "--quiet"], cwd=folder,
-                   env=ENV, check=True, capture_output=True, timeout=300)
+    code, _, err = _mha(["explain", "the cat sat", "--save-npz", "t.npz", "--no-plots", "--quiet"], folder)
+    assert code == 0, err
     np.savez(folder / "att.npz", weights=np.full((2, 3, 3), 1 / 3), tokens=np.array(["a", "b", "c"]))
     w = np.random.default_rng(0).random((3, 2, 4, 4))
     np.savez(folder / "layers.npz", weights=w / w.sum(-1, keepdims=True), tokens=np.array(list("abcd")))
@@ -79,11 +93,10 @@ def _folder() -> Path:
 
 @lru_cache(maxsize=None)
 def _document(args: tuple[str, ...]) -> Any:
-    """The real document of one command: each test runs only its own, so the workers share the commands out."""
-    proc = subprocess.run([str(MHA), *args], cwd=_folder(), env=ENV, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=600)
-    assert proc.returncode == 0, (args, proc.stderr)
-    return json.loads(proc.stdout)
+    """The document of one command: each test runs only its own, so the workers share the commands out."""
+    code, out, err = _mha(list(args), _folder())
+    assert code == 0, (args, err)
+    return json.loads(out)
 
 
 def real_documents() -> Iterator[tuple[str, Any]]:

@@ -113,17 +113,19 @@ def test_a_link_planted_in_out_is_refused_in_every_command(runner, tmp_path, mon
     assert (tmp_path / "victim.txt").read_text() == "precious"
 
 
-def test_the_planned_figure_names_are_exactly_the_files_written(runner, tmp_path, monkeypatch):
+def test_the_planned_figure_names_are_exactly_the_files_written(runner, tmp_path, monkeypatch, explain_drawn,
+                                                               compare_drawn):
     from mhacli.io.outputs import figure_names
 
     monkeypatch.chdir(tmp_path)
-    for fmt in ("png", "svg"):  # names, not pixels: the smallest --dpi
-        result = runner.invoke(app, ["explain", CAT, "--heads", "2", "--out", fmt, "--format", fmt, "--quiet",
-                                     "--dpi", "30"])
-        assert result.exit_code == 0, result.output
-        assert _files(tmp_path / fmt) == set(figure_names(2, fmt))
-    result = runner.invoke(app, ["compare", CAT, "--out", "c", "--quiet", "--dpi", "30"])
-    assert result.exit_code == 0 and _files(tmp_path / "c") == set(figure_names(4, compare=True))
+    # png: the session's explain and compare runs (conftest), 4 heads; svg here, with 2
+    assert explain_drawn.argv == ("explain", CAT) and compare_drawn.argv == ("compare", CAT)
+    assert _files(explain_drawn.out) == set(figure_names(4, "png"))
+    assert _files(compare_drawn.out) == set(figure_names(4, compare=True))
+    result = runner.invoke(app, ["explain", CAT, "--heads", "2", "--out", "svg", "--format", "svg", "--quiet",
+                                 "--dpi", "30"])  # names, not pixels: the smallest --dpi
+    assert result.exit_code == 0, result.output
+    assert _files(tmp_path / "svg") == set(figure_names(2, "svg"))
 
 
 def test_a_file_inside_an_out_folder_yet_to_be_made_is_fine(runner, tmp_path, monkeypatch):

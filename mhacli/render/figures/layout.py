@@ -368,7 +368,7 @@ def settle(fig: Figure) -> Figure:
     engine = fig.get_layout_engine()
     if engine is not None:
         engine.execute(fig)
-    fig.set_layout_engine("none")
+    fig.set_layout_engine(None)
     return fig
 
 

@@ -69,7 +69,7 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
     from matplotlib.patches import Patch
 
     from mhacli.render.figures.inline import new_figure
-    from mhacli.render.figures.layout import sup_index
+    from mhacli.render.figures.layout import settle, sup_index
 
     h, d, dk, n = trace.num_heads, trace.d_model, trace.d_k, trace.n_tokens
     toks = list(trace.tokens)
@@ -113,23 +113,30 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
         handles.append(Patch(facecolor="none", edgecolor="none", label=more))
     merge.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=11, frameon=False,
                  labelcolor=[theme.head_text_color(i) for i in range(shown)] + ([theme.LABEL_COLOR] if more else []))
-    _thin_crowded_rows(fig, [top[0], top[4], bottom[0], bottom[2]], toks)
+    if _thin_crowded_rows(fig, [top[0], top[4], bottom[0], bottom[2]], toks):
+        return settle(fig)  # fewer labels: laid out once more, and kept
+    fig.set_layout_engine(None)  # the layout pass that measured the rows placed everything: kept, no save redoes it
     return fig
 
 
-def _thin_crowded_rows(fig: Any, axes: Sequence[Axes], tokens: Sequence[str]) -> None:
+def _thin_crowded_rows(fig: Any, axes: Sequence[Axes], tokens: Sequence[str]) -> bool:
     """Label every k-th row where matplotlib's layout left a row less height than its label needs.
 
-    The panels' heights come from the constrained layout, so they are read from a layout pass, not guessed."""
+    The panels' heights come from the constrained layout, so they are read from a layout pass, not guessed.
+    Returns whether any panel's labels were thinned."""
     import math
 
     labelled = [ax for ax in axes if len(ax.get_yticks())]
     if not labelled:
-        return
-    fig.draw_without_rendering()
+        return False
+    fig.get_layout_engine().execute(fig)  # the layout alone places the panels: no draw needed to read them
+    thinned = False
     for ax in labelled:
+        ax.apply_aspect()  # the box aspect, as a draw applies it
         pitch = ax.get_window_extent().height / len(tokens)  # display pixels per row
         need = LABEL_PT * ROW_GAP * fig.dpi / 72  # display pixels a label takes, with a little air
         step = max(1, math.ceil(need / pitch)) if pitch > 0 else len(tokens)
         if step > 1:
             ax.set_yticks(range(0, len(tokens), step), list(tokens)[::step], fontsize=LABEL_PT)
+            thinned = True
+    return thinned

@@ -57,3 +57,20 @@ def pytest_runtest_makereport(item, call):
             report.outcome = "failed"
             report.longrepr = (f"{item.nodeid} skips without PyTorch ({reason}) but has no @pytest.mark.torch: "
                                "mark it, so the PyTorch leg of .ci/run runs it")
+
+
+# ------------------------------------------------------------------ retrained shipped models (helper "heads")
+# The tests that retrain a shipped model with its documented command (test_grammar, test_trained_shipped,
+# test_trained_alone) each took a full training run; a TrainConfig is frozen and hashable and a TrainResult
+# read-only, so one run per config per session serves them all, and every test still compares that run's
+# arrays with the shipped file's.
+
+
+@pytest.fixture(scope="session")
+def retrained():
+    """``retrained(config)``: :func:`mhacli.core.train.train`'s result for ``config``, trained once per session."""
+    from functools import cache
+
+    from mhacli.core.train import train
+
+    return cache(train)

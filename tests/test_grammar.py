@@ -128,7 +128,7 @@ def test_heads_are_named_from_the_true_keys_and_near_uniform_heads_are_not() -> 
     assert labels[2][0] == NO_RELATION and labels[2][1] < 0.5
 
 
-def test_the_shipped_grammar_model_is_the_documented_command_s_result() -> None:
+def test_the_shipped_grammar_model_is_the_documented_command_s_result(retrained) -> None:
     from mhacli.io.trained import load_trained
     from mhacli.io.weights import shipped_model_path
 
@@ -137,7 +137,7 @@ def test_the_shipped_grammar_model_is_the_documented_command_s_result() -> None:
     shipped, metrics = load_trained(path)
     config = TrainConfig.for_task("grammar", seed=1)  # docs/training.md: mha train --task grammar --seed 1
     assert shipped.config == config
-    result = train(config)
+    result = retrained(config)
     again = result.model
     assert all(a >= 0.95 for a in metrics["relation_accuracy"].values()), metrics
     if metrics.get("blas") == blas_kernel():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -277,14 +278,18 @@ def _grammar_batch(heads: int = 2):
     return task, params, ids, targets, task.scored(keys)
 
 
-@pytest.mark.parametrize("scored_loss, sparsity", [(True, 0.0), (False, 0.05), (True, 0.05)])
-def test_the_scored_loss_and_the_head_sparsity_penalty_match_finite_differences(scored_loss: bool,
-                                                                                 sparsity: float) -> None:
-    """The loss over the asked answers only, and the group-lasso penalty on R_t W_o^i, have exact gradients."""
+@pytest.mark.parametrize("scored_loss, sparsity, dropped", [(True, 0.0, False), (False, 0.05, False),
+                                                             (True, 0.05, False), (False, 0.0, True)])
+def test_the_scored_loss_the_head_sparsity_penalty_and_head_dropout_match_finite_differences(
+        scored_loss: bool, sparsity: float, dropped: bool) -> None:
+    """The loss over the asked answers only, the group-lasso penalty on R_t W_o^i and a dropped head's zero
+    output have exact gradients."""
     task, params, ids, targets, scored = _grammar_batch()
     asked = scored if scored_loss else None
-    loss = lambda: loss_and_grads(params, ids, targets, 2, False, task.pad, True, asked, sparsity)[0]  # noqa: E731
-    _, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad, True, asked, sparsity)
+    kept = np.array([[1.0, 0.0], [1.0, 1.0]]) if dropped else None  # head 2 off in the first sentence
+    loss = lambda: loss_and_grads(params, ids, targets, 2, False, task.pad, True, asked, sparsity,  # noqa: E731
+                                  kept)[0]
+    _, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad, True, asked, sparsity, kept)
     eps = 1e-6
     for name in ("W_q", "W_v", "W_o", "embedding", "readout"):
         value = params[name]
@@ -358,3 +363,19 @@ def test_the_scored_loss_and_penalty_match_torch_autograd() -> None:
     assert math.isclose(loss, torch_loss.item(), rel_tol=1e-12)
     for name in ("embedding", "W_q", "W_k", "W_v", "W_o", "readout"):
         np.testing.assert_allclose(grads[name], t[name].grad.numpy(), atol=1e-12, rtol=1e-9, err_msg=name)
+
+
+def test_head_dropout_switches_one_head_off_in_the_share_asked_and_is_the_knockout_s_zero() -> None:
+    from mhacli.core.knockout import logits_without
+    from mhacli.core.train import dropped_heads
+
+    config = TrainConfig.for_task("grammar", batch=4000, head_dropout=0.25)
+    kept = dropped_heads(np.random.default_rng(0), config)  # (B, h)
+    off = (kept == 0).sum(axis=1)  # (B,)
+    assert set(np.unique(off)) == {0, 1} and abs(off.mean() - 0.25) < 0.03
+    assert np.allclose(np.bincount(kept.argmin(axis=1)[off == 1], minlength=4) / (off == 1).sum(), 0.25, atol=0.04)
+    assert (dropped_heads(np.random.default_rng(0), replace(config, head_dropout=0.0)) == 1).all()
+    task, params, ids, _, _ = _grammar_batch()
+    cache = train_forward(params, ids, 2, False, task.pad, True)
+    off_1 = train_forward(params, ids, 2, False, task.pad, True, kept=np.array([[0.0, 1.0], [0.0, 1.0]]))
+    np.testing.assert_allclose(off_1["logits"], logits_without(params, cache["heads"], 0), rtol=0, atol=1e-12)

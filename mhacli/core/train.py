@@ -85,6 +85,9 @@ class TrainConfig:
     scored_loss: bool = False
     # λ of the group-lasso penalty λ Σ_t Σ_i ||R_t W_o^i||_F (head_sparsity): each readout reads few heads.
     head_sparsity: float = 0.0
+    # The share of training sequences in which one head, drawn at random, is switched off (its output zeroed
+    # before W_o, as the knockout does): a readout then cannot lean on every head at once.
+    head_dropout: float = 0.0
     held_out: int = 500  # fresh sequences for the held-out accuracy
     snapshots: int = 5  # moments of training kept for the heads figure (start … end)
 
@@ -135,6 +138,10 @@ class TrainConfig:
                 or not 0 <= sparsity <= 1):
             raise UsageError(f"{{head_sparsity:name}} must be a number from 0 to 1 (0.001 to 0.01 works), got "
                              f"{sparsity!r}.", head_sparsity=sparsity)
+        dropout = self.head_dropout
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
+            raise UsageError(f"{{head_dropout:name}} must be a share from 0 to 1, got {dropout!r}.",
+                             head_dropout=dropout)
         if self.schedule not in SCHEDULES:
             raise UsageError(f"{{schedule:name}} must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}.",
                              schedule=self.schedule)
@@ -216,21 +223,25 @@ def value_inputs(params: Params, ids: Array, x: Array, word_values: bool) -> Arr
 
 
 def forward(params: Params, ids: Array, heads: int, causal: bool, pad: int | None = None,
-            word_values: bool = False, logits: bool = True) -> dict[str, Array]:
+            word_values: bool = False, logits: bool = True, kept: Array | None = None) -> dict[str, Array]:
     """The model on a batch of id sequences; every intermediate by name (the backward pass needs them).
 
     ``logits=False`` stops at O: a loss over the asked positions only reads them out itself
-    (:func:`scored_readout`)."""
+    (:func:`scored_readout`).  ``kept`` (B, h): 1 for a head that speaks in that sequence, 0 for one dropped
+    (head dropout in training; None: every head)."""
     x = embed_ids(params["embedding"], params["positions"], ids)  # (B, N, d)
     x_v = value_inputs(params, ids, x, word_values)  # (B, N, d): X, or E[ids] alone
     q = split_heads(project(x, params["W_q"]), heads)  # (B, N, d) -> (B, h, N, d/h)
     k = split_heads(project(x, params["W_k"]), heads)  # (B, N, d) -> (B, h, N, d/h)
     v = split_heads(project(x_v, params["W_v"]), heads)  # (B, N, d) -> (B, h, N, d/h)
     _, weights, heads_out = attend(q, k, v, key_mask(ids, causal, pad))  # (B, h, N, N), (B, h, N, d/h)
-    concat = merge_heads(heads_out)  # (B, h, N, d/h) -> (B, N, d)
+    spoken = heads_out if kept is None else heads_out * kept[:, :, None, None]  # (B, h, N, d/h)
+    concat = merge_heads(spoken)  # (B, h, N, d/h) -> (B, N, d)
     out = project(concat, params["W_o"])  # (B, N, d)
     cache = {"x": x, "x_v": x_v, "q": q, "k": k, "v": v, "weights": weights, "heads": heads_out, "concat": concat,
              "out": out}
+    if kept is not None:
+        cache["kept"] = kept  # (B, h)
     if logits:
         cache["logits"] = readout(out, params["readout"])  # (B, N, T, V)
     return cache
@@ -395,6 +406,8 @@ def layer_backward(params: Params, cache: dict[str, Array], ids: Array, d_out: A
     """The attention layer's gradients from O's: W_o down to the embedding, in reverse order."""
     d_concat, d_w_o = output_projection_backward(d_out, cache["concat"], params["W_o"])  # (B, N, d), (d, d)
     d_heads = merge_heads_backward(d_concat, heads)  # (B, h, N, d/h)
+    if "kept" in cache:  # a dropped head passed nothing on, so nothing comes back to it
+        d_heads = d_heads * cache["kept"][:, :, None, None]  # (B, h, N, d/h)
     d_weights, d_v = weigh_values_backward(d_heads, cache["weights"], cache["v"])  # (B, h, N, N), (B, h, N, d/h)
     d_scores = softmax_backward(d_weights, cache["weights"])  # (B, h, N, N)
     d_q, d_k = attention_scores_backward(d_scores, cache["q"], cache["k"])  # 2 × (B, h, N, d/h)
@@ -434,18 +447,19 @@ def head_sparsity(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[
 
 def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int, causal: bool, pad: int | None = None,
                    word_values: bool = False, scored: Array | None = None,
-                   sparsity: float = 0.0) -> tuple[float, Params, Array]:
+                   sparsity: float = 0.0, kept: Array | None = None) -> tuple[float, Params, Array]:
     """One forward and backward pass: the loss, every gradient, and which predictions were right.
 
     ``scored`` (T, B, N): the loss is over those answers only (None: every position and target);
-    ``sparsity``: the strength λ of :func:`head_sparsity`, added to the loss (0: none).
+    ``sparsity``: the strength λ of :func:`head_sparsity`, added to the loss (0: none); ``kept`` (B, h): which
+    heads speak in each sequence (:func:`dropped_heads`; None: all).
     """
     if scored is None:
-        cache = forward(params, ids, heads, causal, pad, word_values)
+        cache = forward(params, ids, heads, causal, pad, word_values, kept=kept)
         loss, d_logits, correct = cross_entropy(cache["logits"], targets)
         grads = backward(params, cache, ids, d_logits, heads, word_values)
     else:
-        cache = forward(params, ids, heads, causal, pad, word_values, logits=False)
+        cache = forward(params, ids, heads, causal, pad, word_values, logits=False, kept=kept)
         logits = scored_readout(cache["out"], params["readout"], scored)  # T × (M_t, V)
         loss, d_scored, correct = scored_cross_entropy(logits, targets, scored)
         d_out, d_readout = scored_readout_backward(d_scored, cache["out"], params["readout"], scored)
@@ -709,6 +723,14 @@ def snapshot_steps(steps: int, moments: int) -> tuple[int, ...]:
     return tuple(sorted({int(round(s)) for s in raw} | {0, steps}))
 
 
+def dropped_heads(rng: np.random.Generator, config: TrainConfig) -> Array:
+    """(B, h) 1 = the head speaks: in a share ``head_dropout`` of the sequences one head drawn at random is 0."""
+    kept = np.ones((config.batch, config.heads))  # (B, h)
+    hit = rng.random(config.batch) < config.head_dropout  # (B,)
+    kept[np.nonzero(hit)[0], rng.integers(0, config.heads, size=int(hit.sum()))] = 0.0
+    return kept
+
+
 def learning_rate(config: TrainConfig, step: int) -> float:
     """The step size at ``step`` (1 … steps): lr throughout, or lr·½(1 + cos(π·(step − 1)/steps)) down to near 0."""
     if config.schedule == "cosine":
@@ -761,9 +783,10 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
             ids, targets, keys = task.sample(rng, config.batch, config.length)  # (B, N), (T, B, N), (T, B, N)
             adam.lr = learning_rate(config, step)
             asked = task.scored(keys)  # (T, B, N)
+            kept = dropped_heads(rng, config) if config.head_dropout else None  # (B, h)
             loss, grads, correct = loss_and_grads(params, ids, targets, config.heads, config.causal, task.pad,
                                                   config.word_values, asked if config.scored_loss else None,
-                                                  config.head_sparsity)
+                                                  config.head_sparsity, kept)
             adam.step(params, grads, names)
             history_loss[step - 1] = loss
             history_accuracy[step - 1] = acc = _accuracy(correct, asked)

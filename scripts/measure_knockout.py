@@ -1,6 +1,7 @@
 """Measure issue 28's knockout target beside the others, per seed: train, card, knockout, one JSON line a run.
 
-    python scripts/measure_knockout.py --seeds 0-4 [--heads 4] [--scored-loss 1] [--head-sparsity 0.01] [--head-dropout 0.5] ...
+    python scripts/measure_knockout.py --seeds 0-4 [--scored-loss 1] [--head-sparsity 0.01] [--head-dropout 0.5]
+        [--head-concentration 0.01] ...
 
 For each run: held-out accuracy per relation, the card's names, the knockout cost (points, head × row) and,
 per named head, its own row's cost and the worst other row's (``mhacli.core.knockout.clean``).  Not a test
@@ -37,10 +38,12 @@ def main() -> None:
     parser.add_argument("--scored-loss", type=int, default=None)
     parser.add_argument("--head-sparsity", type=float, default=None)
     parser.add_argument("--head-dropout", type=float, default=None)
+    parser.add_argument("--head-concentration", type=float, default=None)
     args = parser.parse_args()
     options = {"steps": args.steps, "lr": args.lr, "schedule": args.schedule,
                "scored_loss": None if args.scored_loss is None else bool(args.scored_loss),
-               "head_sparsity": args.head_sparsity, "head_dropout": args.head_dropout}
+               "head_sparsity": args.head_sparsity, "head_dropout": args.head_dropout,
+               "head_concentration": args.head_concentration}
     for seed in seeds_of(args.seeds):
         config = TrainConfig.for_task("grammar", heads=args.heads, seed=seed, **options)
         result = carded(train(config))

@@ -278,18 +278,20 @@ def _grammar_batch(heads: int = 2):
     return task, params, ids, targets, task.scored(keys)
 
 
-@pytest.mark.parametrize("scored_loss, sparsity, dropped", [(True, 0.0, False), (False, 0.05, False),
-                                                             (True, 0.05, False), (False, 0.0, True)])
-def test_the_scored_loss_the_head_sparsity_penalty_and_head_dropout_match_finite_differences(
-        scored_loss: bool, sparsity: float, dropped: bool) -> None:
-    """The loss over the asked answers only, the group-lasso penalty on R_t W_o^i and a dropped head's zero
-    output have exact gradients."""
+@pytest.mark.parametrize("scored_loss, sparsity, dropped, concentration", [
+    (True, 0.0, False, 0.0), (False, 0.05, False, 0.0), (True, 0.05, False, 0.0), (False, 0.0, True, 0.0),
+    (False, 0.0, False, 0.3), (True, 0.0, False, 0.3)])
+def test_the_training_levers_match_finite_differences(scored_loss: bool, sparsity: float, dropped: bool,
+                                                       concentration: float) -> None:
+    """The loss over the asked answers only, the group-lasso penalty on R_t W_o^i, a dropped head's zero
+    output and the concentration penalty ‖n‖₁/‖n‖₂ have exact gradients."""
     task, params, ids, targets, scored = _grammar_batch()
     asked = scored if scored_loss else None
     kept = np.array([[1.0, 0.0], [1.0, 1.0]]) if dropped else None  # head 2 off in the first sentence
     loss = lambda: loss_and_grads(params, ids, targets, 2, False, task.pad, True, asked, sparsity,  # noqa: E731
-                                  kept)[0]
-    _, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad, True, asked, sparsity, kept)
+                                  kept, concentration)[0]
+    _, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad, True, asked, sparsity, kept,
+                                 concentration)
     eps = 1e-6
     for name in ("W_q", "W_v", "W_o", "embedding", "readout"):
         value = params[name]
@@ -379,3 +381,17 @@ def test_head_dropout_switches_one_head_off_in_the_share_asked_and_is_the_knocko
     cache = train_forward(params, ids, 2, False, task.pad, True)
     off_1 = train_forward(params, ids, 2, False, task.pad, True, kept=np.array([[0.0, 1.0], [0.0, 1.0]]))
     np.testing.assert_allclose(off_1["logits"], logits_without(params, cache["heads"], 0), rtol=0, atol=1e-12)
+
+
+def test_the_concentration_penalty_is_one_per_readout_that_reads_one_head_and_root_h_for_even_reading() -> None:
+    from mhacli.core.train import head_concentration
+
+    _, params, _, _, _ = _grammar_batch(heads=2)
+    w_r, w_o = params["readout"], params["W_o"]
+    n = np.array([[np.linalg.norm(w_r[t] @ w_o[:, 2 * i:2 * i + 2]) for i in range(2)] for t in range(4)])
+    penalty, _, _ = head_concentration(w_r, w_o, 2, 0.5)
+    assert math.isclose(penalty, 0.5 * float((n.sum(1) / np.sqrt((n * n).sum(1))).sum()), rel_tol=1e-12)
+    one = np.array(w_o)
+    one[:, 2:] = 0.0  # every readout reads head 1 only
+    assert math.isclose(head_concentration(w_r, one, 2, 0.5)[0], 0.5 * 4, rel_tol=1e-12)
+    assert math.isclose(head_concentration(3.0 * w_r, w_o, 2, 0.5)[0], penalty, rel_tol=1e-12)  # any size

@@ -88,6 +88,8 @@ class TrainConfig:
     # The share of training sequences in which one head, drawn at random, is switched off (its output zeroed
     # before W_o, as the knockout does): a readout then cannot lean on every head at once.
     head_dropout: float = 0.0
+    # λ of λ Σ_t ‖n_t‖₁/‖n_t‖₂, n_ti = ||R_t W_o^i||_F (head_concentration): few heads per readout, any size.
+    head_concentration: float = 0.0
     held_out: int = 500  # fresh sequences for the held-out accuracy
     snapshots: int = 5  # moments of training kept for the heads figure (start … end)
 
@@ -133,11 +135,12 @@ class TrainConfig:
         if not isinstance(self.scored_loss, bool):
             raise UsageError(f"{{scored_loss:name}} must be true or false, got {self.scored_loss!r}.",
                              scored_loss=self.scored_loss)
-        sparsity = self.head_sparsity
-        if (isinstance(sparsity, bool) or not isinstance(sparsity, (int, float)) or not math.isfinite(sparsity)
-                or not 0 <= sparsity <= 1):
-            raise UsageError(f"{{head_sparsity:name}} must be a number from 0 to 1 (0.001 to 0.01 works), got "
-                             f"{sparsity!r}.", head_sparsity=sparsity)
+        for name in ("head_sparsity", "head_concentration"):
+            value = getattr(self, name)
+            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                    or not 0 <= value <= 1):
+                raise UsageError(f"{{{name}:name}} must be a number from 0 to 1 (0.001 to 0.01 works), got "
+                                 f"{value!r}.", **{name: value})
         dropout = self.head_dropout
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
             raise UsageError(f"{{head_dropout:name}} must be a share from 0 to 1, got {dropout!r}.",
@@ -445,14 +448,35 @@ def head_sparsity(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[
     return strength * float(norm.sum()), d_w_r, d_w_o
 
 
+def head_concentration(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[float, Array, Array]:
+    """The penalty λ Σ_t ‖n_t‖₁ / ‖n_t‖₂ over n_ti = ||R_t W_o^i||_F, and its gradients for R and W_o.
+
+    ‖n‖₁/‖n‖₂ is 1 when readout t reads one head and √h when it reads all alike, whatever the readout's size:
+    unlike the group lasso it asks a readout to read few heads without asking its logits to be small.
+    """
+    d = w_o.shape[0]
+    p = head_readouts(w_r, w_o, heads)  # (T, h, V, d/h)
+    norm = np.sqrt((p * p).sum(axis=(-2, -1)))  # (T, h): n_ti
+    l1 = norm.sum(axis=1, keepdims=True)  # (T, 1)
+    l2 = np.sqrt((norm * norm).sum(axis=1, keepdims=True))  # (T, 1)
+    d_norm = strength * (1.0 / l2 - l1 * norm / l2 ** 3)  # (T, h): ∂(λ l1/l2)/∂n_ti
+    g = (d_norm / np.maximum(norm, 1e-12))[:, :, None, None] * p  # (T, h, V, d/h): through n_ti = ||P_ti||
+    w_o_i = w_o.reshape(d, heads, d // heads).transpose(1, 0, 2)  # (h, d, d/h)
+    d_w_r = np.einsum("thvk,hdk->tvd", g, w_o_i)  # (T, V, d)
+    d_w_o = np.einsum("tvd,thvk->hdk", w_r, g).transpose(1, 0, 2).reshape(d, d)  # (h, d, d/h) -> (d, d)
+    return strength * float((l1 / l2).sum()), d_w_r, d_w_o
+
+
 def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int, causal: bool, pad: int | None = None,
                    word_values: bool = False, scored: Array | None = None,
-                   sparsity: float = 0.0, kept: Array | None = None) -> tuple[float, Params, Array]:
+                   sparsity: float = 0.0, kept: Array | None = None,
+                   concentration: float = 0.0) -> tuple[float, Params, Array]:
     """One forward and backward pass: the loss, every gradient, and which predictions were right.
 
     ``scored`` (T, B, N): the loss is over those answers only (None: every position and target);
     ``sparsity``: the strength λ of :func:`head_sparsity`, added to the loss (0: none); ``kept`` (B, h): which
-    heads speak in each sequence (:func:`dropped_heads`; None: all).
+    heads speak in each sequence (:func:`dropped_heads`; None: all); ``concentration``: λ of
+    :func:`head_concentration` (0: none).
     """
     if scored is None:
         cache = forward(params, ids, heads, causal, pad, word_values, kept=kept)
@@ -466,6 +490,11 @@ def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int, causa
         grads = {**layer_backward(params, cache, ids, d_out, heads, word_values), "readout": d_readout}
     if sparsity:
         penalty, d_w_r, d_w_o = head_sparsity(params["readout"], params["W_o"], heads, sparsity)
+        loss += penalty
+        grads["readout"] = grads["readout"] + d_w_r
+        grads["W_o"] = grads["W_o"] + d_w_o
+    if concentration:
+        penalty, d_w_r, d_w_o = head_concentration(params["readout"], params["W_o"], heads, concentration)
         loss += penalty
         grads["readout"] = grads["readout"] + d_w_r
         grads["W_o"] = grads["W_o"] + d_w_o
@@ -786,7 +815,7 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
             kept = dropped_heads(rng, config) if config.head_dropout else None  # (B, h)
             loss, grads, correct = loss_and_grads(params, ids, targets, config.heads, config.causal, task.pad,
                                                   config.word_values, asked if config.scored_loss else None,
-                                                  config.head_sparsity, kept)
+                                                  config.head_sparsity, kept, config.head_concentration)
             adam.step(params, grads, names)
             history_loss[step - 1] = loss
             history_accuracy[step - 1] = acc = _accuracy(correct, asked)

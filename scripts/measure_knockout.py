@@ -54,6 +54,7 @@ def main() -> None:
         if model.card is not None and args.heads > 1:
             knock = knockout(model)
             line["names"] = [model.card.title(i) for i in range(args.heads)]
+            line["card"] = np.round(100 * model.card.rate, 1).tolist()  # (R, h) hit rates, %
             line["rows"] = list(knock.rows)
             line["cost"] = np.round(knock.cost, 1).tolist()
             line["clean"] = [{"head": c.head + 1, "row": c.row, "own": round(c.own, 1), "other": c.other,

@@ -733,9 +733,15 @@ class HeldOut:
 
 def _evaluate(params: Params, held: HeldOut,
               config: TrainConfig) -> tuple[float, float, tuple[float, ...], Array]:
-    """On the held-out set: the loss, the accuracy over every scored answer, each relation's, and the weights."""
+    """On the held-out set: the loss, the accuracy over every scored answer, each relation's, and the weights.
+
+    The loss is the one training lowers: over the asked answers only when it trains on those (the readouts'
+    words where nothing is asked were never trained, so a loss there would measure nothing learned)."""
     cache = forward(params, held.ids, config.heads, config.causal, get_task(config.task).pad, config.word_values)
     loss, _, correct = cross_entropy(cache["logits"], held.targets)
+    if config.scored_loss:
+        asked = [cache["logits"][..., t, :][held.scored[t]] for t in range(held.scored.shape[0])]  # T × (M_t, V)
+        loss = scored_cross_entropy(asked, held.targets, held.scored)[0]
     per = np.moveaxis(correct, -1, 0)  # (B, N, T) -> (T, B, N)
     accuracy = tuple(float(per[t][held.scored[t]].mean()) for t in range(per.shape[0]))
     return loss, _accuracy(correct, held.scored), accuracy, cache["weights"]

@@ -395,3 +395,5 @@ def test_the_concentration_penalty_is_one_per_readout_that_reads_one_head_and_ro
     one[:, 2:] = 0.0  # every readout reads head 1 only
     assert math.isclose(head_concentration(w_r, one, 2, 0.5)[0], 0.5 * 4, rel_tol=1e-12)
     assert math.isclose(head_concentration(3.0 * w_r, w_o, 2, 0.5)[0], penalty, rel_tol=1e-12)  # any size
+    alone, d_w_r, d_w_o = head_concentration(w_r, w_o, 1, 0.5)  # one head reads one head: nothing to push
+    assert alone == 0.5 * 4 and not d_w_r.any() and not d_w_o.any()

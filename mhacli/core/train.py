@@ -279,7 +279,10 @@ def cross_entropy(logits: Array, targets: Array) -> tuple[float, Array, Array]:
 
 def scored_readout(out: Array, w_r: Array, scored: Array) -> list[Array]:
     """logits_t = O R_tᵀ only at the positions where target t is asked: one (M_t, V) array per target."""
-    return [out[scored[t]] @ w_r[t].T for t in range(w_r.shape[0])]  # (M_t, d) @ (d, V) -> (M_t, V)
+    flat = out.reshape(-1, out.shape[-1])  # (B, N, d) -> (B·N, d)
+    # np.take with the asked rows' numbers: a boolean mask as an index is several times slower here.
+    return [np.take(flat, np.flatnonzero(scored[t]), axis=0) @ w_r[t].T  # (M_t, d) @ (d, V) -> (M_t, V)
+            for t in range(w_r.shape[0])]
 
 
 def scored_cross_entropy(logits: list[Array], targets: Array,
@@ -287,14 +290,15 @@ def scored_cross_entropy(logits: list[Array], targets: Array,
     """Mean cross-entropy over the asked answers only (``scored`` (T, B, N)); its gradient per target; which
     were right, as (B, N, T) (False where nothing was asked)."""
     count = max(int(scored.sum()), 1)
+    # One softmax over every target's rows at once (each row is its own softmax, so the numbers are the same
+    # as target by target), then cut back per target.
+    labels = np.concatenate([targets[t][scored[t]] for t in range(len(logits))])  # (M,)
+    loss, d_all, right = softmax_cross_entropy(np.concatenate(logits), labels, count)  # (M, V), (M,)
+    cuts = np.cumsum([len(logits_t) for logits_t in logits])[:-1]  # where each target's rows end
     correct = np.zeros(scored.shape[1:] + scored.shape[:1], dtype=bool)  # (B, N, T)
-    loss, d_logits = 0.0, []
-    for t, logits_t in enumerate(logits):
-        part, d_t, right = softmax_cross_entropy(logits_t, targets[t][scored[t]], count)  # (M_t, V), (M_t,)
-        loss += part
-        d_logits.append(d_t)
-        correct[..., t][scored[t]] = right
-    return loss, d_logits, correct
+    for t, right_t in enumerate(np.split(right, cuts)):
+        correct[..., t][scored[t]] = right_t
+    return loss, np.split(d_all, cuts), correct
 
 
 # ----------------------------------------------------------------------------- backward, in reverse order
@@ -312,12 +316,14 @@ def readout_backward(d_logits: Array, out: Array, w_r: Array) -> tuple[Array, Ar
 def scored_readout_backward(d_logits: list[Array], out: Array, w_r: Array,
                             scored: Array) -> tuple[Array, Array]:
     """Gradients through logits_t = O R_tᵀ at the asked positions: for O (zero where nothing is asked) and R."""
-    d_out = np.zeros_like(out)  # (B, N, d)
+    flat = out.reshape(-1, out.shape[-1])  # (B, N, d) -> (B·N, d)
+    d_flat = np.zeros_like(flat)  # (B·N, d)
     d_w_r = np.empty_like(w_r)  # (T, V, d)
     for t, d_t in enumerate(d_logits):
-        d_out[scored[t]] += d_t @ w_r[t]  # (M_t, V) @ (V, d) -> (M_t, d); each position once per target
-        d_w_r[t] = d_t.T @ out[scored[t]]  # (V, M_t) @ (M_t, d) -> (V, d)
-    return d_out, d_w_r
+        rows = np.flatnonzero(scored[t])  # (M_t,): each asked position once per target
+        d_flat[rows] += d_t @ w_r[t]  # (M_t, V) @ (V, d) -> (M_t, d)
+        d_w_r[t] = d_t.T @ np.take(flat, rows, axis=0)  # (V, M_t) @ (M_t, d) -> (V, d)
+    return d_flat.reshape(out.shape), d_w_r  # (B·N, d) -> (B, N, d)
 
 
 def project_backward(d_y: Array, x: Array, w: Array) -> tuple[Array, Array]:

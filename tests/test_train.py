@@ -340,10 +340,13 @@ def test_the_head_sparsity_penalty_is_the_sum_of_each_readout_s_norm_on_each_hea
 
 
 @pytest.mark.torch
-def test_the_scored_loss_and_penalty_match_torch_autograd() -> None:
+@pytest.mark.parametrize("penalty", ["sparsity", "concentration"])
+def test_the_scored_loss_and_penalty_match_torch_autograd(penalty: str) -> None:
     torch = pytest.importorskip("torch", reason="torch is not installed: the autograd comparison needs it")
     task, params, ids, targets, scored = _grammar_batch(heads=2)
-    loss, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad, True, scored, 0.05)
+    sparsity, concentration = (0.05, 0.0) if penalty == "sparsity" else (0.0, 0.05)
+    loss, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad, True, scored, sparsity, None,
+                                    concentration)
     t = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in params.items()}
     x = t["embedding"][torch.as_tensor(ids)] + t["positions"]
     xv = t["embedding"][torch.as_tensor(ids)]
@@ -359,8 +362,10 @@ def test_the_scored_loss_and_penalty_match_torch_autograd() -> None:
     mask = torch.as_tensor(scored)
     logits = torch.cat([o[mask[r]] @ t["readout"][r].T for r in range(scored.shape[0])])
     labels = torch.cat([torch.as_tensor(targets[r][scored[r]]) for r in range(scored.shape[0])])
-    blocks = [t["readout"][r] @ t["W_o"][:, 2 * i:2 * i + 2] for r in range(scored.shape[0]) for i in range(2)]
-    torch_loss = torch.nn.functional.cross_entropy(logits, labels) + 0.05 * sum(torch.linalg.norm(m) for m in blocks)
+    norms = torch.stack([torch.stack([torch.linalg.norm(t["readout"][r] @ t["W_o"][:, 2 * i:2 * i + 2])
+                                      for i in range(2)]) for r in range(scored.shape[0])])  # (T, h)
+    term = norms.sum() if penalty == "sparsity" else (norms.sum(1) / torch.linalg.norm(norms, dim=1)).sum()
+    torch_loss = torch.nn.functional.cross_entropy(logits, labels) + 0.05 * term
     torch_loss.backward()
     assert math.isclose(loss, torch_loss.item(), rel_tol=1e-12)
     for name in ("embedding", "W_q", "W_k", "W_v", "W_o", "readout"):

@@ -226,3 +226,20 @@ def demo_drawn(tmp_path_factory) -> Drawn:
     """``mha demo --no-pause --sample repeated --weights designed --out lesson --dpi 30``: the lesson's figures."""
     return _draw_once(tmp_path_factory, "lesson", ["demo", "--no-pause", "--sample", "repeated", "--weights",
                                                    "designed"])
+
+
+# ------------------------------------------------------------------ retrained shipped models (helper "heads")
+# The tests that retrain a shipped model with its documented command (test_grammar, test_trained_shipped,
+# test_trained_alone) each took a full training run; a TrainConfig is frozen and hashable and a TrainResult
+# read-only, so one run per config per session serves them all, and every test still compares that run's
+# arrays with the shipped file's.
+
+
+@pytest.fixture(scope="session")
+def retrained():
+    """``retrained(config)``: :func:`mhacli.core.train.train`'s result for ``config``, trained once per session."""
+    from functools import cache
+
+    from mhacli.core.train import train
+
+    return cache(train)

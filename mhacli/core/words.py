@@ -9,10 +9,10 @@ ask of them (male and female for *he*/*she*, animal, place, thing) and the adjec
 
 The reading was chosen by measurement (:func:`mhacli.core.word_readings.mapped_scores`,
 ``scripts/measure_words.py``, numbers in docs/training.md): on the report card's held-out sentences with one
-noun per sentence replaced, the mean of the class's embeddings (the centroid) keeps every named card cell but
-its readout names no word for it (the referent's accuracy falls to 61–67 %); one fixed stand-in per class keeps
-the card but repeats a noun the sentence already has (2–3 points lost on the verb's relations); a free stand-in
-keeps both.
+noun per sentence replaced, the mean of the class's embeddings (the centroid) is no word, and costs the card a
+named cell or the readout its answers (on the shipped model, 9 points of the verb's subject and object); one
+fixed stand-in per class repeats a noun the sentence already has (2–3 points lost on the verb's relations); a
+free stand-in keeps both.
 """
 
 from __future__ import annotations

@@ -315,3 +315,31 @@ def test_the_magnifier_slide_says_its_queries_come_from_the_parse() -> None:
     fig = magnifiers_figure(trace)
     texts = " ".join(" ".join(t.get_text().split()) for t in fig.findobj(matplotlib.text.Text))
     assert "of the grammar's parse" in texts and "“tired” (position 10): describes “animal”" in texts
+
+
+def test_explain_with_the_shipped_grammar_model_says_its_seed_was_chosen():
+    """Issue 28: a model chosen among seeds says so wherever its card is shown; the seed said is the one the
+    shipped file records, among the seeds docs/training.md compares."""
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+    from mhacli.io.shipped import GRAMMAR_CHOSEN_AMONG, chosen_note, shipped_model_path
+    from mhacli.io.trained import load_trained
+
+    model, _ = load_trained(shipped_model_path(name="grammar"))
+    assert model.config.seed in GRAMMAR_CHOSEN_AMONG
+    note = chosen_note("grammar", model.config.seed)
+    assert note is not None and f"seed {model.config.seed} of seeds 0–4" in note
+    training = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text(encoding="utf-8")
+    assert "--seeds 0-4" in note and f"seed {model.config.seed} |" in training
+    runner = CliRunner()
+    text = "The animal didn't cross the street because it was too tired"
+    r = runner.invoke(app, ["explain", text, "--weights", "grammar", "--no-plots"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert note in flat and flat.index("The model's report card") < flat.index(note)
+    hidden = runner.invoke(app, ["explain", text, "--weights", "grammar", "--no-plots", "--hide-rules"])
+    assert "report card" not in hidden.output and "chosen" not in hidden.output
+    other = runner.invoke(app, ["explain", "the cat sat", "--weights", "trained", "--no-plots"])
+    assert other.exit_code == 0 and "chosen" not in other.output
+    assert chosen_note("trained", 0) is None and chosen_note(None, 0) is None

@@ -118,10 +118,12 @@ def explain(request: Request) -> None:
 
         print_all(*worked_view(result.trace))
     else:
+        from mhacli.io.shipped import chosen_note
         from mhacli.render.card import explain_card  # a grammar model's report card, once (issue 28)
 
         _walkthrough(result, o, position, plan.out)
-        print_all(*explain_card(prepared.model, result.trace, o.hide_rules))
+        chosen = chosen_note(prepared.shipped, prepared.config.seed)
+        print_all(*explain_card(prepared.model, result.trace, o.hide_rules, chosen))
     publish(result, o, plan, position)
 
 

@@ -11,6 +11,8 @@ SHIPPED_GRAMMAR = "grammar.npz"  # the grammar model (--weights grammar), by the
 SHIPPED_GRAMMAR_ALONE = "grammar-1-head.npz"  # the same command with --heads 1
 #: The --weights names of the models shipped in the package.
 SHIPPED_NAMES = ("trained", "grammar")
+#: The seeds the shipped grammar model was chosen among (docs/training.md: the seed whose knockout is cleanest).
+GRAMMAR_CHOSEN_AMONG = range(5)
 #: The grammar model's layer before training (core/untrained.py): built from grammar.npz's config, not a file.
 UNTRAINED_GRAMMAR = "grammar-untrained"
 
@@ -24,3 +26,14 @@ def shipped_model_path(alone: bool = False, name: str = "trained") -> Path:
     else:
         file = SHIPPED_ALONE if alone else SHIPPED_MODEL
     return Path(str(resources.files("mhacli") / "data" / file))
+
+
+def chosen_note(name: str | None, seed: int) -> str | None:
+    """Where a shipped model's seed was chosen among others, the sentence that says so wherever its card is shown
+    (issue 28: the choice disclosed); None for any other model."""
+    if name != "grammar":
+        return None
+    among = GRAMMAR_CHOSEN_AMONG
+    return (f"The shipped model is seed {seed} of seeds {among.start}–{among.stop - 1}, chosen as the one whose "
+            f"knockout is cleanest (docs/training.md gives all {len(among)}; mha train --task grammar --seeds "
+            f"{among.start}-{among.stop - 1} trains them).")

@@ -69,14 +69,17 @@ def card_report(card: Card, title: str | None = None) -> list[RenderableType]:
     return [_heading(heading), card_table(card), *(Text(line) for line in card_lines(card))]
 
 
-def shipped_card(card: Card, sentence: Sequence[str]) -> list[RenderableType]:
+def shipped_card(card: Card, sentence: Sequence[str], chosen: str | None = None) -> list[RenderableType]:
     """``mha explain --weights grammar``: the shipped model's card once, labelled as measured in training, then
-    ``sentence`` (:func:`mhacli.core.narrate.card_sentence_lines`): where its names and this sentence part."""
+    ``sentence`` (:func:`mhacli.core.narrate.card_sentence_lines`): where its names and this sentence part.
+    ``chosen``: how the shipped model's seed was chosen (:func:`mhacli.io.shipped.chosen_note`), said under it."""
     title = f"The model's report card, {card.caption()}, not on this sentence"
-    return [*card_report(card, title), *(Text(line) for line in sentence)]
+    told = [] if chosen is None else [Text(chosen)]
+    return [*card_report(card, title), *told, *(Text(line) for line in sentence)]
 
 
-def explain_card(model: object, trace: object, hide_rules: bool = False) -> list[RenderableType]:
+def explain_card(model: object, trace: object, hide_rules: bool = False,
+                 chosen: str | None = None) -> list[RenderableType]:
     """``mha explain`` with a grammar model that carries a card: the card once, labelled as measured in
     training, then where its names and this sentence part (nothing for any other model, or rules hidden)."""
     card = getattr(model, "card", None)
@@ -85,7 +88,7 @@ def explain_card(model: object, trace: object, hide_rules: bool = False) -> list
     parse = getattr(trace, "parse", None)
     lines = [] if parse is None else narrate.card_sentence_lines(card, parse, trace.weights,  # type: ignore[attr-defined]
                                                                  bool(trace.config.causal))  # type: ignore[attr-defined]
-    return [Text(""), *shipped_card(card, lines)]
+    return [Text(""), *shipped_card(card, lines, chosen)]
 
 
 def knockout_table(card: Card, knock: Knockout) -> RenderableType:

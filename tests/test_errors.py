@@ -69,6 +69,8 @@ ROWS: list[tuple[str, str]] = [
     ("d_model absurdly large", 'mha explain "the cat" --d-model 1000000000000000000000000000000'),
     ("heads absurdly large", 'mha explain "the cat" --heads 99999999999999999999999999'),
     ("negative seed", 'mha explain "the cat" --seed -1'),
+    ("a negative seed past any integer", 'mha explain "the cat" --seed=-99999999999999999999'),
+    ("--max-tokens negative past any integer", 'mha explain "the cat" --max-tokens=-99999999999999999999'),
     ("--max-tokens zero", 'mha explain "the cat" --max-tokens 0'),
     ("a superscript digit as a number", 'mha explain "the cat" --heads ²'),
     ("two signs before a number", 'mha explain "the cat" --seed +-2'),

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Callable, Optional, Sequence
 import typer
 
 from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
-from mhacli.core.numbers import BOUND, RULE, TOO_BIG, too_big, whole_number
+from mhacli.core.numbers import BOUND, RULE, SEED_RULE, TOO_BIG, TOO_SMALL, too_big, whole_number
 from mhacli.request import ModelOptions
 
 #: Config's field defaults (``DEFAULT.heads`` is 4): the one place the model defaults come from.
@@ -55,10 +55,22 @@ def whole_option(value: str | int | None, low: int = -BOUND) -> int | None:
         return value
     number = whole_number(str(value))
     if number is None:
-        raise NotWholeNumber(str(value), TOO_BIG, example=False) if too_big(str(value)) else NotWholeNumber(str(value))
+        if not too_big(str(value)):
+            raise NotWholeNumber(str(value))
+        below = str(value).strip().startswith("-")  # out of bounds on the negative side: say that side's bound
+        rule = (TOO_SMALL if low == -BOUND else f"at least {low}") if below else TOO_BIG
+        raise NotWholeNumber(str(value), rule, example=False)
     if number < low:  # typer applies no min= to a parsed option: the bound is checked here
         raise NotWholeNumber(str(number), f"at least {low}", example=False)
     return number
+
+
+def seed_option(value: str | int | None) -> int | None:
+    """``--seed``: the one rule, except that a negative number too long to read is told the seed's own range
+    (the config's words, from 0), not the bound of every number."""
+    if isinstance(value, str) and value.strip().startswith("-") and too_big(value):
+        raise NotWholeNumber(value, SEED_RULE, example=False)
+    return whole_option(value)
 
 
 def positive_option(value: str | int | None) -> int | None:
@@ -129,9 +141,9 @@ SampleNameArg = Annotated[Optional[str], typer.Argument(
 HeadsOpt = Annotated[int, typer.Option("--heads", "-H", help="Number of heads h.", metavar="N",
                                        rich_help_panel=MODEL, parser=whole_option)]
 DModelOpt = Annotated[int, typer.Option("--d-model", "-d", help="Model width d (divisible by --heads).",
-                                        metavar="N", rich_help_panel=MODEL, parser=whole_option)]
+                                        metavar="N", rich_help_panel=MODEL, parser=seed_option)]
 SeedOpt = Annotated[int, typer.Option("--seed", "-s", help="Seed for the embedding and the weights.",
-                                      metavar="N", rich_help_panel=MODEL, parser=whole_option)]
+                                      metavar="N", rich_help_panel=MODEL, parser=seed_option)]
 PositionsOpt = Annotated[bool, typer.Option(
     "--positions/--no-positions", metavar=FLAG, help="Add sinusoidal positional encoding to the embedding.",
     rich_help_panel=MODEL)]
@@ -378,7 +390,7 @@ LrOpt = Annotated[Optional[float], typer.Option(
     help=f"Adam's learning rate: above 0, at most 1 ({_task_default('lr')}).")]
 TrainSeedOpt = Annotated[int, typer.Option(
     "--seed", "-s", metavar="S", rich_help_panel=TRAINING,
-    help="Seed for the initial weights and every sequence.", parser=whole_option)]
+    help="Seed for the initial weights and every sequence.", parser=seed_option)]
 CompareOpt = Annotated[Optional[str], typer.Option(
     "--compare", metavar="H,H,…", rich_help_panel=TRAINING, show_default=False,
     help="Train each of these head counts with the same d, steps and seed, e.g. 1,2,4.")]

@@ -32,6 +32,8 @@ def looks_numeric(text: str) -> bool:
 
 RULE = "a whole number (digits 0-9)"
 TOO_BIG = "a whole number up to 2**63-1"
+SEED_RULE = "a whole number from 0 to 2**63-1"  # a seed's range (core.config says it in the same words)
+TOO_SMALL = "a whole number from -(2**63-1) to 2**63-1"  # a refused one with a minus sign: too far below
 
 
 def too_big(text: str) -> bool:
@@ -61,4 +63,5 @@ def head_counts(text: str, option: str = "--compare") -> list[int]:
     return list(dict.fromkeys(n for n in numbers if n is not None))
 
 
-__all__ = ["BOUND", "MAX_DIGITS", "RULE", "TOO_BIG", "head_counts", "looks_numeric", "too_big", "whole_number"]
+__all__ = ["BOUND", "MAX_DIGITS", "RULE", "SEED_RULE", "TOO_BIG", "TOO_SMALL", "head_counts", "looks_numeric",
+           "too_big", "whole_number"]

@@ -300,6 +300,7 @@ def _sweep(by_seed: "list[list[TrainResult]]") -> "Sweep":
 def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") -> None:
     """The results table, what each head learned, each grammar run's card (beside its knockout), the conclusion."""
     from mhacli.core import narrate
+    from mhacli.pipeline import card_shown
     from mhacli.render.card import card_report, knockout_report
     from mhacli.render.train import fitted_results, learned_lines
 
@@ -313,10 +314,11 @@ def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") 
             continue
         console.print()
         title = f"{_heads_word(r.heads)}: report card, held-out hit rate per relation ({card.sentences:,} sentences)"
+        shown = card_shown(card, heading=title)
         if knocked is not None:
-            parts = knockout_report(card, knocked[n], narrate.knockout_sentences(card, knocked[n]))
+            parts = knockout_report(shown, knocked[n], narrate.knockout_sentences(card, knocked[n]))
         else:
-            parts = card_report(card, title)
+            parts = card_report(shown)
         for part in parts:
             console.print(part, highlight=False)
     console.print(conclusion(results), highlight=False)
@@ -349,9 +351,11 @@ def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
             paths.append(str(atomic_write(out / name, partial(_save_png, fig))))
         card = results[-1].model.card
         if card is not None:
+            from mhacli.pipeline import card_shown
             from mhacli.render.figures.card import card_figure
 
-            fig = card_figure(card, f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)")
+            title = f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)"
+            fig = card_figure(card_shown(card, figure_title=title))
             paths.append(str(atomic_write(out / CARD_FIGURE, partial(_save_png, fig))))
     notes([line for line in (note(warned),) if line])
     return paths

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
     from mhacli.core.card import Card
     from mhacli.core.compare import Comparison, TrainedApart
+    from mhacli.core.knockout import Knockout
     from mhacli.core.lesson import LessonNumbers
     from mhacli.core.trace import Trace, TrainedModel
     from mhacli.core.view import AttentionView
@@ -77,6 +78,7 @@ class CardShown:
     labels: tuple[str, ...]  # (h,) each head's name and its evidence (Card.labels)
     sentence: tuple[str, ...] = ()  # on this run's sentence: where the card's names and it part (explain)
     chosen: str | None = None  # how the shipped model's seed was chosen (io.shipped.chosen_note)
+    knockout: tuple[str, ...] = ()  # where the card and a knockout of its model disagree (mha train --knockout)
 
     @property
     def heads(self) -> int:
@@ -85,9 +87,10 @@ class CardShown:
 
 def card_shown(card: Card, *, heading: str | None = None, figure_title: str | None = None,
                parse: object | None = None, weights: Any = None, causal: bool = False,
-               chosen: str | None = None) -> CardShown:
+               chosen: str | None = None, knock: Knockout | None = None) -> CardShown:
     """Everything the card's surfaces print, once: ``parse`` and ``weights`` (h, N, N) of a sentence add the lines
-    on it (:func:`mhacli.core.narrate.card_sentence_lines`); ``heading`` and ``figure_title`` replace the defaults."""
+    on it (:func:`mhacli.core.narrate.card_sentence_lines`), ``knock`` where a knockout and the card part
+    (:func:`mhacli.core.narrate.knockout_sentences`); ``heading`` and ``figure_title`` replace the defaults."""
     import numpy as np
 
     from mhacli.core import narrate
@@ -102,7 +105,8 @@ def card_shown(card: Card, *, heading: str | None = None, figure_title: str | No
         heading=heading or f"Report card: held-out hit rate per relation and head ({card.sentences:,} sentences)",
         figure_title=figure_title or "Report card: held-out hit rate (95% interval)", caption=card.caption(),
         rule=narrate.card_rule_sentence(card), outline=narrate.card_outline_note(), labels=card.labels,
-        sentence=sentence, chosen=chosen)
+        sentence=sentence, chosen=chosen,
+        knockout=() if knock is None else tuple(narrate.knockout_sentences(card, knock)))
 
 
 @dataclass(frozen=True)

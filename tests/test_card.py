@@ -431,7 +431,7 @@ def test_the_card_table_fits_80_and_40_columns(trained: TrainResult) -> None:
     shown = card_shown(card)
     for width in (80, 40):
         console = Console(file=__import__("io").StringIO(), width=width, color_system=None)
-        for part in [*card_report(shown), *knockout_report(shown, knock, narrate.knockout_sentences(card, knock)),
+        for part in [*card_report(shown), *knockout_report(card_shown(card, knock=knock), knock),
                      *sweep_report(swept)]:
             console.print(part)
         text = console.file.getvalue()  # type: ignore[attr-defined]

@@ -101,8 +101,10 @@ def test_the_knockout_report_reads_the_rows_and_the_rule_it_is_handed() -> None:
     shown = card_shown(_card([[90, 10], [40, 1]], [100, 50]))
     knock = Knockout(rows=rows()[:2], full=np.array([0.9, 0.5]), without=np.array([[0.2, 0.5], [0.9, 0.4]]),
                      queries=np.array([100, 50]), sentences=10, seed=1)
-    planted = replace(shown, rows=("first row", "second row"), rule="RULE")
-    text = _printed(knockout_report(planted, knock, ["SAID"]))
+    assert card_shown(_card([[90, 10], [40, 1]], [100, 50]), knock=knock).knockout == tuple(
+        narrate.knockout_sentences(_card([[90, 10], [40, 1]], [100, 50]), knock))
+    planted = replace(shown, rows=("first row", "second row"), rule="RULE", knockout=("SAID",))
+    text = _printed(knockout_report(planted, knock))
     assert all(said in text for said in ("first row", "second row", "RULE", "SAID"))
     assert "−70" in text  # head 1 off costs the first row 90 − 20 points
 

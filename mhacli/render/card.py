@@ -9,7 +9,7 @@ fit the console becomes one record per row (:func:`mhacli.render.fit.fitted_tabl
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import RenderableType
@@ -99,12 +99,12 @@ def knockout_table(card: CardShown, knock: Knockout) -> RenderableType:
     return fitted_table(table)
 
 
-def knockout_report(card: CardShown, knock: Knockout, sentences: Sequence[str]) -> list[RenderableType]:
-    """The side-by-side table, then every place the two disagree (``sentences``, from narrate)."""
+def knockout_report(card: CardShown, knock: Knockout) -> list[RenderableType]:
+    """The side-by-side table, then every place the two disagree (``card.knockout``, from narrate)."""
     heading = (f"Where each head looks (report card) and what switching it off costs (knockout), "
                f"{knock.sentences:,} held-out sentences")
     return [_heading(heading), knockout_table(card, knock), Text(card.rule),
-            Text(narrate.knockout_rule_sentence()), *(Text(s) for s in sentences)]
+            Text(narrate.knockout_rule_sentence()), *(Text(s) for s in card.knockout)]
 
 
 def sweep_table(s: Sweep) -> RenderableType:

@@ -25,7 +25,9 @@ from mhacli.request import Request
 
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
+    from mhacli.core.card import Card
     from mhacli.core.compare import Comparison, TrainedApart
+    from mhacli.core.knockout import Knockout
     from mhacli.core.lesson import LessonNumbers
     from mhacli.core.trace import Trace, TrainedModel
     from mhacli.core.view import AttentionView
@@ -58,6 +60,56 @@ class Page:
 
 
 @dataclass(frozen=True)
+class CardShown:
+    """What a report card's surfaces print (its table, figure, names and sentences), every word and number
+    computed once here from the :class:`~mhacli.core.card.Card`: the renderers only read it."""
+
+    rows: tuple[str, ...]  # (R,) each relation row in a few words (narrate.card_row_name)
+    queries: tuple[int, ...]  # (R,) held-out queries of each row
+    rate: Any  # (R, h) held-out hit rates, read-only
+    low: Any  # (R, h) lower ends of the 95 % intervals, read-only
+    high: Any  # (R, h) upper ends, read-only
+    named: Any  # (R, h) bool, read-only: where the card names a head for a row (evidence.card_word)
+    heading: str  # the table's heading line
+    figure_title: str  # card.png's title
+    caption: str  # what the card was measured on (Card.caption)
+    rule: str  # how a cell is measured and a head named (narrate.card_rule_sentence)
+    outline: str  # what card.png's outlines mean (narrate.card_outline_note)
+    labels: tuple[str, ...]  # (h,) each head's name and its evidence (Card.labels)
+    sentence: tuple[str, ...] = ()  # on this run's sentence: where the card's names and it part (explain)
+    chosen: str | None = None  # how the shipped model's seed was chosen (io.shipped.chosen_note)
+    knockout: tuple[str, ...] = ()  # where the card and a knockout of its model disagree (mha train --knockout)
+
+    @property
+    def heads(self) -> int:
+        return len(self.labels)
+
+
+def card_shown(card: Card, *, heading: str | None = None, figure_title: str | None = None,
+               parse: object | None = None, weights: Any = None, causal: bool = False,
+               chosen: str | None = None, knock: Knockout | None = None) -> CardShown:
+    """Everything the card's surfaces print, once: ``parse`` and ``weights`` (h, N, N) of a sentence add the lines
+    on it (:func:`mhacli.core.narrate.card_sentence_lines`), ``knock`` where a knockout and the card part
+    (:func:`mhacli.core.narrate.knockout_sentences`); ``heading`` and ``figure_title`` replace the defaults."""
+    import numpy as np
+
+    from mhacli.core import narrate
+    from mhacli.core.card import read_only
+
+    low, high = card.interval  # (R, h) each
+    named = np.array([[card.named(r, i) for i in range(card.heads)] for r in range(len(card.rows))])  # (R, h)
+    sentence = () if parse is None else tuple(narrate.card_sentence_lines(card, parse, weights, causal))  # type: ignore[arg-type]
+    return CardShown(
+        rows=tuple(narrate.card_row_name(row) for row in card.rows), queries=tuple(int(n) for n in card.queries),
+        rate=read_only(card.rate), low=read_only(low), high=read_only(high), named=read_only(named),
+        heading=heading or f"Report card: held-out hit rate per relation and head ({card.sentences:,} sentences)",
+        figure_title=figure_title or "Report card: held-out hit rate (95% interval)", caption=card.caption(),
+        rule=narrate.card_rule_sentence(card), outline=narrate.card_outline_note(), labels=card.labels,
+        sentence=sentence, chosen=chosen,
+        knockout=() if knock is None else tuple(narrate.knockout_sentences(card, knock)))
+
+
+@dataclass(frozen=True)
 class Run:
     """One run's result, read-only: the config, the trace, and every measure of it, computed once.
 
@@ -86,6 +138,7 @@ class Run:
     figures: Window | None = None  # the figures' window (--max-tokens, --query), when they are drawn
     magnified: Window | None = None  # the magnifiers' window (at most core.window.MAGNIFIER_MAX_TOKENS tokens)
     page: Page | None = None  # the page's window and its measures (:func:`paged`)
+    card: CardShown | None = None  # a grammar model's report card as ``mha explain`` shows it, on this sentence
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):  # copy, pickle and dataclass machinery ask for dunders: never the trace's
@@ -127,9 +180,10 @@ class Prepared:
         from mhacli.io.host import cpu_count
 
         trace = run_tokens(self.tokens, self.config, self.own, self.model, cores=cpu_count())
+        card = self._card(trace)
         if not (single or compare):
             return Run(config=self.config, trace=trace, analysis=self._cautioned(analyse(trace)), notes=self.notes,
-                       parse=trace.parse, split_diff=trace.split_equals_direct())
+                       parse=trace.parse, split_diff=trace.split_equals_direct(), card=card)
         one, apart = self._single(trace)
         comparison = None
         if compare:
@@ -141,7 +195,18 @@ class Prepared:
         analysis = comparison.analysis if comparison is not None and comparison.analysis is not None else \
             self._cautioned(analyse(trace))
         return Run(config=self.config, trace=trace, analysis=analysis, notes=self.notes, single=one,
-                   comparison=comparison, parse=trace.parse, split_diff=trace.split_equals_direct())
+                   comparison=comparison, parse=trace.parse, split_diff=trace.split_equals_direct(), card=card)
+
+    def _card(self, trace: Trace) -> CardShown | None:
+        """A model's report card as shown under a run: labelled as measured in training, then this sentence."""
+        card = getattr(self.model, "card", None)
+        if card is None:
+            return None
+        from mhacli.io.shipped import chosen_note
+
+        return card_shown(card, heading=f"The model's report card, {card.caption()}, not on this sentence",
+                          parse=trace.parse, weights=trace.weights, causal=bool(self.config.causal),
+                          chosen=chosen_note(self.shipped, self.config.seed))
 
     def _cautioned(self, analysis: Analysis) -> Analysis:
         return analysis if self.caution is None else replace(analysis, caution=self.caution)
@@ -390,5 +455,5 @@ def _window(result: Run, view: View) -> Window:
     return Window(view, measured, showcase=measured.showcase_queries(view.n, view.start, view.stop))  # all, ranked
 
 
-__all__ = ["Page", "Prepared", "Run", "Window", "paged", "prepare", "result_of", "run", "shown",
-           "with_lesson"]
+__all__ = ["CardShown", "Page", "Prepared", "Run", "Window", "card_shown", "paged", "prepare", "result_of", "run",
+           "shown", "with_lesson"]

@@ -421,15 +421,17 @@ def test_the_clean_knockout_check_is_the_target_read_off_the_card_and_the_costs(
 
 
 def test_the_card_table_fits_80_and_40_columns(trained: TrainResult) -> None:
+    from mhacli.pipeline import card_shown
     from mhacli.render.card import card_report, knockout_report, sweep_report
 
     card = trained.model.card
     assert card is not None
     knock = knockout(trained.model, sentences=FEW, seed=1)
     swept = sweep([[trained], [trained]])
+    shown = card_shown(card)
     for width in (80, 40):
         console = Console(file=__import__("io").StringIO(), width=width, color_system=None)
-        for part in [*card_report(card), *knockout_report(card, knock, narrate.knockout_sentences(card, knock)),
+        for part in [*card_report(shown), *knockout_report(card_shown(card, knock=knock), knock),
                      *sweep_report(swept)]:
             console.print(part)
         text = console.file.getvalue()  # type: ignore[attr-defined]
@@ -440,11 +442,12 @@ def test_the_card_table_fits_80_and_40_columns(trained: TrainResult) -> None:
 
 
 def test_the_card_figure_shows_the_card_at_a_readable_size(trained: TrainResult, tmp_path: Path) -> None:
+    from mhacli.pipeline import card_shown
     from mhacli.render.figures.card import card_figure, sweep_figure
 
     card = trained.model.card
     assert card is not None
-    fig = card_figure(card)
+    fig = card_figure(card_shown(card))
     ax = fig.axes[0]
     np.testing.assert_array_equal(ax.images[0].get_array(), card.rate)
     assert [t.get_text() for t in ax.get_yticklabels()] == [short_name(r) for r in card.rows]

@@ -141,11 +141,31 @@ def _imported_names(path: Path) -> list[tuple[str, str]]:
 
 #: Methods of the core's result types a renderer may call: they read or format what is stored (a head's
 #: words, a window's note, a dict for JSON, one layer or one head's rows of a weight matrix), computing nothing new.
-#: The report card's ``named``, ``title`` and ``caption`` apply the naming rule to its stored counts and say how it
-#: was measured (left for the pipeline to do: issue 30).  The magnifiers' and the page's queries are ranked by the
-#: pipeline (``Window.showcase``, ``Page.start_query``), so ``showcase_queries`` is not listed.
-RENDER_MAY_CALL = {"describe", "note", "to_dict", "arithmetic", "head_weights", "at_layer", "astype",
-                   "named", "caption", "title"}
+#: The magnifiers' and the page's queries are ranked by the pipeline (``Window.showcase``, ``Page.start_query``),
+#: and the report card's words and names by ``pipeline.card_shown`` (``CardShown``), so neither
+#: ``showcase_queries`` nor the card's ``named``, ``title`` and ``caption`` is listed.
+RENDER_MAY_CALL = {"describe", "note", "to_dict", "arithmetic", "head_weights", "at_layer", "astype"}
+
+#: What narrate's sentences may take from the rest of the core and still only be words: how a row is named.
+WORD_FORMATTERS = {"short_name", "long_name", "relation_words"}
+
+
+@functools.lru_cache(maxsize=1)
+def measuring_words() -> frozenset[str]:
+    """narrate's functions that measure before they speak: each calls a computation of the core (the card's
+    disagreements, the knockout's mismatches), or another such function.  The pipeline calls them, never render."""
+    tree = ast.parse((PACKAGE / "core" / "narrate.py").read_text(encoding="utf-8"))
+    functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    measuring = {name for name, f in functions.items() for node in ast.walk(f)
+                 if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mhacli.core")
+                 for alias in node.names if alias.name not in WORD_FORMATTERS
+                 and not _is_type_or_constant(node.module, alias.name)}
+    while True:
+        calling = {name for name, f in functions.items() if name not in measuring and any(
+            isinstance(n, ast.Name) and n.id in measuring for n in ast.walk(f))}
+        if not calling:
+            return frozenset(measuring)
+        measuring |= calling
 
 
 @functools.lru_cache(maxsize=1)
@@ -173,6 +193,11 @@ def computations_called(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     bad += [f".{n.func.attr}()" for n in ast.walk(tree) if isinstance(n, ast.Call)
             and isinstance(n.func, ast.Attribute) and n.func.attr in methods]
+    words = measuring_words()
+    bad += [f"narrate.{name}" for module, name in _imported_names(path)
+            if module == "mhacli.core.narrate" and name in words]
+    bad += [f"narrate.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in words
+            and getattr(n.value, "id", None) == "narrate"]
     return bad
 
 
@@ -201,6 +226,21 @@ def test_a_planted_computation_in_a_renderer_is_caught(tmp_path):
                        "    return result_of(run.trace), analyse(run.trace), run.trace.split_equals_direct()\n")
     assert computations_called(planted) == ["mhacli.pipeline.result_of", "mhacli.core.analysis.analyse",
                                             ".split_equals_direct()"]
+
+
+def test_a_planted_card_word_in_a_renderer_is_caught(tmp_path):
+    """The report card's names, titles and caption, and narrate's sentences that measure the card against a
+    sentence or a knockout, are the pipeline's to compute (``pipeline.card_shown``): a renderer asking is caught."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("from mhacli.core import narrate\n"
+                       "from mhacli.core.narrate import knockout_sentences\n\n\n"
+                       "def draw(card, parse, weights, knock):\n"
+                       "    return (card.named(0, 0), card.title(0), card.caption(), knockout_sentences(card, knock),\n"
+                       "            narrate.card_sentence_lines(card, parse, weights), narrate.card_row_name('a'))\n")
+    assert measuring_words() >= {"card_sentence_lines", "knockout_sentences"}
+    assert "card_row_name" not in measuring_words() and "mapped_words" not in measuring_words()
+    assert computations_called(planted) == [".named()", ".title()", ".caption()", "narrate.knockout_sentences",
+                                            "narrate.card_sentence_lines"]
 
 
 # ---------------------------------------------------------------------------

@@ -118,12 +118,10 @@ def explain(request: Request) -> None:
 
         print_all(*worked_view(result.trace))
     else:
-        from mhacli.io.shipped import chosen_note
         from mhacli.render.card import explain_card  # a grammar model's report card, once (issue 28)
 
         _walkthrough(result, o, position, plan.out)
-        chosen = chosen_note(prepared.shipped, prepared.config.seed)
-        print_all(*explain_card(prepared.model, result.trace, o.hide_rules, chosen))
+        print_all(*explain_card(None if o.hide_rules else result.card))
     publish(result, o, plan, position)
 
 

@@ -1,6 +1,7 @@
 """The report card, the knockout and the seed sweep as terminal tables: they only read what they are handed.
 
-Every number comes from a :class:`~mhacli.core.card.Card`, :class:`~mhacli.core.knockout.Knockout` or
+Every number and word of a card comes from a :class:`~mhacli.pipeline.CardShown` (made once by the
+pipeline), of a knockout or a sweep from :class:`~mhacli.core.knockout.Knockout` and
 :class:`~mhacli.core.sweep.Sweep`, every sentence from :mod:`mhacli.core.narrate`; a table that does not
 fit the console becomes one record per row (:func:`mhacli.render.fit.fitted_table`).
 """
@@ -8,7 +9,7 @@ fit the console becomes one record per row (:func:`mhacli.render.fit.fitted_tabl
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import RenderableType
@@ -16,11 +17,13 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli.core import narrate
-from mhacli.core.card import Card
 from mhacli.core.knockout import Knockout
 from mhacli.core.sweep import Sweep
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table
+
+if TYPE_CHECKING:
+    from mhacli.pipeline import CardShown
 
 
 def _pct(x: float) -> str:
@@ -36,16 +39,15 @@ def _heading(text: str) -> Text:
     return Text(text, style=theme.STYLE_TITLE)
 
 
-def _cell(card: Card, r: int, i: int) -> Text:
+def _cell(card: CardShown, r: int, i: int) -> Text:
     """A card cell: its rate over its interval; bold in the head's colour where the head is named for it."""
-    low, high = card.interval
-    style = theme.head_style(i) if card.named(r, i) else ""
+    style = theme.head_style(i) if card.named[r, i] else ""
     text = Text(_pct(card.rate[r, i]), style=style)
-    text.append(f"\n{_pct(low[r, i])}–{_pct(high[r, i])}", style=theme.STYLE_DIM)
+    text.append(f"\n{_pct(card.low[r, i])}–{_pct(card.high[r, i])}", style=theme.STYLE_DIM)
     return text
 
 
-def card_table(card: Card) -> RenderableType:
+def card_table(card: CardShown) -> RenderableType:
     """Relation × head: each cell the held-out hit rate and its 95 % interval."""
     table = _table()
     table.add_column("relation")
@@ -53,45 +55,31 @@ def card_table(card: Card) -> RenderableType:
     for i in range(card.heads):
         table.add_column(Text(f"head {i + 1}", style=theme.head_style(i)), justify="right")
     for r, row in enumerate(card.rows):
-        table.add_row(narrate.card_row_name(row), f"{int(card.queries[r]):,}",
-                      *(_cell(card, r, i) for i in range(card.heads)))
+        table.add_row(row, f"{card.queries[r]:,}", *(_cell(card, r, i) for i in range(card.heads)))
     return fitted_table(table)
 
 
-def card_lines(card: Card) -> list[str]:
+def card_lines(card: CardShown) -> list[str]:
     """What the card names each head, and what a name needs."""
-    return [narrate.card_rule_sentence(card), *(f"head {i + 1}: {label}" for i, label in enumerate(card.labels))]
+    return [card.rule, *(f"head {i + 1}: {label}" for i, label in enumerate(card.labels))]
 
 
-def card_report(card: Card, title: str | None = None) -> list[RenderableType]:
-    """The card's table, its names, and what it was measured on."""
-    heading = title or f"Report card: held-out hit rate per relation and head ({card.sentences:,} sentences)"
-    return [_heading(heading), card_table(card), *(Text(line) for line in card_lines(card))]
+def card_report(card: CardShown) -> list[RenderableType]:
+    """The card's table under its heading, its names, and what it was measured on."""
+    return [_heading(card.heading), card_table(card), *(Text(line) for line in card_lines(card))]
 
 
-def shipped_card(card: Card, sentence: Sequence[str], chosen: str | None = None) -> list[RenderableType]:
-    """``mha explain --weights grammar``: the shipped model's card once, labelled as measured in training, then
-    ``sentence`` (:func:`mhacli.core.narrate.card_sentence_lines`): where its names and this sentence part.
-    ``chosen``: how the shipped model's seed was chosen (:func:`mhacli.io.shipped.chosen_note`), said under it."""
-    title = f"The model's report card, {card.caption()}, not on this sentence"
-    told = [] if chosen is None else [Text(chosen)]
-    return [*card_report(card, title), *told, *(Text(line) for line in sentence)]
-
-
-def explain_card(model: object, trace: object, hide_rules: bool = False,
-                 chosen: str | None = None) -> list[RenderableType]:
-    """``mha explain`` with a grammar model that carries a card: the card once, labelled as measured in
-    training, then where its names and this sentence part (nothing for any other model, or rules hidden)."""
-    card = getattr(model, "card", None)
-    if card is None or hide_rules:
+def explain_card(card: CardShown | None) -> list[RenderableType]:
+    """``mha explain`` with a grammar model that carries a card (:attr:`mhacli.pipeline.Run.card`): the card
+    once, labelled as measured in training, how the shipped seed was chosen, then where its names and this
+    sentence part (nothing for any other model)."""
+    if card is None:
         return []
-    parse = getattr(trace, "parse", None)
-    lines = [] if parse is None else narrate.card_sentence_lines(card, parse, trace.weights,  # type: ignore[attr-defined]
-                                                                 bool(trace.config.causal))  # type: ignore[attr-defined]
-    return [Text(""), *shipped_card(card, lines, chosen)]
+    told = [] if card.chosen is None else [Text(card.chosen)]
+    return [Text(""), *card_report(card), *told, *(Text(line) for line in card.sentence)]
 
 
-def knockout_table(card: Card, knock: Knockout) -> RenderableType:
+def knockout_table(card: CardShown, knock: Knockout) -> RenderableType:
     """Card and knockout side by side: per head, where it looks (card) and what switching it off costs."""
     table = _table()
     table.add_column("relation")
@@ -101,9 +89,9 @@ def knockout_table(card: Card, knock: Knockout) -> RenderableType:
         table.add_column(Text(f"h{i + 1}\noff", style=theme.head_style(i)), justify="right")
     cost = knock.cost
     for r, row in enumerate(card.rows):
-        cells: list[Text | str] = [narrate.card_row_name(row), _pct(knock.full[r])]
+        cells: list[Text | str] = [row, _pct(knock.full[r])]
         for i in range(card.heads):
-            cells.append(Text(_pct(card.rate[r, i]), style=theme.head_style(i) if card.named(r, i) else ""))
+            cells.append(Text(_pct(card.rate[r, i]), style=theme.head_style(i) if card.named[r, i] else ""))
             c = float(cost[i, r])
             cells.append(Text(f"−{c:.0f}" if c >= 0.5 else f"+{-c:.0f}" if c <= -0.5 else "0",
                               style=theme.STYLE_BAD if knock.matters[i, r] else theme.STYLE_DIM))
@@ -111,12 +99,12 @@ def knockout_table(card: Card, knock: Knockout) -> RenderableType:
     return fitted_table(table)
 
 
-def knockout_report(card: Card, knock: Knockout, sentences: Sequence[str]) -> list[RenderableType]:
-    """The side-by-side table, then every place the two disagree (``sentences``, from narrate)."""
+def knockout_report(card: CardShown, knock: Knockout) -> list[RenderableType]:
+    """The side-by-side table, then every place the two disagree (``card.knockout``, from narrate)."""
     heading = (f"Where each head looks (report card) and what switching it off costs (knockout), "
                f"{knock.sentences:,} held-out sentences")
-    return [_heading(heading), knockout_table(card, knock), Text(narrate.card_rule_sentence(card)),
-            Text(narrate.knockout_rule_sentence()), *(Text(s) for s in sentences)]
+    return [_heading(heading), knockout_table(card, knock), Text(card.rule),
+            Text(narrate.knockout_rule_sentence()), *(Text(s) for s in card.knockout)]
 
 
 def sweep_table(s: Sweep) -> RenderableType:

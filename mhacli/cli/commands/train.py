@@ -102,6 +102,7 @@ def results_json(results: "list[TrainResult]", knockouts: "list[Knockout] | None
     """One JSON document: the task, and per run its configuration and measurements (a grammar model's report
     card, its knockout when asked); after --seeds, the sweep."""
     from mhacli.core import narrate
+    from mhacli.pipeline import card_shown
 
     runs: list[dict[str, Any]] = []
     for n, r in enumerate(results):
@@ -116,8 +117,8 @@ def results_json(results: "list[TrainResult]", knockouts: "list[Knockout] | None
         if card is not None:
             runs[-1]["card"] = card.to_dict()
         if knockouts is not None and card is not None:
-            runs[-1]["knockout"] = {**knockouts[n].to_dict(),
-                                    "disagreements": narrate.knockout_sentences(card, knockouts[n])}
+            runs[-1]["knockout"] = {**knockouts[n].to_dict(),  # the same sentences the terminal prints
+                                    "disagreements": list(card_shown(card, knock=knockouts[n]).knockout)}
     document: dict[str, Any] = {"task": results[0].config.task, "runs": runs}
     if swept is not None:
         document["sweep"] = {**swept.to_dict(), "sentence": narrate.sweep_sentence(swept)}
@@ -299,7 +300,7 @@ def _sweep(by_seed: "list[list[TrainResult]]") -> "Sweep":
 
 def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") -> None:
     """The results table, what each head learned, each grammar run's card (beside its knockout), the conclusion."""
-    from mhacli.core import narrate
+    from mhacli.pipeline import card_shown
     from mhacli.render.card import card_report, knockout_report
     from mhacli.render.train import fitted_results, learned_lines
 
@@ -314,9 +315,9 @@ def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") 
         console.print()
         title = f"{_heads_word(r.heads)}: report card, held-out hit rate per relation ({card.sentences:,} sentences)"
         if knocked is not None:
-            parts = knockout_report(card, knocked[n], narrate.knockout_sentences(card, knocked[n]))
+            parts = knockout_report(card_shown(card, heading=title, knock=knocked[n]), knocked[n])
         else:
-            parts = card_report(card, title)
+            parts = card_report(card_shown(card, heading=title))
         for part in parts:
             console.print(part, highlight=False)
     console.print(conclusion(results), highlight=False)
@@ -349,9 +350,11 @@ def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
             paths.append(str(atomic_write(out / name, partial(_save_png, fig))))
         card = results[-1].model.card
         if card is not None:
+            from mhacli.pipeline import card_shown
             from mhacli.render.figures.card import card_figure
 
-            fig = card_figure(card, f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)")
+            title = f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)"
+            fig = card_figure(card_shown(card, figure_title=title))
             paths.append(str(atomic_write(out / CARD_FIGURE, partial(_save_png, fig))))
     notes([line for line in (note(warned),) if line])
     return paths

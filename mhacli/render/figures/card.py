@@ -1,7 +1,8 @@
 """card.png: the report card as a heat map a projector can read; and the gap of a seed sweep, per seed.
 
-Plain functions of a :class:`~mhacli.core.card.Card` and a :class:`~mhacli.core.sweep.Sweep`: they draw the
-numbers they are handed.  Every label is at least 11 pt, 15 px at the 100 dpi they are saved at.
+Plain functions of a :class:`~mhacli.pipeline.CardShown` (the card's numbers and words, made once by the
+pipeline) and a :class:`~mhacli.core.sweep.Sweep`: they draw what they are handed.  Every label is at least
+11 pt, 15 px at the 100 dpi they are saved at.
 """
 
 from __future__ import annotations
@@ -9,14 +10,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from mhacli.core import narrate
 from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, head_color, ink_on
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from mhacli.core.card import Card
     from mhacli.core.sweep import Sweep
+    from mhacli.pipeline import CardShown
 
 FONT = 12  # points: 16.7 px at 100 dpi, readable from the back of a room on a 1920×1080 projector
 SMALL = 11  # points: the smallest text drawn
@@ -26,18 +26,18 @@ def _pct(x: float) -> str:
     return f"{math.floor(100 * x + 1e-9)}%"
 
 
-def card_figure(card: "Card", title: str | None = None) -> "Figure":
+def card_figure(card: "CardShown") -> "Figure":
     """Relation × head hit rates as a heat map; each cell its rate and 95 % interval; named cells outlined."""
     from matplotlib import colormaps
     from matplotlib.patches import Rectangle
 
     from mhacli.render.figures.inline import new_figure
 
-    rows, heads = card.hits.shape
+    rows, heads = card.rate.shape
     fig = new_figure(figsize=(2.2 + 1.5 * heads, 1.6 + 0.75 * rows), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     rate = card.rate
-    low, high = card.interval
+    low, high = card.low, card.high
     image = ax.imshow(rate, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, aspect="auto")
     cmap = colormaps[HEATMAP_CMAP]
     for r in range(rows):
@@ -45,19 +45,18 @@ def card_figure(card: "Card", title: str | None = None) -> "Figure":
             ink = ink_on(_hex(cmap(float(rate[r, i]))))
             ax.text(i, r, f"{_pct(rate[r, i])}\n{_pct(low[r, i])}–{_pct(high[r, i])}", ha="center", va="center",
                     fontsize=SMALL, color=ink, linespacing=1.1)
-            if card.named(r, i):
+            if card.named[r, i]:
                 ax.add_patch(Rectangle((i - 0.47, r - 0.47), 0.94, 0.94, fill=False, lw=3, ec=head_color(i)))
     ax.set_xticks(range(heads), labels=[f"head {i + 1}" for i in range(heads)], fontsize=FONT)
     for i, tick in enumerate(ax.get_xticklabels()):
         tick.set_color(head_color(i))
-    ax.set_yticks(range(rows), labels=[narrate.card_row_name(r) for r in card.rows], fontsize=FONT)
+    ax.set_yticks(range(rows), labels=list(card.rows), fontsize=FONT)
     ax.tick_params(length=0)
-    ax.set_title(title or "Report card: held-out hit rate (95% interval)", fontsize=FONT, color=LABEL_COLOR,
-                 loc="left")
+    ax.set_title(card.figure_title, fontsize=FONT, color=LABEL_COLOR, loc="left")
     bar = fig.colorbar(image, ax=ax, shrink=0.8)
     bar.set_label("hit rate", fontsize=SMALL)
     bar.ax.tick_params(labelsize=SMALL)
-    fig.supxlabel(f"{card.caption()};\n{narrate.card_outline_note()}", fontsize=SMALL, color=LABEL_COLOR)
+    fig.supxlabel(f"{card.caption};\n{card.outline}", fontsize=SMALL, color=LABEL_COLOR)
     return fig
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from mhacli.core import narrate
 from mhacli.render.figures.layout import LABEL_PX, ordinal, readable_points
 from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
 
@@ -161,9 +162,9 @@ def _head_words(result: "TrainResult", head: int, of: str = " of queries") -> tu
     """A head's name and its evidence, two short lines: a grammar model's from its report card (``feeling adj →
     noun``, ``89% trained``), any other from the share of training's queries its top key followed (``of``
     after it: a small title leaves it out)."""
-    card = getattr(result.model, "card", None)
-    if card is not None:
-        name, _, rest = card.title(head).partition(" (")
+    title = narrate.learned_title(result.model.labels[head]) if getattr(result.model, "card", None) else None
+    if title is not None:  # the card's title, read from the label the model stores (Card.labels)
+        name, _, rest = title.partition(" (")
         return (name, rest.rstrip(")")) if rest else (name, "")
     name, share = result.model.relations[head]
     return _short(name), f"{_share(name, share)}{of}"

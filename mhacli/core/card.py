@@ -128,6 +128,8 @@ class Card:
             raise ValueError("a card's hits must lie between 0 and its queries")
         object.__setattr__(self, "hits", read_only(hits))
         object.__setattr__(self, "queries", read_only(queries))
+        low, high = wilson(hits, np.broadcast_to(queries[:, None], hits.shape))  # 2 × (R, h), once: every word reads it
+        object.__setattr__(self, "_interval", (read_only(low), read_only(high)))
 
     @property
     def heads(self) -> int:
@@ -140,8 +142,8 @@ class Card:
 
     @property
     def interval(self) -> tuple[Array, Array]:
-        """(R, h) lower and upper ends of each cell's 95 % Wilson interval."""
-        return wilson(self.hits, np.broadcast_to(self.queries[:, None], self.hits.shape))
+        """(R, h) lower and upper ends of each cell's 95 % Wilson interval (computed once, read-only)."""
+        return self._interval  # type: ignore[attr-defined,no-any-return]
 
     def named(self, row: int, head: int) -> bool:
         """Does the card name ``head`` for ``row`` (evidence.card_word)?"""

@@ -143,3 +143,26 @@ def test_a_grammar_run_carries_its_card_on_this_sentence() -> None:
     assert shown.heading == f"The model's report card, {card.caption()}, not on this sentence"
     assert shown.labels == card.labels
     assert mhacli.run("the cat chased the dog", heads=4).card is None
+
+
+@pytest.mark.parametrize("heads", [1, 2, 4])
+def test_every_word_of_the_card_figure_lies_inside_it(heads: int) -> None:
+    """card.png of a one- or two-head run clipped its title and caption at both edges: it is as wide as its
+    words need, and they wrap to it."""
+    from mhacli.render.figures.card import card_figure
+
+    shown = card_shown(_card([[90] * heads, [40] * heads], [100, 50]))
+    assert "321" in shown.caption  # the card's own sentence count, said in the caption the figure wraps
+    fig = card_figure(shown)
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    box = fig.bbox
+    texts = [t for t in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_window_extent"))
+             if t.get_text() and t.get_visible()]
+    assert any("held-out" in t.get_text() for t in texts)
+    for t in texts:
+        e = t.get_window_extent(renderer)
+        assert box.x0 - 0.5 <= e.x0 and e.x1 <= box.x1 + 0.5 and box.y0 - 0.5 <= e.y0 and e.y1 <= box.y1 + 0.5, \
+            f"{t.get_text()!r} at {e} leaves the figure {box}"
+    for word in ("held-out", "outlined"):  # wrapped between words, never dropped
+        assert word in " ".join(" ".join(t.get_text().split()) for t in texts)

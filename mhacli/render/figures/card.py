@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 FONT = 12  # points: 16.7 px at 100 dpi, readable from the back of a room on a 1920×1080 projector
 SMALL = 11  # points: the smallest text drawn
+MIN_WIDTH = 6.4  # inches: the narrowest card.png (the title and the caption wrap to it)
 
 
 def _pct(x: float) -> str:
@@ -34,7 +35,9 @@ def card_figure(card: "CardShown") -> "Figure":
     from mhacli.render.figures.inline import new_figure
 
     rows, heads = card.rate.shape
-    fig = new_figure(figsize=(2.2 + 1.5 * heads, 1.6 + 0.75 * rows), dpi=100, layout="constrained")
+    width = max(2.2 + 1.5 * heads, MIN_WIDTH)  # inches: a card of one or two heads still holds its words
+    fig = new_figure(figsize=(width, 1.6 + 0.75 * rows), dpi=100, layout="constrained")
+    chars = _chars(width)
     ax = fig.add_subplot()
     rate = card.rate
     low, high = card.low, card.high
@@ -52,12 +55,26 @@ def card_figure(card: "CardShown") -> "Figure":
         tick.set_color(head_color(i))
     ax.set_yticks(range(rows), labels=list(card.rows), fontsize=FONT)
     ax.tick_params(length=0)
-    ax.set_title(card.figure_title, fontsize=FONT, color=LABEL_COLOR, loc="left")
+    ax.set_title(_wrapped(card.figure_title, chars), fontsize=FONT, color=LABEL_COLOR, loc="left")
     bar = fig.colorbar(image, ax=ax, shrink=0.8)
     bar.set_label("hit rate", fontsize=SMALL)
     bar.ax.tick_params(labelsize=SMALL)
-    fig.supxlabel(f"{card.caption};\n{card.outline}", fontsize=SMALL, color=LABEL_COLOR)
+    fig.supxlabel(_wrapped(f"{card.caption};", chars) + "\n" + _wrapped(card.outline, chars), fontsize=SMALL,
+                  color=LABEL_COLOR)
     return fig
+
+
+def _chars(width: float) -> int:
+    """Characters of SMALL text a line of the figure's width holds, with room to spare (a glyph is at most about
+    0.62 of the font size wide in DejaVu Sans, its digits and lower case narrower)."""
+    return int(0.9 * width * 72 / (0.62 * SMALL))
+
+
+def _wrapped(text: str, chars: int) -> str:
+    """``text`` broken between words into lines of at most ``chars`` characters (each of its own lines kept)."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(line, chars, break_long_words=False) for line in text.split("\n"))
 
 
 def _hex(rgba: tuple[float, ...]) -> str:

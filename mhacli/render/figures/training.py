@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from mhacli.core import narrate
-from mhacli.render.figures.layout import LABEL_PX, ordinal, readable_points
+from mhacli.render.figures.layout import LABEL_PX, ordinal, readable_points, settle
 from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
 
 if TYPE_CHECKING:
@@ -142,13 +142,16 @@ def _close_rows(fig: "Figure", axes: np.ndarray) -> None:
     rows, cols = axes.shape
     if rows < 2:
         return
-    fig.draw_without_rendering()
+    engine = fig.get_layout_engine()
+    assert engine is not None  # made with layout="constrained"
+    engine.execute(fig)  # the layout alone places the Axes: no draw of the figure is needed to read them
     width, height = fig.get_size_inches()
     first, below = axes[0, 0].get_position(), axes[1, 0].get_position()
     col_gap = (axes[0, 1].get_position().x0 - first.x1) * width if cols > 1 else 0.1
     slack = ((first.y0 - below.y1) * height - col_gap) * (rows - 1)  # inches
     if slack > 0:
         fig.set_size_inches(width, height - slack)
+    settle(fig)  # laid out once more, at the final height, and kept: the save lays nothing out again
 
 
 def _colour_bar(fig: "Figure", image: "AxesImage", axes: np.ndarray, size: float) -> None:

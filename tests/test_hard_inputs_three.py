@@ -384,4 +384,6 @@ def test_every_integer_option_parses_with_the_one_rule():
             base, info, *_ = get_args(alias)
             if base is int or (get_origin(base) is typing.Union and int in get_args(base)):
                 ints[name] = info.parser
-    assert len(ints) >= 15 and all(p in (options.whole_option, options.positive_option) for p in ints.values()), ints
+    parsers = (options.whole_option, options.positive_option, options.seed_option)  # seed_option: whole_option's
+    assert len(ints) >= 15 and all(p in parsers for p in ints.values()), ints  # rule, the seed's range told
+    assert {n for n, p in ints.items() if p is options.seed_option} == {"SeedOpt", "TrainSeedOpt"}

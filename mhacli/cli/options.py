@@ -141,7 +141,7 @@ SampleNameArg = Annotated[Optional[str], typer.Argument(
 HeadsOpt = Annotated[int, typer.Option("--heads", "-H", help="Number of heads h.", metavar="N",
                                        rich_help_panel=MODEL, parser=whole_option)]
 DModelOpt = Annotated[int, typer.Option("--d-model", "-d", help="Model width d (divisible by --heads).",
-                                        metavar="N", rich_help_panel=MODEL, parser=seed_option)]
+                                        metavar="N", rich_help_panel=MODEL, parser=whole_option)]
 SeedOpt = Annotated[int, typer.Option("--seed", "-s", help="Seed for the embedding and the weights.",
                                       metavar="N", rich_help_panel=MODEL, parser=seed_option)]
 PositionsOpt = Annotated[bool, typer.Option(

@@ -79,7 +79,7 @@ def test_the_split_readouts_are_counted_and_their_loss_has_exact_gradients() -> 
 
 @pytest.fixture(scope="module")
 def split_model():
-    config = TrainConfig.for_task("grammar", heads=2, d_model=8, steps=3, held_out=20, split_referent=True)
+    config = TrainConfig.for_task("grammar", heads=2, d_model=8, steps=400, held_out=20, split_referent=True)
     return train(config).model
 
 

@@ -8,7 +8,9 @@ contribution the readout may have learned to use.
 
 Where the card (:mod:`mhacli.core.card`) says where a head *looks*, the knockout says what the model loses
 without it: evidence of what the head *does*.  The held-out sentences are the card's (same count, same seed),
-scored on the card's rows: for a referent kind (he/she, feeling, place) the referent readout at its queries.
+scored on the card's rows: for a referent kind (he/she, feeling, place) the referent readout at its queries, or,
+in a model trained with the referent split by kind (``TrainConfig.split_referent``), the kind's own readout, and
+for the referent row each query's kind's readout.
 The forward pass is :func:`mhacli.core.train.forward`'s own (its cache of head outputs) and its ``readout``.
 """
 
@@ -71,6 +73,20 @@ def row_targets(targets: tuple[str, ...], rows: tuple[str, ...]) -> tuple[int, .
     return tuple(targets.index(r) if r in targets else targets.index("referent") for r in rows)
 
 
+def query_targets(targets: tuple[str, ...], rows: tuple[str, ...], vocabulary: tuple[str, ...],
+                  ids: Array) -> tuple[Array, ...]:
+    """Which readout answers each card row at each query, (S, N) per row: :func:`row_targets`'s one readout, or
+    for the referent of a model with a readout per kind, the readout of the query word's kind."""
+    from mhacli.core.card import SUB_RELATIONS
+
+    if "referent" in targets:
+        return tuple(np.full(ids.shape, t) for t in row_targets(targets, rows))  # R × (S, N)
+    by_kind = np.zeros(ids.shape, dtype=np.int64)  # (S, N): only the referent's queries are read from it
+    for kind, words in SUB_RELATIONS.items():
+        by_kind[np.isin(ids, [vocabulary.index(w) for w in words])] = targets.index(kind)
+    return tuple(by_kind if r == "referent" else np.full(ids.shape, targets.index(r)) for r in rows)  # R × (S, N)
+
+
 def logits_without(params: "Params", heads_out: Array, head: int | None) -> Array:
     """logits with head ``head``'s output zeroed before W_o (None: every head on): (B, h, N, d/h) -> (B, N, T, V)."""
     from mhacli.core.train import readout
@@ -82,13 +98,15 @@ def logits_without(params: "Params", heads_out: Array, head: int | None) -> Arra
     return readout(out, params["readout"])  # (B, N, T, V)
 
 
-def row_accuracy(logits: Array, ids: Array, keys: Array, targets: tuple[int, ...]) -> Array:
-    """(R,) share of each row's queries whose readout names the token at the row's true key."""
+def row_accuracy(logits: Array, ids: Array, keys: Array, targets: tuple[Array, ...]) -> Array:
+    """(R,) share of each row's queries whose readout (``targets[r]``, (S, N)) names the token at the row's true
+    key."""
     acc = np.zeros(len(targets))
     for r, t in enumerate(targets):
         asked = keys[r] >= 0  # (S, N)
         truth = np.take_along_axis(ids, keys[r].clip(0), axis=-1)  # (S, N): the noun at each true key
-        said = logits[..., t, :].argmax(axis=-1)  # (S, N)
+        read = np.take_along_axis(logits, t[..., None, None], axis=-2)[..., 0, :]  # (S, N, T, V) -> (S, N, V)
+        said = read.argmax(axis=-1)  # (S, N)
         acc[r] = float((said == truth)[asked].mean()) if asked.any() else 0.0
     return acc
 
@@ -98,7 +116,7 @@ def knockout(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int =
     ids, keys, names = held_out(model, sentences, seed)  # (S, N), (R, S, N)
     params = dict(model.params)
     cache = model.forward(ids)  # the model's own forward: values from E alone where it was so trained
-    targets = row_targets(model.targets, names)
+    targets = query_targets(model.targets, names, model.vocabulary, ids)  # R × (S, N)
     full = row_accuracy(cache["logits"], ids, keys, targets)  # (R,)
     without = np.stack([row_accuracy(logits_without(params, cache["heads"], k), ids, keys, targets)
                         for k in range(model.config.heads)])  # (h, R)

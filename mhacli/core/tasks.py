@@ -17,7 +17,7 @@ Random numbers come only from the ``np.random.Generator`` passed in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -87,6 +87,9 @@ class Task:
     # Training defaults where the task needs others than TrainConfig's (the grammar: wider, longer, gentler).
     defaults: tuple[tuple[str, object], ...] = ()
     sentences: bool = False  # real sentences of core.grammar (padded with the boundary), not random tokens
+    # The grammar's referent read out by one readout per kind of query (he/she, feeling, place), not one for all
+    # three: an experiment in training and scoring only (TrainConfig.split_referent), no relation a user sees.
+    split_referent: bool = False
 
     @property
     def pad(self) -> int | None:
@@ -106,7 +109,9 @@ class Task:
         """
         if self.sentences:
             drawn = grammar.generate(rng, size, length, pad=self.vocabulary.index(BOUNDARY))
-            ids, keys = drawn.ids, drawn.keys  # (B, N), (T, B, N)
+            ids, keys = drawn.ids, drawn.keys  # (B, N), (4, B, N)
+            if self.split_referent:
+                keys = grammar.part_keys(ids, keys)  # (4, B, N) -> (6, B, N): the referent's kinds apart
             picked = np.take_along_axis(np.broadcast_to(ids, keys.shape), keys.clip(0), axis=-1)  # (T, B, N)
             return ids, np.where(keys >= 0, picked, self.vocabulary.index(BOUNDARY)), keys
         ids = rng.integers(0, len(self.words), size=(size, length))  # (B, N)
@@ -116,10 +121,28 @@ class Task:
         keys = np.where((keys >= 0) & (keys < n), keys, -1)
         return ids, targets, np.broadcast_to(keys[:, None, :], targets.shape)
 
+    def split(self) -> "Task":
+        """The same task with the grammar's referent read out by one readout per kind of referent."""
+        if not self.sentences or "referent" not in self.targets:
+            raise UsageError(f"only the grammar's referent can be split by kind, not the {self.name} task's "
+                             "relations.", task=self.name)
+        return replace(self, targets=SPLIT_TARGETS, split_referent=True)
+
+    def relation_keys(self, keys: Array) -> Array:
+        """The true keys of grammar.RELATIONS from :meth:`sample`'s: split kinds put back into one referent row."""
+        if not self.split_referent:
+            return keys  # (4, B, N)
+        kinds = keys[len(grammar.RELATIONS) - 1:]  # (3, B, N): -1 except at its own kind's queries, so disjoint
+        return np.concatenate([keys[:len(grammar.RELATIONS) - 1], kinds.max(axis=0)[None]])  # (4, B, N)
+
     def scored(self, keys: Array) -> Array:
         """Which answers count for accuracy: (T, B, N) booleans."""
         return keys >= 0 if self.sentences else np.ones(keys.shape, dtype=bool)
 
+
+# The readouts of a split referent, named as the report card's rows for the referent's kinds of query
+# (core.card.SUB_RELATIONS), in the order of grammar.part_keys.
+SPLIT_TARGETS = (*grammar.RELATIONS[:-1], "he/she", "feeling", "place")
 
 TASKS: dict[str, Task] = {
     task.name: task

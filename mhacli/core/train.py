@@ -91,6 +91,9 @@ class TrainConfig:
     head_dropout: float = 0.0
     # λ of λ Σ_t ‖n_t‖₁/‖n_t‖₂, n_ti = ||R_t W_o^i||_F (head_concentration): few heads per readout, any size.
     head_concentration: float = 0.0
+    # An experiment, off by default: the grammar's referent read out by one readout per kind of referent
+    # (he/she, feeling adjective, place adjective) in training and scoring, so each can learn to read one head.
+    split_referent: bool = False
     held_out: int = 500  # fresh sequences for the held-out accuracy
     snapshots: int = 5  # moments of training kept for the heads figure (start … end)
 
@@ -133,6 +136,11 @@ class TrainConfig:
         if not isinstance(self.word_values, bool):
             raise UsageError(f"{{word_values:name}} must be true or false, got {self.word_values!r}.",
                              word_values=self.word_values)
+        if not isinstance(self.split_referent, bool):
+            raise UsageError(f"{{split_referent:name}} must be true or false, got {self.split_referent!r}.",
+                             split_referent=self.split_referent)
+        if self.split_referent:
+            task.split()  # only the grammar has a referent to split: any other task is refused here
         if not isinstance(self.scored_loss, bool):
             raise UsageError(f"{{scored_loss:name}} must be true or false, got {self.scored_loss!r}.",
                              scored_loss=self.scored_loss)
@@ -158,6 +166,11 @@ class TrainConfig:
     def run_config(self) -> Config:
         """The attention layer's :class:`Config` (heads, width, seed), validated by Config's one validation."""
         return Config(heads=self.heads, d_model=self.d_model, seed=self.seed)
+
+    def the_task(self) -> Task:
+        """The task this config trains: its own, or the grammar with the referent split by kind."""
+        task = get_task(self.task)
+        return task.split() if self.split_referent else task
 
     def check_fits(self, limit: int) -> None:
         """Refuse, before any array, a layer whose weights alone would not fit in ``limit`` bytes."""
@@ -190,7 +203,7 @@ def trainable(config: TrainConfig) -> tuple[str, ...]:
 
 def count_parameters(config: TrainConfig) -> int:
     """Number of trained numbers: V·d + (N·d) + 4·d² + T·V·d, the same for every head count."""
-    task = get_task(config.task)
+    task = config.the_task()
     d, n_vocab = config.d_model, len(task.vocabulary)
     positions = config.length * d if config.positions == "learned" else 0
     return n_vocab * d + positions + 4 * d * d + len(task.targets) * n_vocab * d
@@ -803,7 +816,7 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
     parameters (whose shapes do not depend on the head count, so every head
     count starts from the same numbers), then the held-out set, then each batch.
     """
-    task = get_task(config.task)
+    task = config.the_task()
     rng = np.random.default_rng(config.seed)
     params = init_params(config, task, rng)
     ids, targets, keys = task.sample(rng, config.held_out, config.length)  # (H, N), (T, H, N), (T, H, N)
@@ -855,7 +868,8 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
     if task.sentences:
         from mhacli.core.grammar import HEAD_RELATIONS, head_keys
 
-        relations = sentence_relations(weights, head_keys(held.ids, held.keys), HEAD_RELATIONS, blocked)
+        relations = sentence_relations(weights, head_keys(held.ids, task.relation_keys(held.keys)), HEAD_RELATIONS,
+                                       blocked)
     else:
         relations = head_relations(weights, blocked)
     model = TrainedModel(config=config, params=params, vocabulary=task.vocabulary, targets=task.targets,

@@ -15,7 +15,7 @@ from mhacli.core.train import TrainConfig, count_parameters, init_params, loss_a
 
 def test_the_split_task_asks_each_kind_of_referent_at_its_own_words_and_nothing_else() -> None:
     """Same draws as the grammar; each kind's keys sit only at its words, and together they are the referent's."""
-    plain, split = get_task("grammar"), get_task("grammar").split()
+    plain, split = get_task("grammar"), get_task("grammar").by_referent_kind()
     ids, targets, keys = plain.sample(np.random.default_rng(4), 300, LONGEST)  # (B, N), (4, B, N), (4, B, N)
     ids_s, targets_s, keys_s = split.sample(np.random.default_rng(4), 300, LONGEST)  # (6, B, N) each
     np.testing.assert_array_equal(ids, ids_s)

@@ -121,7 +121,7 @@ class Task:
         keys = np.where((keys >= 0) & (keys < n), keys, -1)
         return ids, targets, np.broadcast_to(keys[:, None, :], targets.shape)
 
-    def split(self) -> "Task":
+    def by_referent_kind(self) -> "Task":
         """The same task with the grammar's referent read out by one readout per kind of referent."""
         if not self.sentences or "referent" not in self.targets:
             raise UsageError(f"only the grammar's referent can be split by kind, not the {self.name} task's "

@@ -140,7 +140,7 @@ class TrainConfig:
             raise UsageError(f"{{split_referent:name}} must be true or false, got {self.split_referent!r}.",
                              split_referent=self.split_referent)
         if self.split_referent:
-            task.split()  # only the grammar has a referent to split: any other task is refused here
+            task.by_referent_kind()  # only the grammar has a referent to split: any other task is refused here
         if not isinstance(self.scored_loss, bool):
             raise UsageError(f"{{scored_loss:name}} must be true or false, got {self.scored_loss!r}.",
                              scored_loss=self.scored_loss)
@@ -170,7 +170,7 @@ class TrainConfig:
     def the_task(self) -> Task:
         """The task this config trains: its own, or the grammar with the referent split by kind."""
         task = get_task(self.task)
-        return task.split() if self.split_referent else task
+        return task.by_referent_kind() if self.split_referent else task
 
     def check_fits(self, limit: int) -> None:
         """Refuse, before any array, a layer whose weights alone would not fit in ``limit`` bytes."""

@@ -92,20 +92,21 @@ def test_relative_links_and_images_exist(page):
         assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
 
 
-def test_figures_page_compare_output_is_the_commands_own(tmp_path):
+def test_figures_page_compare_output_is_the_commands_own(tmp_path, monkeypatch):
     """docs/figures.md quotes `mha compare "the cat sat on the mat" --heads 4`: its block is the real output's
-    first lines, as an 80-column terminal without colour shows them."""
-    import os
+    first lines, as an 80-column terminal without colour shows them (in-process: each command sizes its
+    consoles from the COLUMNS it runs with)."""
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
 
     page = (ROOT / "docs" / "figures.md").read_text(encoding="utf-8")
     cmd = 'mha compare "the cat sat on the mat" --heads 4'
     quoted = page.split(f"```bash\n{cmd}\n```\n\n```\n", 1)[1].split("```", 1)[0].splitlines()
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "80", "TERM": "dumb"}
-    env.pop("FORCE_COLOR", None)
-    mha = str(Path(sys.executable).with_name("mha"))
-    out = subprocess.run([mha, "compare", "the cat sat on the mat", "--heads", "4", "--no-plots"],
-                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr
+    env = {"NO_COLOR": "1", "COLUMNS": "80", "TERM": "dumb", "FORCE_COLOR": None}
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(app, ["compare", "the cat sat on the mat", "--heads", "4", "--no-plots"], env=env)
+    assert out.exit_code == 0, out.stderr
     real = [line.rstrip() for line in out.stdout.splitlines()]
     assert len(quoted) > 5 and real[:len(quoted)] == quoted
 

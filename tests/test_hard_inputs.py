@@ -27,12 +27,13 @@ def mha(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: object 
                           stdin=stdin, timeout=timeout, **kw)  # type: ignore[call-overload]
 
 
-def mha_in_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def mha_in_process(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The same command through Typer's CliRunner: ``MhaGroup.main``, the installed script's one way out
     (error lines, exit codes, cleanup), runs inside it, without the ~0.35 s of a new process.
 
     Every warning is recorded and fails the test, as the installed script under
     ``PYTHONWARNINGS=default`` would print it on stderr (pytest's own capture would hide it).
+    ``env`` is set for the run (each command sizes its consoles from the COLUMNS it runs with).
     Each family that uses this keeps some cases on the installed ``mha`` (``INSTALLED``).
     """
     import warnings
@@ -46,7 +47,7 @@ def mha_in_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = CliRunner().invoke(app, list(args))  # the consoles' width was fixed at import
+            result = CliRunner().invoke(app, list(args), env=env)
     finally:
         os.chdir(here)
     assert caught == [], [f"{w.category.__name__}: {w.message}" for w in caught]
@@ -161,10 +162,11 @@ def test_exit_codes_and_messages_name_the_signal():
 # ---------------------------------------------------------------------------
 
 def test_a_designed_char_run_shown_back_says_so_and_lists_its_rules(tmp_path):
-    made = mha("explain", "the cat sat on the mat", "--weights", "designed", "--tokenizer", "char",
-               "--causal", "--seed", "7", "--no-plots", "--save-npz", "d.npz", cwd=tmp_path)
+    made = mha_in_process("explain", "the cat sat on the mat", "--weights", "designed", "--tokenizer", "char",
+                          "--causal", "--seed", "7", "--no-plots", "--save-npz", "d.npz", cwd=tmp_path,
+                          env={"COLUMNS": "100"})
     assert made.returncode == 0, made.stderr
-    shown = mha("show", "d.npz", "--no-plots", cwd=tmp_path)
+    shown = mha_in_process("show", "d.npz", "--no-plots", cwd=tmp_path, env={"COLUMNS": "100"})
     assert shown.returncode == 0, shown.stderr
     assert "tokenizer char" in shown.stdout and "weights designed" in shown.stdout
     assert "positions on" in shown.stdout and "seed 7" in shown.stdout and "causal" in shown.stdout
@@ -229,19 +231,19 @@ def test_biases_are_saved_and_read_back_when_the_trace_has_them(tmp_path):
         load_trace(tmp_path / "short.npz")
 
 
-def test_biases_through_the_installed_command_line(tmp_path):
+def test_biases_through_the_command_line(tmp_path):
     import json
 
     np.savez(tmp_path / "own.npz", **_state_dict_with_biases())
-    made = mha("explain", "the cat sat on the mat", "--weights", "own.npz", "--heads", "2", "--no-plots",
-               "--save-npz", "b.npz", cwd=tmp_path)
+    made = mha_in_process("explain", "the cat sat on the mat", "--weights", "own.npz", "--heads", "2",
+                          "--no-plots", "--save-npz", "b.npz", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
-    shown = mha("show", "b.npz", "--json", "--no-json-arrays", "--no-plots", cwd=tmp_path)
+    shown = mha_in_process("show", "b.npz", "--json", "--no-json-arrays", "--no-plots", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     document = json.loads(shown.stdout)
     assert document["weight_kind"] == "pytorch" and document["arrays"] is None
     assert document["biases"]["b_o"] == pytest.approx(_state_dict_with_biases()["out_proj.bias"].tolist())
-    checked = mha("verify", "b.npz", cwd=tmp_path)
+    checked = mha_in_process("verify", "b.npz", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
@@ -514,7 +516,7 @@ def test_an_html_target_behind_a_dangling_link_is_refused_before_the_run(tmp_pat
 def test_a_dangling_link_into_an_existing_folder_is_written_through(tmp_path):
     (tmp_path / "real").mkdir()
     (tmp_path / "page.html").symlink_to(tmp_path / "real" / "page.html")
-    proc = mha("explain", "the cat", "--no-plots", "--html", "page.html", cwd=tmp_path)
+    proc = mha_in_process("explain", "the cat", "--no-plots", "--html", "page.html", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "real" / "page.html").read_text().startswith("<!")
 
@@ -600,8 +602,8 @@ def test_the_memory_plan_counts_figures(heads, dpi, fits):
 
 
 def test_a_figure_too_big_for_memory_is_refused_before_the_run(tmp_path):
-    proc = mha("explain", "the cat", "--d-model", "512", "--heads", "512", "--dpi", "600", "--out", "figs",
-               cwd=tmp_path)
+    proc = mha_in_process("explain", "the cat", "--d-model", "512", "--heads", "512", "--dpi", "600", "--out",
+                          "figs", cwd=tmp_path)
     line = one_error_line(proc)
     assert proc.returncode == 2 and "the figures of 512 heads at --dpi 600 need" in line
     assert not (tmp_path / "figs").exists()
@@ -620,15 +622,16 @@ def test_an_out_name_with_escape_sequences_is_spelled_out_in_every_note(tmp_path
     out.mkdir()
     (out / "head-9.png").write_bytes(b"left from a run with 9 heads")
     # One head (3 of the 7 figures fewer) and every figure at --dpi 30: names and notes, not pixels.
-    # The demo of the first name through the installed script, the others in-process (warnings recorded).
-    # explain always in a real process: the consoles read COLUMNS when mhacli.cli.output is imported.
-    demo = mha if name == HOSTILE_NAMES[0] else mha_in_process
+    # The first name through the installed script, the others in-process (warnings recorded; each command
+    # sizes its consoles from the COLUMNS it runs with).
+    mha_ = mha if name == HOSTILE_NAMES[0] else mha_in_process
     runs = [
-        demo("demo", "--no-pause", "--heads", "1", "--dpi", "30", "--out", name, cwd=tmp_path),  # its heatmap note
+        mha_("demo", "--no-pause", "--heads", "1", "--dpi", "30", "--out", name, cwd=tmp_path,
+             env={**ENV, "COLUMNS": "100"}),  # its heatmap note
         # The grids are too wide: "the heatmaps are in …" (a grid of 12 tokens needs more than 40 columns);
         # and the note on the leftover head-9.png.
-        mha("explain", " ".join(f"w{i}" for i in range(12)), "--heads", "1", "--dpi", "30", "--out", name,
-            cwd=tmp_path, env={**ENV, "COLUMNS": "40"}),
+        mha_("explain", " ".join(f"w{i}" for i in range(12)), "--heads", "1", "--dpi", "30", "--out", name,
+             cwd=tmp_path, env={**ENV, "COLUMNS": "40"}),
     ]
     for proc in runs:
         assert proc.returncode == 0, proc.stderr

@@ -1,9 +1,13 @@
 """Hard inputs, round four (issue 31): families 2 to 10, each with cases of its own.
 
-Each test gives the installed ``mha`` (or the function under it) an input of the
-family that was seen to fail, and checks the one-line answer, the exit code, and
-that nothing was written, clobbered or reported other than as it ran.  Families
-that are a space of inputs (names, integers, widths, dtypes) are property tests.
+Each test gives ``mha`` (or the function under it) an input of the family that
+was seen to fail, and checks the one-line answer, the exit code, and that
+nothing was written, clobbered or reported other than as it ran.  Families that
+are a space of inputs (names, integers, widths, dtypes) are property tests.
+Commands run in-process through Typer's CliRunner (``cli``; ``mha_in_process``
+where a warning must fail the test, as the installed script would print it); the
+installed ``mha`` only where a process shows more: signals, COLUMNS read as the
+consoles are made at import, the locale and the output encoding.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_hard_inputs import one_error_line
+from test_hard_inputs import mha_in_process, one_error_line
 
 from mhacli.core.errors import UsageError
 
@@ -458,7 +462,7 @@ def test_a_safetensors_file_numpy_cannot_hold_names_its_dtype(tmp_path, dtype, w
     pytest.importorskip("safetensors", reason="reading .safetensors needs the safetensors package")
     path = tmp_path / "odd.safetensors"
     _safetensors_of(path, _layer(np.random.default_rng(0)), dtype)
-    proc = mha("explain", "a b c", "--weights", path.name, "--heads", "2", "--out", "figs", cwd=tmp_path)
+    proc = mha_in_process("explain", "a b c", "--weights", path.name, "--heads", "2", "--out", "figs", cwd=tmp_path)
     line = one_error_line(proc)
     assert proc.returncode == 2 and dtype in line and words in line, line
 
@@ -508,7 +512,7 @@ def _config(**changes: object) -> str:
 ])
 def test_an_edited_trained_model_is_refused_naming_the_file_not_options_never_typed(tmp_path, members, words):
     path = _edited_model(tmp_path, **members)
-    proc = mha("explain", "a b c", "--weights", path.name, "--out", "figs", cwd=tmp_path)
+    proc = mha_in_process("explain", "a b c", "--weights", path.name, "--out", "figs", cwd=tmp_path)
     line = one_error_line(proc)
     assert proc.returncode == 2 and "'edited.npz' is not a trained mha model" in line and words in line, line
     assert "--heads" not in line and "--steps" not in line and "--d-model" not in line
@@ -517,7 +521,7 @@ def test_an_edited_trained_model_is_refused_naming_the_file_not_options_never_ty
 @pytest.mark.parametrize("recorded", [3, 2**62, 16])
 def test_a_recorded_head_count_that_cannot_split_d_names_the_file(tmp_path, recorded):
     np.savez(tmp_path / "w.npz", **_layer(np.random.default_rng(0)), num_heads=np.array(recorded))
-    proc = mha("explain", "a b c", "--weights", "w.npz", "--out", "figs", cwd=tmp_path)
+    proc = mha_in_process("explain", "a b c", "--weights", "w.npz", "--out", "figs", cwd=tmp_path)
     line = one_error_line(proc)
     assert proc.returncode == 2 and "the weights in 'w.npz' record" in line and "cannot split" in line, line
     assert "--heads" not in line
@@ -544,7 +548,7 @@ def test_two_accepted_attention_names_holding_different_arrays_are_refused(tmp_p
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "two.npz", **{first: _rows(rng, (2, 3, 3)), second: _rows(rng, (2, 3, 3))},
              tokens=np.array(["a", "b", "c"]))
-    proc = mha("show", "two.npz", "--out", "figs", cwd=tmp_path)
+    proc = mha_in_process("show", "two.npz", "--out", "figs", cwd=tmp_path)
     line = one_error_line(proc)
     assert proc.returncode == 2 and f"different attention under '{first}' and '{second}'" in line, line
     assert not (tmp_path / "figs").exists()

@@ -71,27 +71,27 @@ def test_a_single_head_is_asked_no_question_about_other_heads():
 
 
 @pytest.mark.parametrize("weights", ["grammar", "trained", "designed"])
-def test_the_check_command_runs_the_quizzed_model(tmp_path, weights):
-    """The command a quiz prints to check the answers runs (a shell parses it) and shows the same run: the same
-    d, h and weights; its header quotes the text as read, not as a shell would (no ``didn'"'"'t``)."""
+def test_the_check_command_runs_the_quizzed_model(tmp_path, monkeypatch, weights):
+    """The command a quiz prints to check the answers runs (a shell parses it: shlex, as a shell would) and shows
+    the same run: the same d, h and weights; its header quotes the text as read, not as a shell would (no
+    ``didn'"'"'t``). Both commands through CliRunner: the argv a shell hands ``mha`` is the list shlex gives."""
     import json
     import shlex
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    mha = str(Path(sys.executable).with_name("mha"))
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+
+    monkeypatch.chdir(tmp_path)
     text = "The animal didn't cross the street because it was too tired"
-    quiz = subprocess.run([mha, "quiz", text, "--weights", weights, "--json"], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=300)
-    assert quiz.returncode == 0, quiz.stderr
+    quiz = CliRunner().invoke(app, ["quiz", text, "--weights", weights, "--json"])
+    assert quiz.exit_code == 0, quiz.stderr
     asked = json.loads(quiz.stdout)
     assert "'\"'\"'" not in asked["title"] and "didn't" in asked["title"]
     argv = shlex.split(asked["check"])
     assert argv[:2] == ["mha", "explain"] and argv[2] == text
-    check = subprocess.run([mha, *argv[1:], "--no-plots", "--json"], capture_output=True, text=True, cwd=tmp_path,
-                           timeout=300)
-    assert check.returncode == 0, check.stderr
+    check = CliRunner().invoke(app, [*argv[1:], "--no-plots", "--json"])
+    assert check.exit_code == 0, check.stderr
     config = json.loads(check.stdout)["config"]
     d, h = (int(n) for n in re.findall(r"d = (\d+), h = (\d+)", asked["title"])[0])
     assert (config["d_model"], config["heads"]) == (d, h)

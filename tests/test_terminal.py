@@ -1,8 +1,11 @@
 """Terminals: NO_COLOR, pipes, TERM=dumb, 40 columns, a closed pipe: through the installed ``mha``.
 
 These run the real console script in a subprocess (and under a pseudo-terminal
-where colour detection matters), because Rich decides about colour and width
-from the real file descriptors and the environment.
+where colour detection matters), because Rich decides about colour from the real
+file descriptors and the environment when the process starts.  What a command
+prints at a width, and the token ids it shows, runs in-process through Typer's
+CliRunner (:func:`_in_process`): every command sizes its consoles from the
+COLUMNS it runs with (``mhacli.cli.output.reset``), so a process adds nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +43,25 @@ def _env(**extra: str) -> dict[str, str]:
 def _piped(args: list[str], cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(MHA), *args], capture_output=True, text=True, cwd=cwd, env=_env(**extra),
                           timeout=300)
+
+
+def _in_process(args: list[str], cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    """``args`` through Typer's CliRunner in ``cwd``, with the environment :func:`_piped` gives the script
+    (the terminal variables removed, then ``extra``); stdout and stderr apart, as a pipe keeps them."""
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+
+    env: dict[str, str | None] = {k: None for k in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "TERM",
+                                                      "CLICOLOR_FORCE")}
+    env.update(extra)
+    here = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(app, args, env=env)
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def _in_pty(args: list[str], cwd: Path, columns: int = 80, **extra: str) -> tuple[int, str]:
@@ -136,7 +158,7 @@ def test_term_dumb_gets_plain_text(cwd):
     ["demo", "--sample", "cat", "--no-pause"],
 ], ids=lambda a: " ".join(a)[:30])
 def test_forty_columns_when_piped(cwd, args):
-    p = _piped(args, cwd, COLUMNS="40")
+    p = _in_process(args, cwd, COLUMNS="40")
     assert p.returncode == 0, p.stderr
     assert "\x1b" not in p.stdout + p.stderr
     wide = [line for line in p.stdout.splitlines() if cell_len(line) > 40]
@@ -310,12 +332,12 @@ def test_token_ids_are_the_grammar_models_vocabulary_ids(cwd):
 
     model = load_trained(shipped_model_path(name="grammar"))[0]
     words = SENTENCE.split()
-    p = _piped(["explain", SENTENCE, "--weights", "grammar", "--no-plots", "--json"], cwd)
+    p = _in_process(["explain", SENTENCE, "--weights", "grammar", "--no-plots", "--json"], cwd)
     assert p.returncode == 0, p.stderr
     ids = json.loads(p.stdout)["token_ids"]
     assert ids == [model.vocabulary.index(w.lower()) for w in words]
     assert ids[0] == ids[4] and ids[1] != 1  # "The" and "the" share an id; "animal" is not position 1
-    p = _piped(["explain", SENTENCE, "--weights", "grammar", "--no-plots"], cwd, COLUMNS="80")
+    p = _in_process(["explain", SENTENCE, "--weights", "grammar", "--no-plots"], cwd, COLUMNS="80")
     table = p.stdout.split("1. Tokens", 1)[1].split("2. Steps", 1)[0]
     rows = {int(pos): (tok, int(i)) for pos, tok, i in re.findall(r"(\d+)\s+(\S+)\s+(\d+)", table)}
     assert [rows[k][1] for k in range(len(words))] == ids
@@ -326,7 +348,7 @@ def test_token_ids_are_the_grammar_models_vocabulary_ids(cwd):
 
 def test_token_ids_of_the_toy_embedding_are_first_appearances(cwd):
     """Without a trained vocabulary the id numbers the distinct strings, and the note says exactly that."""
-    p = _piped(["explain", "the cat saw the dog", "--no-plots"], cwd, COLUMNS="80")
+    p = _in_process(["explain", "the cat saw the dog", "--no-plots"], cwd, COLUMNS="80")
     table = " ".join(p.stdout.split("1. Tokens", 1)[1].split("2. Steps", 1)[0].split())
     assert "order of first appearance" in table and "folds capitals" not in table
 
@@ -334,10 +356,10 @@ def test_token_ids_of_the_toy_embedding_are_first_appearances(cwd):
 def test_a_saved_grammar_trace_keeps_its_model_s_ids_and_says_so(cwd):
     """A .npz of a grammar run keeps the model's vocabulary ids (token_ids, folds_case): `mha show` shows the
     same ids as explain and calls them the trained model's, capitals folded."""
-    saved = _piped(["explain", SENTENCE, "--weights", "grammar", "--no-plots", "--save-npz", "g.npz"], cwd,
+    saved = _in_process(["explain", SENTENCE, "--weights", "grammar", "--no-plots", "--save-npz", "g.npz"], cwd,
                    COLUMNS="80")
     assert saved.returncode == 0, saved.stderr
-    shown = _piped(["show", "g.npz", "--no-plots"], cwd, COLUMNS="80")
+    shown = _in_process(["show", "g.npz", "--no-plots"], cwd, COLUMNS="80")
     tables = [" ".join(out.split("1. Tokens", 1)[1].split("2. Steps", 1)[0].split())
               for out in (saved.stdout, shown.stdout)]
     assert tables[0] == tables[1], tables

@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import select
+import signal
 import subprocess
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -34,6 +35,9 @@ def paused(argv: Sequence[str], *, cwd: Path, env: dict[str, str], name: str | N
     # writer has come, select() sees nothing (Linux reports no hang-up on a FIFO never written to).
     announce = os.open(folder / "announce", os.O_RDONLY | os.O_NONBLOCK)
     extra = {PAUSE: str(folder), **({PAUSE_AT: name} if name else {})}
+    # The run gets Ctrl-C's default action whatever pytest was started with: a suite started in the background
+    # of a shell (SIGINT ignored, which mha rightly keeps, as nohup) would wait forever for a Ctrl-C to land.
+    popen.setdefault("preexec_fn", _default_sigint)
     proc = subprocess.Popen(list(argv), cwd=cwd, env={**env, **extra}, text=True, **popen)  # type: ignore[call-overload]
     ended = os.pidfd_open(proc.pid)  # readable when the process ends: the other event waited for
     try:
@@ -63,6 +67,11 @@ def paused(argv: Sequence[str], *, cwd: Path, env: dict[str, str], name: str | N
             except subprocess.TimeoutExpired:
                 proc.kill()
                 raise
+
+
+def _default_sigint() -> None:
+    """In the child before it runs mha: SIGINT back to its default action (an inherited SIG_IGN survives exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 PAUSE, PAUSE_AT = "MHACLI_TEST_PAUSE", "MHACLI_TEST_PAUSE_AT"

@@ -15,6 +15,8 @@ from mhacli.core.train import forward as train_forward
 from mhacli.core.train import (TrainConfig, count_parameters, head_relations, init_params, loss_and_grads,
                                snapshot_steps, train)
 
+from gradients import central_differences
+
 TINY = dict(d_model=4, length=5, batch=3)
 
 
@@ -36,15 +38,8 @@ def test_every_gradient_matches_central_finite_differences(causal: bool, heads: 
     eps = 1e-6
     for name, value in params.items():
         assert grads[name].shape == value.shape, name
-        numeric = np.empty_like(value)
-        for idx in np.ndindex(value.shape):
-            old = value[idx]
-            value[idx] = old + eps
-            plus = loss_and_grads(params, ids, targets, heads, causal, None, word_values)[0]
-            value[idx] = old - eps
-            minus = loss_and_grads(params, ids, targets, heads, causal, None, word_values)[0]
-            value[idx] = old
-            numeric[idx] = (plus - minus) / (2 * eps)
+        numeric = central_differences(
+            lambda: loss_and_grads(params, ids, targets, heads, causal, None, word_values)[0], value, eps)
         assert np.abs(numeric).max() > 0 or name == "positions", f"{name}: the loss does not depend on it"
         np.testing.assert_allclose(grads[name], numeric, atol=1e-8, rtol=1e-6, err_msg=name)
 
@@ -194,15 +189,7 @@ def test_gradients_with_the_grammar_s_padding_mask_match_finite_differences() ->
     eps = 1e-6
     for name in ("W_q", "W_k", "W_v", "W_o", "embedding"):
         value = params[name]
-        numeric = np.empty_like(value)
-        for idx in np.ndindex(value.shape):
-            old = value[idx]
-            value[idx] = old + eps
-            plus = loss()
-            value[idx] = old - eps
-            minus = loss()
-            value[idx] = old
-            numeric[idx] = (plus - minus) / (2 * eps)
+        numeric = central_differences(loss, value, eps)
         np.testing.assert_allclose(grads[name], numeric, atol=1e-8, rtol=1e-6, err_msg=name)
     weights = train_forward(params, ids, 2, False, task.pad)["weights"]  # (B, h, N, N)
     padded = ids == task.pad
@@ -295,15 +282,7 @@ def test_the_training_levers_match_finite_differences(scored_loss: bool, sparsit
     eps = 1e-6
     for name in ("W_q", "W_v", "W_o", "embedding", "readout"):
         value = params[name]
-        numeric = np.empty_like(value)
-        for idx in np.ndindex(value.shape):
-            old = value[idx]
-            value[idx] = old + eps
-            plus = loss()
-            value[idx] = old - eps
-            minus = loss()
-            value[idx] = old
-            numeric[idx] = (plus - minus) / (2 * eps)
+        numeric = central_differences(loss, value, eps)
         assert np.abs(numeric).max() > 0, name
         np.testing.assert_allclose(grads[name], numeric, atol=1e-8, rtol=1e-6, err_msg=name)
 

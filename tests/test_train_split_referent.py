@@ -11,6 +11,7 @@ from mhacli.core.grammar import LONGEST, RELATIONS
 from mhacli.core.knockout import knockout, query_targets, row_accuracy
 from mhacli.core.tasks import SPLIT_TARGETS, get_task
 from mhacli.core.train import TrainConfig, count_parameters, init_params, loss_and_grads, train
+from gradients import central_differences
 
 
 def test_the_split_task_asks_each_kind_of_referent_at_its_own_words_and_nothing_else() -> None:
@@ -64,15 +65,7 @@ def test_the_split_readouts_are_counted_and_their_loss_has_exact_gradients() -> 
     eps = 1e-6
     for name in ("W_q", "W_v", "W_o", "readout"):
         value = params[name]
-        numeric = np.empty_like(value)
-        for idx in np.ndindex(value.shape):
-            old = value[idx]
-            value[idx] = old + eps
-            plus = loss()
-            value[idx] = old - eps
-            minus = loss()
-            value[idx] = old
-            numeric[idx] = (plus - minus) / (2 * eps)
+        numeric = central_differences(loss, value, eps)
         assert np.abs(numeric).max() > 0, name
         np.testing.assert_allclose(grads[name], numeric, atol=1e-8, rtol=1e-6, err_msg=name)
 

@@ -135,14 +135,19 @@ class Mismatch:
     cost: float  # points the row loses without the head
 
 
+def _costs(card: "Card", knock: Knockout) -> Array:
+    """(h, R) the knockout's costs, once the card and the knockout are known to measure the same rows and heads."""
+    if card.rows != knock.rows or card.heads != knock.heads:
+        raise ValueError("the card and the knockout measure different rows or heads")
+    return knock.cost  # (h, R)
+
+
 def mismatches(card: "Card", knock: Knockout) -> tuple[Mismatch, ...]:
     """Each head the card names for a row whose knockout costs it under evidence.KNOCKOUT_POINTS, and each row
     a head's knockout costs that much though the card does not name the head for it."""
     from mhacli.core import evidence
 
-    if card.rows != knock.rows or card.heads != knock.heads:
-        raise ValueError("the card and the knockout measure different rows or heads")
-    cost = knock.cost  # (h, R)
+    cost = _costs(card, knock)  # (h, R)
     out = []
     for i in range(card.heads):
         best, word = card.best(i)
@@ -183,9 +188,7 @@ def clean(card: "Card", knock: Knockout) -> tuple[Clean, ...]:
     """
     from mhacli.core import evidence
 
-    if card.rows != knock.rows or card.heads != knock.heads:
-        raise ValueError("the card and the knockout measure different rows or heads")
-    cost = knock.cost  # (h, R)
+    cost = _costs(card, knock)  # (h, R)
     out = []
     for i in range(card.heads):
         best, word = card.best(i)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich import box
+from rich.console import RenderableType
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from mhacli.core import narrate
 from mhacli.render.fit import Fitted, fitted_table
@@ -44,14 +47,16 @@ def fitted_results(results: "list[TrainResult]") -> Fitted:
     return fitted_table(results_table(results), lambda heads: _heads_word(int(heads)))
 
 
-def learned_lines(results: "list[TrainResult]") -> list[str]:
+def learned_lines(results: "list[TrainResult]") -> list[RenderableType]:
     """Per run, what each head learned: from its report card for a grammar model, else the relation its top key
-    follows and for what share of queries."""
+    follows and for what share of queries. One head a line, indented under its run, so a long label wraps under
+    itself at any width."""
     carded = all(r.model.card is not None for r in results)
-    lines = ["What each head learned, by its report card (below):" if carded else
-             "What each head learned (the relation its most-weighted key follows, share of held-out queries):"]
+    lines: list[RenderableType] = [Text(
+        "What each head learned, by its report card (below):" if carded else
+        "What each head learned (the relation its most-weighted key follows, share of held-out queries):")]
     for r in results:
         said = [narrate.learned_title(label) or label for label in r.model.labels] if carded else r.model.labels
-        heads = ", ".join(f"head {i + 1} {label}" for i, label in enumerate(said))
-        lines.append(f"  {_heads_word(r.heads)}: {heads}")
+        lines.append(Padding(Text(f"{_heads_word(r.heads)}:"), (0, 0, 0, 2)))
+        lines += [Padding(Text(f"head {i + 1} {label}"), (0, 0, 0, 4)) for i, label in enumerate(said)]
     return lines

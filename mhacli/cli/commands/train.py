@@ -163,7 +163,8 @@ def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
     label = f"{config.heads} head{'s' if config.heads > 1 else ''}"
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("loss {task.fields[loss]:.4f}  accuracy {task.fields[accuracy]:.1%}"),
-                  TimeElapsedColumn(), console=err_console, transient=True, disable=quiet) as progress:
+                  TimeElapsedColumn(), console=err_console, transient=True,
+                  disable=quiet or not err_console.is_terminal) as progress:  # no bar where none is seen
         bar = progress.add_task(label, total=config.steps, loss=float("nan"), accuracy=0.0)
         every = max(1, config.steps // 200)  # a redraw per step would cost more than the step
 
@@ -307,7 +308,7 @@ def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") 
     console.print(fitted_results(results))
     console.print()  # the table has no bottom rule: a blank line before the sentences
     for line in learned_lines(results):
-        console.print(line, highlight=False, markup=False)
+        console.print(line, highlight=False)
     for n, r in enumerate(results):
         card = r.model.card
         if card is None:

@@ -330,3 +330,17 @@ def test_the_installed_mha_maps_words_and_refuses_a_bad_class():
 
 def test_the_empty_mapping_changes_nothing():
     assert not WordMap() and not word_map(None) and not word_map("") and not word_map([])
+
+
+def test_the_readme_counts_the_grammars_words_and_its_words_example_runs():
+    """The README's first screen names the grammar's vocabulary size and a --words mapping: both are this code's."""
+    import re
+    from pathlib import Path
+
+    from mhacli.core import grammar
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    first = readme.split("## What you see")[0]
+    assert re.search(r"its (\d+) words\)", first).group(1) == str(len(grammar.WORDS))
+    mapping = re.search(r'--words "([^"]+)"', first).group(1)
+    assert word_map(mapping).pairs == (("lion", "animal"), ("park", "place"))

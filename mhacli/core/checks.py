@@ -12,6 +12,7 @@ import numbers
 from typing import Sequence
 
 from mhacli.core.errors import UsageError
+from mhacli.core.messages import literal
 
 
 def whole_number(name: str, value: object, low: int | None = None, high: int | None = None) -> int:
@@ -81,7 +82,7 @@ def recorded_heads(count: int, d_model: int, where: str) -> int:
     from mhacli.core.errors import _shown_value
 
     ok = ", ".join(str(n) for n in divisors(d_model)[:12])
-    safe = where.replace("{", "{{").replace("}", "}}")
+    safe = literal(where)
     raise UsageError(f"{safe} record {_shown_value(count)} heads, which cannot split their d = {d_model} (the "
                      f"head counts that can: {ok}); the file was edited or damaged: record one of those.")
 
@@ -171,7 +172,7 @@ def _spelled(value: object) -> str:
     from mhacli.core.messages import shown
 
     text = shown(value) if isinstance(value, str) else repr(value)
-    return (text[:40] + "…" if len(text) > 41 else text).replace("{", "{{").replace("}", "}}")
+    return literal(text[:40] + "…" if len(text) > 41 else text)
 
 
 #: What a trained model decides for itself: its heads, width and mask, the seed it was trained from

@@ -64,6 +64,11 @@ def shown(value: Any, limit: int = MAX_SHOWN) -> str:
     return "'" + text.replace("'", "\\'") + "'"
 
 
+def literal(text: str) -> str:
+    """Text put into a message template that has fields (``{heads:name}``): its braces are text, not fields."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 MAX_PATH_SHOWN = 80  # a path is echoed longer than a typed value: its end usually matters
 
 

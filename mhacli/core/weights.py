@@ -33,6 +33,7 @@ import numpy as np
 
 from mhacli.core.checks import layer_index, recorded_heads, tensor_values
 from mhacli.core.errors import UsageError
+from mhacli.core.messages import literal
 from mhacli.core.numbers import whole_number
 
 Array = np.ndarray
@@ -111,10 +112,6 @@ class AttentionWeights:
         cast_arrays: dict[str, Any] = {f: cast(getattr(self, f)) for f in names}
         return replace(self, **cast_arrays)
 
-
-def _lit(text: str) -> str:
-    """A name put into a message template with parameters: its braces are text, not fields."""
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 def _kind(value: Any) -> str:
@@ -202,14 +199,14 @@ def _pick(modules: dict[str, tuple[str, dict[str, Any]]], layer: object, where: 
     if layer is None:
         if len(own) == 1:
             return own[0]
-        raise UsageError(f"{_lit(where)} hold the self-attention of {len(own)} layers ({_lit(listed)}); pick one with "
-                         "{layer:name} 1 to " + f"{len(own)} (or its name).", layer=None)
+        raise UsageError(f"{literal(where)} hold the self-attention of {len(own)} layers ({literal(listed)}); pick "
+                         "one with {layer:name} 1 to " + f"{len(own)} (or its name).", layer=None)
     index = layer_index(layer, names)  # a number from 1, or a name (case and spaces do not count), as mha show
     if index is not None:
         return own[index]
     typed = whole_number(layer) if isinstance(layer, str) else None  # "3" typed is the number 3 in the message
-    raise UsageError("{layer} is not a layer of " + f"{_lit(where)}; give a number from 1 to {len(own)} or one of "
-                     f"its names: {_lit(listed)}.", layer=layer if typed is None else typed)
+    raise UsageError("{layer} is not a layer of " + f"{literal(where)}; give a number from 1 to {len(own)} or one of "
+                     f"its names: {literal(listed)}.", layer=layer if typed is None else typed)
 
 
 def _refuse_unmodelled(state: Mapping[str, Any], prefix: str, where: str) -> None:
@@ -328,7 +325,7 @@ def from_state_dict(state: Any, heads: object = None, layer: object = None,
                              f"{w_o.shape}, not the 3d × d and d × d of one self-attention layer.")
     recorded = _recorded_heads(state, prefix, where)
     if recorded is not None and heads is not None and heads != recorded:
-        raise UsageError("{heads} disagrees with " + f"{_lit(where)}, which record {recorded} heads; leave "
+        raise UsageError("{heads} disagrees with " + f"{literal(where)}, which record {recorded} heads; leave "
                          "{heads:name} out to use them.", heads=heads)
     w_q, w_k, w_v = w_in[:d], w_in[d : 2 * d], w_in[2 * d :]  # (3d, d) -> 3 × (d, d), PyTorch's order
     b_q, b_k, b_v = (None, None, None) if b_in is None else (b_in[:d], b_in[d : 2 * d], b_in[2 * d :])
@@ -350,13 +347,13 @@ def checked_heads(weights: AttentionWeights, heads: object, where: str = "the we
             from mhacli.core.config import divisors
 
             choices = ", ".join(str(n) for n in divisors(weights.d_model)[:12])
-            raise UsageError(f"{_lit(where)} do not record how many heads the layer has (a PyTorch state dict "
+            raise UsageError(f"{literal(where)} do not record how many heads the layer has (a PyTorch state dict "
                              "never does); give {heads:name} (one of " + f"{choices} for its d = {weights.d_model}).",
                              heads=None)
         return recorded_heads(weights.heads, weights.d_model, where)  # 3 or 2**62 for d = 8: the file is named
     count = whole_number("heads", heads, low=1)
     if weights.heads is not None and count != weights.heads:
-        raise UsageError("{heads} disagrees with " + f"{_lit(where)}, which record {weights.heads} heads; leave "
+        raise UsageError("{heads} disagrees with " + f"{literal(where)}, which record {weights.heads} heads; leave "
                          "{heads:name} out to use them.", heads=count)
     return count
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from mhacli.core import grammar
 from mhacli.core.errors import UsageError
+from mhacli.core.messages import literal
 
 if TYPE_CHECKING:
     from mhacli.core.train import TrainedModel
@@ -43,10 +44,6 @@ MAX_WORD_CHARS = 40
 MAX_SPEC_CHARS = 1000  # the whole --words text, refused before it is split
 READINGS = ("centroid", "stand-in", "free stand-in")
 
-
-def _lit(text: str) -> str:
-    """A user's text put into a message template that has fields: its braces are text."""
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 def _classes() -> str:
@@ -81,7 +78,7 @@ def _items(words: object) -> list[tuple[str, str]]:
         bad = [k for k, v in words.items() if not isinstance(k, str) or not isinstance(v, str)]
         if bad:
             raise UsageError("{words:name} maps words to classes as text, e.g. {{'park': 'place'}}; "
-                             f"got {_lit(repr(bad[0])[:40])}.", words="")
+                             f"got {literal(repr(bad[0])[:40])}.", words="")
         return [(k, v) for k, v in words.items()]
     specs = [words] if isinstance(words, str) else words
     if not isinstance(specs, (list, tuple)) or not all(isinstance(s, str) for s in specs):
@@ -97,7 +94,7 @@ def _items(words: object) -> list[tuple[str, str]]:
             if not eq:
                 from mhacli.core.messages import shown
 
-                raise UsageError(f"{{words:name}} takes WORD=CLASS, got {_lit(shown(item))}; e.g. park=place "
+                raise UsageError(f"{{words:name}} takes WORD=CLASS, got {literal(shown(item))}; e.g. park=place "
                                  f"(classes: {_classes()}).", words="")
             out.append((word, cls))
     return out
@@ -122,28 +119,28 @@ def word_map(words: object, vocabulary: Sequence[str] = grammar.WORDS) -> WordMa
     for raw_word, raw_class in _items(words):
         word, cls = raw_word.lower(), raw_class.lower()
         if not word:
-            raise UsageError(f"{{words:name}} pair {_lit(shown(raw_word + '=' + raw_class))} names no word; "
+            raise UsageError(f"{{words:name}} pair {literal(shown(raw_word + '=' + raw_class))} names no word; "
                              "write WORD=CLASS, e.g. park=place.", words="")
         if cls not in CLASSES:
             import difflib
 
             close = difflib.get_close_matches(cls, list(CLASSES), n=1, cutoff=0.7)
             guess = f"did you mean {close[0]}? " if close else ""
-            raise UsageError(f"unknown class {_lit(shown(raw_class))} for {_lit(shown(raw_word))} in "
+            raise UsageError(f"unknown class {literal(shown(raw_class))} for {literal(shown(raw_word))} in "
                              f"{{words:name}}; {guess}choose one of: {_classes()}.", words="")
         pieces = len(tokenize(word, "word")) if len(word) <= MAX_WORD_CHARS else 0
         if pieces != 1 or tokenize(word, "word") != [word] or not any(c.isalpha() for c in word):
             split = f" (the word tokenizer reads it as {pieces} tokens)" if pieces > 1 else ""
-            raise UsageError(f"{_lit(shown(raw_word))} in {{words:name}} is not one word{split}: a mapped word "
+            raise UsageError(f"{literal(shown(raw_word))} in {{words:name}} is not one word{split}: a mapped word "
                              f"is letters the word tokenizer keeps as one token, at most {MAX_WORD_CHARS} "
                              "characters.", words="")
         if word in known:
             home = next((c for c, ws in CLASSES.items() if word in ws), None)
             already = f" ({CLASS_WORDS[home]})" if home else ""
-            raise UsageError(f"{_lit(shown(word))} is already a word of the grammar{already}; {{words:name}} "
+            raise UsageError(f"{literal(shown(word))} is already a word of the grammar{already}; {{words:name}} "
                              "maps only new words.", words="")
         if pairs.get(word, cls) != cls:
-            raise UsageError(f"{_lit(shown(word))} is mapped twice in {{words:name}}, to {pairs[word]} and to "
+            raise UsageError(f"{literal(shown(word))} is mapped twice in {{words:name}}, to {pairs[word]} and to "
                              f"{cls}; give it one class.", words="")
         pairs[word] = cls
         if len(pairs) > MAX_WORDS:
@@ -222,11 +219,11 @@ def with_words(model: "TrainedModel", words: object) -> "TrainedModel":
     if not model.sentences:
         raise UsageError(f"{{words:name}} maps new words to classes of the grammar, so it needs a grammar model "
                          f"({{weights}}, or one trained with {{task}}); this model learned "
-                         f"{_lit(model.config.task)}.", words="", weights="grammar", task="grammar")
+                         f"{literal(model.config.task)}.", words="", weights="grammar", task="grammar")
     known = set(model.vocabulary)
     missing = [w for ws in (CLASSES[c] for _, c in mapped.pairs) for w in ws if w not in known]
     if missing:
-        raise UsageError(f"this model has no embedding for {_lit(missing[0])}, so {{words:name}} cannot read a "
+        raise UsageError(f"this model has no embedding for {literal(missing[0])}, so {{words:name}} cannot read a "
                          "word of its class.", words="")
     return replace(model, words=mapped)
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from mhacli.core.errors import UsageError
-from mhacli.core.messages import shown_path
+from mhacli.core.messages import literal, shown_path
 from mhacli.core.view import AttentionView, from_attention
 
 MAX_ATTENTION_BYTES = 4 * 2**30  # 24 layers × 16 heads × 2,048² float32 is 6 GiB: beyond a picture
@@ -91,7 +91,7 @@ def load_attention(path: Path, layer: int | None = None, batch_index: int | None
         view = from_attention(arrays[key], tokens, names=head_names, layer_names=layer_names,
                               batch_index=batch_index)
     except UsageError as exc:  # the same check as in Python, said of this file
-        where = shown_path(path).replace("{", "{{").replace("}", "}}")
+        where = literal(shown_path(path))
         raise UsageError(f"{where}: {exc.template}", **exc.params) from None
     view = view if layer is None else view.at_layer(layer - 1)
     return AttentionView(view.tokens, view.layers, view.layer_names, view.head_names, view.causal, view.layer,

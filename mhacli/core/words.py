@@ -128,8 +128,9 @@ def word_map(words: object, vocabulary: Sequence[str] = grammar.WORDS) -> WordMa
             guess = f"did you mean {close[0]}? " if close else ""
             raise UsageError(f"unknown class {literal(shown(raw_class))} for {literal(shown(raw_word))} in "
                              f"{{words:name}}; {guess}choose one of: {_classes()}.", words="")
-        pieces = len(tokenize(word, "word")) if len(word) <= MAX_WORD_CHARS else 0
-        if pieces != 1 or tokenize(word, "word") != [word] or not any(c.isalpha() for c in word):
+        read = tokenize(word, "word") if len(word) <= MAX_WORD_CHARS else []
+        pieces = len(read)
+        if read != [word] or not any(c.isalpha() for c in word):
             split = f" (the word tokenizer reads it as {pieces} tokens)" if pieces > 1 else ""
             raise UsageError(f"{literal(shown(raw_word))} in {{words:name}} is not one word{split}: a mapped word "
                              f"is letters the word tokenizer keeps as one token, at most {MAX_WORD_CHARS} "

@@ -277,12 +277,17 @@ def carded(result: "TrainResult", sentences: int = CARD_SENTENCES, seed: int = C
 def report_card(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Card:
     """The card of a trained grammar model over ``sentences`` fresh sentences drawn with ``seed``."""
     ids, keys, names = held_out(model, sentences, seed)  # (S, N), (R, S, N)
-    weights = model.attention(ids)  # (S, h, N, N): the model's own forward
+    hits, queries = card_hits(model.attention(ids), keys)  # (R, h), (R,): the model's own forward
+    return Card(rows=names, hits=hits, queries=queries, sentences=sentences, seed=seed)
+
+
+def card_hits(weights: Array, keys: Array) -> tuple[Array, Array]:
+    """The card's rule on (S, h, N, N) weights and (R, S, N) true keys: per row and head, the queries whose top
+    key, clear of chance, is the row's noun, (R, h); and the queries each row asks, (R,)."""
     looked = picked_keys(weights)  # (S, h, N): top key where clear of chance, else -1
     asked = keys >= 0  # (R, S, N)
     hit = (looked[None] == keys[:, :, None, :]) & asked[:, :, None, :]  # (R, S, h, N)
-    return Card(rows=names, hits=hit.sum(axis=(1, 3)), queries=asked.sum(axis=(1, 2)), sentences=sentences,
-                seed=seed)
+    return hit.sum(axis=(1, 3)), asked.sum(axis=(1, 2))  # (R, h), (R,)
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def mapped_scores(model: "TrainedModel", sentences: int = 2000, seed: int = 2017
 
     An answer about the replaced noun counts when the readout names a word of its class that is not another
     noun of the sentence (the model has no word of its own to name); every other answer as the card's."""
-    from mhacli.core.card import held_out, picked_keys
+    from mhacli.core.card import card_hits, held_out
     from mhacli.core.knockout import row_targets
     from mhacli.core.train import forward
 
@@ -115,10 +115,9 @@ def mapped_scores(model: "TrainedModel", sentences: int = 2000, seed: int = 2017
     for name, variant in variants.items():
         params = {**dict(model.params), "embedding": table}
         cache = forward(params, variant, c.heads, c.causal, _pad(model), c.word_values)
-        looked = picked_keys(cache["weights"])  # (S, h, N)
+        hits, queries = card_hits(cache["weights"], keys)  # (R, h), (R,): the card's rule
+        rates.append(hits / np.maximum(queries, 1)[:, None])  # (R, h)
         asked = keys >= 0  # (R, S, N)
-        hit = (looked[None] == keys[:, :, None, :]) & asked[:, :, None, :]  # (R, S, h, N)
-        rates.append(hit.sum(axis=(1, 3)) / np.maximum(asked.sum(axis=(1, 2)), 1)[:, None])  # (R, h)
         acc = []
         for r, t in enumerate(targets):
             said = cache["logits"][..., t, :].argmax(axis=-1)  # (S, N)

@@ -16,7 +16,8 @@ import numpy as np
 
 from mhacli.core import grammar
 from mhacli.core.tasks import get_task
-from mhacli.core.train import TrainConfig, TrainResult, _picked_argmax, key_mask, train
+from mhacli.core.passes import key_mask
+from mhacli.core.train import TrainConfig, TrainResult, _picked_argmax, train
 
 NAMED = 0.85  # a head named for a relation on the card (issue 28)
 

@@ -27,7 +27,8 @@ from mhacli.core.card import (CARD_SEED, Card, carded, disagreements, held_out, 
 from mhacli.core.knockout import knockout, logits_without, mismatches
 from mhacli.core.sweep import sweep
 from mhacli.core.tasks import get_task
-from mhacli.core.train import TrainConfig, TrainResult, forward, train
+from mhacli.core.passes import forward
+from mhacli.core.train import TrainConfig, TrainResult, train
 
 runner = CliRunner()
 FEW = 60  # sentences for the slow references

@@ -11,9 +11,9 @@ import pytest
 from mhacli.core.errors import UsageError
 from mhacli.core.grammar import LONGEST
 from mhacli.core.tasks import BOUNDARY, TASKS, VOCABULARY, get_task
-from mhacli.core.train import forward as train_forward
-from mhacli.core.train import (TrainConfig, count_parameters, head_relations, init_params, loss_and_grads,
-                               snapshot_steps, train)
+from mhacli.core.passes import forward as train_forward
+from mhacli.core.passes import loss_and_grads
+from mhacli.core.train import TrainConfig, count_parameters, head_relations, init_params, snapshot_steps, train
 
 from gradients import central_differences
 
@@ -304,7 +304,7 @@ def test_the_scored_loss_is_the_mean_over_the_asked_answers_and_ignores_the_rest
 
 
 def test_the_head_sparsity_penalty_is_the_sum_of_each_readout_s_norm_on_each_head() -> None:
-    from mhacli.core.train import head_sparsity
+    from mhacli.core.passes import head_sparsity
 
     _, params, _, _, _ = _grammar_batch(heads=2)
     w_r, w_o = params["readout"], params["W_o"]
@@ -368,7 +368,7 @@ def test_head_dropout_switches_one_head_off_in_the_share_asked_and_is_the_knocko
 
 
 def test_the_concentration_penalty_is_one_per_readout_that_reads_one_head_and_root_h_for_even_reading() -> None:
-    from mhacli.core.train import head_concentration
+    from mhacli.core.passes import head_concentration
 
     _, params, _, _, _ = _grammar_batch(heads=2)
     w_r, w_o = params["readout"], params["W_o"]

@@ -10,7 +10,8 @@ from mhacli.core.errors import UsageError
 from mhacli.core.grammar import LONGEST, RELATIONS
 from mhacli.core.knockout import knockout, query_targets, row_accuracy
 from mhacli.core.tasks import SPLIT_TARGETS, get_task
-from mhacli.core.train import TrainConfig, count_parameters, init_params, loss_and_grads, train
+from mhacli.core.passes import loss_and_grads
+from mhacli.core.train import TrainConfig, count_parameters, init_params, train
 from gradients import central_differences
 
 

@@ -18,7 +18,8 @@ import numpy as np
 from mhacli.bench.machine import machine_info, machine_line
 from mhacli.core.schedule import single_threaded_blas
 from mhacli.core.tasks import get_task
-from mhacli.core.train import Adam, TrainConfig, init_params, loss_and_grads, trainable
+from mhacli.core.passes import loss_and_grads
+from mhacli.core.train import Adam, TrainConfig, init_params, trainable
 
 
 def _numpy_block(config: TrainConfig, params: dict, adam: Adam, batches: list) -> float:
@@ -62,7 +63,7 @@ def _torch_model(config: TrainConfig, params: dict) -> tuple[Any, Any, Any]:
             """The numpy side's loss: over every answer, or the asked ones; plus the head-sparsity penalty."""
             out = self(ids)
             t, v, d = self.readout.shape
-            if config.scored_loss:  # (M_t, d) @ (d, V) per target, as core.train.scored_readout
+            if config.scored_loss:  # (M_t, d) @ (d, V) per target, as core.passes.scored_readout
                 logits = torch.cat([out[scored[r]] @ self.readout[r].T for r in range(t)])
                 labels = torch.cat([labels[r][scored[r]] for r in range(t)])
             else:

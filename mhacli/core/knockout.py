@@ -11,7 +11,7 @@ without it: evidence of what the head *does*.  The held-out sentences are the ca
 scored on the card's rows: for a referent kind (he/she, feeling, place) the referent readout at its queries, or,
 in a model trained with the referent split by kind (``TrainConfig.split_referent``), the kind's own readout, and
 for the referent row each query's kind's readout.
-The forward pass is :func:`mhacli.core.train.forward`'s own (its cache of head outputs) and its ``readout``.
+The forward pass is :func:`mhacli.core.passes.forward`'s own (its cache of head outputs) and its ``readout``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from mhacli.core.card import CARD_SEED, CARD_SENTENCES, held_out, read_only
 
 if TYPE_CHECKING:
     from mhacli.core.card import Card
-    from mhacli.core.train import Params, TrainedModel
+    from mhacli.core.passes import Params
+    from mhacli.core.train import TrainedModel
 
 Array = np.ndarray
 
@@ -89,7 +90,7 @@ def query_targets(targets: tuple[str, ...], rows: tuple[str, ...], vocabulary: t
 
 def logits_without(params: "Params", heads_out: Array, head: int | None) -> Array:
     """logits with head ``head``'s output zeroed before W_o (None: every head on): (B, h, N, d/h) -> (B, N, T, V)."""
-    from mhacli.core.train import readout
+    from mhacli.core.passes import readout
 
     kept = np.array(heads_out, copy=True)  # (B, h, N, d/h)
     if head is not None:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from mhacli.core.tasks import get_task
-from mhacli.core.train import (TrainedModel, forward, head_relations, init_params, key_mask,
-                               sentence_relations)
+from mhacli.core.passes import forward, key_mask
+from mhacli.core.train import TrainedModel, head_relations, init_params, sentence_relations
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def mapped_scores(model: "TrainedModel", sentences: int = 2000, seed: int = 2017
     noun of the sentence (the model has no word of its own to name); every other answer as the card's."""
     from mhacli.core.card import card_hits, held_out
     from mhacli.core.knockout import row_targets
-    from mhacli.core.train import forward
+    from mhacli.core.passes import forward
 
     ids, keys, rows = held_out(model, sentences, seed)  # (S, N), (R, S, N)
     rng = np.random.default_rng(seed + 1)

@@ -41,11 +41,12 @@ def main() -> None:
     parser.add_argument("--head-dropout", type=float, default=None)
     parser.add_argument("--head-concentration", type=float, default=None)
     parser.add_argument("--split-referent", type=int, default=None)
+    parser.add_argument("--head-overlap", type=float, default=None)
     args = parser.parse_args()
     options = {"steps": args.steps, "lr": args.lr, "schedule": args.schedule,
                "scored_loss": None if args.scored_loss is None else bool(args.scored_loss),
                "head_sparsity": args.head_sparsity, "head_dropout": args.head_dropout,
-               "head_concentration": args.head_concentration,
+               "head_concentration": args.head_concentration, "head_overlap": args.head_overlap,
                "split_referent": None if args.split_referent is None else bool(args.split_referent)}
     for seed in seeds_of(args.seeds):
         config = TrainConfig.for_task("grammar", heads=args.heads, seed=seed, **options)

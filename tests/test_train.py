@@ -318,14 +318,39 @@ def test_the_head_sparsity_penalty_is_the_sum_of_each_readout_s_norm_on_each_hea
     assert np.isfinite(d_w_r).all() and np.isfinite(d_w_o).all()
 
 
+def test_the_overlap_penalty_is_the_sum_over_pairs_of_heads_and_its_gradient_matches_finite_differences() -> None:
+    """λ mean_q Σ_{i≠j} ⟨A_i[q], A_j[q]⟩, read pair by pair; zero for one head; through the softmax to W_q."""
+    from mhacli.core.passes import head_overlap
+
+    weights = np.random.default_rng(3).dirichlet(np.ones(5), size=(2, 3, 5))  # (B, h, N, N), rows sum to 1
+    slow = sum(float(weights[b, i, q] @ weights[b, j, q]) for b in range(2) for q in range(5)
+               for i in range(3) for j in range(3) if i != j) / (2 * 5)
+    penalty, d_weights = head_overlap(weights, 0.4)
+    assert math.isclose(penalty, 0.4 * slow, rel_tol=1e-12)
+    numeric = central_differences(lambda: head_overlap(weights, 0.4)[0], weights)
+    np.testing.assert_allclose(d_weights, numeric, atol=1e-8)
+    alone, d_alone = head_overlap(weights[:, :1], 0.4)  # one head has no other head to share a key with
+    assert alone == 0.0 and not d_alone.any()
+    task, params, ids, targets, scored = _grammar_batch(heads=2)
+
+    def loss() -> float:
+        return loss_and_grads(params, ids, targets, 2, False, task.pad, True, scored, overlap=0.3)[0]
+
+    grads = loss_and_grads(params, ids, targets, 2, False, task.pad, True, scored, overlap=0.3)[1]
+    without = loss_and_grads(params, ids, targets, 2, False, task.pad, True, scored)[1]
+    assert not np.allclose(grads["W_q"], without["W_q"])  # the penalty reaches the queries through the softmax
+    np.testing.assert_allclose(grads["W_q"], central_differences(loss, params["W_q"]), atol=1e-7)
+
+
 @pytest.mark.torch
-@pytest.mark.parametrize("penalty", ["sparsity", "concentration"])
+@pytest.mark.parametrize("penalty", ["sparsity", "concentration", "overlap"])
 def test_the_scored_loss_and_penalty_match_torch_autograd(penalty: str) -> None:
     torch = pytest.importorskip("torch", reason="torch is not installed: the autograd comparison needs it")
     task, params, ids, targets, scored = _grammar_batch(heads=2)
-    sparsity, concentration = (0.05, 0.0) if penalty == "sparsity" else (0.0, 0.05)
+    sparsity, concentration, overlap = {"sparsity": (0.05, 0.0, 0.0), "concentration": (0.0, 0.05, 0.0),
+                                        "overlap": (0.0, 0.0, 0.05)}[penalty]
     loss, grads, _ = loss_and_grads(params, ids, targets, 2, False, task.pad, True, scored, sparsity, None,
-                                    concentration)
+                                    concentration, overlap)
     t = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in params.items()}
     x = t["embedding"][torch.as_tensor(ids)] + t["positions"]
     xv = t["embedding"][torch.as_tensor(ids)]
@@ -337,13 +362,19 @@ def test_the_scored_loss_and_penalty_match_torch_autograd(penalty: str) -> None:
     q, k, v = heads_of(x, t["W_q"]), heads_of(x, t["W_k"]), heads_of(xv, t["W_v"])
     s = q @ k.transpose(-1, -2) / math.sqrt(d // 2)
     s = s.masked_fill(torch.as_tensor(ids == task.pad)[:, None, None, :], float("-inf"))
-    o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n, d) @ t["W_o"].T
+    a = torch.softmax(s, -1)  # (B, h, N, N)
+    o = (a @ v).transpose(1, 2).reshape(b, n, d) @ t["W_o"].T
     mask = torch.as_tensor(scored)
     logits = torch.cat([o[mask[r]] @ t["readout"][r].T for r in range(scored.shape[0])])
     labels = torch.cat([torch.as_tensor(targets[r][scored[r]]) for r in range(scored.shape[0])])
     norms = torch.stack([torch.stack([torch.linalg.norm(t["readout"][r] @ t["W_o"][:, 2 * i:2 * i + 2])
                                       for i in range(2)]) for r in range(scored.shape[0])])  # (T, h)
-    term = norms.sum() if penalty == "sparsity" else (norms.sum(1) / torch.linalg.norm(norms, dim=1)).sum()
+    if penalty == "overlap":  # Σ_{i≠j} ⟨A_i[q], A_j[q]⟩ over the query rows, their mean
+        term = 2 * (a[:, 0] * a[:, 1]).sum() / (b * n)
+    elif penalty == "sparsity":
+        term = norms.sum()
+    else:
+        term = (norms.sum(1) / torch.linalg.norm(norms, dim=1)).sum()
     torch_loss = torch.nn.functional.cross_entropy(logits, labels) + 0.05 * term
     torch_loss.backward()
     assert math.isclose(loss, torch_loss.item(), rel_tol=1e-12)

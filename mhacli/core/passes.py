@@ -231,20 +231,24 @@ def embedding_backward(d_x: Array, ids: Array, n_vocab: int, d_words: Array | No
 
 
 def backward(params: Params, cache: dict[str, Array], ids: Array, d_logits: Array, heads: int,
-             word_values: bool = False) -> Params:
+             word_values: bool = False, d_weights_more: Array | None = None) -> Params:
     """Every parameter's gradient: the forward steps differentiated in reverse order."""
     d_out, d_readout = readout_backward(d_logits, cache["out"], params["readout"])  # (B, N, d), (T, V, d)
-    return {**layer_backward(params, cache, ids, d_out, heads, word_values), "readout": d_readout}
+    return {**layer_backward(params, cache, ids, d_out, heads, word_values, d_weights_more), "readout": d_readout}
 
 
 def layer_backward(params: Params, cache: dict[str, Array], ids: Array, d_out: Array, heads: int,
-                   word_values: bool = False) -> Params:
-    """The attention layer's gradients from O's: W_o down to the embedding, in reverse order."""
+                   word_values: bool = False, d_weights_more: Array | None = None) -> Params:
+    """The attention layer's gradients from O's: W_o down to the embedding, in reverse order.
+
+    ``d_weights_more`` (B, h, N, N): a penalty's own gradient on the attention weights, added to theirs."""
     d_concat, d_w_o = output_projection_backward(d_out, cache["concat"], params["W_o"])  # (B, N, d), (d, d)
     d_heads = merge_heads_backward(d_concat, heads)  # (B, h, N, d/h)
     if "kept" in cache:  # a dropped head passed nothing on, so nothing comes back to it
         d_heads = d_heads * cache["kept"][:, :, None, None]  # (B, h, N, d/h)
     d_weights, d_v = weigh_values_backward(d_heads, cache["weights"], cache["v"])  # (B, h, N, N), (B, h, N, d/h)
+    if d_weights_more is not None:
+        d_weights = d_weights + d_weights_more  # (B, h, N, N)
     d_scores = softmax_backward(d_weights, cache["weights"])  # (B, h, N, N)
     d_q, d_k = attention_scores_backward(d_scores, cache["q"], cache["k"])  # 2 × (B, h, N, d/h)
     d_q, d_k, d_v = (split_heads_backward(g) for g in (d_q, d_k, d_v))  # 3 × (B, N, d)
@@ -307,27 +311,40 @@ def head_concentration(w_r: Array, w_o: Array, heads: int, strength: float) -> t
     return strength * float((l1 / l2).sum()), d_w_r, d_w_o
 
 
+def head_overlap(weights: Array, strength: float) -> tuple[float, Array]:
+    """λ × the mean over query rows of Σ_{i≠j} ⟨A_i[q], A_j[q]⟩: two heads that look at one key from one query
+    pay for it (disagreement regularisation, Li et al. 2018), so a relation is found by one head, not two.
+
+    With S = Σ_i A_i the sum is ⟨S, S⟩ − Σ_i ⟨A_i, A_i⟩, whose gradient on A_i is 2 (S − A_i)."""
+    b, _, n, _ = weights.shape
+    total = weights.sum(axis=1, keepdims=True)  # (B, 1, N, N)
+    rows = b * n
+    value = float(((total * total).sum() - (weights * weights).sum()) / rows)
+    return strength * value, (2.0 * strength / rows) * (total - weights)  # (B, h, N, N)
+
+
 def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int, causal: bool, pad: int | None = None,
                    word_values: bool = False, scored: Array | None = None,
                    sparsity: float = 0.0, kept: Array | None = None,
-                   concentration: float = 0.0) -> tuple[float, Params, Array]:
+                   concentration: float = 0.0, overlap: float = 0.0) -> tuple[float, Params, Array]:
     """One forward and backward pass: the loss, every gradient, and which predictions were right.
 
     ``scored`` (T, B, N): the loss is over those answers only (None: every position and target);
     ``sparsity``: the strength λ of :func:`head_sparsity`, added to the loss (0: none); ``kept`` (B, h): which
     heads speak in each sequence (:func:`dropped_heads`; None: all); ``concentration``: λ of
-    :func:`head_concentration` (0: none).
+    :func:`head_concentration` (0: none); ``overlap``: λ of :func:`head_overlap` (0: none).
     """
+    cache = forward(params, ids, heads, causal, pad, word_values, logits=scored is None, kept=kept)
+    penalty, d_weights = head_overlap(cache["weights"], overlap) if overlap else (0.0, None)
     if scored is None:
-        cache = forward(params, ids, heads, causal, pad, word_values, kept=kept)
         loss, d_logits, correct = cross_entropy(cache["logits"], targets)
-        grads = backward(params, cache, ids, d_logits, heads, word_values)
+        grads = backward(params, cache, ids, d_logits, heads, word_values, d_weights)
     else:
-        cache = forward(params, ids, heads, causal, pad, word_values, logits=False, kept=kept)
         logits = scored_readout(cache["out"], params["readout"], scored)  # T × (M_t, V)
         loss, d_scored, correct = scored_cross_entropy(logits, targets, scored)
         d_out, d_readout = scored_readout_backward(d_scored, cache["out"], params["readout"], scored)
-        grads = {**layer_backward(params, cache, ids, d_out, heads, word_values), "readout": d_readout}
+        grads = {**layer_backward(params, cache, ids, d_out, heads, word_values, d_weights), "readout": d_readout}
+    loss += penalty
     if sparsity:
         penalty, d_w_r, d_w_o = head_sparsity(params["readout"], params["W_o"], heads, sparsity)
         loss += penalty

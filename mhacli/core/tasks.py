@@ -156,7 +156,8 @@ TASKS: dict[str, Task] = {
              "recipient, at a predicate adjective the noun it describes, at he/she the noun it means",
              vocabulary=(*grammar.WORDS, BOUNDARY, UNKNOWN), words=grammar.WORDS, sentences=True,
              defaults=(("d_model", 32), ("steps", 3000), ("lr", 0.01), ("length", grammar.LONGEST),
-                       ("word_values", True), ("scored_loss", True), ("head_concentration", 0.01))),
+                       ("word_values", True), ("scored_loss", True), ("head_concentration", 0.01),
+                       ("head_overlap", 0.05))),
     )
 }
 

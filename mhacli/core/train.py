@@ -78,6 +78,8 @@ class TrainConfig:
     head_dropout: float = 0.0
     # λ of λ Σ_t ‖n_t‖₁/‖n_t‖₂, n_ti = ||R_t W_o^i||_F (head_concentration): few heads per readout, any size.
     head_concentration: float = 0.0
+    # λ of λ × mean_q Σ_{i≠j} ⟨A_i[q], A_j[q]⟩ (passes.head_overlap): two heads looking at one key pay for it.
+    head_overlap: float = 0.0
     # An experiment, off by default: the grammar's referent read out by one readout per kind of referent
     # (he/she, feeling adjective, place adjective) in training and scoring, so each can learn to read one head.
     split_referent: bool = False
@@ -131,7 +133,7 @@ class TrainConfig:
         if not isinstance(self.scored_loss, bool):
             raise UsageError(f"{{scored_loss:name}} must be true or false, got {self.scored_loss!r}.",
                              scored_loss=self.scored_loss)
-        for name in ("head_sparsity", "head_concentration"):
+        for name in ("head_sparsity", "head_concentration", "head_overlap"):
             value = getattr(self, name)
             if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
                     or not 0 <= value <= 1):
@@ -518,7 +520,8 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
             kept = dropped_heads(rng, config) if config.head_dropout else None  # (B, h)
             loss, grads, correct = loss_and_grads(params, ids, targets, config.heads, config.causal, task.pad,
                                                   config.word_values, asked if config.scored_loss else None,
-                                                  config.head_sparsity, kept, config.head_concentration)
+                                                  config.head_sparsity, kept, config.head_concentration,
+                                                  config.head_overlap)
             adam.step(params, grads, names)
             history_loss[step - 1] = loss
             history_accuracy[step - 1] = acc = _accuracy(correct, asked)

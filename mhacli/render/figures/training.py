@@ -39,9 +39,16 @@ def training_figure(results: Sequence["TrainResult"]) -> "Figure":
     """Loss (left) and accuracy (right) against training step, one line per run."""
     from mhacli.render.figures.inline import new_figure
 
-    fig = new_figure(figsize=(10, 4), dpi=100, layout="constrained")
-    ax_loss, ax_acc = fig.subplots(1, 2)
+    width, height = 10.0, 4.0
+    fig = new_figure(figsize=(width, height), dpi=100)
     task = results[0].config.task
+    first = results[0]
+    suptitle = (f"mha train --task {task}: d = {first.config.d_model}, {first.parameters:,} parameters "
+                f"in every run, {first.config.steps:,} steps of {first.config.batch} sequences")
+    titles = ("loss (cross-entropy, training batches)", "accuracy (training batches, %)")
+    big, small = 12.0, 10.0  # matplotlib's own sizes for titles and for tick labels
+    axes = [fig.add_axes((0.1 + 0.45 * k, 0.1, 0.35, 0.7)) for k in range(2)]  # placed below, once plotted
+    ax_loss, ax_acc = axes
     for index, result in enumerate(results):
         steps = len(result.history_loss)
         window = max(1, steps // 50)
@@ -52,17 +59,25 @@ def training_figure(results: Sequence["TrainResult"]) -> "Figure":
         ax_loss.plot(x, _smooth(result.history_loss, window), color=color, lw=2, label=label)
         ax_acc.plot(x, 100 * _smooth(result.history_accuracy, window), color=color, lw=2, label=label)
     ax_loss.set_yscale("log")
-    ax_loss.set_title("loss (cross-entropy, training batches)", color=LABEL_COLOR)
-    ax_acc.set_title("accuracy (training batches, %)", color=LABEL_COLOR)
+    ax_loss.set_title(titles[0], fontsize=big, color=LABEL_COLOR, pad=_TITLE_PAD)
+    ax_acc.set_title(titles[1], fontsize=big, color=LABEL_COLOR, pad=_TITLE_PAD)
     ax_acc.set_ylim(0, 102)
     for ax in (ax_loss, ax_acc):
-        ax.set_xlabel("training step")
+        ax.set_xlabel("training step", fontsize=small, labelpad=_LABEL_PAD)
         ax.grid(alpha=0.3)
     ax_acc.legend(loc="lower right", fontsize=9)
-    first = results[0]
-    fig.suptitle(f"mha train --task {task}: d = {first.config.d_model}, {first.parameters:,} parameters "
-                 f"in every run, {first.config.steps:,} steps of {first.config.batch} sequences",
-                 color=LABEL_COLOR)
+    fig.suptitle(suptitle, fontsize=big, color=LABEL_COLOR, y=1 - _EDGE / height, va="top")
+    # Placed by arithmetic from the texts around the panels, each measured once: the tick labels are the ones
+    # the scales chose for the curves (the loss's powers of ten are the widest).
+    m = Measured(fig)
+    top = _EDGE + m.tallest([suptitle], big) + _GAP + _TITLE_PAD * PT + m.tallest(titles, big)
+    under = 2 * _BAR_TICK * PT + m.tallest([t.get_text() for t in ax_loss.get_xticklabels()], small)
+    bottom = _EDGE + m.tallest(["training step"], small) + _LABEL_PAD * PT + under
+    ticks = [2 * _BAR_TICK * PT + m.widest([t.get_text() for t in ax.get_yticklabels()], small) for ax in axes]
+    panel = (width - 2 * _EDGE - sum(ticks) - 2 * _GAP) / 2
+    x0 = _EDGE + ticks[0]
+    for ax, left in zip(axes, (x0, x0 + panel + 2 * _GAP + ticks[1])):
+        ax.set_position((left / width, bottom / height, panel / width, (height - top - bottom) / height))
     return fig
 
 
@@ -106,7 +121,7 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
     names = ["\n".join(w for w in _head_words(result, row) if w) for row in range(heads)]
     suptitle = (f"{result.config.task}: each head's weights on one held-out sequence during training\n"
                 f"(rows: queries, columns: keys{f'; every {ordinal(step)} token labelled' if step > 1 else ''})")
-    m = _Measured(fig)
+    m = Measured(fig)
     tick = m.widest(shown, label), m.tallest(shown, label)  # a token label's (width, height)
     ylabel = m.tallest(["head 1\nquery"], big)  # turned on its side: its height is its width
     left = _EDGE + ylabel + (_LABEL_PAD + _TICK_PAD) * PT + tick[0]
@@ -160,7 +175,7 @@ _WORDS = 0.04  # of a map's width: between the last column and a head's name bes
 _BAR_TICK = 3.5  # points: the colour bar's tick length, and the pad after it (matplotlib's defaults)
 
 
-class _Measured:
+class Measured:
     """Texts of a figure measured once each on its own renderer (``Text.get_window_extent``), in inches."""
 
     def __init__(self, fig: "Figure") -> None:
@@ -185,7 +200,7 @@ class _Measured:
         return max((self.size(t, points)[1] for t in texts), default=0.0)
 
 
-def _bar_room(m: _Measured, size: float) -> float:
+def _bar_room(m: Measured, size: float) -> float:
     """Inches right of the grid's names: a gap, the colour bar, its tick labels and its label, the edge."""
     return (_GAP + _BAR_WIDTH + 2 * _BAR_TICK * PT + m.widest(["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"], size)
             + _LABEL_PAD * PT + m.tallest(["attention weight"], size) + _EDGE)
@@ -263,7 +278,7 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
     suptitle = (f"{first.config.task}: every run's heads after {first.config.steps:,} steps, on the same held-out "
                 f"sequence,\n{first.parameters:,} parameters each (rows: queries, columns: keys{thinned})")
     fig = new_figure(figsize=size, dpi=100)
-    m = _Measured(fig)
+    m = Measured(fig)
     tick = m.widest(shown, label)  # the token labels stand on their side under every map, lie left of the first
     bar = _bar_room(m, big)
     # A map's side is what the width leaves; its title and the run's name wrap to it, so nothing runs into
@@ -305,7 +320,7 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
     return fig
 
 
-def _run_name(m: _Measured, result: "TrainResult", side: float, size: float) -> str:
+def _run_name(m: Measured, result: "TrainResult", side: float, size: float) -> str:
     """A run's name beside its row, on its side: heads, d/h, held-out accuracy, then per relation, as many to a
     line as the map's height holds."""
     per = [f"{t} {a:.0%}" for t, a in zip(result.model.targets, result.relation_accuracy)]
@@ -313,7 +328,7 @@ def _run_name(m: _Measured, result: "TrainResult", side: float, size: float) -> 
             f"held-out {result.accuracy:.1%}\n{_packed(m, per, ', ', side, size)}")
 
 
-def _packed(m: _Measured, parts: "Sequence[str]", sep: str, width: float, size: float) -> str:
+def _packed(m: Measured, parts: "Sequence[str]", sep: str, width: float, size: float) -> str:
     """``parts`` joined by ``sep``, a new line wherever the next part would make a line wider than ``width``
     inches (measured); a part is never broken."""
     lines: list[str] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from mhacli.render.figures.layout import PT
 from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, head_color, ink_on
 
 if TYPE_CHECKING:
@@ -36,9 +37,22 @@ def card_figure(card: "CardShown") -> "Figure":
 
     rows, heads = card.rate.shape
     width = max(2.2 + 1.5 * heads, MIN_WIDTH)  # inches: a card of one or two heads still holds its words
-    fig = new_figure(figsize=(width, 1.6 + 0.75 * rows), dpi=100, layout="constrained")
+    height = 1.6 + 0.75 * rows
+    fig = new_figure(figsize=(width, height), dpi=100)
     chars = _chars(width)
-    ax = fig.add_subplot()
+    # Placed by arithmetic from the texts around the map, each measured once on the figure's renderer
+    # (constrained layout measured them all again at every save).
+    from mhacli.render.figures.training import Measured
+
+    m = Measured(fig)
+    caption = _wrapped(f"{card.caption};", chars) + "\n" + _wrapped(card.outline, chars)
+    left = _EDGE + m.widest(list(card.rows), FONT) + _PAD * PT
+    title = _wrapped(card.figure_title, int((width - left - _EDGE) * 72 / (0.62 * FONT)))
+    right = (_GAP + _BAR + 2 * _PAD * PT + m.widest(["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"], SMALL)
+             + _LABEL_PAD * PT + m.tallest(["hit rate"], SMALL) + _EDGE)
+    top = _EDGE + m.tallest([title], FONT) + _TITLE_PAD * PT
+    bottom = _EDGE + m.tallest([caption], SMALL) + _GAP + m.tallest(["head 1"], FONT) + _PAD * PT
+    ax = fig.add_axes((left / width, bottom / height, (width - left - right) / width, (height - top - bottom) / height))
     rate = card.rate
     low, high = card.low, card.high
     image = ax.imshow(rate, cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, aspect="auto")
@@ -55,13 +69,23 @@ def card_figure(card: "CardShown") -> "Figure":
         tick.set_color(head_color(i))
     ax.set_yticks(range(rows), labels=list(card.rows), fontsize=FONT)
     ax.tick_params(length=0)
-    ax.set_title(_wrapped(card.figure_title, chars), fontsize=FONT, color=LABEL_COLOR, loc="left")
-    bar = fig.colorbar(image, ax=ax, shrink=0.8)
-    bar.set_label("hit rate", fontsize=SMALL)
-    bar.ax.tick_params(labelsize=SMALL)
-    fig.supxlabel(_wrapped(f"{card.caption};", chars) + "\n" + _wrapped(card.outline, chars), fontsize=SMALL,
-                  color=LABEL_COLOR)
+    ax.set_title(title, fontsize=FONT, color=LABEL_COLOR, loc="left", pad=_TITLE_PAD)
+    span = height - top - bottom
+    cax = fig.add_axes(((width - right + _GAP) / width, (bottom + 0.1 * span) / height, _BAR / width,
+                        0.8 * span / height))
+    bar = fig.colorbar(image, cax=cax)
+    bar.set_label("hit rate", fontsize=SMALL, labelpad=_LABEL_PAD)
+    bar.ax.tick_params(labelsize=SMALL, pad=_PAD, length=_PAD)
+    fig.supxlabel(caption, fontsize=SMALL, color=LABEL_COLOR, y=_EDGE / height, va="bottom")
     return fig
+
+
+_EDGE = 0.1  # inches between the figure's edge and its outermost texts
+_GAP = 0.15  # inches between the map and the colour bar, and between the head names and the caption
+_BAR = 0.2  # inches: the colour bar's width
+_PAD = 3.5  # points between the map and its tick labels, and the colour bar's ticks (matplotlib's default)
+_LABEL_PAD = 4.0  # points before an axis label (matplotlib's default)
+_TITLE_PAD = 6.0  # points between the map and its title (matplotlib's default)
 
 
 def _chars(width: float) -> int:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from mhacli.core import narrate
-from mhacli.render.figures.layout import LABEL_PX, ordinal, readable_points, settle
+from mhacli.render.figures.layout import LABEL_PX, PT, ordinal, readable_points
 from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
 
 if TYPE_CHECKING:
@@ -39,9 +39,16 @@ def training_figure(results: Sequence["TrainResult"]) -> "Figure":
     """Loss (left) and accuracy (right) against training step, one line per run."""
     from mhacli.render.figures.inline import new_figure
 
-    fig = new_figure(figsize=(10, 4), dpi=100, layout="constrained")
-    ax_loss, ax_acc = fig.subplots(1, 2)
+    width, height = 10.0, 4.0
+    fig = new_figure(figsize=(width, height), dpi=100)
     task = results[0].config.task
+    first = results[0]
+    suptitle = (f"mha train --task {task}: d = {first.config.d_model}, {first.parameters:,} parameters "
+                f"in every run, {first.config.steps:,} steps of {first.config.batch} sequences")
+    titles = ("loss (cross-entropy, training batches)", "accuracy (training batches, %)")
+    big, small = 12.0, 10.0  # matplotlib's own sizes for titles and for tick labels
+    axes = [fig.add_axes((0.1 + 0.45 * k, 0.1, 0.35, 0.7)) for k in range(2)]  # placed below, once plotted
+    ax_loss, ax_acc = axes
     for index, result in enumerate(results):
         steps = len(result.history_loss)
         window = max(1, steps // 50)
@@ -52,17 +59,25 @@ def training_figure(results: Sequence["TrainResult"]) -> "Figure":
         ax_loss.plot(x, _smooth(result.history_loss, window), color=color, lw=2, label=label)
         ax_acc.plot(x, 100 * _smooth(result.history_accuracy, window), color=color, lw=2, label=label)
     ax_loss.set_yscale("log")
-    ax_loss.set_title("loss (cross-entropy, training batches)", color=LABEL_COLOR)
-    ax_acc.set_title("accuracy (training batches, %)", color=LABEL_COLOR)
+    ax_loss.set_title(titles[0], fontsize=big, color=LABEL_COLOR, pad=_TITLE_PAD)
+    ax_acc.set_title(titles[1], fontsize=big, color=LABEL_COLOR, pad=_TITLE_PAD)
     ax_acc.set_ylim(0, 102)
     for ax in (ax_loss, ax_acc):
-        ax.set_xlabel("training step")
+        ax.set_xlabel("training step", fontsize=small, labelpad=_LABEL_PAD)
         ax.grid(alpha=0.3)
     ax_acc.legend(loc="lower right", fontsize=9)
-    first = results[0]
-    fig.suptitle(f"mha train --task {task}: d = {first.config.d_model}, {first.parameters:,} parameters "
-                 f"in every run, {first.config.steps:,} steps of {first.config.batch} sequences",
-                 color=LABEL_COLOR)
+    fig.suptitle(suptitle, fontsize=big, color=LABEL_COLOR, y=1 - _EDGE / height, va="top")
+    # Placed by arithmetic from the texts around the panels, each measured once: the tick labels are the ones
+    # the scales chose for the curves (the loss's powers of ten are the widest).
+    m = Measured(fig)
+    top = _EDGE + m.tallest([suptitle], big) + _GAP + _TITLE_PAD * PT + m.tallest(titles, big)
+    under = 2 * _BAR_TICK * PT + m.tallest([t.get_text() for t in ax_loss.get_xticklabels()], small)
+    bottom = _EDGE + m.tallest(["training step"], small) + _LABEL_PAD * PT + under
+    ticks = [2 * _BAR_TICK * PT + m.widest([t.get_text() for t in ax.get_yticklabels()], small) for ax in axes]
+    panel = (width - 2 * _EDGE - sum(ticks) - 2 * _GAP) / 2
+    x0 = _EDGE + ticks[0]
+    for ax, left in zip(axes, (x0, x0 + panel + 2 * _GAP + ticks[1])):
+        ax.set_position((left / width, bottom / height, panel / width, (height - top - bottom) / height))
     return fig
 
 
@@ -97,68 +112,125 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
     n = len(tokens)
     _, size, label, step = heads_grid_sizes(n, heads, moments)
     big = max(label, 10.0)  # titles and names: never smaller than the token labels
-    fig = new_figure(figsize=size, dpi=100, layout="constrained")
-    axes = np.atleast_2d(fig.subplots(heads, moments, squeeze=False))
+    fig = new_figure(figsize=size, dpi=100)
     picked = list(range(0, n, step))
     shown = [tokens[k] for k in picked]
+    rotated = max(map(len, shown)) > 1
+    titles = [f"step {step_at:,}\nheld-out {acc:.0%}" for step_at, acc in zip(result.snapshot_steps,
+                                                                               result.snapshot_accuracy)]
+    names = ["\n".join(w for w in _head_words(result, row) if w) for row in range(heads)]
+    suptitle = (f"{result.config.task}: each head's weights on one held-out sequence during training\n"
+                f"(rows: queries, columns: keys{f'; every {ordinal(step)} token labelled' if step > 1 else ''})")
+    m = Measured(fig)
+    tick = m.widest(shown, label), m.tallest(shown, label)  # a token label's (width, height)
+    ylabel = m.tallest(["head 1\nquery"], big)  # turned on its side: its height is its width
+    left = _EDGE + ylabel + (_LABEL_PAD + _TICK_PAD) * PT + tick[0]
+    right = m.tallest(names, big) + _bar_room(m, big)  # the names on their side, then the colour bar
+    top = _EDGE + m.tallest([suptitle], big + 1) + _GAP + _TITLE_PAD * PT + m.tallest(titles, big)
+    bottom = _TICK_PAD * PT + (tick[0] if rotated else tick[1]) + _EDGE
+    width = size[0]
+    side = (width - left - right - _GAP * (moments - 1)) / (moments + _WORDS)  # a map's side; the names' offset
+    height = top + side * heads + _GAP * (heads - 1) + bottom  # rows as close as columns: no empty bands
+    fig.set_size_inches(width, height)
+    axes = _grid(fig, heads, moments, left, top, side, _GAP, _GAP)
     image = None
-    for col, (step_at, acc) in enumerate(zip(result.snapshot_steps, result.snapshot_accuracy)):
+    for col, title in enumerate(titles):
         for row in range(heads):
             ax = axes[row, col]
             image = ax.imshow(result.snapshots[col, row], cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0)
             # Tokens on the outer edges only: keys under the bottom row, queries left of the first column.
             # The inner Axes get no ticks at all (not ticks with empty labels): each tick is an object that
-            # layout and drawing visit, and they made half of this figure's time (529 ticks for 4 × 5 maps).
+            # drawing visits, and they made half of this figure's time (529 ticks for 4 × 5 maps).
             if row == heads - 1:
-                ax.set_xticks(picked, shown, fontsize=label, rotation=90 if max(map(len, shown)) > 1 else 0)
+                ax.set_xticks(picked, shown, fontsize=label, rotation=90 if rotated else 0)
             else:
                 ax.set_xticks([])
             if col == 0:
                 ax.set_yticks(picked, shown, fontsize=label)
             else:
                 ax.set_yticks([])
-            ax.tick_params(length=0, pad=1)
+            ax.tick_params(length=0, pad=_TICK_PAD)
             if row == 0:
-                ax.set_title(f"step {step_at:,}\nheld-out {acc:.0%}", fontsize=big, color=LABEL_COLOR)
+                ax.set_title(title, fontsize=big, color=LABEL_COLOR, pad=_TITLE_PAD)
             if col == 0:
-                ax.set_ylabel(f"head {row + 1}\nquery", fontsize=big, color=head_color(row))
+                ax.set_ylabel(f"head {row + 1}\nquery", fontsize=big, color=head_color(row), labelpad=_LABEL_PAD)
             if col == moments - 1:
-                ax.text(1.04, 0.5, "\n".join(w for w in _head_words(result, row) if w), transform=ax.transAxes,
-                        fontsize=big, rotation=90, va="center", ha="left", color=head_color(row))
+                ax.text(1 + _WORDS, 0.5, names[row], transform=ax.transAxes, fontsize=big, rotation=90,
+                        va="center", ha="left", color=head_color(row))
     if image is not None:
-        _colour_bar(fig, image, axes, big)
-    thinned = f"; every {ordinal(step)} token labelled" if step > 1 else ""
-    fig.suptitle(f"{result.config.task}: each head's weights on one held-out sequence during training\n"
-                 f"(rows: queries, columns: keys{thinned})", fontsize=big + 1, color=LABEL_COLOR)
-    _close_rows(fig, axes)
+        _colour_bar(fig, image, width - _bar_room(m, big) + _GAP, bottom, height - top - bottom, big)
+    fig.suptitle(suptitle, fontsize=big + 1, color=LABEL_COLOR, y=1 - _EDGE / height, va="top")
     return fig
 
 
-def _close_rows(fig: "Figure", axes: np.ndarray) -> None:
-    """Take out the height the square maps leave between rows beyond the gap between columns.
+# The heads grids are placed by arithmetic on the figure's inches, from a few texts measured once on the
+# figure's own renderer: constrained layout measured every tick label of 56 Axes twice (two thirds of the
+# figure's time) to find the same rectangles.
+_EDGE = 0.1  # inches between the figure's edge and its outermost texts
+_GAP = 0.08  # inches between two maps, and between the grid and what stands beside it
+_TICK_PAD = 1.0  # points between a map and its token labels
+_LABEL_PAD = 4.0  # points between the token labels and the axis label (matplotlib's default)
+_TITLE_PAD = 6.0  # points between a map and its title (matplotlib's default)
+_WORDS = 0.04  # of a map's width: between the last column and a head's name beside it
+_BAR_TICK = 3.5  # points: the colour bar's tick length, and the pad after it (matplotlib's defaults)
 
-    The grid's width decides how large a square map is; the height left over would open as empty bands
-    between the rows.  Measured from matplotlib's own layout pass, then laid out again at the new height."""
-    rows, cols = axes.shape
-    if rows < 2:
-        return
-    engine = fig.get_layout_engine()
-    assert engine is not None  # made with layout="constrained"
-    engine.execute(fig)  # the layout alone places the Axes: no draw of the figure is needed to read them
+
+class Measured:
+    """Texts of a figure measured once each on its own renderer (``Text.get_window_extent``), in inches."""
+
+    def __init__(self, fig: "Figure") -> None:
+        self.fig = fig
+        self.renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+        self.sizes: dict[tuple[str, float], tuple[float, float]] = {}
+
+    def size(self, text: str, points: float) -> tuple[float, float]:
+        """Width and height of ``text`` at ``points``."""
+        key = (text, points)
+        if key not in self.sizes:
+            t = self.fig.text(0, 0, text, fontsize=points)
+            box = t.get_window_extent(self.renderer)
+            t.remove()
+            self.sizes[key] = box.width / self.fig.dpi, box.height / self.fig.dpi
+        return self.sizes[key]
+
+    def widest(self, texts: "Sequence[str]", points: float) -> float:
+        return max((self.size(t, points)[0] for t in texts), default=0.0)
+
+    def tallest(self, texts: "Sequence[str]", points: float) -> float:
+        return max((self.size(t, points)[1] for t in texts), default=0.0)
+
+
+def _bar_room(m: Measured, size: float) -> float:
+    """Inches right of the grid's names: a gap, the colour bar, its tick labels and its label, the edge."""
+    return (_GAP + _BAR_WIDTH + 2 * _BAR_TICK * PT + m.widest(["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"], size)
+            + _LABEL_PAD * PT + m.tallest(["attention weight"], size) + _EDGE)
+
+
+_BAR_WIDTH = 0.16  # inches
+
+
+def _grid(fig: "Figure", rows: int, cols: int, left: float, top: float, side: float, gap_x: float,
+          gap_y: float) -> np.ndarray:
+    """``rows`` × ``cols`` square Axes of ``side`` inches, the first ``left`` from the left edge and ``top`` below
+    the top edge, ``gap_x`` and ``gap_y`` inches apart; row by row, as ``Figure.subplots`` makes them."""
     width, height = fig.get_size_inches()
-    first, below = axes[0, 0].get_position(), axes[1, 0].get_position()
-    col_gap = (axes[0, 1].get_position().x0 - first.x1) * width if cols > 1 else 0.1
-    slack = ((first.y0 - below.y1) * height - col_gap) * (rows - 1)  # inches
-    if slack > 0:
-        fig.set_size_inches(width, height - slack)
-    settle(fig)  # laid out once more, at the final height, and kept: the save lays nothing out again
+    axes = np.empty((rows, cols), dtype=object)
+    for row in range(rows):
+        for col in range(cols):
+            x0 = left + col * (side + gap_x)
+            y0 = height - top - side - row * (side + gap_y)
+            axes[row, col] = fig.add_axes((x0 / width, y0 / height, side / width, side / height))
+    return axes
 
 
-def _colour_bar(fig: "Figure", image: "AxesImage", axes: np.ndarray, size: float) -> None:
-    """One slim colour bar beside the grid, its ticks and label as readable as the rest of the figure."""
-    bar = fig.colorbar(image, ax=axes, shrink=0.8, aspect=40, pad=0.01)
-    bar.set_label("attention weight", fontsize=size)
-    bar.ax.tick_params(labelsize=size)
+def _colour_bar(fig: "Figure", image: "AxesImage", x0: float, y0: float, span: float, size: float) -> None:
+    """One slim colour bar ``x0`` inches from the left, over the middle 80 % of the ``span`` inches of grid above
+    ``y0``, its ticks and label as readable as the rest of the figure."""
+    width, height = fig.get_size_inches()
+    cax = fig.add_axes((x0 / width, (y0 + 0.1 * span) / height, _BAR_WIDTH / width, 0.8 * span / height))
+    bar = fig.colorbar(image, cax=cax)
+    bar.set_label("attention weight", fontsize=size, labelpad=_LABEL_PAD)
+    bar.ax.tick_params(labelsize=size, length=_BAR_TICK, pad=_BAR_TICK)
 
 
 def _head_words(result: "TrainResult", head: int, of: str = " of queries") -> tuple[str, str]:
@@ -201,11 +273,32 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
     step = max(1, math.ceil(label * 1.25 / 72 / (cell / n)))  # thinned so neighbours never overlap
     picked = list(range(0, n, step))
     shown = [tokens[k] for k in picked]
-    fig = new_figure(figsize=size, dpi=100, layout="constrained")
-    axes = np.atleast_2d(fig.subplots(len(results), widest, squeeze=False))
+    first = results[0]
+    thinned = f"; every {ordinal(step)} token labelled" if step > 1 else ""
+    suptitle = (f"{first.config.task}: every run's heads after {first.config.steps:,} steps, on the same held-out "
+                f"sequence,\n{first.parameters:,} parameters each (rows: queries, columns: keys{thinned})")
+    fig = new_figure(figsize=size, dpi=100)
+    m = Measured(fig)
+    tick = m.widest(shown, label)  # the token labels stand on their side under every map, lie left of the first
+    bar = _bar_room(m, big)
+    # A map's side is what the width leaves; its title and the run's name wrap to it, so nothing runs into
+    # its neighbour, and the row's height follows from the tallest of them.
+    side = cell
+    for _ in range(2):  # the names' widths depend on the side, the side on the names: twice settles it
+        rows = [_run_name(m, r, side, big) for r in results]
+        left = _EDGE + m.tallest(rows, big) + (_LABEL_PAD + _TICK_PAD) * PT + tick
+        side = (size[0] - left - bar - _GAP * (widest - 1)) / widest
+    titles = [[_packed(m, [f"head {col + 1}:", *(w for w in _head_words(r, col, of="") if w)], " ", side, big)
+               for col in range(r.heads)] for r in results]
+    title = _TITLE_PAD * PT + m.tallest([t for row in titles for t in row], big)
+    under = _TICK_PAD * PT + tick  # the keys under each map
+    top = _EDGE + m.tallest([suptitle], big + 1) + _GAP + title
+    gap_y = under + _GAP + title
+    height = top + side * len(results) + gap_y * (len(results) - 1) + under + _EDGE
+    fig.set_size_inches(size[0], height)
+    axes = _grid(fig, len(results), widest, left, top, side, _GAP, gap_y)
     image = None
     for row, result in enumerate(results):
-        per = ", ".join(f"{t} {a:.0%}" for t, a in zip(result.model.targets, result.relation_accuracy))
         for col in range(widest):
             ax = axes[row, col]
             if col >= result.heads:
@@ -217,17 +310,34 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
                 ax.set_yticks(picked, shown, fontsize=label)
             else:
                 ax.set_yticks([])  # no ticks rather than ticks with empty labels (see training_heads_figure)
-            ax.tick_params(length=0, pad=1)
-            words = " ".join(w for w in _head_words(result, col, of="") if w)
-            ax.set_title(f"head {col + 1}: {words}", fontsize=big, color=head_color(col))
+            ax.tick_params(length=0, pad=_TICK_PAD)
+            ax.set_title(titles[row][col], fontsize=big, color=head_color(col), pad=_TITLE_PAD)
             if col == 0:
-                ax.set_ylabel(f"{result.heads} head{'s' if result.heads > 1 else ''}, d/h = {result.config.d_k}\n"
-                              f"held-out {result.accuracy:.1%}\n{per}", fontsize=big, color=LABEL_COLOR)
+                ax.set_ylabel(rows[row], fontsize=big, color=LABEL_COLOR, labelpad=_LABEL_PAD)
     if image is not None:
-        _colour_bar(fig, image, axes, big)
-    first = results[0]
-    thinned = f"; every {ordinal(step)} token labelled" if step > 1 else ""
-    fig.suptitle(f"{first.config.task}: every run's heads after {first.config.steps:,} steps, on the same held-out "
-                 f"sequence,\n{first.parameters:,} parameters each (rows: queries, columns: keys{thinned})",
-                 fontsize=big + 1, color=LABEL_COLOR)
+        _colour_bar(fig, image, size[0] - bar + _GAP, under + _EDGE, height - top - under - _EDGE, big)
+    fig.suptitle(suptitle, fontsize=big + 1, color=LABEL_COLOR, y=1 - _EDGE / height, va="top")
     return fig
+
+
+def _run_name(m: Measured, result: "TrainResult", side: float, size: float) -> str:
+    """A run's name beside its row, on its side: heads, d/h, held-out accuracy, then per relation, as many to a
+    line as the map's height holds."""
+    per = [f"{t} {a:.0%}" for t, a in zip(result.model.targets, result.relation_accuracy)]
+    return (f"{result.heads} head{'s' if result.heads > 1 else ''}, d/h = {result.config.d_k}\n"
+            f"held-out {result.accuracy:.1%}\n{_packed(m, per, ', ', side, size)}")
+
+
+def _packed(m: Measured, parts: "Sequence[str]", sep: str, width: float, size: float) -> str:
+    """``parts`` joined by ``sep``, a new line wherever the next part would make a line wider than ``width``
+    inches (measured); a part is never broken."""
+    lines: list[str] = []
+    for part in parts:
+        joined = f"{lines[-1]}{sep}{part}" if lines else part
+        if lines and m.size(joined, size)[0] <= width:
+            lines[-1] = joined
+        else:
+            if lines:
+                lines[-1] += sep.rstrip()
+            lines.append(part)
+    return "\n".join(lines)

@@ -170,7 +170,7 @@ def test_explain_takes_a_sample(runner, tmp_path, monkeypatch):
     from mhacli.cli.app import app
 
     monkeypatch.chdir(tmp_path)  # explain may write figures into ./mha-output
-    result = runner.invoke(app, ["explain", "--sample", "repeated", "--weights", "designed"])
+    result = runner.invoke(app, ["explain", "--sample", "repeated", "--weights", "designed", "--dpi", "30"])
     assert result.exit_code == 0, result.output
     assert "first copy of word" in result.output
 

@@ -294,7 +294,8 @@ def test_quiz_check_command_runs_with_the_same_words(runner):
 
 def test_demo_names_the_mapping(runner, tmp_path):
     r = runner.invoke(app, ["demo", "the lion crossed the park", "--weights", "grammar", "--words", MAPPING,
-                            "--no-pause", "--out", str(tmp_path)], env={"COLUMNS": "80", "NO_COLOR": "1"})
+                            "--no-pause", "--out", str(tmp_path), "--dpi", "30"],  # its words, not its pixels
+                      env={"COLUMNS": "80", "NO_COLOR": "1"})
     assert r.exit_code == 0, r.output
     flat = " ".join(r.output.replace("│", " ").split())  # the steps are panels: their borders out
     assert "park as “street” (a place)" in flat  # the caution

@@ -412,3 +412,13 @@ def test_the_concentration_penalty_is_one_per_readout_that_reads_one_head_and_ro
     assert math.isclose(head_concentration(3.0 * w_r, w_o, 2, 0.5)[0], penalty, rel_tol=1e-12)  # any size
     alone, d_w_r, d_w_o = head_concentration(w_r, w_o, 1, 0.5)  # one head reads one head: nothing to push
     assert alone == 0.5 * 4 and not d_w_r.any() and not d_w_o.any()
+
+
+@pytest.mark.parametrize("name", ["head_sparsity", "head_concentration", "head_overlap"])
+@pytest.mark.parametrize("bad", [2.0, -0.1, float("nan"), True, "0.05"])
+def test_a_penalty_s_strength_outside_0_to_1_is_refused_in_its_own_name(name: str, bad: object) -> None:
+    with pytest.raises(UsageError) as caught:
+        TrainConfig.for_task("grammar", **{name: bad})
+    said = caught.value.worded(lambda n: n, "=")
+    assert said.startswith(f"{name} must be a number from 0 to 1") and repr(bad) in said
+    assert getattr(TrainConfig.for_task("grammar", **{name: 0.0}), name) == 0.0

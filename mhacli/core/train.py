@@ -133,11 +133,12 @@ class TrainConfig:
         if not isinstance(self.scored_loss, bool):
             raise UsageError(f"{{scored_loss:name}} must be true or false, got {self.scored_loss!r}.",
                              scored_loss=self.scored_loss)
-        for name in ("head_sparsity", "head_concentration", "head_overlap"):
+        for name, works in (("head_sparsity", "0.001 to 0.01"), ("head_concentration", "0.001 to 0.01"),
+                            ("head_overlap", "0.05")):
             value = getattr(self, name)
             if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
                     or not 0 <= value <= 1):
-                raise UsageError(f"{{{name}:name}} must be a number from 0 to 1 (0.001 to 0.01 works), got "
+                raise UsageError(f"{{{name}:name}} must be a number from 0 to 1 ({works} works), got "
                                  f"{value!r}.", **{name: value})
         dropout = self.head_dropout
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:

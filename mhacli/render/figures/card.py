@@ -42,7 +42,7 @@ def card_figure(card: "CardShown") -> "Figure":
     chars = _chars(width)
     # Placed by arithmetic from the texts around the map, each measured once on the figure's renderer
     # (constrained layout measured them all again at every save).
-    from mhacli.render.figures.training import Measured
+    from mhacli.render.figures.layout import Measured
 
     m = Measured(fig)
     caption = _wrapped(f"{card.caption};", chars) + "\n" + _wrapped(card.outline, chars)

@@ -242,6 +242,31 @@ def wrap(text: str, width_in: float, size: float) -> str:
                      for part in text.split("\n"))
 
 
+class Measured:
+    """Texts of a figure measured once each on its own renderer (``Text.get_window_extent``), in inches."""
+
+    def __init__(self, fig: Figure) -> None:
+        self.fig = fig
+        self.renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+        self.sizes: dict[tuple[str, float], tuple[float, float]] = {}
+
+    def size(self, text: str, points: float) -> tuple[float, float]:
+        """Width and height of ``text`` at ``points``."""
+        key = (text, points)
+        if key not in self.sizes:
+            t = self.fig.text(0, 0, text, fontsize=points)
+            box = t.get_window_extent(self.renderer)
+            t.remove()
+            self.sizes[key] = box.width / self.fig.dpi, box.height / self.fig.dpi
+        return self.sizes[key]
+
+    def widest(self, texts: Sequence[str], points: float) -> float:
+        return max((self.size(t, points)[0] for t in texts), default=0.0)
+
+    def tallest(self, texts: Sequence[str], points: float) -> float:
+        return max((self.size(t, points)[1] for t in texts), default=0.0)
+
+
 class Slide:
     """Texts hung at fixed inches from a figure's top-left (or bottom-left) corner, each measured once.
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from mhacli.core import narrate
-from mhacli.render.figures.layout import LABEL_PX, PT, ordinal, readable_points
+from mhacli.render.figures.layout import LABEL_PX, PT, Measured, ordinal, readable_points
 from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
 
 if TYPE_CHECKING:
@@ -173,31 +173,6 @@ _LABEL_PAD = 4.0  # points between the token labels and the axis label (matplotl
 _TITLE_PAD = 6.0  # points between a map and its title (matplotlib's default)
 _WORDS = 0.04  # of a map's width: between the last column and a head's name beside it
 _BAR_TICK = 3.5  # points: the colour bar's tick length, and the pad after it (matplotlib's defaults)
-
-
-class Measured:
-    """Texts of a figure measured once each on its own renderer (``Text.get_window_extent``), in inches."""
-
-    def __init__(self, fig: "Figure") -> None:
-        self.fig = fig
-        self.renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
-        self.sizes: dict[tuple[str, float], tuple[float, float]] = {}
-
-    def size(self, text: str, points: float) -> tuple[float, float]:
-        """Width and height of ``text`` at ``points``."""
-        key = (text, points)
-        if key not in self.sizes:
-            t = self.fig.text(0, 0, text, fontsize=points)
-            box = t.get_window_extent(self.renderer)
-            t.remove()
-            self.sizes[key] = box.width / self.fig.dpi, box.height / self.fig.dpi
-        return self.sizes[key]
-
-    def widest(self, texts: "Sequence[str]", points: float) -> float:
-        return max((self.size(t, points)[0] for t in texts), default=0.0)
-
-    def tallest(self, texts: "Sequence[str]", points: float) -> float:
-        return max((self.size(t, points)[1] for t in texts), default=0.0)
 
 
 def _bar_room(m: Measured, size: float) -> float:

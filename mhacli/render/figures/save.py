@@ -59,7 +59,7 @@ def _png(fig: Figure, handle: IO[bytes], dpi: int) -> None:
     raw = io.BytesIO()
     fig.savefig(raw, format="rgba", dpi=dpi)
     width, height = (int(v * dpi) for v in fig.get_size_inches())  # as the Agg canvas sizes its buffer
-    image = Image.frombuffer("RGBA", (width, height), raw.getbuffer(), "raw", "RGBA", 0, 1)
+    image = Image.frombuffer("RGBA", (width, height), raw.getvalue(), "raw", "RGBA", 0, 1)
     image.convert("RGB").save(handle, format="png", compress_level=PNG_COMPRESSION, dpi=(dpi, dpi))
 
 

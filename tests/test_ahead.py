@@ -48,7 +48,7 @@ def gone(pid: int) -> bool:
 def test_each_job_is_done_by_its_own_child_in_order_and_every_child_is_reaped():
     with Ahead.start(2, [], check=False) as drawers:  # type: ignore[union-attr]
         pids = [pid for pid, _, _ in drawers._children]
-        results = drawers.run([(doubled, (1,)), (doubled, (2,)), (doubled, (3,))])
+        results = list(drawers.run([(doubled, (1,)), (doubled, (2,)), (doubled, (3,))]))
     assert [answer for _, answer in results] == [2, 4, 6]
     assert [who for who, _ in results[:2]] == pids and results[2][0] == os.getpid()  # the third: no child left
     assert all(gone(pid) for pid in pids) and not any(pid in cleanup._children for pid in pids)
@@ -56,21 +56,21 @@ def test_each_job_is_done_by_its_own_child_in_order_and_every_child_is_reaped():
 
 def test_a_child_never_writes_on_the_parent_s_streams(capfd):
     with Ahead.start(1, [], check=False) as drawers:  # type: ignore[union-attr]
-        assert drawers.run([(loud, (7,))]) == [7]
+        assert list(drawers.run([(loud, (7,))])) == [7]
     out, err = capfd.readouterr()
     assert out == "" and err == ""
 
 
 def test_a_job_that_fails_in_its_child_is_done_here_instead():
     with Ahead.start(1, [], check=False) as drawers:  # type: ignore[union-attr]
-        assert drawers.run([(fails_in_a_child, (os.getpid(),))]) == ["done here"]
+        assert list(drawers.run([(fails_in_a_child, (os.getpid(),))])) == ["done here"]
 
 
 def test_a_child_that_died_before_its_job_leaves_the_job_to_the_parent():
     with Ahead.start(2, [], check=False) as drawers:  # type: ignore[union-attr]
         first = drawers._children[0][0]
         os.kill(first, signal.SIGKILL)
-        results = drawers.run([(doubled, (5,)), (doubled, (6,))])
+        results = list(drawers.run([(doubled, (5,)), (doubled, (6,))]))
     assert results[0] == (os.getpid(), 10) and results[1][1] == 12 and results[1][0] != os.getpid()
 
 
@@ -84,7 +84,7 @@ def test_a_child_without_a_job_is_killed_and_reaped_when_the_run_ends():
 
 def test_a_module_a_child_cannot_import_only_costs_it_its_job():
     with Ahead.start(1, ["no_such_module_anywhere"], check=False) as drawers:  # type: ignore[union-attr]
-        assert drawers.run([(doubled, (4,))]) == [(os.getpid(), 8)]
+        assert list(drawers.run([(doubled, (4,))])) == [(os.getpid(), 8)]
 
 
 @pytest.mark.parametrize(("asked", "forks"), [("0", False), ("1", True)])
@@ -162,3 +162,36 @@ def test_sigterm_while_the_drawers_wait_ends_them_with_the_run(tmp_path):
     assert proc.returncode == 143 and len(err.strip().splitlines()) == 1 and "nothing half-written" in err, err
     assert not any(Path(f"/proc/{pid}").exists() for pid in drawers)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".pause") == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the drawers fork on Linux only")
+def test_mha_explain_s_figures_from_the_drawers_are_the_bytes_drawn_in_one_process(tmp_path):
+    """The installed mha explain, drawers forced on and off: every file byte for byte, and the same stdout."""
+    runs = {}
+    for asked in ("1", "0"):
+        out = tmp_path / f"drawers-{asked}"
+        done = subprocess.run([str(MHA), "explain", "the cat sat on the mat", "--heads", "2", "--format", "svg",
+                               "--out", str(out)], capture_output=True, text=True, env=_env(MHA_DRAWERS=asked),
+                              stdin=subprocess.DEVNULL, timeout=300)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        runs[asked] = (done.stdout.replace(str(out), "OUT"), {p.name: p.read_bytes() for p in out.iterdir()})
+    assert runs["1"][0] == runs["0"][0]
+    assert sorted(runs["1"][1]) == [f"{n}.svg" for n in ("head-1", "head-2", "heads", "magnifiers", "split")]
+    assert runs["1"][1] == runs["0"][1]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the drawers fork on Linux only")
+def test_ctrl_c_while_explain_writes_what_its_drawers_drew_ends_them_and_leaves_no_temporary(tmp_path):
+    from pause import paused
+
+    argv = [str(MHA), "explain", "the cat sat on the mat", "--out", "figs"]
+    with paused(argv, cwd=tmp_path, env=_env(MHA_DRAWERS="1"), name="heads.png", stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE) as (proc, _):
+        drawers = _children_of(proc.pid)
+        assert len(drawers) == 1, drawers  # the second drawer (magnifiers, split): not reaped yet
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate()
+    assert proc.returncode == 130 and len(err.strip().splitlines()) == 1 and "nothing half-written" in err, err
+    assert not any(Path(f"/proc/{pid}").exists() for pid in drawers)
+    written = sorted(p.name for p in (tmp_path / "figs").iterdir())
+    assert written == ["head-1.png", "head-2.png", "head-3.png", "head-4.png"]  # whole files, in order; no temporary

@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from mhacli.io import cleanup
 from mhacli.io.host import cpu_count
@@ -85,17 +85,15 @@ class Ahead:
         cleanup.adopt_child(pid)
         self._children.append((pid, job_write, result_read))
 
-    def run(self, jobs: Sequence[Job]) -> list[Any]:
-        """Each job's result, in order: ``function(*args)`` computed by the job's child, or here for a job
-        without a child, or whose child failed or died."""
+    def run(self, jobs: Sequence[Job]) -> Iterator[Any]:
+        """Each job's result, in order, as it comes: ``function(*args)`` computed by the job's child, or here for
+        a job without a child, or whose child failed or died. The children work while the caller reads the
+        first results (the figures' files are written as each half comes)."""
         for (_, job_write, _), job in zip(self._children, jobs):
             _send(job_write, job)
-        extra = [function(*args) for function, args in jobs[len(self._children):]]  # meanwhile, here
-        results = []
-        for n, (function, args) in enumerate(jobs[: len(self._children)]):
-            answer = self._collect(n)
-            results.append(answer[1] if answer is not None and answer[0] == "ok" else function(*args))
-        return results + extra
+        for n, (function, args) in enumerate(jobs):
+            answer = self._collect(n) if n < len(self._children) else None
+            yield answer[1] if answer is not None and answer[0] == "ok" else function(*args)
 
     def _collect(self, n: int) -> Any:
         pid, _, result_read = self._children[n]

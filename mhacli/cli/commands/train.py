@@ -352,7 +352,7 @@ def _save_figures(results: "list[TrainResult]", out: Path, ahead: "Ahead | None"
     from mhacli.render.warned import note
 
     jobs = [(_drawn, (part, results)) for part in _PARTS]
-    drawn = ahead.run(jobs) if ahead is not None else [function(*args) for function, args in jobs]
+    drawn = list(ahead.run(jobs)) if ahead is not None else [function(*args) for function, args in jobs]
     pngs = {name: data for part, _ in drawn for name, data in part.items()}
     warned = dict.fromkeys(message for _, messages in drawn for message in messages)
     paths = [str(atomic_write(out / name, partial(_write, pngs[name]))) for name in (*FIGURE_NAMES, CARD_FIGURE)

@@ -112,12 +112,12 @@ def test_the_rule_bites(tmp_path):
 # ---------------------------------------------------------------------------
 
 #: What render/ may import from mhacli.core besides classes and UPPER_CASE constants: the words (narrate,
-#: whose sentences the renderers ask for), the one-line messages, and how a token is shown as a label.
+#: whose sentences the renderers ask for), the one-line messages, and how tokens are shown as labels.
 RENDER_MAY_USE = {
     "mhacli.core.narrate": {"*"},
     "mhacli.core.messages": {"*"},
     "mhacli.core.errors": {"*"},
-    "mhacli.core.tokenize": {"label", "graphemes"},
+    "mhacli.core.tokenize": {"label", "labels", "graphemes"},
     "mhacli.core.config": {"human_bytes", "about_bytes"},
     "mhacli.core.designed": {"rules_note"},
     "mhacli.core.grammar": {"short_name"},  # a learned head's label in a few words

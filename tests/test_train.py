@@ -176,6 +176,33 @@ def test_bench_train_reports_both_sides_and_their_ratio() -> None:
         assert report["ratio"] == report["numpy_seconds_per_step"] / report["torch_seconds_per_step"]
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("heads", [1, 4])
+def test_the_bench_times_the_same_loss_and_gradients_in_pytorch_as_mha_train_computes(heads) -> None:
+    """mha bench --train's PyTorch side is the grammar model mha train trains, its two penalties included:
+    same loss and same gradients as numpy's step on one batch (a bench that timed less would flatter one side)."""
+    torch = pytest.importorskip("torch")
+    from mhacli.bench.train import _torch_model, numpy_loss
+
+    config = TrainConfig.for_task("grammar", heads=heads, d_model=8, batch=6)
+    assert config.head_concentration and config.head_overlap  # the grammar's defaults are what is timed
+    task = get_task("grammar")
+    rng = np.random.default_rng(5)
+    params = init_params(config, task, rng)
+    ids, targets, keys = task.sample(rng, config.batch, config.length)
+    scored = task.scored(keys)
+    loss, grads, _ = numpy_loss(config, params, ids, targets, scored, task.pad)
+    _, model, _ = _torch_model(config, {k: v.copy() for k, v in params.items()})
+    theirs = model.loss(torch.as_tensor(ids), torch.as_tensor(targets), torch.as_tensor(scored))
+    theirs.backward()
+    assert math.isclose(theirs.detach().item(), loss, rel_tol=1e-12)
+    in_proj = model.attention.in_proj_weight.grad.numpy()
+    for name, got in (("embedding", model.embedding.grad.numpy()), ("readout", model.readout.grad.numpy()),
+                      ("W_o", model.attention.out_proj.weight.grad.numpy()),
+                      ("W_q", in_proj[:8]), ("W_k", in_proj[8:16]), ("W_v", in_proj[16:])):
+        np.testing.assert_allclose(got, grads[name], rtol=1e-9, atol=1e-12, err_msg=name)
+
+
 def test_gradients_with_the_grammar_s_padding_mask_match_finite_differences() -> None:
     task = get_task("grammar")
     config = TrainConfig(task="grammar", heads=2, d_model=4, length=LONGEST, batch=2, positions="learned",

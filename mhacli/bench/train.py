@@ -27,10 +27,17 @@ def _numpy_block(config: TrainConfig, params: dict, adam: Adam, batches: list) -
     pad = get_task(config.task).pad
     start = time.perf_counter()
     for ids, targets, scored in batches:
-        _, grads, _ = loss_and_grads(params, ids, targets, config.heads, config.causal, pad, config.word_values,
-                                     scored if config.scored_loss else None, config.head_sparsity)
+        _, grads, _ = numpy_loss(config, params, ids, targets, scored, pad)
         adam.step(params, grads, names)
     return (time.perf_counter() - start) / len(batches)
+
+
+def numpy_loss(config: TrainConfig, params: dict, ids: Any, targets: Any, scored: Any,
+               pad: int | None) -> tuple[float, dict, Any]:
+    """The loss and gradients one step of ``mha train`` computes (core.train's call), penalties included."""
+    return loss_and_grads(params, ids, targets, config.heads, config.causal, pad, config.word_values,
+                          scored if config.scored_loss else None, config.head_sparsity, None,
+                          config.head_concentration, config.head_overlap)
 
 
 def _torch_model(config: TrainConfig, params: dict) -> tuple[Any, Any, Any]:
@@ -56,12 +63,13 @@ def _torch_model(config: TrainConfig, params: dict) -> tuple[Any, Any, Any]:
             values = self.embedding[ids] if config.word_values else x  # V = E W_vᵀ, as the numpy side
             # The grammar's padding, masked as the numpy side masks it (no query looks past its sentence).
             padding = None if pad is None else ids == pad
-            out, _ = self.attention(x, x, values, need_weights=False, key_padding_mask=padding)
-            return out  # (B, N, d)
+            # Per-head weights only when the overlap penalty reads them (they cost PyTorch its fused path).
+            return self.attention(x, x, values, need_weights=bool(config.head_overlap),
+                                  average_attn_weights=False, key_padding_mask=padding)  # (B, N, d), (B, h, N, N)
 
         def loss(self, ids: Any, labels: Any, scored: Any) -> Any:
-            """The numpy side's loss: over every answer, or the asked ones; plus the head-sparsity penalty."""
-            out = self(ids)
+            """The numpy side's loss: over every answer, or the asked ones; plus the penalties it was given."""
+            out, weights = self(ids)
             t, v, d = self.readout.shape
             if config.scored_loss:  # (M_t, d) @ (d, V) per target, as core.passes.scored_readout
                 logits = torch.cat([out[scored[r]] @ self.readout[r].T for r in range(t)])
@@ -75,6 +83,16 @@ def _torch_model(config: TrainConfig, params: dict) -> tuple[Any, Any, Any]:
                 k = d // config.heads
                 loss = loss + config.head_sparsity * sum(torch.linalg.norm(self.readout[r] @ w_o[:, i * k:(i + 1) * k])
                                                          for r in range(t) for i in range(config.heads))
+            if config.head_concentration and config.heads > 1:  # λ Σ_t ‖n_t‖₁/‖n_t‖₂, n_ti = ‖R_t W_o^i‖_F
+                blocks = (self.readout @ self.attention.out_proj.weight).reshape(t, v, config.heads, -1)
+                norms = blocks.pow(2).sum(dim=(1, 3)).sqrt()  # (T, h)
+                loss = loss + config.head_concentration * (norms.sum(1) / norms.pow(2).sum(1).sqrt()).sum()
+            elif config.head_concentration:  # one head: λ·T, nothing to learn from
+                loss = loss + config.head_concentration * t
+            if config.head_overlap:  # λ × mean over query rows of Σ_{i≠j} ⟨A_i[q], A_j[q]⟩
+                total = weights.sum(dim=1)  # (B, N, N)
+                rows = weights.shape[0] * weights.shape[2]
+                loss = loss + config.head_overlap * ((total * total).sum() - (weights * weights).sum()) / rows
             return loss
 
     pad = get_task(config.task).pad
@@ -157,6 +175,8 @@ def train_table(report: dict[str, Any]) -> Any:
     from mhacli.render import theme
 
     c = report["config"]
+    penalties = ", ".join(f"{name.removeprefix('head_')} {c[name]:g}" for name in
+                          ("head_sparsity", "head_concentration", "head_overlap") if c.get(name))
     table = Table(box=None, header_style=theme.STYLE_TITLE, pad_edge=False)
     table.add_column("one training step")
     table.add_column("median", justify="right")
@@ -170,6 +190,7 @@ def train_table(report: dict[str, Any]) -> Any:
     notes = [f"Model of 'mha train': task {c['task']}, d_model {c['d_model']}, {c['heads']} heads, batch "
              f"{c['batch']} × {c['length']} tokens, float64, "
              f"{report['threads']} thread{'s' if report['threads'] != 1 else ''} each side.",
+             *([f"Both sides add the penalties it trains with: {penalties}."] if penalties else []),
              f"Median of {report['repeats']} block{'s' if report['repeats'] != 1 else ''} of "
              f"{report['steps_per_block']} steps after a warm-up block; "
              "numpy and PyTorch blocks alternate.",

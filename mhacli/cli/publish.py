@@ -9,8 +9,9 @@ registered for cleanup by the writers) and lists them.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from mhacli.cli.common import (finish_run, open_figures, plan_outputs, prepare_run, query_position, read_files,
                                shown_folder, write_compare, write_figures)
@@ -20,15 +21,18 @@ from mhacli.core.errors import UsageError
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
     from mhacli.core.view import AttentionView
+    from mhacli.io.ahead import Ahead
     from mhacli.io.outputs import OutputPlan
     from mhacli.pipeline import Run
     from mhacli.request import Outputs, Request
 
 
-def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | None, report: bool = True) -> list[str]:
+def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | None, report: bool = True,
+            ahead: Ahead | None = None) -> list[str]:
     """Every file of a run, in order (its figures, --save-npz, --html), then the list of what was written.
 
-    A comparison's figure is single-vs-multi; any other run's are head-1 … head-h, heads, magnifiers and split.
+    A comparison's figure is single-vs-multi; any other run's are head-1 … head-h, heads, magnifiers and split
+    (drawn by ``ahead``'s drawers, when the flow forked them).
     ``report=False``: the list is returned unsaid (compare's JSON carries it, demo adds one figure).
     """
     written: list[str] = []
@@ -36,7 +40,7 @@ def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | Non
         written = write_compare(result, plan.out, outputs.fmt, outputs.dpi, outputs.max_tokens, outputs.hide_rules)
     elif plan.out is not None:
         written = write_figures(result, plan.out, outputs.fmt, outputs.dpi, position, outputs.max_tokens,
-                                outputs.hide_rules)
+                                outputs.hide_rules, ahead)
     if plan.save_npz is not None:
         from mhacli.io.export import save_npz
 
@@ -109,20 +113,42 @@ def explain(request: Request) -> None:
         plan = _planned(request, prepared.config.heads, inputs)
         # Refuse what would not fit before any array exists, the figures' pixels included.
         open_figures(plan, prepared.config, prepared.n_tokens, o.max_tokens, o.fmt, o.dpi)
-        result = finish_run(prepared, single=plan.out is not None)
-    position = query_position(result.trace, o.query)
-    if o.json:
-        _print_json(result, o.json_arrays)
-    elif prepared is None:
-        from mhacli.render.worked import worked_view
+    # The figures' two drawers import matplotlib on the other core while the run is computed and printed.
+    with drawers(plan) as ahead:
+        if prepared is not None:
+            result = finish_run(prepared, single=plan.out is not None)
+        position = query_position(result.trace, o.query)
+        if o.json:
+            _print_json(result, o.json_arrays)
+        elif prepared is None:
+            from mhacli.render.worked import worked_view
 
-        print_all(*worked_view(result.trace))
-    else:
-        from mhacli.render.card import explain_card  # a grammar model's report card, once (issue 28)
+            print_all(*worked_view(result.trace))
+        else:
+            from mhacli.render.card import explain_card  # a grammar model's report card, once (issue 28)
 
-        _walkthrough(result, o, position, plan.out)
-        print_all(*explain_card(None if o.hide_rules else result.card))
-    publish(result, o, plan, position)
+            _walkthrough(result, o, position, plan.out)
+            print_all(*explain_card(None if o.hide_rules else result.card))
+        publish(result, o, plan, position, ahead=ahead)
+
+
+#: What a figure drawer imports while the run is computed: matplotlib and the figures' modules.
+DRAWING = ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures")
+
+
+@contextmanager
+def drawers(plan: OutputPlan) -> Iterator[Ahead | None]:
+    """Two forked drawers for a run's figures (:mod:`mhacli.io.ahead`), where figures are asked for and a
+    core is idle; None otherwise. Killed however the block ends."""
+    from mhacli.io.ahead import Ahead
+    from mhacli.render.figures.save import HALVES
+
+    ahead = Ahead.start(len(HALVES), DRAWING) if plan.out is not None and plan.figures else None
+    try:
+        yield ahead
+    finally:
+        if ahead is not None:
+            ahead.close()
 
 
 def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -> AttentionView:

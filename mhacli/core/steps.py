@@ -7,6 +7,7 @@ HTML, demo) reads the same list, so they can never disagree.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -24,17 +25,16 @@ class Step:
     madds: int  # multiply-adds over all heads
     madds_formula: str  # how madds was counted, symbolically
     field: str  # the Trace / npz field that holds the result
+    # Numeric shape, e.g. ``6×4``: made once with the step, so every table reads it rather than asks for it.
+    shape_numeric: str = dataclasses.field(init=False)  # (`field` above names a step's Trace field)
 
-    @property
-    def shape_numeric(self) -> str:
-        """Numeric shape, e.g. ``6×4``."""
-        return "×".join(str(n) for n in self.dims)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape_numeric", "×".join(str(n) for n in self.dims))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""
         out = asdict(self)
         out["dims"] = list(self.dims)
-        out["shape_numeric"] = self.shape_numeric
         return out
 
 

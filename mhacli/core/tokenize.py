@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from mhacli.core.errors import UsageError
 
@@ -255,3 +256,8 @@ def label(token: str, max_chars: int = 12) -> str:
     if len(clusters) > max_chars:
         return "".join(clusters[: max(max_chars - 1, 0)]) + "…"
     return "".join(clusters)
+
+
+def labels(tokens: Sequence[str], max_chars: int = 12) -> list[str]:
+    """:func:`label` of every token, in order (a grid's row and column labels in one call)."""
+    return [label(t, max_chars) for t in tokens]

@@ -1,7 +1,7 @@
 """Each head's weights as a coloured grid in the terminal, and the ``mha compare`` table.
 
 Cells hold the weight in percent on a background from the same colour map as
-the figures (``theme.heat_color``), so the terminal and the PNGs read alike;
+the figures (``theme.heat_cells``), so the terminal and the PNGs read alike;
 without colour (``NO_COLOR``, a pipe) the numbers alone still carry everything.
 Functions return Rich renderables and never print.
 """
@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli.render import theme
-from mhacli.core.tokenize import graphemes, label
+from mhacli.core.tokenize import graphemes, label, labels
 from mhacli.render.labels import pattern_words, weights_note
 
 if TYPE_CHECKING:
@@ -52,9 +52,13 @@ def grid_width(n_tokens: int) -> int:
 
 def head_grid(weights: np.ndarray, tokens: Sequence[str], *, start: int = 0,
               mask: np.ndarray | None = None, query: int | None = None,
-              title: Text | None = None) -> Text:
-    """One weight matrix (n, n) as text: keys across the top, queries down the side, weights in %."""
+              title: Text | None = None, names: tuple[list[str], list[str]] | None = None) -> Text:
+    """One weight matrix (n, n) as text: keys across the top, queries down the side, weights in %.
+
+    ``names``: the tokens' column and row labels (:func:`grid_labels`), when several grids share them."""
     n = weights.shape[0]
+    columns, rows = names or grid_labels(tokens)
+    cells = theme.heat_cells(weights.tolist())  # (n, n) of (background, ink)
     pos_w = len(str(start + n - 1))
     lead = " " * (pos_w + 1 + ROW_LABEL + 1)
     out = Text()
@@ -63,7 +67,7 @@ def head_grid(weights: np.ndarray, tokens: Sequence[str], *, start: int = 0,
         out.append("\n")
     out.append(lead)
     for j in range(n):
-        out.append(" " + fit(label(tokens[j], 6), CELL - 1), style=theme.STYLE_DIM)
+        out.append(" " + fit(columns[j], CELL - 1), style=theme.STYLE_DIM)
     out.append("\n" + lead)
     for j in range(n):
         out.append(f"{start + j:>{CELL}}", style=theme.STYLE_DIM)
@@ -71,25 +75,30 @@ def head_grid(weights: np.ndarray, tokens: Sequence[str], *, start: int = 0,
         is_query = query is not None and start + r == query
         out.append("\n")
         out.append(f"{start + r:>{pos_w}} ", style=theme.STYLE_DIM)
-        out.append(fit(label(tokens[r], 16), ROW_LABEL), style="bold" if is_query else "")
+        out.append(fit(rows[r], ROW_LABEL), style="bold" if is_query else "")
         out.append("▶" if is_query else " ")
         for c in range(n):
             out.append(" ")
             if mask is not None and mask[r, c]:
                 out.append("  ·", style=theme.STYLE_DIM)
                 continue
-            v = float(weights[r, c])
-            bg = theme.heat_color(v)
-            out.append(f"{round(v * 100):>3d}", style=Style(color=theme.ink_on(bg), bgcolor=bg))
+            bg, ink = cells[r][c]
+            out.append(f"{round(float(weights[r, c]) * 100):>3d}", style=Style(color=ink, bgcolor=bg))
     return out
+
+
+def grid_labels(tokens: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The tokens as a grid labels them: across the top (6 characters) and down the side (16)."""
+    return labels(tokens, 6), labels(tokens, 16)
 
 
 def legend() -> Text:
     """The colour scale and how to read a grid, in one line."""
     text = Text("0% ", style=theme.STYLE_DIM)
     ramp = "▁▂▃▄▅▆▇█"  # rises even where there is no colour (NO_COLOR, a pipe)
-    for k, block in enumerate(ramp):
-        text.append(block, style=Style(color=theme.heat_color(k / (len(ramp) - 1))))
+    shades = theme.heat_cells([[k / (len(ramp) - 1) for k in range(len(ramp))]])[0]
+    for block, (color, _) in zip(ramp, shades):
+        text.append(block, style=Style(color=color))
     text.append(" 100%", style=theme.STYLE_DIM)
     text.append("  row = query, column = key; rows sum to 100", style=theme.STYLE_DIM)
     return text
@@ -118,6 +127,7 @@ def head_grids(trace: Shown, analysis: Analysis, *, width: int, view: View, figu
                           style=theme.STYLE_DIM))
     mask = analysis.mask[start:stop, start:stop] if analysis.mask is not None else None
     tokens = trace.tokens[start:stop]
+    names = grid_labels(tokens)  # every head's grid has the same labels
     grids = []
     for i in range(trace.num_heads):
         head_title = (Text("● 1 head", style=f"bold {theme.SINGLE_HEAD_COLOR}") if single
@@ -126,7 +136,7 @@ def head_grids(trace: Shown, analysis: Analysis, *, width: int, view: View, figu
         room = grid_width(n) - cell_len(head_title.plain) - 2  # the title stays as wide as its grid
         head_title.append(f"  {fit(words, room).rstrip() if room > 1 else ''}", style=theme.STYLE_DIM)
         grids.append(head_grid(np.asarray(trace.weights[i])[start:stop, start:stop], tokens,
-                               start=start, mask=mask, query=query, title=head_title))
+                               start=start, mask=mask, query=query, title=head_title, names=names))
     per_row = max(1, (width + GAP) // (grid_width(n) + GAP))
     layout = Table.grid(padding=(0, GAP, 0, 0))
     columns = min(per_row, len(grids))

@@ -8,6 +8,8 @@ projector; yellow, which vanishes on white, comes last.  Heatmaps use
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 HEAD_COLORS = (
     "#0072B2",  # blue
     "#D55E00",  # vermillion
@@ -91,6 +93,12 @@ def heat_color(value: float) -> str:
     lo, hi = _rgb(HEATMAP_ANCHORS[k]), _rgb(HEATMAP_ANCHORS[k + 1])
     t = v - k
     return _hex(tuple(a + (b - a) * t for a, b in zip(lo, hi)))  # type: ignore[arg-type]
+
+
+def heat_cells(weights: Sequence[Sequence[float]]) -> list[list[tuple[str, str]]]:
+    """A matrix of weights in 0..1 as its cells' (background, ink) colours: :func:`heat_color` and
+    :func:`ink_on` for every cell, made in one pass over the matrix."""
+    return [[(bg, ink_on(bg)) for bg in map(heat_color, row)] for row in weights]
 
 
 def tint(color: str, amount: float) -> str:

@@ -36,6 +36,7 @@ MAX_SEEDS = 20  # a sweep of 20 seeds × 3 head counts of the grammar is minutes
 
 if TYPE_CHECKING:
     from mhacli.core.knockout import Knockout
+    from mhacli.io.ahead import Ahead
     from mhacli.core.sweep import Sweep
     from mhacli.core.train import TrainConfig, TrainResult
 
@@ -217,19 +218,28 @@ class _Asked:
 def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout: bool, sweeping: bool,
                        asked: _Asked) -> None:
     """Every output planned, every run trained (and knocked out, and swept), then printed and written."""
+    from mhacli.io.ahead import Ahead
+
     names = SWEEP_FIGURE_NAMES if sweeping else FIGURE_NAMES + ((CARD_FIGURE,) if grammar else ())
     plan = _planned(asked.plots, asked.out, names, asked.save)
-    by_seed = _trained(grid, plan.out, quiet=asked.json_out)
-    results = [r for runs in by_seed for r in runs]
-    knocked = _knockouts(results) if knockout else None
-    swept = _sweep(by_seed) if sweeping else None
-    written: list[str] = []
-    if plan.save is not None:
-        from mhacli.io.trained import save_trained
+    # The figures' two drawers import matplotlib on the idle core while training holds numpy to one thread.
+    ahead = Ahead.start(len(_PARTS), _DRAWING) if plan.out is not None and not sweeping else None
+    try:
+        by_seed = _trained(grid, plan.out, quiet=asked.json_out)
+        results = [r for runs in by_seed for r in runs]
+        knocked = _knockouts(results) if knockout else None
+        swept = _sweep(by_seed) if sweeping else None
+        written: list[str] = []
+        if plan.save is not None:
+            from mhacli.io.trained import save_trained
 
-        written.append(str(save_trained(results[-1], plan.save)))
-    if plan.out is not None:
-        written += _save_sweep(swept, plan.out) if swept is not None else _save_figures(results, plan.out)
+            written.append(str(save_trained(results[-1], plan.save)))
+        if plan.out is not None:
+            written += _save_sweep(swept, plan.out) if swept is not None else _save_figures(results, plan.out, ahead)
+            cleanup.unregister(plan.out)  # the folder holds the figures now: it stays
+    finally:
+        if ahead is not None:
+            ahead.close()
     if asked.json_out:
         write_stdout(results_json(results, knocked, swept) + "\n")
     elif swept is not None:
@@ -266,7 +276,8 @@ def _planned(plots: bool, out: Path, names: tuple[str, ...], save: str | None) -
 
 
 def _trained(grid: "list[list[TrainConfig]]", out: Path | None, quiet: bool) -> "list[list[TrainResult]]":
-    """Every run of every seed, with a progress bar; a folder made for them goes again if training fails."""
+    """Every run of every seed, with a progress bar; a folder made for them stays registered, so it goes again
+    if the run fails or is ended before its figures are written (the caller unregisters it then)."""
     from mhacli.io.files import prepare_out_dir
 
     made = out is not None and not out.exists()
@@ -274,10 +285,7 @@ def _trained(grid: "list[list[TrainConfig]]", out: Path | None, quiet: bool) -> 
         prepare_out_dir(out)
     if made:  # diverged, Ctrl-C: nothing written, and no empty folder left behind
         cleanup.register(out, folder=True)  # type: ignore[arg-type]
-    by_seed = [[_train_with_bar(config, quiet=quiet) for config in configs] for configs in grid]
-    if made:
-        cleanup.unregister(out)  # type: ignore[arg-type]
-    return by_seed
+    return [[_train_with_bar(config, quiet=quiet) for config in configs] for configs in grid]
 
 
 def _print_written(written: list[str], where: Any) -> None:
@@ -336,29 +344,60 @@ CARD_FIGURE = "card.png"  # beside them for the grammar task: the last run's rep
 SWEEP_FIGURE_NAMES = ("sweep.png",)  # what --out receives after --seeds: the gap per seed
 
 
-def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
+def _save_figures(results: "list[TrainResult]", out: Path, ahead: "Ahead | None" = None) -> list[str]:
     """training.png (every run) and training-heads.png, written atomically: one run's heads during training, or
-    after --compare every run's heads at the end, the lone head included, on the same held-out sequence."""
+    after --compare every run's heads at the end, the lone head included, on the same held-out sequence; and a
+    grammar model's card.png. Drawn by ``ahead``'s children where it has them, else here: the same bytes."""
     from mhacli.io.files import atomic_write
-    from mhacli.render.figures.training import training_figure, training_heads_figure, training_runs_figure
-    from mhacli.render.warned import note, recording
+    from mhacli.render.warned import note
 
-    paths = []
-    warned: dict[str, None] = {}
-    with recording(warned):  # a library's warning while drawing is one note below, never stray lines
-        heads_fig = training_heads_figure(results[0]) if len(results) == 1 else training_runs_figure(results)
-        for name, fig in zip(FIGURE_NAMES, (training_figure(results), heads_fig)):
-            paths.append(str(atomic_write(out / name, partial(_save_png, fig))))
-        card = results[-1].model.card
-        if card is not None:
-            from mhacli.pipeline import card_shown
-            from mhacli.render.figures.card import card_figure
-
-            title = f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)"
-            fig = card_figure(card_shown(card, figure_title=title))
-            paths.append(str(atomic_write(out / CARD_FIGURE, partial(_save_png, fig))))
+    jobs = [(_drawn, (part, results)) for part in _PARTS]
+    drawn = list(ahead.run(jobs)) if ahead is not None else [function(*args) for function, args in jobs]
+    pngs = {name: data for part, _ in drawn for name, data in part.items()}
+    warned = dict.fromkeys(message for _, messages in drawn for message in messages)
+    paths = [str(atomic_write(out / name, partial(_write, pngs[name]))) for name in (*FIGURE_NAMES, CARD_FIGURE)
+             if name in pngs]
     notes([line for line in (note(warned),) if line])
     return paths
+
+
+_PARTS = ("heads", "rest")  # training-heads.png; training.png and card.png: two drawers of about equal work
+_DRAWING = ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures.training",
+            "mhacli.render.figures.card")  # what a drawer imports while training runs
+
+
+def _drawn(part: str, results: "list[TrainResult]") -> tuple[dict[str, bytes], list[str]]:
+    """One part of the figures as PNG bytes by name, and the warnings drawing them raised (a drawer's job)."""
+    from io import BytesIO
+
+    from mhacli.render.figures.training import training_figure, training_heads_figure, training_runs_figure
+    from mhacli.render.warned import recording
+
+    warned: dict[str, None] = {}
+    figures = {}
+    with recording(warned):  # a library's warning while drawing is one note, never stray lines
+        if part == "heads":
+            figures["training-heads.png"] = (training_heads_figure(results[0]) if len(results) == 1
+                                             else training_runs_figure(results))
+        else:
+            figures["training.png"] = training_figure(results)
+            card = results[-1].model.card
+            if card is not None:
+                from mhacli.pipeline import card_shown
+                from mhacli.render.figures.card import card_figure
+
+                title = f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)"
+                figures[CARD_FIGURE] = card_figure(card_shown(card, figure_title=title))
+        pngs = {}
+        for name, fig in figures.items():
+            buffer = BytesIO()
+            _save_png(fig, buffer)
+            pngs[name] = buffer.getvalue()
+    return pngs, list(warned)
+
+
+def _write(data: bytes, handle: IO[bytes]) -> None:
+    handle.write(data)
 
 
 def _save_sweep(swept: "Sweep", out: Path) -> list[str]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import io
 import re
+from functools import partial
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Sequence, cast
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence, cast
 
 from mhacli.io.files import atomic_write
 from mhacli.render.figures.head import HeadFigure
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from mhacli.core.trace import Trace
+    from mhacli.io.ahead import Ahead
     from mhacli.pipeline import Run, Window
 
 # zlib level of Pillow's PNG writer, on RGB pixels (every figure is opaque: the alpha channel is a quarter of the
@@ -39,17 +41,23 @@ class Saved(list):  # type: ignore[type-arg]
 
 def save(fig: Figure, path: Path, fmt: str, dpi: int) -> Path:
     """Write ``fig`` atomically (a temporary sibling, then a rename): never a half-written image."""
+    return atomic_write(Path(path), partial(_encode, fig, fmt=fmt, dpi=dpi))
+
+
+def _encode(fig: Figure, handle: IO[bytes], fmt: str, dpi: int) -> None:
+    """``fig`` as a ``fmt`` file into ``handle``, with the options that make the same figure the same bytes."""
     import matplotlib
 
     if fmt == "png":
         with matplotlib.rc_context(RENDER_RC):  # type: ignore[arg-type]
-            return atomic_write(Path(path), lambda handle: _png(fig, handle, dpi))
+            _png(fig, handle, dpi)
+        return
     options: dict[str, Any] = {  # type: ignore[assignment]
         "svg": {"metadata": {"Date": None}},  # no date inside: same figure, same bytes
         "pdf": {"metadata": {"CreationDate": None}},
     }[fmt]
     with matplotlib.rc_context(RENDER_RC):  # type: ignore[arg-type]
-        return atomic_write(Path(path), lambda handle: fig.savefig(handle, format=fmt, dpi=dpi, **options))
+        fig.savefig(handle, format=fmt, dpi=dpi, **options)
 
 
 def _png(fig: Figure, handle: IO[bytes], dpi: int) -> None:
@@ -61,6 +69,10 @@ def _png(fig: Figure, handle: IO[bytes], dpi: int) -> None:
     width, height = (int(v * dpi) for v in fig.get_size_inches())  # as the Agg canvas sizes its buffer
     image = Image.frombuffer("RGBA", (width, height), raw.getvalue(), "raw", "RGBA", 0, 1)
     image.convert("RGB").save(handle, format="png", compress_level=PNG_COMPRESSION, dpi=(dpi, dpi))
+
+
+def _write_bytes(data: bytes, handle: IO[bytes]) -> None:
+    handle.write(data)
 
 
 def leftovers(out_dir: Path, heads: int, fmt: str) -> str | None:
@@ -83,42 +95,82 @@ def _finish(saved: Saved, pen: Pen) -> Saved:
 
 
 def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
-                 on_saved: Callable[[Path], None] | None = None) -> Saved:
+                 on_saved: Callable[[Path], None] | None = None, ahead: Ahead | None = None) -> Saved:
     """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` into ``out_dir`` (created if missing).
 
     ``result`` is a run or an attention view's result (no ``split``: a view has no weight matrices), its
     windows chosen (:func:`mhacli.pipeline.shown`).  ``hide_rules`` leaves rule and pattern names out (the
     "name what each head does" activity); ``on_saved(path)`` is called as each file is written (a progress
-    display, a timer).  Returns the paths written, in order (a list with ``.notices``: lines worth printing
+    display, a timer).  ``ahead``: drawers forked for the figures (:mod:`mhacli.io.ahead`), which draw the
+    two halves (:data:`HALVES`) side by side into bytes this process writes; None: drawn and written here,
+    one by one.  Returns the paths written, in order (a list with ``.notices``: lines worth printing
     once, such as characters no installed font could draw).
     """
-    from mhacli.render.labels import is_view
-
-    trace, figures, magnified = result.trace, _window(result.figures), _window(result.magnified)
+    _window(result.figures), _window(result.magnified)  # refused before anything is drawn
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     saved = Saved()
 
-    def write(fig: Figure, name: str) -> None:
-        saved.append(save(fig, out / f"{name}.{fmt}", fmt, dpi))
+    def written(path: Path) -> None:
+        saved.append(path)
         if on_saved is not None:
-            on_saved(saved[-1])
+            on_saved(path)
 
-    with drawing() as pen:
+    if ahead is None:
+        with drawing() as pen:
+            for half in HALVES:
+                for name, fig in _figures(result, half, pen, hide_rules):
+                    written(save(fig, out / f"{name}.{fmt}", fmt, dpi))
+        notices = pen.notices()
+    else:
+        notices = []
+        for drawn, said in ahead.run([(drawn_half, (result, half, fmt, dpi, hide_rules)) for half in HALVES]):
+            for name, data in drawn:
+                written(atomic_write(out / f"{name}.{fmt}", partial(_write_bytes, data)))
+            notices += [line for line in said if line not in notices]
+    saved.notices[:0] = notices  # missing glyphs and warnings first, then leftover files
+    leftover = leftovers(out, result.trace.num_heads, fmt)
+    if leftover:
+        saved.notices.append(leftover)
+    return saved
+
+
+#: The run's figures in two halves of about equal work (head-1 … head-h and heads; magnifiers and split),
+#: so that two drawers can take one each; in this order the files are written and listed.
+HALVES = ("heads", "rest")
+
+
+def _figures(result: Run, half: str, pen: Pen, hide_rules: bool) -> Iterator[tuple[str, Figure]]:
+    """Each figure of ``half`` by name, drawn as it is asked for."""
+    from mhacli.render.labels import is_view
+
+    trace, figures, magnified = result.trace, _window(result.figures), _window(result.magnified)
+    if half == "heads":
         # One per-head figure, updated for each head: its layout, labels and colour bar are built once.
         per_head = HeadFigure(trace, figures, pen, hide_rules)
         for i in range(trace.num_heads):
-            write(per_head.show(i), f"head-{i + 1}")
-        write(build_heads(trace, figures, pen, hide_rules), "heads")
-        write(build_magnifiers(trace, None if is_view(trace) else result.single, magnified, pen, hide_rules),
-              "magnifiers")
+            yield f"head-{i + 1}", per_head.show(i)
+        yield "heads", build_heads(trace, figures, pen, hide_rules)
+    else:
+        yield "magnifiers", build_magnifiers(trace, None if is_view(trace) else result.single, magnified, pen,
+                                             hide_rules)
         if not is_view(trace):
-            write(split_figure(cast("Trace", trace), hide_rules=hide_rules), "split")
-    leftover = leftovers(out, trace.num_heads, fmt)
-    if leftover:
-        saved.notices.append(leftover)
-    return _finish(saved, pen)
+            yield "split", split_figure(cast("Trace", trace), hide_rules=hide_rules)
+
+
+def drawn_half(result: Run, half: str, fmt: str, dpi: int, hide_rules: bool) -> tuple[list[tuple[str, bytes]],
+                                                                                      list[str]]:
+    """A drawer's job: the figures of ``half`` as file bytes by name, and the notices drawing them gave."""
+    from io import BytesIO
+
+    files = []
+    with drawing() as pen:
+        for name, fig in _figures(result, half, pen, hide_rules):
+            buffer = BytesIO()
+            _encode(fig, buffer, fmt, dpi)
+            files.append((name, buffer.getvalue()))
+    return files, pen.notices()
 
 
 def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,

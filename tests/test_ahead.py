@@ -1,0 +1,197 @@
+"""mhacli.io.ahead: the forked drawers of ``mha train``'s figures.
+
+Each job is done once, in order, by its child or (where the child cannot) here, with the same result; a child
+never prints, never outlives its parent's run, and a signal to the parent ends them too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mhacli.io import ahead, cleanup
+from mhacli.io.ahead import Ahead
+
+MHA = Path(sys.executable).with_name("mha")
+
+
+def doubled(x: int) -> tuple[int, int]:
+    """A job: who did it, and its answer."""
+    return os.getpid(), 2 * x
+
+
+def loud(x: int) -> int:
+    print("a child's line on stdout")
+    print("a child's line on stderr", file=sys.stderr)
+    return x
+
+
+def fails_in_a_child(parent: int) -> str:
+    if os.getpid() != parent:
+        raise RuntimeError("a drawer's error")
+    return "done here"
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True  # reaped: not our child any more
+    return False
+
+
+def test_each_job_is_done_by_its_own_child_in_order_and_every_child_is_reaped():
+    with Ahead.start(2, [], check=False) as drawers:  # type: ignore[union-attr]
+        pids = [pid for pid, _, _ in drawers._children]
+        results = list(drawers.run([(doubled, (1,)), (doubled, (2,)), (doubled, (3,))]))
+    assert [answer for _, answer in results] == [2, 4, 6]
+    assert [who for who, _ in results[:2]] == pids and results[2][0] == os.getpid()  # the third: no child left
+    assert all(gone(pid) for pid in pids) and not any(pid in cleanup._children for pid in pids)
+
+
+def test_a_child_never_writes_on_the_parent_s_streams(capfd):
+    with Ahead.start(1, [], check=False) as drawers:  # type: ignore[union-attr]
+        assert list(drawers.run([(loud, (7,))])) == [7]
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+def test_a_job_that_fails_in_its_child_is_done_here_instead():
+    with Ahead.start(1, [], check=False) as drawers:  # type: ignore[union-attr]
+        assert list(drawers.run([(fails_in_a_child, (os.getpid(),))])) == ["done here"]
+
+
+def test_a_child_that_died_before_its_job_leaves_the_job_to_the_parent():
+    with Ahead.start(2, [], check=False) as drawers:  # type: ignore[union-attr]
+        first = drawers._children[0][0]
+        os.kill(first, signal.SIGKILL)
+        results = list(drawers.run([(doubled, (5,)), (doubled, (6,))]))
+    assert results[0] == (os.getpid(), 10) and results[1][1] == 12 and results[1][0] != os.getpid()
+
+
+def test_a_child_without_a_job_is_killed_and_reaped_when_the_run_ends():
+    drawers = Ahead.start(2, ["json"], check=False)
+    assert drawers is not None
+    pids = [pid for pid, _, _ in drawers._children]
+    drawers.close()
+    assert all(gone(pid) for pid in pids) and drawers._children == []
+
+
+def test_a_module_a_child_cannot_import_only_costs_it_its_job():
+    with Ahead.start(1, ["no_such_module_anywhere"], check=False) as drawers:  # type: ignore[union-attr]
+        assert list(drawers.run([(doubled, (4,))])) == [(os.getpid(), 8)]
+
+
+@pytest.mark.parametrize(("asked", "forks"), [("0", False), ("1", True)])
+def test_mha_drawers_says_whether_to_fork_whatever_the_load(monkeypatch, asked, forks):
+    monkeypatch.setattr(ahead.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(ahead.sys, "platform", "linux")
+    monkeypatch.setenv("MHA_DRAWERS", asked)
+    assert ahead.worth_it() is forks
+    monkeypatch.setattr(ahead.threading, "active_count", lambda: 2)
+    assert ahead.worth_it() is False  # never beside another thread: fork would copy it half-way
+
+
+def test_without_being_asked_a_second_process_forks_only_on_an_idle_core(monkeypatch):
+    monkeypatch.setattr(ahead.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(ahead.sys, "platform", "linux")
+    monkeypatch.delenv("MHA_DRAWERS", raising=False)
+    monkeypatch.setattr(ahead, "cpu_count", lambda: 2)
+    monkeypatch.setattr(ahead.os, "getloadavg", lambda: (0.9, 0.0, 0.0))
+    assert ahead.worth_it()
+    monkeypatch.setattr(ahead.os, "getloadavg", lambda: (1.6, 0.0, 0.0))
+    assert not ahead.worth_it()
+    monkeypatch.setattr(ahead, "cpu_count", lambda: 1)
+    monkeypatch.setattr(ahead.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert not ahead.worth_it()
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100", **extra}
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the drawers fork on Linux only")
+def test_mha_train_s_figures_from_the_drawers_are_the_bytes_drawn_in_one_process(tmp_path):
+    """The installed mha, its drawers forced on and off: the same PNG files, byte for byte, said in the same
+    order (the table's training seconds differ from run to run, so the rest of stdout is not compared)."""
+    runs = {}
+    for asked in ("1", "0"):
+        out = tmp_path / f"drawers-{asked}"
+        done = subprocess.run([str(MHA), "train", "--steps", "60", "--out", str(out)], capture_output=True, text=True,
+                              env=_env(MHA_DRAWERS=asked, COLUMNS="400"),  # a long path on one line
+                              stdin=subprocess.DEVNULL, timeout=300)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        wrote = [line for line in done.stdout.splitlines() if line.startswith("wrote ")]
+        files = {p.name: p.read_bytes() for p in out.iterdir()}
+        runs[asked] = ([line.replace(str(out), "OUT") for line in wrote], files)
+    assert runs["1"][0] == runs["0"][0] == ["wrote OUT/training.png", "wrote OUT/training-heads.png"]
+    assert sorted(runs["1"][1]) == ["training-heads.png", "training.png"] and runs["1"][1] == runs["0"][1]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the drawers fork on Linux only")
+def test_sigterm_while_the_drawers_wait_ends_them_with_the_run(tmp_path):
+    """Paused while --save writes (training done, both drawers ready): SIGTERM ends the run, both drawers and
+    every file, with the one line a signal gets."""
+    from pause import paused
+
+    argv = [str(MHA), "train", "--steps", "60", "--save", "model.npz", "--out", "figs"]
+    with paused(argv, cwd=tmp_path, env=_env(MHA_DRAWERS="1"), name="model.npz", stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE) as (proc, _):
+        drawers = _children_of(proc.pid)
+        assert len(drawers) == 2, drawers
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate()
+    assert proc.returncode == 143 and len(err.strip().splitlines()) == 1 and "nothing half-written" in err, err
+    assert not any(Path(f"/proc/{pid}").exists() for pid in drawers)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".pause") == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the drawers fork on Linux only")
+def test_mha_explain_s_figures_from_the_drawers_are_the_bytes_drawn_in_one_process(tmp_path):
+    """The installed mha explain, drawers forced on and off: every file byte for byte, and the same stdout."""
+    runs = {}
+    for asked in ("1", "0"):
+        out = tmp_path / f"drawers-{asked}"
+        done = subprocess.run([str(MHA), "explain", "the cat sat on the mat", "--heads", "2", "--format", "svg",
+                               "--out", str(out)], capture_output=True, text=True, env=_env(MHA_DRAWERS=asked),
+                              stdin=subprocess.DEVNULL, timeout=300)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        runs[asked] = (done.stdout.replace(str(out), "OUT"), {p.name: p.read_bytes() for p in out.iterdir()})
+    assert runs["1"][0] == runs["0"][0]
+    assert sorted(runs["1"][1]) == [f"{n}.svg" for n in ("head-1", "head-2", "heads", "magnifiers", "split")]
+    assert runs["1"][1] == runs["0"][1]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the drawers fork on Linux only")
+def test_ctrl_c_while_explain_writes_what_its_drawers_drew_ends_them_and_leaves_no_temporary(tmp_path):
+    from pause import paused
+
+    argv = [str(MHA), "explain", "the cat sat on the mat", "--out", "figs"]
+    with paused(argv, cwd=tmp_path, env=_env(MHA_DRAWERS="1"), name="heads.png", stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE) as (proc, _):
+        drawers = _children_of(proc.pid)
+        assert len(drawers) == 1, drawers  # the second drawer (magnifiers, split): not reaped yet
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate()
+    assert proc.returncode == 130 and len(err.strip().splitlines()) == 1 and "nothing half-written" in err, err
+    assert not any(Path(f"/proc/{pid}").exists() for pid in drawers)
+    written = sorted(p.name for p in (tmp_path / "figs").iterdir())
+    assert written == ["head-1.png", "head-2.png", "head-3.png", "head-4.png"]  # whole files, in order; no temporary

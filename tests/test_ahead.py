@@ -87,6 +87,30 @@ def test_a_module_a_child_cannot_import_only_costs_it_its_job():
         assert list(drawers.run([(doubled, (4,))])) == [(os.getpid(), 8)]
 
 
+def test_a_machine_that_gives_no_process_gets_its_figures_drawn_here(monkeypatch):
+    """fork() refused (ulimit -u): no drawer and no pipe left open; after one drawer, the rest is drawn here."""
+    opened = set(os.listdir("/proc/self/fd"))
+
+    def refused() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(ahead.os, "fork", refused)
+    assert Ahead.start(2, [], check=False) is None
+    assert set(os.listdir("/proc/self/fd")) == opened
+    monkeypatch.undo()
+    real, calls = os.fork, []
+
+    def once() -> int:
+        calls.append(1)
+        return real() if len(calls) == 1 else refused()
+
+    monkeypatch.setattr(ahead.os, "fork", once)
+    with Ahead.start(2, [], check=False) as drawers:  # type: ignore[union-attr]
+        assert len(drawers._children) == 1
+        results = list(drawers.run([(doubled, (1,)), (doubled, (2,))]))
+    assert results[0][0] != os.getpid() and results[1] == (os.getpid(), 4)
+
+
 @pytest.mark.parametrize(("asked", "forks"), [("0", False), ("1", True)])
 def test_mha_drawers_says_whether_to_fork_whatever_the_load(monkeypatch, asked, forks):
     monkeypatch.setattr(ahead.threading, "active_count", lambda: 1)

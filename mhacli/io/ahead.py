@@ -66,17 +66,30 @@ class Ahead:
         sys.stderr.flush()  # nothing buffered here is written twice
         ahead = cls()
         for _ in range(count):
-            ahead._fork(warm)
-        return ahead
+            try:
+                ahead._fork(warm)
+            except OSError:  # no process or pipe to be had (ulimit -u, -n): the rest is drawn here
+                break
+        return ahead if ahead._children else None
 
     def _fork(self, warm: Sequence[str]) -> None:
         job_read, job_write = os.pipe()
-        result_read, result_write = os.pipe()
-        with warnings.catch_warnings():
-            # Python 3.12+ warns about fork where other threads exist (OpenBLAS's idle pool is one; it stops
-            # itself at fork). The child only imports, draws into memory and leaves through os._exit.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+        try:
+            result_read, result_write = os.pipe()
+        except OSError:
+            os.close(job_read)
+            os.close(job_write)
+            raise
+        try:
+            with warnings.catch_warnings():
+                # Python 3.12+ warns about fork where other threads exist (OpenBLAS's idle pool is one; it
+                # stops itself at fork). The child only imports, draws into memory and leaves by os._exit.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+        except OSError:
+            for fd in (job_read, job_write, result_read, result_write):
+                os.close(fd)
+            raise
         if pid == 0:  # the child: never returns
             siblings = [fd for _, w, r in self._children for fd in (w, r)]
             _serve(job_read, result_write, [job_write, result_read, *siblings], warm)

@@ -59,7 +59,7 @@ def test_blocks_are_outlined_and_named_in_the_heads_colours(heads):
         if ax.images and not ax.get_title().startswith(("O =", "X ")):
             boxes = [p for p in ax.patches if isinstance(p, Rectangle)]
             assert [to_hex(b.get_edgecolor()) for b in boxes] == want, ax.get_title()
-    legend = fig.subfigs[1].legends[0]
+    legend = fig.legends[0]
     assert [x.get_text() for x in legend.get_texts()] == [f"head {i + 1}" for i in range(heads)]
     assert [to_hex(x.get_color()) for x in legend.get_texts()] == [theme.head_text_color(i).lower()
                                                                     for i in range(heads)]
@@ -85,7 +85,7 @@ def test_the_figure_says_which_weights_and_renders(tmp_path):
     assert "designed weights: each head follows a rule" in title
     path = save(fig, tmp_path / "split.png", "png", 40)
     with Image.open(path) as im:
-        assert im.size == (640, 344)
+        assert im.size == (640, 345)
         assert len(np.unique(np.asarray(im.convert("RGB")).reshape(-1, 3), axis=0)) > 50  # not blank
 
 

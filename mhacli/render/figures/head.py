@@ -10,9 +10,9 @@ import numpy as np
 from mhacli.core.narrate import head_caption
 from mhacli.render import theme
 from mhacli.render.labels import weights_note
-from mhacli.render.figures.heatmap import colour_bar, heatmap, shown_mask
-from mhacli.render.figures.layout import (INSET, PT, Pen, Slide, clamp, finish, label_inches, ordinal,
-                                          readable_points, settle, sup_index, wrap)
+from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar, heatmap, shown_mask
+from mhacli.render.figures.layout import (BAR_WIDTH, INSET, PT, Measured, Pen, Slide, axes_at, bar_room, clamp,
+                                          ordinal, readable_points, sup_index, wrap)
 
 from mhacli.render.figures.inline import new_figure
 
@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from mhacli.render.labels import Shown
 
 MAX_MATRIX_INCHES = 12.0  # beyond 60 tokens cells shrink instead: the image stays a sane size
+# Placed by arithmetic from texts measured once (layout.Measured): the compressed layout measured every tick
+# label again to find the same rectangle.
+_TICK_PAD = 5.0  # points between the matrix and its token labels: half the 4-point frame, and 3 more
+_GAP = 0.2  # inches between the matrix and its colour bar
+_SPACE = 0.15  # inches between the texts above and below and the matrix with its labels
 
 
 def describe_head(analysis: Analysis, i: int, hide_rules: bool = False) -> str:
@@ -73,12 +78,25 @@ class HeadFigure:
         cell, tick, value, step = head_sizes(n)
         self.step = step
         labels = [pen.shown(t) for t in trace.tokens[view.rows]]
-        label_w = label_inches(labels[::step], tick)
-        rotate = label_w > cell * step - 4 * PT
+        picked = labels[::step]
         matrix = n * cell
-        bar = 1.3  # the colour bar, its ticks and its label
-        width = max(2 * INSET + (self.AXIS * 1.5 + 7) * PT + label_w + matrix + bar, 6.0)
-        body = (self.AXIS * 1.5 + 7) * PT + (label_w if rotate else tick * 1.4 * PT) + matrix + 0.1
+        fig = new_figure(figsize=(6.0, 6.0))
+        self.fig = fig
+        m = Measured(fig)
+        keys, queries = "key (the token looked at) →", "← query (the token looking)"
+        axis_h = m.tallest([keys, queries], self.AXIS)  # the query label stands on its side: its height is its width
+        bar = _GAP + bar_room(m, BAR_TICK_LABELS, BAR_LABEL, 11.0)
+
+        def frame(tick: float) -> tuple[float, float, float, bool]:
+            """The matrix's left and top edge (inches), the room under it, and whether the keys stand upright."""
+            label_w, label_h = m.widest(picked, tick), m.tallest(picked, tick)
+            rotate = label_w > cell * step - 4 * PT
+            left = axis_h + (6.0 + _TICK_PAD) * PT + label_w
+            top = axis_h + (6.0 + _TICK_PAD) * PT + (label_w if rotate else label_h)
+            return left, top, left + matrix + bar, rotate
+
+        left, top, content, rotate = frame(tick)
+        width = max(2 * INSET + content, 6.0)
         inner = width - 2 * INSET
         self.subtitles = [wrap(describe_head(analysis, i, hide_rules), inner, self.SUB)
                           for i in range(trace.num_heads)]
@@ -86,18 +104,6 @@ class HeadFigure:
             self.subtitles = [wrap(f"{s}\n{analysis.heads[i].outside_window:.0%} of the shown rows' attention "
                                    "falls on keys outside the window", inner, self.SUB)
                               for i, s in enumerate(self.subtitles)]
-
-        fig = new_figure(figsize=(width, body), layout="compressed")
-        self.fig = fig
-        ax = fig.add_subplot()
-        self.map = heatmap(ax, np.asarray(trace.weights[0])[view.rows, view.rows], labels, labels,
-                           mask=shown_mask(analysis, view), color=theme.head_color(0), tick_size=tick,
-                           value_size=value, label_step=step, rotate_x=rotate, frame_width=4.0)
-        ax.set_xlabel("key (the token looked at) →", fontsize=self.AXIS, labelpad=6)
-        ax.xaxis.set_label_position("top")
-        ax.set_ylabel("← query (the token looking)", fontsize=self.AXIS, labelpad=6)
-        self.x_title, self.y_title = ax.xaxis.label, ax.yaxis.label
-        self.colour_bar = colour_bar(fig, ax, shrink=min(1.0, 4.5 / matrix) if matrix > 4.5 else 1.0)
         longest = max(self.subtitles, key=lambda t: t.count("\n"))
         slide = Slide(fig)
         header = slide.stack([
@@ -108,13 +114,31 @@ class HeadFigure:
             (view.note() if view.windowed else "", {"fontsize": 11.0, "color": theme.HATCH_COLOR}),
         ])
         self.title, self.note, self.subtitle = header[0], header[1], header[2]
-        caption = slide.stack([(wrap(" ".join(self._captions()), inner, self.CAPTION),
-                                {"fontsize": self.CAPTION, "color": "#444444", "linespacing": 1.15})], from_bottom=True)
-        size = finish(fig, width, body, slide, header, caption)
-        least = readable_points(*size)
+        slide.stack([(wrap(" ".join(self._captions()), inner, self.CAPTION),
+                      {"fontsize": self.CAPTION, "color": "#444444", "linespacing": 1.15})], from_bottom=True)
+        above, below = slide.depth + _SPACE, slide.rise + _SPACE
+        height = above + top + matrix + below
+        least = readable_points(max(width, slide.right + INSET), height)
         if tick < least:  # shown fitted to a 1080p screen, the labels must stay LABEL_PX tall
-            ax.tick_params(labelsize=least * 1.02)
-        settle(fig)  # every head has the same tokens, labels and colour bar: one layout serves them all
+            tick = least * 1.02
+            left, top, content, rotate = frame(tick)
+            width = max(width, 2 * INSET + content)
+            height = above + top + matrix + below
+        # Centred across the figure as a layout engine would, the texts above and below flush left.
+        x0 = max(INSET, (width - content) / 2) + left
+        y0 = above + top
+        self.x_title = slide.text(keys, x0 + matrix / 2, above + axis_h, fontsize=self.AXIS, ha="center",
+                                  va="bottom")[0]
+        self.y_title = slide.text(queries, x0 - left + axis_h / 2, y0 + matrix / 2, fontsize=self.AXIS,
+                                  ha="center", va="center", rotation=90)[0]
+        width, height = slide.hang(width, height)
+        ax = axes_at(fig, x0, y0, matrix, matrix)
+        self.map = heatmap(ax, np.asarray(trace.weights[0])[view.rows, view.rows], labels, labels,
+                           mask=shown_mask(analysis, view), color=theme.head_color(0), tick_size=tick,
+                           value_size=value, label_step=step, rotate_x=rotate, frame_width=4.0)
+        span = min(1.0, 4.5 / matrix) * matrix if matrix > 4.5 else matrix
+        cax = axes_at(fig, x0 + matrix + _GAP, y0 + (matrix - span) / 2, BAR_WIDTH, span)
+        self.colour_bar = colour_bar(fig, cax=cax)
         self.head = -1
         self.show(0)
 

@@ -10,10 +10,10 @@ import numpy as np
 
 from mhacli.render import theme
 from mhacli.render.labels import pattern_words, weights_note, window_note
-from mhacli.render.figures.heatmap import Heatmap, colour_bar, heatmap, shown_mask
+from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, Heatmap, colour_bar, heatmap, shown_mask
 from mhacli.render.figures.inline import new_figure
-from mhacli.render.figures.layout import (INSET, PT, Pen, Slide, about, clamp, cut, finish, label_inches,
-                                          ordinal, readable_points, settle, wrap)
+from mhacli.render.figures.layout import (BAR_WIDTH, INSET, PT, Measured, Pen, Slide, axes_at, bar_room, clamp, cut,
+                                          label_inches, ordinal, readable_points, wrap)
 from mhacli.render.figures.view import View
 
 if TYPE_CHECKING:
@@ -180,54 +180,117 @@ def _texts(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: b
                  weights_note(trace, hide_rules, analysis), view.note() if view.windowed else "", notes)
 
 
+# Placed by arithmetic from texts measured once (layout.Measured): the compressed layout measured every tick label
+# of every panel (get_tightbbox, 57 % of this figure's build) to find the same rectangles.
+_GAP_X = 0.14  # inches between two panels side by side (their frames straddle the edges)
+_GAP_Y = 0.16  # inches between a panel and the titles of the panel below it
+_TITLE_PAD = 4.0  # points between a panel's title and its key labels (or its frame)
+_AXIS_PAD = 6.0  # points between the token labels and the axis label
+_BAR_GAP = 0.25  # inches between the grid and the colour bar
+_SPACE = 0.15  # inches between the texts above and below and the panels
+
+
 def _draw(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: bool, labels: list[str],
           panel: float, cols: int, rows: int, sizes: Sizes, texts: Texts) -> Figure:
-    """The heads figure at ``sizes``, drawn once."""
+    """The heads figure at ``sizes``, drawn once, every Axes and text at a rectangle computed from measurements."""
     h, n = trace.num_heads, view.n
     count = h + 1 if h > 1 else 1
-    tick, step, value, rotate, width, body = sizes.tick, sizes.step, sizes.value, sizes.rotate, sizes.width, sizes.body
-    inner = width - 2 * INSET
+    tick, step, value = sizes.tick, sizes.step, sizes.value
+    picked = labels[::step]
+    frame_w = panel_frame(n)
+    tick_pad = (frame_w / 2 + 3) * PT  # the heatmap's label pad: half the frame, and 3 points
 
     weights = np.asarray(trace.weights)[:, view.rows, view.rows]  # (h, n, n)
     average = np.asarray(analysis.average)[view.rows, view.rows]  # (n, n): what PyTorch returns by default
-    fig = new_figure(figsize=(width, body), layout="compressed")
-    maps = panels(fig, ([weights[i] for i in range(h)] + [average])[:count],
-                  ([f"Head {i + 1}" for i in range(h)] + [f"Average of the {h} heads"])[:count],
-                  ([short_head(analysis, i, pen, hide_rules) for i in range(h)]
-                   + ["what PyTorch returns by default"])[:count],
-                  ([theme.head_color(i) for i in range(h)] + [theme.AVERAGE_COLOR])[:count],
-                  ([theme.head_text_color(i) for i in range(h)] + [theme.AVERAGE_COLOR])[:count],
-                  labels, shown_mask(analysis, view), cols=cols, tick=tick, step=step, value=value, rotate=rotate)
-    first = maps[0].ax
-    keys = "key (the token looked at) →"
-    if about(keys, 12.0) <= panel:  # above the first panel when it fits there, else said under the title
-        first.set_xlabel(keys, fontsize=12.0, labelpad=6)
-        first.xaxis.set_label_position("top")
-        keys = ""
-    first.set_ylabel("← query (the token looking)", fontsize=12.0, labelpad=6)
-    grid_h = rows * panel + (rows - 1) * GAP
-    colour_bar(fig, [m.ax for m in maps], shrink=min(1.0, 4.5 / grid_h))
+    names = ([f"Head {i + 1}" for i in range(h)] + [f"Average of the {h} heads"])[:count]
+    details = ([short_head(analysis, i, pen, hide_rules) for i in range(h)]
+               + ["what PyTorch returns by default"])[:count]
+    fig = new_figure(figsize=(sizes.width, sizes.body))
+    m = Measured(fig)
+    keys, queries = "key (the token looked at) →", "← query (the token looking)"
+    axis_h = m.tallest([queries], 12.0)  # on its side: its height is its width
+    keys_above = m.size(keys, 12.0)[0] <= panel  # above the first panel when it fits there, else said under the title
+    name_h, detail_h = m.tallest(names, 12.0), m.tallest(details, 10.0)
+    title_h = name_h + detail_h + _TITLE_PAD * PT
+    bar = _BAR_GAP + bar_room(m, BAR_TICK_LABELS, BAR_LABEL, 11.0)
+    # The panels fill the width and body the sizes were chosen for (as the compressed layout grew them), the
+    # labels keeping the size chosen for them.
+    label_w, label_h = m.widest(picked, tick), m.tallest(picked, tick)
+    fill_w = (sizes.width - 2 * INSET - axis_h - _AXIS_PAD * PT - label_w - tick_pad - bar) / cols - _GAP_X
+    fill_h = (sizes.body - title_h - (axis_h + _AXIS_PAD * PT if keys_above else 0.0) - label_h - tick_pad
+              - (rows - 1) * (_GAP_Y + title_h)) / rows
+    panel = max(panel, min(fill_w, fill_h))
+    pitch = max(panel, m.widest(names, 12.0), m.widest(details, 10.0)) + _GAP_X  # titles never run into the next
+    grid_w = (cols - 1) * pitch + max(panel, m.widest(names[cols - 1::cols], 12.0),
+                                      m.widest(details[cols - 1::cols], 10.0))
+
+    def frame(tick: float) -> tuple[float, float, bool]:
+        """The grid's left edge and the room above its first panels (inches), and whether the keys stand upright."""
+        label_w, label_h = m.widest(picked, tick), m.tallest(picked, tick)
+        rotate = label_w > panel / n * step - 3 * PT
+        left = axis_h + _AXIS_PAD * PT + label_w + tick_pad
+        top = (title_h + (axis_h + _AXIS_PAD * PT if keys_above else 0.0)
+               + (label_w if rotate else label_h) + tick_pad)
+        return left, top, rotate
+
+    left, top, rotate = frame(tick)
+    grid_h = top + rows * panel + (rows - 1) * (_GAP_Y + title_h)
+    width = max(2 * INSET + left + grid_w + bar, 8.0)
+    inner = width - 2 * INSET
 
     notes = list(texts.notes)
     if step > 1:
         notes.insert(2 if trace.causal else 1, f"Labels show every {ordinal(step)} token.")
     slide = Slide(fig)
-    header = slide.stack([
+    slide.stack([
         (texts.title, {"fontsize": 16.0, "fontweight": "bold"}),
         (wrap(texts.weights, inner, 12.0), {"fontsize": 12.0, "fontstyle": "italic", "linespacing": 1.15}),
         (sentence(trace, view, pen, inner, 12.0), {"fontsize": 12.0}),
         (texts.window, {"fontsize": 11.0, "color": theme.HATCH_COLOR}),
-        (f"{keys} along the top; ← queries (the tokens looking) down the side" if keys else "",
+        (f"{keys} along the top; ← queries (the tokens looking) down the side" if not keys_above else "",
          {"fontsize": 12.0}),
     ])
-    note = slide.stack([(wrap(" ".join(notes), inner, 10.5), {"fontsize": 10.5, "color": "#444444",
-                                                             "linespacing": 1.15})], from_bottom=True)
-    size = finish(fig, width, body, slide, header, note)
-    least = readable_points(*size)
-    if tick < least:  # the texts took more room than foreseen: the labels grow, the figure is not rebuilt
-        bigger = least * 1.02
-        for m in maps:
-            m.ax.tick_params(labelsize=bigger)
-            if not rotate and label_inches(labels[::step], bigger) > panel / n * step - 3 * PT:
-                m.ax.tick_params(axis="x", labelrotation=90)
-    return settle(fig)
+    slide.stack([(wrap(" ".join(notes), inner, 10.5), {"fontsize": 10.5, "color": "#444444", "linespacing": 1.15})],
+                from_bottom=True)
+    above, below = slide.depth + _SPACE, slide.rise + _SPACE
+    height = above + grid_h + below
+    least = readable_points(max(width, slide.right + INSET), height)
+    if tick < least:  # the texts took more room than foreseen: the labels grow, and the grid with them
+        tick = least * 1.02
+        left, top, rotate = frame(tick)
+        grid_h = top + rows * panel + (rows - 1) * (_GAP_Y + title_h)
+        width = max(width, 2 * INSET + left + grid_w + bar)
+        height = above + grid_h + below
+
+    x0 = max(INSET, (width - left - grid_w - bar) / 2) + left  # the first panel's left edge, centred as before
+    y0 = above + top  # the first panel's top edge
+    colors = ([theme.head_color(i) for i in range(h)] + [theme.AVERAGE_COLOR])[:count]
+    text_colors = ([theme.head_text_color(i) for i in range(h)] + [theme.AVERAGE_COLOR])[:count]
+    corners = []
+    for k in range(count):
+        r, c = divmod(k, cols)
+        x, y = x0 + c * pitch, y0 + r * (panel + _GAP_Y + title_h)
+        corners.append((x, y))
+        over = y - (top - title_h if r == 0 else 0.0) - _TITLE_PAD * PT  # the titles' bottom
+        slide.text(details[k], x, over, fontsize=10.0, color="#444444", va="bottom")
+        slide.text(names[k], x, over - detail_h, fontsize=12.0, fontweight="bold", color=text_colors[k],
+                   va="bottom")
+    if keys_above:
+        slide.text(keys, x0 + panel / 2, above + title_h + axis_h, fontsize=12.0, ha="center", va="bottom")
+    panels_h = rows * panel + (rows - 1) * (_GAP_Y + title_h)
+    slide.text(queries, x0 - left + axis_h / 2, y0 + panel / 2, fontsize=12.0, ha="center", va="center",
+               rotation=90)
+    slide.hang(width, height)
+
+    matrices = [weights[i] for i in range(h)] + [average]
+    mask = shown_mask(analysis, view)
+    maps = []
+    for k, (x, y) in enumerate(corners):
+        r, c = divmod(k, cols)
+        maps.append(heatmap(axes_at(fig, x, y, panel, panel), matrices[k], labels, labels, mask=mask,
+                            color=colors[k], tick_size=tick, value_size=value, label_step=step, rotate_x=rotate,
+                            show_x=r == 0, show_y=c == 0, frame_width=frame_w))
+    span = min(1.0, 4.5 / panels_h) * panels_h
+    cax = axes_at(fig, x0 + grid_w + _BAR_GAP, y0 + (panels_h - span) / 2, BAR_WIDTH, span)
+    colour_bar(fig, cax=cax)
+    return fig

@@ -1,13 +1,14 @@
-"""What every figure shares: fonts with per-glyph fallback, rc settings, and texts placed once.
+"""What every figure shares: fonts with per-glyph fallback, rc settings, and texts and Axes placed once.
 
 Each figure is a designed slide. Its titles and notes are plain ``Text`` objects in the
 figure's inch coordinates, each measured once on the figure's own renderer
 (``Text.get_window_extent``) and placed at fixed coordinates from those measurements
-(:class:`Slide`); the figure is made as tall as they and its body need (:func:`finish`). The
-matrices, their tick labels, axis labels and colour bar are placed by matplotlib's constrained
-layout inside the body's rectangle, run once (:func:`settle`) and then kept, so no save lays the
-figure out again. Token labels and cell values are ordinary matplotlib ``Text`` objects, so SVG
-keeps them as ``<text>`` and PDF text stays extractable.
+(:class:`Slide`, :class:`Measured`). The explain figures (head-N, heads, split, magnifiers) and the
+training figures place their Axes and colour bars the same way, at rectangles computed in inches
+(:func:`axes_at`, :func:`grid`, :func:`bar_room`), so no layout engine measures every tick label again;
+``single-vs-multi`` still gives its body to matplotlib's constrained layout, run once (:func:`finish`,
+:func:`settle`) and then kept, so no save lays the figure out again. Token labels and cell values are
+ordinary matplotlib ``Text`` objects, so SVG keeps them as ``<text>`` and PDF text stays extractable.
 """
 
 from __future__ import annotations
@@ -397,6 +398,39 @@ def settle(fig: Figure) -> Figure:
     return fig
 
 
+# Axes and colour bars placed by arithmetic: rectangles in inches from the figure's top-left corner, computed from
+# texts measured once (:class:`Measured`), so no layout engine measures every tick label of every Axes again.
+LABEL_PAD = 4.0  # points between tick labels and an axis label (matplotlib's default)
+BAR_WIDTH = 0.16  # inches: a colour bar's width
+BAR_TICK = 3.5  # points: a colour bar's tick length, and the pad after it (matplotlib's defaults)
+
+
+def axes_at(fig: Figure, left: float, top: float, width: float, height: float) -> Any:
+    """An Axes ``width`` × ``height`` inches, ``left`` inches from the figure's left edge and ``top`` below its top."""
+    fig_w, fig_h = fig.get_size_inches()
+    return fig.add_axes((left / fig_w, (fig_h - top - height) / fig_h, width / fig_w, height / fig_h))
+
+
+def grid(fig: Figure, rows: int, cols: int, left: float, top: float, side: float, gap_x: float,
+         gap_y: float) -> Any:
+    """``rows`` × ``cols`` square Axes of ``side`` inches, the first ``left`` from the left edge and ``top`` below
+    the top edge, ``gap_x`` and ``gap_y`` inches apart; row by row, as ``Figure.subplots`` makes them."""
+    import numpy as np
+
+    axes = np.empty((rows, cols), dtype=object)
+    for row in range(rows):
+        for col in range(cols):
+            axes[row, col] = axes_at(fig, left + col * (side + gap_x), top + row * (side + gap_y), side, side)
+    return axes
+
+
+def bar_room(m: Measured, tick_labels: Sequence[str], label: str, size: float, tick: float = BAR_TICK) -> float:
+    """Inches a vertical colour bar takes from its left edge: the bar, its ticks (``tick`` points long, as far
+    from their labels), their labels and its own label on its side, at ``size`` points."""
+    return (BAR_WIDTH + 2 * tick * PT + m.widest(tick_labels, size) + LABEL_PAD * PT
+            + m.tallest([label], size))
+
+
 def cut(words: Sequence[str], width_in: float, size: float) -> str:
     """Words joined on one line of ``width_in`` inches at ``size`` points, ended with … when they do not all fit."""
     chars = max(12, int(width_in * 72 / (size * EM)))
@@ -404,5 +438,6 @@ def cut(words: Sequence[str], width_in: float, size: float) -> str:
     return text if len(text) <= chars else textwrap.shorten(text, chars, placeholder=" …")
 
 
-__all__ = ["EM", "FALLBACK_FAMILIES", "INSET", "PT", "Pen", "RENDER_RC", "Slide", "about", "clamp", "cut", "drawing",
-           "finish", "font_faces", "label_inches", "ordinal", "readable_points", "settle", "sup_index", "wrap"]
+__all__ = ["BAR_TICK", "BAR_WIDTH", "EM", "FALLBACK_FAMILIES", "INSET", "LABEL_PAD", "PT", "Measured", "Pen",
+           "RENDER_RC", "Slide", "about", "axes_at", "bar_room", "clamp", "cut", "drawing", "finish", "font_faces",
+           "grid", "label_inches", "ordinal", "readable_points", "settle", "sup_index", "wrap"]

@@ -7,17 +7,20 @@ Q^i = X W_q^i. Bottom row, the merge: the heads' outputs side by side as H, W^O 
 column block i reads head i, and O. Every block is outlined in its head's colour, the
 colours of every other figure; a legend names them and one colour bar reads every panel.
 X and O have one plain frame: every head reads all of X, and every column of O mixes all heads.
-Laid out by matplotlib (constrained layout), drawn on a plain ``Figure``.
+Placed by arithmetic on a plain ``Figure`` (:func:`split_figure`).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from mhacli.core.trace import Trace
 from mhacli.render import theme
+from mhacli.render.figures.layout import BAR_WIDTH
 from mhacli.render.labels import weights_note
 
 if TYPE_CHECKING:
@@ -31,112 +34,183 @@ ROW_GAP = 1.25  # a label needs its height and a quarter more, or the row labels
 ROW_BOX = 0.045  # a token's row is at least this share of its panel's width tall (11 tokens: half as tall as wide)
 
 
-def _panel(ax: Axes, m: np.ndarray, title: str, caption: str, heads: int, rows: Sequence[str] | None) -> None:
-    """One matrix, each value divided by the panel's largest |value|, its h column blocks outlined.
+FIG_SIZE = (16.0, 8.625)  # inches: a 16:9-ish slide, a whole number of pixels at any dpi
+TITLE_PAD = 6.0  # points between a panel and its title (matplotlib's default)
+CAPTION_PAD = 4.0  # points between a panel and its caption (matplotlib's default label pad)
+TICK_PAD = 3.5  # points between a panel and its row labels (matplotlib's default)
+GAP = 0.3  # inches between two panels' texts, side by side
+_SPACE = 0.06  # inches around a row's title
+BAR_TICKS = (-1.0, -0.5, 0.0, 0.5, 1.0)
+BAR_LABEL = "value ÷ the panel's largest |value|"
 
-    A matrix with a row per token (``rows``) is drawn at least :data:`ROW_BOX` of its width tall per row
-    (up to square), so each token's label has a row of its own height, not a sliver."""
+
+@dataclass
+class Panel:
+    """One matrix of the figure and what is written around it, before it is placed."""
+
+    m: np.ndarray  # the matrix, not yet divided by its largest |value|
+    title: str
+    caption: str
+    heads: int  # column blocks outlined in the heads' colours (1: one plain frame)
+    rows: Sequence[str] | None  # a label per row (the tokens), or None for a weight matrix
+    units: float  # its width, in units of a weight matrix's side
+
+
+def _draw_panel(ax: Axes, p: Panel, step: int) -> None:
+    """One matrix, each value divided by the panel's largest |value|, its h column blocks outlined; a token row
+    labelled every ``step`` rows (none beyond :data:`MAX_TOKEN_LABELS`)."""
     from matplotlib.patches import Rectangle
 
-    r, c = m.shape
-    scale = float(np.max(np.abs(m))) or 1.0
-    ax.imshow(m / scale, cmap=SPLIT_CMAP, vmin=-1.0, vmax=1.0, interpolation="nearest",
-              aspect="auto" if rows is not None else "equal")
-    if rows is not None:
-        ax.set_box_aspect(min(1.0, max(r / c, ROW_BOX * r)))
-    ax.set_title(title, fontsize=12, color=theme.LABEL_COLOR)
+    r, c = p.m.shape
+    scale = float(np.max(np.abs(p.m))) or 1.0
+    ax.imshow(p.m / scale, cmap=SPLIT_CMAP, vmin=-1.0, vmax=1.0, interpolation="nearest", aspect="auto")
+    ax.set_title(p.title, fontsize=12, color=theme.LABEL_COLOR, y=1.0, pad=TITLE_PAD)  # y given: not moved at draw
     ax.set_xticks([])
-    if rows is not None and r <= MAX_TOKEN_LABELS:
-        ax.set_yticks(range(r), list(rows), fontsize=LABEL_PT)
+    if p.rows is not None and r <= MAX_TOKEN_LABELS:
+        ax.set_yticks(range(0, r, step), list(p.rows)[::step], fontsize=LABEL_PT)
     else:
         ax.set_yticks([])
-    ax.tick_params(length=0)
-    width = c // heads
+    ax.tick_params(length=0, pad=TICK_PAD)
+    width = c // p.heads
     inset = 0.12  # neighbouring blocks' outlines must not overlap
-    for i in range(heads):
+    for i in range(p.heads):
         ax.add_patch(Rectangle((i * width - 0.5 + inset, -0.5 + inset), width - 2 * inset, r - 2 * inset,
                                fill=False, lw=2.2, ec=theme.head_color(i)))
-    ax.set_xlabel(f"{caption}\nlargest |value| {scale:.2f}", fontsize=9, color=theme.LABEL_COLOR)
+    ax.set_xlabel(_caption(p), fontsize=9, color=theme.LABEL_COLOR, labelpad=CAPTION_PAD)
+
+
+def _caption(p: Panel) -> str:
+    """What is written under a panel: what it is, and the largest |value| it was divided by."""
+    return f"{p.caption}\nlargest |value| {float(np.max(np.abs(p.m))) or 1.0:.2f}"
+
+
+def _height(p: Panel, unit: float) -> float:
+    """A panel's height at its full width: a weight matrix is square; a matrix with a row per token is at least
+    :data:`ROW_BOX` of its width tall per row (up to square), so each token has a row, not a sliver."""
+    r, c = p.m.shape
+    if p.rows is None:
+        return unit * p.units * r / c
+    return p.units * unit * min(1.0, max(r / c, ROW_BOX * r))
 
 
 def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = False) -> Any:
     """The split and the merge of ``trace`` as one figure (matplotlib ``Figure``, never pyplot).
 
     ``label`` replaces the line that names the weights (by default :func:`~mhacli.render.labels.weights_note`).
+    Every Axes and text is placed by arithmetic from texts measured once on the figure's renderer
+    (:class:`~mhacli.render.figures.layout.Measured`): the constrained layout with two subfigures, run twice to
+    thin the row labels, took as long as drawing the figure.
     """
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import Normalize
     from matplotlib.patches import Patch
 
     from mhacli.render.figures.inline import new_figure
-    from mhacli.render.figures.layout import settle, sup_index
+    from mhacli.render.figures.layout import INSET, PT, Measured, Slide, axes_at, bar_room, sup_index
 
     h, d, dk, n = trace.num_heads, trace.d_model, trace.d_k, trace.n_tokens
     toks = list(trace.tokens)
     blocks = [trace.head_weights(i) for i in range(h)]  # h × (W_q^i, W_k^i, W_v^i), each (d, d/h)
-    fig = new_figure(figsize=(16, 8.6), facecolor=theme.PAPER_COLOR, layout="constrained")
-    split, merge = fig.subfigures(2, 1, height_ratios=(1.15, 1.0))
-    top = split.subplots(1, 5, width_ratios=(1.5, 1, 1, 1, 1.5))  # X and Q: room for a label per token
-    bottom = merge.subplots(1, 3)
     first, last = sup_index(1), sup_index(h)
-    # X is not split: every head reads all of it (its own W_q^i makes Q^i), so X has one frame, no head's.
-    _panel(top[0], np.asarray(trace.X), "X  (N × d)", "the tokens' vectors, one row each:\nevery head reads all of X",
-           1, toks)
-    top[0].patches[0].set_edgecolor(theme.LABEL_COLOR)
-    for ax, k, name in zip(top[1:4], range(3), ("q", "k", "v")):
-        per_head = np.concatenate([b[k] for b in blocks], axis=1)  # h × (d, d/h) -> (d, d)
-        _panel(ax, per_head, f"W_{name}{first} … W_{name}{last}", f"block i is W_{name}^i: d × d/h = {d} × {dk}",
-               h, None)
     q = np.asarray(trace.Q).transpose(1, 0, 2).reshape(n, d)  # (h, N, d/h) -> (N, d)
-    _panel(top[4], q, f"Q{first} … Q{last}", f"block i is Q^i = X W_q^i: N × d/h = {n} × {dk}", h, toks)
-    _panel(bottom[0], np.asarray(trace.concat), "H = [head_1 … head_h]  (N × d)",
-           "head_i = A^i V^i, side by side", h, toks)
-    _panel(bottom[1], np.asarray(trace.W_o), "W^O  (d × d)", "column block i reads head i", h, None)
-    _panel(bottom[2], np.asarray(trace.output), "O = H W^Oᵀ  (N × d)", "every output mixes all heads", 1, toks)
-    bottom[2].patches[0].set_edgecolor(theme.LABEL_COLOR)  # O belongs to no one head
+    # X is not split: every head reads all of it (its own W_q^i makes Q^i), so X has one frame, no head's.
+    top = [Panel(np.asarray(trace.X), "X  (N × d)", "the tokens' vectors, one row each:\nevery head reads all of X",
+                 1, toks, 1.5)]
+    for k, name in enumerate(("q", "k", "v")):
+        per_head = np.concatenate([b[k] for b in blocks], axis=1)  # h × (d, d/h) -> (d, d)
+        top.append(Panel(per_head, f"W_{name}{first} … W_{name}{last}",
+                         f"block i is W_{name}^i: d × d/h = {d} × {dk}", h, None, 1.0))
+    top.append(Panel(q, f"Q{first} … Q{last}", f"block i is Q^i = X W_q^i: N × d/h = {n} × {dk}", h, toks, 1.5))
+    bottom = [Panel(np.asarray(trace.concat), "H = [head_1 … head_h]  (N × d)", "head_i = A^i V^i, side by side",
+                    h, toks, 2.0),
+              Panel(np.asarray(trace.W_o), "W^O  (d × d)", "column block i reads head i", h, None, 1.0),
+              Panel(np.asarray(trace.output), "O = H W^Oᵀ  (N × d)", "every output mixes all heads", 1, toks, 2.0)]
 
-    split.suptitle(f"The split: W_q, W_k and W_v cut into h = {h} blocks of d/h = {dk} columns (Q^i = X W_q^i, "
-                   "likewise K^i and V^i)", fontsize=12, color=theme.LABEL_COLOR)
-    merge.suptitle("The merge: the heads' outputs side by side, mixed by W^O", fontsize=12,
-                   color=theme.LABEL_COLOR)
+    fig = new_figure(figsize=FIG_SIZE, facecolor=theme.PAPER_COLOR)
+    width, height = FIG_SIZE
+    m = Measured(fig)
+    labelled = n <= MAX_TOKEN_LABELS
+    row_w = m.widest(toks, LABEL_PT) + TICK_PAD * PT if labelled else 0.0
+    title_h = [m.tallest([p.title for p in row], 12.0) + TITLE_PAD * PT for row in (top, bottom)]
+    cap_h = [m.tallest([_caption(p) for p in row], 9.0) + CAPTION_PAD * PT for row in (top, bottom)]
+    bar_w = GAP + bar_room(m, [f"{v:.1f}".replace("-", "−") for v in BAR_TICKS], BAR_LABEL, 10.0)
+    wide = {id(p): max(m.size(_caption(p), 9.0)[0], m.size(p.title, 12.0)[0]) for p in top + bottom}
+
+    def spacing(row: list[Panel], unit: float) -> list[float]:
+        """Inches from each panel's right edge to the next one's left edge: its row labels, and room for texts
+        wider than the panels (centred on them)."""
+        over = [max(0.0, (wide[id(p)] - p.units * unit) / 2) for p in row]
+        return [max(GAP + (row_w if b.rows is not None else 0.0), over[k] + over[k + 1] + GAP)
+                for k, b in enumerate(row[1:])]
+
+    def row_width(row: list[Panel], unit: float, extra: float) -> float:
+        lead = row_w if row[0].rows is not None else 0.0
+        return lead + sum(p.units for p in row) * unit + sum(spacing(row, unit)) + extra
+
+    # A weight matrix's side ("unit"): what the width leaves (twice: the spacing depends on it), and the height.
+    unit = 3.0
+    for _ in range(2):
+        unit = min((width - 2 * INSET - (row_width(top, unit, 0.0) - 6.0 * unit)) / 6.0,
+                   (width - 2 * INSET - (row_width(bottom, unit, bar_w) - 5.0 * unit)) / 5.0)
+    slide = Slide(fig)
     sub = label if label is not None else weights_note(trace, hide_rules)
-    fig.suptitle(f"One matrix, {h} heads: d = {d} split into h = {h} blocks of d/h = {dk}\n{sub}", fontsize=15,
-                 color=theme.LABEL_COLOR)
-    bar = merge.colorbar(ScalarMappable(norm=Normalize(-1.0, 1.0), cmap=SPLIT_CMAP), ax=list(bottom),
-                         shrink=0.9, ticks=[-1, -0.5, 0, 0.5, 1])
-    bar.set_label("value ÷ the panel's largest |value|", fontsize=10)
+    _, _, head_h = slide.text(f"One matrix, {h} heads: d = {d} split into h = {h} blocks of d/h = {dk}\n{sub}",
+                              width / 2, INSET, fontsize=15, ha="center", color=theme.LABEL_COLOR)
+    split_title = (f"The split: W_q, W_k and W_v cut into h = {h} blocks of d/h = {dk} columns (Q^i = X W_q^i, "
+                   "likewise K^i and V^i)")
+    merge_title = "The merge: the heads' outputs side by side, mixed by W^O"
+    sub_h = m.tallest([split_title, merge_title], 12.0)
+    legend_h = m.tallest(["head 1"], 11.0) + 1.3 * 11.0 * PT  # its text, its border pad and the pad to the edge
+    fixed = INSET + head_h + 2 * (2 * _SPACE + sub_h) + sum(title_h) + sum(cap_h) + legend_h + INSET
+    # Each row's band: as tall as its tallest panel wants; when both do not fit, the split gets 1.25 parts of the
+    # height to the merge's 1 (its X and Q are where the tokens are labelled first).
+    need = [max(_height(p, unit) for p in row) for row in (top, bottom)]
+    room = height - fixed - 3 * _SPACE
+    bands = need if sum(need) <= room else [min(need[0], room * 1.25 / 2.25), 0.0]
+    bands[1] = min(need[1], room - bands[0])
+    spare = (height - fixed - sum(bands)) / 3  # what is left, between the rows and above the legend
+
+    y = INSET + head_h + spare / 2
+    placed: list[tuple[Panel, Any]] = []
+    last_x = 0.0
+    for k_row, (row, title, extra) in enumerate(((top, split_title, 0.0), (bottom, merge_title, bar_w))):
+        band = bands[k_row]
+        y += _SPACE
+        slide.text(title, width / 2, y, fontsize=12, ha="center", color=theme.LABEL_COLOR)
+        y += sub_h + _SPACE + title_h[k_row]
+        middle = y + band / 2
+        x = (width - row_width(row, unit, extra)) / 2 + (row_w if row[0].rows is not None else 0.0)
+        for k, p in enumerate(row):
+            slot = p.units * unit
+            ph = min(_height(p, unit), band)
+            w = slot if p.rows is not None else ph * p.m.shape[1] / p.m.shape[0]  # a weight matrix stays square
+            placed.append((p, axes_at(fig, x + (slot - w) / 2, middle - ph / 2, w, ph)))
+            x += slot + (spacing(row, unit)[k] if k < len(row) - 1 else 0.0)
+        y += band + cap_h[k_row] + spare
+        last_x = x
+    width, height = slide.hang(width, height)
+
+    for p, ax in placed:
+        pitch = ax.get_position().height * height * 72 / max(len(p.m), 1)  # points per row
+        step = max(1, math.ceil(LABEL_PT * ROW_GAP / pitch)) if p.rows is not None else 1
+        _draw_panel(ax, p, step)
+    placed[0][1].patches[0].set_edgecolor(theme.LABEL_COLOR)
+    placed[-1][1].patches[0].set_edgecolor(theme.LABEL_COLOR)  # O belongs to no one head
+
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    o_ax = placed[-1][1]
+    o_top = (1 - o_ax.get_position().y1) * height
+    o_h = o_ax.get_position().height * height
+    cax = axes_at(fig, last_x + GAP, o_top + 0.05 * o_h, BAR_WIDTH, 0.9 * o_h)
+    bar = fig.colorbar(ScalarMappable(norm=Normalize(-1.0, 1.0), cmap=SPLIT_CMAP), cax=cax, ticks=list(BAR_TICKS))
+    bar.set_label(BAR_LABEL, fontsize=10)
     shown = min(h, MAX_LEGEND_HEADS)
     handles = [Patch(facecolor="none", edgecolor=theme.head_color(i), linewidth=2.2, label=f"head {i + 1}")
                for i in range(shown)]
     more = f"heads {shown + 1}–{h} in the same palette" if h > shown else None
     if more:
         handles.append(Patch(facecolor="none", edgecolor="none", label=more))
-    merge.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=11, frameon=False,
-                 labelcolor=[theme.head_text_color(i) for i in range(shown)] + ([theme.LABEL_COLOR] if more else []))
-    if _thin_crowded_rows(fig, [top[0], top[4], bottom[0], bottom[2]], toks):
-        return settle(fig)  # fewer labels: laid out once more, and kept
-    fig.set_layout_engine(None)  # the layout pass that measured the rows placed everything: kept, no save redoes it
+    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, INSET / height), ncols=len(handles),
+               fontsize=11, frameon=False, borderaxespad=0.0,
+               labelcolor=[theme.head_text_color(i) for i in range(shown)] + ([theme.LABEL_COLOR] if more else []))
     return fig
-
-
-def _thin_crowded_rows(fig: Any, axes: Sequence[Axes], tokens: Sequence[str]) -> bool:
-    """Label every k-th row where matplotlib's layout left a row less height than its label needs.
-
-    The panels' heights come from the constrained layout, so they are read from a layout pass, not guessed.
-    Returns whether any panel's labels were thinned."""
-    import math
-
-    labelled = [ax for ax in axes if len(ax.get_yticks())]
-    if not labelled:
-        return False
-    fig.get_layout_engine().execute(fig)  # the layout alone places the panels: no draw needed to read them
-    thinned = False
-    for ax in labelled:
-        ax.apply_aspect()  # the box aspect, as a draw applies it
-        pitch = ax.get_window_extent().height / len(tokens)  # display pixels per row
-        need = LABEL_PT * ROW_GAP * fig.dpi / 72  # display pixels a label takes, with a little air
-        step = max(1, math.ceil(need / pitch)) if pitch > 0 else len(tokens)
-        if step > 1:
-            ax.set_yticks(range(0, len(tokens), step), list(tokens)[::step], fontsize=LABEL_PT)
-            thinned = True
-    return thinned

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from mhacli.core import narrate
-from mhacli.render.figures.layout import LABEL_PX, PT, Measured, ordinal, readable_points
+from mhacli.render.figures.layout import (BAR_TICK, BAR_WIDTH, LABEL_PAD, LABEL_PX, PT, Measured, bar_room, grid,
+                                          ordinal, readable_points)
 from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
     side = (width - left - right - _GAP * (moments - 1)) / (moments + _WORDS)  # a map's side; the names' offset
     height = top + side * heads + _GAP * (heads - 1) + bottom  # rows as close as columns: no empty bands
     fig.set_size_inches(width, height)
-    axes = _grid(fig, heads, moments, left, top, side, _GAP, _GAP)
+    axes = grid(fig, heads, moments, left, top, side, _GAP, _GAP)
     image = None
     for col, title in enumerate(titles):
         for row in range(heads):
@@ -169,40 +170,23 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
 _EDGE = 0.1  # inches between the figure's edge and its outermost texts
 _GAP = 0.08  # inches between two maps, and between the grid and what stands beside it
 _TICK_PAD = 1.0  # points between a map and its token labels
-_LABEL_PAD = 4.0  # points between the token labels and the axis label (matplotlib's default)
+_LABEL_PAD = LABEL_PAD  # points between the token labels and the axis label (matplotlib's default)
 _TITLE_PAD = 6.0  # points between a map and its title (matplotlib's default)
 _WORDS = 0.04  # of a map's width: between the last column and a head's name beside it
-_BAR_TICK = 3.5  # points: the colour bar's tick length, and the pad after it (matplotlib's defaults)
+_BAR_TICK = BAR_TICK  # points: the colour bar's tick length, and the pad after it (matplotlib's defaults)
 
 
 def _bar_room(m: Measured, size: float) -> float:
     """Inches right of the grid's names: a gap, the colour bar, its tick labels and its label, the edge."""
-    return (_GAP + _BAR_WIDTH + 2 * _BAR_TICK * PT + m.widest(["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"], size)
-            + _LABEL_PAD * PT + m.tallest(["attention weight"], size) + _EDGE)
+    return _GAP + bar_room(m, ["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"], "attention weight", size) + _EDGE
 
-
-_BAR_WIDTH = 0.16  # inches
-
-
-def _grid(fig: "Figure", rows: int, cols: int, left: float, top: float, side: float, gap_x: float,
-          gap_y: float) -> np.ndarray:
-    """``rows`` × ``cols`` square Axes of ``side`` inches, the first ``left`` from the left edge and ``top`` below
-    the top edge, ``gap_x`` and ``gap_y`` inches apart; row by row, as ``Figure.subplots`` makes them."""
-    width, height = fig.get_size_inches()
-    axes = np.empty((rows, cols), dtype=object)
-    for row in range(rows):
-        for col in range(cols):
-            x0 = left + col * (side + gap_x)
-            y0 = height - top - side - row * (side + gap_y)
-            axes[row, col] = fig.add_axes((x0 / width, y0 / height, side / width, side / height))
-    return axes
 
 
 def _colour_bar(fig: "Figure", image: "AxesImage", x0: float, y0: float, span: float, size: float) -> None:
     """One slim colour bar ``x0`` inches from the left, over the middle 80 % of the ``span`` inches of grid above
     ``y0``, its ticks and label as readable as the rest of the figure."""
     width, height = fig.get_size_inches()
-    cax = fig.add_axes((x0 / width, (y0 + 0.1 * span) / height, _BAR_WIDTH / width, 0.8 * span / height))
+    cax = fig.add_axes((x0 / width, (y0 + 0.1 * span) / height, BAR_WIDTH / width, 0.8 * span / height))
     bar = fig.colorbar(image, cax=cax)
     bar.set_label("attention weight", fontsize=size, labelpad=_LABEL_PAD)
     bar.ax.tick_params(labelsize=size, length=_BAR_TICK, pad=_BAR_TICK)
@@ -271,7 +255,7 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
     gap_y = under + _GAP + title
     height = top + side * len(results) + gap_y * (len(results) - 1) + under + _EDGE
     fig.set_size_inches(size[0], height)
-    axes = _grid(fig, len(results), widest, left, top, side, _GAP, gap_y)
+    axes = grid(fig, len(results), widest, left, top, side, _GAP, gap_y)
     image = None
     for row, result in enumerate(results):
         for col in range(widest):

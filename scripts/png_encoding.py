@@ -30,18 +30,18 @@ def pixels() -> list[Any]:
     """RGBA images of heads.png and head-1.png of the cat sentence, as savefig draws them at 150 dpi."""
     from PIL import Image
 
-    from mhacli.pipeline import prepare
+    import mhacli
+    from mhacli.pipeline import shown
     from mhacli.render.figures.head import HeadFigure
     from mhacli.render.figures.heads import build_heads
     from mhacli.render.figures.layout import drawing
-    from mhacli.render.figures.view import token_view
 
-    result = prepare("the cat sat on the mat", heads=4).run()
-    trace = result.trace
-    view = token_view(trace.n_tokens, 40, None)
+    result = shown(mhacli.run("the cat sat on the mat", heads=4), 40, None)  # its windows, as explain draws
+    trace, window = result.trace, result.figures
+    assert window is not None
     images = []
     with drawing() as pen:  # the settings every figure is drawn under (RENDER_RC among them)
-        for fig in (build_heads(trace, view, pen, result.analysis), HeadFigure(trace, view, pen, result.analysis).fig):
+        for fig in (build_heads(trace, window, pen), HeadFigure(trace, window, pen).show(0)):
             fig.set_dpi(150)
             fig.canvas.draw()
             buffer = fig.canvas.buffer_rgba()  # type: ignore[attr-defined]
@@ -67,10 +67,10 @@ def main(rounds: int) -> None:
             cpu[name].append(time.process_time() - start)
             size[name] = total
     base = statistics.median(cpu[names[1]])
-    print(f"{'option':32}{'median CPU':>12}{'÷ today':>9}{'bytes':>10}")
+    print(f"{'option':32}{'median CPU':>12}{'÷ today':>9}{'bytes':>12}")
     for name in names:
         med = statistics.median(cpu[name])
-        print(f"{name:32}{med * 1000:10.1f} ms{med / base:9.2f}{size[name]:10,}")
+        print(f"{name:32}{med * 1000:10.1f} ms{med / base:9.2f}{size[name]:12,}")
 
 
 if __name__ == "__main__":

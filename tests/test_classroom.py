@@ -192,7 +192,7 @@ def _flat(output: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"\s*│\s*", " ", output))
 
 
-def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path):
+def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path, demo_drawn):
     """The last step's numbers are the shipped files' own training records, and the figure is written."""
     import json
 
@@ -200,7 +200,7 @@ def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path):
 
     from mhacli.io.shipped import shipped_model_path
 
-    result = runner.invoke(app, ["demo", "--no-pause", "--step", "15", "--out", str(tmp_path)])
+    result = runner.invoke(app, ["demo", "--no-pause", "--step", "15"])  # its figures: the session's demo run
     assert result.exit_code == 0, result.output
     out = _flat(result.output)
     for name, parameters in (("trained", "1,904"), ("grammar", "16,096")):
@@ -222,8 +222,8 @@ def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path):
                                   str(tmp_path / "in"), "--no-pause"])
     assert refused.exit_code == 2 and "which is the input" in refused.output
     assert (tmp_path / "in" / "one-vs-many.png").read_text() == "the cat sat"
-    assert (tmp_path / "one-vs-many.png").stat().st_size > 0
-    assert "one-vs-many.png" in result.output
+    # The figure: the session's demo run with --out (conftest) wrote it and said so.
+    assert (demo_drawn.out / "one-vs-many.png").stat().st_size > 0 and "one-vs-many.png" in demo_drawn.output
 
 
 def test_demo_hide_rules_hides_what_the_trained_heads_learned(runner):

@@ -37,7 +37,7 @@ def paused(argv: Sequence[str], *, cwd: Path, env: dict[str, str], name: str | N
     extra = {PAUSE: str(folder), **({PAUSE_AT: name} if name else {})}
     # The run gets Ctrl-C's default action whatever pytest was started with: a suite started in the background
     # of a shell (SIGINT ignored, which mha rightly keeps, as nohup) would wait forever for a Ctrl-C to land.
-    popen.setdefault("preexec_fn", _default_sigint)
+    popen.setdefault("preexec_fn", default_sigint)
     proc = subprocess.Popen(list(argv), cwd=cwd, env={**env, **extra}, text=True, **popen)  # type: ignore[call-overload]
     ended = os.pidfd_open(proc.pid)  # readable when the process ends: the other event waited for
     try:
@@ -69,7 +69,7 @@ def paused(argv: Sequence[str], *, cwd: Path, env: dict[str, str], name: str | N
                 raise
 
 
-def _default_sigint() -> None:
+def default_sigint() -> None:
     """In the child before it runs mha: SIGINT back to its default action (an inherited SIG_IGN survives exec)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 

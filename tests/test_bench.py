@@ -548,8 +548,14 @@ def test_an_interrupted_bench_ends_the_timed_command(monkeypatch):
         return started[-1]
 
     monkeypatch.setattr(startup.subprocess, "Popen", popen)
-    with pytest.raises(KeyboardInterrupt):
-        startup.run_timed([sys.executable, "-c", "print('first', flush=True); import time; time.sleep(600)"])
+    # Ctrl-C as Python handles it in a terminal: a suite started in a shell's background inherits SIGINT
+    # ignored, and the bench would then wait out the sleeper's 600 s.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            startup.run_timed([sys.executable, "-c", "print('first', flush=True); import time; time.sleep(600)"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert started and started[0].poll() is not None  # the sleeper was ended with the bench
 
 

@@ -192,7 +192,7 @@ def _flat(output: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"\s*│\s*", " ", output))
 
 
-def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path):
+def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path, demo_drawn):
     """The last step's numbers are the shipped files' own training records, and the figure is written."""
     import json
 
@@ -200,7 +200,7 @@ def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path):
 
     from mhacli.io.shipped import shipped_model_path
 
-    result = runner.invoke(app, ["demo", "--no-pause", "--step", "15", "--out", str(tmp_path)])
+    result = runner.invoke(app, ["demo", "--no-pause", "--step", "15"])  # its figures: the session's demo run
     assert result.exit_code == 0, result.output
     out = _flat(result.output)
     for name, parameters in (("trained", "1,904"), ("grammar", "16,096")):
@@ -222,8 +222,8 @@ def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path):
                                   str(tmp_path / "in"), "--no-pause"])
     assert refused.exit_code == 2 and "which is the input" in refused.output
     assert (tmp_path / "in" / "one-vs-many.png").read_text() == "the cat sat"
-    assert (tmp_path / "one-vs-many.png").stat().st_size > 0
-    assert "one-vs-many.png" in result.output
+    # The figure: the session's demo run with --out (conftest) wrote it and said so.
+    assert (demo_drawn.out / "one-vs-many.png").stat().st_size > 0 and "one-vs-many.png" in demo_drawn.output
 
 
 def test_demo_hide_rules_hides_what_the_trained_heads_learned(runner):
@@ -289,11 +289,13 @@ def test_present_waits_between_steps_and_q_quits():
                     reason="needs a pseudo-terminal and the installed mha")
 def test_demo_in_a_terminal_waits_for_enter_and_ctrl_c_exits_130(tmp_path):
     """The installed ``mha`` on a real pseudo-terminal: it stops after step 1, Enter moves on, Ctrl-C ends it."""
+    from pause import default_sigint  # Ctrl-C's default action, even when the suite runs in a shell's background
+
     mha = shutil.which("mha", path=os.path.dirname(sys.executable))
     master, slave = os.openpty()
     proc = subprocess.Popen([mha, "demo", "--sample", "cat"], stdin=slave, stdout=slave, stderr=subprocess.PIPE,
                             cwd=tmp_path, env={**os.environ, "COLUMNS": "80", "TERM": "dumb"},
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=default_sigint)
     os.close(slave)
 
     def read_until(marker: str) -> str:

@@ -100,7 +100,11 @@ def test_completion_options_are_offered_and_work(runner, tmp_path):
     root_help = runner.invoke(app, ["--help"]).output
     assert "--install-completion" in root_help and "--show-completion" in root_help
     mha, env = _mha(), _env(tmp_path)
-    script = subprocess.run([mha, "--show-completion", "bash"], capture_output=True, text=True, env=env)
+    # Typed in bash, as a person does: --show-completion names the shell it finds among mha's parents, and a
+    # suite started where no shell is among them (its shell gone, or a service) would see "Shell  not supported".
+    # The `; exit $?` keeps bash from replacing itself with mha, so bash stays the parent.
+    script = subprocess.run(["bash", "-c", '"$0" --show-completion; exit $?', mha], capture_output=True, text=True,
+                            env=env)
     assert script.returncode == 0 and "_MHA_COMPLETE=complete_bash" in script.stdout, script.stderr
     asked = {**env, "_MHA_COMPLETE": "complete_bash", "COMP_WORDS": "mha explain --hea", "COMP_CWORD": "2"}
     completed = subprocess.run([mha], capture_output=True, text=True, env=asked)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -212,11 +210,10 @@ def test_compare_svg_and_bad_options(runner, tmp_path):
     assert result.exit_code == 2 and "png, svg, pdf" in result.output
 
 
-def test_compare_in_a_real_process():
-    mha = Path(sys.executable).with_name("mha")
-    out = subprocess.run([str(mha), "compare", CAT, "--heads", "4", "--json", "--no-plots"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+def test_compare_json_reports_its_heads_and_their_mean_divergence(runner):
+    """In-process (the installed script's way out is test_errors' and test_cli_conventions')."""
+    out = runner.invoke(app, ["compare", CAT, "--heads", "4", "--json", "--no-plots"])
+    assert out.exit_code == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["heads"] == 4 and 0 < doc["mean_pairwise_js_bits"] <= 1
 

@@ -1,8 +1,13 @@
 """Hard inputs, round two (issue 14): one test per family, several variants each.
 
-Every test runs the installed ``mha`` (or the io functions under it) on an
-input an attacker or an unlucky user would give, and checks the one-line
-answer, the exit code, and that nothing was left behind or clobbered.
+Every test runs ``mha`` (or the io functions under it) on an input an
+attacker or an unlucky user would give, and checks the one-line answer, the
+exit code, and that nothing was left behind or clobbered.  Commands run
+in-process through Typer's CliRunner (``mha_in_process``); the installed
+``mha`` only where a process shows more: signals, a closed stdout, a device
+read that could hang (a timeout ends it), bytes in argv, MPLCONFIGDIR at
+start-up.  The installed script's own way out of every family of error is
+tests/test_errors.py's ``test_the_installed_script_says_the_same``.
 """
 
 from __future__ import annotations
@@ -34,7 +39,6 @@ def mha_in_process(*args: str, cwd: Path, env: dict[str, str] | None = None) -> 
     Every warning is recorded and fails the test, as the installed script under
     ``PYTHONWARNINGS=default`` would print it on stderr (pytest's own capture would hide it).
     ``env`` is set for the run (each command sizes its consoles from the COLUMNS it runs with).
-    Each family that uses this keeps some cases on the installed ``mha`` (``INSTALLED``).
     """
     import warnings
 
@@ -263,8 +267,7 @@ def test_real_json_output_follows_the_shipped_schema(tmp_path, args):
 
     from mhacli.io.export import trace_schema
 
-    installed = len(args) == 1  # the first through the installed script, the others in-process
-    proc = (mha if installed else mha_in_process)("explain", *args, "--json", "--no-plots", cwd=tmp_path)
+    proc = mha_in_process("explain", *args, "--json", "--no-plots", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     document = json.loads(proc.stdout)
     schema = trace_schema()
@@ -377,16 +380,12 @@ HOSTILE = {
 }
 
 
-# Cases that also run through the installed script (the rest in-process, warnings recorded).
-HOSTILE_INSTALLED = ("num_heads NaN", "W_q infinite")
-
-
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_a_hostile_trace_gets_one_clear_line_and_no_warning(tmp_path, case):
     changes, expected = HOSTILE[case]
     _tampered(tmp_path, "bad.npz", **changes)
     for command in (("show", "bad.npz", "--no-plots"), ("verify", "bad.npz")):
-        proc = (mha if case in HOSTILE_INSTALLED else mha_in_process)(*command, cwd=tmp_path)
+        proc = mha_in_process(*command, cwd=tmp_path)
         line = one_error_line(proc)  # nothing else on stderr: no RuntimeWarning, no source line
         assert proc.returncode == 2, proc.stderr
         assert "is not a valid mha trace" in line and expected in line, line
@@ -415,8 +414,8 @@ def test_a_member_that_is_not_npy_data_or_holds_objects(tmp_path):
     expected = {"garbage.npz": "its member 'seed' is not .npy array data",
                 "truncated-header.npz": "its member 'W_q' is not .npy array data",
                 "objects.npz": "holds Python objects"}
-    for file, words in expected.items():  # the first through the installed script, the others in-process
-        proc = (mha if file == "garbage.npz" else mha_in_process)("verify", file, cwd=tmp_path)
+    for file, words in expected.items():
+        proc = mha_in_process("verify", file, cwd=tmp_path)
         assert proc.returncode == 2 and words in one_error_line(proc), proc.stderr
 
 
@@ -453,8 +452,7 @@ def figs(tmp_path: Path) -> Path:
 ])
 def test_an_output_never_lands_on_an_input_or_another_output(figs, args, words):
     before = _listing(figs)
-    installed = args[0] == "compare" or args[1] == "figs/../figs/heads.png"  # the rest in-process
-    proc = (mha if installed else mha_in_process)(*args, cwd=figs)
+    proc = mha_in_process(*args, cwd=figs)
     if words is None:  # compare writes single-vs-multi.png only: no collision, a real run
         assert proc.returncode == 0, proc.stderr
         assert (figs / "figs" / "magnifiers.png").read_text() == "the cat sat on the mat"
@@ -469,7 +467,7 @@ def test_a_link_planted_in_out_is_never_followed(figs, name):
     link = figs / "figs" / name
     link.unlink(missing_ok=True)
     link.symlink_to(figs / "victim.txt")
-    proc = (mha if name == "heads.png" else mha_in_process)("explain", "the cat", "--out", "figs", cwd=figs)
+    proc = mha_in_process("explain", "the cat", "--out", "figs", cwd=figs)
     line = one_error_line(proc)
     assert proc.returncode == 2 and "symbolic link" in line and name in line
     assert (figs / "victim.txt").read_text() == "precious" and link.is_symlink()
@@ -496,8 +494,7 @@ def test_a_trailing_slash_names_a_folder_and_is_refused(tmp_path, option, value)
     (tmp_path / "keep.txt").write_text("keep")
     (tmp_path / "existing").mkdir()
     before = _listing(tmp_path)
-    installed = value == "keep.txt/"  # the rest in-process
-    proc = (mha if installed else mha_in_process)("explain", "the cat", "--no-plots", option, value, cwd=tmp_path)
+    proc = mha_in_process("explain", "the cat", "--no-plots", option, value, cwd=tmp_path)
     line = one_error_line(proc)
     assert proc.returncode == 2 and ("names a folder" in line or "is a folder" in line), line
     assert _listing(tmp_path) == before
@@ -506,9 +503,7 @@ def test_a_trailing_slash_names_a_folder_and_is_refused(tmp_path, option, value)
 @pytest.mark.parametrize("target", ["missing-folder/page.html", "/nonexistent/x/y.html"])
 def test_an_html_target_behind_a_dangling_link_is_refused_before_the_run(tmp_path, target):
     (tmp_path / "page.html").symlink_to(target)
-    installed = target.startswith("/")  # the other in-process
-    proc = (mha if installed else mha_in_process)("explain", "the cat", "--no-plots", "--html", "page.html",
-                                                   cwd=tmp_path)
+    proc = mha_in_process("explain", "the cat", "--no-plots", "--html", "page.html", cwd=tmp_path)
     line = one_error_line(proc)
     assert proc.returncode == 2 and "symbolic link" in line and "does not exist" in line
 
@@ -529,8 +524,7 @@ def test_a_dangling_link_into_an_existing_folder_is_written_through(tmp_path):
 @pytest.mark.parametrize("command", ["explain", "demo"])
 def test_a_query_with_thousands_of_digits_is_a_usage_error(tmp_path, query, command):
     extra = ["--no-plots"] if command == "explain" else ["--no-pause"]
-    installed = query.startswith("-")  # past Python's 4,300-digit int limit: the installed script; the rest in-process
-    proc = (mha if installed else mha_in_process)(command, "the cat sat", "--query", query, *extra, cwd=tmp_path)
+    proc = mha_in_process(command, "the cat sat", "--query", query, *extra, cwd=tmp_path)
     line = one_error_line(proc)
     assert proc.returncode == 2 and "is beyond any text" in line and "digits" in line
     assert len(line) < 200
@@ -622,16 +616,14 @@ def test_an_out_name_with_escape_sequences_is_spelled_out_in_every_note(tmp_path
     out.mkdir()
     (out / "head-9.png").write_bytes(b"left from a run with 9 heads")
     # One head (3 of the 7 figures fewer) and every figure at --dpi 30: names and notes, not pixels.
-    # The first name through the installed script, the others in-process (warnings recorded; each command
-    # sizes its consoles from the COLUMNS it runs with).
-    mha_ = mha if name == HOSTILE_NAMES[0] else mha_in_process
+    # In-process, warnings recorded; each command sizes its consoles from the COLUMNS it runs with.
     runs = [
-        mha_("demo", "--no-pause", "--heads", "1", "--dpi", "30", "--out", name, cwd=tmp_path,
-             env={**ENV, "COLUMNS": "100"}),  # its heatmap note
+        mha_in_process("demo", "--no-pause", "--heads", "1", "--dpi", "30", "--out", name, cwd=tmp_path,
+                       env={"COLUMNS": "100"}),  # its heatmap note
         # The grids are too wide: "the heatmaps are in …" (a grid of 12 tokens needs more than 40 columns);
         # and the note on the leftover head-9.png.
-        mha_("explain", " ".join(f"w{i}" for i in range(12)), "--heads", "1", "--dpi", "30", "--out", name,
-             cwd=tmp_path, env={**ENV, "COLUMNS": "40"}),
+        mha_in_process("explain", " ".join(f"w{i}" for i in range(12)), "--heads", "1", "--dpi", "30", "--out",
+                       name, cwd=tmp_path, env={"COLUMNS": "40"}),
     ]
     for proc in runs:
         assert proc.returncode == 0, proc.stderr

@@ -73,15 +73,12 @@ def test_a_saved_model_file_is_taken_by_path(tmp_path):
     assert r.exit_code == 0 and "h = 2" in r.output
 
 
-def test_grammar_untrained_is_the_grammar_models_own_layer_before_its_first_step(tmp_path):
+def test_grammar_untrained_is_the_grammar_models_own_layer_before_its_first_step():
     """--weights grammar-untrained: the shipped grammar model's task, width, heads and vocabulary with the
     parameters its training started from (train's step-0 snapshot, same seed), and every surface cautions that
     nothing was learned."""
     import json
-    import subprocess
-    import sys
     from dataclasses import replace
-    from pathlib import Path
 
     from mhacli.io.trained import load_trained
     from mhacli.io.weights import resolve_weights
@@ -94,15 +91,13 @@ def test_grammar_untrained_is_the_grammar_models_own_layer_before_its_first_step
     first = train(replace(trained.config, steps=1, snapshots=2))  # snapshot 0: the weights before any step
     ids = before.ids(first.snapshot_tokens)[None, :]  # (1, N)
     np.testing.assert_allclose(before.attention(ids)[0], first.snapshots[0], atol=1e-12)
-    mha = str(Path(sys.executable).with_name("mha"))
-    out = subprocess.run([mha, "explain", SENTENCE, "--weights", "grammar-untrained", "--no-plots", "--json"],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert out.returncode == 0, out.stderr
+    runner = CliRunner()  # in-process: the installed script's way out is test_errors' and test_cli_conventions'
+    out = runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar-untrained", "--no-plots", "--json"])
+    assert out.exit_code == 0, out.stderr
     doc = json.loads(out.stdout)
     assert (doc["config"]["d_model"], doc["config"]["heads"]) == (trained.config.d_model, trained.config.heads)
     assert "untrained" in json.dumps(doc) and "nothing here was learned" in json.dumps(doc)
-    text = subprocess.run([mha, "explain", SENTENCE, "--weights", "grammar-untrained", "--no-plots"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300).stdout
+    text = runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar-untrained", "--no-plots"]).stdout
     assert "nothing here was learned" in " ".join(text.split())
 
 

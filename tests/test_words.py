@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,7 +19,6 @@ from mhacli.render.terminal import _mapped_ids_note as ids_note
 
 LION = "the lion crossed the park because it was too tired"
 MAPPING = "lion=animal park=place"
-MHA = Path(sys.executable).with_name("mha")
 
 
 @lru_cache(maxsize=1)
@@ -317,15 +313,15 @@ def test_a_saved_trace_keeps_its_words_and_a_tampered_one_is_refused(runner, tmp
     assert bad.exit_code == 2 and "read a word as one outside its class" in bad.output
 
 
-def test_the_installed_mha_maps_words_and_refuses_a_bad_class():
-    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1", "MPLBACKEND": "Agg"}
-    ok = subprocess.run([str(MHA), "explain", LION, "--weights", "grammar", "--words", MAPPING, "--no-plots"],
-                        capture_output=True, text=True, env=env, timeout=300)
-    assert ok.returncode == 0, ok.stderr
+def test_mha_maps_words_and_refuses_a_bad_class_in_one_line(runner):
+    """In-process (the installed script's way out is test_errors' and test_cli_conventions')."""
+    env = {"COLUMNS": "80", "NO_COLOR": "1"}
+    ok = runner.invoke(app, ["explain", LION, "--weights", "grammar", "--words", MAPPING, "--no-plots"], env=env)
+    assert ok.exit_code == 0, ok.stderr
     assert "lion is read as “animal”" in " ".join(ok.stderr.split())
-    bad = subprocess.run([str(MHA), "explain", LION, "--weights", "grammar", "--words", "park=plase",
-                          "--no-plots"], capture_output=True, text=True, env=env, timeout=300)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+    bad = runner.invoke(app, ["explain", LION, "--weights", "grammar", "--words", "park=plase", "--no-plots"],
+                        env=env)
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
     assert "unknown class 'plase' for 'park' in --words" in bad.stderr
 
 
@@ -336,7 +332,6 @@ def test_the_empty_mapping_changes_nothing():
 def test_the_readme_counts_the_grammars_words_and_its_words_example_runs():
     """The README's first screen names the grammar's vocabulary size and a --words mapping: both are this code's."""
     import re
-    from pathlib import Path
 
     from mhacli.core import grammar
 

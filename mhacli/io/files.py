@@ -330,11 +330,14 @@ def _sync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_text(path: Path, text: str) -> Path:
-    """:func:`atomic_write` for UTF-8 text."""
-    data = text.encode("utf-8")
-
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    """:func:`atomic_write` for bytes made already (a figure a drawer encoded)."""
     def write(handle: IO[bytes]) -> None:
         handle.write(data)
 
     return atomic_write(path, write)
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """:func:`atomic_write` for UTF-8 text."""
+    return atomic_write_bytes(path, text.encode("utf-8"))

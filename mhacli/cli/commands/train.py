@@ -348,15 +348,14 @@ def _save_figures(results: "list[TrainResult]", out: Path, ahead: "Ahead | None"
     """training.png (every run) and training-heads.png, written atomically: one run's heads during training, or
     after --compare every run's heads at the end, the lone head included, on the same held-out sequence; and a
     grammar model's card.png. Drawn by ``ahead``'s children where it has them, else here: the same bytes."""
-    from mhacli.io.files import atomic_write
+    from mhacli.io.files import atomic_write_bytes
     from mhacli.render.warned import note
 
     jobs = [(_drawn, (part, results)) for part in _PARTS]
     drawn = list(ahead.run(jobs)) if ahead is not None else [function(*args) for function, args in jobs]
     pngs = {name: data for part, _ in drawn for name, data in part.items()}
     warned = dict.fromkeys(message for _, messages in drawn for message in messages)
-    paths = [str(atomic_write(out / name, partial(_write, pngs[name]))) for name in (*FIGURE_NAMES, CARD_FIGURE)
-             if name in pngs]
+    paths = [str(atomic_write_bytes(out / name, pngs[name])) for name in (*FIGURE_NAMES, CARD_FIGURE) if name in pngs]
     notes([line for line in (note(warned),) if line])
     return paths
 
@@ -394,10 +393,6 @@ def _drawn(part: str, results: "list[TrainResult]") -> tuple[dict[str, bytes], l
             _save_png(fig, buffer)
             pngs[name] = buffer.getvalue()
     return pngs, list(warned)
-
-
-def _write(data: bytes, handle: IO[bytes]) -> None:
-    handle.write(data)
 
 
 def _save_sweep(swept: "Sweep", out: Path) -> list[str]:

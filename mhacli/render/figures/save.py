@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence, cast
 
-from mhacli.io.files import atomic_write
+from mhacli.io.files import atomic_write, atomic_write_bytes
 from mhacli.render.figures.head import HeadFigure
 from mhacli.render.figures.heads import build_heads
 from mhacli.render.figures.layout import RENDER_RC, Pen, drawing
@@ -71,10 +71,6 @@ def _png(fig: Figure, handle: IO[bytes], dpi: int) -> None:
     image.convert("RGB").save(handle, format="png", compress_level=PNG_COMPRESSION, dpi=(dpi, dpi))
 
 
-def _write_bytes(data: bytes, handle: IO[bytes]) -> None:
-    handle.write(data)
-
-
 def leftovers(out_dir: Path, heads: int, fmt: str) -> str | None:
     """head-K files from an earlier run with more heads: left alone, but named so nobody mixes them up."""
     def number(p: Path) -> int:
@@ -127,7 +123,7 @@ def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
         notices = []
         for drawn, said in ahead.run([(drawn_half, (result, half, fmt, dpi, hide_rules)) for half in HALVES]):
             for name, data in drawn:
-                written(atomic_write(out / f"{name}.{fmt}", partial(_write_bytes, data)))
+                written(atomic_write_bytes(out / f"{name}.{fmt}", data))
             notices += [line for line in said if line not in notices]
     saved.notices[:0] = notices  # missing glyphs and warnings first, then leftover files
     leftover = leftovers(out, result.trace.num_heads, fmt)
@@ -162,12 +158,10 @@ def _figures(result: Run, half: str, pen: Pen, hide_rules: bool) -> Iterator[tup
 def drawn_half(result: Run, half: str, fmt: str, dpi: int, hide_rules: bool) -> tuple[list[tuple[str, bytes]],
                                                                                       list[str]]:
     """A drawer's job: the figures of ``half`` as file bytes by name, and the notices drawing them gave."""
-    from io import BytesIO
-
     files = []
     with drawing() as pen:
         for name, fig in _figures(result, half, pen, hide_rules):
-            buffer = BytesIO()
+            buffer = io.BytesIO()
             _encode(fig, buffer, fmt, dpi)
             files.append((name, buffer.getvalue()))
     return files, pen.notices()

@@ -9,9 +9,8 @@ registered for cleanup by the writers) and lists them.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, ContextManager
 
 from mhacli.cli.common import (finish_run, open_figures, plan_outputs, prepare_run, query_position, read_files,
                                shown_folder, write_compare, write_figures)
@@ -136,19 +135,13 @@ def explain(request: Request) -> None:
 DRAWING = ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures")
 
 
-@contextmanager
-def drawers(plan: OutputPlan) -> Iterator[Ahead | None]:
+def drawers(plan: OutputPlan) -> ContextManager[Ahead | None]:
     """Two forked drawers for a run's figures (:mod:`mhacli.io.ahead`), where figures are asked for and a
     core is idle; None otherwise. Killed however the block ends."""
-    from mhacli.io.ahead import Ahead
+    from mhacli.io.ahead import started
     from mhacli.render.figures.save import HALVES
 
-    ahead = Ahead.start(len(HALVES), DRAWING) if plan.out is not None and plan.figures else None
-    try:
-        yield ahead
-    finally:
-        if ahead is not None:
-            ahead.close()
+    return started(len(HALVES), DRAWING, wanted=plan.out is not None and bool(plan.figures))
 
 
 def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -> AttentionView:

@@ -1,8 +1,9 @@
-"""Work made ready ahead, in forked processes, while this one trains: ``mha train``'s figures.
+"""Work made ready ahead, in forked processes, while this one works: the figures of ``mha train`` and ``mha explain``.
 
 ``mha train`` draws its figures when training ends, and importing matplotlib and drawing them cost as much as
 a third of the run (1.2 of the 2.7 CPU seconds of the default task), while training holds numpy to one thread
-and the second core waits.  :meth:`Ahead.start` forks the drawing processes *before* training, when no other
+and the second core waits (``mha explain`` likewise computes and prints its walkthrough first).
+:meth:`Ahead.start` forks the drawing processes *before* training (or the run), when no other
 thread runs: each one leaves the terminal's session and the signals to its parent, imports what it will need
 (matplotlib) on the idle core, and waits.  When training ends, :meth:`Ahead.run` hands each child one job (a
 module-level function and its arguments, pickled between these processes: the run's own objects, never a
@@ -24,6 +25,7 @@ import signal
 import sys
 import threading
 import warnings
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 from mhacli.io import cleanup
@@ -148,6 +150,18 @@ class Ahead:
         self.close()
 
 
+@contextmanager
+def started(count: int, warm: Sequence[str], wanted: bool = True) -> Iterator["Ahead | None"]:
+    """:meth:`Ahead.start` where ``wanted`` (None otherwise, or where it does not pay), closed however the block
+    ends: a result, an error or a signal."""
+    ahead = Ahead.start(count, warm) if wanted else None
+    try:
+        yield ahead
+    finally:
+        if ahead is not None:
+            ahead.close()
+
+
 def _send(fd: int, job: Job) -> None:
     data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
     try:
@@ -188,4 +202,4 @@ def _serve(job_read: int, result_write: int, inherited: list[int], warm: Sequenc
         os._exit(code)  # never back into the parent's code, its atexit handlers or its buffers
 
 
-__all__ = ["Ahead", "Job", "worth_it"]
+__all__ = ["Ahead", "Job", "started", "worth_it"]

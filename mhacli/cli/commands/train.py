@@ -218,13 +218,12 @@ class _Asked:
 def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout: bool, sweeping: bool,
                        asked: _Asked) -> None:
     """Every output planned, every run trained (and knocked out, and swept), then printed and written."""
-    from mhacli.io.ahead import Ahead
+    from mhacli.io.ahead import started
 
     names = SWEEP_FIGURE_NAMES if sweeping else FIGURE_NAMES + ((CARD_FIGURE,) if grammar else ())
     plan = _planned(asked.plots, asked.out, names, asked.save)
     # The figures' two drawers import matplotlib on the idle core while training holds numpy to one thread.
-    ahead = Ahead.start(len(_PARTS), _DRAWING) if plan.out is not None and not sweeping else None
-    try:
+    with started(len(_PARTS), _DRAWING, wanted=plan.out is not None and not sweeping) as ahead:
         by_seed = _trained(grid, plan.out, quiet=asked.json_out)
         results = [r for runs in by_seed for r in runs]
         knocked = _knockouts(results) if knockout else None
@@ -237,9 +236,6 @@ def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout:
         if plan.out is not None:
             written += _save_sweep(swept, plan.out) if swept is not None else _save_figures(results, plan.out, ahead)
             cleanup.unregister(plan.out)  # the folder holds the figures now: it stays
-    finally:
-        if ahead is not None:
-            ahead.close()
     if asked.json_out:
         write_stdout(results_json(results, knocked, swept) + "\n")
     elif swept is not None:

@@ -85,8 +85,8 @@ def leftovers(out_dir: Path, heads: int, fmt: str) -> str | None:
             f"{heads} head{'s' if heads != 1 else ''}, so those files are not from it (left untouched).")
 
 
-def _finish(saved: Saved, pen: Pen) -> Saved:
-    saved.notices[:0] = pen.notices()  # missing glyphs and warnings first, then leftover files
+def _finish(saved: Saved, notices: Sequence[str]) -> Saved:
+    saved.notices[:0] = notices  # missing glyphs and warnings first, then leftover files
     return saved
 
 
@@ -125,11 +125,10 @@ def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
             for name, data in drawn:
                 written(atomic_write_bytes(out / f"{name}.{fmt}", data))
             notices += [line for line in said if line not in notices]
-    saved.notices[:0] = notices  # missing glyphs and warnings first, then leftover files
     leftover = leftovers(out, result.trace.num_heads, fmt)
     if leftover:
         saved.notices.append(leftover)
-    return saved
+    return _finish(saved, notices)
 
 
 #: The run's figures in two halves of about equal work (head-1 … head-h and heads; magnifiers and split),
@@ -185,7 +184,7 @@ def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
         saved.append(save(fig, out / f"single-vs-multi.{fmt}", fmt, dpi))
     if on_saved is not None:
         on_saved(saved[-1])
-    return _finish(saved, pen)
+    return _finish(saved, pen.notices())
 
 
 def _window(window: Window | None) -> Window:

@@ -11,6 +11,11 @@ import pytest
 from hypothesis import settings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Figures drawn in the process that asked for them, whatever the machine's load: mha forks its figure drawers only
+# where a core is idle (mhacli/io/ahead.py), so without this a test that watches the drawing in-process (a
+# monkeypatched save, tests/test_same_output.py) would see it or not with the load. tests/test_ahead.py forces
+# the drawers on where it tests them (MHA_DRAWERS=1), in-process and through the installed mha.
+os.environ["MHA_DRAWERS"] = "0"
 
 # On CI every run draws the same examples, so a red build can be reproduced; locally
 # hypothesis keeps exploring new ones.

@@ -47,11 +47,28 @@ def gone(pid: int) -> bool:
 
 def test_each_job_is_done_by_its_own_child_in_order_and_every_child_is_reaped():
     with Ahead.start(2, [], check=False) as drawers:  # type: ignore[union-attr]
-        pids = [pid for pid, _, _ in drawers._children]
+        pids = [child.pid for child in drawers._children]
         results = list(drawers.run([(doubled, (1,)), (doubled, (2,)), (doubled, (3,))]))
     assert [answer for _, answer in results] == [2, 4, 6]
     assert [who for who, _ in results[:2]] == pids and results[2][0] == os.getpid()  # the third: no child left
     assert all(gone(pid) for pid in pids) and not any(pid in cleanup._children for pid in pids)
+
+
+def test_closing_after_a_run_closes_only_what_is_still_open_and_signals_no_reaped_pid(tmp_path, monkeypatch):
+    """run() has closed the job pipes and reaped the children: a file opened since may hold one of those
+    descriptor numbers, and close() must leave it open (and never kill a pid that may be another process's)."""
+    opened = set(os.listdir("/proc/self/fd"))
+    drawers = Ahead.start(2, [], check=False)
+    assert drawers is not None
+    assert [answer for _, answer in drawers.run([(doubled, (1,)), (doubled, (2,))])] == [2, 4]
+    mine = [os.open(tmp_path / f"f{k}", os.O_CREAT | os.O_RDWR) for k in range(4)]  # the lowest free numbers
+    killed: list[int] = []
+    monkeypatch.setattr(ahead.os, "kill", lambda pid, sig: killed.append(pid))
+    drawers.close()
+    for fd in mine:
+        os.fstat(fd)  # still open: close() did not close a number it had closed before
+        os.close(fd)
+    assert killed == [] and set(os.listdir("/proc/self/fd")) == opened
 
 
 def test_a_child_never_writes_on_the_parent_s_streams(capfd):
@@ -68,7 +85,7 @@ def test_a_job_that_fails_in_its_child_is_done_here_instead():
 
 def test_a_child_that_died_before_its_job_leaves_the_job_to_the_parent():
     with Ahead.start(2, [], check=False) as drawers:  # type: ignore[union-attr]
-        first = drawers._children[0][0]
+        first = drawers._children[0].pid
         os.kill(first, signal.SIGKILL)
         results = list(drawers.run([(doubled, (5,)), (doubled, (6,))]))
     assert results[0] == (os.getpid(), 10) and results[1][1] == 12 and results[1][0] != os.getpid()
@@ -77,7 +94,7 @@ def test_a_child_that_died_before_its_job_leaves_the_job_to_the_parent():
 def test_a_child_without_a_job_is_killed_and_reaped_when_the_run_ends():
     drawers = Ahead.start(2, ["json"], check=False)
     assert drawers is not None
-    pids = [pid for pid, _, _ in drawers._children]
+    pids = [child.pid for child in drawers._children]
     drawers.close()
     assert all(gone(pid) for pid in pids) and drawers._children == []
 

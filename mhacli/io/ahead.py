@@ -26,6 +26,7 @@ import sys
 import threading
 import warnings
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from mhacli.io import cleanup
@@ -52,11 +53,20 @@ def worth_it() -> bool:
     return cpu_count() > 1 and busy < cpu_count() - 0.5
 
 
+@dataclass
+class _Child:
+    """One drawer: its pid and the ends of its two pipes this process holds (-1: closed, or reaped)."""
+
+    pid: int
+    job: int  # the job pipe's write end
+    result: int  # the result pipe's read end
+
+
 class Ahead:
     """Forked children, each ready for one job (see the module's text)."""
 
     def __init__(self) -> None:
-        self._children: list[tuple[int, int, int]] = []  # (pid, job pipe's write end, result pipe's read end)
+        self._children: list[_Child] = []
 
     @classmethod
     def start(cls, count: int, warm: Sequence[str], check: bool = True) -> "Ahead | None":
@@ -93,54 +103,58 @@ class Ahead:
                 os.close(fd)
             raise
         if pid == 0:  # the child: never returns
-            siblings = [fd for _, w, r in self._children for fd in (w, r)]
+            siblings = [fd for child in self._children for fd in (child.job, child.result) if fd >= 0]
             _serve(job_read, result_write, [job_write, result_read, *siblings], warm)
         os.close(job_read)
         os.close(result_write)
         cleanup.adopt_child(pid)
-        self._children.append((pid, job_write, result_read))
+        self._children.append(_Child(pid, job_write, result_read))
 
     def run(self, jobs: Sequence[Job]) -> Iterator[Any]:
         """Each job's result, in order, as it comes: ``function(*args)`` computed by the job's child, or here for
         a job without a child, or whose child failed or died. The children work while the caller reads the
         first results (the figures' files are written as each half comes)."""
-        for (_, job_write, _), job in zip(self._children, jobs):
-            _send(job_write, job)
+        for child, job in zip(self._children, jobs):
+            _send(child.job, job)
+            child.job = -1  # closed by _send: the child reads to its end
         for n, (function, args) in enumerate(jobs):
-            answer = self._collect(n) if n < len(self._children) else None
+            answer = self._collect(self._children[n]) if n < len(self._children) else None
             yield answer[1] if answer is not None and answer[0] == "ok" else function(*args)
 
-    def _collect(self, n: int) -> Any:
-        pid, _, result_read = self._children[n]
+    def _collect(self, child: "_Child") -> Any:
         chunks = []
-        while chunk := os.read(result_read, 1 << 20):
+        while chunk := os.read(child.result, 1 << 20):
             chunks.append(chunk)
-        self._reap(pid)
+        os.close(child.result)
+        child.result = -1
+        self._reap(child)
         try:
             return pickle.loads(b"".join(chunks)) if chunks else None  # our own child's answer
         except Exception:  # noqa: BLE001 - a child cut off mid-answer: do its job here
             return None
 
-    def _reap(self, pid: int) -> None:
+    def _reap(self, child: "_Child") -> None:
         try:
-            os.waitpid(pid, 0)
+            os.waitpid(child.pid, 0)
         except ChildProcessError:
             pass
-        cleanup.release_child(pid)
+        cleanup.release_child(child.pid)
+        child.pid = -1  # gone: its number may be another process's now, never to be signalled
 
     def close(self) -> None:
-        """Kill every child still there and close the pipes (every way out: a result, an error, a signal)."""
-        for pid, job_write, result_read in self._children:
-            for fd in (job_write, result_read):
-                try:
+        """Kill every child still there and close the pipes still open (every way out: a result, an error, a
+        signal); each descriptor is closed once, and a child already reaped is never signalled."""
+        for child in self._children:
+            for fd in (child.job, child.result):
+                if fd >= 0:
                     os.close(fd)
-                except OSError:
+            child.job = child.result = -1
+            if child.pid > 0:
+                try:
+                    os.kill(child.pid, signal.SIGKILL)
+                except OSError:  # it ended on its own
                     pass
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:  # already reaped
-                pass
-            self._reap(pid)
+                self._reap(child)
         self._children.clear()
 
     def __enter__(self) -> "Ahead":

@@ -1,7 +1,8 @@
-"""mhacli.io.ahead: the forked drawers of ``mha train``'s figures.
+"""mhacli.io.ahead: the forked drawers of ``mha train``'s and ``mha explain``'s figures.
 
 Each job is done once, in order, by its child or (where the child cannot) here, with the same result; a child
-never prints, never outlives its parent's run, and a signal to the parent ends them too.
+never prints, never outlives its parent's run, and a signal to the parent ends them too. The first drawer
+imports, then forks the others: they share its modules and die with it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from mhacli.io import ahead, cleanup
 from mhacli.io.ahead import Ahead
 
 MHA = Path(sys.executable).with_name("mha")
+PARENT = os.getpid()
 
 
 def doubled(x: int) -> tuple[int, int]:
@@ -31,10 +34,20 @@ def loud(x: int) -> int:
     return x
 
 
+def measured(data: bytes) -> tuple[bool, int, int]:
+    """A job: whether a child did it, and the size and byte sum of what it was handed."""
+    return os.getpid() != PARENT, len(data), sum(data)
+
+
 def fails_in_a_child(parent: int) -> str:
     if os.getpid() != parent:
         raise RuntimeError("a drawer's error")
     return "done here"
+
+
+def imported(name: str) -> tuple[int, int, bool]:
+    """A job: who did it, who forked that process, and whether it holds the module ``name``."""
+    return os.getpid(), os.getppid(), name in sys.modules
 
 
 def gone(pid: int) -> bool:
@@ -45,13 +58,53 @@ def gone(pid: int) -> bool:
     return False
 
 
+def _state(pid: int) -> str | None:
+    """A process's state letter (Z: dead, waiting to be reaped), None when there is none."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def ended(pid: int) -> bool:
+    """Whether ``pid`` ends (or is dead already): a drawer the first one forked is SIGKILLed as that one dies,
+    and its parent is then init, which reaps it in its own time. Waits for it, at most a minute."""
+    for _ in range(6000):
+        if _state(pid) in (None, "Z"):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _sibling_of(first: int) -> int:
+    """The drawer the first one forked, once it has (it imports its modules first)."""
+    for _ in range(6000):
+        found = _children_of(first)
+        if found:
+            return found[0]
+        time.sleep(0.01)
+    raise AssertionError(f"drawer {first} forked no sibling in a minute")
+
+
 def test_each_job_is_done_by_its_own_child_in_order_and_every_child_is_reaped():
     with Ahead.start(2, [], check=False) as drawers:  # type: ignore[union-attr]
-        pids = [child.pid for child in drawers._children]
+        first = drawers._children[0].pid
         results = list(drawers.run([(doubled, (1,)), (doubled, (2,)), (doubled, (3,))]))
     assert [answer for _, answer in results] == [2, 4, 6]
-    assert [who for who, _ in results[:2]] == pids and results[2][0] == os.getpid()  # the third: no child left
-    assert all(gone(pid) for pid in pids) and not any(pid in cleanup._children for pid in pids)
+    who = [pid for pid, _ in results]
+    assert who[0] == first and who[1] not in (first, os.getpid()) and who[2] == os.getpid()  # the third: here
+    assert gone(first) and first not in cleanup._children
+    assert _state(who[1]) is None  # reaped by the first drawer before it ended
+
+
+def test_the_first_drawer_imports_once_and_forks_the_others_which_share_its_modules():
+    assert "mailbox" not in sys.modules  # imported by the drawers only
+    with Ahead.start(3, ["mailbox"], check=False) as drawers:  # type: ignore[union-attr]
+        first = drawers._children[0].pid
+        results = list(drawers.run([(imported, ("mailbox",))] * 3))
+    assert results[0] == (first, os.getpid(), True)
+    assert [(parent, held) for _, parent, held in results[1:]] == [(first, True), (first, True)]
+    assert len({pid for pid, _, _ in results}) == 3 and "mailbox" not in sys.modules
 
 
 def test_closing_after_a_run_closes_only_what_is_still_open_and_signals_no_reaped_pid(tmp_path, monkeypatch):
@@ -83,20 +136,46 @@ def test_a_job_that_fails_in_its_child_is_done_here_instead():
         assert list(drawers.run([(fails_in_a_child, (os.getpid(),))])) == ["done here"]
 
 
-def test_a_child_that_died_before_its_job_leaves_the_job_to_the_parent():
+def test_a_drawer_that_died_before_its_job_leaves_only_its_job_to_the_parent():
     with Ahead.start(2, [], check=False) as drawers:  # type: ignore[union-attr]
         first = drawers._children[0].pid
-        os.kill(first, signal.SIGKILL)
+        os.kill(_sibling_of(first), signal.SIGKILL)
         results = list(drawers.run([(doubled, (5,)), (doubled, (6,))]))
-    assert results[0] == (os.getpid(), 10) and results[1][1] == 12 and results[1][0] != os.getpid()
+    assert results == [(first, 10), (os.getpid(), 12)]
+
+
+def test_the_first_drawer_dying_takes_the_others_with_it_and_the_parent_does_every_job():
+    with Ahead.start(2, [], check=False) as drawers:  # type: ignore[union-attr]
+        first = drawers._children[0].pid
+        sibling = _sibling_of(first)
+        os.kill(first, signal.SIGKILL)
+        assert ended(sibling)  # SIGKILLed as the first died (PR_SET_PDEATHSIG)
+        results = list(drawers.run([(doubled, (5,)), (doubled, (6,))]))
+    assert results == [(os.getpid(), 10), (os.getpid(), 12)]
 
 
 def test_a_child_without_a_job_is_killed_and_reaped_when_the_run_ends():
     drawers = Ahead.start(2, ["json"], check=False)
     assert drawers is not None
-    pids = [child.pid for child in drawers._children]
+    first = drawers._children[0].pid
+    sibling = _sibling_of(first)
     drawers.close()
-    assert all(gone(pid) for pid in pids) and drawers._children == []
+    assert gone(first) and drawers._children == [] and ended(sibling)
+
+
+def test_a_job_larger_than_a_pipe_is_handed_without_waiting_for_a_drawer_still_importing(tmp_path, monkeypatch):
+    """hand() returns while the drawer still imports (here: a module that waits for a file), whatever the job's
+    size; run() writes what the pipe could not take, and the answer is whole."""
+    gate = tmp_path / "go"
+    (tmp_path / "importing_until_told.py").write_text(
+        f"import os, time\nwhile not os.path.exists({str(gate)!r}):\n    time.sleep(0.01)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with Ahead.start(1, ["importing_until_told"], check=False) as drawers:  # type: ignore[union-attr]
+        big = bytes(range(256)) * 8192  # 2 MB: more than a pipe holds, even grown
+        drawers.hand([(measured, (big,))])
+        assert drawers._children[0].unsent  # the rest is kept for run()
+        gate.touch()
+        assert list(drawers.run()) == [(True, len(big), sum(big))]  # done by the drawer, whole
 
 
 def test_a_module_a_child_cannot_import_only_costs_it_its_job():
@@ -123,8 +202,7 @@ def test_a_machine_that_gives_no_process_gets_its_figures_drawn_here(monkeypatch
 
     monkeypatch.setattr(ahead.os, "fork", once)
     with Ahead.start(2, [], check=False) as drawers:  # type: ignore[union-attr]
-        assert len(drawers._children) == 1
-        results = list(drawers.run([(doubled, (1,)), (doubled, (2,))]))
+        results = list(drawers.run([(doubled, (1,)), (doubled, (2,))]))  # the first drawer could fork no other
     assert results[0][0] != os.getpid() and results[1] == (os.getpid(), 4)
 
 
@@ -197,11 +275,12 @@ def test_sigterm_while_the_drawers_wait_ends_them_with_the_run(tmp_path):
     with paused(argv, cwd=tmp_path, env=_env(MHA_DRAWERS="1"), name="model.npz", stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE) as (proc, _):
         drawers = _children_of(proc.pid)
-        assert len(drawers) == 2, drawers
+        assert len(drawers) == 1, drawers
+        drawers.append(_sibling_of(drawers[0]))  # ready: training is done
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate()
     assert proc.returncode == 143 and len(err.strip().splitlines()) == 1 and "nothing half-written" in err, err
-    assert not any(Path(f"/proc/{pid}").exists() for pid in drawers)
+    assert not Path(f"/proc/{drawers[0]}").exists() and ended(drawers[1])
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".pause") == []
 
 
@@ -229,10 +308,11 @@ def test_ctrl_c_while_explain_writes_what_its_drawers_drew_ends_them_and_leaves_
     with paused(argv, cwd=tmp_path, env=_env(MHA_DRAWERS="1"), name="heads.png", stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE) as (proc, _):
         drawers = _children_of(proc.pid)
-        assert len(drawers) == 1, drawers  # the second drawer (magnifiers, split): not reaped yet
+        assert len(drawers) == 1, drawers  # the first drawer, reaped once every figure is written
+        drawers += _children_of(drawers[0])  # its sibling (heads and split), if it has not ended yet
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate()
     assert proc.returncode == 130 and len(err.strip().splitlines()) == 1 and "nothing half-written" in err, err
-    assert not any(Path(f"/proc/{pid}").exists() for pid in drawers)
+    assert not Path(f"/proc/{drawers[0]}").exists() and all(ended(pid) for pid in drawers[1:])
     written = sorted(p.name for p in (tmp_path / "figs").iterdir())
     assert written == ["head-1.png", "head-2.png", "head-3.png", "head-4.png"]  # whole files, in order; no temporary

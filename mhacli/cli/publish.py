@@ -112,11 +112,17 @@ def explain(request: Request) -> None:
         plan = _planned(request, prepared.config.heads, inputs)
         # Refuse what would not fit before any array exists, the figures' pixels included.
         open_figures(plan, prepared.config, prepared.n_tokens, o.max_tokens, o.fmt, o.dpi)
-    # The figures' two drawers import matplotlib on the other core while the run is computed and printed.
+    # The figures' two drawers import matplotlib on the other core while the run is computed, then draw while
+    # it is printed.
     with drawers(plan) as ahead:
         if prepared is not None:
             result = finish_run(prepared, single=plan.out is not None)
         position = query_position(result.trace, o.query)
+        if ahead is not None:  # the figures are drawn while the walkthrough prints
+            from mhacli.pipeline import shown
+            from mhacli.render.figures.save import hand_figures
+
+            hand_figures(ahead, shown(result, o.max_tokens, position), o.fmt, o.dpi, o.hide_rules)
         if o.json:
             _print_json(result, o.json_arrays)
         elif prepared is None:

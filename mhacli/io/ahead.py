@@ -3,11 +3,12 @@
 ``mha train`` draws its figures when training ends, and importing matplotlib and drawing them cost as much as
 a third of the run (1.2 of the 2.7 CPU seconds of the default task), while training holds numpy to one thread
 and the second core waits (``mha explain`` likewise computes and prints its walkthrough first).
-:meth:`Ahead.start` forks the drawing processes *before* training (or the run), when no other
-thread runs: each one leaves the terminal's session and the signals to its parent, imports what it will need
-(matplotlib) on the idle core, and waits.  When training ends, :meth:`Ahead.run` hands each child one job (a
-module-level function and its arguments, pickled between these processes: the run's own objects, never a
-file's) and collects what it returns.
+:meth:`Ahead.start` forks the first drawing process *before* training (or the run), when no other
+thread runs: it leaves the terminal's session and the signals to its parent, imports what the drawers will
+need (matplotlib) on the idle core, then forks the other drawers, which share those modules and die with it.
+:meth:`Ahead.hand` gives each child one job (a module-level function and its arguments, pickled between these
+processes: the run's own objects, never a file's) as soon as the run is known, and :meth:`Ahead.run` collects
+what they return.
 
 A child never writes a file and never prints: its stdin, stdout and stderr are ``/dev/null``, and it returns
 bytes that the parent writes atomically, as it always did, so however the run ends a child leaves nothing
@@ -55,11 +56,13 @@ def worth_it() -> bool:
 
 @dataclass
 class _Child:
-    """One drawer: its pid and the ends of its two pipes this process holds (-1: closed, or reaped)."""
+    """One drawer: the ends of its two pipes this process holds (-1: closed) and its pid (-1: reaped, or a
+    drawer the first one forked, which that one reaps and which dies with it)."""
 
     pid: int
     job: int  # the job pipe's write end
     result: int  # the result pipe's read end
+    unsent: bytes = b""  # what of its job the pipe could not take yet: written by run()
 
 
 class Ahead:
@@ -67,59 +70,80 @@ class Ahead:
 
     def __init__(self) -> None:
         self._children: list[_Child] = []
+        self._jobs: list[Job] | None = None
 
     @classmethod
     def start(cls, count: int, warm: Sequence[str], check: bool = True) -> "Ahead | None":
-        """``count`` children, each importing the modules ``warm`` names and then waiting for a job; None when
-        :func:`worth_it` says no (``check=False``: fork anyway, as the tests do inside pytest's threads)."""
+        """``count`` children ready for a job each, the modules ``warm`` names imported; None when
+        :func:`worth_it` says no (``check=False``: fork anyway, as the tests do inside pytest's threads), or
+        when no process or pipe is to be had (ulimit -u, -n: the figures are drawn here).
+
+        One child is forked here; it imports ``warm`` and then forks the others, which share what it imported
+        (importing matplotlib twice cost 0.4 CPU seconds more, on the core the walkthrough or training needs)."""
         if check and not worth_it():
             return None
         sys.stdout.flush()
         sys.stderr.flush()  # nothing buffered here is written twice
-        ahead = cls()
-        for _ in range(count):
-            try:
-                ahead._fork(warm)
-            except OSError:  # no process or pipe to be had (ulimit -u, -n): the rest is drawn here
-                break
-        return ahead if ahead._children else None
-
-    def _fork(self, warm: Sequence[str]) -> None:
-        job_read, job_write = os.pipe()
+        pipes: list[tuple[int, int, int, int]] = []  # each drawer's job read, job write, result read, result write
         try:
-            result_read, result_write = os.pipe()
-        except OSError:
-            os.close(job_read)
-            os.close(job_write)
-            raise
-        try:
+            for _ in range(count):
+                job_read, job_write = os.pipe()
+                pipes.append((job_read, job_write, *_pipe_or_close(job_read, job_write)))
             with warnings.catch_warnings():
                 # Python 3.12+ warns about fork where other threads exist (OpenBLAS's idle pool is one; it
                 # stops itself at fork). The child only imports, draws into memory and leaves by os._exit.
                 warnings.simplefilter("ignore", DeprecationWarning)
                 pid = os.fork()
         except OSError:
-            for fd in (job_read, job_write, result_read, result_write):
-                os.close(fd)
-            raise
-        if pid == 0:  # the child: never returns
-            siblings = [fd for child in self._children for fd in (child.job, child.result) if fd >= 0]
-            _serve(job_read, result_write, [job_write, result_read, *siblings], warm)
-        os.close(job_read)
-        os.close(result_write)
+            for ends in pipes:
+                for fd in ends:
+                    os.close(fd)
+            return None
+        if pid == 0:  # the first drawer: never returns
+            _serve(pipes, warm)
         cleanup.adopt_child(pid)
-        self._children.append(_Child(pid, job_write, result_read))
+        ahead = cls()
+        for n, (job_read, job_write, result_read, result_write) in enumerate(pipes):
+            os.close(job_read)
+            os.close(result_write)
+            ahead._children.append(_Child(pid if n == 0 else -1, job_write, result_read))
+        return ahead
 
-    def run(self, jobs: Sequence[Job]) -> Iterator[Any]:
+    def hand(self, jobs: Sequence[Job]) -> None:
+        """Give each child its job now, to be collected by :meth:`run` (``mha explain`` hands the figures over
+        as soon as the run is computed, and prints its walkthrough while they are drawn). Never waits for a
+        child still importing: what its pipe cannot take yet is written by :meth:`run`."""
+        if self._jobs is not None:
+            raise ValueError("each drawer takes one job: these were handed theirs already")
+        self._jobs = list(jobs)
+        for child, job in zip(self._children, self._jobs):
+            child.unsent = _send(child.job, pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL), wait=False)
+            if not child.unsent:
+                child.job = -1  # closed by _send: the child reads to its end
+
+    @property
+    def handed(self) -> bool:
+        """Whether :meth:`hand` gave the children their jobs already."""
+        return self._jobs is not None
+
+    def run(self, jobs: Sequence[Job] | None = None) -> Iterator[Any]:
         """Each job's result, in order, as it comes: ``function(*args)`` computed by the job's child, or here for
-        a job without a child, or whose child failed or died. The children work while the caller reads the
-        first results (the figures' files are written as each half comes)."""
-        for child, job in zip(self._children, jobs):
-            _send(child.job, job)
-            child.job = -1  # closed by _send: the child reads to its end
-        for n, (function, args) in enumerate(jobs):
+        a job without a child, or whose child failed or died. ``jobs`` are handed first (None: the jobs
+        :meth:`hand` gave). The children work while the caller reads the first results (the figures' files
+        are written as each half comes); every child is reaped once all have answered."""
+        if jobs is not None:
+            self.hand(jobs)
+        if self._jobs is None:
+            raise ValueError("no job was handed to the drawers")
+        for child in self._children:
+            if child.job >= 0:  # the rest of a job its pipe could not take at once
+                _send(child.job, child.unsent, wait=True)
+                child.job, child.unsent = -1, b""
+        for n, (function, args) in enumerate(self._jobs):
             answer = self._collect(self._children[n]) if n < len(self._children) else None
             yield answer[1] if answer is not None and answer[0] == "ok" else function(*args)
+        for child in self._children:  # the first reaps the others before it ends
+            self._reap(child)
 
     def _collect(self, child: "_Child") -> Any:
         chunks = []
@@ -127,13 +151,14 @@ class Ahead:
             chunks.append(chunk)
         os.close(child.result)
         child.result = -1
-        self._reap(child)
         try:
             return pickle.loads(b"".join(chunks)) if chunks else None  # our own child's answer
         except Exception:  # noqa: BLE001 - a child cut off mid-answer: do its job here
             return None
 
     def _reap(self, child: "_Child") -> None:
+        if child.pid < 0:
+            return
         try:
             os.waitpid(child.pid, 0)
         except ChildProcessError:
@@ -143,7 +168,8 @@ class Ahead:
 
     def close(self) -> None:
         """Kill every child still there and close the pipes still open (every way out: a result, an error, a
-        signal); each descriptor is closed once, and a child already reaped is never signalled."""
+        signal); each descriptor is closed once, and a child already reaped is never signalled. The drawers
+        the first one forked die with it."""
         for child in self._children:
             for fd in (child.job, child.result):
                 if fd >= 0:
@@ -176,20 +202,48 @@ def started(count: int, warm: Sequence[str], wanted: bool = True) -> Iterator["A
             ahead.close()
 
 
-def _send(fd: int, job: Job) -> None:
-    data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+def _pipe_or_close(*opened: int) -> tuple[int, int]:
     try:
+        return os.pipe()
+    except OSError:
+        for fd in opened:
+            os.close(fd)
+        raise
+
+
+#: The most a job pipe is grown to (Linux's /proc/sys/fs/pipe-max-size for an unprivileged process, by default),
+#: so that a run's job (27 kB for the cat sentence, 136 kB for the grammar's, 0.7 MB for 60 tokens and 8 heads)
+#: is handed whole while the drawer still imports.
+_PIPE_MAX = 1 << 20
+
+
+def _send(fd: int, data: bytes, wait: bool) -> bytes:
+    """Write ``data`` into the job pipe ``fd`` and close it; with ``wait=False``, write what the pipe takes now
+    (grown to fit first, where the system allows) and return the rest, leaving it open. A child that is gone
+    takes nothing: its job is then done here (its answer is empty)."""
+    try:
+        if not wait:
+            try:
+                import fcntl
+
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, min(max(len(data), 1 << 16), _PIPE_MAX))
+            except (ImportError, AttributeError, OSError):  # no F_SETPIPE_SZ, or a lower limit: the rest waits
+                pass
+        os.set_blocking(fd, wait)
         while data:
             data = data[os.write(fd, data):]
+    except BlockingIOError:
+        return data
     except OSError:  # the child is gone: _collect finds nothing and the job runs here
         pass
-    finally:
-        os.close(fd)  # end of the job: the child reads to here
+    os.close(fd)  # end of the job: the child reads to here
+    return b""
 
 
-def _serve(job_read: int, result_write: int, inherited: list[int], warm: Sequence[str]) -> None:
-    """The child's whole life: leave the terminal and the parent's handlers, import, do one job, answer."""
-    code = 0
+def _serve(pipes: list[tuple[int, int, int, int]], warm: Sequence[str]) -> None:
+    """The first drawer's whole life: leave the terminal and the parent's handlers, import, fork the other
+    drawers, do its own job, answer, and reap them."""
+    code, others = 0, []
     try:
         os.setsid()  # its own session: Ctrl-C and SIGHUP go to the parent, which ends this process
         for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGPIPE"):  # the parent's handlers would remove its files
@@ -197,23 +251,82 @@ def _serve(job_read: int, result_write: int, inherited: list[int], warm: Sequenc
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)  # never a line on the parent's streams, never holding its pipes open
+        if devnull > 2:
+            os.close(devnull)
         sys.stdin = sys.stdout = sys.stderr = open(os.devnull, "r+", encoding="utf-8")  # and Python's own
-        for fd in inherited:  # the parent's ends and a sibling's: EOF reaches each child when its parent goes
-            os.close(fd)
+        for _, job_write, result_read, _ in pipes:  # the parent's ends: EOF reaches a drawer when its parent goes
+            os.close(job_write)
+            os.close(result_read)
         for module in warm:
             importlib.import_module(module)
+        first = os.getpid()
+        for n in range(1, len(pipes)):
+            pid = _fork_sibling(pipes, n, first)
+            if pid > 0:
+                others.append(pid)
+            os.close(pipes[n][0])  # the sibling's ends; a sibling not forked leaves its job to the parent
+            os.close(pipes[n][3])
+        _work(pipes[0][0], pipes[0][3])
+    except BaseException:  # noqa: BLE001 - the parent does the job itself
+        code = 1
+    finally:
+        try:
+            for pid in others:  # its answer's pipe is closed: the parent reads theirs meanwhile
+                os.waitpid(pid, 0)
+        finally:
+            os._exit(code)  # never back into the parent's code, its atexit handlers or its buffers
+
+
+def _fork_sibling(pipes: list[tuple[int, int, int, int]], n: int, first: int) -> int:
+    """In the first drawer: fork drawer ``n`` (it shares the modules imported) and return its pid, or -1 when no
+    process is to be had. The sibling holds its own two ends only and dies with the first drawer."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return -1
+    if pid > 0:
+        return pid
+    code = 0
+    try:
+        for m, (job_read, _, _, result_write) in enumerate(pipes):
+            if m == 0 or m > n:  # the first drawer's and the later siblings' (the earlier ones': closed already)
+                os.close(job_read)
+                os.close(result_write)
+        _die_with(first)
+        os.setsid()  # a session of its own, as the first has (Linux gives each session its share of the cores)
+        _work(pipes[n][0], pipes[n][3])
+    except BaseException:  # noqa: BLE001 - the parent does the job itself
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL this process when ``parent`` (the first drawer) ends: the parent of the run kills that one on
+    every way out, and a signal it passes on ends that one too (Linux's PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    if ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:  # it ended before the line above
+        raise ProcessLookupError(parent)
+
+
+def _work(job_read: int, result_write: int) -> None:
+    """Read one job to its end, do it and write its answer (nothing to do when the parent ended first)."""
+    try:
         chunks = []
         while chunk := os.read(job_read, 1 << 20):
             chunks.append(chunk)
-        if chunks:  # no job (the parent ended first): nothing to do
+        if chunks:
             function, args = pickle.loads(b"".join(chunks))  # the parent's own objects, through its pipe
             data = pickle.dumps(("ok", function(*args)), protocol=pickle.HIGHEST_PROTOCOL)
             while data:
                 data = data[os.write(result_write, data):]
-    except BaseException:  # noqa: BLE001 - the parent does the job itself
-        code = 1
-    finally:
-        os._exit(code)  # never back into the parent's code, its atexit handlers or its buffers
+    finally:  # the parent reads to here, however the job ended, before the first drawer waits for its siblings
+        os.close(job_read)
+        os.close(result_write)
 
 
 __all__ = ["Ahead", "Job", "started", "worth_it"]

@@ -226,6 +226,8 @@ def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout:
     with started(len(_PARTS), _DRAWING, wanted=plan.out is not None and not sweeping) as ahead:
         by_seed = _trained(grid, plan.out, quiet=asked.json_out)
         results = [r for runs in by_seed for r in runs]
+        if ahead is not None:  # drawn while the knockout runs, the model is saved and the summary prints
+            ahead.hand(_figure_jobs(results))
         knocked = _knockouts(results) if knockout else None
         swept = _sweep(by_seed) if sweeping else None
         written: list[str] = []
@@ -233,15 +235,15 @@ def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout:
             from mhacli.io.trained import save_trained
 
             written.append(str(save_trained(results[-1], plan.save)))
+        if swept is not None and not asked.json_out:  # the JSON document is printed once every file is written
+            _print_sweep(swept)
+        elif not asked.json_out:
+            _print_runs(results, knocked)
         if plan.out is not None:
             written += _save_sweep(swept, plan.out) if swept is not None else _save_figures(results, plan.out, ahead)
             cleanup.unregister(plan.out)  # the folder holds the figures now: it stays
     if asked.json_out:
         write_stdout(results_json(results, knocked, swept) + "\n")
-    elif swept is not None:
-        _print_sweep(swept)
-    else:
-        _print_runs(results, knocked)
     _print_written(written, err_console if asked.json_out else console)
 
 
@@ -347,13 +349,17 @@ def _save_figures(results: "list[TrainResult]", out: Path, ahead: "Ahead | None"
     from mhacli.io.files import atomic_write_bytes
     from mhacli.render.warned import note
 
-    jobs = [(_drawn, (part, results)) for part in _PARTS]
-    drawn = list(ahead.run(jobs)) if ahead is not None else [function(*args) for function, args in jobs]
+    jobs = _figure_jobs(results)
+    drawn = list(ahead.run(None if ahead.handed else jobs)) if ahead is not None else [f(*args) for f, args in jobs]
     pngs = {name: data for part, _ in drawn for name, data in part.items()}
     warned = dict.fromkeys(message for _, messages in drawn for message in messages)
     paths = [str(atomic_write_bytes(out / name, pngs[name])) for name in (*FIGURE_NAMES, CARD_FIGURE) if name in pngs]
     notes([line for line in (note(warned),) if line])
     return paths
+
+
+def _figure_jobs(results: "list[TrainResult]") -> list[tuple[Any, tuple[Any, ...]]]:
+    return [(_drawn, (part, results)) for part in _PARTS]
 
 
 _PARTS = ("heads", "rest")  # training-heads.png; training.png and card.png: two drawers of about equal work

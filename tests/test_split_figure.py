@@ -124,3 +124,15 @@ def test_row_labels_never_overlap_at_the_saved_size(words):
         assert all(low.y1 <= high.y0 for low, high in zip(boxes, boxes[1:])), ax.get_title()
         checked += 1
     assert checked == 4  # X, Q, H and O
+
+
+@pytest.mark.parametrize("text", ["x" * 80, "a " + "supercalifragilistic" * 4 + " b"])
+def test_a_token_of_any_length_labels_its_row_shortened_and_every_panel_keeps_its_width(text):
+    # The layout gave each row label the raw token's width: one 80-letter token left the panels a negative
+    # width ("Width and height specified must be non-negative"), found by tests/test_fuzz_cli.py.
+    t = run(text, heads=4)
+    fig = split_figure(t)
+    x = next(ax for ax in fig.axes if ax.get_title().startswith("X "))
+    labels = [tick.get_text() for tick in x.get_yticklabels()]
+    assert all(len(label) <= 12 for label in labels) and any(label.endswith("…") for label in labels)
+    assert all(ax.get_position().width > 0.02 for ax in fig.axes if ax.images)

@@ -176,7 +176,7 @@ def _figures(result: Run, half: str, pen: Pen, hide_rules: bool) -> Iterator[tup
         yield "magnifiers", build_magnifiers(trace, None if is_view(trace) else result.single, magnified, pen,
                                              hide_rules)
     if wanted("split") and not is_view(trace):
-        yield "split", split_figure(cast("Trace", trace), hide_rules=hide_rules)
+        yield "split", split_figure(cast("Trace", trace), hide_rules=hide_rules, pen=pen)
 
 
 def drawn_half(result: Run, half: str, fmt: str, dpi: int, hide_rules: bool) -> tuple[dict[str, bytes], list[str]]:

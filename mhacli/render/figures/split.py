@@ -20,7 +20,7 @@ import numpy as np
 
 from mhacli.core.trace import Trace
 from mhacli.render import theme
-from mhacli.render.figures.layout import BAR_WIDTH
+from mhacli.render.figures.layout import BAR_WIDTH, Pen
 from mhacli.render.labels import weights_note
 
 if TYPE_CHECKING:
@@ -93,10 +93,11 @@ def _height(p: Panel, unit: float) -> float:
     return p.units * unit * min(1.0, max(r / c, ROW_BOX * r))
 
 
-def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = False) -> Any:
+def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = False, pen: Pen | None = None) -> Any:
     """The split and the merge of ``trace`` as one figure (matplotlib ``Figure``, never pyplot).
 
-    ``label`` replaces the line that names the weights (by default :func:`~mhacli.render.labels.weights_note`).
+    ``label`` replaces the line that names the weights (by default :func:`~mhacli.render.labels.weights_note`);
+    the rows are labelled by ``pen`` (the run's, so missing glyphs are reported once), shortened as on every figure.
     Every Axes and text is placed by arithmetic from texts measured once on the figure's renderer
     (:class:`~mhacli.render.figures.layout.Measured`): the constrained layout with two subfigures, run twice to
     thin the row labels, took as long as drawing the figure.
@@ -107,7 +108,8 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
     from mhacli.render.figures.layout import INSET, PT, Measured, Slide, axes_at, bar_room, sup_index
 
     h, d, dk, n = trace.num_heads, trace.d_model, trace.d_k, trace.n_tokens
-    toks = list(trace.tokens)
+    pen = pen or Pen()
+    toks = [pen.shown(t) for t in trace.tokens]  # a token of any length labels a row in at most 12 characters
     blocks = [trace.head_weights(i) for i in range(h)]  # h × (W_q^i, W_k^i, W_v^i), each (d, d/h)
     first, last = sup_index(1), sup_index(h)
     q = np.asarray(trace.Q).transpose(1, 0, 2).reshape(n, d)  # (h, N, d/h) -> (N, d)

@@ -201,6 +201,39 @@ def computations_called(path: Path) -> list[str]:
     return bad
 
 
+@functools.lru_cache(maxsize=1)
+def deciding_properties() -> frozenset[str]:
+    """The core's properties that decide with the evidence module's thresholds (the one rule against chance), or
+    read another that does: a word such a property gives is a verdict, computed when its object is made and
+    read from a field, never worked out in a renderer's reach (``Knockout.matters`` was one)."""
+    bodies: dict[str, list[ast.FunctionDef]] = {}
+    for path in sorted((PACKAGE / "core").rglob("*.py")):
+        for cls in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(cls, ast.ClassDef):
+                for f in cls.body:
+                    if isinstance(f, ast.FunctionDef) and any(getattr(d, "id", None) == "property"
+                                                              for d in f.decorator_list):
+                        bodies.setdefault(f.name, []).append(f)
+    deciding = {name for name, fs in bodies.items() for f in fs for n in ast.walk(f)
+                if isinstance(n, ast.Name) and n.id == "evidence"
+                or isinstance(n, ast.ImportFrom) and n.module == "mhacli.core" and any(a.name == "evidence"
+                                                                                       for a in n.names)}
+    while True:
+        reading = {name for name, fs in bodies.items() if name not in deciding for f in fs for n in ast.walk(f)
+                   if isinstance(n, ast.Attribute) and n.attr in deciding}
+        if not reading:
+            return frozenset(deciding)
+        deciding |= reading
+
+
+def properties_deciding(path: Path) -> list[str]:
+    """Which of :func:`deciding_properties` ``path`` reads (by name: a field of the same name elsewhere would be
+    caught too, and renamed)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return sorted({f".{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                   and n.attr in deciding_properties()})
+
+
 def _is_type_or_constant(module: str, name: str) -> bool:
     import importlib
     import inspect
@@ -214,6 +247,24 @@ def test_renderers_call_no_computation_of_the_core(path):
     where = str(path.relative_to(PACKAGE))
     bad = computations_called(path)
     assert not bad, f"{where} calls the core's computations {bad}: put the numbers in the pipeline's result"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "render").rglob("*.py")), ids=lambda p: str(p).split("mhacli/")[-1])
+def test_renderers_read_no_property_that_decides_against_chance(path):
+    where = str(path.relative_to(PACKAGE))
+    bad = properties_deciding(path)
+    assert not bad, f"{where} reads {bad}, worked out against the evidence rule when read: store it when made"
+
+
+def test_a_planted_deciding_property_read_is_caught(tmp_path):
+    """The properties that apply the evidence rule are found (and those that read them), and a renderer that
+    reads one fails; the knockout's verdicts are fields now, made with it."""
+    assert {"near_chance", "close_to_uniform"} <= deciding_properties()
+    assert "matters" not in deciding_properties() and "num_heads" not in deciding_properties()
+    planted = tmp_path / "planted.py"
+    planted.write_text("def draw(analysis, knock):\n"
+                       "    return analysis.close_to_uniform, analysis.heads[0].near_chance, knock.matters\n")
+    assert properties_deciding(planted) == [".close_to_uniform", ".near_chance"]
 
 
 def test_a_planted_computation_in_a_renderer_is_caught(tmp_path):

@@ -16,7 +16,7 @@ The forward pass is :func:`mhacli.core.passes.forward`'s own (its cache of head 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,25 +43,24 @@ class Knockout:
     sentences: int
     seed: int
 
+    # Derived once, when the knockout is made, so every surface reads the same numbers and words: (h, R) points of
+    # accuracy each row loses without each head (negative: it gains), and where that is enough to say so
+    # (evidence.KNOCKOUT_POINTS; the renderers read the verdict, they never compare against the threshold).
+    cost: Array = field(init=False, repr=False, compare=False)
+    matters: Array = field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
+        from mhacli.core import evidence
+
         for name in ("full", "without", "queries"):
             object.__setattr__(self, name, read_only(getattr(self, name), np.float64))
+        cost = 100.0 * (self.full[None, :] - self.without)  # (h, R)
+        object.__setattr__(self, "cost", read_only(cost, np.float64))
+        object.__setattr__(self, "matters", read_only(cost >= evidence.KNOCKOUT_POINTS, bool))  # (h, R)
 
     @property
     def heads(self) -> int:
         return int(self.without.shape[0])
-
-    @property
-    def cost(self) -> Array:
-        """(h, R) points of accuracy each row loses without each head (negative: it gains)."""
-        return 100.0 * (self.full[None, :] - self.without)  # (h, R)
-
-    @property
-    def matters(self) -> Array:
-        """(h, R) True where switching the head off costs the row enough to say so (evidence.matters)."""
-        from mhacli.core import evidence
-
-        return self.cost >= evidence.KNOCKOUT_POINTS  # (h, R)
 
     def to_dict(self) -> dict[str, Any]:
         return {"sentences": self.sentences, "seed": self.seed, "rows": list(self.rows),

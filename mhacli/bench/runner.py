@@ -16,7 +16,6 @@ machine the numbers come from is described by :mod:`mhacli.bench.machine`.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
@@ -54,10 +53,8 @@ from mhacli.core.verify import reference_loop
 MIN_TOKENS = 16
 MAX_REPEATS = 100
 PYTHON_LOOP_MAX = 128  # above this the pure-Python loop takes minutes; a numpy loop over heads stands in
-STARTUP_SENTENCE = "the cat sat on the mat"  # 6 tokens, the issue's drawing benchmark
 SETTLE_SECONDS = 0.15
 WARM_MIN_BYTES = 64 * 2**20  # below this, fresh memory costs too little to matter
-IMPORT_BASELINE = "import numpy, matplotlib.figure, rich.console, typer"
 
 Tick = Callable[[str], None]
 
@@ -253,13 +250,6 @@ def repeat_seconds(calls: dict[str, Callable[[], object]], repeats: int, tick: T
     return times
 
 
-def median_seconds(calls: dict[str, Callable[[], object]], repeats: int, tick: Tick,
-                   warm_bytes: int = 0) -> dict[str, float]:
-    """Median wall time of each call over ``repeats`` interleaved rounds, after one warm-up call each."""
-    return {name: statistics.median(values) for name, values in
-            repeat_seconds(calls, repeats, tick, warm_bytes).items()}
-
-
 def peak_bytes(call: Callable[[], object]) -> int:
     """The most memory a call held at once, as numpy and Python report it to tracemalloc."""
     tracemalloc.start()
@@ -378,10 +368,6 @@ def bench_table(result: Result) -> Group:
     if split is not None:
         said.append(Text(split.sentence))
     return Group(title, fitted_table(table, "N = {}".format), *(Text(n, style=theme.STYLE_DIM) for n in notes), *said)
-
-
-def bench_json(result: Result) -> str:
-    return json.dumps(result.to_dict(), indent=2)
 
 
 def quadratic_from(d_model: int) -> int:

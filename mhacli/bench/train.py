@@ -8,7 +8,6 @@ median step over torch's (below 1: numpy is faster).
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from typing import Any, Callable
@@ -159,10 +158,6 @@ def bench_train(repeats: int = 5, steps: int = 50, config: TrainConfig | None = 
         "numpy_times": numpy_times, "torch_times": torch_times,
         "machine": machine_info(with_torch=torch_side is not None),
     }
-
-
-def train_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2)
 
 
 def train_table(report: dict[str, Any]) -> Any:

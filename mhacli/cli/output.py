@@ -95,10 +95,6 @@ def set_quiet(quiet: bool) -> None:
     console.quiet = quiet
 
 
-def is_quiet() -> bool:
-    return _quiet
-
-
 def print_all(*renderables: Any) -> None:
     for r in renderables:
         console.print(r)

@@ -72,13 +72,6 @@ def _describe(f: float) -> str:
     return evidence.focus_word(f)
 
 
-def query_view(weights: Array, query: int | None) -> Array:
-    """What each head gives each key: one query's row, or the mean over all queries. (h, N)."""
-    if query is None:
-        return weights.mean(axis=1)  # (h, N, N) -> (h, N)
-    return weights[:, query, :]  # (h, N)
-
-
 
 # --------------------------------------------------------------------------
 # The per-query measures, computed once per run: :func:`analyse`

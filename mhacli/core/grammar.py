@@ -320,9 +320,6 @@ def head_keys(ids: Array, keys: Array) -> Array:
 # The referent split along the lines trained heads split it: he/she → the noun it means, a feeling adjective →
 # the animate noun it describes, a place adjective → the place; with the verb's relations, one row each.
 PART_RELATIONS = ("subject", "object", "recipient", "means", "feeling", "place")
-PART_NAMES = {"subject": "verb → its subject", "object": "verb → its object", "recipient": "verb → its recipient",
-              "means": "he/she → the noun it means",
-              "feeling": "feeling adjective → the animate noun", "place": "place adjective → the place"}
 
 
 def part_keys(ids: Array, keys: Array) -> Array:

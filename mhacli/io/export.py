@@ -402,6 +402,3 @@ def trace_schema() -> dict[str, Any]:
     return json.loads((resources.files("mhacli.io") / "trace.schema.json").read_text(encoding="utf-8"))
 
 
-def trace_json(trace: Trace, arrays: bool = True) -> str:
-    """:func:`trace_document` serialised (strict JSON: no NaN, no Infinity)."""
-    return json.dumps(trace_document(trace, arrays=arrays), ensure_ascii=False, allow_nan=False)

@@ -128,19 +128,6 @@ def replaced_sentence() -> str:
     return f" It had already replaced {listed} with this run's: {earlier} gone."
 
 
-def check_distinct(*named: tuple[str, Path | None]) -> None:
-    """Refuse two options naming the same file (the second write would replace the first, or the input)."""
-    seen: dict[str, str] = {}
-    for what, path in named:
-        if path is None:
-            continue
-        key = os.path.realpath(os.path.abspath(path))
-        if key in seen:
-            raise UsageError(f"{seen[key]} and {what} name the same file {_shown(path)}; "
-                             f"give {what} another name.")
-        seen[key] = what
-
-
 def prepare_out_dir(path: Path, what: str = "--out") -> Path:
     """Create the output folder if missing; refuse a file, a device or an unwritable folder."""
     path = Path(path)

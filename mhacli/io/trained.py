@@ -273,11 +273,6 @@ def trained_caution(model: TrainedModel, tokens: Sequence[str]) -> str | None:
     return "outside what the model saw (" + "; ".join(parts) + "): its heads may not follow what they learned"
 
 
-def describe_relations(model: TrainedModel) -> list[str]:
-    """One line per head: ``head 1: previous token (98% of queries)``."""
-    return [f"head {i + 1}: {label}" for i, label in enumerate(model.labels)]
-
-
 
 def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
     """The shipped one-head model trained alone, and what it and the shipped h heads reached.

@@ -34,7 +34,6 @@ STYLE_NUMBER = "magenta"
 STYLE_DIM = "dim"
 STYLE_OK = "bold green"
 STYLE_BAD = "bold red"
-STYLE_ERROR = "bold red"
 
 
 def head_color(i: int) -> str:

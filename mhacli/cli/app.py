@@ -198,11 +198,9 @@ class MhaGroup(_OwnHelp, TyperGroup):
         temporary file removed, so a late signal has nothing left to interrupt.
         """
         if process:
-            from mhacli.io.environment import ensure_std_streams, usable_mplconfigdir
+            from mhacli.io.environment import prepare_process
 
-            ensure_std_streams()  # >&- : output to a closed stream is dropped, and no file becomes descriptor 1
-            cleanup.install()
-            usable_mplconfigdir()  # before matplotlib is imported: it would print its own two lines
+            prepare_process()  # done already by the script's entry (mhacli/__main__.py), before its drawers
         code: int = ExitCode.FAILURE
         try:
             code = self._run(args, prog_name, complete_var, windows_expand_args, extra)
@@ -217,6 +215,9 @@ class MhaGroup(_OwnHelp, TyperGroup):
                 for name in ("SIGINT", "SIGTERM", "SIGHUP"):
                     if hasattr(signal, name):
                         signal.signal(getattr(signal, name), signal.SIG_IGN)
+                from mhacli.io.ahead import close_early
+
+                close_early()  # drawers forked at the start for figures this run did not draw
                 cleanup.remove_all()  # the matplotlib config folder, and anything a late signal left
         code = _as_signalled(code)
         if standalone_mode:

@@ -137,17 +137,13 @@ def explain(request: Request) -> None:
         publish(result, o, plan, position, ahead=ahead)
 
 
-#: What a figure drawer imports while the run is computed: matplotlib and the figures' modules.
-DRAWING = ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures")
-
-
 def drawers(plan: OutputPlan) -> ContextManager[Ahead | None]:
-    """Two forked drawers for a run's figures (:mod:`mhacli.io.ahead`), where figures are asked for and a
-    core is idle; None otherwise. Killed however the block ends."""
+    """Explain's two forked drawers for a run's figures (:mod:`mhacli.io.ahead`: one per half of
+    render.figures.save.HALVES), where figures are asked for and a core is idle; None otherwise. Killed however
+    the block ends."""
     from mhacli.io.ahead import started
-    from mhacli.render.figures.save import HALVES
 
-    return started(len(HALVES), DRAWING, wanted=plan.out is not None and bool(plan.figures))
+    return started("explain", wanted=plan.out is not None and bool(plan.figures))
 
 
 def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -> AttentionView:

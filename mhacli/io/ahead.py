@@ -190,11 +190,45 @@ class Ahead:
         self.close()
 
 
+#: Each drawing command's drawers: how many, and what they import while the command starts.
+DRAWERS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "explain": (2, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures")),
+    "train": (2, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures.training",
+                  "mhacli.render.figures.card")),
+}
+#: Words that say a command draws nothing (or only prints its help): no drawer is forked ahead of it.
+_DRAWS_NOTHING = frozenset({"--no-plots", "--help", "-h"})
+_early: dict[str, Ahead] = {}  # a command's name -> the drawers forked for it at the start, until it takes them
+
+
+def start_early(argv: Sequence[str]) -> None:
+    """The script's first act, before typer, rich and numpy are imported: fork the drawers of a command that will
+    draw (the first word of ``argv`` that is no option, ``explain`` or ``train``), so that matplotlib is imported
+    on the idle core while the command line is parsed and the run is computed. Where :func:`worth_it` says no,
+    nothing is forked. The command takes them (:func:`started`); drawers it did not take are closed at the end
+    (:func:`close_early`), and a wrong guess costs only their import on the idle core."""
+    command = next((word for word in argv if not word.startswith("-")), None)
+    if command in DRAWERS and command not in _early and not _DRAWS_NOTHING.intersection(argv):
+        ahead = Ahead.start(*DRAWERS[command])
+        if ahead is not None:
+            _early[command] = ahead
+
+
+def close_early() -> None:
+    """Close the drawers :func:`start_early` forked that no command took."""
+    while _early:
+        _early.popitem()[1].close()
+
+
 @contextmanager
-def started(count: int, warm: Sequence[str], wanted: bool = True) -> Iterator["Ahead | None"]:
-    """:meth:`Ahead.start` where ``wanted`` (None otherwise, or where it does not pay), closed however the block
-    ends: a result, an error or a signal."""
-    ahead = Ahead.start(count, warm) if wanted else None
+def started(command: str, wanted: bool = True) -> Iterator["Ahead | None"]:
+    """``command``'s drawers (:data:`DRAWERS`) where ``wanted``: those forked at the start, or :meth:`Ahead.start`
+    now (None where it does not pay); closed however the block ends: a result, an error or a signal."""
+    early = _early.pop(command, None)
+    if early is not None and not wanted:
+        early.close()
+        early = None
+    ahead = early or (Ahead.start(*DRAWERS[command]) if wanted else None)
     try:
         yield ahead
     finally:
@@ -329,4 +363,4 @@ def _work(job_read: int, result_write: int) -> None:
         os.close(result_write)
 
 
-__all__ = ["Ahead", "Job", "started", "worth_it"]
+__all__ = ["DRAWERS", "Ahead", "Job", "close_early", "start_early", "started", "worth_it"]

@@ -78,3 +78,21 @@ def usable_mplconfigdir() -> Path | None:
     cleanup.register(folder, folder=True)
     os.environ["MPLCONFIGDIR"] = folder
     return Path(folder)
+
+
+_prepared = False
+
+
+def prepare_process() -> None:
+    """What the ``mha`` process does first, once: standard descriptors that exist (``>&-``: output to a closed
+    stream is dropped, and no file becomes descriptor 1), the signal handlers of :mod:`mhacli.io.cleanup`, and a
+    usable matplotlib config folder (before matplotlib is imported: it would print its own two lines)."""
+    global _prepared
+    if _prepared:
+        return
+    from mhacli.io import cleanup
+
+    ensure_std_streams()
+    cleanup.install()
+    usable_mplconfigdir()
+    _prepared = True

@@ -223,7 +223,7 @@ def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout:
     names = SWEEP_FIGURE_NAMES if sweeping else FIGURE_NAMES + ((CARD_FIGURE,) if grammar else ())
     plan = _planned(asked.plots, asked.out, names, asked.save)
     # The figures' two drawers import matplotlib on the idle core while training holds numpy to one thread.
-    with started(len(_PARTS), _DRAWING, wanted=plan.out is not None and not sweeping) as ahead:
+    with started("train", wanted=plan.out is not None and not sweeping) as ahead:
         by_seed = _trained(grid, plan.out, quiet=asked.json_out)
         results = [r for runs in by_seed for r in runs]
         if ahead is not None:  # drawn while the knockout runs, the model is saved and the summary prints
@@ -362,9 +362,7 @@ def _figure_jobs(results: "list[TrainResult]") -> list[tuple[Any, tuple[Any, ...
     return [(_drawn, (part, results)) for part in _PARTS]
 
 
-_PARTS = ("heads", "rest")  # training-heads.png; training.png and card.png: two drawers of about equal work
-_DRAWING = ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures.training",
-            "mhacli.render.figures.card")  # what a drawer imports while training runs
+_PARTS = ("heads", "rest")  # training-heads.png; training.png and card.png: two drawers (io.ahead.DRAWERS)
 
 
 def _drawn(part: str, results: "list[TrainResult]") -> tuple[dict[str, bytes], list[str]]:

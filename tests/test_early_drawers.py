@@ -1,0 +1,106 @@
+"""The drawers forked at the script's start (mhacli/__main__.py, :func:`mhacli.io.ahead.start_early`): only for a
+command that will draw, taken by that command, closed when it did not take them, and gone when mha exits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mhacli.cli.commands import train as train_command
+from mhacli.io import ahead
+from mhacli.render.figures.save import HALVES
+
+MHA = Path(sys.executable).with_name("mha")
+
+
+class FakeAhead:
+    """What :meth:`Ahead.start` returns, recording the drawers asked for and whether they were closed."""
+
+    def __init__(self, count: int, warm: tuple[str, ...]) -> None:
+        self.count, self.warm, self.closed = count, warm, False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture()
+def forks(monkeypatch):
+    """Every :meth:`Ahead.start` call, answered by a :class:`FakeAhead`; no drawer is left over for another test."""
+    made: list[FakeAhead] = []
+
+    def start(count, warm, check=True):
+        made.append(FakeAhead(count, warm))
+        return made[-1]
+
+    monkeypatch.setattr(ahead.Ahead, "start", staticmethod(start))
+    monkeypatch.setattr(ahead, "_early", {})
+    yield made
+    ahead.close_early()
+
+
+def test_each_command_has_a_drawer_per_part_of_its_figures():
+    # A count below the parts would leave a part to the command; above, a drawer without a job.
+    assert ahead.DRAWERS["explain"][0] == len(HALVES)
+    assert ahead.DRAWERS["train"][0] == len(train_command._PARTS)
+
+
+@pytest.mark.parametrize(("argv", "command"), [
+    (["explain", "the cat sat"], "explain"),
+    (["--debug", "explain", "the cat sat", "--out", "figs"], "explain"),
+    (["train", "--heads", "2"], "train"),
+    (["explain", "the cat sat", "--no-plots"], None),
+    (["explain", "--help"], None),
+    (["train", "-h"], None),
+    (["show", "cat.npz"], None),
+    (["compare", "the cat sat"], None),
+    (["--version"], None),
+    ([], None),
+])
+def test_only_a_command_that_will_draw_gets_drawers_at_the_start(forks, argv, command):
+    ahead.start_early(argv)
+    if command is None:
+        assert forks == [] and ahead._early == {}
+    else:
+        assert [(f.count, f.warm) for f in forks] == [ahead.DRAWERS[command]]
+        assert ahead._early == {command: forks[0]}
+
+
+def test_the_command_takes_its_early_drawers_instead_of_forking_again(forks):
+    ahead.start_early(["explain", "the cat sat"])
+    with ahead.started("explain") as taken:
+        assert taken is forks[0] and len(forks) == 1 and ahead._early == {}
+    assert forks[0].closed  # closed however the block ends, as drawers forked in the command are
+
+
+def test_early_drawers_a_run_does_not_want_are_closed_at_once(forks):
+    ahead.start_early(["train"])
+    with ahead.started("train", wanted=False) as taken:
+        assert taken is None and forks[0].closed and len(forks) == 1
+
+
+def test_early_drawers_no_command_took_are_closed_at_the_end(forks):
+    ahead.start_early(["explain", "the cat sat"])
+    ahead.close_early()
+    assert forks[0].closed and ahead._early == {}
+
+
+def test_without_early_drawers_the_command_forks_its_own(forks):
+    with ahead.started("train") as taken:
+        assert taken is forks[0] and (forks[0].count, forks[0].warm) == ahead.DRAWERS["train"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the drawers fork on Linux only")
+def test_a_refused_explain_ends_the_drawers_forked_for_it(tmp_path):
+    """``mha explain`` forks its drawers before its options are read; refused (exit 2), it leaves no drawer: they
+    carry the command line they were forked with, so a process still holding the folder's name would be one."""
+    out = tmp_path / "early-drawers-out"
+    done = subprocess.run([str(MHA), "explain", "--worked", "the cat", "--out", str(out)], capture_output=True,
+                          text=True, env={**os.environ, "MHA_DRAWERS": "1"}, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("mha: error: --worked brings its own three tokens")
+    left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True)
+    assert left.stdout == "", f"drawers left running: {left.stdout}"
+    assert not out.exists()

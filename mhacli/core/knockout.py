@@ -101,12 +101,15 @@ def logits_without(params: "Params", heads_out: Array, head: int | None) -> Arra
 def row_accuracy(logits: Array, ids: Array, keys: Array, targets: tuple[Array, ...]) -> Array:
     """(R,) share of each row's queries whose readout (``targets[r]``, (S, N)) names the token at the row's true
     key."""
+    # Every readout's answer once, then each row picks its readout's: the same answers (argmax of a picked
+    # readout is the picked argmax) for one pass over the logits instead of a gather of them per row (0.16 -> 0.01 s
+    # a call on the grammar's 2,000 held-out sentences, five calls a knockout).
+    answers = logits.argmax(axis=-1)  # (S, N, T, V) -> (S, N, T)
     acc = np.zeros(len(targets))
     for r, t in enumerate(targets):
         asked = keys[r] >= 0  # (S, N)
         truth = np.take_along_axis(ids, keys[r].clip(0), axis=-1)  # (S, N): the noun at each true key
-        read = np.take_along_axis(logits, t[..., None, None], axis=-2)[..., 0, :]  # (S, N, T, V) -> (S, N, V)
-        said = read.argmax(axis=-1)  # (S, N)
+        said = np.take_along_axis(answers, t[..., None], axis=-1)[..., 0]  # (S, N, T) -> (S, N)
         acc[r] = float((said == truth)[asked].mean()) if asked.any() else 0.0
     return acc
 

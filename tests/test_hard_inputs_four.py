@@ -285,10 +285,11 @@ def test_an_interrupted_run_that_replaced_nothing_says_nothing_more(tmp_path):
 # ---------------------------------------------------------------------------
 
 def _validate(kind: str, out: str) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
-    from mhacli.io.schemas import schema
+    # jsonschema.validate(document, schema(kind)), the schema checked against its metaschema once per process
+    # rather than at each of the ~100 examples below (it cost more than the run it checked: tests/schema_check.py)
+    from schema_check import validate
 
-    jsonschema.validate(json.loads(out), schema(kind))
+    validate(json.loads(out), kind)
 
 
 _TOKEN = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=6).filter(

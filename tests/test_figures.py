@@ -169,6 +169,19 @@ def test_one_figure_updated_per_head_gives_the_same_pixels_as_a_new_figure(cat, 
         assert np.array_equal(pixels(saved[i]), pixels(fresh)), i
 
 
+def test_a_head_figures_kept_still_parts_give_the_pixels_of_a_whole_draw(cat_causal):
+    """A PNG of head-N draws the figure's still parts once and then only what show() changes (blitting); every
+    head, at two dpi and back, must be the very pixels savefig draws whole (the causal hatch lies over the cells)."""
+    with figures.drawing() as pen:
+        hf = figures.HeadFigure(cat_causal, _shown(cat_causal).figures, pen)
+        for dpi in (FAST_DPI, 2 * FAST_DPI, FAST_DPI):
+            for i in (0, 3, 1, 2):
+                fig = hf.show(i)
+                whole = io.BytesIO()
+                fig.savefig(whole, format="rgba", dpi=dpi)
+                assert fig.rgba(dpi) == whole.getvalue(), (dpi, i)
+
+
 @pytest.mark.parametrize("fmt", ["svg", "pdf"])
 def test_vector_formats_are_valid_files(cat, tmp_path, fmt, request):
     if fmt == "svg":

@@ -64,10 +64,16 @@ def _png(fig: Figure, handle: IO[bytes], dpi: int) -> None:
     """``fig`` drawn by ``savefig`` into raw RGBA pixels at ``dpi``, written as an RGB PNG (see PNG_COMPRESSION)."""
     from PIL import Image
 
-    raw = io.BytesIO()
-    fig.savefig(raw, format="rgba", dpi=dpi)
+    from mhacli.render.figures.inline import moving_class
+
+    if isinstance(fig, moving_class()):  # head-N: its still parts are drawn once, then only what changes
+        pixels = fig.rgba(dpi)
+    else:
+        raw = io.BytesIO()
+        fig.savefig(raw, format="rgba", dpi=dpi)
+        pixels = raw.getvalue()
     width, height = (int(v * dpi) for v in fig.get_size_inches())  # as the Agg canvas sizes its buffer
-    image = Image.frombuffer("RGBA", (width, height), raw.getvalue(), "raw", "RGBA", 0, 1)
+    image = Image.frombuffer("RGBA", (width, height), pixels, "raw", "RGBA", 0, 1)
     image.convert("RGB").save(handle, format="png", compress_level=PNG_COMPRESSION, dpi=(dpi, dpi))
 
 

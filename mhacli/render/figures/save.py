@@ -121,7 +121,7 @@ def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
 
     if ahead is None:
         with drawing() as pen:
-            for name, fig in _figures(result, "all", pen, hide_rules):
+            for name, fig in _figures(result, "all", pen, hide_rules, dpi if fmt == "png" else None):
                 written(save(fig, out / f"{name}.{fmt}", fmt, dpi))
         notices = pen.notices()
     else:
@@ -163,8 +163,12 @@ def _names(result: Run) -> list[str]:
             + ([] if is_view(result.trace) else ["split"]))
 
 
-def _figures(result: Run, half: str, pen: Pen, hide_rules: bool) -> Iterator[tuple[str, Figure]]:
-    """Each figure of ``half`` ("all": every one, in order) by name, drawn as it is asked for."""
+def _figures(result: Run, half: str, pen: Pen, hide_rules: bool,
+             raster_dpi: float | None = None) -> Iterator[tuple[str, Figure]]:
+    """Each figure of ``half`` ("all": every one, in order) by name, drawn as it is asked for.
+
+    ``raster_dpi``: the dpi of the PNGs they become, when they do: a figure of a fixed size (split) is then built at
+    it, so the Agg renderer that measures its texts is the one that draws them."""
     from mhacli.render.labels import is_view
 
     def wanted(kind: str) -> bool:
@@ -182,14 +186,14 @@ def _figures(result: Run, half: str, pen: Pen, hide_rules: bool) -> Iterator[tup
         yield "magnifiers", build_magnifiers(trace, None if is_view(trace) else result.single, magnified, pen,
                                              hide_rules)
     if wanted("split") and not is_view(trace):
-        yield "split", split_figure(cast("Trace", trace), hide_rules=hide_rules, pen=pen)
+        yield "split", split_figure(cast("Trace", trace), hide_rules=hide_rules, pen=pen, dpi=raster_dpi)
 
 
 def drawn_half(result: Run, half: str, fmt: str, dpi: int, hide_rules: bool) -> tuple[dict[str, bytes], list[str]]:
     """A drawer's job: the figures of ``half`` as file bytes by name, and the notices drawing them gave."""
     files = {}
     with drawing() as pen:
-        for name, fig in _figures(result, half, pen, hide_rules):
+        for name, fig in _figures(result, half, pen, hide_rules, dpi if fmt == "png" else None):
             buffer = io.BytesIO()
             _encode(fig, buffer, fmt, dpi)
             files[name] = buffer.getvalue()

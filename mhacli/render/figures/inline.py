@@ -52,13 +52,15 @@ def moving_class() -> Any:
 
         :meth:`rgba` draws the still parts once per pixel size, keeps them (``copy_from_bbox``) and then
         restores them and draws only the moving artists, as matplotlib's blitting guide does: the same pixels
-        as a whole draw, when no still artist lies over a moving one. SVG and PDF are drawn whole (``savefig``).
+        as a whole draw, when no still artist lies over a moving one and the still ones do not change (and every
+        save draws under the same rc settings: :data:`~mhacli.render.figures.layout.RENDER_RC`, as ``save`` does).
+        SVG and PDF are drawn whole (``savefig``).
         """
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.moving: list[Any] = []  # in the order a whole draw paints them (by zorder)
-            self._still: tuple[tuple[int, int, float], Any] | None = None  # (pixel size and dpi, kept region)
+            self._still: tuple[tuple[Any, ...], Any] | None = None  # (pixel size, dpi and paper, kept region)
 
         def rgba(self, dpi: float) -> bytes:
             """The figure's RGBA pixels at ``dpi``, as ``savefig(format="rgba")`` draws them."""
@@ -74,7 +76,9 @@ def moving_class() -> Any:
             if edge != "auto":
                 self.patch.set_edgecolor(edge)
             try:
-                key = (*canvas.get_width_height(physical=True), float(dpi))
+                # A kept picture serves the same pixel size, dpi and paper colours only.
+                key = (*canvas.get_width_height(physical=True), float(dpi), tuple(self.patch.get_facecolor()),
+                       tuple(self.patch.get_edgecolor()))
                 if self._still is None or self._still[0] != key:
                     for artist in self.moving:
                         artist.set_animated(True)  # left out of the whole draw

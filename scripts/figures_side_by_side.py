@@ -3,13 +3,14 @@
 Each round draws every figure ``mha explain`` draws for each input (the cat sentence with 4 heads,
 the animal sentence with the grammar weights, 40 words with 8 heads), each input in a fresh process
 (``time.process_time`` around ``save_figures``), once per tree, in an order that alternates from
-round to round, with ``PYTHONPATH`` set to the tree; it prints each round's CPU seconds, the medians
+round to round, with ``PYTHONPATH`` set to the tree (and the tree as the working folder); it prints each round's CPU seconds, the medians
 per figure, their ratios, the BLAS kernel and the load average. A measurement to read, not a test:
 
-    python scripts/figures_side_by_side.py ROUNDS OLD_TREE NEW_TREE [NAME=VALUE ...]
+    python scripts/figures_side_by_side.py ROUNDS OLD_TREE NEW_TREE [NAME=VALUE ...] [--only=cat,animal]
 
 A tree is a folder holding an ``mhacli`` package (``git archive COMMIT mhacli | tar -x -C DIR``).
-``NAME=VALUE`` pairs go into both processes' environment (switches of a tree under test).
+``NAME=VALUE`` pairs go into both processes' environment (switches of a tree under test); ``--only`` draws
+only the inputs named.
 """
 
 from __future__ import annotations
@@ -32,34 +33,36 @@ CHILD = """
 import json, sys, time
 from pathlib import Path
 import numpy, matplotlib.figure
-from mhacli.pipeline import prepare
+from mhacli.pipeline import prepare, shown
 from mhacli.render.figures.save import save_figures
 text, options, out = json.loads(sys.argv[1])
-result = prepare(text, **options).run(single=True)
+result = shown(prepare(text, **options).run(single=True))  # as mha explain draws them (the "1 head" row too)
 clock = [time.process_time()]
 phases = {}
 def mark(path):
     now = time.process_time()
     phases["draw " + path.name] = now - clock[0]
     clock[0] = now
-save_figures(result.trace, result.single, Path(out), analysis=result.analysis, on_saved=mark)
+save_figures(result, Path(out), on_saved=mark)  # in this process: no drawers are given
 print(json.dumps(phases))
 """
 
 
-def once(tree: str, out: str, extra: dict[str, str]) -> dict[str, float]:
+def once(tree: str, out: str, extra: dict[str, str], only: list[str]) -> dict[str, float]:
     """CPU seconds of every figure of every input, each input in a fresh process drawing with ``tree``."""
     env = {**os.environ, "PYTHONPATH": tree, "MPLBACKEND": "Agg", **extra}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     phases: dict[str, float] = {}
     for name, (text, options) in INPUTS.items():
+        if only and name not in only:
+            continue
         proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps([text, options, out])], env=env,
                               capture_output=True, text=True, check=True, cwd=tree)
         phases.update({f"{name} {k}": v for k, v in json.loads(proc.stdout).items()})
     return phases
 
 
-def main(rounds: int, trees: list[str], extra: dict[str, str]) -> None:
+def main(rounds: int, trees: list[str], extra: dict[str, str], only: list[str]) -> None:
     import numpy  # noqa: F401 - loads the BLAS that threadpoolctl then reports
     from threadpoolctl import threadpool_info
 
@@ -70,10 +73,10 @@ def main(rounds: int, trees: list[str], extra: dict[str, str]) -> None:
     runs: dict[str, list[dict[str, float]]] = {tree: [] for tree in trees}
     with tempfile.TemporaryDirectory() as out:
         for tree in trees:  # warm-up: bytecode and font caches
-            once(tree, out, extra)
+            once(tree, out, extra, only)
         for r in range(rounds):
             for tree in (trees if r % 2 == 0 else trees[::-1]):
-                runs[tree].append(once(tree, out, extra))
+                runs[tree].append(once(tree, out, extra, only))
             print(f"round {r + 1}: " + "   ".join(
                 f"{tree}: {sum(v for k, v in runs[tree][-1].items() if ' draw ' in k):.2f} s" for tree in trees))
     names = [k for k in runs[trees[0]][0] if ' draw ' in k]
@@ -87,4 +90,7 @@ def main(rounds: int, trees: list[str], extra: dict[str, str]) -> None:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    main(int(args[0]), [a for a in args[1:] if "=" not in a], dict(a.split("=", 1) for a in args[1:] if "=" in a))
+    only = [name for a in args if a.startswith("--only=") for name in a[len("--only="):].split(",")]
+    args = [a for a in args if not a.startswith("--only=")]
+    main(int(args[0]), [a for a in args[1:] if "=" not in a], dict(a.split("=", 1) for a in args[1:] if "=" in a),
+         only)

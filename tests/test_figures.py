@@ -169,6 +169,37 @@ def test_one_figure_updated_per_head_gives_the_same_pixels_as_a_new_figure(cat, 
         assert np.array_equal(pixels(saved[i]), pixels(fresh)), i
 
 
+def test_a_head_figures_kept_still_parts_give_the_pixels_of_a_whole_draw(cat_causal):
+    """A PNG of head-N draws the figure's still parts once and then only what show() changes (blitting); every
+    head, at two dpi and back, must be the very pixels savefig draws whole (the causal hatch lies over the cells)."""
+    with figures.drawing() as pen:
+        hf = figures.HeadFigure(cat_causal, _shown(cat_causal).figures, pen)
+        for dpi in (FAST_DPI, 2 * FAST_DPI, FAST_DPI):
+            for i in (0, 3, 1, 2):
+                fig = hf.show(i)
+                whole = io.BytesIO()
+                fig.savefig(whole, format="rgba", dpi=dpi)
+                assert fig.rgba(dpi) == whole.getvalue(), (dpi, i)
+
+
+def test_a_png_is_the_pixels_matplotlib_draws_whatever_inches_times_dpi_rounds_to(tmp_path):
+    """6.699999999999999 inches at 100 dpi is 669.99… in Python and 670 pixels in Agg: the PNG writer once took 669
+    and wrote every row sheared (training-heads.png at 100 dpi); it now asks the canvas, as savefig sizes it."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.699999999999999, 2.75750017))  # as training-heads.png came to be
+    fig.add_axes((0.1, 0.1, 0.8, 0.8)).imshow(np.arange(48.0).reshape(6, 8))
+    path = figures.save(fig, tmp_path / "odd.png", "png", 100)
+    import matplotlib
+
+    reference = io.BytesIO()
+    with matplotlib.rc_context(figures.layout.RENDER_RC):  # as save draws: the same glyphs in the tick labels
+        fig.savefig(reference, format="png", dpi=100)
+    with Image.open(path) as ours, Image.open(reference) as theirs:
+        assert ours.size == theirs.size == (670, 275)
+        assert np.array_equal(np.asarray(ours.convert("RGB")), np.asarray(theirs.convert("RGB")))
+
+
 @pytest.mark.parametrize("fmt", ["svg", "pdf"])
 def test_vector_formats_are_valid_files(cat, tmp_path, fmt, request):
     if fmt == "svg":

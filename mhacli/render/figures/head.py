@@ -14,7 +14,7 @@ from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar
 from mhacli.render.figures.layout import (BAR_WIDTH, INSET, PT, Measured, Pen, Slide, axes_at, bar_room, clamp,
                                           ordinal, readable_points, sup_index, wrap)
 
-from mhacli.render.figures.inline import new_figure
+from mhacli.render.figures.inline import new_moving_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -80,7 +80,7 @@ class HeadFigure:
         labels = [pen.shown(t) for t in trace.tokens[view.rows]]
         picked = labels[::step]
         matrix = n * cell
-        fig = new_figure(figsize=(6.0, 6.0))
+        fig = new_moving_figure(figsize=(6.0, 6.0))
         self.fig = fig
         m = Measured(fig)
         keys, queries = "key (the token looked at) →", "← query (the token looking)"
@@ -139,6 +139,10 @@ class HeadFigure:
         span = min(1.0, 4.5 / matrix) * matrix if matrix > 4.5 else matrix
         cax = axes_at(fig, x0 + matrix + _GAP, y0 + (matrix - span) / 2, BAR_WIDTH, span)
         self.colour_bar = colour_bar(fig, cax=cax)
+        # What show() changes, in the order a whole draw paints it: the cells, the mask's hatch over them, the
+        # frame, the numbers, then the figure's title and subtitle. PNGs draw the rest once (MovingFigure).
+        fig.moving = [a for a in (self.map.image, self.map.hatch, self.map.frame, *self.map.values, self.title,
+                                  self.subtitle) if a is not None]
         self.head = -1
         self.show(0)
 

@@ -41,3 +41,66 @@ def figure_class() -> Any:
 def new_figure(**kwargs: Any) -> Any:
     """A new :func:`figure_class` figure (``Figure(**kwargs)``) with its Agg canvas attached."""
     return figure_class()(**kwargs)
+
+
+@functools.lru_cache(maxsize=1)
+def moving_class() -> Any:
+    """The :func:`figure_class` subclass whose few changing artists are drawn over a kept picture of the rest."""
+
+    class MovingFigure(figure_class()):  # type: ignore[misc]
+        """A figure saved many times with only ``moving`` changed between saves (``head-1`` … ``head-h``).
+
+        :meth:`rgba` draws the still parts once per pixel size, keeps them (``copy_from_bbox``) and then
+        restores them and draws only the moving artists, as matplotlib's blitting guide does: the same pixels
+        as a whole draw, when no still artist lies over a moving one and the still ones do not change (and every
+        save draws under the same rc settings: :data:`~mhacli.render.figures.layout.RENDER_RC`, as ``save`` does).
+        SVG and PDF are drawn whole (``savefig``).
+        """
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.moving: list[Any] = []  # in the order a whole draw paints them (by zorder)
+            self._still: tuple[tuple[Any, ...], Any] | None = None  # (pixel size, dpi and paper, kept region)
+
+        def rgba(self, dpi: float) -> bytes:
+            """The figure's RGBA pixels at ``dpi``, as ``savefig(format="rgba")`` draws them."""
+            import matplotlib
+
+            canvas = self.canvas
+            old: tuple[float, Any, Any] = (float(self.get_dpi()), self.patch.get_facecolor(),
+                                           self.patch.get_edgecolor())
+            self.set_dpi(dpi)  # as savefig sets it for the draw, and its face and edge colours
+            face, edge = matplotlib.rcParams["savefig.facecolor"], matplotlib.rcParams["savefig.edgecolor"]
+            if face != "auto":
+                self.patch.set_facecolor(face)
+            if edge != "auto":
+                self.patch.set_edgecolor(edge)
+            try:
+                # A kept picture serves the same pixel size, dpi and paper colours only.
+                key = (*canvas.get_width_height(physical=True), float(dpi), tuple(self.patch.get_facecolor()),
+                       tuple(self.patch.get_edgecolor()))
+                if self._still is None or self._still[0] != key:
+                    for artist in self.moving:
+                        artist.set_animated(True)  # left out of the whole draw
+                    try:
+                        canvas.draw()
+                    finally:
+                        for artist in self.moving:
+                            artist.set_animated(False)
+                    self._still = (key, canvas.copy_from_bbox(self.bbox))
+                else:
+                    canvas.restore_region(self._still[1])
+                for artist in self.moving:
+                    self.draw_artist(artist)
+                return bytes(canvas.buffer_rgba())
+            finally:
+                self.set_dpi(old[0])
+                self.patch.set_facecolor(old[1])
+                self.patch.set_edgecolor(old[2])
+
+    return MovingFigure
+
+
+def new_moving_figure(**kwargs: Any) -> Any:
+    """A new :func:`moving_class` figure (``Figure(**kwargs)``); give it its moving artists (``fig.moving``)."""
+    return moving_class()(**kwargs)

@@ -24,10 +24,13 @@ if TYPE_CHECKING:
     from mhacli.io.ahead import Ahead
     from mhacli.pipeline import Run, Window
 
-# zlib level of Pillow's PNG writer, on RGB pixels (every figure is opaque: the alpha channel is a quarter of the
-# bytes and carries nothing). Measured on the 7 figures of the cat sentence at 150 dpi (11.5 Mpixels, 7 rounds,
-# rotated order): RGBA at level 1 316 ms for 1.77 MB, level 6 490 ms for 1.76 MB, level 0 228 ms for 46 MB,
-# Z_RLE 301 ms for 1.92 MB; RGB at level 1 (the conversion included) 257 ms for 1.60 MB.
+# zlib level of the PNG writer, on RGB pixels (every figure is opaque: the alpha channel is a quarter of the bytes
+# and carries nothing). Measured on the 7 figures of the cat sentence at 150 dpi (11.5 Mpixels, 7 rounds, rotated
+# order) with Pillow: RGBA at level 1 316 ms for 1.77 MB, level 6 490 ms for 1.76 MB, level 0 228 ms for 46 MB,
+# Z_RLE 301 ms for 1.92 MB; RGB at level 1 (the conversion included) 257 ms for 1.60 MB. Pillow then spent most of
+# it choosing a filter for each row (level 0 still took 24 of heads.png's 38 ms); rows written unfiltered (filter
+# type 0) by zlib at level 1 (:func:`png_bytes`) took 174 ms against Pillow's 276 for the same pixels, in 1.55 MB
+# against 1.61 (9 rounds alternating, 2026-12-05): the figures' flat paper and cells need no filter.
 PNG_COMPRESSION = 1
 
 
@@ -62,13 +65,49 @@ def _encode(fig: Figure, handle: IO[bytes], fmt: str, dpi: int) -> None:
 
 def _png(fig: Figure, handle: IO[bytes], dpi: int) -> None:
     """``fig`` drawn by ``savefig`` into raw RGBA pixels at ``dpi``, written as an RGB PNG (see PNG_COMPRESSION)."""
-    from PIL import Image
+    from mhacli.render.figures.inline import moving_class
 
-    raw = io.BytesIO()
-    fig.savefig(raw, format="rgba", dpi=dpi)
-    width, height = (int(v * dpi) for v in fig.get_size_inches())  # as the Agg canvas sizes its buffer
-    image = Image.frombuffer("RGBA", (width, height), raw.getvalue(), "raw", "RGBA", 0, 1)
-    image.convert("RGB").save(handle, format="png", compress_level=PNG_COMPRESSION, dpi=(dpi, dpi))
+    if isinstance(fig, moving_class()):  # head-N: its still parts are drawn once, then only what changes
+        pixels = fig.rgba(dpi)
+    else:
+        raw = io.BytesIO()
+        fig.savefig(raw, format="rgba", dpi=dpi)
+        pixels = raw.getvalue()
+    handle.write(png_bytes(pixels, *drawn_size(fig, dpi), dpi))
+
+
+def drawn_size(fig: Figure, dpi: float) -> tuple[int, int]:
+    """The pixels Agg draws ``fig`` in at ``dpi``: its canvas's size with the figure at that dpi, as savefig sets
+    it. ``int(inches * dpi)`` read 6.7 in at 100 dpi as 669 pixels where the figure's transform makes 670, and
+    every row of the PNG came out sheared (training-heads.png)."""
+    old = fig.get_dpi()
+    fig.set_dpi(dpi)
+    try:
+        width, height = fig.canvas.get_width_height(physical=True)
+    finally:
+        fig.set_dpi(old)
+    return int(width), int(height)
+
+
+def png_bytes(rgba: bytes, width: int, height: int, dpi: float) -> bytes:
+    """RGBA pixels (row by row, top first) as an RGB PNG: unfiltered rows, zlib at :data:`PNG_COMPRESSION`, and
+    the dpi in a pHYs chunk (as Pillow writes it: dots per metre, rounded)."""
+    import struct
+    import zlib
+
+    import numpy as np
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = np.zeros((height, 1 + 3 * width), np.uint8)  # each row: its filter type (0, none), then R G B …
+    rows[:, 1:].reshape(height, width, 3)[...] = np.frombuffer(rgba, np.uint8).reshape(height, width, 4)[..., :3]
+    per_metre = int(dpi / 0.0254 + 0.5)
+    return b"".join((b"\x89PNG\r\n\x1a\n",
+                     chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)),  # 8-bit RGB
+                     chunk(b"pHYs", struct.pack(">IIB", per_metre, per_metre, 1)),
+                     chunk(b"IDAT", zlib.compress(rows.data, PNG_COMPRESSION)),
+                     chunk(b"IEND", b"")))
 
 
 def leftovers(out_dir: Path, heads: int, fmt: str) -> str | None:
@@ -115,7 +154,7 @@ def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
 
     if ahead is None:
         with drawing() as pen:
-            for name, fig in _figures(result, "all", pen, hide_rules):
+            for name, fig in _figures(result, "all", pen, hide_rules, dpi if fmt == "png" else None):
                 written(save(fig, out / f"{name}.{fmt}", fmt, dpi))
         notices = pen.notices()
     else:
@@ -139,8 +178,9 @@ def hand_figures(ahead: Ahead, result: Run, fmt: str, dpi: int, hide_rules: bool
 
 
 #: The run's figures in two halves of about equal work, one per drawer: head-1 … head-h and magnifiers; heads
-#: and split (the cat sentence's 4 heads, CPU seconds: 0.55 + 0.26 against 0.41 + 0.47). "all": every figure,
-#: in the order the files are written and listed.
+#: and split (the cat sentence's 4 heads, CPU seconds on 2026-12-05: 0.59 + 0.34 against 0.50 + 0.50; the other
+#: split, heads and magnifiers against head-N and split, would be 0.84 against 1.09). "all": every figure, in the
+#: order the files are written and listed.
 HALVES = ("heads", "rest")
 _HALF_OF = {"head": "heads", "magnifiers": "heads", "heads": "rest", "split": "rest"}
 
@@ -157,8 +197,12 @@ def _names(result: Run) -> list[str]:
             + ([] if is_view(result.trace) else ["split"]))
 
 
-def _figures(result: Run, half: str, pen: Pen, hide_rules: bool) -> Iterator[tuple[str, Figure]]:
-    """Each figure of ``half`` ("all": every one, in order) by name, drawn as it is asked for."""
+def _figures(result: Run, half: str, pen: Pen, hide_rules: bool,
+             raster_dpi: float | None = None) -> Iterator[tuple[str, Figure]]:
+    """Each figure of ``half`` ("all": every one, in order) by name, drawn as it is asked for.
+
+    ``raster_dpi``: the dpi of the PNGs they become, when they do: a figure of a fixed size (split) is then built at
+    it, so the Agg renderer that measures its texts is the one that draws them."""
     from mhacli.render.labels import is_view
 
     def wanted(kind: str) -> bool:
@@ -176,14 +220,14 @@ def _figures(result: Run, half: str, pen: Pen, hide_rules: bool) -> Iterator[tup
         yield "magnifiers", build_magnifiers(trace, None if is_view(trace) else result.single, magnified, pen,
                                              hide_rules)
     if wanted("split") and not is_view(trace):
-        yield "split", split_figure(cast("Trace", trace), hide_rules=hide_rules, pen=pen)
+        yield "split", split_figure(cast("Trace", trace), hide_rules=hide_rules, pen=pen, dpi=raster_dpi)
 
 
 def drawn_half(result: Run, half: str, fmt: str, dpi: int, hide_rules: bool) -> tuple[dict[str, bytes], list[str]]:
     """A drawer's job: the figures of ``half`` as file bytes by name, and the notices drawing them gave."""
     files = {}
     with drawing() as pen:
-        for name, fig in _figures(result, half, pen, hide_rules):
+        for name, fig in _figures(result, half, pen, hide_rules, dpi if fmt == "png" else None):
             buffer = io.BytesIO()
             _encode(fig, buffer, fmt, dpi)
             files[name] = buffer.getvalue()

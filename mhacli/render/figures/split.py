@@ -93,14 +93,17 @@ def _height(p: Panel, unit: float) -> float:
     return p.units * unit * min(1.0, max(r / c, ROW_BOX * r))
 
 
-def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = False, pen: Pen | None = None) -> Any:
+def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = False, pen: Pen | None = None,
+                 dpi: float | None = None) -> Any:
     """The split and the merge of ``trace`` as one figure (matplotlib ``Figure``, never pyplot).
 
     ``label`` replaces the line that names the weights (by default :func:`~mhacli.render.labels.weights_note`);
     the rows are labelled by ``pen`` (the run's, so missing glyphs are reported once), shortened as on every figure.
     Every Axes and text is placed by arithmetic from texts measured once on the figure's renderer
     (:class:`~mhacli.render.figures.layout.Measured`): the constrained layout with two subfigures, run twice to
-    thin the row labels, took as long as drawing the figure.
+    thin the row labels, took as long as drawing the figure. ``dpi``: the dots per inch it will be saved at, when
+    known; its size is fixed, so its texts are then measured on the very renderer that draws them, and the draw
+    finds their sizes already known (the cat sentence's split.png: 0.49 -> 0.42 CPU s).
     """
     from matplotlib.patches import Patch
 
@@ -126,7 +129,7 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
               Panel(np.asarray(trace.W_o), "W^O  (d × d)", "column block i reads head i", h, None, 1.0),
               Panel(np.asarray(trace.output), "O = H W^Oᵀ  (N × d)", "every output mixes all heads", 1, toks, 2.0)]
 
-    fig = new_figure(figsize=FIG_SIZE, facecolor=theme.PAPER_COLOR)
+    fig = new_figure(figsize=FIG_SIZE, facecolor=theme.PAPER_COLOR, **({"dpi": dpi} if dpi else {}))
     width, height = FIG_SIZE
     m = Measured(fig)
     labelled = n <= MAX_TOKEN_LABELS

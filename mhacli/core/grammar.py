@@ -28,7 +28,7 @@ passed in; a whole batch is drawn at once, as arrays.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -344,10 +344,13 @@ class Look:
     key: int  # the true key: the noun the relation points to
     top: tuple[int, ...]  # per head: its most-weighted key from the query
     weight: tuple[float, ...]  # per head: its weight on the true key
+    # The heads that answer the query: the true key their top key, with at least evidence.ANSWER_SHARE of the
+    # row on it. Decided once, when the look is made: every surface reads the same verdict.
+    answered: tuple[int, ...] = field(init=False)
 
-    def answered_by(self, share: float) -> tuple[int, ...]:
-        """The heads whose top key is the true key with at least ``share`` of the query's weight."""
-        return tuple(i for i, (k, w) in enumerate(zip(self.top, self.weight)) if k == self.key and w >= share)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "answered", tuple(
+            i for i, (k, w) in enumerate(zip(self.top, self.weight)) if k == self.key and w >= evidence.ANSWER_SHARE))
 
 
 @dataclass(frozen=True)

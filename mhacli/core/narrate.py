@@ -338,10 +338,6 @@ def window_sentence(analysis: Analysis) -> str | None:
             f"rows' attention falls outside the window (head {worst + 1}: {_pct(outside[worst])}).")
 
 
-# A head answers a query of the parse when it gives the true key at least half its row (:mod:`evidence`).
-ANSWER_SHARE = evidence.ANSWER_SHARE
-
-
 def parse_sentence(reading: Reading) -> str:
     """``The grammar parses this sentence: subject: animal · object: street · tired describes: animal.``"""
     return f"The grammar parses this sentence: {reading.parse.describe()}."
@@ -352,7 +348,7 @@ def reading_lines(reading: Reading) -> list[str]:
     t = [f"“{label(w)}”" for w in reading.parse.tokens]
     lines = []
     for look in reading.looks:
-        answered = look.answered_by(ANSWER_SHARE)
+        answered = look.answered  # at least half its row on the true key (evidence.ANSWER_SHARE)
         truth = f"from {t[look.query]} ({RELATION_NAMES[look.relation]}, {t[look.key]})"
         if not answered:
             best = int(np.argmax(look.weight))

@@ -254,7 +254,7 @@ def grammar_panel(analysis: Analysis, title: str = "6. What the heads learned, o
             # Hidden, a weight only on the relation's noun would give the answer away.
             found = k == look.key and not hide_rules
             cell = Text(f"{label(t[k], 10)} {w:.0%}" if found else label(t[k], 10))
-            if found and w >= narrate.ANSWER_SHARE:
+            if found and i in look.answered:  # half the row or more on the true key
                 cell.stylize("bold")
             row.append(cell)
         table.add_row(*row)

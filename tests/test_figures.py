@@ -171,7 +171,12 @@ def test_one_figure_updated_per_head_gives_the_same_pixels_as_a_new_figure(cat, 
 
 def test_a_head_figures_kept_still_parts_give_the_pixels_of_a_whole_draw(cat_causal):
     """A PNG of head-N draws the figure's still parts once and then only what show() changes (blitting); every
-    head, at two dpi and back, must be the very pixels savefig draws whole (the causal hatch lies over the cells)."""
+    head, at two dpi and back, must be the very pixels savefig draws whole (the causal hatch lies over the cells).
+    Where this matplotlib's blitting is not exact (3.7 blends a few edge pixels up to 4 levels apart), head-N's
+    PNGs are drawn whole instead, and are then savefig's pixels by construction."""
+    from mhacli.render.figures.inline import blits_exactly
+    from mhacli.render.figures.save import _png
+
     with figures.drawing() as pen:
         hf = figures.HeadFigure(cat_causal, _shown(cat_causal).figures, pen)
         for dpi in (FAST_DPI, 2 * FAST_DPI, FAST_DPI):
@@ -179,7 +184,14 @@ def test_a_head_figures_kept_still_parts_give_the_pixels_of_a_whole_draw(cat_cau
                 fig = hf.show(i)
                 whole = io.BytesIO()
                 fig.savefig(whole, format="rgba", dpi=dpi)
-                assert fig.rgba(dpi) == whole.getvalue(), (dpi, i)
+                if blits_exactly():
+                    assert fig.rgba(dpi) == whole.getvalue(), (dpi, i)
+                saved = io.BytesIO()
+                _png(fig, saved, dpi)  # what a head-N file holds, blitted or whole
+                with Image.open(saved) as png:
+                    assert np.array_equal(np.asarray(png.convert("RGB")),
+                                          np.frombuffer(whole.getvalue(), np.uint8).reshape(
+                                              png.size[1], png.size[0], 4)[..., :3]), (dpi, i)
 
 
 def test_a_png_is_the_pixels_matplotlib_draws_whatever_inches_times_dpi_rounds_to(tmp_path):
@@ -196,7 +208,7 @@ def test_a_png_is_the_pixels_matplotlib_draws_whatever_inches_times_dpi_rounds_t
     with matplotlib.rc_context(figures.layout.RENDER_RC):  # as save draws: the same glyphs in the tick labels
         fig.savefig(reference, format="png", dpi=100)
     with Image.open(path) as ours, Image.open(reference) as theirs:
-        assert ours.size == theirs.size == (670, 275)
+        assert ours.size == theirs.size  # 670 pixels wide on matplotlib 3.8+, 669 on 3.7: whatever Agg draws
         assert np.array_equal(np.asarray(ours.convert("RGB")), np.asarray(theirs.convert("RGB")))
 
 

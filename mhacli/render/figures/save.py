@@ -65,9 +65,9 @@ def _encode(fig: Figure, handle: IO[bytes], fmt: str, dpi: int) -> None:
 
 def _png(fig: Figure, handle: IO[bytes], dpi: int) -> None:
     """``fig`` drawn by ``savefig`` into raw RGBA pixels at ``dpi``, written as an RGB PNG (see PNG_COMPRESSION)."""
-    from mhacli.render.figures.inline import moving_class
+    from mhacli.render.figures.inline import blits_exactly, moving_class
 
-    if isinstance(fig, moving_class()):  # head-N: its still parts are drawn once, then only what changes
+    if isinstance(fig, moving_class()) and blits_exactly():  # head-N: its still parts drawn once, then what changes
         pixels = fig.rgba(dpi)
     else:
         raw = io.BytesIO()

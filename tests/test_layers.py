@@ -234,6 +234,23 @@ def properties_deciding(path: Path) -> list[str]:
                    and n.attr in deciding_properties()})
 
 
+def evidence_thresholds() -> frozenset[str]:
+    """The evidence rule's numbers (mhacli/core/evidence.py's numeric constants: shares, margins, points)."""
+    from mhacli.core import evidence
+
+    return frozenset(name for name, value in vars(evidence).items() if name.isupper()
+                     and isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def thresholds_read(path: Path) -> list[str]:
+    """Which of the evidence rule's numbers ``path`` names (as ``evidence.X``, ``narrate.X`` or imported): a
+    renderer that compares against one decides a word itself; the verdict belongs in the run."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return sorted(names & evidence_thresholds())
+
+
 def _is_type_or_constant(module: str, name: str) -> bool:
     import importlib
     import inspect
@@ -254,6 +271,23 @@ def test_renderers_read_no_property_that_decides_against_chance(path):
     where = str(path.relative_to(PACKAGE))
     bad = properties_deciding(path)
     assert not bad, f"{where} reads {bad}, worked out against the evidence rule when read: store it when made"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "render").rglob("*.py")), ids=lambda p: str(p).split("mhacli/")[-1])
+def test_renderers_compare_against_no_threshold_of_the_evidence_rule(path):
+    where = str(path.relative_to(PACKAGE))
+    bad = thresholds_read(path)
+    assert not bad, f"{where} reads the evidence rule's {bad}: decide the word where the run is made, read it here"
+
+
+def test_a_planted_threshold_in_a_renderer_is_caught(tmp_path):
+    """terminal.grammar_panel once bolded a cell when its weight reached narrate.ANSWER_SHARE (now Look.answered)."""
+    assert {"ANSWER_SHARE", "KNOCKOUT_POINTS", "MOSTLY"} <= evidence_thresholds()
+    planted = tmp_path / "planted.py"
+    planted.write_text("from mhacli.core import evidence, narrate\n\n\n"
+                       "def bold(w, cost):\n"
+                       "    return w >= narrate.ANSWER_SHARE or cost >= evidence.KNOCKOUT_POINTS\n")
+    assert thresholds_read(planted) == ["ANSWER_SHARE", "KNOCKOUT_POINTS"]
 
 
 def test_a_planted_deciding_property_read_is_caught(tmp_path):

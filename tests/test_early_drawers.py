@@ -104,3 +104,25 @@ def test_a_refused_explain_ends_the_drawers_forked_for_it(tmp_path):
     left = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True)
     assert left.stdout == "", f"drawers left running: {left.stdout}"
     assert not out.exists()
+
+
+def test_preparing_the_process_again_changes_nothing(monkeypatch, tmp_path):
+    """The script's entry prepares the process before its drawers, and each run does again: one noise filter on
+    unraisable exceptions, the same handlers, the same matplotlib folder."""
+    import signal
+
+    from mhacli.io.environment import prepare_process
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path))
+    try:
+        prepare_process()
+        hook, installed = sys.unraisablehook, {s: signal.getsignal(s) for s in handlers}
+        prepare_process()
+        assert sys.unraisablehook is hook and hook is not sys.__unraisablehook__
+        assert {s: signal.getsignal(s) for s in handlers} == installed
+        assert os.environ["MPLCONFIGDIR"] == str(tmp_path)
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)

@@ -192,9 +192,13 @@ def is_noise(unraisable: Any) -> bool:
 
 
 def _quiet_unraisable(previous: Any) -> Any:
+    if getattr(previous, "quiets_noise", False):  # installed already: one filter is enough
+        return previous
+
     def hook(unraisable: Any) -> None:
         if not is_noise(unraisable):
             previous(unraisable)
+    hook.quiets_noise = True  # type: ignore[attr-defined]
     return hook
 
 

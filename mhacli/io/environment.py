@@ -80,19 +80,13 @@ def usable_mplconfigdir() -> Path | None:
     return Path(folder)
 
 
-_prepared = False
-
-
 def prepare_process() -> None:
-    """What the ``mha`` process does first, once: standard descriptors that exist (``>&-``: output to a closed
-    stream is dropped, and no file becomes descriptor 1), the signal handlers of :mod:`mhacli.io.cleanup`, and a
-    usable matplotlib config folder (before matplotlib is imported: it would print its own two lines)."""
-    global _prepared
-    if _prepared:
-        return
+    """What an ``mha`` run does first (the script's entry, then each run; doing it again changes nothing): standard
+    descriptors that exist (``>&-``: output to a closed stream is dropped, and no file becomes descriptor 1), the
+    signal handlers of :mod:`mhacli.io.cleanup`, and a usable matplotlib config folder (before matplotlib is
+    imported: it would print its own two lines)."""
     from mhacli.io import cleanup
 
     ensure_std_streams()
     cleanup.install()
     usable_mplconfigdir()
-    _prepared = True

@@ -83,10 +83,14 @@ def _inputs(folder: Path) -> None:
 
 @lru_cache(maxsize=1)
 def _folder() -> Path:
-    """One folder of inputs per process (each pytest-xdist worker makes its own)."""
+    """One folder of inputs per process (each pytest-xdist worker makes its own), removed when the process ends:
+    every run of the suite left one per worker in /tmp."""
+    import atexit
+    import shutil
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="mha-json-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     _inputs(folder)
     return folder
 

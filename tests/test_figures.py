@@ -1125,3 +1125,21 @@ def test_training_runs_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp_
     path = figures.save(fig, tmp_path / "training-heads.png", "png", 100)
     assert fitted_label_px(fig, path, 100) >= MIN_LABEL_PX
     _assert_legible(fig)
+
+
+@pytest.mark.parametrize("hide_rules", [False, True])
+def test_one_vs_many_is_placed_once_and_nothing_is_cut_off_or_overlaps(hide_rules):
+    """mha demo's slide: texts measured once and panels placed by arithmetic (no layout engine at the save),
+    every text inside the 16 x 9 inches and clear of every other, and no two panels touching."""
+    from mhacli.cli.commands.classroom import shipped_pairs
+    from mhacli.render.figures.one_vs_many import FIGSIZE, one_vs_many_figure
+
+    pairs = shipped_pairs()
+    fig = one_vs_many_figure(pairs, hide_rules=hide_rules)
+    assert fig.get_layout_engine() is None and tuple(fig.get_size_inches()) == FIGSIZE
+    _assert_legible(fig)
+    panels = [ax.get_window_extent() for ax in fig.axes if ax.images]
+    assert len(panels) == sum(p.heads + 1 for p in pairs)
+    for k, a in enumerate(panels):
+        assert fig.bbox.x0 <= a.x0 and a.x1 <= fig.bbox.x1 and fig.bbox.y0 <= a.y0 and a.y1 <= fig.bbox.y1
+        assert not any(a.overlaps(b) for b in panels[k + 1:])

@@ -3,9 +3,9 @@
 Each figure is a designed slide. Its titles and notes are plain ``Text`` objects in the
 figure's inch coordinates, each measured once on the figure's own renderer
 (``Text.get_window_extent``) and placed at fixed coordinates from those measurements
-(:class:`Slide`, :class:`Measured`). The explain figures (head-N, heads, split, magnifiers) and the
-training figures place their Axes and colour bars the same way, at rectangles computed in inches
-(:func:`axes_at`, :func:`grid`, :func:`bar_room`), so no layout engine measures every tick label again;
+(:class:`Slide`, :class:`Measured`). The explain figures (head-N, heads, split, magnifiers), the training
+figures and ``mha demo``'s one-vs-many place their Axes and colour bars the same way, at rectangles computed in
+inches (:func:`axes_at`, :func:`grid`, :func:`bar_room`), so no layout engine measures every tick label again;
 ``single-vs-multi`` still gives its body to matplotlib's constrained layout, run once (:func:`finish`,
 :func:`settle`) and then kept, so no save lays the figure out again. Token labels and cell values are
 ordinary matplotlib ``Text`` objects, so SVG keeps them as ``<text>`` and PDF text stays extractable.

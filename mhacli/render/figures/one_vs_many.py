@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 from mhacli.render.theme import HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure, SubFigure
+    from matplotlib.figure import Figure
 
     from mhacli.core.lesson import TrainedPair
 
@@ -53,60 +53,96 @@ def row_title(pair: TrainedPair) -> str:
     return f"{task} task, {params} · held-out accuracy, 1 head → {pair.heads} heads:\n{numbers}"
 
 
-def _draw_row(sub: SubFigure, pair: TrainedPair, show_colorbar: bool, hide_rules: bool) -> None:
-    import numpy as np
+TICK_PAD = 3.5  # points: a tick's length, and the gap after it to its label (matplotlib's defaults)
+TITLE_PAD = 6.0  # points between a panel and its title (matplotlib's default)
+PANEL_GAP = 0.22  # inches between two panels of a row
+ROW_GAP = 0.3  # inches between one row's tick labels and the next row's title
+BAR_GAP = 0.15  # inches between a row's last panel and its colour bar
 
-    h = pair.heads
-    axes = sub.subplots(1, h + 1, squeeze=False)[0]
-    tokens = list(pair.tokens)
-    n = len(tokens)
-    def learned(relation: str) -> str:  # --hide-rules: the class names what each head does
+
+def _titles(pair: TrainedPair, hide_rules: bool) -> list[tuple[str, str]]:
+    """Each panel's title and colour: the lone head, then each of the h heads (``hide_rules``: not what it
+    learned, for the class to name)."""
+
+    def learned(relation: str) -> str:
         return "" if hide_rules else f"\nlearned: {relation}"
 
-    panels = [(pair.single_weights, "1 head alone" + learned(pair.single_relation), SINGLE_HEAD_COLOR)]
-    panels += [(pair.heads_weights[i], f"head {i + 1} of {h}" + learned(pair.heads_relations[i]), head_color(i))
-               for i in range(h)]
-    image = None
-    for k, (ax, (weights, title, color)) in enumerate(zip(axes, panels)):
-        image = ax.imshow(np.asarray(weights), cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest")
-        ax.set_title(title, fontsize=TITLE_POINTS, color=color, fontweight="bold")
-        ax.set_xticks(range(n), tokens, rotation=90, fontsize=TICK_POINTS)
-        ax.set_yticks(range(n), tokens if k == 0 else [""] * n, fontsize=TICK_POINTS)
-        for side in ax.spines.values():
-            side.set_edgecolor(color)
-            side.set_linewidth(3 if k == 0 else 2)
-        if k == 0:
-            ax.set_ylabel("query (row)", fontsize=TICK_POINTS + 1, color=LABEL_COLOR)
-    if show_colorbar and image is not None:
-        bar = sub.colorbar(image, ax=list(axes), shrink=0.8, pad=0.01)
-        bar.set_label("attention weight", fontsize=TICK_POINTS + 1)
-        bar.ax.tick_params(labelsize=TICK_POINTS)
-    # Two lines, the numbers on the second: the letters task's four relations made one line of 190 characters,
-    # which ran off both edges of the 16-inch width.
-    lines = [textwrap.fill(line, ROW_CHARS) for line in row_title(pair).split("\n")]
-    sub.suptitle("\n".join(lines), fontsize=ROW_POINTS, color=LABEL_COLOR)
+    h = pair.heads
+    return ([("1 head alone" + learned(pair.single_relation), SINGLE_HEAD_COLOR)]
+            + [(f"head {i + 1} of {h}" + learned(pair.heads_relations[i]), head_color(i)) for i in range(h)])
 
 
 def one_vs_many_figure(pairs: Sequence[TrainedPair], caption: str = CAPTION, hide_rules: bool = False) -> Figure:
     """One row per pair: the lone head, then each of the h heads, on that pair's text.
 
     ``hide_rules``: the panels say which head they are, not what it learned.
+
+    A designed slide (:mod:`~mhacli.render.figures.layout`): every title, row heading and the caption is measured
+    once on the figure's renderer, and the panels and colour bars are placed at rectangles computed from those
+    measurements; no layout engine lays the 10 panels out again at a save (constrained layout did, at every save,
+    and took most of ``mha demo``'s drawing).
     """
+    import numpy as np
+
+    from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar
     from mhacli.render.figures.inline import new_figure
+    from mhacli.render.figures.layout import BAR_WIDTH, INSET, LABEL_PAD, PT, Measured, axes_at, bar_room
 
     if not pairs:
         raise ValueError("one_vs_many_figure needs at least one trained pair")
-    fig = new_figure(figsize=FIGSIZE, dpi=120, layout="constrained")
-    # The last row also holds the caption: it gets that line's height more, or its title meets its panels.
-    ratios = [1.0] * (len(pairs) - 1) + [1.1]
-    subs = (list(fig.subfigures(len(pairs), 1, hspace=0.04, height_ratios=ratios)) if len(pairs) > 1
-            else [fig.subfigures(1, 1)])
-    for sub, pair in zip(subs, pairs):
-        _draw_row(sub, pair, show_colorbar=True, hide_rules=hide_rules)
-    if caption:  # under the last row, inside its own layout (a figure-level label would overlap it)
-        subs[-1].supxlabel(caption, fontsize=TICK_POINTS + 1, color=LABEL_COLOR)
-    fig.suptitle("One head trained alone, or several trained together: the same parameters, the same text",
-                 fontsize=ROW_POINTS + 3, fontweight="bold", color=LABEL_COLOR)
+    width, height = FIGSIZE
+    fig = new_figure(figsize=FIGSIZE, dpi=120)
+    m = Measured(fig)
+    heading = "One head trained alone, or several trained together: the same parameters, the same text"
+    # Two lines, the numbers on the second: the letters task's four relations made one line of 190 characters,
+    # which ran off both edges of the 16-inch width.
+    rows = ["\n".join(textwrap.fill(line, ROW_CHARS) for line in row_title(p).split("\n")) for p in pairs]
+    titles = [_titles(p, hide_rules) for p in pairs]
+    head_h = m.size(heading, ROW_POINTS + 3)[1]
+    caption_h = m.size(caption, TICK_POINTS + 1)[1] if caption else 0.0
+    row_h = [m.size(r, ROW_POINTS)[1] for r in rows]
+    title_h = [m.tallest([t for t, _ in ts], TITLE_POINTS) + TITLE_PAD * PT for ts in titles]
+    tick = 2 * TICK_PAD * PT
+    below = [m.widest(list(p.tokens), TICK_POINTS) + tick for p in pairs]  # the keys, turned upright
+    left = [m.widest(list(p.tokens), TICK_POINTS) + tick + LABEL_PAD * PT
+            + m.tallest(["query (row)"], TICK_POINTS + 1) for p in pairs]  # the queries, and the axis label
+    bar = bar_room(m, BAR_TICK_LABELS, BAR_LABEL, TICK_POINTS + 1)
+    # One panel size for every row: as large as the height allows, and as the widest row's width allows.
+    fixed = 2 * INSET + head_h + caption_h + sum(row_h) + sum(title_h) + sum(below) + ROW_GAP * len(pairs)
+    side = (height - fixed) / len(pairs)
+    for p, lw in zip(pairs, left):
+        side = min(side, (width - 2 * INSET - lw - BAR_GAP - bar - p.heads * PANEL_GAP) / (p.heads + 1))
+    fig.text(width / 2, height - INSET, heading, transform=fig.dpi_scale_trans, ha="center", va="top",
+             fontsize=ROW_POINTS + 3, fontweight="bold", color=LABEL_COLOR)
+    top = INSET + head_h + ROW_GAP / 2
+    for pair, row, ts, rh, th, lw, under in zip(pairs, rows, titles, row_h, title_h, left, below):
+        n, h = len(pair.tokens), pair.heads
+        tokens = list(pair.tokens)
+        used = lw + (h + 1) * side + h * PANEL_GAP + BAR_GAP + bar
+        x0 = (width - used) / 2 + lw  # the row's first panel: the row centred on the slide
+        fig.text(width / 2, height - top, row, transform=fig.dpi_scale_trans, ha="center", va="top",
+                 fontsize=ROW_POINTS, color=LABEL_COLOR, multialignment="center")
+        top += rh + th
+        weights = [pair.single_weights, *pair.heads_weights[:h]]
+        for k, (w, (title, color)) in enumerate(zip(weights, ts)):
+            ax = axes_at(fig, x0 + k * (side + PANEL_GAP), top, side, side)
+            ax.imshow(np.asarray(w), cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest",
+                      aspect="auto")
+            ax.set_title(title, fontsize=TITLE_POINTS, color=color, fontweight="bold", y=1.0,
+                         pad=TITLE_PAD)  # y given: not moved at draw
+            ax.set_xticks(range(n), tokens, rotation=90, fontsize=TICK_POINTS)
+            ax.set_yticks(range(n), tokens if k == 0 else [""] * n, fontsize=TICK_POINTS)
+            for spine in ax.spines.values():
+                spine.set_edgecolor(color)
+                spine.set_linewidth(3 if k == 0 else 2)
+            if k == 0:
+                ax.set_ylabel("query (row)", fontsize=TICK_POINTS + 1, color=LABEL_COLOR)
+        cax = axes_at(fig, x0 + (h + 1) * side + h * PANEL_GAP + BAR_GAP, top, BAR_WIDTH, side)
+        colour_bar(fig, cax=cax, size=TICK_POINTS + 1)
+        top += side + under + ROW_GAP
+    if caption:
+        fig.text(width / 2, INSET, caption, transform=fig.dpi_scale_trans, ha="center", va="bottom",
+                 fontsize=TICK_POINTS + 1, color=LABEL_COLOR)
     return fig
 
 

@@ -285,18 +285,23 @@ def test_sigterm_while_the_drawers_wait_ends_them_with_the_run(tmp_path):
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the drawers fork on Linux only")
-def test_mha_explain_s_figures_from_the_drawers_are_the_bytes_drawn_in_one_process(tmp_path):
-    """The installed mha explain, drawers forced on and off: every file byte for byte, and the same stdout."""
+@pytest.mark.parametrize(("argv", "fmt", "extra"), [
+    (["explain", "the cat sat on the mat", "--format", "svg"], "svg", []),
+    (["demo", "--no-pause", "--dpi", "30"], "png", ["one-vs-many"]),  # the lesson's figures, drawn while it shows
+])
+def test_the_figures_from_the_drawers_are_the_bytes_drawn_in_one_process(tmp_path, argv, fmt, extra):
+    """The installed mha, drawers forced on and off: every file byte for byte, and the same stdout."""
     runs = {}
     for asked in ("1", "0"):
         out = tmp_path / f"drawers-{asked}"
-        done = subprocess.run([str(MHA), "explain", "the cat sat on the mat", "--heads", "2", "--format", "svg",
-                               "--out", str(out)], capture_output=True, text=True, env=_env(MHA_DRAWERS=asked),
-                              stdin=subprocess.DEVNULL, timeout=300)
+        done = subprocess.run([str(MHA), *argv, "--heads", "2", "--out", str(out)],
+                              capture_output=True, text=True, env=_env(MHA_DRAWERS=asked), stdin=subprocess.DEVNULL,
+                              timeout=300)
         assert done.returncode == 0 and done.stderr == "", done.stderr
         runs[asked] = (done.stdout.replace(str(out), "OUT"), {p.name: p.read_bytes() for p in out.iterdir()})
     assert runs["1"][0] == runs["0"][0]
-    assert sorted(runs["1"][1]) == [f"{n}.svg" for n in ("head-1", "head-2", "heads", "magnifiers", "split")]
+    names = ["head-1", "head-2", "heads", "magnifiers", "split", *extra]
+    assert sorted(runs["1"][1]) == sorted(f"{n}.{fmt}" for n in names)
     assert runs["1"][1] == runs["0"][1]
 
 

@@ -45,6 +45,7 @@ def forks(monkeypatch):
 def test_each_command_has_a_drawer_per_part_of_its_figures():
     # A count below the parts would leave a part to the command; above, a drawer without a job.
     assert ahead.DRAWERS["explain"][0] == len(HALVES)
+    assert ahead.DRAWERS["demo"] == ahead.DRAWERS["explain"]  # the lesson's figures are explain's
     assert ahead.DRAWERS["train"][0] == len(train_command._PARTS)
 
 
@@ -57,6 +58,10 @@ def test_each_command_has_a_drawer_per_part_of_its_figures():
     (["train", "-h"], None),
     (["show", "cat.npz"], None),
     (["compare", "the cat sat"], None),
+    (["demo", "--no-pause", "--out", "figs"], "demo"),
+    (["demo", "--out=figs"], "demo"),
+    (["demo", "-o", "figs", "--sample", "pronoun"], "demo"),
+    (["demo", "--no-pause"], None),  # a lesson without --out draws nothing
     (["--version"], None),
     ([], None),
 ])

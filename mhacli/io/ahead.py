@@ -191,23 +191,30 @@ class Ahead:
 
 
 #: Each drawing command's drawers: how many, and what they import while the command starts.
+_EXPLAIN = (2, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures"))
 DRAWERS: dict[str, tuple[int, tuple[str, ...]]] = {
-    "explain": (2, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures")),
+    "explain": _EXPLAIN,
+    "demo": _EXPLAIN,  # the same figures, drawn while the lesson is on screen
     "train": (2, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures.training",
                   "mhacli.render.figures.card")),
 }
 #: Words that say a command draws nothing (or only prints its help): no drawer is forked ahead of it.
 _DRAWS_NOTHING = frozenset({"--no-plots", "--help", "-h"})
+#: Commands that draw only when given a folder (``mha demo --out DIR``): no drawer is forked ahead of them without.
+_DRAWS_WITH_OUT = frozenset({"demo"})
 _early: dict[str, Ahead] = {}  # a command's name -> the drawers forked for it at the start, until it takes them
 
 
 def start_early(argv: Sequence[str]) -> None:
     """The script's first act, before typer, rich and numpy are imported: fork the drawers of a command that will
-    draw (the first word of ``argv`` that is no option, ``explain`` or ``train``), so that matplotlib is imported
-    on the idle core while the command line is parsed and the run is computed. Where :func:`worth_it` says no,
+    draw (the first word of ``argv`` that is no option: ``explain``, ``train``, or ``demo`` with ``--out``), so
+    that matplotlib is imported on the idle core while the command line is parsed and the run is computed (and,
+    for ``demo``, the figures are drawn while the lesson is on screen). Where :func:`worth_it` says no,
     nothing is forked. The command takes them (:func:`started`); drawers it did not take are closed at the end
     (:func:`close_early`), and a wrong guess costs only their import on the idle core."""
     command = next((word for word in argv if not word.startswith("-")), None)
+    if command in _DRAWS_WITH_OUT and not any(w in ("--out", "-o") or w.startswith("--out=") for w in argv):
+        return
     if command in DRAWERS and command not in _early and not _DRAWS_NOTHING.intersection(argv):
         ahead = Ahead.start(*DRAWERS[command])
         if ahead is not None:

@@ -142,9 +142,10 @@ def demo(
 
 def _demo(request: Request, pause: bool, step: int) -> None:
     """The lesson on the request's run, step by step, then its figures and one-vs-many."""
+    from mhacli.io.ahead import started
     from mhacli.io.outputs import figure_names
     from mhacli.io.shipped import SHIPPED_NAMES, UNTRAINED_GRAMMAR
-    from mhacli.pipeline import with_lesson
+    from mhacli.pipeline import shown, with_lesson
     from mhacli.render.lesson import lesson, next_steps, present
 
     o, src, weights = request.outputs, request.source, request.model.weights
@@ -156,22 +157,29 @@ def _demo(request: Request, pause: bool, step: int) -> None:
     plan = plan_outputs(plots=o.out is not None, out=o.out, fmt=fmt, heads=config.heads,
                         inputs=read_files(src.file, weights), names=names)
     open_figures(plan, config, prepared.n_tokens, MAX_TOKENS, fmt, dpi)
-    result = finish_run(prepared, single=plan.out is not None)
-    trace = result.trace
-    position = query_position(trace, o.query)
-    result = with_lesson(result, position)
-    assert result.lesson is not None and result.split_diff is not None  # a run of the tool: it has both
-    pairs = shipped_pairs()
-    steps = lesson(trace, result.analysis, result.lesson, intro=_intro(src.sample, o.hide_rules), width=console.width,
-                   figures_at=shown_folder(plan.out), hide_rules=o.hide_rules, pairs=pairs,
-                   split_diff=result.split_diff)
-    if not 1 <= step <= len(steps):
-        raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
-    present(console, steps, pause=pause and sys.stdin.isatty(), start=step, wait=_wait_for_enter,
-            closing=next_steps(trace, source_args(src.text, src.file, src.sample),
-                               config_args(config, skip=("weights",)),
-                               weights_name=weights if weights in (*SHIPPED_NAMES, UNTRAINED_GRAMMAR) else None))
-    written = publish(result, o, plan, position, report=False)
+    # The run's figures are drawn by explain's two drawers while the lesson is on screen (a class reads each
+    # step for minutes): only one-vs-many is left to draw when it ends.
+    with started("demo", wanted=plan.out is not None) as ahead:
+        result = finish_run(prepared, single=plan.out is not None)
+        trace = result.trace
+        position = query_position(trace, o.query)
+        result = with_lesson(result, position)
+        assert result.lesson is not None and result.split_diff is not None  # a run of the tool: it has both
+        pairs = shipped_pairs()
+        steps = lesson(trace, result.analysis, result.lesson, intro=_intro(src.sample, o.hide_rules),
+                       width=console.width, figures_at=shown_folder(plan.out), hide_rules=o.hide_rules, pairs=pairs,
+                       split_diff=result.split_diff)
+        if not 1 <= step <= len(steps):
+            raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
+        if ahead is not None:
+            from mhacli.render.figures.save import hand_figures
+
+            hand_figures(ahead, shown(result, o.max_tokens, position), fmt, dpi, o.hide_rules)
+        present(console, steps, pause=pause and sys.stdin.isatty(), start=step, wait=_wait_for_enter,
+                closing=next_steps(trace, source_args(src.text, src.file, src.sample),
+                                   config_args(config, skip=("weights",)),
+                                   weights_name=weights if weights in (*SHIPPED_NAMES, UNTRAINED_GRAMMAR) else None))
+        written = publish(result, o, plan, position, report=False, ahead=ahead)
     if plan.out is not None:
         written.append(_save_one_vs_many(pairs, plan.out, fmt, dpi, o.hide_rules))
     report_written(written)

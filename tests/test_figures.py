@@ -286,13 +286,15 @@ def _placement(fig):
 
 
 def test_a_save_never_lays_the_figure_out_again(cat, tmp_path):
-    """Placed once: saving at another dpi moves no text and no Axes (a layout run again would move them)."""
+    """Placed once, with no layout engine: saving at another dpi moves no text and no Axes (a layout run again
+    would move them)."""
     single = _single_head(cat)
     with figures.drawing() as pen:
         built = [notebook.head_figure(cat, 0, pen=pen), notebook.heads_figure(cat, pen=pen),
                  notebook.magnifiers_figure(cat, single, pen=pen), notebook.compare_figure(cat, single, pen=pen),
                  figures.split_figure(cat)]
     for k, fig in enumerate(built):
+        assert fig.get_layout_engine() is None, k  # placed by arithmetic: no engine to run at a save
         texts = _placement(fig)[0]
         figures.save(fig, tmp_path / f"f{k}-first.png", "png", FAST_DPI)
         first = _placement(fig)  # the colour bar's Axes takes its aspect on the first draw

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mhacli.render import theme
 from mhacli.render.labels import pattern_words, weights_note, window_note
-from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, Heatmap, colour_bar, heatmap, shown_mask
+from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar, heatmap, shown_mask
 from mhacli.render.figures.inline import new_figure
 from mhacli.render.figures.layout import (BAR_WIDTH, INSET, PT, Measured, Pen, Slide, axes_at, bar_room, clamp, cut,
                                           label_inches, ordinal, readable_points, wrap)
 from mhacli.render.figures.view import View
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
     from mhacli.core.analysis import Analysis
@@ -46,41 +45,6 @@ def grid_sizes(n: int, panel: float, least: float = 7.0) -> tuple[float, int, fl
     step = max(1, math.ceil(tick * 1.25 / cell_pt))
     value = min(11.0, cell_pt * 0.85 / 2.4) if cell_pt >= 22 else 0.0
     return tick, step, value if value >= 7 else 0.0
-
-
-def panel_title(ax: Axes, name: str, detail: str, color: str) -> None:
-    """A panel's name in bold in its colour, and under it (when given) a few grey words, above its key labels."""
-    if not detail:
-        ax.set_title(name, loc="left", fontsize=12.0, fontweight="bold", color=color, pad=4)
-        return
-    under = ax.set_title(detail, loc="left", fontsize=10.0, color="#444444", pad=4)
-    ax.annotate(name, xy=(0.0, 1.0), xycoords=under, xytext=(0.0, 1.0), textcoords="offset points",
-                ha="left", va="bottom", fontsize=12.0, fontweight="bold", color=color, annotation_clip=False,
-                clip_on=False)  # outside the Axes; no clip path either, so SVG output stays byte-identical
-
-
-def panels(fig: Figure, matrices: list[np.ndarray], names: list[str], details: list[str], colors: list[str],
-           text_colors: list[str], labels: list[str], mask: np.ndarray | None, *, cols: int, tick: float,
-           step: int, value: float, rotate: bool, grid: Sequence[Axes] | None = None) -> list[Heatmap]:
-    """``matrices`` as a grid of heatmaps placed by constrained layout; tokens label the outer edges only.
-
-    ``grid``: the Axes to draw on, in reading order (default: a new ``cols``-wide grid on ``fig``).
-    """
-    n = len(labels)
-    rows = math.ceil(len(matrices) / cols)
-    if grid is None:
-        made = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
-        for extra in made[len(matrices):]:
-            extra.remove()
-        grid = made[:len(matrices)]
-    maps = []
-    for k, (ax, m, name) in enumerate(zip(grid, matrices, names)):
-        r, c = divmod(k, cols)
-        maps.append(heatmap(ax, m, labels, labels, mask=mask, color=colors[k], tick_size=tick, value_size=value,
-                            label_step=step, rotate_x=rotate, show_x=r == 0, show_y=c == 0,
-                            frame_width=panel_frame(n)))
-        panel_title(ax, name, details[k], text_colors[k])
-    return maps
 
 
 def short_head(analysis: Analysis, i: int, pen: Pen, hide_rules: bool = False) -> str:

@@ -168,19 +168,13 @@ BAR_TICK_LABELS = _BAR_TICK_LABELS
 BAR_LABEL = "attention weight"
 
 
-def colour_bar(fig: Figure, axes: Axes | Sequence[Axes] | None = None, size: float = 11.0, shrink: float = 1.0, *,
-               cax: Axes | None = None) -> Colorbar:
-    """matplotlib's colour bar for the fixed 0…1 scale every heatmap of the figure shares, beside ``axes`` (placed
-    by the figure's layout engine) or in ``cax`` (an Axes placed by arithmetic, :func:`~layout.axes_at`)."""
+def colour_bar(fig: Figure, *, cax: Axes, size: float = 11.0) -> Colorbar:
+    """matplotlib's colour bar for the fixed 0…1 scale every heatmap of the figure shares, in ``cax`` (an Axes
+    placed by arithmetic, :func:`~layout.axes_at`)."""
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
-    mappable = ScalarMappable(norm=Normalize(0.0, 1.0), cmap=cmap())
-    if cax is not None:
-        bar = fig.colorbar(mappable, cax=cax, ticks=list(_BAR_TICKS))
-    else:
-        bar = fig.colorbar(mappable, ax=axes, shrink=shrink, ticks=list(_BAR_TICKS), fraction=0.05, pad=0.03,
-                           aspect=25)
+    bar = fig.colorbar(ScalarMappable(norm=Normalize(0.0, 1.0), cmap=cmap()), cax=cax, ticks=list(_BAR_TICKS))
     bar.ax.set_yticklabels(_BAR_TICK_LABELS)
     bar.ax.tick_params(labelsize=size, length=3, width=0.8)
     bar.set_label(BAR_LABEL, fontsize=size)

@@ -4,10 +4,9 @@ Each figure is a designed slide. Its titles and notes are plain ``Text`` objects
 figure's inch coordinates, each measured once on the figure's own renderer
 (``Text.get_window_extent``) and placed at fixed coordinates from those measurements
 (:class:`Slide`, :class:`Measured`). The explain figures (head-N, heads, split, magnifiers), the training
-figures and ``mha demo``'s one-vs-many place their Axes and colour bars the same way, at rectangles computed in
-inches (:func:`axes_at`, :func:`grid`, :func:`bar_room`), so no layout engine measures every tick label again;
-``single-vs-multi`` still gives its body to matplotlib's constrained layout, run once (:func:`finish`,
-:func:`settle`) and then kept, so no save lays the figure out again. Token labels and cell values are
+figures, ``mha compare``'s single-vs-multi and ``mha demo``'s one-vs-many place their Axes and colour bars the
+same way, at rectangles computed in inches (:func:`axes_at`, :func:`grid`, :func:`bar_room`), so no layout engine
+measures every tick label, and no save lays a figure out again. Token labels and cell values are
 ordinary matplotlib ``Text`` objects, so SVG keeps them as ``<text>`` and PDF text stays extractable.
 """
 
@@ -236,7 +235,7 @@ def label_inches(labels: Sequence[str], size: float) -> float:
 def wrap(text: str, width_in: float, size: float) -> str:
     """``text`` broken at spaces into lines of as many characters as ``width_in`` inches hold at ``size`` points.
 
-    A line break, not a layout: matplotlib still places and measures every line (:func:`finish`).
+    A line break, not a layout: each text is measured once, where it is hung (:class:`Slide`).
     """
     chars = max(12, int(width_in * 72 / (size * EM)))
     return "\n".join(textwrap.fill(part, chars, break_long_words=True, break_on_hyphens=False) or ""
@@ -366,38 +365,6 @@ def _place(artist: Any, x: float, y: float) -> None:
         artist.xy = (x, y)
 
 
-def finish(fig: Figure, width: float, body: float, slide: Slide, top: Sequence[Text],
-           bottom: Sequence[Text] = (), gap: float = 0.15) -> tuple[float, float]:
-    """Size ``fig`` to its texts and its body, and give its constrained layout the body between them.
-
-    ``fig`` was made with ``layout="constrained"`` or ``"compressed"`` (so its colour bars are placed by
-    the layout too); ``top`` and ``bottom`` were hung on ``slide`` with :meth:`Slide.stack`. ``body``: the
-    inches the matrices and their labels need. Call :func:`settle` when the Axes are final.
-    """
-    above = slide.depth + gap if top else INSET
-    below = slide.rise + gap if bottom else INSET
-    width, height = slide.hang(width, above + body + below)
-    engine = fig.get_layout_engine()
-    side = INSET / 2 / width  # constrained layout keeps its own pad too
-    engine.set(rect=(side, below / height, 1.0 - 2 * side, (height - above - below) / height),  # type: ignore[union-attr, call-arg]
-               w_pad=0.06, h_pad=0.06)  # inches around each Axes: panels never touch
-    return width, height
-
-
-def settle(fig: Figure) -> Figure:
-    """Run the figure's constrained layout once and keep what it placed: every save then draws the same.
-
-    The texts around the body are placed already (:class:`Slide`); the layout places the Axes, their
-    labels and the colour bar once, at the figure's size, and is then switched off, so no save runs
-    it again (and an SVG saved twice has the same bytes).
-    """
-    engine = fig.get_layout_engine()
-    if engine is not None:
-        engine.execute(fig)
-    fig.set_layout_engine(None)
-    return fig
-
-
 # Axes and colour bars placed by arithmetic: rectangles in inches from the figure's top-left corner, computed from
 # texts measured once (:class:`Measured`), so no layout engine measures every tick label of every Axes again.
 LABEL_PAD = 4.0  # points between tick labels and an axis label (matplotlib's default)
@@ -439,5 +406,5 @@ def cut(words: Sequence[str], width_in: float, size: float) -> str:
 
 
 __all__ = ["BAR_TICK", "BAR_WIDTH", "EM", "FALLBACK_FAMILIES", "INSET", "LABEL_PAD", "PT", "Measured", "Pen",
-           "RENDER_RC", "Slide", "about", "axes_at", "bar_room", "clamp", "cut", "drawing", "finish", "font_faces",
-           "grid", "label_inches", "ordinal", "readable_points", "settle", "sup_index", "wrap"]
+           "RENDER_RC", "Slide", "about", "axes_at", "bar_room", "clamp", "cut", "drawing", "font_faces",
+           "grid", "label_inches", "ordinal", "readable_points", "sup_index", "wrap"]

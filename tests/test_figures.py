@@ -1145,3 +1145,10 @@ def test_one_vs_many_is_placed_once_and_nothing_is_cut_off_or_overlaps(hide_rule
     for k, a in enumerate(panels):
         assert fig.bbox.x0 <= a.x0 and a.x1 <= fig.bbox.x1 and fig.bbox.y0 <= a.y0 and a.y1 <= fig.bbox.y1
         assert not any(a.overlaps(b) for b in panels[k + 1:])
+
+
+def test_the_compare_figure_with_one_head_names_no_pair():
+    trace = run(CAT, heads=1, d_model=8)
+    with figures.drawing() as pen:
+        said = all_text(notebook.compare_figure(trace, _single_head(trace), pen=pen))
+    assert "With one head there is no pair" in said and "the 1 heads" not in said

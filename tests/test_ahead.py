@@ -321,3 +321,18 @@ def test_ctrl_c_while_explain_writes_what_its_drawers_drew_ends_them_and_leaves_
     assert not Path(f"/proc/{drawers[0]}").exists() and all(ended(pid) for pid in drawers[1:])
     written = sorted(p.name for p in (tmp_path / "figs").iterdir())
     assert written == ["head-1.png", "head-2.png", "head-3.png", "head-4.png"]  # whole files, in order; no temporary
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the drawers fork on Linux only")
+def test_a_drawer_forked_later_holds_no_end_of_an_earlier_drawers_pipes():
+    """mha demo forks one-vs-many's drawer after the figures' drawers. A later drawer that kept a copy of an earlier
+    one's job pipe would keep that drawer waiting for its job's end, while it waits itself to hand its answer (1 MB,
+    more than a pipe holds) to the command, which waits for the first: the command never ended."""
+    code = ("from mhacli.io.ahead import Ahead\n"
+            "first = Ahead.start(1, (), check=False)\n"
+            "second = Ahead.start(1, (), check=False)\n"
+            "second.hand([(bytes, (1 << 20,))])\n"
+            "print(list(first.run([(abs, (-3,))])), [len(b) for b in second.run()])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.stdout.split() == ["[3]", "[1048576]"], done.stderr

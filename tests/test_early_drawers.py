@@ -46,6 +46,7 @@ def test_each_command_has_a_drawer_per_part_of_its_figures():
     # A count below the parts would leave a part to the command; above, a drawer without a job.
     assert ahead.DRAWERS["explain"][0] == len(HALVES)
     assert ahead.DRAWERS["demo"] == ahead.DRAWERS["explain"]  # the lesson's figures are explain's
+    assert ahead.DRAWERS["one-vs-many"][0] == 1  # and its last slide, one more
     assert ahead.DRAWERS["train"][0] == len(train_command._PARTS)
 
 
@@ -62,6 +63,7 @@ def test_each_command_has_a_drawer_per_part_of_its_figures():
     (["demo", "--out=figs"], "demo"),
     (["demo", "-o", "figs", "--sample", "pronoun"], "demo"),
     (["demo", "--no-pause"], None),  # a lesson without --out draws nothing
+    (["one-vs-many", "--out", "figs"], None),  # the demo's own drawer, not a command
     (["--version"], None),
     ([], None),
 ])

@@ -56,6 +56,16 @@ def record(tmp_path: Path, monkeypatch) -> dict:
         return original(fig, path, fmt, 30)
 
     monkeypatch.setattr(save_module, "save", recording)
+    # mha demo's last slide is drawn into bytes (by its drawer, or here), not saved: recorded as it is built.
+    slide_module = importlib.import_module("mhacli.render.figures.one_vs_many")
+    build_slide = slide_module.one_vs_many_figure
+
+    def recorded_slide(*args, **kwargs):
+        fig = build_slide(*args, **kwargs)
+        figures["one-vs-many.png"] = _figure_record(fig)
+        return fig
+
+    monkeypatch.setattr(slide_module, "one_vs_many_figure", recorded_slide)
     monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.chdir(tmp_path)  # relative paths: the same text whatever the temporary folder is
     runner = CliRunner()

@@ -195,11 +195,15 @@ _EXPLAIN = (2, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.
 DRAWERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "explain": _EXPLAIN,
     "demo": _EXPLAIN,  # the same figures, drawn while the lesson is on screen
+    # and its last slide, one-vs-many (forked when the lesson starts, never ahead of the command line)
+    "one-vs-many": (1, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures.one_vs_many")),
     "train": (2, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures.training",
                   "mhacli.render.figures.card")),
 }
 #: Words that say a command draws nothing (or only prints its help): no drawer is forked ahead of it.
 _DRAWS_NOTHING = frozenset({"--no-plots", "--help", "-h"})
+#: The commands whose drawers are forked as the script starts (the other keys of DRAWERS are forked by a command).
+_EARLY = frozenset({"explain", "train", "demo"})
 #: Commands that draw only when given a folder (``mha demo --out DIR``): no drawer is forked ahead of them without.
 _DRAWS_WITH_OUT = frozenset({"demo"})
 _early: dict[str, Ahead] = {}  # a command's name -> the drawers forked for it at the start, until it takes them
@@ -215,7 +219,7 @@ def start_early(argv: Sequence[str]) -> None:
     command = next((word for word in argv if not word.startswith("-")), None)
     if command in _DRAWS_WITH_OUT and not any(w in ("--out", "-o") or w.startswith("--out=") for w in argv):
         return
-    if command in DRAWERS and command not in _early and not _DRAWS_NOTHING.intersection(argv):
+    if command in _EARLY and command not in _early and not _DRAWS_NOTHING.intersection(argv):
         ahead = Ahead.start(*DRAWERS[command])
         if ahead is not None:
             _early[command] = ahead
@@ -295,9 +299,10 @@ def _serve(pipes: list[tuple[int, int, int, int]], warm: Sequence[str]) -> None:
         if devnull > 2:
             os.close(devnull)
         sys.stdin = sys.stdout = sys.stderr = open(os.devnull, "r+", encoding="utf-8")  # and Python's own
-        for _, job_write, result_read, _ in pipes:  # the parent's ends: EOF reaches a drawer when its parent goes
-            os.close(job_write)
-            os.close(result_read)
+        # Only its own ends stay open: EOF reaches a drawer when its parent goes, and no drawer holds another's
+        # pipe (a drawer forked later would keep an earlier one's job pipe open, which would wait for it forever).
+        _close_all_but({sys.stdin.fileno(), *(fd for job_read, _, _, result_write in pipes
+                                              for fd in (job_read, result_write))})
         for module in warm:
             importlib.import_module(module)
         first = os.getpid()
@@ -316,6 +321,16 @@ def _serve(pipes: list[tuple[int, int, int, int]], warm: Sequence[str]) -> None:
                 os.waitpid(pid, 0)
         finally:
             os._exit(code)  # never back into the parent's code, its atexit handlers or its buffers
+
+
+def _close_all_but(keep: set[int]) -> None:
+    """Close every descriptor above 2 but ``keep`` (Linux closes a range with one call)."""
+    low = 3
+    for fd in sorted(keep):
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
 def _fork_sibling(pipes: list[tuple[int, int, int, int]], n: int, first: int) -> int:

@@ -20,6 +20,7 @@ from mhacli.request import ModelOptions  # the type of the model-option block, r
 
 if TYPE_CHECKING:
     from mhacli.core.lesson import TrainedPair
+    from mhacli.io.ahead import Ahead
     from mhacli.request import Request
 
 ONE_VS_MANY = "one-vs-many"  # the demo's last figure, written into --out beside the run's own
@@ -158,8 +159,9 @@ def _demo(request: Request, pause: bool, step: int) -> None:
                         inputs=read_files(src.file, weights), names=names)
     open_figures(plan, config, prepared.n_tokens, MAX_TOKENS, fmt, dpi)
     # The run's figures are drawn by explain's two drawers while the lesson is on screen (a class reads each
-    # step for minutes): only one-vs-many is left to draw when it ends.
-    with started("demo", wanted=plan.out is not None) as ahead:
+    # step for minutes), and one-vs-many by a third: when it ends, the files are written.
+    drawing = plan.out is not None
+    with started("demo", wanted=drawing) as ahead, started(ONE_VS_MANY, wanted=drawing) as lone:
         result = finish_run(prepared, single=plan.out is not None)
         trace = result.trace
         position = query_position(trace, o.query)
@@ -175,13 +177,17 @@ def _demo(request: Request, pause: bool, step: int) -> None:
             from mhacli.render.figures.save import hand_figures
 
             hand_figures(ahead, shown(result, o.max_tokens, position), fmt, dpi, o.hide_rules)
+        if lone is not None:
+            from mhacli.render.figures.save import drawn_one_vs_many
+
+            lone.hand([(drawn_one_vs_many, (pairs, fmt, dpi, o.hide_rules))])
         present(console, steps, pause=pause and sys.stdin.isatty(), start=step, wait=_wait_for_enter,
                 closing=next_steps(trace, source_args(src.text, src.file, src.sample),
                                    config_args(config, skip=("weights",)),
                                    weights_name=weights if weights in (*SHIPPED_NAMES, UNTRAINED_GRAMMAR) else None))
         written = publish(result, o, plan, position, report=False, ahead=ahead)
-    if plan.out is not None:
-        written.append(_save_one_vs_many(pairs, plan.out, fmt, dpi, o.hide_rules))
+        if plan.out is not None:
+            written.append(_save_one_vs_many(pairs, plan.out, fmt, dpi, o.hide_rules, lone))
     report_written(written)
 
 
@@ -213,12 +219,18 @@ def shipped_pairs() -> tuple[TrainedPair, ...]:
     return tuple(pairs)
 
 
-def _save_one_vs_many(pairs: Sequence[TrainedPair], out: Path, fmt: str, dpi: int, hide_rules: bool) -> str:
-    """one-vs-many.FMT in ``out``, written atomically by the figures' own save helper."""
-    from mhacli.render.figures.one_vs_many import one_vs_many_figure
-    from mhacli.render.figures.save import save
+def _save_one_vs_many(pairs: Sequence[TrainedPair], out: Path, fmt: str, dpi: int, hide_rules: bool,
+                      lone: Ahead | None = None) -> str:
+    """one-vs-many.FMT in ``out``, written atomically: drawn by ``lone`` (its drawer, handed the job when the lesson
+    started), or here."""
+    from mhacli.io.files import atomic_write_bytes
+    from mhacli.render.figures.save import drawn_one_vs_many
 
-    return str(save(one_vs_many_figure(pairs, hide_rules=hide_rules), Path(out) / f"{ONE_VS_MANY}.{fmt}", fmt, dpi))
+    if lone is not None:
+        (data,) = lone.run()  # the drawer's bytes (drawn here when it failed), the drawer then reaped
+    else:
+        data = drawn_one_vs_many(pairs, fmt, dpi, hide_rules)
+    return str(atomic_write_bytes(Path(out) / f"{ONE_VS_MANY}.{fmt}", data))
 
 
 @model_block("seed", "weights", "layer", "words", "heads", "d_model", "causal")

@@ -234,6 +234,16 @@ def drawn_half(result: Run, half: str, fmt: str, dpi: int, hide_rules: bool) -> 
     return files, pen.notices()
 
 
+def drawn_one_vs_many(pairs: Sequence[Any], fmt: str, dpi: int, hide_rules: bool) -> bytes:
+    """``mha demo``'s last slide (:func:`~mhacli.render.figures.one_vs_many.one_vs_many_figure`) as file bytes: a
+    drawer's job while the lesson shows, or the command's own when no drawer was forked (the same bytes)."""
+    from mhacli.render.figures.one_vs_many import one_vs_many_figure
+
+    buffer = io.BytesIO()
+    _encode(one_vs_many_figure(pairs, hide_rules=hide_rules), buffer, check_format(fmt), check_dpi(dpi))
+    return buffer.getvalue()
+
+
 def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
                  on_saved: Callable[[Path], None] | None = None) -> Saved:
     """Write ``single-vs-multi`` into ``out_dir`` (created if missing); return the path (with ``.notices``).

@@ -284,12 +284,16 @@ def test_sigterm_while_the_drawers_wait_ends_them_with_the_run(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".pause") == []
 
 
+_EXPLAINED = ["head-1", "head-2", "heads", "magnifiers", "split"]
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="the drawers fork on Linux only")
-@pytest.mark.parametrize(("argv", "fmt", "extra"), [
-    (["explain", "the cat sat on the mat", "--format", "svg"], "svg", []),
-    (["demo", "--no-pause", "--dpi", "30"], "png", ["one-vs-many"]),  # the lesson's figures, drawn while it shows
+@pytest.mark.parametrize(("argv", "fmt", "names"), [
+    (["explain", "the cat sat on the mat", "--format", "svg"], "svg", _EXPLAINED),
+    (["demo", "--no-pause", "--dpi", "30"], "png", [*_EXPLAINED, "one-vs-many"]),  # drawn while the lesson shows
+    (["compare", "the cat sat on the mat", "--dpi", "30"], "png", ["single-vs-multi"]),  # while its grids print
 ])
-def test_the_figures_from_the_drawers_are_the_bytes_drawn_in_one_process(tmp_path, argv, fmt, extra):
+def test_the_figures_from_the_drawers_are_the_bytes_drawn_in_one_process(tmp_path, argv, fmt, names):
     """The installed mha, drawers forced on and off: every file byte for byte, and the same stdout."""
     runs = {}
     for asked in ("1", "0"):
@@ -300,7 +304,6 @@ def test_the_figures_from_the_drawers_are_the_bytes_drawn_in_one_process(tmp_pat
         assert done.returncode == 0 and done.stderr == "", done.stderr
         runs[asked] = (done.stdout.replace(str(out), "OUT"), {p.name: p.read_bytes() for p in out.iterdir()})
     assert runs["1"][0] == runs["0"][0]
-    names = ["head-1", "head-2", "heads", "magnifiers", "split", *extra]
     assert sorted(runs["1"][1]) == sorted(f"{n}.{fmt}" for n in names)
     assert runs["1"][1] == runs["0"][1]
 

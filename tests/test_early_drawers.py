@@ -47,6 +47,7 @@ def test_each_command_has_a_drawer_per_part_of_its_figures():
     assert ahead.DRAWERS["explain"][0] == len(HALVES)
     assert ahead.DRAWERS["demo"] == ahead.DRAWERS["explain"]  # the lesson's figures are explain's
     assert ahead.DRAWERS["one-vs-many"][0] == 1  # and its last slide, one more
+    assert ahead.DRAWERS["compare"][0] == 1  # single-vs-multi alone
     assert ahead.DRAWERS["train"][0] == len(train_command._PARTS)
 
 
@@ -58,7 +59,8 @@ def test_each_command_has_a_drawer_per_part_of_its_figures():
     (["explain", "--help"], None),
     (["train", "-h"], None),
     (["show", "cat.npz"], None),
-    (["compare", "the cat sat"], None),
+    (["compare", "the cat sat"], "compare"),
+    (["compare", "the cat sat", "--no-plots"], None),
     (["demo", "--no-pause", "--out", "figs"], "demo"),
     (["demo", "--out=figs"], "demo"),
     (["demo", "-o", "figs", "--sample", "pronoun"], "demo"),

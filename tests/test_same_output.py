@@ -66,6 +66,15 @@ def record(tmp_path: Path, monkeypatch) -> dict:
         return fig
 
     monkeypatch.setattr(slide_module, "one_vs_many_figure", recorded_slide)
+    # mha compare's figure likewise (drawn into bytes by its drawer, or here).
+    build_compare = save_module.build_compare
+
+    def recorded_compare(*args, **kwargs):
+        fig = build_compare(*args, **kwargs)
+        figures["single-vs-multi.png"] = _figure_record(fig)
+        return fig
+
+    monkeypatch.setattr(save_module, "build_compare", recorded_compare)
     monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.chdir(tmp_path)  # relative paths: the same text whatever the temporary folder is
     runner = CliRunner()

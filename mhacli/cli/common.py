@@ -114,14 +114,15 @@ def write_figures(result: Run, out: Path, fmt: str, dpi: int, query: int | None,
     return [str(p) for p in saved]
 
 
-def write_compare(result: Run, out: Path, fmt: str, dpi: int, max_tokens: int, hide_rules: bool = False) -> list[str]:
+def write_compare(result: Run, out: Path, fmt: str, dpi: int, max_tokens: int, hide_rules: bool = False,
+                  ahead: Ahead | None = None) -> list[str]:
     """Draw single-vs-multi into ``out`` (every query compared: the window has no query)."""
     from mhacli.pipeline import shown
     from mhacli.render.figures import save_compare
 
     with figure_progress(1) as progress:
         saved = save_compare(shown(result, max_tokens), out, fmt=fmt, dpi=dpi, hide_rules=hide_rules,
-                             on_saved=progress)
+                             on_saved=progress, ahead=ahead)
     notes(list(getattr(saved, "notices", [])))
     return [str(p) for p in saved]
 

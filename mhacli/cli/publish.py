@@ -36,7 +36,8 @@ def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | Non
     """
     written: list[str] = []
     if plan.out is not None and result.comparison is not None:
-        written = write_compare(result, plan.out, outputs.fmt, outputs.dpi, outputs.max_tokens, outputs.hide_rules)
+        written = write_compare(result, plan.out, outputs.fmt, outputs.dpi, outputs.max_tokens, outputs.hide_rules,
+                                ahead)
     elif plan.out is not None:
         written = write_figures(result, plan.out, outputs.fmt, outputs.dpi, position, outputs.max_tokens,
                                 outputs.hide_rules, ahead)
@@ -250,12 +251,21 @@ def compare(request: Request) -> None:
     plan = _planned(request, prepared.config.heads, read_files(request.source.file, request.model.weights),
                     compare=True)
     open_figures(plan, prepared.config, prepared.n_tokens, o.max_tokens, o.fmt, o.dpi)  # its JSON is a few numbers
-    result = finish_run(prepared, compare=True)
-    comparison = result.comparison
-    assert comparison is not None  # asked for with compare=True
-    if not o.json:
-        _compare_panels(result, o, plan.out)
-    written = publish(result, o, plan, None, report=False)
+    # One drawer, forked as the script started, imports matplotlib and draws the figure while the grids print.
+    from mhacli.io.ahead import started
+
+    with started("compare", wanted=plan.out is not None) as ahead:
+        result = finish_run(prepared, compare=True)
+        comparison = result.comparison
+        assert comparison is not None  # asked for with compare=True
+        if ahead is not None:
+            from mhacli.pipeline import shown
+            from mhacli.render.figures.save import hand_compare
+
+            hand_compare(ahead, shown(result, o.max_tokens), o.fmt, o.dpi, o.hide_rules)
+        if not o.json:
+            _compare_panels(result, o, plan.out)
+        written = publish(result, o, plan, None, report=False, ahead=ahead)
     if o.json:
         write_stdout(json_document("compare", {**comparison.to_dict(), "files": written}) + "\n")
     report_written(written, to_stderr=o.json)

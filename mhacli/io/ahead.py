@@ -194,6 +194,7 @@ class Ahead:
 _EXPLAIN = (2, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures"))
 DRAWERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "explain": _EXPLAIN,
+    "compare": (1, _EXPLAIN[1]),  # single-vs-multi, drawn while the comparison prints
     "demo": _EXPLAIN,  # the same figures, drawn while the lesson is on screen
     # and its last slide, one-vs-many (forked when the lesson starts, never ahead of the command line)
     "one-vs-many": (1, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures.one_vs_many")),
@@ -203,7 +204,7 @@ DRAWERS: dict[str, tuple[int, tuple[str, ...]]] = {
 #: Words that say a command draws nothing (or only prints its help): no drawer is forked ahead of it.
 _DRAWS_NOTHING = frozenset({"--no-plots", "--help", "-h"})
 #: The commands whose drawers are forked as the script starts (the other keys of DRAWERS are forked by a command).
-_EARLY = frozenset({"explain", "train", "demo"})
+_EARLY = frozenset({"explain", "compare", "train", "demo"})
 #: Commands that draw only when given a folder (``mha demo --out DIR``): no drawer is forked ahead of them without.
 _DRAWS_WITH_OUT = frozenset({"demo"})
 _early: dict[str, Ahead] = {}  # a command's name -> the drawers forked for it at the start, until it takes them
@@ -211,7 +212,8 @@ _early: dict[str, Ahead] = {}  # a command's name -> the drawers forked for it a
 
 def start_early(argv: Sequence[str]) -> None:
     """The script's first act, before typer, rich and numpy are imported: fork the drawers of a command that will
-    draw (the first word of ``argv`` that is no option: ``explain``, ``train``, or ``demo`` with ``--out``), so
+    draw (the first word of ``argv`` that is no option: ``explain``, ``compare``, ``train``, or ``demo`` with
+    ``--out``), so
     that matplotlib is imported on the idle core while the command line is parsed and the run is computed (and,
     for ``demo``, the figures are drawn while the lesson is on screen). Where :func:`worth_it` says no,
     nothing is forked. The command takes them (:func:`started`); drawers it did not take are closed at the end

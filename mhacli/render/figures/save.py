@@ -245,24 +245,43 @@ def drawn_one_vs_many(pairs: Sequence[Any], fmt: str, dpi: int, hide_rules: bool
 
 
 def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
-                 on_saved: Callable[[Path], None] | None = None) -> Saved:
+                 on_saved: Callable[[Path], None] | None = None, ahead: Ahead | None = None) -> Saved:
     """Write ``single-vs-multi`` into ``out_dir`` (created if missing); return the path (with ``.notices``).
 
-    ``result``: a run with its one-head twin and their comparison, its window chosen.
+    ``result``: a run with its one-head twin and their comparison, its window chosen. ``ahead``: a drawer forked
+    for it (``mha compare``), which draws it while the comparison prints (handed by :func:`hand_compare` already,
+    or here); None: drawn here.
     """
     if result.single is None or result.comparison is None:
         raise ValueError("save_compare draws a run made with compare=True (its single head and comparison)")
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    saved = Saved()
+    if ahead is None:
+        data, notices = drawn_compare(result, fmt, dpi, hide_rules)
+    else:
+        (data, notices), = ahead.run(None if ahead.handed else [(drawn_compare, (result, fmt, dpi, hide_rules))])
+    saved = Saved([atomic_write_bytes(out / f"single-vs-multi.{fmt}", data)])
+    if on_saved is not None:
+        on_saved(saved[-1])
+    return _finish(saved, notices)
+
+
+def hand_compare(ahead: Ahead, result: Run, fmt: str, dpi: int, hide_rules: bool = False) -> None:
+    """Give ``ahead``'s drawer single-vs-multi now (``mha compare`` prints its grids while it is drawn);
+    :func:`save_compare` with the same ``ahead`` writes it."""
+    ahead.hand([(drawn_compare, (result, fmt, dpi, hide_rules))])
+
+
+def drawn_compare(result: Run, fmt: str, dpi: int, hide_rules: bool) -> tuple[bytes, list[str]]:
+    """A drawer's job (or this process's): single-vs-multi as file bytes, and the notices drawing it gave."""
+    assert result.single is not None and result.comparison is not None  # checked by save_compare
+    buffer = io.BytesIO()
     with drawing() as pen:
         fig = build_compare(result.trace, result.single, result.comparison, _window(result.figures), pen,
                             hide_rules=hide_rules)
-        saved.append(save(fig, out / f"single-vs-multi.{fmt}", fmt, dpi))
-    if on_saved is not None:
-        on_saved(saved[-1])
-    return _finish(saved, pen.notices())
+        _encode(fig, buffer, fmt, dpi)
+    return buffer.getvalue(), pen.notices()
 
 
 def _window(window: Window | None) -> Window:

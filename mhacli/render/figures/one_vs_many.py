@@ -114,7 +114,8 @@ def one_vs_many_figure(pairs: Sequence[TrainedPair], caption: str = CAPTION, hid
         side = min(side, (width - 2 * INSET - lw - BAR_GAP - bar - p.heads * PANEL_GAP) / (p.heads + 1))
     fig.text(width / 2, height - INSET, heading, transform=fig.dpi_scale_trans, ha="center", va="top",
              fontsize=ROW_POINTS + 3, fontweight="bold", color=LABEL_COLOR)
-    top = INSET + head_h + ROW_GAP / 2
+    spare = (height - fixed - side * len(pairs)) / (len(pairs) + 1)  # the height the width leaves: between rows
+    top = INSET + head_h + ROW_GAP / 2 + spare
     for pair, row, ts, rh, th, lw, under in zip(pairs, rows, titles, row_h, title_h, left, below):
         n, h = len(pair.tokens), pair.heads
         tokens = list(pair.tokens)
@@ -139,7 +140,7 @@ def one_vs_many_figure(pairs: Sequence[TrainedPair], caption: str = CAPTION, hid
                 ax.set_ylabel("query (row)", fontsize=TICK_POINTS + 1, color=LABEL_COLOR)
         cax = axes_at(fig, x0 + (h + 1) * side + h * PANEL_GAP + BAR_GAP, top, BAR_WIDTH, side)
         colour_bar(fig, cax=cax, size=TICK_POINTS + 1)
-        top += side + under + ROW_GAP
+        top += side + under + ROW_GAP + spare
     if caption:
         fig.text(width / 2, INSET, caption, transform=fig.dpi_scale_trans, ha="center", va="bottom",
                  fontsize=TICK_POINTS + 1, color=LABEL_COLOR)

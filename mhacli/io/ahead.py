@@ -190,16 +190,16 @@ class Ahead:
         self.close()
 
 
+_MATPLOTLIB = ("matplotlib.figure", "matplotlib.backends.backend_agg")  # what every drawer draws with
+_EXPLAIN = (2, (*_MATPLOTLIB, "mhacli.render.figures"))
 #: Each drawing command's drawers: how many, and what they import while the command starts.
-_EXPLAIN = (2, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures"))
 DRAWERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "explain": _EXPLAIN,
     "compare": (1, _EXPLAIN[1]),  # single-vs-multi, drawn while the comparison prints
     "demo": _EXPLAIN,  # the same figures, drawn while the lesson is on screen
     # and its last slide, one-vs-many (forked when the lesson starts, never ahead of the command line)
-    "one-vs-many": (1, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures.one_vs_many")),
-    "train": (2, ("matplotlib.figure", "matplotlib.backends.backend_agg", "mhacli.render.figures.training",
-                  "mhacli.render.figures.card")),
+    "one-vs-many": (1, (*_MATPLOTLIB, "mhacli.render.figures.one_vs_many")),
+    "train": (2, (*_MATPLOTLIB, "mhacli.render.figures.training", "mhacli.render.figures.card")),
 }
 #: Words that say a command draws nothing (or only prints its help): no drawer is forked ahead of it.
 _DRAWS_NOTHING = frozenset({"--no-plots", "--help", "-h"})
@@ -213,10 +213,9 @@ _early: dict[str, Ahead] = {}  # a command's name -> the drawers forked for it a
 def start_early(argv: Sequence[str]) -> None:
     """The script's first act, before typer, rich and numpy are imported: fork the drawers of a command that will
     draw (the first word of ``argv`` that is no option: ``explain``, ``compare``, ``train``, or ``demo`` with
-    ``--out``), so
-    that matplotlib is imported on the idle core while the command line is parsed and the run is computed (and,
-    for ``demo``, the figures are drawn while the lesson is on screen). Where :func:`worth_it` says no,
-    nothing is forked. The command takes them (:func:`started`); drawers it did not take are closed at the end
+    ``--out``), so that matplotlib is imported on the idle core while the command line is parsed and the run is
+    computed (and, for ``demo``, the figures are drawn while the lesson is on screen). Where :func:`worth_it` says
+    no, nothing is forked. The command takes them (:func:`started`); drawers it did not take are closed at the end
     (:func:`close_early`), and a wrong guess costs only their import on the idle core."""
     command = next((word for word in argv if not word.startswith("-")), None)
     if command in _DRAWS_WITH_OUT and not any(w in ("--out", "-o") or w.startswith("--out=") for w in argv):

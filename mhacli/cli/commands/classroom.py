@@ -162,7 +162,7 @@ def _demo(request: Request, pause: bool, step: int) -> None:
     # step for minutes), and one-vs-many by a third: when it ends, the files are written.
     drawing = plan.out is not None
     with started("demo", wanted=drawing) as ahead, started(ONE_VS_MANY, wanted=drawing) as lone:
-        result = finish_run(prepared, single=plan.out is not None)
+        result = finish_run(prepared, single=drawing)
         trace = result.trace
         position = query_position(trace, o.query)
         result = with_lesson(result, position)

@@ -228,10 +228,15 @@ def drawn_half(result: Run, half: str, fmt: str, dpi: int, hide_rules: bool) -> 
     files = {}
     with drawing() as pen:
         for name, fig in _figures(result, half, pen, hide_rules, dpi if fmt == "png" else None):
-            buffer = io.BytesIO()
-            _encode(fig, buffer, fmt, dpi)
-            files[name] = buffer.getvalue()
+            files[name] = _file_bytes(fig, fmt, dpi)
     return files, pen.notices()
+
+
+def _file_bytes(fig: Figure, fmt: str, dpi: int) -> bytes:
+    """``fig`` as the bytes of its file, as :func:`save` writes them: what a drawer hands back."""
+    buffer = io.BytesIO()
+    _encode(fig, buffer, fmt, dpi)
+    return buffer.getvalue()
 
 
 def drawn_one_vs_many(pairs: Sequence[Any], fmt: str, dpi: int, hide_rules: bool) -> bytes:
@@ -239,9 +244,7 @@ def drawn_one_vs_many(pairs: Sequence[Any], fmt: str, dpi: int, hide_rules: bool
     drawer's job while the lesson shows, or the command's own when no drawer was forked (the same bytes)."""
     from mhacli.render.figures.one_vs_many import one_vs_many_figure
 
-    buffer = io.BytesIO()
-    _encode(one_vs_many_figure(pairs, hide_rules=hide_rules), buffer, check_format(fmt), check_dpi(dpi))
-    return buffer.getvalue()
+    return _file_bytes(one_vs_many_figure(pairs, hide_rules=hide_rules), check_format(fmt), check_dpi(dpi))
 
 
 def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
@@ -260,7 +263,7 @@ def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
     if ahead is None:
         data, notices = drawn_compare(result, fmt, dpi, hide_rules)
     else:
-        (data, notices), = ahead.run(None if ahead.handed else [(drawn_compare, (result, fmt, dpi, hide_rules))])
+        (data, notices), = ahead.run(None if ahead.handed else [_compare_job(result, fmt, dpi, hide_rules)])
     saved = Saved([atomic_write_bytes(out / f"single-vs-multi.{fmt}", data)])
     if on_saved is not None:
         on_saved(saved[-1])
@@ -270,18 +273,21 @@ def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
 def hand_compare(ahead: Ahead, result: Run, fmt: str, dpi: int, hide_rules: bool = False) -> None:
     """Give ``ahead``'s drawer single-vs-multi now (``mha compare`` prints its grids while it is drawn);
     :func:`save_compare` with the same ``ahead`` writes it."""
-    ahead.hand([(drawn_compare, (result, fmt, dpi, hide_rules))])
+    ahead.hand([_compare_job(result, fmt, dpi, hide_rules)])
+
+
+def _compare_job(result: Run, fmt: str, dpi: int, hide_rules: bool) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    return drawn_compare, (result, fmt, dpi, hide_rules)
 
 
 def drawn_compare(result: Run, fmt: str, dpi: int, hide_rules: bool) -> tuple[bytes, list[str]]:
     """A drawer's job (or this process's): single-vs-multi as file bytes, and the notices drawing it gave."""
     assert result.single is not None and result.comparison is not None  # checked by save_compare
-    buffer = io.BytesIO()
     with drawing() as pen:
         fig = build_compare(result.trace, result.single, result.comparison, _window(result.figures), pen,
                             hide_rules=hide_rules)
-        _encode(fig, buffer, fmt, dpi)
-    return buffer.getvalue(), pen.notices()
+        data = _file_bytes(fig, fmt, dpi)
+    return data, pen.notices()
 
 
 def _window(window: Window | None) -> Window:

@@ -135,3 +135,34 @@ def test_preparing_the_process_again_changes_nothing(monkeypatch, tmp_path):
     finally:
         for s, h in handlers.items():
             signal.signal(s, h)
+
+
+def _calls(names: set[str], package: Path | None = None) -> dict[str, set[str]]:
+    """Which of ``names`` each module of mhacli (or ``package``) calls (``f(...)`` or ``x.f(...)``), by path."""
+    import ast
+
+    package = package or Path(ahead.__file__).resolve().parents[1]
+    found: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+                if name in names:
+                    found.setdefault(str(path.relative_to(package)), set()).add(name)
+    return found
+
+
+def test_only_the_mha_script_s_commands_fork(tmp_path):
+    """A fork is safe only before matplotlib and threads: a notebook's kernel, mhacli.run and the figure API never
+    reach one. The script's entry forks the early drawers; the commands of cli/ take or fork theirs; io/ahead.py
+    alone calls os.fork."""
+    forking = _calls({"start_early", "started", "fork"})
+    assert {path for path, names in forking.items() if "start_early" in names} == {"__main__.py"}
+    assert all(path.startswith("cli/") or path == "io/ahead.py" for path, names in forking.items()
+               if "started" in names), forking
+    assert {path for path, names in forking.items() if "fork" in names} == {"io/ahead.py"}
+    # The check bites: a renderer planted with a call to started() is found.
+    (tmp_path / "render").mkdir()
+    (tmp_path / "render" / "sneaky.py").write_text("from mhacli.io.ahead import started\n\n\n"
+                                                   "def f():\n    with started('explain') as a:\n        return a\n")
+    assert _calls({"started"}, tmp_path) == {"render/sneaky.py": {"started"}}

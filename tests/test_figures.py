@@ -1151,4 +1151,4 @@ def test_the_compare_figure_with_one_head_names_no_pair():
     trace = run(CAT, heads=1, d_model=8)
     with figures.drawing() as pen:
         said = all_text(notebook.compare_figure(trace, _single_head(trace), pen=pen))
-    assert "With one head there is no pair" in said and "the 1 heads" not in said
+    assert "With one head there is no pair" in said and "divergence 0.000 bits" in said and "the 1 heads" not in said

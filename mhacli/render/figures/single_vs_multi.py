@@ -88,7 +88,8 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, window: Window, 
     # How different the heads are.
     slide.stack([
         (f"How different are the {h} heads? Mean pairwise Jensen–Shannon divergence: {cmp.mean_pairwise_js:.3f} "
-         "bits" if h > 1 else "How different are the heads? With one head there is no pair: divergence 0 bits",
+         "bits" if h > 1 else "How different are the heads? With one head there is no pair: mean pairwise "
+         f"Jensen–Shannon divergence {cmp.mean_pairwise_js:.3f} bits",
          {"fontsize": 13.0, "fontweight": "bold"}),
         (wrap("0 = the heads look at exactly the same places, 1 bit = they never look at the same token. "
               "Entropy: how spread a head's attention is, mean over queries; the dashed line is the uniform "

@@ -135,6 +135,29 @@ def test_prepare_out_dir_creates_nested_folders_and_refuses_files(tmp_path):
         prepare_out_dir(tmp_path / "file" / "sub")
 
 
+def test_folders_made_for_a_run_go_when_it_fails_while_empty_and_stay_with_a_file(tmp_path):
+    from mhacli.io import cleanup
+
+    (tmp_path / "kept").mkdir()
+    prepare_out_dir(tmp_path / "kept" / "new" / "deeper")
+    prepare_out_dir(tmp_path / "used")
+    (tmp_path / "used" / "heads.png").write_bytes(b"x")
+    cleanup.remove_all()  # how every run ends (mhacli.cli.app), a signal's handler included
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "used"]
+    assert list((tmp_path / "kept").iterdir()) == [] and (tmp_path / "used" / "heads.png").exists()
+    assert cleanup.pending() == []
+
+
+def test_a_usage_error_found_after_out_was_made_leaves_no_folder(runner, tmp_path, monkeypatch):
+    """--step's bound is known once the lesson is built, after --out was made for its figures."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kept").mkdir()
+    for out in ("st", "kept/a/b"):
+        result = runner.invoke(app, ["demo", "the cat", "--no-pause", "--step", "99", "--out", out])
+        assert result.exit_code == 2 and "--step must be from 1 to" in result.output
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"] and list((tmp_path / "kept").iterdir()) == []
+
+
 @pytest.mark.skipif(IS_ROOT, reason="root may write into any folder; covered through setpriv below")
 def test_unwritable_folder_is_refused(tmp_path):
     locked = tmp_path / "locked"

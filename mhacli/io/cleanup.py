@@ -35,8 +35,9 @@ from typing import Any, Iterator
 
 from mhacli.core.errors import ExitCode
 
-# (pid that registered it, path) -> True for a folder
-_registered: dict[tuple[int, str], bool] = {}
+# (pid that registered it, path) -> True for a folder, False for a file, EMPTY for a folder the run made
+_registered: dict[tuple[int, str], bool | str] = {}
+EMPTY = "empty"  # removed only while empty: a folder made for files the run did not get to write
 _lock = threading.Lock()
 _received: list[int] = []  # signals received by this process, in order
 _received_by: set[int] = set()  # the pid that received them (a forked child inherits the list, not the event)
@@ -96,6 +97,15 @@ def register(path: Path | str, folder: bool = False) -> None:
         _registered[(os.getpid(), os.fspath(path))] = folder
 
 
+def register_made(folders: list[Path]) -> None:
+    """Folders the run created (deepest first): any exit removes each one still empty, so a run that fails
+    after making ``--out`` (a usage error found later, a signal) leaves no empty folder behind, while a
+    folder holding a written file stays."""
+    with _lock:
+        for path in folders:
+            _registered[(os.getpid(), os.fspath(path))] = EMPTY
+
+
 def unregister(path: Path | str) -> None:
     """``path`` was renamed into place or removed: no longer ours to delete."""
     with _lock:
@@ -118,7 +128,9 @@ def remove_all() -> None:
             del _registered[key]
     for (_, path), folder in mine:
         try:
-            if folder:
+            if folder == EMPTY:
+                os.rmdir(path)
+            elif folder:
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 os.unlink(path)

@@ -134,6 +134,10 @@ def prepare_out_dir(path: Path, what: str = "--out") -> Path:
     info = _stat(path, what)
     if info is not None and not stat.S_ISDIR(info.st_mode):
         raise UsageError(f"{what} {_shown(path)} is a file, not a folder; choose another {what}.")
+    from mhacli.io import cleanup
+
+    # Registered before they exist (no window for a signal); any exit removes each one still empty.
+    cleanup.register_made([p for p in (path, *path.parents) if not os.path.lexists(p)])  # deepest first
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:

@@ -38,9 +38,6 @@ NASTY = ["0", "-1", "1", "2", "3", "4", "8", "16", "99", "10000000", "1" * 40, "
          "folder/", "/dev/null", "missing.npz", "trace.npz", "other.npz", "blob.bin", "out/x.npz", "x" * 300]
 
 
-pytestmark = pytest.mark.usefixtures("app_built_once")  # conftest: the click command built once, as a process does
-
-
 @pytest.fixture(autouse=True)
 def _fixtures(tmp_path, monkeypatch):
     """A folder holding the files NASTY names, as cwd."""

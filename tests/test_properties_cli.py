@@ -32,9 +32,6 @@ wordy_text = st.lists(st.sampled_from(["the", "cat", "😀", "日本", "é", "\u
                       max_size=12).map(" ".join)
 
 
-pytestmark = pytest.mark.usefixtures("app_built_once")  # conftest: the click command built once, as a process does
-
-
 def _one_error_line(result) -> str:
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr

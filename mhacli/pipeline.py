@@ -16,7 +16,7 @@ arrays).  :func:`run` does both, and is ``mhacli.run``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Union
 
 from mhacli.core.config import Config
@@ -317,6 +317,10 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
     from mhacli.core.checks import named_options, strings, text_argument
     from mhacli.io.shipped import SHIPPED_NAMES
 
+    unknown = sorted(set(options) - {f.name for f in fields(Config)} - {"words"})
+    if unknown:  # as Python says it for any function, naming run()'s options instead of Config.__init__
+        raise TypeError(f"run() got an unexpected keyword argument {unknown[0]!r}; its options are text, tokens, "
+                        f"words and Config's fields: {', '.join(f.name for f in fields(Config))}")
     options = named_options(options)  # " Grammar" is grammar: one rule for every name (issue 31)
     words = options.pop("words", None)  # new words mapped to grammar classes (core.words): read by the model
     text, tokens = text_argument(text), strings("tokens", tokens, "one per position")  # run(123): a usage error
@@ -375,6 +379,9 @@ def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any
     ((4, 6, 6), 4)
     """
     if not isinstance(text, Request):  # the API's keywords, checked as given (causal=None is refused, not "not given")
+        if text is None and tokens is None:
+            raise UsageError('run() needs a text or tokens: run("the cat sat on the mat", heads=4) or '
+                             'run(tokens=["the", "cat"]).')
         return prepare(text, tokens=tokens, **options).run()
     if options or tokens is not None:
         raise TypeError("run(request) takes the request alone: its model options, text and tokens are in it")

@@ -12,6 +12,7 @@ consoles are made at import, the locale and the output encoding.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -622,6 +623,8 @@ def test_argv_text_recovers_utf8_bytes_and_keeps_what_is_not_utf8():
     (lambda m: m.run(b"the cat"), "decode it first"),
     (lambda m: m.run(["the", "cat"]), "pass tokens=[...]"),
     (lambda m: m.run(tokens="the cat"), "tokens must be a list of strings, one per position, not one string"),
+    (lambda m: m.run(), "run() needs a text or tokens"),  # not "the text holds only spaces": none was given
+    (lambda m: m.run(None, heads=2), "run() needs a text or tokens"),
     (lambda m: m.from_attention(np.full((4, 3, 3), 1 / 3), ["a", "b", "c"], names="head"),
      "names must be a list of strings, one per head, not one string"),
     (lambda m: m.from_attention(np.full((1, 2, 3, 3), 1 / 3), ["a", "b", "c"], layer_names="L"),
@@ -633,6 +636,18 @@ def test_an_api_argument_of_the_wrong_kind_is_a_usage_error(call, words):
     with pytest.raises(UsageError) as caught:
         call(mhacli)
     assert words in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["query", "bogus", "head"])
+def test_an_unknown_keyword_names_run_and_its_options_not_config(name):
+    import mhacli
+    from mhacli.core.config import Config
+
+    with pytest.raises(TypeError) as caught:
+        mhacli.run("the cat", heads=2, **{name: 1})
+    said = str(caught.value)
+    assert said.startswith(f"run() got an unexpected keyword argument '{name}'") and "Config.__init__" not in said
+    assert all(f.name in said for f in dataclasses.fields(Config))
 
 
 def test_numpy_scalars_are_taken_where_a_python_number_is(tmp_path):

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Union
 
-from mhacli.core.config import Config
+from mhacli.core.config import WEIGHT_KINDS, Config
 from mhacli.core.errors import UsageError
 from mhacli.request import Request
 
@@ -243,6 +243,9 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
         if name in options:
             options[name] = flag(name, options[name])
     given = options.get("weights", "random")
+    if isinstance(given, str) and given == "":  # Path('') is '.': "weights file '.' is a folder" named nothing given
+        raise UsageError("{weights:name} is empty (''); give one of " + ", ".join(WEIGHT_KINDS) + " or a weights "
+                         "file's name.", weights="")
     is_model = hasattr(given, "inputs") and hasattr(given, "labels")  # a trained model (core.train.TrainedModel)
     if isinstance(given, os.PathLike) or (isinstance(given, str) and given not in _BUILT_IN):
         from mhacli.io.weights import resolve_weights
@@ -317,10 +320,10 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
     from mhacli.core.checks import named_options, strings, text_argument
     from mhacli.io.shipped import SHIPPED_NAMES
 
-    unknown = sorted(set(options) - {f.name for f in fields(Config)} - {"words"})
+    unknown = sorted(set(options) - {f.name for f in fields(Config)} - {"words", "layer"})
     if unknown:  # as Python says it for any function, naming run()'s options instead of Config.__init__
         raise TypeError(f"run() got an unexpected keyword argument {unknown[0]!r}; its options are text, tokens, "
-                        f"words and Config's fields: {', '.join(f.name for f in fields(Config))}")
+                        f"words, layer and Config's fields: {', '.join(f.name for f in fields(Config))}")
     options = named_options(options)  # " Grammar" is grammar: one rule for every name (issue 31)
     words = options.pop("words", None)  # new words mapped to grammar classes (core.words): read by the model
     text, tokens = text_argument(text), strings("tokens", tokens, "one per position")  # run(123): a usage error

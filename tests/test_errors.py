@@ -153,6 +153,8 @@ ROWS: list[tuple[str, str]] = [
     ("--save-npz with a name too long", 'mha explain "the cat" --save-npz ' + "n" * 260 + ".npz"),
     ("--out an existing file", 'mha explain "the cat" --out notes.txt'),
     ("--out a folder without write permission", 'mha explain "the cat" --out locked'),
+    ("--out empty (an unset variable in --out \"$DIR\")", 'mha explain "the cat" --out ""'),
+    ("--weights empty", 'mha explain "the cat" --weights ""'),
     ("--html onto a folder", 'mha explain "the cat" --html folder'),
     ("two outputs with the same name", 'mha explain "the cat" --save-npz run.npz --html run.npz'),
     ("an output over the input text", "mha explain --file notes.txt --save-npz notes.txt"),

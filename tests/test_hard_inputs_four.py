@@ -638,6 +638,39 @@ def test_an_api_argument_of_the_wrong_kind_is_a_usage_error(call, words):
     assert words in str(caught.value)
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (["explain", "the cat", "--out", ""], "--out is empty (''); give a folder's name ('.' for the current folder)."),
+    (["explain", "the cat", "-o", ""], "--out is empty"),
+    (["demo", "--no-pause", "--out", ""], "--out is empty"),
+    (["compare", "the cat", "--out", ""], "--out is empty"),
+    (["train", "--steps", "2", "--out", ""], "--out is empty"),
+    (["bench", "--plot", "--out", ""], "--out is empty"),
+    (["explain", "the cat", "--save-npz", "", "--no-plots"], "--save-npz is empty (''); give a file's name."),
+    (["explain", "the cat", "--html", "", "--no-plots"], "--html is empty"),
+    (["train", "--steps", "2", "--save", "", "--no-plots"], "--save is empty"),
+    (["explain", "--file", "", "--no-plots"], "--file is empty"),
+    (["show", ""], "TRACE_FILE is empty"),
+    (["verify", ""], "TRACE_FILE is empty"),
+    (["explain", "the cat", "--weights", "", "--no-plots"], "--weights is empty (''); give one of random, designed"),
+])
+def test_an_empty_name_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, argv, said):
+    """'' (an unset variable in `--out "$DIR"`) is Path('.'): the figures went into the current folder unasked,
+    and the other options named '.' in their errors though the user typed nothing."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(*argv)
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1 and lines[0].startswith("mha: error: "), err
+    assert said in lines[0] and "'.' is" not in lines[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_api_refuses_empty_weights_in_its_own_words():
+    import mhacli
+
+    with pytest.raises(UsageError, match=r"^weights is empty \(''\); give one of random"):
+        mhacli.run("the cat", weights="")
+
+
 @pytest.mark.parametrize("name", ["query", "bogus", "head"])
 def test_an_unknown_keyword_names_run_and_its_options_not_config(name):
     import mhacli

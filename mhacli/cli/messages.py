@@ -62,6 +62,9 @@ def bad_parameter(exc: Any) -> str | None:
         else:
             typed = plain if whole_number(plain) is not None else shown(exc.typed)
         return f"{name} must be {exc.message}, got {typed}{_example(name, param) if exc.example else ''}."
+    if type(exc).__name__ == "EmptyName":  # cli.options: '' is not the current folder
+        what = "a folder's name ('.' for the current folder)" if exc.folder else "a file's name"
+        return f"{name} is empty (''); give {what}."
     err = _pydantic_error(exc)
     if err is None:
         return None

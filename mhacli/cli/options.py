@@ -65,6 +65,39 @@ def whole_option(value: str | int | None, low: int = -BOUND) -> int | None:
     return number
 
 
+class EmptyName(typer.BadParameter):
+    """A path option given as '' (an unset shell variable, ``--out "$DIR"``): Path('') would be '.', the
+    current folder, so the figures would land among the user's files unasked."""
+
+    def __init__(self, folder: bool) -> None:
+        super().__init__("empty")
+        self.folder = folder
+
+
+def _named(value: object, folder: bool) -> object:
+    if isinstance(value, str) and value == "":
+        raise EmptyName(folder)
+    return value
+
+
+def folder_option(value: str | Path | None) -> Path | None:
+    """``--out``: a folder's name; '' is refused (:class:`EmptyName`), not read as the current folder."""
+    _named(value, folder=True)
+    return None if value is None else Path(value)
+
+
+def file_option(value: str | Path | None) -> Path | None:
+    """``--file`` and the saved-run arguments: a file's name; '' is refused, not read as '.'."""
+    _named(value, folder=False)
+    return None if value is None else Path(value)
+
+
+def file_name_option(value: str | None) -> str | None:
+    """A file written or read by name, kept as text (a trailing '/' must reach the output plan): '' refused."""
+    _named(value, folder=False)
+    return value
+
+
 def seed_option(value: str | int | None) -> int | None:
     """``--seed``: the one rule, except that a negative number too long to read is told the seed's own range
     (the config's words, from 0), not the bound of every number."""
@@ -122,7 +155,8 @@ TextArg = Annotated[Optional[str], typer.Argument(
     help="The text to explain, in quotes; '-' reads standard input.", show_default=False)]
 FileOpt = Annotated[Optional[Path], typer.Option(
     "--file", "-f", help="Read the text from a UTF-8 file.", show_default=False, readable=False,
-    metavar="PATH", rich_help_panel=INPUT)]
+    metavar="PATH", rich_help_panel=INPUT,
+    parser=file_option)]
 SampleOpt = Annotated[Optional[str], typer.Option(
     "--sample", help="Use one of the ready-made texts (see 'mha samples').", show_default=False,
     metavar="TEXT", rich_help_panel=INPUT, autocompletion=complete_sample)]
@@ -130,10 +164,12 @@ TokenizerOpt = Annotated[str, typer.Option(
     "--tokenizer", "-t", help=f"How to split the text: {', '.join(TOKENIZERS)}.", metavar="TEXT",
     rich_help_panel=INPUT, autocompletion=complete_tokenizer)]
 TraceArg = Annotated[Path, typer.Argument(
-    help="An .npz file written by 'mha explain --save-npz'.", show_default=False, readable=False)]
+    help="An .npz file written by 'mha explain --save-npz'.", show_default=False, readable=False,
+    parser=file_option)]
 ShowFileArg = Annotated[Path, typer.Argument(
     help="An .npz written by 'mha explain --save-npz', or your model's attention: 'weights' and 'tokens' "
-    "(docs/your-model.md in mhacli's source).", show_default=False, readable=False)]
+    "(docs/your-model.md in mhacli's source).", show_default=False, readable=False,
+    parser=file_option)]
 SampleNameArg = Annotated[Optional[str], typer.Argument(
     help="Show this sample's text and tokens instead of the list.", show_default=False)]
 
@@ -252,7 +288,8 @@ ShowValuesOpt = Annotated[bool, typer.Option(
 # reach mhacli.io.outputs.plan_outputs to be refused.
 SaveNpzOpt = Annotated[Optional[str], typer.Option(
     "--save-npz", help="Save every array of the run to this .npz file.", show_default=False, readable=False,
-    metavar="PATH", rich_help_panel=OUTPUT)]
+    metavar="PATH", rich_help_panel=OUTPUT,
+    parser=file_name_option)]
 JsonOpt = Annotated[bool, typer.Option(
     "--json", metavar=FLAG, rich_help_panel=OUTPUT,
     help="Print one JSON document (config, steps, arrays) on stdout and nothing else there; "
@@ -269,7 +306,8 @@ ListJsonOpt = Annotated[bool, typer.Option(  # samples and quiz measure nothing:
 HtmlOpt = Annotated[Optional[str], typer.Option(
     "--html", show_default=False, readable=False, metavar="PATH", rich_help_panel=OUTPUT,
     help="Also write one self-contained interactive page (opens offline in any browser; "
-    "up to 200 tokens, or --max-tokens when given).")]
+    "up to 200 tokens, or --max-tokens when given).",
+    parser=file_name_option)]
 MaxTokensOpt = Annotated[Optional[int], typer.Option(  # None: not given (40 here, the page's own 200 in --html)
     "--max-tokens", min=1, metavar="N", rich_help_panel=OUTPUT, show_default=False,
     help=f"Show at most this many tokens in tables and figures (long texts are windowed). Default {MAX_TOKENS}.",
@@ -293,11 +331,13 @@ MarkdownOpt = Annotated[bool, typer.Option(
 # --- figures -------------------------------------------------------------------------------------
 OutOpt = Annotated[Path, typer.Option(
     "--out", "-o", readable=False, metavar="PATH", rich_help_panel=FIGURES,
-    help="Folder for the figures (created if missing); only the tool's own file names are written there.")]
+    help="Folder for the figures (created if missing); only the tool's own file names are written there.",
+    parser=folder_option)]
 LessonOutOpt = Annotated[Optional[Path], typer.Option(
     "--out", "-o", show_default=False, readable=False, metavar="PATH", rich_help_panel=FIGURES,
     help="Also save the figures (a heat map per head, all heads, the magnifiers) into this folder "
-    "after the lesson; nothing is written without it.")]
+    "after the lesson; nothing is written without it.",
+    parser=folder_option)]
 PlotsOpt = Annotated[bool, typer.Option(
     "--plots/--no-plots", metavar=FLAG, help="Save the figures (heatmap per head, all heads, magnifiers) into --out.",
     rich_help_panel=FIGURES)]
@@ -396,11 +436,13 @@ CompareOpt = Annotated[Optional[str], typer.Option(
     help="Train each of these head counts with the same d, steps and seed, e.g. 1,2,4.")]
 TrainSaveOpt = Annotated[Optional[str], typer.Option(  # str: a trailing '/' must reach plan_outputs
     "--save", metavar="PATH", rich_help_panel=OUTPUT, show_default=False, readable=False,
-    help="Write the trained model (of the last run) to this .npz file, for 'mha explain --weights'.")]
+    help="Write the trained model (of the last run) to this .npz file, for 'mha explain --weights'.",
+    parser=file_name_option)]
 TrainOutOpt = Annotated[Path, typer.Option(
     "--out", "-o", metavar="PATH", rich_help_panel=OUTPUT, readable=False,
     help="Folder for training.png and training-heads.png, card.png for the grammar task, sweep.png after --seeds "
-         "(created if missing).")]
+         "(created if missing).",
+    parser=folder_option)]
 TrainPlotsOpt = Annotated[bool, typer.Option(
     "--plots/--no-plots", metavar=FLAG, rich_help_panel=OUTPUT, help="Save the two training figures into --out.")]
 TrainJsonOpt = Annotated[bool, typer.Option(

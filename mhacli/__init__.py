@@ -38,7 +38,7 @@ _PUBLIC = {
     "head_figure": "mhacli.notebook",
     "heads_figure": "mhacli.notebook",
     "magnifiers_figure": "mhacli.notebook",
-    "split_figure": "mhacli.render.figures",
+    "split_figure": "mhacli.notebook",
     "compare_figure": "mhacli.notebook",
     "html_page": "mhacli.notebook",
     "save_figures": "mhacli.notebook",
@@ -59,8 +59,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from mhacli.io.export import load_trace
     from mhacli.pipeline import Run, run
     from mhacli.request import ModelOptions, Request
-    from mhacli.notebook import compare_figure, head_figure, heads_figure, html_page, magnifiers_figure, save_figures
-    from mhacli.render.figures import split_figure
+    from mhacli.notebook import (compare_figure, head_figure, heads_figure, html_page, magnifiers_figure,
+                                 save_figures, split_figure)
 
 
 def _display_page(shown: Any) -> str:

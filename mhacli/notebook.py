@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mhacli.core.errors import UsageError
 from mhacli.pipeline import Run, paged, result_of, shown
 
 if TYPE_CHECKING:
@@ -20,8 +21,21 @@ if TYPE_CHECKING:
 Figure = Any  # a matplotlib Figure (imported by the renderers only, when they draw)
 
 
+def _shown_kind(trace: Any) -> Any:
+    """``trace`` if it is what these functions draw (a run, a trace, a view); else one usage error saying so."""
+    from mhacli.core.checks import kind_name
+    from mhacli.core.trace import Trace
+    from mhacli.core.view import AttentionView
+
+    if not isinstance(trace, (Run, Trace, AttentionView)):
+        raise UsageError(f"expected a run (mhacli.run), a trace (mhacli.load_trace) or an attention view "
+                         f"(mhacli.from_attention), got {kind_name(trace)}.")
+    return trace
+
+
 def _result(trace: Any, *, single: bool = False, layers: bool = False) -> Run:
     """``trace`` as a result: a :class:`Run` as it is (its single head made when asked), else measured once."""
+    _shown_kind(trace)
     if isinstance(trace, Run) and (trace.single is not None or not single) and (trace.layers or not layers):
         return trace
     return result_of(getattr(trace, "trace", trace), single=single, layers=layers)
@@ -35,7 +49,9 @@ def html_page(trace: Any, max_tokens: int | None = None, *, hide_rules: bool = F
     """
     from mhacli.render.html import render_html
 
-    result = trace if isinstance(trace, Run) else result_of(trace, layers=True)  # a result's measures, else once here
+    if not isinstance(_shown_kind(trace), Run):  # a result's measures, else once here
+        trace = result_of(trace, layers=True)
+    result = trace
     return render_html(paged(result, max_tokens), hide_rules=hide_rules, packed=packed)
 
 
@@ -52,9 +68,16 @@ def head_figure(trace: Any, head: int, *, max_tokens: int = 40, query: int | Non
     from mhacli.render.figures import HeadFigure
     from mhacli.render.figures.layout import drawing
 
+    from mhacli.core.checks import whole_number
+
     result = shown(_result(trace), max_tokens, query)
+    h = result.trace.num_heads
+    i = whole_number("head", head)
+    if not 0 <= i < h:
+        raise UsageError(f"head counts from 0 (head_figure(run, 0) is head-1.png): give 0 to {h - 1} for "
+                         f"{h} head{'s' if h != 1 else ''}, got {i}.")
     with drawing(pen) as p:
-        return HeadFigure(result.trace, result.figures, p, hide_rules).show(head)  # type: ignore[arg-type]
+        return HeadFigure(result.trace, result.figures, p, hide_rules).show(i)  # type: ignore[arg-type]
 
 
 def heads_figure(trace: Any, *, max_tokens: int = 40, query: int | None = None, pen: Pen | None = None,
@@ -85,6 +108,23 @@ def magnifiers_figure(trace: Any, single: Any = None, *, query: int | None = Non
         return build_magnifiers(result.trace, result.single, result.magnified, p, hide_rules)  # type: ignore[arg-type]
 
 
+def split_figure(trace: Any, label: str | None = None, *, hide_rules: bool = False, pen: Pen | None = None,
+                 dpi: float | None = None) -> Figure:
+    """How the run's W_q, W_k, W_v split into heads and H merges through W^O (``split.png``), from a run or a trace.
+
+    An attention view has no weight matrices (only the weights after softmax), so it has no split to draw.
+    """
+    from mhacli.core.trace import Trace
+    from mhacli.render.figures import split_figure as draw_split
+
+    found = _shown_kind(trace)
+    found = found.trace if isinstance(found, Run) else found
+    if not isinstance(found, Trace):
+        raise UsageError("split_figure draws a run's weight matrices (mhacli.run, mhacli.load_trace); an attention "
+                         "view holds only the weights after softmax, so it has no split to draw.")
+    return draw_split(found, label, hide_rules=hide_rules, pen=pen, dpi=dpi)
+
+
 def compare_figure(trace: Any, single: Any, comparison: Any = None, *, max_tokens: int = 40,
                    pen: Pen | None = None, hide_rules: bool = False) -> Figure:
     """One head of size d beside h heads of size d/h, and how spread and how different they are."""
@@ -108,10 +148,15 @@ def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "
     A run gets what ``mha explain`` writes; an attention view its heads, the heads sheet and the
     magnifiers (no split: a view has no weight matrices).  ``hide_rules`` leaves rule and pattern names out.
     """
-    from mhacli.render.figures import resolve_query
+    from mhacli.io.files import prepare_out_dir
+    from mhacli.render.figures import check_dpi, check_format, resolve_query
     from mhacli.render.figures import save_figures as save_all
 
+    if isinstance(out_dir, str) and out_dir == "":  # Path('') is '.': the figures would land among the user's files
+        raise UsageError("out_dir is empty (''); give a folder's name ('.' for the current folder).")
     result = _result(trace, single=getattr(trace, "config", None) is not None)
     position = resolve_query(result.trace.tokens, query)
+    fmt, dpi = check_format(fmt), check_dpi(dpi)  # every argument checked before out_dir is made
+    prepare_out_dir(Path(out_dir), "out_dir")  # a file or a device in its place: one line, not FileExistsError
     return save_all(shown(result, max_tokens, position), Path(out_dir), fmt=fmt, dpi=dpi, hide_rules=hide_rules,
                     on_saved=on_saved)

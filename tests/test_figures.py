@@ -778,8 +778,9 @@ def test_format_and_dpi_are_checked():
         figures.check_format("bmp")
     assert figures.check_dpi(72) == 72
     for bad in (0, 10, 5000):
-        with pytest.raises(UsageError, match="--dpi"):
+        with pytest.raises(UsageError, match="^dpi must be a whole number from 30 to 600") as caught:
             figures.check_dpi(bad)
+        assert caught.value.for_cli().startswith("--dpi must be")  # each caller reads its own spelling
 
 
 # ---------------------------------------------------------------------------

@@ -664,6 +664,62 @@ def test_an_empty_name_is_refused_not_read_as_the_current_folder(tmp_path, monke
     assert list(tmp_path.iterdir()) == []
 
 
+def _two_heads():
+    import mhacli
+
+    return mhacli.run("the cat sat", heads=2)
+
+
+def _view():
+    import mhacli
+
+    return mhacli.from_attention(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"])
+
+
+@pytest.mark.parametrize(("call", "said"), [
+    (lambda m: m.head_figure(_two_heads(), 2), "head counts from 0 (head_figure(run, 0) is head-1.png): give 0 to 1 "
+                                               "for 2 heads, got 2."),
+    (lambda m: m.head_figure(_two_heads(), -1), "give 0 to 1 for 2 heads, got -1."),
+    (lambda m: m.head_figure(_two_heads(), "1"), "head must be a whole number, got '1'."),
+    (lambda m: m.head_figure(_two_heads(), True), "head must be a whole number, got True."),
+    (lambda m: m.heads_figure(None), "expected a run (mhacli.run), a trace (mhacli.load_trace) or an attention "
+                                     "view (mhacli.from_attention), got NoneType None."),
+    (lambda m: m.magnifiers_figure({"a": 1}), "got dict {'a': 1}."),  # braces as typed, not doubled
+    (lambda m: m.html_page("the cat"), "got str 'the cat'."),
+    (lambda m: m.run({"a": 1}), "the text must be a string, got dict {'a': 1}."),
+    (lambda m: m.split_figure(_view()), "an attention view holds only the weights after softmax"),
+    (lambda m: m.split_figure([1]), "got list [1]."),
+    (lambda m: m.knockout(_two_heads()), "a report card and a knockout take a trained model: model, _ = "
+                                         "mhacli.io.trained.load_trained('model.npz') (written by mha train --save), "
+                                         "got Run."),
+    (lambda m: m.report_card("model.npz"), "take a trained model"),
+    (lambda m: m.save_figures(_two_heads(), ""), "out_dir is empty (''); give a folder's name"),
+    (lambda m: m.save_figures(_two_heads(), "notes.txt"), "out_dir 'notes.txt' is a file, not a folder"),
+    (lambda m: m.save_figures(_two_heads(), "figs", dpi=5), "dpi must be a whole number from 30 to 600, got 5."),
+    (lambda m: m.load_trace(""), "the trace file's name is empty ('')"),
+])
+def test_the_api_s_drawing_and_model_functions_refuse_what_they_cannot_use(tmp_path, monkeypatch, call, said):
+    """Each was a bare IndexError, AttributeError or FileExistsError from deep inside, or an error with the command
+    line's words (--dpi) or doubled braces; now one UsageError in the API's words, and nothing written."""
+    import mhacli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError) as caught:
+        call(mhacli)
+    said_here = str(caught.value)
+    assert said in said_here and "{{" not in said_here, said_here
+    assert not any(f"--{name}" in said_here for name in ("dpi", "out", "file", "weights")), said_here  # API words
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_the_public_split_figure_takes_a_run_or_its_trace():
+    import mhacli
+
+    result = _two_heads()
+    assert mhacli.split_figure(result).texts and mhacli.split_figure(result.trace).texts
+
+
 def test_the_api_refuses_empty_weights_in_its_own_words():
     import mhacli
 

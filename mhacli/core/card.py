@@ -238,8 +238,13 @@ def picked_keys(weights: Array) -> Array:
 def held_out(model: "TrainedModel", sentences: int,
              seed: int) -> tuple[Array, Array, tuple[str, ...]]:
     """Fresh sentences for a grammar model: ids (S, N), each card row's true keys (R, S, N; -1: none), rows."""
+    from mhacli.core.checks import kind_name
     from mhacli.core.tasks import get_task
 
+    if not (hasattr(model, "forward") and hasattr(getattr(model, "config", None), "task")):  # a run, a trace, a path
+        raise UsageError(f"a report card and a knockout take a trained model: model, _ = "
+                         f"mhacli.io.trained.load_trained('model.npz') (written by mha train --save), got "
+                         f"{kind_name(model)}.")
     task = get_task(model.config.task)
     if not task.sentences:
         raise UsageError(f"a report card scores heads against the grammar's parse: train with --task grammar "

@@ -111,7 +111,13 @@ def text_argument(value: object) -> str | None:
         return value
     hint = " (for a list of tokens, pass tokens=[...])" if isinstance(value, (list, tuple)) else (
         " (decode it first: text.decode('utf-8'))" if isinstance(value, (bytes, bytearray)) else "")
-    raise UsageError(f"the text must be a string, got {type(value).__name__} {_spelled(value)}{hint}.")
+    raise UsageError(f"the text must be a string, got {kind_name(value)}{hint}.")
+
+
+def kind_name(value: object) -> str:
+    """What a caller passed, for a message without fields: its type and, shortened, the value (``str 'the cat'``)."""
+    text = _shortened(value)
+    return type(value).__name__ if "\n" in text or text.startswith("<") else f"{type(value).__name__} {text}"
 
 
 def chosen(value: object, choices: Sequence[str]) -> object:
@@ -168,11 +174,16 @@ def named_options(options: dict[str, object]) -> dict[str, object]:
     return named
 
 
-def _spelled(value: object) -> str:
+def _shortened(value: object) -> str:
     from mhacli.core.messages import shown
 
     text = shown(value) if isinstance(value, str) else repr(value)
-    return literal(text[:40] + "…" if len(text) > 41 else text)
+    return text[:40] + "…" if len(text) > 41 else text
+
+
+def _spelled(value: object) -> str:
+    """The value as typed, for a message template with fields: its braces are text."""
+    return literal(_shortened(value))
 
 
 #: What a trained model decides for itself: its heads, width and mask, the seed it was trained from

@@ -155,6 +155,9 @@ def load_trace(path: Path) -> Trace:
     Format 1 files (mhacli 0.1.0) load with the Config's defaults for what
     they did not store.
     """
+    if isinstance(path, str) and path == "":  # Path('') is '.': "'.' is a folder" would name nothing given
+        raise UsageError("the trace file's name is empty (''); give the .npz 'mha explain TEXT --save-npz FILE' "
+                         "wrote.")
     path = Path(path)
     try:
         with warnings.catch_warnings():

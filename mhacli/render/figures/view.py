@@ -26,7 +26,8 @@ def check_format(fmt: str) -> str:
 def check_dpi(dpi: int) -> int:
     """Dots per inch for raster output, within a range that is readable and fits in memory."""
     if isinstance(dpi, bool) or not isinstance(dpi, numbers.Integral) or not DPI_MIN <= dpi <= DPI_MAX:
-        raise UsageError(f"--dpi must be a whole number from {DPI_MIN} to {DPI_MAX}, got {dpi!r}.")
+        got = repr(dpi).replace("{", "{{").replace("}", "}}")  # the value as typed, never read as a field
+        raise UsageError(f"{{dpi:name}} must be a whole number from {DPI_MIN} to {DPI_MAX}, got {got}.", dpi=dpi)
     return int(dpi)  # np.int64(30) is 30, as everywhere a Python number is taken
 
 

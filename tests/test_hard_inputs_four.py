@@ -511,6 +511,8 @@ def _config(**changes: object) -> str:
     ({"config": _config(steps=-5)}, "(steps must be at least 1, got -5)"),
     ({"config": _config(optimizer="sgd")}, "records 'optimizer', which mha train does not record"),
     ({"positions": np.full((12, 16), 1e300)}, "'positions' holds values up to 1e+300"),
+    ({"format_version": np.array(99)}, "format_version is 99, this mha reads 1"),  # not "array(99)"
+    ({"format_version": np.array([1, 1])}, "format_version is 'an array of shape (2,)', this mha reads 1"),
 ])
 def test_an_edited_trained_model_is_refused_naming_the_file_not_options_never_typed(tmp_path, members, words):
     path = _edited_model(tmp_path, **members)
@@ -518,6 +520,18 @@ def test_an_edited_trained_model_is_refused_naming_the_file_not_options_never_ty
     line = one_error_line(proc)
     assert proc.returncode == 2 and "'edited.npz' is not a trained mha model" in line and words in line, line
     assert "--heads" not in line and "--steps" not in line and "--d-model" not in line
+
+
+@pytest.mark.parametrize(("array", "said"), [
+    (np.array("0.2.0"), "its member 'mhacli_version' holds text (<U5), not real numbers."),  # not "numbers or text"
+    (np.zeros((2, 2), complex), "its member 'mhacli_version' holds complex numbers (<c16), not real numbers."),
+])
+def test_a_member_of_the_wrong_kind_is_named_by_what_it_holds(tmp_path, array, said):
+    """A trained model's file without its 'kind' is read as weights, whose members hold real numbers only: the
+    message said a text member was "not numbers or text"."""
+    np.savez(tmp_path / "w.npz", **_layer(np.random.default_rng(0)), mhacli_version=array)
+    code, out, err = cli("explain", "a b c", "--weights", str(tmp_path / "w.npz"), "--no-plots")
+    assert code == 2 and out == "" and said in err, err
 
 
 @pytest.mark.parametrize("recorded", [3, 2**62, 16])

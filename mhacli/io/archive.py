@@ -116,9 +116,14 @@ def _header(archive: zipfile.ZipFile, info: zipfile.ZipInfo, bad: Refusal,
         raise bad(f"its member {shown(name)} holds Python objects, which would have to be unpickled; "
                   "mha never unpickles a file (save strings as a plain str array)")
     if dtype.kind not in kinds or dtype.names is not None or dtype.subdtype is not None:
-        raise bad(f"its member {shown(name)} has the type {dtype.str}, not numbers or text")
+        wanted = "real numbers or text" if "U" in kinds else "real numbers"  # what this kind of file holds, truly
+        raise bad(f"its member {shown(name)} holds {_KIND_WORDS.get(dtype.kind, 'records')} ({dtype.str}), "
+                  f"not {wanted}")
     return tuple(int(n) for n in shape), dtype
 
+
+_KIND_WORDS = {"U": "text", "S": "bytes", "b": "true/false values", "i": "whole numbers", "u": "whole numbers",
+               "f": "numbers", "c": "complex numbers", "V": "raw bytes", "M": "dates", "m": "time spans"}
 
 DAMAGED = "it is truncated or damaged (was it copied before it was fully written?); write it again"
 

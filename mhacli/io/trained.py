@@ -151,7 +151,8 @@ def load_trained(path: Path) -> tuple[TrainedModel, dict[str, Any]]:
                 raise _bad(path, f"it lacks {', '.join(missing)}")
             version = data["format_version"]
             if version.shape != () or version.dtype.kind not in "iu" or int(version) != FORMAT_VERSION:
-                raise _bad(path, f"format_version is {version!r}, this mha reads {FORMAT_VERSION}")
+                said = version.item() if version.shape == () else f"an array of shape {version.shape}"
+                raise _bad(path, f"format_version is {said!r}, this mha reads {FORMAT_VERSION}")
             config = _recorded_config(_json(data, "config", path), path)
             metrics = _json(data, "metrics", path)
             in_proj = _floats(data, "in_proj_weight", path, 2)

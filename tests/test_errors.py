@@ -206,6 +206,10 @@ ROWS: list[tuple[str, str]] = [
     ("verify an npz with infinite weights", "mha verify tampered-inf-weights.npz"),
     ("show an npz with a member that is not .npy data", "mha show not-npy.npz"),
     ("show an npz from a newer mhacli", "mha show newer.npz"),
+    ("show a model mha train saved", "mha show model.npz"),
+    ("a saved run given as weights", 'mha explain "the cat" --weights trace.npz'),
+    ("an attention file given as weights", 'mha explain "the cat" --weights attention.npz'),
+    ("shapes asked for Markdown and JSON at once", "mha shapes --markdown --json"),
     # --- your own weights and attention (issues 21 and 22) -------------------------
     ("a weights file without --heads (a state dict never records them)", 'mha explain "the cat" --weights own.npz'),
     ("a weights file holding several layers, without --layer",
@@ -279,6 +283,9 @@ def make_fixtures(folder: Path) -> None:
     np.savez(folder / "tampered-inf-heads.npz", **{**good, "num_heads": np.array(np.inf)})
     np.savez(folder / "tampered-inf-weights.npz", **{**good, "W_k": good["W_k"] * np.inf})
     np.savez(folder / "newer.npz", **{**good, "format_version": np.array(3)})
+    from mhacli.io.shipped import shipped_model_path
+
+    (folder / "model.npz").write_bytes(shipped_model_path(name="trained").read_bytes())  # as mha train --save wrote it
     import io
     import zipfile
 

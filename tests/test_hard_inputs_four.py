@@ -534,6 +534,31 @@ def test_a_member_of_the_wrong_kind_is_named_by_what_it_holds(tmp_path, array, s
     assert code == 2 and out == "" and said in err, err
 
 
+def test_each_file_mha_writes_is_named_for_what_it_is_where_another_kind_is_asked(tmp_path, monkeypatch):
+    """A trained model given to show or verify was "not written by mha"; a saved run or an attention file given
+    to --weights was refused for a text member. Each now says what the file is and which command reads it."""
+    monkeypatch.chdir(tmp_path)
+    assert cli("train", "--steps", "2", "--save", "model.npz", "--no-plots")[0] == 0
+    assert cli("explain", "the cat", "--save-npz", "run.npz", "--no-plots")[0] == 0
+    np.savez(tmp_path / "attention.npz", weights=np.full((2, 3, 3), 1 / 3), tokens=np.array(["a", "b", "c"]))
+    for argv, said in [
+        (["show", "model.npz"], "'model.npz' is not a valid mha trace: it is a model 'mha train --save' wrote, not a "
+                                "saved run: 'mha explain TEXT --weights FILE --save-npz run.npz' saves a run of it."),
+        (["verify", "model.npz"], "it is a model 'mha train --save' wrote, not a saved run"),
+        (["explain", "a b", "--weights", "run.npz", "--no-plots"],
+         "'run.npz' is not a readable .npz of weights: it is a saved run ('mha explain --save-npz'), which 'mha "
+         "show' reads; a weights file holds a layer's state dict (in_proj_weight, out_proj.weight, …)."),
+        (["explain", "a b", "--weights", "attention.npz", "--no-plots"], "it is an attention file, which 'mha show'"),
+    ]:
+        code, out, err = cli(*argv)
+        assert code == 2 and out == "" and said in err and "not written by mha" not in err, (argv, err)
+
+
+def test_shapes_refuses_markdown_and_json_together():
+    code, out, err = cli("shapes", "--markdown", "--json")
+    assert (code, out) == (2, "") and "--markdown and --json each choose what is printed; give one of them." in err
+
+
 @pytest.mark.parametrize("recorded", [3, 2**62, 16])
 def test_a_recorded_head_count_that_cannot_split_d_names_the_file(tmp_path, recorded):
     np.savez(tmp_path / "w.npz", **_layer(np.random.default_rng(0)), num_heads=np.array(recorded))

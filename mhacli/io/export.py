@@ -134,6 +134,9 @@ def _read_members(path: Path) -> dict[str, np.ndarray]:
 
     def check_names(names: list[str]) -> None:
         missing = [k for k in NPZ_KEYS if k not in names]
+        if {"kind", "readout", "in_proj_weight"} <= set(names):  # a file mha wrote, but not a run
+            raise _shape_error(path, "it is a model 'mha train --save' wrote, not a saved run: 'mha explain TEXT "
+                                     "--weights FILE --save-npz run.npz' saves a run of it")
         if len(missing) == len(NPZ_KEYS):
             found = ", ".join(sorted(names)[:6]) or "nothing"
             raise _shape_error(path, f"it was not written by mha (it holds {found}); {_HINT}")

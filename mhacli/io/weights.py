@@ -49,8 +49,15 @@ def _check_file(path: Path) -> None:
 def _read_npz(path: Path) -> dict[str, Any]:
     from mhacli.io.archive import read_npz
 
+    def not_a_run(names: list[str]) -> None:
+        """A saved run or an attention file holds tokens (text), which a state dict never does: say what it is."""
+        if "tokens" in names and "in_proj_weight" not in names:
+            what = "a saved run ('mha explain --save-npz')" if "W_q" in names else "an attention file"
+            raise _bad(path)(f"it is {what}, which 'mha show' reads; a weights file holds a layer's state dict "
+                             "(in_proj_weight, out_proj.weight, …)")
+
     return read_npz(path, noun=_NOUN, hint=_HINT, bad=_bad(path), cap=MAX_WEIGHT_BYTES,
-                    max_members=MAX_STATE_MEMBERS, kinds="biuf")
+                    max_members=MAX_STATE_MEMBERS, kinds="biuf", names_check=not_a_run)
 
 
 def _read_pt(path: Path) -> dict[str, Any]:

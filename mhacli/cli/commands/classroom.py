@@ -88,6 +88,8 @@ def shapes(
     """
     from mhacli.core.config import check_shapes
 
+    if markdown and json_out:  # each chooses what stdout holds: JSON silently won
+        raise UsageError("--markdown and --json each choose what is printed; give one of them.")
     check_shapes(tokens, d_model, heads)  # no arrays are made, so no memory limit: sizes of real models work
     _shapes(tokens, d_model, heads, causal, markdown, json_out)
 

@@ -688,8 +688,6 @@ def test_an_api_argument_of_the_wrong_kind_is_a_usage_error(call, words):
     (["explain", "the cat", "--html", "", "--no-plots"], "--html is empty"),
     (["train", "--steps", "2", "--save", "", "--no-plots"], "--save is empty"),
     (["explain", "--file", "", "--no-plots"], "--file is empty"),
-    (["show", ""], "TRACE_FILE is empty"),
-    (["verify", ""], "TRACE_FILE is empty"),
     (["explain", "the cat", "--weights", "", "--no-plots"], "--weights is empty (''); give one of random, designed"),
 ])
 def test_an_empty_name_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, argv, said):

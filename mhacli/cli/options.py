@@ -87,7 +87,8 @@ def folder_option(value: str | Path | None) -> Path | None:
 
 
 def file_option(value: str | Path | None) -> Path | None:
-    """``--file`` and the saved-run arguments: a file's name; '' is refused, not read as '.'."""
+    """``--file``: a file's name; '' is refused, not read as '.'. (The saved-run arguments keep Typer's Path: a
+    parser would print their type as <Path> in --help; '' reaches them as '.', which is then called a folder.)"""
     _named(value, folder=False)
     return None if value is None else Path(value)
 
@@ -164,12 +165,10 @@ TokenizerOpt = Annotated[str, typer.Option(
     "--tokenizer", "-t", help=f"How to split the text: {', '.join(TOKENIZERS)}.", metavar="TEXT",
     rich_help_panel=INPUT, autocompletion=complete_tokenizer)]
 TraceArg = Annotated[Path, typer.Argument(
-    help="An .npz file written by 'mha explain --save-npz'.", show_default=False, readable=False,
-    parser=file_option)]
+    help="An .npz file written by 'mha explain --save-npz'.", show_default=False, readable=False)]
 ShowFileArg = Annotated[Path, typer.Argument(
     help="An .npz written by 'mha explain --save-npz', or your model's attention: 'weights' and 'tokens' "
-    "(docs/your-model.md in mhacli's source).", show_default=False, readable=False,
-    parser=file_option)]
+    "(docs/your-model.md in mhacli's source).", show_default=False, readable=False)]
 SampleNameArg = Annotated[Optional[str], typer.Argument(
     help="Show this sample's text and tokens instead of the list.", show_default=False)]
 

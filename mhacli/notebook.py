@@ -148,6 +148,7 @@ def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "
     A run gets what ``mha explain`` writes; an attention view its heads, the heads sheet and the
     magnifiers (no split: a view has no weight matrices).  ``hide_rules`` leaves rule and pattern names out.
     """
+    from mhacli.io.cleanup import settle_made
     from mhacli.io.files import prepare_out_dir
     from mhacli.render.figures import check_dpi, check_format, resolve_query
     from mhacli.render.figures import save_figures as save_all
@@ -157,6 +158,13 @@ def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "
     result = _result(trace, single=getattr(trace, "config", None) is not None)
     position = resolve_query(result.trace.tokens, query)
     fmt, dpi = check_format(fmt), check_dpi(dpi)  # every argument checked before out_dir is made
-    prepare_out_dir(Path(out_dir), "out_dir")  # a file or a device in its place: one line, not FileExistsError
-    return save_all(shown(result, max_tokens, position), Path(out_dir), fmt=fmt, dpi=dpi, hide_rules=hide_rules,
-                    on_saved=on_saved)
+    made: list[Path] = []
+    prepare_out_dir(Path(out_dir), "out_dir", made)  # a file or a device in its place: one line, not FileExistsError
+    failed = True
+    try:
+        saved = save_all(shown(result, max_tokens, position), Path(out_dir), fmt=fmt, dpi=dpi, hide_rules=hide_rules,
+                         on_saved=on_saved)
+        failed = False
+        return saved
+    finally:  # a folder made for figures never drawn (Ctrl-C in a notebook) goes again; a kept one is the caller's
+        settle_made(made, failed)

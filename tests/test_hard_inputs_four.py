@@ -750,6 +750,28 @@ def test_the_api_s_drawing_and_model_functions_refuse_what_they_cannot_use(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
+def test_save_figures_keeps_its_folder_or_removes_it_when_nothing_was_drawn(tmp_path, monkeypatch):
+    """The API has no command's exit to clean up after it: a folder it made stays with the figures and is no longer
+    the process's to remove; one made for figures never drawn (an error, Ctrl-C in a notebook) goes again."""
+    import importlib
+
+    import mhacli
+    from mhacli.io import cleanup
+
+    save_module = importlib.import_module("mhacli.render.figures.save")  # the package exports a function 'save'
+    result = _two_heads()
+    written = mhacli.save_figures(result, tmp_path / "a" / "figs", dpi=30)
+    assert len(written) == 5 and cleanup.pending() == []
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(save_module, "atomic_write", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        mhacli.save_figures(result, tmp_path / "b" / "figs", dpi=30)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and cleanup.pending() == []
+
+
 def test_the_public_split_figure_takes_a_run_or_its_trace():
     import mhacli
 

@@ -106,6 +106,18 @@ def register_made(folders: list[Path]) -> None:
             _registered[(os.getpid(), os.fspath(path))] = EMPTY
 
 
+def settle_made(folders: list[Path], failed: bool) -> None:
+    """End the registration of ``folders`` (:func:`register_made`) outside a command: when ``failed``, each still
+    empty is removed first (the API's :func:`mhacli.notebook.save_figures`, which no command's exit cleans up)."""
+    for path in folders:
+        unregister(path)
+        if failed:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+
+
 def unregister(path: Path | str) -> None:
     """``path`` was renamed into place or removed: no longer ours to delete."""
     with _lock:

@@ -128,8 +128,12 @@ def replaced_sentence() -> str:
     return f" It had already replaced {listed} with this run's: {earlier} gone."
 
 
-def prepare_out_dir(path: Path, what: str = "--out") -> Path:
-    """Create the output folder if missing; refuse a file, a device or an unwritable folder."""
+def prepare_out_dir(path: Path, what: str = "--out", made: list[Path] | None = None) -> Path:
+    """Create the output folder if missing; refuse a file, a device or an unwritable folder.
+
+    The folders created are registered with :mod:`mhacli.io.cleanup` (any exit of a command removes each one
+    still empty) and added to ``made`` when it is given.
+    """
     path = Path(path)
     info = _stat(path, what)
     if info is not None and not stat.S_ISDIR(info.st_mode):
@@ -137,7 +141,10 @@ def prepare_out_dir(path: Path, what: str = "--out") -> Path:
     from mhacli.io import cleanup
 
     # Registered before they exist (no window for a signal); any exit removes each one still empty.
-    cleanup.register_made([p for p in (path, *path.parents) if not os.path.lexists(p)])  # deepest first
+    created = [p for p in (path, *path.parents) if not os.path.lexists(p)]  # deepest first
+    cleanup.register_made(created)
+    if made is not None:
+        made.extend(created)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:

@@ -166,3 +166,35 @@ def test_only_the_mha_script_s_commands_fork(tmp_path):
     (tmp_path / "render" / "sneaky.py").write_text("from mhacli.io.ahead import started\n\n\n"
                                                    "def f():\n    with started('explain') as a:\n        return a\n")
     assert _calls({"started"}, tmp_path) == {"render/sneaky.py": {"started"}}
+
+
+# A signal while the command's modules load: after the script's entry installed mha's handlers, before the command's
+# own exit path (MhaGroup.main) exists. An import hook sends it exactly there, as mhacli.cli.app is looked up.
+SIGNAL_AT_IMPORT = """
+import os, signal, sys
+
+class SignalAtImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mhacli.cli.app":
+            os.kill(os.getpid(), signal.{name})
+        return None
+
+sys.meta_path.insert(0, SignalAtImport())
+sys.argv = ["mha", "explain", "the cat sat on the mat", "--out", "figs"]
+from mhacli.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize(("name", "code", "said"), [("SIGTERM", 143, "terminated (SIGTERM)"),
+                                                    ("SIGINT", 130, "interrupted (Ctrl-C)")])
+def test_a_signal_while_the_command_loads_is_one_line_and_its_exit_code(tmp_path, name, code, said):
+    """It was a traceback ending in 'Terminated' (seen at 0.06 s after the start of a real mha explain)."""
+    from pause import default_sigint
+
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_AT_IMPORT.replace("{name}", name)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, preexec_fn=default_sigint,
+                          env={**os.environ, "MHA_DRAWERS": "1"})  # drawers forked at the start: ended too
+    assert proc.returncode == code and proc.stdout == "", proc.stderr
+    assert proc.stderr == f"mha: error: {said}; nothing half-written was left behind.\n"
+    assert list(tmp_path.iterdir()) == []

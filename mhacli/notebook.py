@@ -41,6 +41,34 @@ def _result(trace: Any, *, single: bool = False, layers: bool = False) -> Run:
     return result_of(getattr(trace, "trace", trace), single=single, layers=layers)
 
 
+def _tokens_shown(max_tokens: Any) -> int:
+    """``max_tokens`` as the figures and the page take it: a whole number, at least 1."""
+    from mhacli.core.checks import whole_number
+
+    return whole_number("max_tokens", max_tokens, low=1)
+
+
+def _windowed(trace: Any, max_tokens: Any, query: Any, *, single: bool = False) -> Run:
+    """The result with the figures' window chosen: ``max_tokens`` and ``query`` (a position or a token's text, as
+    ``--query`` takes it) checked once, in the API's words, before anything is drawn."""
+    from mhacli.render.figures import resolve_query
+
+    result = _result(trace, single=single)
+    return shown(result, _tokens_shown(max_tokens), resolve_query(result.trace.tokens, query))
+
+
+def _one_head(single: Any) -> Any:
+    """A one-head run to set beside the heads: a trace or a run of one (its trace), else one usage error."""
+    from mhacli.core.checks import kind_name
+    from mhacli.core.trace import Trace
+
+    found = single.trace if isinstance(single, Run) else single
+    if not isinstance(found, Trace) or found.num_heads != 1:
+        raise UsageError(f"single must be a one-head run (mhacli.run(text, heads=1), or a run's .single), got "
+                         f"{kind_name(single)}.")
+    return found
+
+
 def html_page(trace: Any, max_tokens: int | None = None, *, hide_rules: bool = False, packed: bool = False) -> str:
     """The interactive page of ``trace`` (a run or an attention view) as one self-contained HTML string.
 
@@ -52,7 +80,8 @@ def html_page(trace: Any, max_tokens: int | None = None, *, hide_rules: bool = F
     if not isinstance(_shown_kind(trace), Run):  # a result's measures, else once here
         trace = result_of(trace, layers=True)
     result = trace
-    return render_html(paged(result, max_tokens), hide_rules=hide_rules, packed=packed)
+    shown_tokens = None if max_tokens is None else _tokens_shown(max_tokens)
+    return render_html(paged(result, shown_tokens), hide_rules=hide_rules, packed=packed)
 
 
 def display_page(shown_object: Any) -> str:
@@ -70,7 +99,7 @@ def head_figure(trace: Any, head: int, *, max_tokens: int = 40, query: int | Non
 
     from mhacli.core.checks import whole_number
 
-    result = shown(_result(trace), max_tokens, query)
+    result = _windowed(trace, max_tokens, query)
     h = result.trace.num_heads
     i = whole_number("head", head)
     if not 0 <= i < h:
@@ -86,7 +115,7 @@ def heads_figure(trace: Any, *, max_tokens: int = 40, query: int | None = None, 
     from mhacli.render.figures import build_heads
     from mhacli.render.figures.layout import drawing
 
-    result = shown(_result(trace), max_tokens, query)
+    result = _windowed(trace, max_tokens, query)
     with drawing(pen) as p:
         return build_heads(result.trace, result.figures, p, hide_rules)  # type: ignore[arg-type]
 
@@ -103,7 +132,9 @@ def magnifiers_figure(trace: Any, single: Any = None, *, query: int | None = Non
     from mhacli.render.figures.layout import drawing
 
     result = _result(trace)
-    result = shown(replace(result, single=single) if single is not None else result, max_tokens, query)
+    if single is not None:
+        result = replace(result, single=_one_head(single))
+    result = _windowed(result, max_tokens, query)
     with drawing(pen) as p:
         return build_magnifiers(result.trace, result.single, result.magnified, p, hide_rules)  # type: ignore[arg-type]
 
@@ -125,16 +156,20 @@ def split_figure(trace: Any, label: str | None = None, *, hide_rules: bool = Fal
     return draw_split(found, label, hide_rules=hide_rules, pen=pen, dpi=dpi)
 
 
-def compare_figure(trace: Any, single: Any, comparison: Any = None, *, max_tokens: int = 40,
+def compare_figure(trace: Any, single: Any = None, comparison: Any = None, *, max_tokens: int = 40,
                    pen: Pen | None = None, hide_rules: bool = False) -> Figure:
-    """One head of size d beside h heads of size d/h, and how spread and how different they are."""
+    """One head of size d beside h heads of size d/h, and how spread and how different they are.
+
+    ``single``: the one head to compare with (a one-head run or trace); by default the run's own, one head of
+    size d made from the same matrices (or trained alone, for the shipped model), as ``mha compare`` makes it.
+    """
     from mhacli.core.compare import compare
     from mhacli.render.figures import build_compare
     from mhacli.render.figures.layout import drawing
 
-    result = _result(trace)
+    result = _windowed(trace, max_tokens, None, single=single is None)
+    single = _one_head(single if single is not None else result.single)
     comparison = comparison or result.comparison or compare(result.trace, single)
-    result = shown(result, max_tokens)
     with drawing(pen) as p:
         return build_compare(result.trace, single, comparison, result.figures, p,  # type: ignore[arg-type]
                              hide_rules=hide_rules)
@@ -150,20 +185,18 @@ def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "
     """
     from mhacli.io.cleanup import settle_made
     from mhacli.io.files import prepare_out_dir
-    from mhacli.render.figures import check_dpi, check_format, resolve_query
+    from mhacli.render.figures import check_dpi, check_format
     from mhacli.render.figures import save_figures as save_all
 
     if isinstance(out_dir, str) and out_dir == "":  # Path('') is '.': the figures would land among the user's files
         raise UsageError("out_dir is empty (''); give a folder's name ('.' for the current folder).")
-    result = _result(trace, single=getattr(trace, "config", None) is not None)
-    position = resolve_query(result.trace.tokens, query)
+    result = _windowed(trace, max_tokens, query, single=getattr(trace, "config", None) is not None)
     fmt, dpi = check_format(fmt), check_dpi(dpi)  # every argument checked before out_dir is made
     made: list[Path] = []
     prepare_out_dir(Path(out_dir), "out_dir", made)  # a file or a device in its place: one line, not FileExistsError
     failed = True
     try:
-        saved = save_all(shown(result, max_tokens, position), Path(out_dir), fmt=fmt, dpi=dpi, hide_rules=hide_rules,
-                         on_saved=on_saved)
+        saved = save_all(result, Path(out_dir), fmt=fmt, dpi=dpi, hide_rules=hide_rules, on_saved=on_saved)
         failed = False
         return saved
     finally:  # a folder made for figures never drawn (Ctrl-C in a notebook) goes again; a kept one is the caller's

@@ -764,8 +764,9 @@ def test_query_is_a_position_or_a_token():
     assert figures.resolve_query(tokens, 5) == 5
     assert figures.resolve_query(tokens, "the") == 0  # first copy
     assert figures.resolve_query(tokens, "MAT") == 5  # any case when nothing matches exactly
-    with pytest.raises(UsageError, match=r"--query 6 is outside the sentence; give a position from 0 to 5"):
+    with pytest.raises(UsageError, match=r"^query 6 is outside the sentence; give a position from 0 to 5") as caught:
         figures.resolve_query(tokens, "6")
+    assert caught.value.for_cli().startswith("--query 6 is outside")  # the command line's words there
     with pytest.raises(UsageError, match=r"from 0 to 5"):
         figures.resolve_query(tokens, "-1")
     with pytest.raises(UsageError, match=r"'dog' is not a token of the text.*the, cat, sat, on, mat"):

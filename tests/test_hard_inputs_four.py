@@ -734,6 +734,17 @@ def _view():
     (lambda m: m.save_figures(_two_heads(), "notes.txt"), "out_dir 'notes.txt' is a file, not a folder"),
     (lambda m: m.save_figures(_two_heads(), "figs", dpi=5), "dpi must be a whole number from 30 to 600, got 5."),
     (lambda m: m.load_trace(""), "the trace file's name is empty ('')"),
+    (lambda m: m.html_page(_two_heads(), max_tokens=0), "max_tokens must be at least 1, got 0."),  # was ValueError
+    (lambda m: m.html_page(_two_heads(), max_tokens="x"), "max_tokens must be a whole number, got 'x'."),
+    (lambda m: m.head_figure(_two_heads(), 0, max_tokens=1.5), "max_tokens must be a whole number, got 1.5."),
+    (lambda m: m.heads_figure(_two_heads(), query=99), "query 99 is outside the sentence; give a position from 0 "
+                                                       "to 2 or one of its tokens."),  # was drawn, silently
+    (lambda m: m.magnifiers_figure(_two_heads(), query=-1), "query -1 is outside the sentence"),  # was row -1
+    (lambda m: m.magnifiers_figure(_two_heads(), query="zzz"), "query 'zzz' is not a token of the text"),
+    (lambda m: m.save_figures(_two_heads(), "figs", query="{z}"), "query '{z}' is not a token"),
+    (lambda m: m.magnifiers_figure(_two_heads(), single="x"), "single must be a one-head run (mhacli.run(text, "
+                                                             "heads=1), or a run's .single), got str 'x'."),
+    (lambda m: m.compare_figure(_two_heads(), _two_heads()), "single must be a one-head run"),
 ])
 def test_the_api_s_drawing_and_model_functions_refuse_what_they_cannot_use(tmp_path, monkeypatch, call, said):
     """Each was a bare IndexError, AttributeError or FileExistsError from deep inside, or an error with the command
@@ -770,6 +781,16 @@ def test_save_figures_keeps_its_folder_or_removes_it_when_nothing_was_drawn(tmp_
     with pytest.raises(KeyboardInterrupt):
         mhacli.save_figures(result, tmp_path / "b" / "figs", dpi=30)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and cleanup.pending() == []
+
+
+def test_compare_figure_makes_the_run_s_own_one_head_when_none_is_given():
+    import mhacli
+
+    from mhacli.pipeline import prepare
+
+    both = prepare("the cat sat on the mat").run(compare=True)
+    texts = lambda fig: sorted(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")))  # noqa: E731
+    assert texts(mhacli.compare_figure(both.trace)) == texts(mhacli.compare_figure(both, both.single, both.comparison))
 
 
 def test_the_public_split_figure_takes_a_run_or_its_trace():

@@ -7,6 +7,7 @@ import numbers
 from typing import Sequence
 
 from mhacli.core.errors import UsageError
+from mhacli.core.messages import literal
 from mhacli.core.tokenize import label
 from mhacli.core.numbers import whole_number
 from mhacli.core.window import View
@@ -41,8 +42,8 @@ def resolve_query(tokens: Sequence[str], query: int | str | None) -> int | None:
     if isinstance(query, int) or number is not None:
         pos = int(query) if isinstance(query, int) else int(number)  # type: ignore[arg-type]
         if not 0 <= pos < n:
-            raise UsageError(f"--query {pos} is outside the sentence; give a position from 0 to {n - 1} "
-                             "or one of its tokens.")
+            raise UsageError(f"{{query:name}} {pos} is outside the sentence; give a position from 0 to {n - 1} "
+                             "or one of its tokens.", query=pos)
         return pos
     for wanted in (text, text.casefold()):
         for p, tok in enumerate(tokens):
@@ -50,7 +51,7 @@ def resolve_query(tokens: Sequence[str], query: int | str | None) -> int | None:
                 return p
     distinct = list(dict.fromkeys(label(t, 16) for t in tokens))
     shown = ", ".join(distinct[:12]) + (", …" if len(distinct) > 12 else "")
-    raise UsageError(f"--query {label(text, 24)!r} is not a token of the text; give a position from "
-                     f"0 to {n - 1} or one of: {shown}.")
+    raise UsageError(f"{{query:name}} {literal(repr(label(text, 24)))} is not a token of the text; give a position "
+                     f"from 0 to {n - 1} or one of: {literal(shown)}.", query=text)
 
 __all__ = ["DPI_MAX", "DPI_MIN", "FORMATS", "View", "check_dpi", "check_format", "resolve_query"]

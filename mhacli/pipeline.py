@@ -385,6 +385,8 @@ def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any
         if text is None and tokens is None:
             raise UsageError('run() needs a text or tokens: run("the cat sat on the mat", heads=4) or '
                              'run(tokens=["the", "cat"]).')
+        if text is not None and tokens is not None:  # the tokens won, and the text was dropped without a word
+            raise UsageError("run() takes a text or tokens, not both: the tokens are the text already split.")
         return prepare(text, tokens=tokens, **options).run()
     if options or tokens is not None:
         raise TypeError("run(request) takes the request alone: its model options, text and tokens are in it")

@@ -664,6 +664,9 @@ def test_argv_text_recovers_utf8_bytes_and_keeps_what_is_not_utf8():
     (lambda m: m.run(tokens="the cat"), "tokens must be a list of strings, one per position, not one string"),
     (lambda m: m.run(), "run() needs a text or tokens"),  # not "the text holds only spaces": none was given
     (lambda m: m.run(None, heads=2), "run() needs a text or tokens"),
+    (lambda m: m.run("a b", tokens=["a"]), "run() takes a text or tokens, not both"),  # the text was dropped
+    (lambda m: m.run("the lion", weights="grammar", words={"lion": 3}),
+     "words maps words to classes as text, e.g. {'park': 'place'}; got {'lion': 3}."),  # not "got 'lion'"
     (lambda m: m.from_attention(np.full((4, 3, 3), 1 / 3), ["a", "b", "c"], names="head"),
      "names must be a list of strings, one per head, not one string"),
     (lambda m: m.from_attention(np.full((1, 2, 3, 3), 1 / 3), ["a", "b", "c"], layer_names="L"),

@@ -77,8 +77,9 @@ def _items(words: object) -> list[tuple[str, str]]:
     if isinstance(words, Mapping):
         bad = [k for k, v in words.items() if not isinstance(k, str) or not isinstance(v, str)]
         if bad:
+            pair = repr({bad[0]: words[bad[0]]})  # the pair itself: its key alone read as if it were the fault
             raise UsageError("{words:name} maps words to classes as text, e.g. {{'park': 'place'}}; "
-                             f"got {literal(repr(bad[0])[:40])}.", words="")
+                             f"got {literal(pair if len(pair) <= 40 else pair[:39] + '…')}.", words="")
         return [(k, v) for k, v in words.items()]
     specs = [words] if isinstance(words, str) else words
     if not isinstance(specs, (list, tuple)) or not all(isinstance(s, str) for s in specs):

@@ -77,9 +77,7 @@ def html_page(trace: Any, max_tokens: int | None = None, *, hide_rules: bool = F
     """
     from mhacli.render.html import render_html
 
-    if not isinstance(_shown_kind(trace), Run):  # a result's measures, else once here
-        trace = result_of(trace, layers=True)
-    result = trace
+    result = trace if isinstance(_shown_kind(trace), Run) else result_of(trace, layers=True)  # measured once here
     shown_tokens = None if max_tokens is None else _tokens_shown(max_tokens)
     return render_html(paged(result, shown_tokens), hide_rules=hide_rules, packed=packed)
 
@@ -94,10 +92,9 @@ def display_page(shown_object: Any) -> str:
 def head_figure(trace: Any, head: int, *, max_tokens: int = 40, query: int | None = None, pen: Pen | None = None,
                 hide_rules: bool = False) -> Figure:
     """The heatmap of one head (0-based) of a run or an attention view, as a Figure (``head-{head+1}.png``)."""
+    from mhacli.core.checks import whole_number
     from mhacli.render.figures import HeadFigure
     from mhacli.render.figures.layout import drawing
-
-    from mhacli.core.checks import whole_number
 
     result = _windowed(trace, max_tokens, query)
     h = result.trace.num_heads
@@ -160,8 +157,9 @@ def compare_figure(trace: Any, single: Any = None, comparison: Any = None, *, ma
                    pen: Pen | None = None, hide_rules: bool = False) -> Figure:
     """One head of size d beside h heads of size d/h, and how spread and how different they are.
 
-    ``single``: the one head to compare with (a one-head run or trace); by default the run's own, one head of
-    size d made from the same matrices (or trained alone, for the shipped model), as ``mha compare`` makes it.
+    ``single``: the one head to compare with (a one-head run or trace). Left out: the run's own when it has one
+    (a run made with ``single`` or ``compare``: for the shipped grammar model, its twin trained alone, as
+    ``mha compare`` shows it), else one head of size d made from the same matrices.
     """
     from mhacli.core.compare import compare
     from mhacli.render.figures import build_compare

@@ -665,6 +665,12 @@ def test_argv_text_recovers_utf8_bytes_and_keeps_what_is_not_utf8():
     (lambda m: m.run(), "run() needs a text or tokens"),  # not "the text holds only spaces": none was given
     (lambda m: m.run(None, heads=2), "run() needs a text or tokens"),
     (lambda m: m.run("a b", tokens=["a"]), "run() takes a text or tokens, not both"),  # the text was dropped
+    # A tokenizer's ids (inputs["input_ids"][0]) labelled every row and column with numbers, silently.
+    (lambda m: m.from_attention(np.full((2, 3, 3), 1 / 3), [101, 2023, 102]),
+     "the tokens are whole numbers (101, 2023, 102): a tokenizer's ids, not its tokens; pass their text, e.g. "
+     "tokenizer.convert_ids_to_tokens(ids)."),
+    (lambda m: m.from_attention(np.full((2, 6, 6), 1 / 6), np.arange(6)), "whole numbers (0, 1, 2, 3, …)"),
+    (lambda m: m.run(tokens=np.array([7, 8])), "tokens are whole numbers (7, 8): a tokenizer's ids"),
     (lambda m: m.run("the lion", weights="grammar", words={"lion": 3}),
      "words maps words to classes as text, e.g. {'park': 'place'}; got {'lion': 3}."),  # not "got 'lion'"
     (lambda m: m.from_attention(np.full((4, 3, 3), 1 / 3), ["a", "b", "c"], names="head"),
@@ -794,6 +800,21 @@ def test_compare_figure_makes_the_run_s_own_one_head_when_none_is_given():
     both = prepare("the cat sat on the mat").run(compare=True)
     texts = lambda fig: sorted(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")))  # noqa: E731
     assert texts(mhacli.compare_figure(both.trace)) == texts(mhacli.compare_figure(both, both.single, both.comparison))
+
+
+@pytest.mark.torch
+def test_a_tensor_of_ids_is_refused_as_tokens():
+    torch = pytest.importorskip("torch", reason="a tensor of ids needs PyTorch")
+    import mhacli
+
+    with pytest.raises(UsageError, match=r"the tokens are whole numbers \(101, 2023, 102\)"):
+        mhacli.from_attention(np.full((2, 3, 3), 1 / 3), torch.tensor([101, 2023, 102]))
+
+
+def test_tokens_that_read_as_numbers_but_are_text_are_kept():
+    import mhacli
+
+    assert mhacli.from_attention(np.full((2, 3, 3), 1 / 3), ["1", "2", 3]).tokens == ("1", "2", "3")
 
 
 def test_the_public_split_figure_takes_a_run_or_its_trace():

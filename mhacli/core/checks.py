@@ -105,6 +105,27 @@ def strings(name: str, value: object, what: str = "one per head") -> tuple[str, 
                          **{name: value}) from None
 
 
+def _scalar(item: object) -> object:
+    """A numpy or torch scalar (a tensor's element) as the Python number it holds; anything else as it is."""
+    return item.item() if hasattr(item, "item") and hasattr(item, "dtype") else item  # type: ignore[attr-defined]
+
+
+def token_texts(value: object, where: str = "tokens") -> tuple[str, ...]:
+    """The tokens a model saw, as text: a list of strings. Ids (``inputs["input_ids"][0]``) are refused: their
+    numbers would label every row and column, a picture right in its weights and wrong in every word."""
+    if isinstance(value, (str, bytes)):
+        raise UsageError(f"{where} must be a list of strings, one per position, not one string.")
+    try:
+        items = [_scalar(item) for item in value]  # type: ignore[attr-defined]
+    except TypeError:
+        raise UsageError(f"{where} must be a list of strings, one per position, got {kind_name(value)}.") from None
+    if items and all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in items):
+        shown_ids = ", ".join(str(i) for i in items[:4]) + (", …" if len(items) > 4 else "")
+        raise UsageError(f"{where} are whole numbers ({shown_ids}): a tokenizer's ids, not its tokens; pass their "
+                         "text, e.g. tokenizer.convert_ids_to_tokens(ids).")
+    return tuple(str(item) for item in items)
+
+
 def text_argument(value: object) -> str | None:
     """The text of ``mhacli.run(text)``: a string (or None, with ``tokens``); anything else refused saying so."""
     if value is None or isinstance(value, str):

@@ -233,14 +233,12 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None
     >>> view.num_heads, view.n_tokens, view.causal
     (2, 3, False)
     """
-    from mhacli.core.checks import flag, strings, whole_number
+    from mhacli.core.checks import flag, strings, token_texts, whole_number
 
     wanted_layer = whole_number("layer", layer, low=0)
     wanted_causal = None if causal is None else flag("causal", causal)
     index = None if batch_index is None else whole_number("batch_index", batch_index, low=0)
-    if isinstance(tokens, (str, bytes)):
-        raise UsageError("the tokens must be a list of strings, one per position, not one string.")
-    token_tuple = tuple(str(t) for t in tokens)
+    token_tuple = token_texts(tokens, "the tokens")  # not one string, not a tokenizer's ids
     layers, precision = _stack_layers(weights, index)  # (L, h, N, N)
     _check(layers, token_tuple, precision)
     n_layers, h = layers.shape[:2]

@@ -797,8 +797,10 @@ def test_compare_figure_makes_the_run_s_own_one_head_when_none_is_given():
 
     from mhacli.pipeline import prepare
 
+    def texts(fig) -> list[str]:
+        return sorted(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")))
+
     both = prepare("the cat sat on the mat").run(compare=True)
-    texts = lambda fig: sorted(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")))  # noqa: E731
     assert texts(mhacli.compare_figure(both.trace)) == texts(mhacli.compare_figure(both, both.single, both.comparison))
 
 

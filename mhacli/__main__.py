@@ -29,14 +29,10 @@ def _end(ended: BaseException) -> None:
     import signal
 
     from mhacli.io import cleanup
-    from mhacli.io.ahead import close_early
+    from mhacli.io.environment import end_process
 
-    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    end_process()  # as MhaGroup.main ends every run: signals ignored, drawers ended, temporaries removed
     signum = ended.signum if isinstance(ended, cleanup.Terminated) else signal.SIGINT
-    close_early()
-    cleanup.remove_all()
     try:
         sys.stderr.write(f"mha: error: {cleanup.message_for(signum)}\n")
         sys.stderr.flush()

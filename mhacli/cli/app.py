@@ -211,14 +211,11 @@ class MhaGroup(_OwnHelp, TyperGroup):
         finally:
             if process:
                 # Everything is written and reported by now: a signal that lands while Python shuts down
-                # (joining worker threads) would only kill the process without its message.
-                for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-                    if hasattr(signal, name):
-                        signal.signal(getattr(signal, name), signal.SIG_IGN)
-                from mhacli.io.ahead import close_early
+                # (joining worker threads) would only kill the process without its message. Drawers forked at
+                # the start for figures this run did not draw end; the matplotlib config folder goes.
+                from mhacli.io.environment import end_process
 
-                close_early()  # drawers forked at the start for figures this run did not draw
-                cleanup.remove_all()  # the matplotlib config folder, and anything a late signal left
+                end_process()
         code = _as_signalled(code)
         if standalone_mode:
             sys.exit(int(code))

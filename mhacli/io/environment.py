@@ -90,3 +90,19 @@ def prepare_process() -> None:
     ensure_std_streams()
     cleanup.install()
     usable_mplconfigdir()
+
+
+def end_process() -> None:
+    """What an ``mha`` run does last, however it ended (:meth:`mhacli.cli.app.MhaGroup.main`, or the script's entry
+    when a signal came while the command's modules loaded): every signal ignored from here on, so a late one has
+    nothing left to interrupt; the drawers forked at the start and not taken, ended; every temporary removed."""
+    import signal
+
+    from mhacli.io import cleanup
+    from mhacli.io.ahead import close_early
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    close_early()
+    cleanup.remove_all()

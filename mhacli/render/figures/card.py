@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from mhacli.render.figures.layout import PT
+from mhacli.render.figures.layout import LABEL_PAD, PT, TICK
 from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, head_color, ink_on
 
 if TYPE_CHECKING:
@@ -46,12 +46,12 @@ def card_figure(card: "CardShown") -> "Figure":
 
     m = Measured(fig)
     caption = _wrapped(f"{card.caption};", chars) + "\n" + _wrapped(card.outline, chars)
-    left = _EDGE + m.widest(list(card.rows), FONT) + _PAD * PT
+    left = _EDGE + m.widest(list(card.rows), FONT) + TICK * PT
     title = _wrapped(card.figure_title, int((width - left - _EDGE) * 72 / (0.62 * FONT)))
-    right = (_GAP + _BAR + 2 * _PAD * PT + m.widest(["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"], SMALL)
-             + _LABEL_PAD * PT + m.tallest(["hit rate"], SMALL) + _EDGE)
+    right = (_GAP + _BAR + 2 * TICK * PT + m.widest(["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"], SMALL)
+             + LABEL_PAD * PT + m.tallest(["hit rate"], SMALL) + _EDGE)
     top = _EDGE + m.tallest([title], FONT) + _TITLE_PAD * PT
-    bottom = _EDGE + m.tallest([caption], SMALL) + _GAP + m.tallest(["head 1"], FONT) + _PAD * PT
+    bottom = _EDGE + m.tallest([caption], SMALL) + _GAP + m.tallest(["head 1"], FONT) + TICK * PT
     ax = fig.add_axes((left / width, bottom / height, (width - left - right) / width, (height - top - bottom) / height))
     rate = card.rate
     low, high = card.low, card.high
@@ -74,8 +74,8 @@ def card_figure(card: "CardShown") -> "Figure":
     cax = fig.add_axes(((width - right + _GAP) / width, (bottom + 0.1 * span) / height, _BAR / width,
                         0.8 * span / height))
     bar = fig.colorbar(image, cax=cax)
-    bar.set_label("hit rate", fontsize=SMALL, labelpad=_LABEL_PAD)
-    bar.ax.tick_params(labelsize=SMALL, pad=_PAD, length=_PAD)
+    bar.set_label("hit rate", fontsize=SMALL, labelpad=LABEL_PAD)
+    bar.ax.tick_params(labelsize=SMALL, pad=TICK, length=TICK)
     fig.supxlabel(caption, fontsize=SMALL, color=LABEL_COLOR, y=_EDGE / height, va="bottom")
     return fig
 
@@ -83,8 +83,6 @@ def card_figure(card: "CardShown") -> "Figure":
 _EDGE = 0.1  # inches between the figure's edge and its outermost texts
 _GAP = 0.15  # inches between the map and the colour bar, and between the head names and the caption
 _BAR = 0.2  # inches: the colour bar's width
-_PAD = 3.5  # points between the map and its tick labels, and the colour bar's ticks (matplotlib's default)
-_LABEL_PAD = 4.0  # points before an axis label (matplotlib's default)
 _TITLE_PAD = 6.0  # points between the map and its title (matplotlib's default)
 
 

@@ -369,7 +369,8 @@ def _place(artist: Any, x: float, y: float) -> None:
 # texts measured once (:class:`Measured`), so no layout engine measures every tick label of every Axes again.
 LABEL_PAD = 4.0  # points between tick labels and an axis label (matplotlib's default)
 BAR_WIDTH = 0.16  # inches: a colour bar's width
-BAR_TICK = 3.5  # points: a colour bar's tick length, and the pad after it (matplotlib's defaults)
+TICK = 3.5  # points: a tick's length, and the pad from it to its label (matplotlib's defaults)
+BAR_TICK = TICK  # a colour bar's
 
 
 def axes_at(fig: Figure, left: float, top: float, width: float, height: float) -> Any:
@@ -405,6 +406,6 @@ def cut(words: Sequence[str], width_in: float, size: float) -> str:
     return text if len(text) <= chars else textwrap.shorten(text, chars, placeholder=" …")
 
 
-__all__ = ["BAR_TICK", "BAR_WIDTH", "EM", "FALLBACK_FAMILIES", "INSET", "LABEL_PAD", "PT", "Measured", "Pen",
+__all__ = ["BAR_TICK", "BAR_WIDTH", "EM", "FALLBACK_FAMILIES", "INSET", "LABEL_PAD", "PT", "TICK", "Measured", "Pen",
            "RENDER_RC", "Slide", "about", "axes_at", "bar_room", "clamp", "cut", "drawing", "font_faces",
            "grid", "label_inches", "ordinal", "readable_points", "sup_index", "wrap"]

@@ -53,7 +53,6 @@ def row_title(pair: TrainedPair) -> str:
     return f"{task} task, {params} · held-out accuracy, 1 head → {pair.heads} heads:\n{numbers}"
 
 
-TICK_PAD = 3.5  # points: a tick's length, and the gap after it to its label (matplotlib's defaults)
 TITLE_PAD = 6.0  # points between a panel and its title (matplotlib's default)
 PANEL_GAP = 0.22  # inches between two panels of a row
 ROW_GAP = 0.3  # inches between one row's tick labels and the next row's title
@@ -86,7 +85,7 @@ def one_vs_many_figure(pairs: Sequence[TrainedPair], caption: str = CAPTION, hid
 
     from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar
     from mhacli.render.figures.inline import new_figure
-    from mhacli.render.figures.layout import BAR_WIDTH, INSET, LABEL_PAD, PT, Measured, axes_at, bar_room
+    from mhacli.render.figures.layout import BAR_WIDTH, INSET, LABEL_PAD, PT, TICK, Measured, axes_at, bar_room
 
     if not pairs:
         raise ValueError("one_vs_many_figure needs at least one trained pair")
@@ -102,7 +101,7 @@ def one_vs_many_figure(pairs: Sequence[TrainedPair], caption: str = CAPTION, hid
     caption_h = m.size(caption, TICK_POINTS + 1)[1] if caption else 0.0
     row_h = [m.size(r, ROW_POINTS)[1] for r in rows]
     title_h = [m.tallest([t for t, _ in ts], TITLE_POINTS) + TITLE_PAD * PT for ts in titles]
-    tick = 2 * TICK_PAD * PT
+    tick = 2 * TICK * PT
     below = [m.widest(list(p.tokens), TICK_POINTS) + tick for p in pairs]  # the keys, turned upright
     left = [m.widest(list(p.tokens), TICK_POINTS) + tick + LABEL_PAD * PT
             + m.tallest(["query (row)"], TICK_POINTS + 1) for p in pairs]  # the queries, and the axis label

@@ -12,8 +12,8 @@ from mhacli.render.labels import weights_note
 from mhacli.render.figures.heads import grid_sizes, panel_frame, sentence
 from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar, heatmap, shown_mask
 from mhacli.render.figures.inline import new_figure
-from mhacli.render.figures.layout import (BAR_WIDTH, INSET, PT, Measured, Pen, Slide, axes_at, bar_room, clamp,
-                                          wrap)
+from mhacli.render.figures.layout import (BAR_WIDTH, INSET, PT, TICK, Measured, Pen, Slide, axes_at, bar_room,
+                                          clamp, wrap)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -34,7 +34,6 @@ _BAR_GAP = 0.25  # inches between the small heads and the colour bar
 _CHART_GAP = 0.3  # inches between the panels and the chart's title
 _CHART_PAD = 8.0  # points between the chart's title and the chart
 _SPACE = 0.15  # inches between the texts above and below and the body
-_TICK = 3.5  # points: the chart's tick length, and the gap after it (matplotlib's defaults)
 
 
 def build_compare(trace: Trace, single: Trace, cmp: Comparison, window: Window, pen: Pen,
@@ -72,9 +71,9 @@ def build_compare(trace: Trace, single: Trace, cmp: Comparison, window: Window, 
 
     names = [f"{one_name} (d={trace.d_model})"] + [f"head {i + 1} (d/h={trace.d_k})" for i in range(h)]
     chart_title = "How spread is each magnifier? Mean row entropy in bits (lower = sharper)"
-    chart_left = m.widest(names, 10.5) + 2 * _TICK * PT
+    chart_left = m.widest(names, 10.5) + 2 * TICK * PT
     chart_h = 0.32 * (h + 1) + 0.2
-    below_chart = m.tallest(["0.5"], 10.0) + 2 * _TICK * PT + m.tallest(["bits"], 11.0) + _TICK * PT
+    below_chart = m.tallest(["0.5"], 10.0) + 2 * TICK * PT + m.tallest(["bits"], 11.0) + TICK * PT
 
     slide = Slide(fig)
     header = slide.stack([
@@ -173,7 +172,7 @@ def _spread_chart(chart: Axes, cmp: Comparison, names: list[str], h: int, title:
     chart.text(cmp.single.max_entropy + top_x * 0.01, len(spreads) - 0.5,
                f"uniform: {cmp.single.max_entropy:.2f}", va="bottom", fontsize=10.0)
     chart.set_xlabel("bits", fontsize=11.0)
-    chart.tick_params(labelsize=10.0, length=_TICK)
+    chart.tick_params(labelsize=10.0, length=TICK)
     for side in ("top", "right"):
         chart.spines[side].set_visible(False)
     chart.set_title(title, loc="left", fontsize=13.0, fontweight="bold", pad=_CHART_PAD, y=1.0)  # not moved at draw

@@ -20,7 +20,7 @@ import numpy as np
 
 from mhacli.core.trace import Trace
 from mhacli.render import theme
-from mhacli.render.figures.layout import BAR_WIDTH, Pen
+from mhacli.render.figures.layout import BAR_WIDTH, TICK, Pen
 from mhacli.render.labels import weights_note
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ ROW_BOX = 0.045  # a token's row is at least this share of its panel's width tal
 FIG_SIZE = (16.0, 8.625)  # inches: a 16:9-ish slide, a whole number of pixels at any dpi
 TITLE_PAD = 6.0  # points between a panel and its title (matplotlib's default)
 CAPTION_PAD = 4.0  # points between a panel and its caption (matplotlib's default label pad)
-TICK_PAD = 3.5  # points between a panel and its row labels (matplotlib's default)
 GAP = 0.3  # inches between two panels' texts, side by side
 _SPACE = 0.06  # inches around a row's title
 BAR_TICKS = (-1.0, -0.5, 0.0, 0.5, 1.0)
@@ -70,7 +69,7 @@ def _draw_panel(ax: Axes, p: Panel, step: int) -> None:
         ax.set_yticks(range(0, r, step), list(p.rows)[::step], fontsize=LABEL_PT)
     else:
         ax.set_yticks([])
-    ax.tick_params(length=0, pad=TICK_PAD)
+    ax.tick_params(length=0, pad=TICK)  # the row labels: a tick's pad, no tick
     width = c // p.heads
     inset = 0.12  # neighbouring blocks' outlines must not overlap
     for i in range(p.heads):
@@ -134,7 +133,7 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
     width, height = FIG_SIZE
     m = Measured(fig)
     labelled = n <= MAX_TOKEN_LABELS
-    row_w = m.widest(toks, LABEL_PT) + TICK_PAD * PT if labelled else 0.0
+    row_w = m.widest(toks, LABEL_PT) + TICK * PT if labelled else 0.0
     title_h = [m.tallest([p.title for p in row], 12.0) + TITLE_PAD * PT for row in (top, bottom)]
     cap_h = [m.tallest([_caption(p) for p in row], 9.0) + CAPTION_PAD * PT for row in (top, bottom)]
     bar_w = GAP + bar_room(m, [f"{v:.1f}".replace("-", "−") for v in BAR_TICKS], BAR_LABEL, 10.0)

@@ -317,7 +317,7 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
     """
     from mhacli.io.memory import memory_limit_bytes
 
-    from mhacli.core.checks import named_options, text_argument, token_texts
+    from mhacli.core.checks import named_options, strings, text_argument
     from mhacli.io.shipped import SHIPPED_NAMES
 
     unknown = sorted(set(options) - {f.name for f in fields(Config)} - {"words", "layer"})
@@ -327,7 +327,7 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
     options = named_options(options)  # " Grammar" is grammar: one rule for every name (issue 31)
     words = options.pop("words", None)  # new words mapped to grammar classes (core.words): read by the model
     text = text_argument(text)  # run(123): a usage error
-    tokens = None if tokens is None else token_texts(tokens)  # ids refused: they would label every row
+    tokens = strings("tokens", tokens, "one per position", ids=False)  # ids refused: they would label every row
     given = options.get("weights")
     shipped = given if isinstance(given, str) and given in SHIPPED_NAMES else None
     options, mine, model = _resolved(dict(options))

@@ -87,11 +87,13 @@ def recorded_heads(count: int, d_model: int, where: str) -> int:
                      f"head counts that can: {ok}); the file was edited or damaged: record one of those.")
 
 
-def strings(name: str, value: object, what: str = "one per head") -> tuple[str, ...] | None:
+def strings(name: str, value: object, what: str = "one per head", *, ids: bool = True) -> tuple[str, ...] | None:
     """A list of names (``names``, ``layer_names``, ``tokens``) as strings, or None; one string is refused.
 
     ``names="head"`` would name four heads 'h', 'e', 'a', 'd': a string where a list is expected is a
-    mistake to say, never a sequence of letters to take.
+    mistake to say, never a sequence of letters to take. ``ids=False`` (the tokens) refuses a list of whole
+    numbers, a tokenizer's ids (``inputs["input_ids"][0]``): their numbers would label every row and column, a
+    picture right in its weights and wrong in every word.
     """
     if value is None:
         return None
@@ -99,31 +101,21 @@ def strings(name: str, value: object, what: str = "one per head") -> tuple[str, 
         raise UsageError("{%s:name} must be a list of strings, %s, not one string (got %s)."
                          % (name, what, _spelled(value)), **{name: value})
     try:
-        return tuple(str(item) for item in value)  # type: ignore[attr-defined]
+        items = list(value)  # type: ignore[call-overload]
     except TypeError:
         raise UsageError("{%s:name} must be a list of strings, %s, got %s." % (name, what, _spelled(value)),
                          **{name: value}) from None
+    numbers_given = [_scalar(item) for item in items]
+    if not ids and items and all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in numbers_given):
+        said = ", ".join(str(i) for i in numbers_given[:4]) + (", …" if len(items) > 4 else "")
+        raise UsageError("{%s:name} are whole numbers (%s): a tokenizer's ids, not its tokens; pass their text, "
+                         "e.g. tokenizer.convert_ids_to_tokens(ids)." % (name, said), **{name: value})
+    return tuple(str(item) for item in items)
 
 
 def _scalar(item: object) -> object:
     """A numpy or torch scalar (a tensor's element) as the Python number it holds; anything else as it is."""
     return item.item() if hasattr(item, "item") and hasattr(item, "dtype") else item  # type: ignore[attr-defined]
-
-
-def token_texts(value: object, where: str = "tokens") -> tuple[str, ...]:
-    """The tokens a model saw, as text: a list of strings. Ids (``inputs["input_ids"][0]``) are refused: their
-    numbers would label every row and column, a picture right in its weights and wrong in every word."""
-    if isinstance(value, (str, bytes)):
-        raise UsageError(f"{where} must be a list of strings, one per position, not one string.")
-    try:
-        items = [_scalar(item) for item in value]  # type: ignore[attr-defined]
-    except TypeError:
-        raise UsageError(f"{where} must be a list of strings, one per position, got {kind_name(value)}.") from None
-    if items and all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in items):
-        shown_ids = ", ".join(str(i) for i in items[:4]) + (", …" if len(items) > 4 else "")
-        raise UsageError(f"{where} are whole numbers ({shown_ids}): a tokenizer's ids, not its tokens; pass their "
-                         "text, e.g. tokenizer.convert_ids_to_tokens(ids).")
-    return tuple(str(item) for item in items)
 
 
 def text_argument(value: object) -> str | None:

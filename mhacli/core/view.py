@@ -233,12 +233,14 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None
     >>> view.num_heads, view.n_tokens, view.causal
     (2, 3, False)
     """
-    from mhacli.core.checks import flag, strings, token_texts, whole_number
+    from mhacli.core.checks import flag, strings, whole_number
 
     wanted_layer = whole_number("layer", layer, low=0)
     wanted_causal = None if causal is None else flag("causal", causal)
     index = None if batch_index is None else whole_number("batch_index", batch_index, low=0)
-    token_tuple = token_texts(tokens, "the tokens")  # not one string, not a tokenizer's ids
+    token_tuple = strings("tokens", tokens, "one per position", ids=False)  # not one string, not a tokenizer's ids
+    if token_tuple is None:  # required: the tokens label every row and column
+        raise UsageError("{tokens:name} must be a list of strings, one per position, got None.", tokens=None)
     layers, precision = _stack_layers(weights, index)  # (L, h, N, N)
     _check(layers, token_tuple, precision)
     n_layers, h = layers.shape[:2]

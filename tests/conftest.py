@@ -11,10 +11,11 @@ import pytest
 from hypothesis import settings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-# Figures drawn in the process that asked for them, whatever the machine's load: mha forks its figure drawers only
-# where a core is idle (mhacli/io/ahead.py), so without this a test that watches the drawing in-process (a
-# monkeypatched save, tests/test_same_output.py) would see it or not with the load. tests/test_ahead.py forces
-# the drawers on where it tests them (MHA_DRAWERS=1), in-process and through the installed mha.
+# Figures drawn in the process that asked for them, as the tests expect: mha forks its figure drawers wherever a
+# second core is and no other thread runs (mhacli/io/ahead.py), so without this a test that watches the drawing
+# in-process (a monkeypatched save, tests/test_same_output.py) would see it or not with how it is run (-n0).
+# tests/test_ahead.py forces the drawers on where it tests them (MHA_DRAWERS=1), in-process and through the
+# installed mha.
 os.environ["MHA_DRAWERS"] = "0"
 
 # No example fails for the time it took: the machines are shared, and hypothesis's default deadline (200 ms) was

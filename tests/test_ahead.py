@@ -216,17 +216,20 @@ def test_mha_drawers_says_whether_to_fork_whatever_the_load(monkeypatch, asked, 
     assert ahead.worth_it() is False  # never beside another thread: fork would copy it half-way
 
 
-def test_without_being_asked_a_second_process_forks_only_on_an_idle_core(monkeypatch):
+def test_without_being_asked_the_drawers_fork_wherever_a_second_core_is_whatever_the_load(monkeypatch):
+    """A busy machine is where they pay most (docs/performance.md), and the load average of the last minute
+    counts the user's own commands that have ended: it is never read."""
     monkeypatch.setattr(ahead.threading, "active_count", lambda: 1)
     monkeypatch.setattr(ahead.sys, "platform", "linux")
     monkeypatch.delenv("MHA_DRAWERS", raising=False)
+
+    def unread():
+        raise AssertionError("the load average was read")
+
+    monkeypatch.setattr(ahead.os, "getloadavg", unread)
     monkeypatch.setattr(ahead, "cpu_count", lambda: 2)
-    monkeypatch.setattr(ahead.os, "getloadavg", lambda: (0.9, 0.0, 0.0))
     assert ahead.worth_it()
-    monkeypatch.setattr(ahead.os, "getloadavg", lambda: (1.6, 0.0, 0.0))
-    assert not ahead.worth_it()
-    monkeypatch.setattr(ahead, "cpu_count", lambda: 1)
-    monkeypatch.setattr(ahead.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(ahead, "cpu_count", lambda: 1)  # one core (or an affinity mask of one): nothing to gain
     assert not ahead.worth_it()
 
 

@@ -64,8 +64,8 @@ def startup_commands(out_dir: Path) -> dict[str, list[str]]:
     }
 
 
-#: What a command's environment adds: ``figures`` runs as the user's would (its drawers fork where a core is
-#: idle, mhacli/io/ahead.py), ``figures_one`` draws in one process, so the two are timed side by side.
+#: What a command's environment adds: ``figures`` runs as the user's would (its drawers fork wherever a
+#: second core is, mhacli/io/ahead.py), ``figures_one`` draws in one process, so the two are timed side by side.
 COMMAND_ENV = {"figures_one": {"MHA_DRAWERS": "0"}}
 
 

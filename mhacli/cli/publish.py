@@ -140,7 +140,7 @@ def explain(request: Request) -> None:
 
 def drawers(plan: OutputPlan) -> ContextManager[Ahead | None]:
     """Explain's two forked drawers for a run's figures (:mod:`mhacli.io.ahead`: one per half of
-    render.figures.save.HALVES), where figures are asked for and a core is idle; None otherwise. Killed however
+    render.figures.save.HALVES), where figures are asked for and a second core is there; None otherwise. Killed however
     the block ends."""
     from mhacli.io.ahead import started
 

@@ -268,6 +268,7 @@ def _send(fd: int, data: bytes, wait: bool) -> bytes:
     """Write ``data`` into the job pipe ``fd`` and close it; with ``wait=False``, write what the pipe takes now
     (grown to fit first, where the system allows) and return the rest, leaving it open. A child that is gone
     takes nothing: its job is then done here (its answer is empty)."""
+    rest = memoryview(data)  # each write takes what the pipe holds; slicing bytes would copy the rest each time
     try:
         if not wait:
             try:
@@ -277,10 +278,10 @@ def _send(fd: int, data: bytes, wait: bool) -> bytes:
             except (ImportError, AttributeError, OSError):  # no F_SETPIPE_SZ, or a lower limit: the rest waits
                 pass
         os.set_blocking(fd, wait)
-        while data:
-            data = data[os.write(fd, data):]
+        while rest:
+            rest = rest[os.write(fd, rest):]
     except BlockingIOError:
-        return data
+        return bytes(rest)
     except OSError:  # the child is gone: _collect finds nothing and the job runs here
         pass
     os.close(fd)  # end of the job: the child reads to here
@@ -379,9 +380,9 @@ def _work(job_read: int, result_write: int) -> None:
             chunks.append(chunk)
         if chunks:
             function, args = pickle.loads(b"".join(chunks))  # the parent's own objects, through its pipe
-            data = pickle.dumps(("ok", function(*args)), protocol=pickle.HIGHEST_PROTOCOL)
-            while data:
-                data = data[os.write(result_write, data):]
+            answer = memoryview(pickle.dumps(("ok", function(*args)), protocol=pickle.HIGHEST_PROTOCOL))
+            while answer:
+                answer = answer[os.write(result_write, answer):]
     finally:  # the parent reads to here, however the job ended, before the first drawer waits for its siblings
         os.close(job_read)
         os.close(result_write)

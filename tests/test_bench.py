@@ -424,6 +424,14 @@ def test_startup_rounds_are_interleaved_medians_and_the_folder_goes(monkeypatch)
     assert result.machine["blas"] and "load_average_before" in result.machine
 
 
+@given(value=st.floats(0.0, 100.0), target=st.sampled_from([1.0, 2.2, startup.FIGURES_TARGET]))
+def test_a_ratio_that_misses_its_target_never_reads_as_the_target(value, target):
+    text = startup.shown_ratio(value, target)
+    assert (float(text) > target) == (value > target)  # what is printed says what the verdict says
+    assert len(text.split(".")[1]) == 2 or (value > target and round(value, 2) <= target)
+    assert startup.shown_ratio(2.204, 2.2) == "2.204" and startup.shown_ratio(2.196, 2.2) == "2.20"
+
+
 def test_startup_report_states_both_ratios_and_the_blas(monkeypatch):
     machine = {"cores": 2, "cpu": "Test CPU", "numpy": "2", "load_average": [1.0, 1.0, 1.0],
                "load_average_before": [0.5, 0.5, 0.5],

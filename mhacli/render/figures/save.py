@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from mhacli.core.trace import Trace
-    from mhacli.io.ahead import Ahead
+    from mhacli.io.ahead import Ahead, Job
     from mhacli.pipeline import Run, Window
 
 # zlib level of the PNG writer, on RGB pixels (every figure is opaque: the alpha channel is a quarter of the bytes
@@ -152,9 +152,7 @@ def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
         if on_saved is not None:
             on_saved(path)
 
-    if ahead is not None and not ahead.handed and not for_the_drawers(result):
-        ahead.close()
-        ahead = None
+    ahead = _handed(ahead, result, lambda: _jobs(result, fmt, dpi, hide_rules))
     if ahead is None:
         with drawing() as pen:
             for name, fig in _figures(result, "all", pen, hide_rules, dpi if fmt == "png" else None):
@@ -162,7 +160,7 @@ def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
         notices = pen.notices()
     else:
         notices, order, drawn = [], _names(result), {}
-        for files, said in ahead.run(None if ahead.handed else _jobs(result, fmt, dpi, hide_rules)):
+        for files, said in ahead.run():
             drawn.update(files)
             while order and order[0] in drawn:  # in the figures' order, each as soon as those before it are
                 name = order.pop(0)
@@ -178,10 +176,20 @@ def hand_figures(ahead: Ahead, result: Run, fmt: str, dpi: int, hide_rules: bool
     """Give ``ahead``'s drawers the run's figures now (``mha explain`` prints its walkthrough while they draw);
     :func:`save_figures` with the same ``ahead`` writes what they drew. A run too big for them
     (:func:`for_the_drawers`) ends them instead: its figures are drawn here."""
+    _handed(ahead, result, lambda: _jobs(result, fmt, dpi, hide_rules))
+
+
+def _handed(ahead: Ahead | None, result: Run, jobs: Callable[[], list[Job]]) -> Ahead | None:
+    """``ahead`` with ``jobs()`` handed to it (unless it has its jobs already), or None once it is ended: a run too
+    big for the drawers (:func:`for_the_drawers`) is drawn in this process. What every drawing command's save and
+    early hand go through."""
+    if ahead is None or ahead.handed:
+        return ahead
     if for_the_drawers(result):
-        ahead.hand(_jobs(result, fmt, dpi, hide_rules))
-    else:
-        ahead.close()
+        ahead.hand(jobs())
+        return ahead
+    ahead.close()
+    return None
 
 
 #: The most bytes of arrays a run may hold for the drawers to be handed its figures (:func:`for_the_drawers`):
@@ -219,7 +227,7 @@ HALVES = ("heads", "rest")
 _HALF_OF = {"head": "heads", "magnifiers": "heads", "heads": "rest", "split": "rest"}
 
 
-def _jobs(result: Run, fmt: str, dpi: int, hide_rules: bool) -> list[tuple[Callable[..., Any], tuple[Any, ...]]]:
+def _jobs(result: Run, fmt: str, dpi: int, hide_rules: bool) -> list[Job]:
     return [(drawn_half, (result, half, fmt, dpi, hide_rules)) for half in HALVES]
 
 
@@ -294,13 +302,11 @@ def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if ahead is not None and not ahead.handed and not for_the_drawers(result):
-        ahead.close()
-        ahead = None
+    ahead = _handed(ahead, result, lambda: [_compare_job(result, fmt, dpi, hide_rules)])
     if ahead is None:
         data, notices = drawn_compare(result, fmt, dpi, hide_rules)
     else:
-        (data, notices), = ahead.run(None if ahead.handed else [_compare_job(result, fmt, dpi, hide_rules)])
+        (data, notices), = ahead.run()
     saved = Saved([atomic_write_bytes(out / f"single-vs-multi.{fmt}", data)])
     if on_saved is not None:
         on_saved(saved[-1])
@@ -310,13 +316,10 @@ def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
 def hand_compare(ahead: Ahead, result: Run, fmt: str, dpi: int, hide_rules: bool = False) -> None:
     """Give ``ahead``'s drawer single-vs-multi now (``mha compare`` prints its grids while it is drawn);
     :func:`save_compare` with the same ``ahead`` writes it."""
-    if for_the_drawers(result):
-        ahead.hand([_compare_job(result, fmt, dpi, hide_rules)])
-    else:
-        ahead.close()
+    _handed(ahead, result, lambda: [_compare_job(result, fmt, dpi, hide_rules)])
 
 
-def _compare_job(result: Run, fmt: str, dpi: int, hide_rules: bool) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+def _compare_job(result: Run, fmt: str, dpi: int, hide_rules: bool) -> Job:
     return drawn_compare, (result, fmt, dpi, hide_rules)
 
 

@@ -105,8 +105,8 @@ def strings(name: str, value: object, what: str = "one per head", *, ids: bool =
     except TypeError:
         raise UsageError("{%s:name} must be a list of strings, %s, got %s." % (name, what, _spelled(value)),
                          **{name: value}) from None
-    numbers_given = [_scalar(item) for item in items]
-    if not ids and items and all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in numbers_given):
+    numbers_given = [] if ids else [_scalar(item) for item in items]  # only the tokens are checked for ids
+    if numbers_given and all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in numbers_given):
         said = ", ".join(str(i) for i in numbers_given[:4]) + (", …" if len(items) > 4 else "")
         raise UsageError("{%s:name} are whole numbers (%s): a tokenizer's ids, not its tokens; pass their text, "
                          "e.g. tokenizer.convert_ids_to_tokens(ids)." % (name, said), **{name: value})

@@ -1,37 +1,32 @@
-"""The ``mha`` script and ``python -m mhacli``: a command that will draw gets its drawers first, then the command
-line is parsed and run (:func:`mhacli.cli.app.main`)."""
+"""The ``mha`` script and ``python -m mhacli``: the command line run as a process (:func:`mhacli.cli.app.main`)."""
 
 import sys
 
 
 def main() -> None:
-    """Fork the drawers of ``mha explain`` or ``mha train`` before typer, rich and numpy are imported, so that
-    matplotlib is imported on the idle core while the rest of the command starts (:mod:`mhacli.io.ahead`), then
-    run the command."""
+    """Make the process safe (streams, signal handlers), then load and run the command line. A Ctrl-C or SIGTERM
+    while the command's modules still load (typer, rich and numpy take a third of a second) ends in one line."""
     from mhacli.io import cleanup
-    from mhacli.io.ahead import start_early
-    from mhacli.io.environment import prepare_process
 
-    prepare_process()  # the streams, the signal handlers and matplotlib's config folder, before any fork
     try:
-        start_early(sys.argv[1:])
+        from mhacli.io.environment import prepare_process
 
+        prepare_process()
         from mhacli.cli.app import main as run
 
         run()  # ends in MhaGroup.main, which says how the run ended and exits
-    except (cleanup.Terminated, KeyboardInterrupt) as ended:  # a signal while the command's modules still load
+    except (cleanup.Terminated, KeyboardInterrupt) as ended:
         _end(ended)
 
 
 def _end(ended: BaseException) -> None:
-    """One line and the shell's exit code for a signal that came before the command's own exit path was set up
-    (the imports of typer, rich and numpy take a third of a second): never a traceback."""
+    """One line and the shell's exit code for a signal that came before the command's own exit path was set up."""
     import signal
 
     from mhacli.io import cleanup
     from mhacli.io.environment import end_process
 
-    end_process()  # as MhaGroup.main ends every run: signals ignored, drawers ended, temporaries removed
+    end_process()
     signum = ended.signum if isinstance(ended, cleanup.Terminated) else signal.SIGINT
     try:
         sys.stderr.write(f"mha: error: {cleanup.message_for(signum)}\n")

@@ -4,11 +4,9 @@ Issue 29 asks for ≤ 1.3 ×. Runs `python -m mhacli` in real processes, interle
 plots, …) so that a busy machine slows both alike, and prints each pair's wall and CPU seconds (user +
 sys of the child), the median ratios and the BLAS kernel numpy uses. ``--against DIR`` runs a second
 source tree (a folder holding another ``mhacli/``, e.g. ``git archive main mhacli | tar -x -C DIR``) in
-the same rounds, so a change is measured against the code it replaces. ``--drawers`` runs this tree twice
-in the same rounds, its figures drawn by the forked drawers (``MHA_DRAWERS=1``, mhacli/io/ahead.py) and
-in-process (``MHA_DRAWERS=0``), whatever the load. A measurement to read, not a test:
+the same rounds, so a change is measured against the code it replaces. A measurement to read, not a test:
 
-    python scripts/bench_train_figures.py [repeats] [--task grammar] [--against DIR] [--drawers]
+    python scripts/bench_train_figures.py [repeats] [--task grammar] [--against DIR]
 """
 
 from __future__ import annotations
@@ -23,12 +21,10 @@ import tempfile
 import time
 
 
-def timed(args: list[str], path: str | None, drawers: str | None = None) -> tuple[float, float]:
+def timed(args: list[str], path: str | None) -> tuple[float, float]:
     """Wall and CPU seconds (user + sys) of one process and its children; ``path``: a source tree put first
-    on its PYTHONPATH; ``drawers``: MHA_DRAWERS for it (None: as the environment has it)."""
+    on its PYTHONPATH."""
     env = dict(os.environ)
-    if drawers is not None:
-        env["MHA_DRAWERS"] = drawers
     if path is not None:
         env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -45,7 +41,6 @@ def main() -> None:
     parser.add_argument("repeats", nargs="?", type=int, default=3)
     parser.add_argument("--task", default=None, help="mha train --task (default: the command's own)")
     parser.add_argument("--against", default=None, metavar="DIR", help="another source tree, run in the same rounds")
-    parser.add_argument("--drawers", action="store_true", help="this tree with and without the forked drawers")
     options = parser.parse_args()
 
     import numpy  # noqa: F401 - loads the BLAS that threadpoolctl then reports
@@ -56,22 +51,21 @@ def main() -> None:
             for i in threadpool_info() if i.get("user_api") == "blas"]
     print("BLAS:", "; ".join(blas) or "none found")
     task = ["--task", options.task] if options.task else []
-    trees: list[tuple[str, str | None, str | None]] = (
-        [("drawers", None, "1"), ("in-proc", None, "0")] if options.drawers else [("this", None, None)])
+    trees: list[tuple[str, str | None]] = [("this", None)]
     if options.against:
-        trees.append(("against", os.path.abspath(options.against), None))
+        trees.append(("against", os.path.abspath(options.against)))
     with tempfile.TemporaryDirectory() as out:
-        runs: dict[str, dict[str, list[tuple[float, float]]]] = {n: {"plots": [], "bare": []} for n, _, _ in trees}
+        runs: dict[str, dict[str, list[tuple[float, float]]]] = {n: {"plots": [], "bare": []} for n, _ in trees}
         for _ in range(options.repeats):
-            for name, path, drawers in trees:
-                plots = timed(["train", *task, "--out", out], path, drawers)
-                bare = timed(["train", *task, "--no-plots"], path, drawers)
+            for name, path in trees:
+                plots = timed(["train", *task, "--out", out], path)
+                bare = timed(["train", *task, "--no-plots"], path)
                 runs[name]["plots"].append(plots)
                 runs[name]["bare"].append(bare)
                 print(f"{name:8} with figures {plots[0]:5.2f} s ({plots[1]:5.2f} CPU)   --no-plots {bare[0]:5.2f} s "
                       f"({bare[1]:5.2f} CPU)   ratio {plots[0] / bare[0]:.2f} wall, {plots[1] / bare[1]:.2f} CPU",
                       flush=True)
-    for name, _, _ in trees:
+    for name, _ in trees:
         plots, bare = runs[name]["plots"], runs[name]["bare"]
         wall = statistics.median(p[0] / b[0] for p, b in zip(plots, bare))
         cpu = statistics.median(p[1] / b[1] for p, b in zip(plots, bare))

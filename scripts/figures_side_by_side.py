@@ -43,7 +43,7 @@ def mark(path):
     now = time.process_time()
     phases["draw " + path.name] = now - clock[0]
     clock[0] = now
-save_figures(result, Path(out), on_saved=mark)  # in this process: no drawers are given
+save_figures(result, Path(out), on_saved=mark)
 print(json.dumps(phases))
 """
 

@@ -10,7 +10,6 @@ has entered before is a return.  Prints: modules entered, hops, returns.
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -56,7 +55,6 @@ def walk(depth: int = 3) -> tuple[int, int, int]:
             if frame.f_code.co_name == "save" and str(frame.f_locals.get("path", "")).endswith("heads.png"):
                 counts["done"] = True
 
-    os.environ["MHA_DRAWERS"] = "0"  # the figures drawn in this process, where the profile sees them
     with tempfile.TemporaryDirectory() as out:
         sys.setprofile(profile)
         try:

@@ -11,13 +11,6 @@ import pytest
 from hypothesis import settings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-# Figures drawn in the process that asked for them, as the tests expect: mha forks its figure drawers wherever a
-# second core is and no other thread runs (mhacli/io/ahead.py), so without this a test that watches the drawing
-# in-process (a monkeypatched save, tests/test_same_output.py) would see it or not with how it is run (-n0).
-# tests/test_ahead.py forces the drawers on where it tests them (MHA_DRAWERS=1), in-process and through the
-# installed mha.
-os.environ["MHA_DRAWERS"] = "0"
-
 # No example fails for the time it took: the machines are shared, and hypothesis's default deadline (200 ms) was
 # exceeded by a 1 ms example on a loaded machine (its first call, 320 ms), failing the README's pytest. On CI every
 # run draws the same examples, so a red build can be reproduced; locally hypothesis keeps exploring new ones.

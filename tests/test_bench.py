@@ -391,31 +391,29 @@ def fake_commands(out_dir: Path) -> dict[str, list[str]]:
     return {"imports": [py, "-c", "'imports'"], "imports_pyplot": [py, "-c", "'pyplot'"], "help": [py, "-c", "1"],
             "no_plots": [py, "-c", SLEEPER.format(0.0)],
             "figures": [py, "-c", f"import pathlib; assert pathlib.Path({str(out_dir)!r}).is_dir(); "
-                        + SLEEPER.format(0.3)],
-            "figures_one": [py, "-c", "import os; assert os.environ['MHA_DRAWERS'] == '0'; " + SLEEPER.format(0.1)]}
+                        + SLEEPER.format(0.3)]}
 
 
 def test_startup_rounds_are_interleaved_medians_and_the_folder_goes(monkeypatch):
     seen: list[list[str]] = []
     real = startup.run_timed
 
-    def spy(argv, env=None):
+    def spy(argv):
         seen.append(argv)
-        return real(argv, env)
+        return real(argv)
 
     monkeypatch.setattr(startup, "startup_commands", fake_commands)
     monkeypatch.setattr(startup, "run_timed", spy)
     ticks: list[str] = []
     result = startup.measure_startup(2, ticks.append)
-    assert len(seen) == len(ticks) == startup.rounds_ticks(2) == 3 * 6  # warm-up round + 2, six commands
-    assert seen[0] != seen[6] and sorted(map(str, seen[:6])) == sorted(map(str, seen[6:12]))  # rotated rounds
+    assert len(seen) == len(ticks) == startup.rounds_ticks(2) == 3 * 5  # warm-up round + 2, five commands
+    assert seen[0] != seen[5] and sorted(map(str, seen[:5])) == sorted(map(str, seen[5:10]))  # rotated rounds
     assert all(len(v) == 2 for v in result.seconds.values())  # the warm-up round is not counted
     folder = Path(seen[[i for i, a in enumerate(seen) if "pathlib" in a[-1]][0]][-1].split("'")[1])
     assert not folder.exists()  # the temporary folder is gone after the run
     assert result.median("figures") >= result.median("first_line") + 0.25
     assert math.isclose(result.first_line_ratio, result.median("first_line") / result.median("no_plots"))
     assert math.isclose(result.figures_ratio, result.median("figures") / result.median("imports"))
-    assert math.isclose(result.one_process_ratio, result.median("figures_one") / result.median("imports"))
     assert all(len(v) == 2 for v in result.cpu.values()) and "first_line" not in result.cpu
     assert math.isclose(result.figures_cpu_ratio, result.median_cpu("figures") / result.median_cpu("imports"))
     doc = result.to_dict()["ratios"]
@@ -453,13 +451,6 @@ def test_startup_report_states_both_ratios_and_the_blas(monkeypatch):
     assert "openblas 0.3 (Haswell kernel, pthreads, 2 threads)" in text
     assert "(b) in CPU seconds, which other jobs on the machine hardly change: 0.60 s ÷ 0.25 s = 2.40" in text
     assert max(len(line) for line in console.file.getvalue().splitlines()) <= 80
-    assert "one process" not in text  # a report without the one-process row says nothing of it
-    seconds["figures_one"], cpu["figures_one"] = [2.0, 1.6, 1.9], [0.9] * 3
-    console = Console(file=io.StringIO(), width=80, color_system=None)
-    console.print(startup.startup_table(startup.Startup(repeats=3, seconds=seconds, machine=machine, cpu=cpu)))
-    text = " ".join(console.file.getvalue().split())
-    assert "… in one process 1.90 s 3.80 900.0 ms" in text
-    assert "drawn in one process (MHA_DRAWERS=0), not by the two forked drawers: 1.90 s ÷ 0.50 s = 3.80" in text
 
 
 def test_mha_bench_startup_prints_the_json(monkeypatch):
@@ -467,8 +458,7 @@ def test_mha_bench_startup_prints_the_json(monkeypatch):
     result = invoke("--startup", "--repeats", "1", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc["commands"]) == {"imports", "imports_pyplot", "help", "no_plots", "figures", "first_line",
-                                    "figures_one"}
+    assert set(doc["commands"]) == {"imports", "imports_pyplot", "help", "no_plots", "figures", "first_line"}
     assert doc["ratios"]["figures_over_imports"]["target"] == 2.2
     assert doc["ratios"]["figures_over_imports"]["baseline"] == startup.IMPORTS
 

@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -113,7 +112,7 @@ def test_the_pause_point_lets_the_write_finish_when_released(tmp_path):
     assert proc.returncode == 0 and np.load(tmp_path / "t.npz")["tokens"].size == 3
 
 
-def test_cleanup_removes_registered_files_and_folders_only_of_this_process(tmp_path):
+def test_cleanup_removes_registered_files_and_folders(tmp_path):
     from mhacli.io import cleanup
 
     a_file, a_folder = tmp_path / "x.tmp", tmp_path / "scratch"
@@ -123,17 +122,6 @@ def test_cleanup_removes_registered_files_and_folders_only_of_this_process(tmp_p
     cleanup.register(a_file)
     cleanup.register(a_folder, folder=True)
     try:
-        pid = os.fork()
-        if pid == 0:  # a forked child inherits the entries, but they are its parent's: it removes nothing
-            code = 1
-            try:
-                cleanup.remove_all()
-                code = 0 if cleanup.pending() == [] else 3
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-        assert a_file.exists() and (a_folder / "inside").exists(), "the child removed its parent's files"
         assert sorted(cleanup.pending()) == sorted([str(a_file), str(a_folder)])
         cleanup.remove_all()
         assert not a_file.exists() and not a_folder.exists() and cleanup.pending() == []
@@ -652,32 +640,3 @@ def test_printable_is_the_one_escaping_function(text):
     for escaped in (printable(text), one_line(text), shown(text)):
         assert all(ch.isprintable() or ch in " \u200d" for ch in escaped), repr(escaped)
     assert printable("naïve 日本 👍🏽 👨\u200d👩") == "naïve 日本 👍🏽 👨\u200d👩"
-
-
-def test_a_signal_is_passed_on_to_an_adopted_child_which_cleans_up_its_own_files(tmp_path):
-    from mhacli.io import cleanup
-
-    ready_r, ready_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: a temporary file of its own, then wait for the signal
-        code = 1
-        try:
-            cleanup.install()
-            tmp = tmp_path / ".child.tmp"
-            cleanup.register(tmp)
-            tmp.write_text("half")
-            os.write(ready_w, b"x")
-            time.sleep(60)
-        except cleanup.Terminated:
-            code = 0 if not (tmp_path / ".child.tmp").exists() else 3
-        finally:
-            os._exit(code)
-    os.read(ready_r, 1)
-    cleanup.adopt_child(pid)
-    try:
-        cleanup.pass_on(signal.SIGTERM)
-        _, status = os.waitpid(pid, 0)
-    finally:
-        cleanup.release_child(pid)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert temporaries(tmp_path) == []

@@ -163,7 +163,7 @@ def test_every_command_in_the_plan_runs_as_written(command, tmp_path, monkeypatc
     if _draws(argv):
         # The plan's figures are drawn and written as the class would get them, at the smallest --dpi: what is
         # checked here is that the command runs, not its pixels (drawing four runs at 150 dpi was most of this
-        # file's time). The default --dpi is still drawn elsewhere (tests/test_ahead.py's installed mha explain).
+        # file's time). The default --dpi is drawn elsewhere (tests/test_figures.py).
         argv += ["--dpi", "30"]
     result = CliRunner().invoke(app, argv, env={"COLUMNS": "80"})
     assert result.exit_code == 0, f"{command}\n{result.output}"

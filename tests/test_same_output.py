@@ -56,7 +56,7 @@ def record(tmp_path: Path, monkeypatch) -> dict:
         return original(fig, path, fmt, 30)
 
     monkeypatch.setattr(save_module, "save", recording)
-    # mha demo's last slide is drawn into bytes (by its drawer, or here), not saved: recorded as it is built.
+    # mha demo's last slide is drawn into bytes, not saved: recorded as it is built.
     slide_module = importlib.import_module("mhacli.render.figures.one_vs_many")
     build_slide = slide_module.one_vs_many_figure
 
@@ -66,7 +66,7 @@ def record(tmp_path: Path, monkeypatch) -> dict:
         return fig
 
     monkeypatch.setattr(slide_module, "one_vs_many_figure", recorded_slide)
-    # mha compare's figure likewise (drawn into bytes by its drawer, or here).
+    # mha compare's figure likewise (drawn into bytes).
     build_compare = save_module.build_compare
 
     def recorded_compare(*args, **kwargs):

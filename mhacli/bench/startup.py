@@ -60,13 +60,9 @@ def startup_commands(out_dir: Path) -> dict[str, list[str]]:
         "help": [*mha, "--help"],
         "no_plots": [*mha, "explain", SENTENCE, "--no-plots"],
         "figures": [*mha, "explain", SENTENCE, "--out", str(out_dir)],
-        "figures_one": [*mha, "explain", SENTENCE, "--out", str(out_dir)],  # with COMMAND_ENV's MHA_DRAWERS=0
     }
 
 
-#: What a command's environment adds: ``figures`` runs as the user's would (its drawers fork wherever a
-#: second core is, mhacli/io/ahead.py), ``figures_one`` draws in one process, so the two are timed side by side.
-COMMAND_ENV = {"figures_one": {"MHA_DRAWERS": "0"}}
 
 
 LABELS = {  # short, so the table fits 40 columns; the notes under it give the full commands
@@ -76,7 +72,6 @@ LABELS = {  # short, so the table fits 40 columns; the notes under it give the f
     "no_plots": "explain --no-plots",
     "figures": "explain, all figures",
     "first_line": "  … its first line",
-    "figures_one": "  … in one process",
 }
 
 
@@ -92,17 +87,16 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
+def run_timed(argv: list[str]) -> tuple[float, float, float]:
     """Seconds until the first line on stdout, until the process has ended, and the CPU seconds it used.
 
     Raises :class:`~mhacli.core.errors.RunError` when the command fails.  The CPU
     seconds (user + system, from the kernel's account of finished children, theirs
-    included) hardly move when other jobs share the cores; wall time does.  ``env``:
-    added to :func:`child_env`.
+    included) hardly move when other jobs share the cores; wall time does.
     """
     import resource
 
-    env = {**child_env(), **(env or {})}
+    env = child_env()
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -168,11 +162,6 @@ class Startup:
         return self.median("figures") / self.median("imports")
 
     @property
-    def one_process_ratio(self) -> float | None:
-        """(b) with the figures drawn in one process, no drawers (None if not measured)."""
-        return self.median("figures_one") / self.median("imports") if self.seconds.get("figures_one") else None
-
-    @property
     def figures_ratio_pyplot(self) -> float:
         """(b) over the pyplot baseline instead."""
         return self.median("figures") / self.median("imports_pyplot")
@@ -191,7 +180,6 @@ class Startup:
                                          "met": self.figures_ratio <= FIGURES_TARGET, "baseline": IMPORTS},
                 "figures_over_imports_pyplot": {"value": self.figures_ratio_pyplot, "baseline": IMPORTS_PYPLOT},
                 "figures_over_imports_cpu": {"value": self.figures_cpu_ratio, "baseline": IMPORTS},
-                "figures_one_process_over_imports": {"value": self.one_process_ratio, "baseline": IMPORTS},
             },
         }
 
@@ -215,7 +203,7 @@ def measure_startup(repeats: int, tick: Tick = lambda _: None) -> Startup:
         for round_ in range(repeats + 1):  # round 0 fills the disk cache and the font cache
             shift = round_ % len(names)
             for name in names[shift:] + names[:shift]:  # rotate, so no command always follows the same one
-                first, total, used = run_timed(commands[name], COMMAND_ENV.get(name))
+                first, total, used = run_timed(commands[name])
                 if round_:
                     seconds[name].append(total)
                     cpu[name].append(used)
@@ -257,7 +245,7 @@ def startup_table(result: Startup) -> object:
     table.add_column("÷ imports", justify="right")
     table.add_column("CPU", justify="right")
     base = result.median("imports")
-    for name in ("imports", "imports_pyplot", "help", "no_plots", "figures", "first_line", "figures_one"):
+    for name in ("imports", "imports_pyplot", "help", "no_plots", "figures", "first_line"):
         if not result.seconds.get(name):
             continue
         cpu = human_seconds(result.median_cpu(name)) if result.cpu.get(name) else ""
@@ -276,10 +264,6 @@ def startup_table(result: Startup) -> object:
         lines.append(f"(b) in CPU seconds, which other jobs on the machine hardly change: "
                      f"{result.median_cpu('figures'):.2f}{sec} ÷ {result.median_cpu('imports'):.2f}{sec} = "
                      f"{result.figures_cpu_ratio:.2f}")
-    one = result.one_process_ratio
-    if one is not None:
-        lines.append(f"(b) with the figures drawn in one process (MHA_DRAWERS=0), not by the two forked drawers: "
-                     f"{result.median('figures_one'):.2f}{sec} ÷ {base:.2f}{sec} = {one:.2f}")
     before: list[float] = result.machine.get("load_average_before") or []  # type: ignore[assignment]
     rounds = f"{result.repeats} interleaved round{'s' if result.repeats != 1 else ''}"
     notes = [f'explain: mha explain "{SENTENCE}" (its first line: the first walkthrough line on stdout, '

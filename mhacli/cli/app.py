@@ -200,7 +200,7 @@ class MhaGroup(_OwnHelp, TyperGroup):
         if process:
             from mhacli.io.environment import prepare_process
 
-            prepare_process()  # done already by the script's entry (mhacli/__main__.py), before its drawers
+            prepare_process()  # done by the script's entry too (mhacli/__main__.py): doing it again changes nothing
         code: int = ExitCode.FAILURE
         try:
             code = self._run(args, prog_name, complete_var, windows_expand_args, extra)
@@ -211,8 +211,8 @@ class MhaGroup(_OwnHelp, TyperGroup):
         finally:
             if process:
                 # Everything is written and reported by now: a signal that lands while Python shuts down
-                # (joining worker threads) would only kill the process without its message. Drawers forked at
-                # the start for figures this run did not draw end; the matplotlib config folder goes.
+                # (joining worker threads) would only kill the process without its message; the matplotlib
+                # config folder goes.
                 from mhacli.io.environment import end_process
 
                 end_process()

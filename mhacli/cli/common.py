@@ -14,7 +14,6 @@ from mhacli.core.config import Config
 
 if TYPE_CHECKING:
     from mhacli.core.trace import Trace
-    from mhacli.io.ahead import Ahead
     from mhacli.io.outputs import OutputPlan
     from mhacli.pipeline import Prepared, Run
 
@@ -95,7 +94,7 @@ def query_position(trace: Trace, query: str | None) -> int | None:
 
 
 def write_figures(result: Run, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int,
-                  hide_rules: bool = False, ahead: Ahead | None = None) -> list[str]:
+                  hide_rules: bool = False) -> list[str]:
     """Draw head-1 … head-h, heads, magnifiers and split into ``out`` (after the walkthrough is on screen).
 
     The one call of the figure module's per-run API: matplotlib is imported
@@ -109,20 +108,19 @@ def write_figures(result: Run, out: Path, fmt: str, dpi: int, query: int | None,
     view = result.config is None
     with figure_progress(len(figure_names(result.trace.num_heads, fmt, split=not view))) as progress:
         saved = save_figures(shown(result, max_tokens, query), out, fmt=fmt, dpi=dpi, hide_rules=hide_rules,
-                             on_saved=progress, ahead=ahead)
+                             on_saved=progress)
     notes(list(getattr(saved, "notices", [])))
     return [str(p) for p in saved]
 
 
-def write_compare(result: Run, out: Path, fmt: str, dpi: int, max_tokens: int, hide_rules: bool = False,
-                  ahead: Ahead | None = None) -> list[str]:
+def write_compare(result: Run, out: Path, fmt: str, dpi: int, max_tokens: int, hide_rules: bool = False) -> list[str]:
     """Draw single-vs-multi into ``out`` (every query compared: the window has no query)."""
     from mhacli.pipeline import shown
     from mhacli.render.figures import save_compare
 
     with figure_progress(1) as progress:
         saved = save_compare(shown(result, max_tokens), out, fmt=fmt, dpi=dpi, hide_rules=hide_rules,
-                             on_saved=progress, ahead=ahead)
+                             on_saved=progress)
     notes(list(getattr(saved, "notices", [])))
     return [str(p) for p in saved]
 

@@ -10,7 +10,7 @@ registered for cleanup by the writers) and lists them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, ContextManager
+from typing import TYPE_CHECKING
 
 from mhacli.cli.common import (finish_run, open_figures, plan_outputs, prepare_run, query_position, read_files,
                                shown_folder, write_compare, write_figures)
@@ -20,27 +20,23 @@ from mhacli.core.errors import UsageError
 if TYPE_CHECKING:
     from mhacli.core.analysis import Analysis
     from mhacli.core.view import AttentionView
-    from mhacli.io.ahead import Ahead
     from mhacli.io.outputs import OutputPlan
     from mhacli.pipeline import Run
     from mhacli.request import Outputs, Request
 
 
-def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | None, report: bool = True,
-            ahead: Ahead | None = None) -> list[str]:
+def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | None, report: bool = True) -> list[str]:
     """Every file of a run, in order (its figures, --save-npz, --html), then the list of what was written.
 
-    A comparison's figure is single-vs-multi; any other run's are head-1 … head-h, heads, magnifiers and split
-    (drawn by ``ahead``'s drawers, when the flow forked them).
+    A comparison's figure is single-vs-multi; any other run's are head-1 … head-h, heads, magnifiers and split.
     ``report=False``: the list is returned unsaid (compare's JSON carries it, demo adds one figure).
     """
     written: list[str] = []
     if plan.out is not None and result.comparison is not None:
-        written = write_compare(result, plan.out, outputs.fmt, outputs.dpi, outputs.max_tokens, outputs.hide_rules,
-                                ahead)
+        written = write_compare(result, plan.out, outputs.fmt, outputs.dpi, outputs.max_tokens, outputs.hide_rules)
     elif plan.out is not None:
         written = write_figures(result, plan.out, outputs.fmt, outputs.dpi, position, outputs.max_tokens,
-                                outputs.hide_rules, ahead)
+                                outputs.hide_rules)
     if plan.save_npz is not None:
         from mhacli.io.export import save_npz
 
@@ -113,38 +109,21 @@ def explain(request: Request) -> None:
         plan = _planned(request, prepared.config.heads, inputs)
         # Refuse what would not fit before any array exists, the figures' pixels included.
         open_figures(plan, prepared.config, prepared.n_tokens, o.max_tokens, o.fmt, o.dpi)
-    # The figures' two drawers import matplotlib on the other core while the run is computed, then draw while
-    # it is printed.
-    with drawers(plan) as ahead:
-        if prepared is not None:
-            result = finish_run(prepared, single=plan.out is not None)
-        position = query_position(result.trace, o.query)
-        if ahead is not None:  # the figures are drawn while the walkthrough prints
-            from mhacli.pipeline import shown
-            from mhacli.render.figures.save import hand_figures
+    if prepared is not None:
+        result = finish_run(prepared, single=plan.out is not None)
+    position = query_position(result.trace, o.query)
+    if o.json:
+        _print_json(result, o.json_arrays)
+    elif prepared is None:
+        from mhacli.render.worked import worked_view
 
-            hand_figures(ahead, shown(result, o.max_tokens, position), o.fmt, o.dpi, o.hide_rules)
-        if o.json:
-            _print_json(result, o.json_arrays)
-        elif prepared is None:
-            from mhacli.render.worked import worked_view
+        print_all(*worked_view(result.trace))
+    else:
+        from mhacli.render.card import explain_card  # a grammar model's report card, once (issue 28)
 
-            print_all(*worked_view(result.trace))
-        else:
-            from mhacli.render.card import explain_card  # a grammar model's report card, once (issue 28)
-
-            _walkthrough(result, o, position, plan.out)
-            print_all(*explain_card(None if o.hide_rules else result.card))
-        publish(result, o, plan, position, ahead=ahead)
-
-
-def drawers(plan: OutputPlan) -> ContextManager[Ahead | None]:
-    """Explain's two forked drawers for a run's figures (:mod:`mhacli.io.ahead`: one per half of
-    render.figures.save.HALVES), where figures are asked for and a second core is there; None otherwise. Killed however
-    the block ends."""
-    from mhacli.io.ahead import started
-
-    return started("explain", wanted=plan.out is not None and bool(plan.figures))
+        _walkthrough(result, o, position, plan.out)
+        print_all(*explain_card(None if o.hide_rules else result.card))
+    publish(result, o, plan, position)
 
 
 def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -> AttentionView:
@@ -251,21 +230,12 @@ def compare(request: Request) -> None:
     plan = _planned(request, prepared.config.heads, read_files(request.source.file, request.model.weights),
                     compare=True)
     open_figures(plan, prepared.config, prepared.n_tokens, o.max_tokens, o.fmt, o.dpi)  # its JSON is a few numbers
-    # One drawer, forked as the script started, imports matplotlib and draws the figure while the grids print.
-    from mhacli.io.ahead import started
-
-    with started("compare", wanted=plan.out is not None) as ahead:
-        result = finish_run(prepared, compare=True)
-        comparison = result.comparison
-        assert comparison is not None  # asked for with compare=True
-        if ahead is not None:
-            from mhacli.pipeline import shown
-            from mhacli.render.figures.save import hand_compare
-
-            hand_compare(ahead, shown(result, o.max_tokens), o.fmt, o.dpi, o.hide_rules)
-        if not o.json:
-            _compare_panels(result, o, plan.out)
-        written = publish(result, o, plan, None, report=False, ahead=ahead)
+    result = finish_run(prepared, compare=True)
+    comparison = result.comparison
+    assert comparison is not None  # asked for with compare=True
+    if not o.json:
+        _compare_panels(result, o, plan.out)
+    written = publish(result, o, plan, None, report=False)
     if o.json:
         write_stdout(json_document("compare", {**comparison.to_dict(), "files": written}) + "\n")
     report_written(written, to_stderr=o.json)

@@ -15,11 +15,6 @@ run, :func:`remove_all` deletes what is still registered:
 Exit codes follow the shell's convention, 128 + the signal's number: 130
 for Ctrl-C (SIGINT), 129 for SIGHUP, 143 for SIGTERM (see
 :class:`mhacli.core.errors.ExitCode`).
-
-The registry is per process: a forked child (the figures' second process)
-inherits its parent's entries but only ever removes its own, so neither
-deletes a file the other is still writing; a child the command *adopts*
-(:func:`adopt_child`) is sent the signal the command receives (:func:`pass_on`).
 """
 
 from __future__ import annotations
@@ -35,12 +30,11 @@ from typing import Any, Iterator
 
 from mhacli.core.errors import ExitCode
 
-# (pid that registered it, path) -> True for a folder, False for a file, EMPTY for a folder the run made
-_registered: dict[tuple[int, str], bool | str] = {}
+# path -> True for a folder, False for a file, EMPTY for a folder the run made
+_registered: dict[str, bool | str] = {}
 EMPTY = "empty"  # removed only while empty: a folder made for files the run did not get to write
 _lock = threading.Lock()
 _received: list[int] = []  # signals received by this process, in order
-_received_by: set[int] = set()  # the pid that received them (a forked child inherits the list, not the event)
 
 _EXIT_CODES: dict[int, int] = {signal.SIGINT: ExitCode.INTERRUPTED, signal.SIGTERM: ExitCode.SIGTERM}
 if hasattr(signal, "SIGHUP"):
@@ -88,13 +82,12 @@ def received() -> int | None:
 def reset() -> None:
     """Forget the signals received so far (one process may run several commands, as the tests do)."""
     _received.clear()
-    _received_by.clear()
 
 
 def register(path: Path | str, folder: bool = False) -> None:
     """Remember ``path`` (a temporary file, or a folder) until :func:`unregister`: it goes on any exit."""
     with _lock:
-        _registered[(os.getpid(), os.fspath(path))] = folder
+        _registered[os.fspath(path)] = folder
 
 
 def register_made(folders: list[Path]) -> None:
@@ -103,7 +96,7 @@ def register_made(folders: list[Path]) -> None:
     folder holding a written file stays."""
     with _lock:
         for path in folders:
-            _registered[(os.getpid(), os.fspath(path))] = EMPTY
+            _registered[os.fspath(path)] = EMPTY
 
 
 def settle_made(folders: list[Path], failed: bool) -> None:
@@ -121,24 +114,21 @@ def settle_made(folders: list[Path], failed: bool) -> None:
 def unregister(path: Path | str) -> None:
     """``path`` was renamed into place or removed: no longer ours to delete."""
     with _lock:
-        _registered.pop((os.getpid(), os.fspath(path)), None)
+        _registered.pop(os.fspath(path), None)
 
 
 def pending() -> list[str]:
     """The paths this process would remove now (for tests and for ``--debug``)."""
-    pid = os.getpid()
     with _lock:
-        return [p for (owner, p) in _registered if owner == pid]
+        return list(_registered)
 
 
 def remove_all() -> None:
     """Delete every temporary file and folder this process still has registered (never raises)."""
-    pid = os.getpid()
     with _lock:
-        mine = [(key, folder) for key, folder in _registered.items() if key[0] == pid]
-        for key, _ in mine:
-            del _registered[key]
-    for (_, path), folder in mine:
+        mine = list(_registered.items())
+        _registered.clear()
+    for path, folder in mine:
         try:
             if folder == EMPTY:
                 os.rmdir(path)
@@ -148,31 +138,6 @@ def remove_all() -> None:
                 os.unlink(path)
         except OSError:
             pass
-
-
-_children: dict[int, int] = {}  # child pid -> the parent pid that forked it
-
-
-def adopt_child(pid: int) -> None:
-    """A forked helper (the figures' second process): a signal to this process is passed on to it,
-    so it stops and removes its own temporary files instead of drawing on after the run ended."""
-    _children[pid] = os.getpid()
-
-
-def release_child(pid: int) -> None:
-    """The child was reaped: signals are no longer passed on to it."""
-    _children.pop(pid, None)
-
-
-def pass_on(signum: int) -> None:
-    """Send ``signum`` to every helper this process adopted (:func:`adopt_child`) and has not released."""
-    me = os.getpid()
-    for pid, parent in list(_children.items()):
-        if parent == me:
-            try:
-                os.kill(pid, signum)
-            except OSError:  # already gone
-                pass
 
 
 @contextmanager
@@ -188,11 +153,9 @@ def temporary_folder(prefix: str = "mha-") -> Iterator[Path]:
 
 
 def on_signal(signum: int, frame: Any = None) -> None:
-    """The handler :func:`install` sets: remember the signal, pass it on, remove every temporary now, unwind."""
+    """The handler :func:`install` sets: remember the signal, remove every temporary now, unwind."""
     if not _received:
         _received.append(signum)
-    _received_by.add(os.getpid())
-    pass_on(signum)
     # Remove at once: the exception below may land in a finally or a __del__ that swallows it.
     remove_all()
     if signum == signal.SIGINT:
@@ -212,7 +175,7 @@ def is_noise(unraisable: Any) -> bool:
     """
     if isinstance(unraisable.exc_type, type) and issubclass(unraisable.exc_type, Terminated):
         return True
-    return os.getpid() in _received_by
+    return bool(_received)
 
 
 def _quiet_unraisable(previous: Any) -> Any:

@@ -95,14 +95,12 @@ def prepare_process() -> None:
 def end_process() -> None:
     """What an ``mha`` run does last, however it ended (:meth:`mhacli.cli.app.MhaGroup.main`, or the script's entry
     when a signal came while the command's modules loaded): every signal ignored from here on, so a late one has
-    nothing left to interrupt; the drawers forked at the start and not taken, ended; every temporary removed."""
+    nothing left to interrupt; every temporary removed."""
     import signal
 
     from mhacli.io import cleanup
-    from mhacli.io.ahead import close_early
 
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_IGN)
-    close_early()
     cleanup.remove_all()

@@ -329,7 +329,7 @@ def _sync_folder(folder: Path) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    """:func:`atomic_write` for bytes made already (a figure a drawer encoded)."""
+    """:func:`atomic_write` for bytes made already (a figure encoded in memory)."""
     def write(handle: IO[bytes]) -> None:
         handle.write(data)
 

@@ -20,7 +20,6 @@ from mhacli.request import ModelOptions  # the type of the model-option block, r
 
 if TYPE_CHECKING:
     from mhacli.core.lesson import TrainedPair
-    from mhacli.io.ahead import Ahead
     from mhacli.request import Request
 
 ONE_VS_MANY = "one-vs-many"  # the demo's last figure, written into --out beside the run's own
@@ -145,10 +144,9 @@ def demo(
 
 def _demo(request: Request, pause: bool, step: int) -> None:
     """The lesson on the request's run, step by step, then its figures and one-vs-many."""
-    from mhacli.io.ahead import started
     from mhacli.io.outputs import figure_names
     from mhacli.io.shipped import SHIPPED_NAMES, UNTRAINED_GRAMMAR
-    from mhacli.pipeline import shown, with_lesson
+    from mhacli.pipeline import with_lesson
     from mhacli.render.lesson import lesson, next_steps, present
 
     o, src, weights = request.outputs, request.source, request.model.weights
@@ -160,36 +158,25 @@ def _demo(request: Request, pause: bool, step: int) -> None:
     plan = plan_outputs(plots=o.out is not None, out=o.out, fmt=fmt, heads=config.heads,
                         inputs=read_files(src.file, weights), names=names)
     open_figures(plan, config, prepared.n_tokens, MAX_TOKENS, fmt, dpi)
-    # The run's figures are drawn by explain's two drawers while the lesson is on screen (a class reads each
-    # step for minutes), and one-vs-many by a third: when it ends, the files are written.
     drawing = plan.out is not None
-    with started("demo", wanted=drawing) as ahead, started(ONE_VS_MANY, wanted=drawing) as lone:
-        result = finish_run(prepared, single=drawing)
-        trace = result.trace
-        position = query_position(trace, o.query)
-        result = with_lesson(result, position)
-        assert result.lesson is not None and result.split_diff is not None  # a run of the tool: it has both
-        pairs = shipped_pairs()
-        steps = lesson(trace, result.analysis, result.lesson, intro=_intro(src.sample, o.hide_rules),
-                       width=console.width, figures_at=shown_folder(plan.out), hide_rules=o.hide_rules, pairs=pairs,
-                       split_diff=result.split_diff)
-        if not 1 <= step <= len(steps):
-            raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
-        if ahead is not None:
-            from mhacli.render.figures.save import hand_figures
-
-            hand_figures(ahead, shown(result, o.max_tokens, position), fmt, dpi, o.hide_rules)
-        if lone is not None:
-            from mhacli.render.figures.save import drawn_one_vs_many
-
-            lone.hand([(drawn_one_vs_many, (pairs, fmt, dpi, o.hide_rules))])
-        present(console, steps, pause=pause and sys.stdin.isatty(), start=step, wait=_wait_for_enter,
-                closing=next_steps(trace, source_args(src.text, src.file, src.sample),
-                                   config_args(config, skip=("weights",)),
-                                   weights_name=weights if weights in (*SHIPPED_NAMES, UNTRAINED_GRAMMAR) else None))
-        written = publish(result, o, plan, position, report=False, ahead=ahead)
-        if plan.out is not None:
-            written.append(_save_one_vs_many(pairs, plan.out, fmt, dpi, o.hide_rules, lone))
+    result = finish_run(prepared, single=drawing)
+    trace = result.trace
+    position = query_position(trace, o.query)
+    result = with_lesson(result, position)
+    assert result.lesson is not None and result.split_diff is not None  # a run of the tool: it has both
+    pairs = shipped_pairs()
+    steps = lesson(trace, result.analysis, result.lesson, intro=_intro(src.sample, o.hide_rules),
+                   width=console.width, figures_at=shown_folder(plan.out), hide_rules=o.hide_rules, pairs=pairs,
+                   split_diff=result.split_diff)
+    if not 1 <= step <= len(steps):
+        raise UsageError(f"--step must be from 1 to {len(steps)}, got {step}.")
+    present(console, steps, pause=pause and sys.stdin.isatty(), start=step, wait=_wait_for_enter,
+            closing=next_steps(trace, source_args(src.text, src.file, src.sample),
+                               config_args(config, skip=("weights",)),
+                               weights_name=weights if weights in (*SHIPPED_NAMES, UNTRAINED_GRAMMAR) else None))
+    written = publish(result, o, plan, position, report=False)
+    if plan.out is not None:
+        written.append(_save_one_vs_many(pairs, plan.out, fmt, dpi, o.hide_rules))
     report_written(written)
 
 
@@ -221,18 +208,12 @@ def shipped_pairs() -> tuple[TrainedPair, ...]:
     return tuple(pairs)
 
 
-def _save_one_vs_many(pairs: Sequence[TrainedPair], out: Path, fmt: str, dpi: int, hide_rules: bool,
-                      lone: Ahead | None = None) -> str:
-    """one-vs-many.FMT in ``out``, written atomically: drawn by ``lone`` (its drawer, handed the job when the lesson
-    started), or here."""
+def _save_one_vs_many(pairs: Sequence[TrainedPair], out: Path, fmt: str, dpi: int, hide_rules: bool) -> str:
+    """one-vs-many.FMT in ``out``, written atomically."""
     from mhacli.io.files import atomic_write_bytes
     from mhacli.render.figures.save import drawn_one_vs_many
 
-    if lone is not None:
-        (data,) = lone.run()  # the drawer's bytes (drawn here when it failed), the drawer then reaped
-    else:
-        data = drawn_one_vs_many(pairs, fmt, dpi, hide_rules)
-    return str(atomic_write_bytes(Path(out) / f"{ONE_VS_MANY}.{fmt}", data))
+    return str(atomic_write_bytes(Path(out) / f"{ONE_VS_MANY}.{fmt}", drawn_one_vs_many(pairs, fmt, dpi, hide_rules)))
 
 
 @model_block("seed", "weights", "layer", "words", "heads", "d_model", "causal")

@@ -36,7 +36,6 @@ MAX_SEEDS = 20  # a sweep of 20 seeds × 3 head counts of the grammar is minutes
 
 if TYPE_CHECKING:
     from mhacli.core.knockout import Knockout
-    from mhacli.io.ahead import Ahead
     from mhacli.core.sweep import Sweep
     from mhacli.core.train import TrainConfig, TrainResult
 
@@ -218,30 +217,24 @@ class _Asked:
 def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout: bool, sweeping: bool,
                        asked: _Asked) -> None:
     """Every output planned, every run trained (and knocked out, and swept), then printed and written."""
-    from mhacli.io.ahead import started
-
     names = SWEEP_FIGURE_NAMES if sweeping else FIGURE_NAMES + ((CARD_FIGURE,) if grammar else ())
     plan = _planned(asked.plots, asked.out, names, asked.save)
-    # The figures' two drawers import matplotlib on the idle core while training holds numpy to one thread.
-    with started("train", wanted=plan.out is not None and not sweeping) as ahead:
-        by_seed = _trained(grid, plan.out, quiet=asked.json_out)
-        results = [r for runs in by_seed for r in runs]
-        if ahead is not None:  # drawn while the knockout runs, the model is saved and the summary prints
-            ahead.hand(_figure_jobs(results))
-        knocked = _knockouts(results) if knockout else None
-        swept = _sweep(by_seed) if sweeping else None
-        written: list[str] = []
-        if plan.save is not None:
-            from mhacli.io.trained import save_trained
+    by_seed = _trained(grid, plan.out, quiet=asked.json_out)
+    results = [r for runs in by_seed for r in runs]
+    knocked = _knockouts(results) if knockout else None
+    swept = _sweep(by_seed) if sweeping else None
+    written: list[str] = []
+    if plan.save is not None:
+        from mhacli.io.trained import save_trained
 
-            written.append(str(save_trained(results[-1], plan.save)))
-        if swept is not None and not asked.json_out:  # the JSON document is printed once every file is written
-            _print_sweep(swept)
-        elif not asked.json_out:
-            _print_runs(results, knocked)
-        if plan.out is not None:
-            written += _save_sweep(swept, plan.out) if swept is not None else _save_figures(results, plan.out, ahead)
-            cleanup.unregister(plan.out)  # the folder holds the figures now: it stays
+        written.append(str(save_trained(results[-1], plan.save)))
+    if swept is not None and not asked.json_out:  # the JSON document is printed once every file is written
+        _print_sweep(swept)
+    elif not asked.json_out:
+        _print_runs(results, knocked)
+    if plan.out is not None:
+        written += _save_sweep(swept, plan.out) if swept is not None else _save_figures(results, plan.out)
+        cleanup.unregister(plan.out)  # the folder holds the figures now: it stays
     if asked.json_out:
         write_stdout(results_json(results, knocked, swept) + "\n")
     _print_written(written, err_console if asked.json_out else console)
@@ -342,57 +335,32 @@ CARD_FIGURE = "card.png"  # beside them for the grammar task: the last run's rep
 SWEEP_FIGURE_NAMES = ("sweep.png",)  # what --out receives after --seeds: the gap per seed
 
 
-def _save_figures(results: "list[TrainResult]", out: Path, ahead: "Ahead | None" = None) -> list[str]:
+def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
     """training.png (every run) and training-heads.png, written atomically: one run's heads during training, or
     after --compare every run's heads at the end, the lone head included, on the same held-out sequence; and a
-    grammar model's card.png. Drawn by ``ahead``'s children where it has them, else here: the same bytes."""
-    from mhacli.io.files import atomic_write_bytes
-    from mhacli.render.warned import note
-
-    jobs = _figure_jobs(results)
-    drawn = list(ahead.run(None if ahead.handed else jobs)) if ahead is not None else [f(*args) for f, args in jobs]
-    pngs = {name: data for part, _ in drawn for name, data in part.items()}
-    warned = dict.fromkeys(message for _, messages in drawn for message in messages)
-    paths = [str(atomic_write_bytes(out / name, pngs[name])) for name in (*FIGURE_NAMES, CARD_FIGURE) if name in pngs]
-    notes([line for line in (note(warned),) if line])
-    return paths
-
-
-def _figure_jobs(results: "list[TrainResult]") -> list[tuple[Any, tuple[Any, ...]]]:
-    return [(_drawn, (part, results)) for part in _PARTS]
-
-
-_PARTS = ("heads", "rest")  # training-heads.png; training.png and card.png: two drawers (io.ahead.DRAWERS)
-
-
-def _drawn(part: str, results: "list[TrainResult]") -> tuple[dict[str, bytes], list[str]]:
-    """One part of the figures as PNG bytes by name, and the warnings drawing them raised (a drawer's job)."""
-    from io import BytesIO
-
+    grammar model's card.png."""
+    from mhacli.io.files import atomic_write
     from mhacli.render.figures.training import training_figure, training_heads_figure, training_runs_figure
-    from mhacli.render.warned import recording
+    from mhacli.render.warned import note, recording
 
     warned: dict[str, None] = {}
-    figures = {}
+    paths = []
     with recording(warned):  # a library's warning while drawing is one note, never stray lines
-        if part == "heads":
-            figures["training-heads.png"] = (training_heads_figure(results[0]) if len(results) == 1
-                                             else training_runs_figure(results))
-        else:
-            figures["training.png"] = training_figure(results)
-            card = results[-1].model.card
-            if card is not None:
-                from mhacli.pipeline import card_shown
-                from mhacli.render.figures.card import card_figure
+        figures = {"training.png": training_figure(results),
+                   "training-heads.png": (training_heads_figure(results[0]) if len(results) == 1
+                                          else training_runs_figure(results))}
+        card = results[-1].model.card
+        if card is not None:
+            from mhacli.pipeline import card_shown
+            from mhacli.render.figures.card import card_figure
 
-                title = f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)"
-                figures[CARD_FIGURE] = card_figure(card_shown(card, figure_title=title))
-        pngs = {}
-        for name, fig in figures.items():
-            buffer = BytesIO()
-            _save_png(fig, buffer)
-            pngs[name] = buffer.getvalue()
-    return pngs, list(warned)
+            title = f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)"
+            figures[CARD_FIGURE] = card_figure(card_shown(card, figure_title=title))
+        for name in (*FIGURE_NAMES, CARD_FIGURE):
+            if name in figures:
+                paths.append(str(atomic_write(out / name, partial(_save_png, figures[name]))))
+    notes([line for line in (note(warned),) if line])
+    return paths
 
 
 def _save_sweep(swept: "Sweep", out: Path) -> list[str]:

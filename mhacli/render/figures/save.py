@@ -21,16 +21,10 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from mhacli.core.trace import Trace
-    from mhacli.io.ahead import Ahead, Job
     from mhacli.pipeline import Run, Window
 
-# zlib level of the PNG writer, on RGB pixels (every figure is opaque: the alpha channel is a quarter of the bytes
-# and carries nothing). Measured on the 7 figures of the cat sentence at 150 dpi (11.5 Mpixels, 7 rounds, rotated
-# order) with Pillow: RGBA at level 1 316 ms for 1.77 MB, level 6 490 ms for 1.76 MB, level 0 228 ms for 46 MB,
-# Z_RLE 301 ms for 1.92 MB; RGB at level 1 (the conversion included) 257 ms for 1.60 MB. Pillow then spent most of
-# it choosing a filter for each row (level 0 still took 24 of heads.png's 38 ms); rows written unfiltered (filter
-# type 0) by zlib at level 1 (:func:`png_bytes`) took 174 ms against Pillow's 276 for the same pixels, in 1.55 MB
-# against 1.61 (9 rounds alternating, 2026-12-05): the figures' flat paper and cells need no filter.
+#: zlib level of the PNG writer: the figures' flat paper and cells compress well unfiltered at level 1
+#: (measurements in docs/performance.md).
 PNG_COMPRESSION = 1
 
 
@@ -130,201 +124,84 @@ def _finish(saved: Saved, notices: Sequence[str]) -> Saved:
 
 
 def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
-                 on_saved: Callable[[Path], None] | None = None, ahead: Ahead | None = None) -> Saved:
+                 on_saved: Callable[[Path], None] | None = None) -> Saved:
     """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` into ``out_dir`` (created if missing).
 
     ``result`` is a run or an attention view's result (no ``split``: a view has no weight matrices), its
     windows chosen (:func:`mhacli.pipeline.shown`).  ``hide_rules`` leaves rule and pattern names out (the
-    "name what each head does" activity); ``on_saved(path)`` is called as each file is written (a progress
-    display, a timer).  ``ahead``: drawers forked for the figures (:mod:`mhacli.io.ahead`), which draw the
-    two halves (:data:`HALVES`) side by side into bytes this process writes (handed by :func:`hand_figures`
-    already, or here); None: drawn and written here, one by one.  Returns the paths written, in order (a list
-    with ``.notices``: lines worth printing once, such as characters no installed font could draw).
+    "name what each head does" activity); ``on_saved(path)`` is called as each file is written.  Returns the
+    paths written, in order, with ``.notices``: lines worth printing once (characters no font could draw).
     """
     _window(result.figures), _window(result.magnified)  # refused before anything is drawn
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     saved = Saved()
-
-    def written(path: Path) -> None:
-        saved.append(path)
-        if on_saved is not None:
-            on_saved(path)
-
-    ahead = _handed(ahead, result, lambda: _jobs(result, fmt, dpi, hide_rules))
-    if ahead is None:
-        with drawing() as pen:
-            for name, fig in _figures(result, "all", pen, hide_rules, dpi if fmt == "png" else None):
-                written(save(fig, out / f"{name}.{fmt}", fmt, dpi))
-        notices = pen.notices()
-    else:
-        notices, order, drawn = [], _names(result), {}
-        for files, said in ahead.run():
-            drawn.update(files)
-            while order and order[0] in drawn:  # in the figures' order, each as soon as those before it are
-                name = order.pop(0)
-                written(atomic_write_bytes(out / f"{name}.{fmt}", drawn.pop(name)))
-            notices += [line for line in said if line not in notices]
+    with drawing() as pen:
+        for name, fig in _figures(result, pen, hide_rules, dpi if fmt == "png" else None):
+            saved.append(save(fig, out / f"{name}.{fmt}", fmt, dpi))
+            if on_saved is not None:
+                on_saved(saved[-1])
     leftover = leftovers(out, result.trace.num_heads, fmt)
     if leftover:
         saved.notices.append(leftover)
-    return _finish(saved, notices)
+    return _finish(saved, pen.notices())
 
 
-def hand_figures(ahead: Ahead, result: Run, fmt: str, dpi: int, hide_rules: bool = False) -> None:
-    """Give ``ahead``'s drawers the run's figures now (``mha explain`` prints its walkthrough while they draw);
-    :func:`save_figures` with the same ``ahead`` writes what they drew. A run too big for them
-    (:func:`for_the_drawers`) ends them instead: its figures are drawn here."""
-    _handed(ahead, result, lambda: _jobs(result, fmt, dpi, hide_rules))
-
-
-def _handed(ahead: Ahead | None, result: Run, jobs: Callable[[], list[Job]]) -> Ahead | None:
-    """``ahead`` with ``jobs()`` handed to it (unless it has its jobs already), or None once it is ended: a run too
-    big for the drawers (:func:`for_the_drawers`) is drawn in this process. What every drawing command's save and
-    early hand go through."""
-    if ahead is None or ahead.handed:
-        return ahead
-    if for_the_drawers(result):
-        ahead.hand(jobs())
-        return ahead
-    ahead.close()
-    return None
-
-
-#: The most bytes of arrays a run may hold for the drawers to be handed its figures (:func:`for_the_drawers`):
-#: about 630 tokens with 4 heads and the one-head twin.
-DRAWERS_MAX_BYTES = 32 << 20
-
-
-def for_the_drawers(result: Run) -> bool:
-    """Whether the forked drawers (:mod:`mhacli.io.ahead`) are handed ``result``'s figures. Each is sent a pickled
-    copy of the whole run, while the figures, cut to their window, cost what a short text's do: on a long text
-    the N × N arrays would be pickled twice and held three times over, beyond what the memory plan counts.
-    Measured on 2,000 tokens and 4 heads, the figures drawn by the drawers took 7.0 s and 1,477 MiB in all,
-    against 5.7 s and 537 MiB drawn here; on 600 tokens the drawers still won (3.3 s and 182 MiB against
-    3.7 s and 223 MiB)."""
-    return sum(_array_bytes(part) for part in (result.trace, result.single)) <= DRAWERS_MAX_BYTES
-
-
-def _array_bytes(part: object) -> int:
-    """The bytes of the numpy arrays among a trace's or a view's fields (0 for None)."""
-    import dataclasses
-
-    import numpy as np
-
-    if part is None or not dataclasses.is_dataclass(part):
-        return 0
-    return sum(value.nbytes for f in dataclasses.fields(part)
-               if isinstance(value := getattr(part, f.name), np.ndarray))
-
-
-#: The run's figures in two halves of about equal work, one per drawer: head-1 … head-h and magnifiers; heads
-#: and split (the cat sentence's 4 heads, CPU seconds on 2026-12-05: 0.59 + 0.34 against 0.50 + 0.50; the other
-#: split, heads and magnifiers against head-N and split, would be 0.84 against 1.09). "all": every figure, in the
-#: order the files are written and listed.
-HALVES = ("heads", "rest")
-_HALF_OF = {"head": "heads", "magnifiers": "heads", "heads": "rest", "split": "rest"}
-
-
-def _jobs(result: Run, fmt: str, dpi: int, hide_rules: bool) -> list[Job]:
-    return [(drawn_half, (result, half, fmt, dpi, hide_rules)) for half in HALVES]
-
-
-def _names(result: Run) -> list[str]:
-    """The figures' names in the order they are written."""
-    from mhacli.render.labels import is_view
-
-    return ([f"head-{i + 1}" for i in range(result.trace.num_heads)] + ["heads", "magnifiers"]
-            + ([] if is_view(result.trace) else ["split"]))
-
-
-def _figures(result: Run, half: str, pen: Pen, hide_rules: bool,
+def _figures(result: Run, pen: Pen, hide_rules: bool,
              raster_dpi: float | None = None) -> Iterator[tuple[str, Figure]]:
-    """Each figure of ``half`` ("all": every one, in order) by name, drawn as it is asked for.
+    """Each figure of the run by name, in the order the files are written, drawn as it is asked for.
 
     ``raster_dpi``: the dpi of the PNGs they become, when they do: a figure of a fixed size (split) is then built at
     it, so the Agg renderer that measures its texts is the one that draws them."""
     from mhacli.render.labels import is_view
 
-    def wanted(kind: str) -> bool:
-        return half in ("all", _HALF_OF[kind])
-
     trace, figures, magnified = result.trace, _window(result.figures), _window(result.magnified)
-    if wanted("head"):
-        # One per-head figure, updated for each head: its layout, labels and colour bar are built once.
-        per_head = HeadFigure(trace, figures, pen, hide_rules)
-        for i in range(trace.num_heads):
-            yield f"head-{i + 1}", per_head.show(i)
-    if wanted("heads"):
-        yield "heads", build_heads(trace, figures, pen, hide_rules)
-    if wanted("magnifiers"):
-        yield "magnifiers", build_magnifiers(trace, None if is_view(trace) else result.single, magnified, pen,
-                                             hide_rules)
-    if wanted("split") and not is_view(trace):
+    # One per-head figure, updated for each head: its layout, labels and colour bar are built once.
+    per_head = HeadFigure(trace, figures, pen, hide_rules)
+    for i in range(trace.num_heads):
+        yield f"head-{i + 1}", per_head.show(i)
+    yield "heads", build_heads(trace, figures, pen, hide_rules)
+    yield "magnifiers", build_magnifiers(trace, None if is_view(trace) else result.single, magnified, pen,
+                                         hide_rules)
+    if not is_view(trace):
         yield "split", split_figure(cast("Trace", trace), hide_rules=hide_rules, pen=pen, dpi=raster_dpi)
 
 
-def drawn_half(result: Run, half: str, fmt: str, dpi: int, hide_rules: bool) -> tuple[dict[str, bytes], list[str]]:
-    """A drawer's job: the figures of ``half`` as file bytes by name, and the notices drawing them gave."""
-    files = {}
-    with drawing() as pen:
-        for name, fig in _figures(result, half, pen, hide_rules, dpi if fmt == "png" else None):
-            files[name] = _file_bytes(fig, fmt, dpi)
-    return files, pen.notices()
-
-
 def _file_bytes(fig: Figure, fmt: str, dpi: int) -> bytes:
-    """``fig`` as the bytes of its file, as :func:`save` writes them: what a drawer hands back."""
+    """``fig`` as the bytes of its file, as :func:`save` writes them."""
     buffer = io.BytesIO()
     _encode(fig, buffer, fmt, dpi)
     return buffer.getvalue()
 
 
 def drawn_one_vs_many(pairs: Sequence[Any], fmt: str, dpi: int, hide_rules: bool) -> bytes:
-    """``mha demo``'s last slide (:func:`~mhacli.render.figures.one_vs_many.one_vs_many_figure`) as file bytes: a
-    drawer's job while the lesson shows, or the command's own when no drawer was forked (the same bytes)."""
+    """``mha demo``'s last slide (:func:`~mhacli.render.figures.one_vs_many.one_vs_many_figure`) as file bytes."""
     from mhacli.render.figures.one_vs_many import one_vs_many_figure
 
     return _file_bytes(one_vs_many_figure(pairs, hide_rules=hide_rules), check_format(fmt), check_dpi(dpi))
 
 
 def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
-                 on_saved: Callable[[Path], None] | None = None, ahead: Ahead | None = None) -> Saved:
+                 on_saved: Callable[[Path], None] | None = None) -> Saved:
     """Write ``single-vs-multi`` into ``out_dir`` (created if missing); return the path (with ``.notices``).
 
-    ``result``: a run with its one-head twin and their comparison, its window chosen. ``ahead``: a drawer forked
-    for it (``mha compare``), which draws it while the comparison prints (handed by :func:`hand_compare` already,
-    or here); None: drawn here.
+    ``result``: a run with its one-head twin and their comparison, its window chosen.
     """
     if result.single is None or result.comparison is None:
         raise ValueError("save_compare draws a run made with compare=True (its single head and comparison)")
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    ahead = _handed(ahead, result, lambda: [_compare_job(result, fmt, dpi, hide_rules)])
-    if ahead is None:
-        data, notices = drawn_compare(result, fmt, dpi, hide_rules)
-    else:
-        (data, notices), = ahead.run()
+    data, notices = drawn_compare(result, fmt, dpi, hide_rules)
     saved = Saved([atomic_write_bytes(out / f"single-vs-multi.{fmt}", data)])
     if on_saved is not None:
         on_saved(saved[-1])
     return _finish(saved, notices)
 
 
-def hand_compare(ahead: Ahead, result: Run, fmt: str, dpi: int, hide_rules: bool = False) -> None:
-    """Give ``ahead``'s drawer single-vs-multi now (``mha compare`` prints its grids while it is drawn);
-    :func:`save_compare` with the same ``ahead`` writes it."""
-    _handed(ahead, result, lambda: [_compare_job(result, fmt, dpi, hide_rules)])
-
-
-def _compare_job(result: Run, fmt: str, dpi: int, hide_rules: bool) -> Job:
-    return drawn_compare, (result, fmt, dpi, hide_rules)
-
-
 def drawn_compare(result: Run, fmt: str, dpi: int, hide_rules: bool) -> tuple[bytes, list[str]]:
-    """A drawer's job (or this process's): single-vs-multi as file bytes, and the notices drawing it gave."""
+    """single-vs-multi as file bytes, and the notices drawing it gave."""
     assert result.single is not None and result.comparison is not None  # checked by save_compare
     with drawing() as pen:
         fig = build_compare(result.trace, result.single, result.comparison, _window(result.figures), pen,

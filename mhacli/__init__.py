@@ -2,7 +2,7 @@
 
 The command line lives in :mod:`mhacli.cli.app`; the numbers come from
 :func:`mhacli.run` (:mod:`mhacli.pipeline`), which returns one immutable :class:`mhacli.pipeline.Run`:
-the config, the :class:`mhacli.core.trace.Trace` and its analysis.
+the config, the :class:`mhacli.attention.trace.Trace` and its analysis.
 ``import mhacli`` stays cheap (no numpy) so that ``mha --help`` starts fast;
 the numerical names are loaded on first use.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mhacli.core.display import register as register_display
+from mhacli.attention.display import register as register_display
 
 __version__ = "0.1.0"
 
@@ -23,17 +23,17 @@ _PUBLIC = {
     # What a command asks for, for mhacli.run(request): model options (None = not given), text, outputs.
     "Request": "mhacli.request",
     "ModelOptions": "mhacli.request",
-    "Config": "mhacli.core.config",
-    "Trace": "mhacli.core.trace",
+    "Config": "mhacli.attention.config",
+    "Trace": "mhacli.attention.trace",
     "load_trace": "mhacli.io.export",
-    "from_attention": "mhacli.core.view",
-    "AttentionView": "mhacli.core.view",
-    "AttentionWeights": "mhacli.core.weights",
+    "from_attention": "mhacli.measures.view",
+    "AttentionView": "mhacli.measures.view",
+    "AttentionWeights": "mhacli.models.state_dict",
     # A trained grammar model's report card and head knockout (issue 28): numbers, no pictures.
-    "report_card": "mhacli.core.card",
-    "Card": "mhacli.core.card",
-    "knockout": "mhacli.core.knockout",
-    "Knockout": "mhacli.core.knockout",
+    "report_card": "mhacli.grammar.card",
+    "Card": "mhacli.grammar.card",
+    "knockout": "mhacli.grammar.knockout",
+    "Knockout": "mhacli.grammar.knockout",
     # Pictures, for notebooks and scripts: each returns a matplotlib Figure (shown inline in Jupyter).
     "head_figure": "mhacli.notebook",
     "heads_figure": "mhacli.notebook",
@@ -50,12 +50,12 @@ __all__ = ["__version__", "run", "Run", "Request", "ModelOptions", "Config", "Tr
            "html_page", "save_figures"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mhacli.core.card import Card, report_card
-    from mhacli.core.config import Config
-    from mhacli.core.knockout import Knockout, knockout
-    from mhacli.core.trace import Trace
-    from mhacli.core.view import AttentionView, from_attention
-    from mhacli.core.weights import AttentionWeights
+    from mhacli.grammar.card import Card, report_card
+    from mhacli.attention.config import Config
+    from mhacli.grammar.knockout import Knockout, knockout
+    from mhacli.attention.trace import Trace
+    from mhacli.measures.view import AttentionView, from_attention
+    from mhacli.models.state_dict import AttentionWeights
     from mhacli.io.export import load_trace
     from mhacli.pipeline import Run, run
     from mhacli.request import ModelOptions, Request

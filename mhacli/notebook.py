@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 from mhacli.pipeline import Run, paged, result_of, shown
 
 if TYPE_CHECKING:
@@ -23,9 +23,9 @@ Figure = Any  # a matplotlib Figure (imported by the renderers only, when they d
 
 def _shown_kind(trace: Any) -> Any:
     """``trace`` if it is what these functions draw (a run, a trace, a view); else one usage error saying so."""
-    from mhacli.core.checks import kind_name
-    from mhacli.core.trace import Trace
-    from mhacli.core.view import AttentionView
+    from mhacli.attention.checks import kind_name
+    from mhacli.attention.trace import Trace
+    from mhacli.measures.view import AttentionView
 
     if not isinstance(trace, (Run, Trace, AttentionView)):
         raise UsageError(f"expected a run (mhacli.run), a trace (mhacli.load_trace) or an attention view "
@@ -43,7 +43,7 @@ def _result(trace: Any, *, single: bool = False, layers: bool = False) -> Run:
 
 def _tokens_shown(max_tokens: Any) -> int:
     """``max_tokens`` as the figures and the page take it: a whole number, at least 1."""
-    from mhacli.core.checks import whole_number
+    from mhacli.attention.checks import whole_number
 
     return whole_number("max_tokens", max_tokens, low=1)
 
@@ -59,8 +59,8 @@ def _windowed(trace: Any, max_tokens: Any, query: Any, *, single: bool = False) 
 
 def _one_head(single: Any) -> Any:
     """A one-head run to set beside the heads: a trace or a run of one (its trace), else one usage error."""
-    from mhacli.core.checks import kind_name
-    from mhacli.core.trace import Trace
+    from mhacli.attention.checks import kind_name
+    from mhacli.attention.trace import Trace
 
     found = single.trace if isinstance(single, Run) else single
     if not isinstance(found, Trace) or found.num_heads != 1:
@@ -92,7 +92,7 @@ def display_page(shown_object: Any) -> str:
 def head_figure(trace: Any, head: int, *, max_tokens: int = 40, query: int | None = None, pen: Pen | None = None,
                 hide_rules: bool = False) -> Figure:
     """The heatmap of one head (0-based) of a run or an attention view, as a Figure (``head-{head+1}.png``)."""
-    from mhacli.core.checks import whole_number
+    from mhacli.attention.checks import whole_number
     from mhacli.render.figures import HeadFigure
     from mhacli.render.figures.layout import drawing
 
@@ -142,7 +142,7 @@ def split_figure(trace: Any, label: str | None = None, *, hide_rules: bool = Fal
 
     An attention view has no weight matrices (only the weights after softmax), so it has no split to draw.
     """
-    from mhacli.core.trace import Trace
+    from mhacli.attention.trace import Trace
     from mhacli.render.figures import split_figure as draw_split
 
     found = _shown_kind(trace)
@@ -161,7 +161,7 @@ def compare_figure(trace: Any, single: Any = None, comparison: Any = None, *, ma
     (a run made with ``single`` or ``compare``: for the shipped grammar model, its twin trained alone, as
     ``mha compare`` shows it), else one head of size d made from the same matrices.
     """
-    from mhacli.core.compare import compare
+    from mhacli.measures.compare import compare
     from mhacli.render.figures import build_compare
     from mhacli.render.figures.layout import drawing
 

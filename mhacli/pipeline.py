@@ -1,10 +1,10 @@
 """One run, assembled in one place: text (or tokens), options and weights in, one immutable :class:`Run` out.
 
 The layer between the command line (or a notebook, or a test) and the core: it
-resolves ``--weights`` once (a name or a path through :func:`mhacli.io.weights.resolve_weights`,
-an in-memory state dict or a trained model as given), builds the :class:`~mhacli.core.config.Config`
+resolves ``--weights`` once (a name or a path through :func:`mhacli.models.weights.resolve_weights`,
+an in-memory state dict or a trained model as given), builds the :class:`~mhacli.attention.config.Config`
 once, refuses what would not fit before any array exists, then computes the
-trace and every measure the renderers read (:class:`~mhacli.core.analysis.Analysis`,
+trace and every measure the renderers read (:class:`~mhacli.measures.analysis.Analysis`,
 the single-head contrast, the comparison).  Renderers and writers take the
 result's parts as arguments and compute nothing; nothing else assembles a run.
 
@@ -19,20 +19,20 @@ import os
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Union
 
-from mhacli.core.config import WEIGHT_KINDS, Config
-from mhacli.core.errors import UsageError
+from mhacli.attention.config import WEIGHT_KINDS, Config
+from mhacli.attention.errors import UsageError
 from mhacli.request import Request
 
 if TYPE_CHECKING:
-    from mhacli.core.analysis import Analysis
-    from mhacli.core.card import Card
-    from mhacli.core.compare import Comparison, TrainedApart
-    from mhacli.core.knockout import Knockout
-    from mhacli.core.lesson import LessonNumbers
-    from mhacli.core.trace import Trace, TrainedModel
-    from mhacli.core.view import AttentionView
-    from mhacli.core.weights import AttentionWeights
-    from mhacli.core.window import View
+    from mhacli.measures.analysis import Analysis
+    from mhacli.grammar.card import Card
+    from mhacli.measures.compare import Comparison, TrainedApart
+    from mhacli.grammar.knockout import Knockout
+    from mhacli.measures.lesson import LessonNumbers
+    from mhacli.attention.trace import Trace, TrainedModel
+    from mhacli.measures.view import AttentionView
+    from mhacli.models.state_dict import AttentionWeights
+    from mhacli.measures.window import View
 
     Shown = Union[Trace, AttentionView]
 
@@ -62,7 +62,7 @@ class Page:
 @dataclass(frozen=True)
 class CardShown:
     """What a report card's surfaces print (its table, figure, names and sentences), every word and number
-    computed once here from the :class:`~mhacli.core.card.Card`: the renderers only read it."""
+    computed once here from the :class:`~mhacli.grammar.card.Card`: the renderers only read it."""
 
     rows: tuple[str, ...]  # (R,) each relation row in a few words (narrate.card_row_name)
     queries: tuple[int, ...]  # (R,) held-out queries of each row
@@ -89,12 +89,12 @@ def card_shown(card: Card, *, heading: str | None = None, figure_title: str | No
                parse: object | None = None, weights: Any = None, causal: bool = False,
                chosen: str | None = None, knock: Knockout | None = None) -> CardShown:
     """Everything the card's surfaces print, once: ``parse`` and ``weights`` (h, N, N) of a sentence add the lines
-    on it (:func:`mhacli.core.narrate.card_sentence_lines`), ``knock`` where a knockout and the card part
-    (:func:`mhacli.core.narrate.knockout_sentences`); ``heading`` and ``figure_title`` replace the defaults."""
+    on it (:func:`mhacli.measures.narrate.card_sentence_lines`), ``knock`` where a knockout and the card part
+    (:func:`mhacli.measures.narrate.knockout_sentences`); ``heading`` and ``figure_title`` replace the defaults."""
     import numpy as np
 
-    from mhacli.core import narrate
-    from mhacli.core.card import read_only
+    from mhacli.measures import narrate
+    from mhacli.grammar.card import read_only
 
     low, high = card.interval  # (R, h) each
     named = np.array([[card.named(r, i) for i in range(card.heads)] for r in range(len(card.rows))])  # (R, h)
@@ -113,12 +113,12 @@ def card_shown(card: Card, *, heading: str | None = None, figure_title: str | No
 class Run:
     """One run's result, read-only: the config, the trace, and every measure of it, computed once.
 
-    ``trace`` is a :class:`~mhacli.core.trace.Trace`, or an attention view for ``mha show`` of your
+    ``trace`` is a :class:`~mhacli.attention.trace.Trace`, or an attention view for ``mha show`` of your
     model's attention (``config`` is then None).  ``single``: the same run as one head of size d
     (the magnifiers' and ``mha compare``'s contrast), when asked for; ``comparison`` with it for compare.
     ``layers``: the analysis of every layer of a view, when the page's layer picker needs them.
     ``lesson``: the numbers ``mha demo`` shows for its query (:func:`with_lesson`).
-    ``parse``: the grammar's parse of the sentence (:mod:`mhacli.core.grammar`, the trace's own), when a
+    ``parse``: the grammar's parse of the sentence (:mod:`mhacli.grammar.grammar`, the trace's own), when a
     grammar model read a sentence it can parse; None otherwise.
 
     For ``trace = mhacli.run(...)`` written before the result existed, every attribute of the
@@ -151,7 +151,7 @@ class Run:
 
     def _repr_html_(self) -> str | None:
         """Jupyter shows a run as its page, its own measures drawn (see mhacli.notebook)."""
-        from mhacli.core.display import page_of
+        from mhacli.attention.display import page_of
 
         return page_of(self)
 
@@ -174,8 +174,8 @@ class Prepared:
 
     def run(self, *, single: bool = False, compare: bool = False) -> Run:
         """The trace and its measures.  ``single``: also the one-head contrast; ``compare``: and the comparison."""
-        from mhacli.core.analysis import analyse
-        from mhacli.core.trace import run_tokens
+        from mhacli.measures.analysis import analyse
+        from mhacli.attention.trace import run_tokens
 
         from mhacli.io.host import cpu_count
 
@@ -187,7 +187,7 @@ class Prepared:
         one, apart = self._single(trace)
         comparison = None
         if compare:
-            from mhacli.core.compare import compare as measure
+            from mhacli.measures.compare import compare as measure
 
             comparison = measure(trace, one, apart)
             if comparison.analysis is not None and self.caution is not None:
@@ -202,7 +202,7 @@ class Prepared:
         card = getattr(self.model, "card", None)
         if card is None:
             return None
-        from mhacli.io.shipped import chosen_note
+        from mhacli.models.shipped import chosen_note
 
         return card_shown(card, heading=f"The model's report card, {card.caption()}, not on this sentence",
                           parse=trace.parse, weights=trace.weights, causal=bool(self.config.causal),
@@ -214,12 +214,12 @@ class Prepared:
     def _single(self, trace: Trace) -> tuple[Trace, TrainedApart | None]:
         """One head of size d: trained alone on the same task for the shipped model, else the same matrices."""
         if self.shipped is not None:  # a shipped model has a one-head twin trained alone on its task
-            from mhacli.io.trained import shipped_apart, trained_trace
+            from mhacli.models.trained import shipped_apart, trained_trace
 
             alone, apart = shipped_apart(self.shipped)
             alone = _with_words(alone, getattr(self.model, "words", None))  # the lone head reads them alike
             return trained_trace(alone, trace.tokens), apart
-        from mhacli.core.compare import single_head
+        from mhacli.measures.compare import single_head
 
         return single_head(trace), None
 
@@ -231,8 +231,8 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
     ``heads`` unless their file records it.  Whole numbers and flags are checked as the Python API gives them
     (numpy's scalars included).
     """
-    from mhacli.core.checks import flag, whole_number
-    from mhacli.core.weights import AttentionWeights as Weights
+    from mhacli.attention.checks import flag, whole_number
+    from mhacli.models.state_dict import AttentionWeights as Weights
 
     options = dict(options)
     layer = options.pop("layer", None)
@@ -248,7 +248,7 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
                          "file's name.", weights="")
     is_model = hasattr(given, "inputs") and hasattr(given, "labels")  # a trained model (core.train.TrainedModel)
     if isinstance(given, os.PathLike) or (isinstance(given, str) and given not in _BUILT_IN):
-        from mhacli.io.weights import resolve_weights
+        from mhacli.models.weights import resolve_weights
 
         given = resolve_weights(str(os.fspath(given)), heads=options.get("heads"), layer=layer)
         is_model = hasattr(given, "inputs") and hasattr(given, "labels")
@@ -258,17 +258,17 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
                              "FILE); drop it, or give the file.", layer=layer, weights=given)
     elif is_model:
         if layer is not None:
-            from mhacli.io.weights import no_layer
+            from mhacli.models.weights import no_layer
 
             no_layer(layer, "a trained model")
     else:
-        from mhacli.io.weights import own_weights
+        from mhacli.models.weights import own_weights
 
         given = own_weights(given, heads=options.get("heads"), layer=layer)
     if isinstance(given, str):
         return options, None, None
     if is_model:
-        from mhacli.core.checks import trained_options
+        from mhacli.attention.checks import trained_options
 
         return trained_options(options, getattr(given, "config")), None, given
     mine: Weights = given
@@ -281,7 +281,7 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
 def _with_words(model: Any, words: object) -> Any:
     """``model`` reading ``words`` (``{"park": "place"}``, ``"park=place"``) by their grammar class; refused
     without a grammar model (the words are checked first, so a bad pair is said as such)."""
-    from mhacli.core.words import with_words, word_map
+    from mhacli.grammar.words import with_words, word_map
 
     mapped = word_map(words)
     if not mapped:
@@ -295,7 +295,7 @@ def _with_words(model: Any, words: object) -> Any:
 
 def _tokens(text: str, config: Config, json: bool, limit: int) -> tuple[str, ...]:
     """The text's tokens, refused when empty or when the run would not fit in memory, before any array."""
-    from mhacli.core.tokenize import tokenize
+    from mhacli.attention.tokenize import tokenize
 
     # Every chunk is a token at least: a book is refused at once, before it is tokenized.
     config.check_fits(len(text.split()), limit=limit, json=json, at_least=True)
@@ -311,14 +311,14 @@ def _tokens(text: str, config: Config, json: bool, limit: int) -> tuple[str, ...
 def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, **options: Any) -> Prepared:
     """Resolve the weights, build the Config and count the tokens of one run; compute nothing yet.
 
-    ``options`` are :class:`~mhacli.core.config.Config` fields; those not given are taken from the
+    ``options`` are :class:`~mhacli.attention.config.Config` fields; those not given are taken from the
     weights (a file's d, a trained model's heads, width and mask) or are Config's defaults.  ``json``:
     the run will also print every array as JSON, which the memory check counts.
     """
     from mhacli.io.memory import memory_limit_bytes
 
-    from mhacli.core.checks import named_options, strings, text_argument
-    from mhacli.io.shipped import SHIPPED_NAMES
+    from mhacli.attention.checks import named_options, strings, text_argument
+    from mhacli.models.shipped import SHIPPED_NAMES
 
     unknown = sorted(set(options) - {f.name for f in fields(Config)} - {"words", "layer"})
     if unknown:  # as Python says it for any function, naming run()'s options instead of Config.__init__
@@ -343,7 +343,7 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
             raise UsageError("the text has no tokens to attend over; give at least one word.")
     config.check_fits(len(toks), limit=limit, json=json)
     if config.weights == "designed":
-        from mhacli.core.designed import check_designable
+        from mhacli.attention.designed import check_designable
 
         check_designable(len(toks), config)
     notes: tuple[str, ...] = ()
@@ -352,10 +352,10 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
         causal = ", causal as the model was trained" if mine.causal and config.causal else ""
         notes = (f"ran the self-attention {mine.name}{causal}.",)
     if model is not None and hasattr(model, "stand_ins"):
-        from mhacli.io.trained import trained_caution, trained_notes
+        from mhacli.models.trained import trained_caution, trained_notes
 
         notes = tuple(trained_notes(model, toks))  # type: ignore[arg-type]
-        from mhacli.core.words import reading_note
+        from mhacli.grammar.words import reading_note
 
         mapped = getattr(model, "words")
         said = reading_note(toks, mapped)
@@ -374,9 +374,9 @@ def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any
     and tokens are run.  Otherwise the keyword options build one: ``weights`` is a kind ("random",
     "designed"), "trained" (the model shipped in the package), the path of a weights file (your
     nn.MultiheadAttention's, or one from ``mha train --save``), or weights themselves: a state dict,
-    :class:`~mhacli.core.weights.AttentionWeights`, a trained model.  ``words`` (a grammar model only)
+    :class:`~mhacli.models.state_dict.AttentionWeights`, a trained model.  ``words`` (a grammar model only)
     maps new words to grammar classes, ``{"park": "place"}`` or ``"park=place lion=animal"``
-    (:mod:`mhacli.core.words`).  Other options are :class:`~mhacli.core.config.Config` fields.
+    (:mod:`mhacli.grammar.words`).  Other options are :class:`~mhacli.attention.config.Config` fields.
 
     >>> result = run("the cat sat on the mat", heads=4)
     >>> result.trace.weights.shape, result.analysis.num_heads
@@ -399,12 +399,12 @@ def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any
 def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Run:
     """The result of a run made elsewhere: a saved trace (``mha show``), the worked example, or an attention
     view (its shown layer; ``layers``: every layer's analysis too, for the page's layer picker)."""
-    from mhacli.core.analysis import analyse
+    from mhacli.measures.analysis import analyse
 
     config = getattr(shown, "config", None)
     one = None
     if single and config is not None:
-        from mhacli.core.compare import single_head
+        from mhacli.measures.compare import single_head
 
         one = single_head(shown)  # type: ignore[arg-type]
     every = None
@@ -419,7 +419,7 @@ def with_lesson(result: Run, query: int | None = None) -> Run:
     """``result`` with the lesson's numbers for ``query`` (default: the lesson's own choice of query)."""
     from dataclasses import replace
 
-    from mhacli.core.lesson import lesson_numbers
+    from mhacli.measures.lesson import lesson_numbers
 
     return replace(result, lesson=lesson_numbers(result.trace, query))
 
@@ -427,14 +427,14 @@ def with_lesson(result: Run, query: int | None = None) -> Run:
 def shown(result: Run, max_tokens: int = 40, query: int | None = None, *, magnified: int | None = None) -> Run:
     """``result`` with the figures' window chosen: the first ``max_tokens`` tokens, or a window on ``query``
     when it lies beyond them, and the magnifiers' (at most ``magnified`` tokens of it), each measured."""
-    from mhacli.core.window import MAGNIFIER_MAX_TOKENS, token_view
+    from mhacli.measures.window import MAGNIFIER_MAX_TOKENS, token_view
 
     magnified = MAGNIFIER_MAX_TOKENS if magnified is None else magnified
     view = token_view(len(result.analysis.tokens), max_tokens, query)
     glass = view if view.n <= magnified else token_view(view.n_total, magnified, view.query)
     keys = None
     if result.single is not None and result.config is not None:  # a view has no matrices to run as one head
-        from mhacli.core.analysis import analyse
+        from mhacli.measures.analysis import analyse
 
         readback = result.analysis.readback  # it holds the one head's top keys when measured with it
         keys = readback.single_keys if readback is not None else analyse(result.single).top_keys[0]  # (N,)
@@ -443,9 +443,9 @@ def shown(result: Run, max_tokens: int = 40, query: int | None = None, *, magnif
 
 def paged(result: Run, max_tokens: int | None = None) -> Run:
     """``result`` with the page's measures for its first ``max_tokens`` tokens (each layer's, for a view;
-    default :data:`mhacli.core.window.PAGE_MAX_TOKENS`)."""
-    from mhacli.core.analysis import windowed
-    from mhacli.core.window import PAGE_MAX_TOKENS
+    default :data:`mhacli.measures.window.PAGE_MAX_TOKENS`)."""
+    from mhacli.measures.analysis import windowed
+    from mhacli.measures.window import PAGE_MAX_TOKENS
 
     max_tokens = PAGE_MAX_TOKENS if max_tokens is None else max_tokens
     if max_tokens < 1:
@@ -462,7 +462,7 @@ def paged(result: Run, max_tokens: int | None = None) -> Run:
 
 
 def _window(result: Run, view: View) -> Window:
-    from mhacli.core.analysis import windowed
+    from mhacli.measures.analysis import windowed
 
     measured = windowed(result.analysis, result.trace.weights, view.start, view.stop)
     return Window(view, measured, showcase=measured.showcase_queries(view.n, view.start, view.stop))  # all, ranked

@@ -4,7 +4,7 @@
         [--head-concentration 0.01] [--split-referent 1] ...
 
 For each run: held-out accuracy per relation, the card's names, the knockout cost (points, head × row) and,
-per named head, its own row's cost and the worst other row's (``mhacli.core.knockout.clean``); ``row_accuracy``:
+per named head, its own row's cost and the worst other row's (``mhacli.grammar.knockout.clean``); ``row_accuracy``:
 held-out accuracy per card row on the card's sentences (for one head too), the same rows whatever the readouts.
 Not a test (it trains for minutes); the numbers in docs/training.md's lever tables come from it.
 """
@@ -16,9 +16,9 @@ import json
 
 import numpy as np
 
-from mhacli.core.card import carded
-from mhacli.core.knockout import clean, knockout
-from mhacli.core.train import TrainConfig, train
+from mhacli.grammar.card import carded
+from mhacli.grammar.knockout import clean, knockout
+from mhacli.grammar.train import TrainConfig, train
 
 
 def seeds_of(text: str) -> list[int]:

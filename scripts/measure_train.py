@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 
-from mhacli.core import grammar
-from mhacli.core.tasks import get_task
-from mhacli.core.passes import key_mask
-from mhacli.core.train import TrainConfig, TrainResult, _picked_argmax, train
+from mhacli.grammar import grammar
+from mhacli.grammar.tasks import get_task
+from mhacli.grammar.passes import key_mask
+from mhacli.grammar.train import TrainConfig, TrainResult, _picked_argmax, train
 
 NAMED = 0.85  # a head named for a relation on the card (issue 28)
 

@@ -8,7 +8,7 @@ On the report card's held-out sentences (same count, same seed) one noun per sen
 recipient, drawn with rng seed card seed + 1) is read three ways: as the mean of the model's embeddings of its
 class's words (centroid), as one fixed word of the class (stand-in: king, queen, animal, street, ball), and as
 the first word of the class the sentence does not hold (free stand-in, what --words does).  Each row: the card's
-hit rate of every head and the readout's accuracy, per card row (mhacli.core.word_readings.mapped_scores).
+hit rate of every head and the readout's accuracy, per card row (mhacli.grammar.word_readings.mapped_scores).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> None:
-    from mhacli.core.word_readings import mapped_scores
-    from mhacli.io.shipped import shipped_model_path
-    from mhacli.io.trained import load_trained
+    from mhacli.grammar.word_readings import mapped_scores
+    from mhacli.models.shipped import shipped_model_path
+    from mhacli.models.trained import load_trained
 
     path = Path(argv[0]) if argv else shipped_model_path(name="grammar")
     model, _ = load_trained(path)

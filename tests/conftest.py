@@ -245,9 +245,9 @@ def demo_drawn(tmp_path_factory) -> Drawn:
 
 @pytest.fixture(scope="session")
 def retrained():
-    """``retrained(config)``: :func:`mhacli.core.train.train`'s result for ``config``, trained once per session."""
+    """``retrained(config)``: :func:`mhacli.grammar.train.train`'s result for ``config``, trained once per session."""
     from functools import cache
 
-    from mhacli.core.train import train
+    from mhacli.grammar.train import train
 
     return cache(train)

@@ -1,4 +1,4 @@
-"""The per-query measures (mhacli.core.analysis.analyse) against slow, obvious loops written from the definitions."""
+"""The per-query measures (mhacli.measures.analysis.analyse) against slow, obvious loops written from definitions."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mhacli.core.analysis import COPY, FIRST, FIXED, ITSELF, NEXT, NONE, PREVIOUS, RELATIONS, TWO_BACK, analyse
-from mhacli.core.compare import single_head
+from mhacli.measures.analysis import COPY, FIRST, FIXED, ITSELF, NEXT, NONE, PREVIOUS, RELATIONS, TWO_BACK, analyse
+from mhacli.measures.compare import single_head
 from traced import run
 from mhacli.io.samples import list_samples, load_sample
 
@@ -337,7 +337,7 @@ def test_the_json_of_repeated_designed_names_four_relations_on_nine_tenths_of_ro
 
     from typer.testing import CliRunner
 
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     r = CliRunner().invoke(app, ["explain", "--sample", "repeated", "--weights", "designed", "--json", "--no-plots"])
     assert r.exit_code == 0, r.output

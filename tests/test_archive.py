@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 
 GIB = 2**30
 
@@ -72,7 +72,7 @@ def _weights_arrays() -> dict[str, np.ndarray]:
 
 
 def _trained_arrays() -> dict[str, np.ndarray]:
-    from mhacli.io.weights import shipped_model_path
+    from mhacli.models.weights import shipped_model_path
 
     with np.load(shipped_model_path()) as npz:
         return {k: npz[k] for k in npz.files}
@@ -84,14 +84,14 @@ def _read(kind: str, path: Path) -> object:
 
         return load_trace(path)
     if kind == "attention":
-        from mhacli.io.attention_file import load_attention
+        from mhacli.models.attention_file import load_attention
 
         return load_attention(path)
     if kind == "weights":
-        from mhacli.io.weights import load_weights
+        from mhacli.models.weights import load_weights
 
         return load_weights(path, heads=2)
-    from mhacli.io.trained import load_trained
+    from mhacli.models.trained import load_trained
 
     return load_trained(path)
 
@@ -133,7 +133,7 @@ def test_a_member_inflating_beyond_what_it_declares_is_cut_at_the_declaration(tm
     arrays["weights"] = np.full((1, 2, 64, 64), 1 / 64)
     arrays["tokens"] = np.array([f"t{i}" for i in range(64)])
     bomb = declaring_bomb(tmp_path / "bomb.npz", arrays, "weights", 200)
-    from mhacli.io.attention_file import load_attention
+    from mhacli.models.attention_file import load_attention
 
     with pytest.raises(UsageError, match="cut short|truncated or damaged"):
         load_attention(bomb)
@@ -143,7 +143,7 @@ def test_too_many_members_are_refused_from_the_directory(tmp_path):
     with zipfile.ZipFile(tmp_path / "many.npz", "w") as archive:
         for i in range(5000):
             archive.writestr(f"m{i}.npy", b"")
-    from mhacli.io.weights import load_weights
+    from mhacli.models.weights import load_weights
 
     with pytest.raises(UsageError, match="5,000 members"):
         load_weights(tmp_path / "many.npz", heads=2)
@@ -152,7 +152,7 @@ def test_too_many_members_are_refused_from_the_directory(tmp_path):
 def test_a_zip_bomb_on_the_command_line_is_one_line_and_exit_2(tmp_path):
     from typer.testing import CliRunner
 
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     declaring_bomb(tmp_path / "attention.npz", _attention_arrays(), None, int(3.5 * GIB))
     declaring_bomb(tmp_path / "weights.npz", _weights_arrays(), None, int(3.5 * GIB))
@@ -173,7 +173,7 @@ def test_a_pt_zip_is_checked_from_its_declared_sizes_before_torch_reads_it(tmp_p
         declaring[pos + 24 : pos + 28] = struct.pack("<I", int(3.5 * GIB))
         pos += 4
     (tmp_path / "bomb.pt").write_bytes(bytes(declaring))
-    from mhacli.io.weights import load_weights
+    from mhacli.models.weights import load_weights
 
     with pytest.raises(UsageError, match="zip bomb"):
         load_weights(tmp_path / "bomb.pt", heads=2)
@@ -190,12 +190,12 @@ def test_one_regular_file_check_for_every_reader(tmp_path, reader):
 
 def test_no_module_but_the_archive_reader_opens_an_archive():
     """One bounded reader: np.load, zipfile.ZipFile and torch.load appear in io/archive.py (and torch.load in
-    io/weights.py, after archive.check_zip_archive) only, so a new reader cannot skip the checks."""
+    models/weights.py, after archive.check_zip_archive) only, so a new reader cannot skip the checks."""
     import ast
 
     package = Path(__file__).resolve().parents[1] / "mhacli"
     allowed = {("np", "load"): {"io/archive.py"}, ("zipfile", "ZipFile"): {"io/archive.py"},
-               ("torch", "load"): {"io/weights.py"}}
+               ("torch", "load"): {"models/weights.py"}}
     found = []
     for path in package.rglob("*.py"):
         where = path.relative_to(package).as_posix()

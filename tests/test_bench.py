@@ -25,15 +25,15 @@ from mhacli.bench import baselines
 from mhacli.bench import runner as bench
 from mhacli.bench import startup
 from mhacli.cli.app import app
-from mhacli.core import schedule
-from mhacli.core.attention import attend_all, multi_head_attention, softmax
-from mhacli.core.embed import init_weights
-from mhacli.core.errors import RunError
-from mhacli.core.schedule import attend_blocked
+from mhacli.attention import schedule
+from mhacli.attention.attention import attend_all, multi_head_attention, softmax
+from mhacli.attention.embed import init_weights
+from mhacli.attention.errors import RunError
+from mhacli.attention.schedule import attend_blocked
 
-from mhacli.core.steps import steps_for, total_madds
+from mhacli.attention.steps import steps_for, total_madds
 from traced import run
-from mhacli.core.verify import TOLERANCE, reference_loop, verify
+from mhacli.measures.verify import TOLERANCE, reference_loop, verify
 
 runner = CliRunner()
 #: The blocked schedule on two threads, whatever this machine's affinity: the threaded path always runs.
@@ -471,8 +471,8 @@ def test_mha_bench_startup_prints_the_json(monkeypatch):
 @pytest.fixture
 def quick_train(monkeypatch):
     from mhacli.bench import train as timing
-    from mhacli.core.grammar import LONGEST
-    from mhacli.core.train import TrainConfig
+    from mhacli.grammar.grammar import LONGEST
+    from mhacli.grammar.train import TrainConfig
 
     real = timing.bench_train
     monkeypatch.setattr(timing, "bench_train", lambda repeats, config, tick: real(
@@ -514,7 +514,7 @@ def test_figure_costs_times_every_phase_and_writes_every_figure(tmp_path):
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == ["head-1.png", "head-2.png", "head-3.png", "head-4.png", "heads.png", "magnifiers.png",
                        "split.png"]  # what mha explain writes for the sentence: the same work is timed
-    assert list(phases) == ["import numpy, rich.console", "import matplotlib.figure", "import mhacli.core",
+    assert list(phases) == ["import numpy, rich.console", "import matplotlib.figure", "import mhacli.pipeline",
                             "import mhacli.render.figures, Agg", "trace",
                             *(f"draw and save {name}" for name in written)]  # every file, in the order written
 
@@ -576,7 +576,7 @@ def timed_result(medians: list[float], repeats: list[tuple[float, ...]], heads: 
 
 def test_the_split_note_is_the_step_tables_counts_and_the_runs_two_times():
     from mhacli.bench.notes import ARTICLE_CLAIM, split_note
-    from mhacli.core.steps import split_cost
+    from mhacli.attention.steps import split_cost
 
     result = timed_result([1e-3, 2e-3, 3e-3], [(1e-3,)] * 2 + [(3e-3,)], one_head=2e-3)
     note = split_note(result)

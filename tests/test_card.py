@@ -21,14 +21,16 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from mhacli.cli.app import app
-from mhacli.core import evidence, grammar, narrate
-from mhacli.core.card import (CARD_SEED, Card, carded, disagreements, held_out, report_card, row_keys, rows, short_name,
-                              wilson)
-from mhacli.core.knockout import knockout, logits_without, mismatches
-from mhacli.core.sweep import sweep
-from mhacli.core.tasks import get_task
-from mhacli.core.passes import forward
-from mhacli.core.train import TrainConfig, TrainResult, train
+from mhacli.attention import evidence
+from mhacli.grammar import grammar
+from mhacli.measures import narrate
+from mhacli.grammar.card import (CARD_SEED, Card, carded, disagreements, held_out, report_card, row_keys, rows,
+                                 short_name, wilson)
+from mhacli.grammar.knockout import knockout, logits_without, mismatches
+from mhacli.grammar.sweep import sweep
+from mhacli.grammar.tasks import get_task
+from mhacli.grammar.passes import forward
+from mhacli.grammar.train import TrainConfig, TrainResult, train
 
 runner = CliRunner()
 FEW = 60  # sentences for the slow references
@@ -159,7 +161,7 @@ def test_the_card_rows_are_the_parse_and_the_word_classes() -> None:
 
 
 def test_a_card_needs_a_grammar_model() -> None:
-    from mhacli.core.errors import UsageError
+    from mhacli.attention.errors import UsageError
 
     letters = train(TrainConfig(steps=2, held_out=4))
     assert carded(letters) is letters and letters.model.card is None
@@ -246,7 +248,7 @@ def test_a_named_head_whose_row_this_sentence_does_not_ask_is_said_so() -> None:
     "the queen saw the boy because he was too scared"]))
 def test_a_head_whose_row_is_not_asked_is_said_to_find_exactly_the_nouns_it_picks(card: Card, seed: int,
                                                                                   text: str) -> None:
-    from mhacli.core.card import elsewhere
+    from mhacli.grammar.card import elsewhere
 
     parse, weights = _parsed_with_weights(text, card.heads, seed)
     n = len(parse.tokens)
@@ -373,7 +375,7 @@ def test_knockout_scores_each_row_as_the_readout_answers_it(trained: TrainResult
 
 
 def test_mismatches_are_said_where_card_and_knockout_part() -> None:
-    from mhacli.core.knockout import Knockout
+    from mhacli.grammar.knockout import Knockout
 
     names = rows()
     hits = np.zeros((len(names), 2), dtype=int)
@@ -396,7 +398,7 @@ def test_the_clean_knockout_check_is_the_target_read_off_the_card_and_the_costs(
                                                                                left: list[float]) -> None:
     """A named head meets the target when its row loses ≥ 30 points and no row outside its names (and the
     referent, for a part of it) loses more than 5; a slow reading of the same numbers agrees."""
-    from mhacli.core.knockout import OTHER_POINTS, OWN_POINTS, PARTS_OF, Knockout, clean
+    from mhacli.grammar.knockout import OTHER_POINTS, OWN_POINTS, PARTS_OF, Knockout, clean
 
     names = rows()
     hits = np.array(rates).reshape(len(names), 2)
@@ -467,7 +469,7 @@ def test_the_card_figure_shows_the_card_at_a_readable_size(trained: TrainResult,
 
 
 def test_the_saved_model_carries_its_card(trained: TrainResult, tmp_path: Path) -> None:
-    from mhacli.io.trained import load_trained, save_trained
+    from mhacli.models.trained import load_trained, save_trained
 
     path = save_trained(trained, tmp_path / "g.npz")
     model, metrics = load_trained(path)
@@ -476,8 +478,8 @@ def test_the_saved_model_carries_its_card(trained: TrainResult, tmp_path: Path) 
 
 
 def test_a_file_whose_card_does_not_fit_its_model_is_refused(trained: TrainResult, tmp_path: Path) -> None:
-    from mhacli.core.errors import UsageError
-    from mhacli.io.trained import load_trained, trained_arrays
+    from mhacli.attention.errors import UsageError
+    from mhacli.models.trained import load_trained, trained_arrays
 
     arrays = trained_arrays(trained)
     metrics = json.loads(str(arrays["metrics"]))
@@ -557,7 +559,7 @@ def test_knockout_needs_the_grammar() -> None:
 
 
 def test_explain_shows_a_carded_model_its_card_once(trained: TrainResult, tmp_path: Path) -> None:
-    from mhacli.io.trained import save_trained
+    from mhacli.models.trained import save_trained
 
     path = save_trained(trained, tmp_path / "g.npz")
     text = "The animal didn't cross the street because it was too tired"

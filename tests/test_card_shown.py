@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 import mhacli
-from mhacli.core import evidence, narrate
-from mhacli.core.card import Card, rows, short_name, wilson
-from mhacli.io.shipped import chosen_note
+from mhacli.attention import evidence
+from mhacli.measures import narrate
+from mhacli.grammar.card import Card, rows, short_name, wilson
+from mhacli.models.shipped import chosen_note
 from mhacli.pipeline import CardShown, card_shown
 from mhacli.render.card import explain_card, knockout_report
 
@@ -96,7 +97,7 @@ def test_the_shown_card_fits_the_console(width: int) -> None:
 
 
 def test_the_knockout_report_reads_the_rows_and_the_rule_it_is_handed() -> None:
-    from mhacli.core.knockout import Knockout
+    from mhacli.grammar.knockout import Knockout
 
     shown = card_shown(_card([[90, 10], [40, 1]], [100, 50]))
     knock = Knockout(rows=rows()[:2], full=np.array([0.9, 0.5]), without=np.array([[0.2, 0.5], [0.9, 0.4]]),

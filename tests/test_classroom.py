@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from mhacli.core.analysis import analyse
+from mhacli.measures.analysis import analyse
 from mhacli.cli.app import app
 
 
@@ -139,7 +139,7 @@ def test_demo_runs_to_the_end_and_narrates_every_step(runner):
 
 def test_demo_narration_covers_the_article_in_the_lesson_data():
     from traced import run
-    from mhacli.core.lesson import lesson_numbers
+    from mhacli.measures.lesson import lesson_numbers
     from mhacli.render.lesson import lesson
 
     shown = run("the cat sat on the mat")
@@ -198,7 +198,7 @@ def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path, demo
 
     import numpy as np
 
-    from mhacli.io.shipped import shipped_model_path
+    from mhacli.models.shipped import shipped_model_path
 
     result = runner.invoke(app, ["demo", "--no-pause", "--step", "15"])  # its figures: the session's demo run
     assert result.exit_code == 0, result.output
@@ -237,7 +237,7 @@ def test_one_vs_many_figure_titles_each_panel_and_reads_the_records():
     import numpy as np
 
     from mhacli.cli.commands.classroom import shipped_pairs
-    from mhacli.io.shipped import shipped_model_path
+    from mhacli.models.shipped import shipped_model_path
     from mhacli.render.figures.one_vs_many import one_vs_many_figure, row_title
 
     pairs = shipped_pairs()
@@ -256,7 +256,7 @@ def test_one_vs_many_figure_titles_each_panel_and_reads_the_records():
 
 def test_present_waits_between_steps_and_q_quits():
     from traced import run
-    from mhacli.core.lesson import lesson_numbers
+    from mhacli.measures.lesson import lesson_numbers
     from mhacli.render.lesson import lesson, present
 
     shown = run("the cat sat on the mat")
@@ -345,7 +345,7 @@ def test_quiz_answers_are_printed_under_the_same_questions(runner):
 
 def test_quiz_asks_a_shape_a_parameter_count_and_a_favourite_key():
     from traced import run
-    from mhacli.core.quiz import make_quiz
+    from mhacli.measures.quiz import make_quiz
 
     trace = run("the cat sat on the mat", seed=5)
     topics = {q.topic for q in make_quiz(trace, seed=5)}
@@ -355,8 +355,8 @@ def test_quiz_asks_a_shape_a_parameter_count_and_a_favourite_key():
 
 def test_quiz_answers_come_from_the_trace():
     from traced import run
-    from mhacli.core.analysis import analyse
-    from mhacli.core.quiz import ask
+    from mhacli.measures.analysis import analyse
+    from mhacli.measures.quiz import ask
 
     for seed in range(6):
         trace = run("the dog saw the cat and the cat saw the dog", seed=seed, heads=2, d_model=8)
@@ -377,9 +377,9 @@ def test_quiz_answers_come_from_the_trace():
 
 def test_quiz_on_designed_weights_follows_the_rules():
     from traced import run
-    from mhacli.core.analysis import analyse
-    from mhacli.core.designed import expected_keys
-    from mhacli.core.quiz import ask
+    from mhacli.measures.analysis import analyse
+    from mhacli.attention.designed import expected_keys
+    from mhacli.measures.quiz import ask
 
     trace = run("the dog saw the cat and the cat saw the dog", weights="designed")
     for seed in range(10):
@@ -427,8 +427,8 @@ def test_every_classroom_command_and_option_is_documented():
 
 
 def test_exercise_answers_match_the_tool(runner):
-    from mhacli.core.analysis import FIXED, analyse, mean_pairwise_js, row_entropy
-    from mhacli.core.attention import multi_head_attention
+    from mhacli.measures.analysis import FIXED, analyse, mean_pairwise_js, row_entropy
+    from mhacli.attention.attention import multi_head_attention
     from traced import run
 
     text = (_docs_dir() / "exercises.md").read_text(encoding="utf-8")
@@ -571,8 +571,8 @@ def test_the_lesson_plan_pronoun_exercise_claims_only_what_moves_with_the_seed()
 def test_quiz_answers_about_patterns_and_agreement_are_the_runs(sample, weights):
     import random
 
-    from mhacli.core.analysis import analyse
-    from mhacli.core.quiz import ask
+    from mhacli.measures.analysis import analyse
+    from mhacli.measures.quiz import ask
     from traced import run
     from mhacli.io.samples import load_sample
 
@@ -613,8 +613,8 @@ def test_the_demo_says_what_made_its_weights(runner):
 
 
 def test_hide_rules_leaves_out_every_rule_and_relation_name(runner):
-    from mhacli.core.analysis import RELATIONS
-    from mhacli.core.designed import RULE_ORDER
+    from mhacli.measures.analysis import RELATIONS
+    from mhacli.attention.designed import RULE_ORDER
 
     names = set(RULE_ORDER) | set(RELATIONS) - {"itself"}  # "itself" is an English word the lesson uses
     for args in (["demo", "--sample", "repeated", "--no-pause"],
@@ -631,8 +631,8 @@ def test_hide_rules_leaves_out_every_rule_and_relation_name(runner):
 def test_pair_sentence_says_what_the_records_say_even_when_the_heads_gain_nothing():
     import numpy as np
 
-    from mhacli.core.lesson import TrainedPair
-    from mhacli.core.narrate import pair_sentence
+    from mhacli.measures.lesson import TrainedPair
+    from mhacli.measures.narrate import pair_sentence
 
     def pair(single: float, heads: float, by_relation=()) -> TrainedPair:
         return TrainedPair(task="t", tokens=("a", "b"), single_weights=np.eye(2),
@@ -682,7 +682,7 @@ def _figure_texts(result, hide_rules: bool) -> dict[str, str]:
 def test_hidden_grammar_figures_name_no_relation_and_claim_no_relation_per_head():
     """--hide-rules on the grammar model: no figure names a relation (the class is to name them), and none says
     "each head learned a relation" (a head may have learned none); the answers' figures do name them."""
-    from mhacli.core import grammar
+    from mhacli.grammar import grammar
     from mhacli.pipeline import prepare
 
     text = "the animal didn't cross the street because it was too tired"
@@ -705,7 +705,7 @@ def test_step_14_reveals_what_the_heads_do_from_the_parse_and_hides_it_with_hide
     """The reveal (step 14 without --hide-rules) shows more than positions: each parsed word's relation, its
     noun and every head's look; hidden, the same looks with no relation, no noun and no weight that gives the
     noun away."""
-    from mhacli.core import grammar
+    from mhacli.grammar import grammar
 
     text = "the animal didn't cross the street because it was too tired"
     args = ["demo", text, "--weights", "grammar", "--no-pause", "--step", "14"]

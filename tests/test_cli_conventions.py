@@ -188,7 +188,7 @@ def test_the_cli_uses_only_typers_public_api_and_never_rewrites_parameters():
 def test_model_defaults_come_from_config():
     """A model option is None unless given (the weights or Config decide); its help names Config's default."""
     from mhacli.cli.options import FLAG
-    from mhacli.core.config import Config
+    from mhacli.attention.config import Config
 
     group = typer.main.get_command(app)
     explain = group.commands["explain"]  # type: ignore[attr-defined]

@@ -13,14 +13,14 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from mhacli import notebook
-from mhacli.core.analysis import js_divergence, max_row_entropy, mean_pairwise_js, row_entropy
+from mhacli.measures.analysis import js_divergence, max_row_entropy, mean_pairwise_js, row_entropy
 from mhacli.cli.app import app
-from mhacli.core.compare import single_head as _single_head
-from mhacli.core.compare import compare
-from mhacli.core.config import Config
-from mhacli.core.attention import multi_head_attention as attend
-from mhacli.core.embed import embed, positional_encoding, vocabulary
-from mhacli.core.trace import Trace
+from mhacli.measures.compare import single_head as _single_head
+from mhacli.measures.compare import compare
+from mhacli.attention.config import Config
+from mhacli.attention.attention import multi_head_attention as attend
+from mhacli.attention.embed import embed, positional_encoding, vocabulary
+from mhacli.attention.trace import Trace
 from traced import run
 
 CAT = "the cat sat on the mat"
@@ -221,8 +221,8 @@ def test_compare_json_reports_its_heads_and_their_mean_divergence(runner):
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_compare_concludes_on_capacity_with_no_claim_that_flips_with_the_seed(runner, seed):
     """The read-back table and the capacity sentence; no 'spread their attention less' verdict."""
-    from mhacli.core.analysis import analyse
-    from mhacli.core.narrate import compare_conclusion
+    from mhacli.measures.analysis import analyse
+    from mhacli.measures.narrate import compare_conclusion
 
     result = runner.invoke(app, ["compare", "--sample", "paragraph", "--seed", str(seed), "--no-plots"])
     assert result.exit_code == 0, result.output
@@ -237,7 +237,7 @@ def test_compare_concludes_on_capacity_with_no_claim_that_flips_with_the_seed(ru
 
     from rich.console import Console
 
-    from mhacli.core.tokenize import label
+    from mhacli.attention.tokenize import label
     from mhacli.render.compare import readback_table
 
     console = Console(file=StringIO(), width=200, color_system=None)

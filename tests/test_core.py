@@ -13,13 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mhacli
-from mhacli.core.config import Config
-from mhacli.core.attention import head_weight, split_heads
-from mhacli.core.embed import embed
-from mhacli.core.trace import run_tokens
+from mhacli.attention.config import Config
+from mhacli.attention.attention import head_weight, split_heads
+from mhacli.attention.embed import embed
+from mhacli.attention.trace import run_tokens
 from traced import run
-from mhacli.core.errors import UsageError
-from mhacli.core.steps import ParameterCount, steps_for
+from mhacli.attention.errors import UsageError
+from mhacli.attention.steps import ParameterCount, steps_for
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 
@@ -114,7 +114,7 @@ def test_causal_masks_future_with_minus_infinity():
 
 
 def test_softmax_of_fully_masked_row_is_zero_not_nan():
-    from mhacli.core.attention import softmax
+    from mhacli.attention.attention import softmax
 
     s = np.array([[[-np.inf, -np.inf], [0.0, 1.0]]])
     w = softmax(s)
@@ -124,7 +124,7 @@ def test_softmax_of_fully_masked_row_is_zero_not_nan():
 
 
 def test_softmax_is_stable_for_huge_scores():
-    from mhacli.core.attention import softmax
+    from mhacli.attention.attention import softmax
 
     w = softmax(np.array([[[1000.0, 1001.0, -1000.0]]]))
     assert np.all(np.isfinite(w))

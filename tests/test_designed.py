@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mhacli.core.config import Config
-from mhacli.core.trace import run_tokens
+from mhacli.attention.config import Config
+from mhacli.attention.trace import run_tokens
 from traced import run
-from mhacli.core.designed import (
+from mhacli.attention.designed import (
     MARGIN,
     MAX_TOKENS,
     RULE_ORDER,
@@ -28,9 +28,9 @@ from mhacli.core.designed import (
     shift,
     token_codes,
 )
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 from mhacli.io.samples import list_samples
-from mhacli.core.analysis import analyse
+from mhacli.measures.analysis import analyse
 
 
 # The rules, written again here from their plain-language meaning (not imported),

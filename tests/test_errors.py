@@ -245,8 +245,8 @@ def make_fixtures(folder: Path) -> None:
     """The files the rows' commands name; made fresh for every run."""
     import numpy as np
 
-    from mhacli.core.config import Config
-    from mhacli.core.trace import run_tokens
+    from mhacli.attention.config import Config
+    from mhacli.attention.trace import run_tokens
     from mhacli.io.export import npz_arrays, save_npz
 
     (folder / "notes.txt").write_text("the cat sat on the mat\n", encoding="utf-8")
@@ -283,7 +283,7 @@ def make_fixtures(folder: Path) -> None:
     np.savez(folder / "tampered-inf-heads.npz", **{**good, "num_heads": np.array(np.inf)})
     np.savez(folder / "tampered-inf-weights.npz", **{**good, "W_k": good["W_k"] * np.inf})
     np.savez(folder / "newer.npz", **{**good, "format_version": np.array(3)})
-    from mhacli.io.shipped import shipped_model_path
+    from mhacli.models.shipped import shipped_model_path
 
     (folder / "model.npz").write_bytes(shipped_model_path(name="trained").read_bytes())  # as mha train --save wrote it
     import io
@@ -334,7 +334,7 @@ def _edited_models(folder: Path) -> None:
 
     import numpy as np
 
-    from mhacli.io.shipped import shipped_model_path
+    from mhacli.models.shipped import shipped_model_path
 
     with np.load(shipped_model_path(name="trained")) as shipped:
         arrays = {k: shipped[k] for k in shipped.files}
@@ -574,11 +574,11 @@ def _failing_run(exc: BaseException):
 def test_any_failure_inside_a_command_is_one_line_with_its_exit_code(monkeypatch, tmp_path, exc, code, needle):
     from typer.testing import CliRunner
 
-    import mhacli.core.trace
+    import mhacli.attention.trace
     from mhacli.cli.app import app
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core.trace, "run_tokens", _failing_run(exc))
+    monkeypatch.setattr(mhacli.attention.trace, "run_tokens", _failing_run(exc))
     r = CliRunner().invoke(app, ["explain", "the cat", "--no-plots"])
     assert r.exit_code == code
     lines = r.stderr.splitlines()
@@ -589,11 +589,11 @@ def test_any_failure_inside_a_command_is_one_line_with_its_exit_code(monkeypatch
 def test_debug_adds_the_traceback(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
-    import mhacli.core.trace
+    import mhacli.attention.trace
     from mhacli.cli.app import app
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core.trace, "run_tokens", _failing_run(ZeroDivisionError("boom")))
+    monkeypatch.setattr(mhacli.attention.trace, "run_tokens", _failing_run(ZeroDivisionError("boom")))
     r = CliRunner().invoke(app, ["--debug", "explain", "the cat", "--no-plots"])
     assert r.exit_code == 1
     assert "Traceback (most recent call last)" in r.stderr and "ZeroDivisionError: boom" in r.stderr
@@ -606,10 +606,10 @@ def test_ctrl_c_swallowed_by_a_destructor_is_reported_not_printed_as_a_traceback
     """Ctrl-C can land inside __del__ or a weakref callback, where Python only prints it."""
     from typer.testing import CliRunner
 
-    import mhacli.core.trace
+    import mhacli.attention.trace
     from mhacli.cli.app import app
 
-    real_run = mhacli.core.trace.run_tokens
+    real_run = mhacli.attention.trace.run_tokens
 
     class Unlucky:
         def __del__(self):
@@ -620,7 +620,7 @@ def test_ctrl_c_swallowed_by_a_destructor_is_reported_not_printed_as_a_traceback
         return real_run(*args, **kwargs)
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core.trace, "run_tokens", run)
+    monkeypatch.setattr(mhacli.attention.trace, "run_tokens", run)
     hook = sys.unraisablehook
     r = CliRunner().invoke(app, ["explain", "the cat", "--no-plots"])
     assert r.exit_code == 130

@@ -1,4 +1,4 @@
-"""The one evidence rule (mhacli.core.evidence), and every renderer's words held to it.
+"""The one evidence rule (mhacli.attention.evidence), and every renderer's words held to it.
 
 Uniform, near-uniform, one-hot, tied and random attention go through the sentences of the terminal,
 the grids, the figures' captions, the page, the JSON and ``mha compare``: a relation is named, a
@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from mhacli.core import evidence, narrate
-from mhacli.core.analysis import NONE, RELATIONS, analyse
-from mhacli.core.view import from_attention
+from mhacli.attention import evidence
+from mhacli.measures import narrate
+from mhacli.measures.analysis import NONE, RELATIONS, analyse
+from mhacli.measures.view import from_attention
 from mhacli.io.export import head_measures
 from mhacli.pipeline import Run, paged
 from mhacli.render import html, terminal
@@ -208,7 +209,7 @@ def test_a_user_s_random_rows_get_the_caution_and_no_named_token():
 
 def test_near_uniform_compare_of_a_a_a_a_a_a_names_nothing():
     """``mha compare "a a a a a a" --seed 1``: JS 0.026 bits, top weights 19–23 % where uniform is 17 %."""
-    from mhacli.core.compare import single_head
+    from mhacli.measures.compare import single_head
     from traced import run
 
     trace = run("a a a a a a", seed=1)

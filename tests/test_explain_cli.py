@@ -123,15 +123,15 @@ def test_text_from_file_and_stdin(runner, tmp_path):
 def test_show_rerenders_without_recomputing(runner, tmp_path, monkeypatch):
     path = tmp_path / "t.npz"
     assert explain(runner, CAT, "--save-npz", str(path)).exit_code == 0
-    import mhacli.core.attention
-    import mhacli.core.trace
+    import mhacli.attention.attention
+    import mhacli.attention.trace
 
     def boom(*a, **k):
         raise AssertionError("show must not recompute attention")
 
-    monkeypatch.setattr(mhacli.core.attention, "attend", boom)
-    monkeypatch.setattr(mhacli.core.trace, "multi_head_attention", boom)
-    monkeypatch.setattr(mhacli.core.trace, "run_tokens", boom)
+    monkeypatch.setattr(mhacli.attention.attention, "attend", boom)
+    monkeypatch.setattr(mhacli.attention.trace, "multi_head_attention", boom)
+    monkeypatch.setattr(mhacli.attention.trace, "run_tokens", boom)
     r = runner.invoke(app, ["show", str(path), "--no-plots"])
     assert r.exit_code == 0, r.output
     assert "loaded from" in r.output and "2. Steps" in r.output and "mat" in r.output
@@ -164,7 +164,7 @@ def test_verify_fails_on_tampered_output(runner, tmp_path):
 def test_verify_against_pytorch_when_installed(tmp_path):
     torch = pytest.importorskip("torch", reason="PyTorch is optional; parity with it is checked only when installed")
     from mhacli import run
-    from mhacli.core.verify import verify
+    from mhacli.measures.verify import verify
 
     for causal in (False, True):
         checks = verify(run(CAT, causal=causal, heads=4, d_model=16), torch)

@@ -19,17 +19,17 @@ from hypothesis import strategies as st
 from PIL import Image
 from rich.console import Console
 
-from mhacli.core import evidence
-from mhacli.core.analysis import analyse
+from mhacli.attention import evidence
+from mhacli.measures.analysis import analyse
 from mhacli.render import figures
 from mhacli.render import theme
 from mhacli.cli.app import app
-from mhacli.core.compare import single_head as _single_head
+from mhacli.measures.compare import single_head as _single_head
 from traced import run
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 from mhacli.render.grid import grid_width, head_grid, head_grids
 from mhacli import notebook
-from mhacli.core.window import token_view
+from mhacli.measures.window import token_view
 from mhacli.pipeline import result_of
 from mhacli.pipeline import shown as windows_chosen
 
@@ -540,7 +540,7 @@ def test_magnifier_rows_are_shaded_by_the_attention_each_token_receives(cat):
 
 
 def test_magnifiers_without_a_query_show_the_queries_where_the_heads_differ_most(cat):
-    from mhacli.core.analysis import analyse
+    from mhacli.measures.analysis import analyse
 
     single = _single_head(cat)
     fig = notebook.magnifiers_figure(cat, single)
@@ -860,7 +860,7 @@ def test_terminal_grids_name_the_weights_and_each_heads_per_query_pattern():
 
 
 def test_terminal_grids_of_a_view_show_its_weights_and_whose_they_are():
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     trace = run(CAT, heads=2, d_model=8, causal=True)
     view = from_attention(trace.weights, trace.tokens, layer_names=["only"])
@@ -919,12 +919,12 @@ def test_explain_refuses_bad_figure_options(runner, tmp_path, args, message):
 
 
 def test_out_is_checked_before_anything_is_computed(runner, tmp_path, monkeypatch):
-    import mhacli.core.trace
+    import mhacli.attention.trace
 
     def boom(*a, **k):
         raise AssertionError("computed before checking --out")
 
-    monkeypatch.setattr(mhacli.core.trace, "run_tokens", boom)
+    monkeypatch.setattr(mhacli.attention.trace, "run_tokens", boom)
     afile = tmp_path / "file.txt"
     afile.write_text("x")
     result = runner.invoke(app, ["explain", CAT, "--out", str(afile)])
@@ -999,7 +999,7 @@ def test_single_head_uses_the_same_input_and_weights(cat):
 
 
 def _view(causal: bool = True):
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     rng = np.random.default_rng(3)
     s = rng.standard_normal((2, 3, 6, 6)) * 2
@@ -1036,7 +1036,7 @@ def test_a_view_draws_heads_sheet_and_magnifiers_of_its_layer_and_nothing_invent
 
 @pytest.mark.parametrize("weights", ["random", "designed"])
 def test_every_figure_names_its_weights_and_hide_rules_hides_the_names(weights):
-    from mhacli.core import narrate
+    from mhacli.measures import narrate
 
     trace = run("the dog saw the cat and the cat saw the dog", heads=4, weights=weights)
     single = _single_head(trace)
@@ -1105,7 +1105,7 @@ def test_token_labels_at_40_tokens_are_10_px_on_a_1080p_screen(paragraph, tmp_pa
 
 @pytest.mark.parametrize("heads, length", [(4, 12), (4, 40), (8, 40)])
 def test_training_heads_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp_path, heads, length):
-    from mhacli.core.train import TrainConfig, train
+    from mhacli.grammar.train import TrainConfig, train
     from mhacli.render.figures.training import training_heads_figure
 
     result = train(TrainConfig(heads=heads, length=length, steps=2, batch=2, held_out=4, snapshots=5))
@@ -1121,7 +1121,7 @@ def test_training_heads_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp
 @pytest.mark.parametrize("length", [12, 40])
 def test_training_runs_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp_path, length):
     """After --compare, training-heads.png shows every run: its labels too stay readable at 40 tokens."""
-    from mhacli.core.train import TrainConfig, train
+    from mhacli.grammar.train import TrainConfig, train
     from mhacli.render.figures.training import training_runs_figure
 
     results = [train(TrainConfig(heads=h, length=length, steps=2, batch=2, held_out=4)) for h in (1, 2, 4)]

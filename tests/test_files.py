@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mhacli.cli.app import app
-from mhacli.core.errors import RunError, UsageError
+from mhacli.attention.errors import RunError, UsageError
 from mhacli.io.files import TEMP_SUFFIX, atomic_write, atomic_write_text, check_target, prepare_out_dir
 
 MHA = Path(sys.executable).with_name("mha")

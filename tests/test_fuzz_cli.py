@@ -41,8 +41,8 @@ NASTY = ["0", "-1", "1", "2", "3", "4", "8", "16", "99", "10000000", "1" * 40, "
 @pytest.fixture(autouse=True)
 def _fixtures(tmp_path, monkeypatch):
     """A folder holding the files NASTY names, as cwd."""
-    from mhacli.core.config import Config
-    from mhacli.core.trace import run_tokens
+    from mhacli.attention.config import Config
+    from mhacli.attention.trace import run_tokens
     from mhacli.io.export import save_npz
 
     monkeypatch.chdir(tmp_path)

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mhacli.core import grammar
+from mhacli.grammar import grammar
 from mhacli.io.host import blas_kernel
-from mhacli.core.tasks import BOUNDARY, UNKNOWN, get_task
-from mhacli.core.train import NO_RELATION, TrainConfig, sentence_relations, train
+from mhacli.grammar.tasks import BOUNDARY, UNKNOWN, get_task
+from mhacli.grammar.train import NO_RELATION, TrainConfig, sentence_relations, train
 
 TASK = get_task("grammar")
 HEADLINE = "The animal didn't cross the street because it was too tired"
@@ -129,8 +129,8 @@ def test_heads_are_named_from_the_true_keys_and_near_uniform_heads_are_not() -> 
 
 
 def test_the_shipped_grammar_model_is_the_documented_command_s_result(retrained) -> None:
-    from mhacli.io.trained import load_trained
-    from mhacli.io.weights import shipped_model_path
+    from mhacli.models.trained import load_trained
+    from mhacli.models.weights import shipped_model_path
 
     path = shipped_model_path(name="grammar")
     assert path.stat().st_size <= 200_000
@@ -145,7 +145,7 @@ def test_the_shipped_grammar_model_is_the_documented_command_s_result(retrained)
         for name, value in shipped.params.items():
             np.testing.assert_allclose(again.params[name], value, atol=1e-6, err_msg=name)
         if shipped.card is not None:  # the card the file carries is the retrained model's, count for count
-            from mhacli.core.card import report_card
+            from mhacli.grammar.card import report_card
 
             card = report_card(again, shipped.card.sentences, shipped.card.seed)
             assert card.rows == shipped.card.rows and (card.hits == shipped.card.hits).all()
@@ -162,8 +162,8 @@ def test_the_shipped_grammar_model_is_the_documented_command_s_result(retrained)
 
 
 def test_words_outside_the_vocabulary_are_one_unknown_token_and_capitals_fold() -> None:
-    from mhacli.io.trained import load_trained, trained_notes
-    from mhacli.io.weights import shipped_model_path
+    from mhacli.models.trained import load_trained, trained_notes
+    from mhacli.models.weights import shipped_model_path
 
     model, _ = load_trained(shipped_model_path(name="grammar"))
     tokens = ["The", "zebra", "didn't", "cross", "the", "Street", "because", "it", "was", "too", "tired", "·"]
@@ -199,8 +199,8 @@ def test_the_famous_sentence_is_answered_by_a_head_named_for_the_referent() -> N
         answers.append({head for head, (top, weight) in pairs if top == looks[0]["key"] and weight >= 0.5})
     # Each adjective's noun is found by a head its card names for that kind of referent: "tired" a feeling
     # adjective, "wide" a place adjective (the shipped model gives the two kinds to different heads).
-    from mhacli.io.trained import load_trained
-    from mhacli.io.weights import shipped_model_path
+    from mhacli.models.trained import load_trained
+    from mhacli.models.weights import shipped_model_path
 
     card = load_trained(shipped_model_path(name="grammar"))[0].card
     assert card is not None
@@ -282,8 +282,8 @@ def test_the_conclusion_says_where_the_weaker_run_lost_and_never_calls_a_loss_a_
 
 
 def test_the_lone_head_sentence_counts_no_head_without_a_relation_as_one_of_its_own() -> None:
-    from mhacli.core.compare import TrainedApart
-    from mhacli.core.narrate import apart_sentence
+    from mhacli.measures.compare import TrainedApart
+    from mhacli.measures.narrate import apart_sentence
 
     apart = TrainedApart(task="grammar", single_accuracy=0.936, heads_accuracy=1.0, single_parameters=11_264,
                          heads_parameters=11_264, single_relations=("means",),
@@ -299,12 +299,12 @@ def test_the_magnifier_slide_says_its_queries_come_from_the_parse() -> None:
     import matplotlib.text
 
     import mhacli
-    from mhacli.core.narrate import parse_queries_sentence
+    from mhacli.measures.narrate import parse_queries_sentence
     from mhacli.notebook import magnifiers_figure
 
     trace = mhacli.run(HEADLINE, weights="grammar")
     trace = getattr(trace, "trace", trace)  # mhacli.run's result, or the trace itself
-    from mhacli.core.analysis import analyse
+    from mhacli.measures.analysis import analyse
 
     analysis = analyse(trace)
     assert analysis.reading is not None and analysis.showcase_queries(1) == (10,)  # "tired" first
@@ -323,8 +323,8 @@ def test_explain_with_the_shipped_grammar_model_says_its_seed_was_chosen():
     from typer.testing import CliRunner
 
     from mhacli.cli.app import app
-    from mhacli.io.shipped import GRAMMAR_CHOSEN_AMONG, chosen_note, shipped_model_path
-    from mhacli.io.trained import load_trained
+    from mhacli.models.shipped import GRAMMAR_CHOSEN_AMONG, chosen_note, shipped_model_path
+    from mhacli.models.trained import load_trained
 
     model, _ = load_trained(shipped_model_path(name="grammar"))
     assert model.config.seed in GRAMMAR_CHOSEN_AMONG

@@ -195,7 +195,7 @@ def _state_dict_with_biases(d: int = 8) -> dict[str, np.ndarray]:
 
 def test_biases_are_saved_and_read_back_when_the_trace_has_them(tmp_path):
     from mhacli import run
-    from mhacli.core.verify import verify
+    from mhacli.measures.verify import verify
     from mhacli.io.export import ARRAY_FIELDS, load_trace, npz_arrays, save_npz, trace_biases, trace_document
 
     state = _state_dict_with_biases()
@@ -217,7 +217,7 @@ def test_biases_are_saved_and_read_back_when_the_trace_has_them(tmp_path):
     without = run("the cat sat", d_model=8, heads=2)
     assert trace_biases(without) == {} and trace_document(without)["biases"] is None
     np.savez(tmp_path / "short.npz", **{**arrays, "b_q": arrays["b_q"][:3]})
-    from mhacli.core.errors import UsageError
+    from mhacli.attention.errors import UsageError
 
     with pytest.raises(UsageError, match=r"b_q has shape \(3,\), expected \(8,\)"):
         load_trace(tmp_path / "short.npz")
@@ -302,7 +302,7 @@ def test_an_archive_promising_more_than_memory_is_refused_from_its_header(tmp_pa
     import zipfile
 
     from mhacli import run
-    from mhacli.core.errors import UsageError
+    from mhacli.attention.errors import UsageError
     from mhacli.io.export import load_trace, npz_arrays
 
     arrays = npz_arrays(run("the cat sat"))
@@ -570,7 +570,7 @@ def test_an_unusable_mplconfigdir_lets_matplotlib_print_nothing(tmp_path, config
 def test_the_memory_plan_counts_figures(heads, dpi, fits):
     from mhacli.io.memory import memory_limit_bytes
     from mhacli.render.sizes import check_figures_fit, figure_bytes
-    from mhacli.core.errors import UsageError
+    from mhacli.attention.errors import UsageError
 
     assert figure_bytes(heads, 40, 2 * dpi) > 3.9 * (figure_bytes(heads, 40, dpi) - 256 * 2**20)
     assert figure_bytes(heads, 40, dpi, "svg") == figure_bytes(heads, 40, dpi, "png")  # rasterised at dpi too
@@ -635,7 +635,7 @@ def test_an_out_name_with_escape_sequences_is_spelled_out_in_every_note(tmp_path
 
 @pytest.mark.parametrize("text", ["a\x1b[2Jb", "x\u202ey", "p\x00q", "\ud800", "tab\there", "l\u2028m"])
 def test_printable_is_the_one_escaping_function(text):
-    from mhacli.core.messages import one_line, printable, shown
+    from mhacli.attention.messages import one_line, printable, shown
 
     for escaped in (printable(text), one_line(text), shown(text)):
         assert all(ch.isprintable() or ch in " \u200d" for ch in escaped), repr(escaped)

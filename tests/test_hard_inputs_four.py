@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_hard_inputs import mha_in_process, one_error_line
 
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 
 MHA = Path(sys.executable).with_name("mha")
 ENV = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100", "PYTHONWARNINGS": "default"}
@@ -77,8 +77,8 @@ def test_no_positions_with_a_trained_model_is_refused_by_every_command(command, 
 
 def test_what_a_trained_model_decides_is_what_the_json_reports():
     from mhacli import run
-    from mhacli.io.shipped import shipped_model_path
-    from mhacli.io.trained import load_trained
+    from mhacli.models.shipped import shipped_model_path
+    from mhacli.models.trained import load_trained
 
     model, _ = load_trained(shipped_model_path(name="grammar"))
     result = run("the dog chases a cat", weights="grammar")
@@ -108,9 +108,10 @@ def _respelled(name: str, data: st.DataObject) -> str:
 @FAST
 @given(data=st.data())
 def test_a_name_is_read_with_spaces_and_case_not_counting(data):
-    from mhacli.core.checks import chosen, named_options, task_name
-    from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS
-    from mhacli.core.tasks import TASKS
+    from mhacli.attention.checks import chosen, named_options
+    from mhacli.grammar.tasks import task_name
+    from mhacli.attention.config import DTYPES, TOKENIZERS, WEIGHT_KINDS
+    from mhacli.grammar.tasks import TASKS
 
     for choices in (WEIGHT_KINDS, TOKENIZERS, DTYPES, tuple(TASKS)):
         name = data.draw(st.sampled_from(choices))
@@ -163,7 +164,7 @@ def test_a_respelled_task_trains_that_task(tmp_path):
 @FAST
 @given(parts=st.lists(st.integers(min_value=-3, max_value=2**70), min_size=1, max_size=4))
 def test_head_counts_are_refused_each_by_its_own_message(parts):
-    from mhacli.core.numbers import BOUND, head_counts
+    from mhacli.attention.numbers import BOUND, head_counts
 
     text = ",".join(str(p) for p in parts)
     if any(p > BOUND for p in parts):
@@ -485,7 +486,7 @@ def _safetensors_of(path: Path, arrays: dict[str, np.ndarray], dtype: str) -> No
 
 
 def _edited_model(tmp_path: Path, **members: object) -> Path:
-    from mhacli.io.shipped import shipped_model_path
+    from mhacli.models.shipped import shipped_model_path
 
     with np.load(shipped_model_path(name="trained")) as shipped:
         arrays = {k: shipped[k] for k in shipped.files}
@@ -496,7 +497,7 @@ def _edited_model(tmp_path: Path, **members: object) -> Path:
 
 
 def _config(**changes: object) -> str:
-    from mhacli.io.shipped import shipped_model_path
+    from mhacli.models.shipped import shipped_model_path
 
     with np.load(shipped_model_path(name="trained")) as shipped:
         return json.dumps({**json.loads(str(shipped["config"])), **changes})
@@ -569,7 +570,7 @@ def test_a_recorded_head_count_that_cannot_split_d_names_the_file(tmp_path, reco
 
 
 def test_a_recorded_head_count_that_splits_d_is_taken():
-    from mhacli.core.checks import recorded_heads
+    from mhacli.attention.checks import recorded_heads
 
     assert [recorded_heads(h, 8, "w") for h in (1, 2, 4, 8)] == [1, 2, 4, 8]
 
@@ -596,7 +597,7 @@ def test_two_accepted_attention_names_holding_different_arrays_are_refused(tmp_p
 
 
 def test_the_same_array_under_two_names_is_drawn(tmp_path):
-    from mhacli.io.attention_file import load_attention
+    from mhacli.models.attention_file import load_attention
 
     w = _rows(np.random.default_rng(0), (2, 3, 3))
     np.savez(tmp_path / "same.npz", weights=w, attentions=w, tokens=np.array(["a", "b", "c"]))
@@ -736,7 +737,8 @@ def _view():
     (lambda m: m.split_figure(_view()), "an attention view holds only the weights after softmax"),
     (lambda m: m.split_figure([1]), "got list [1]."),
     (lambda m: m.knockout(_two_heads()), "a report card and a knockout take a trained model: model, _ = "
-                                         "mhacli.io.trained.load_trained('model.npz') (written by mha train --save), "
+                                         "mhacli.models.trained.load_trained('model.npz') "
+                                         "(written by mha train --save), "
                                          "got Run."),
     (lambda m: m.report_card("model.npz"), "take a trained model"),
     (lambda m: m.save_figures(_two_heads(), ""), "out_dir is empty (''); give a folder's name"),
@@ -836,7 +838,7 @@ def test_the_api_refuses_empty_weights_in_its_own_words():
 @pytest.mark.parametrize("name", ["query", "bogus", "head"])
 def test_an_unknown_keyword_names_run_and_its_options_not_config(name):
     import mhacli
-    from mhacli.core.config import Config
+    from mhacli.attention.config import Config
 
     with pytest.raises(TypeError) as caught:
         mhacli.run("the cat", heads=2, **{name: 1})
@@ -860,7 +862,7 @@ def test_numpy_scalars_are_taken_where_a_python_number_is(tmp_path):
 @pytest.mark.parametrize("big", [1e300, 1e30, 2e6])
 def test_huge_finite_weights_are_refused_as_a_files_are(big):
     import mhacli
-    from mhacli.core.weights import AttentionWeights
+    from mhacli.models.state_dict import AttentionWeights
 
     rng = np.random.default_rng(0)
     w = AttentionWeights(*(rng.standard_normal((D, D)) * big for _ in range(4)), heads=2)

@@ -129,7 +129,7 @@ def test_a_run_whose_parameters_stop_being_finite_is_refused_and_nothing_is_writ
     from typer.testing import CliRunner
 
     from mhacli.cli.app import app
-    from mhacli.core import train
+    from mhacli.grammar import train
 
     step = train.Adam.step
 
@@ -166,7 +166,7 @@ BIG = "9" * 5000
 
 
 def test_the_one_number_rule():
-    from mhacli.core.numbers import BOUND, whole_number
+    from mhacli.attention.numbers import BOUND, whole_number
 
     assert [whole_number(t) for t in ("0", "42", " 7 ", "+3", "-5", "007")] == [0, 42, 7, 3, -5, 7]
     for refused in ("²", "٣", "2_0", "+-2", "--2", "", " ", "1e3", "0x10", "1.0", BIG, str(BOUND + 1), "1 2"):
@@ -255,14 +255,14 @@ def test_the_crash_advice_is_a_command_that_shows_the_traceback(monkeypatch, tmp
 
     from typer.testing import CliRunner
 
-    import mhacli.core.trace
+    import mhacli.attention.trace
     from mhacli.cli.app import app
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("boom")
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core.trace, "run_tokens", broken)  # what the pipeline calls to run the core
+    monkeypatch.setattr(mhacli.attention.trace, "run_tokens", broken)  # what the pipeline calls to run the core
     first = CliRunner().invoke(app, ["explain", "the cat", "--no-plots"])
     advised = re.search(r"rerun as '([^']+)'", first.stderr)
     assert first.exit_code == 1 and advised, first.stderr
@@ -336,7 +336,7 @@ def _strings(value):
 
 
 def test_the_page_data_holds_no_raw_control_or_bidi_character(tmp_path):
-    from mhacli.io.attention_file import load_attention
+    from mhacli.models.attention_file import load_attention
     from mhacli.render.html import page_data
 
     from mhacli.pipeline import paged, result_of

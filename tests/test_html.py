@@ -17,17 +17,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mhacli.core.analysis import analyse
+from mhacli.measures.analysis import analyse
 from mhacli.pipeline import paged, result_of
 from mhacli.render import theme
 from mhacli.cli.app import app
-from mhacli.core.attention import causal_mask
-from mhacli.core.trace import run_tokens
+from mhacli.attention.attention import causal_mask
+from mhacli.attention.trace import run_tokens
 from traced import run
-from mhacli.core.config import Config
+from mhacli.attention.config import Config
 from mhacli.render.html import (DATA_PLACEHOLDER, DEFAULT_MAX_TOKENS, embed_json, page_data, render_html,
                          template, write_html)
-from mhacli.core.tokenize import label
+from mhacli.attention.tokenize import label
 
 def _paged(shown, max_tokens=None):
     """The result a page draws: ``shown`` measured once (every layer of a view), its window's measures made."""
@@ -207,7 +207,7 @@ def test_hostile_tokens_stay_data():
     assert "<b>bold" not in page
     assert "\u2028" not in page and "\u2029" not in page
     # The markup characters stay data; a line or paragraph separator is spelled out, as everywhere on the page.
-    from mhacli.core.messages import printable
+    from mhacli.attention.messages import printable
 
     assert data_of(page)["tokens"] == [printable(t) for t in NASTY] and data_of(page)["tokens"][0] == NASTY[0]
 
@@ -354,7 +354,7 @@ def _layers(causal: bool = False) -> np.ndarray:
 
 
 def test_a_view_page_has_its_weights_every_layer_and_nothing_invented():
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     w = _layers(causal=True)
     view = from_attention(w, "the cat sat on the mat".split(), layer_names=["a", "b", "c"], layer=1)

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mhacli.core.config import Config
-from mhacli.core.trace import run_tokens
+from mhacli.attention.config import Config
+from mhacli.attention.trace import run_tokens
 from traced import run
 from mhacli.render.html import page_data, write_html
-from mhacli.core.tokenize import label
+from mhacli.attention.tokenize import label
 from mhacli.pipeline import paged, result_of
 
 def _paged(shown, max_tokens=None):
@@ -419,7 +419,7 @@ def test_every_part_of_the_url_is_untrusted(open_page, fragment, query):
 
 
 def test_a_view_with_layers_has_a_layer_picker_and_no_invented_steps(open_page, tmp_path):
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     t = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed", causal=True)
     rng = np.random.default_rng(0)

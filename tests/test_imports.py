@@ -101,8 +101,8 @@ def test_explain_without_plots_never_loads_matplotlib(argv):
 
 def test_core_loads_no_terminal_plotting_or_cli_library():
     """STYLE.md: the numerical core never prints or plots, so it must not even import those libraries."""
-    code = ("import mhacli.core.trace, mhacli.core.verify; from mhacli.core.config import Config; "
-            "mhacli.core.trace.run_tokens(['the', 'cat', 'sat'], Config(heads=2))")
+    code = ("import mhacli.attention.trace, mhacli.measures.verify; from mhacli.attention.config import Config; "
+            "mhacli.attention.trace.run_tokens(['the', 'cat', 'sat'], Config(heads=2))")
     loaded = loaded_packages(code=code)
     assert {"numpy", "mhacli"} <= loaded
     assert not loaded & {"rich", "matplotlib", "typer", "click", "PIL"}
@@ -110,7 +110,7 @@ def test_core_loads_no_terminal_plotting_or_cli_library():
 
 def test_big_core_run_loads_no_terminal_plotting_or_cli_library():
     """The threaded path (threadpoolctl) is taken for large inputs; it must not widen the imports either."""
-    code = ("import mhacli.core.trace as c; from mhacli.core.config import Config; "
+    code = ("import mhacli.attention.trace as c; from mhacli.attention.config import Config; "
             "c.run_tokens(['w'] * 1100, Config(heads=1), cores=2)")
     loaded = loaded_packages(code=code)
     assert not loaded & {"rich", "matplotlib", "typer", "click", "PIL"}

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from mhacli.cli import app
-from mhacli.core.steps import ParameterCount, steps_for, total_madds
+from mhacli.cli.app import app
+from mhacli.attention.steps import ParameterCount, steps_for, total_madds
 from mhacli.io.samples import list_samples
 
 

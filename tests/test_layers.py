@@ -1,17 +1,19 @@
-"""The folders are the architecture: each layer imports only the layers below it.
+"""The folders are the architecture: each room imports only the rooms below it.
 
-core     numpy and the standard library (threadpoolctl for the schedule); never the host
-io       + core (torch only to read your .pt weights, safetensors your .safetensors, when installed;
-         threadpoolctl to name the BLAS a model was trained on), and every read of the host
-request  mhacli/request.py, what one command asks for (frozen data, the standard library only)
-pipeline + io, request: mhacli/pipeline.py, the one place a run is assembled into its result
-render   + pipeline's result type, rich, matplotlib (the only layer that draws or prints)
-notebook + render: mhacli/notebook.py, what a notebook calls (a result made once, then drawn)
-cli      + render, request, typer (the only layer that talks to the command line)
-bench    + render, apart from the product: nothing in core/io/render/cli imports it
+attention  the article's attention: numpy and the standard library (threadpoolctl for the schedule); never the host
+grammar    + attention: the grammar model, its training, report card, knockout and sweep
+measures   + grammar: measures and words about a run (analysis, narrate, compare, lesson, quiz, views)
+io         + measures, and every read of the host: where text comes from, where files go
+models     + io: weights and models read from files (torch / safetensors only to read your files, when installed)
+request    mhacli/request.py, what one command asks for (frozen data, the standard library only)
+pipeline   + models, request: mhacli/pipeline.py, the one place a run is assembled into its result
+render     + pipeline's result type, rich, matplotlib (the only room that draws or prints)
+notebook   + render: mhacli/notebook.py, what a notebook calls (a result made once, then drawn)
+bench      + render: timing, apart from the product (only the cli's `mha bench` imports it)
+cli        + everything, typer (the only room that talks to the command line)
 
 Every import statement in the package is read (including the lazy ones inside
-functions), so a late ``import rich`` in the core fails here even if no test runs it.
+functions), so a late ``import rich`` in the attention fails here even if no test runs it.
 """
 
 from __future__ import annotations
@@ -26,22 +28,30 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "mhacli"
 STDLIB = set(sys.stdlib_module_names)
 
+_ATTENTION = {"numpy", "threadpoolctl", "mhacli.attention"}
+_GRAMMAR = _ATTENTION | {"mhacli.grammar"}
+_MEASURES = _GRAMMAR | {"mhacli.measures"}
+# io names the BLAS numpy loaded (io/host.py)
+_IO = _MEASURES | {"mhacli.io"}
+# torch only to read a .pt state dict, safetensors a .safetensors one, when installed
+_MODELS = _IO | {"mhacli.models", "torch", "safetensors"}
+_PIPELINE = _MODELS | {"mhacli.request", "mhacli.pipeline"}
+_RENDER = _PIPELINE - {"mhacli.request"} | {"mhacli.render", "rich", "matplotlib", "mpl_toolkits", "PIL"}
 ALLOWED: dict[str, set[str]] = {
-    "core": {"numpy", "mhacli.core", "threadpoolctl"},
-    # torch only to read a .pt state dict, safetensors a .safetensors one, when installed; threadpoolctl to
-    # name the BLAS numpy loaded (io/host.py)
-    "io": {"numpy", "mhacli.core", "mhacli.io", "torch", "safetensors", "threadpoolctl"},
+    "attention": _ATTENTION,
+    "grammar": _GRAMMAR,
+    "measures": _MEASURES,
+    "io": _IO,
+    "models": _MODELS,
     "request": {"mhacli.request"},  # what a command asks for: plain frozen data, no computation
-    "pipeline": {"numpy", "mhacli.core", "mhacli.io", "mhacli.request", "mhacli.pipeline"},
-    "render": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline", "mhacli.render", "rich", "matplotlib",
-               "mpl_toolkits", "PIL"},
-    "notebook": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline", "mhacli.render", "mhacli.notebook"},
-    "cli": {"numpy", "mhacli.core", "mhacli.io", "mhacli.request", "mhacli.pipeline", "mhacli.render", "mhacli.cli",
-            "mhacli.bench",
-            "rich", "typer"},
-    "bench": {"numpy", "mhacli.core", "mhacli.io", "mhacli.pipeline", "mhacli.render", "mhacli.bench", "rich",
-              "matplotlib", "threadpoolctl", "torch"},
+    "pipeline": _PIPELINE,
+    "render": _RENDER,
+    "notebook": _RENDER | {"mhacli.notebook"},
+    "bench": _RENDER | {"mhacli.bench"},
+    "cli": _RENDER | {"mhacli.request", "mhacli.cli", "mhacli.bench", "typer"},
 }
+#: The rooms that compute (a renderer takes types, constants and words from them, never a computation).
+COMPUTING_ROOMS = ("attention", "grammar", "measures")
 #: A layer that is one module rather than a folder.
 SINGLE_FILE_LAYERS = {"notebook", "pipeline", "request"}
 
@@ -93,7 +103,7 @@ def test_every_module_lives_in_a_layer():
 
 def test_the_rule_bites(tmp_path):
     """The reader sees a lazy import inside a function, so the check can fail."""
-    sneaky = tmp_path / "mhacli" / "core" / "sneaky.py"
+    sneaky = tmp_path / "mhacli" / "attention" / "sneaky.py"
     sneaky.parent.mkdir(parents=True)
     sneaky.write_text("def f():\n    import rich\n    from matplotlib import pyplot\n")
     global PACKAGE
@@ -103,34 +113,35 @@ def test_the_rule_bites(tmp_path):
     finally:
         PACKAGE = saved
     assert {"rich", "matplotlib"} <= found
-    assert not allowed("rich", ALLOWED["core"]) and not allowed("matplotlib.pyplot", ALLOWED["core"])
-    assert allowed("json", ALLOWED["core"]) and not allowed("mhacli.render.theme", ALLOWED["io"])
+    assert not allowed("rich", ALLOWED["attention"]) and not allowed("matplotlib.pyplot", ALLOWED["attention"])
+    assert allowed("json", ALLOWED["attention"]) and not allowed("mhacli.render.theme", ALLOWED["io"])
+    assert not allowed("mhacli.grammar.words", ALLOWED["attention"]) and not allowed("mhacli.models", ALLOWED["io"])
 
 
 # ---------------------------------------------------------------------------
 # Renderers only draw: from the core they take types, constants and words, never a computation
 # ---------------------------------------------------------------------------
 
-#: What render/ may import from mhacli.core besides classes and UPPER_CASE constants: the words (narrate,
+#: What render/ may import from the computing rooms besides classes and UPPER_CASE constants: the words (narrate,
 #: whose sentences the renderers ask for), the one-line messages, and how tokens are shown as labels.
 RENDER_MAY_USE = {
-    "mhacli.core.narrate": {"*"},
-    "mhacli.core.messages": {"*"},
-    "mhacli.core.errors": {"*"},
-    "mhacli.core.tokenize": {"label", "labels", "graphemes"},
-    "mhacli.core.config": {"human_bytes", "about_bytes"},
-    "mhacli.core.designed": {"rules_note"},
-    "mhacli.core.grammar": {"short_name"},  # a learned head's label in a few words
-    "mhacli.core.numbers": {"whole_number"},  # the one number rule, for a --query the user typed
-    "mhacli.core": {"narrate"},
+    "mhacli.measures.narrate": {"*"},
+    "mhacli.attention.messages": {"*"},
+    "mhacli.attention.errors": {"*"},
+    "mhacli.attention.tokenize": {"label", "labels", "graphemes"},
+    "mhacli.attention.config": {"human_bytes", "about_bytes"},
+    "mhacli.attention.designed": {"rules_note"},
+    "mhacli.grammar.grammar": {"short_name"},  # a learned head's label in a few words
+    "mhacli.attention.numbers": {"whole_number"},  # the one number rule, for a --query the user typed
+    "mhacli.measures": {"narrate"},
 }
 
 
-COMPUTING = ("mhacli.core", "mhacli.pipeline")  # where a renderer could reach for numbers
+COMPUTING = (*(f"mhacli.{room}" for room in COMPUTING_ROOMS), "mhacli.pipeline")  # where numbers are reached
 
 
 def _imported_names(path: Path) -> list[tuple[str, str]]:
-    """(module, name) for every ``from mhacli.core… / mhacli.pipeline import name`` in ``path``, lazy ones included."""
+    """(module, name) for every ``from <a computing room or the pipeline> import name`` in ``path``, lazy ones too."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     return [(node.module, alias.name) for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(COMPUTING)
@@ -154,10 +165,10 @@ WORD_FORMATTERS = {"short_name", "long_name", "relation_words"}
 def measuring_words() -> frozenset[str]:
     """narrate's functions that measure before they speak: each calls a computation of the core (the card's
     disagreements, the knockout's mismatches), or another such function.  The pipeline calls them, never render."""
-    tree = ast.parse((PACKAGE / "core" / "narrate.py").read_text(encoding="utf-8"))
+    tree = ast.parse((PACKAGE / "measures" / "narrate.py").read_text(encoding="utf-8"))
     functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
     measuring = {name for name, f in functions.items() for node in ast.walk(f)
-                 if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mhacli.core")
+                 if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(COMPUTING[:-1])
                  for alias in node.names if alias.name not in WORD_FORMATTERS
                  and not _is_type_or_constant(node.module, alias.name)}
     while True:
@@ -168,11 +179,15 @@ def measuring_words() -> frozenset[str]:
         measuring |= calling
 
 
+def _computing_files() -> list[Path]:
+    return sorted(p for room in COMPUTING_ROOMS for p in (PACKAGE / room).rglob("*.py"))
+
+
 @functools.lru_cache(maxsize=1)
 def core_methods() -> frozenset[str]:
-    """The names of every method (not property) defined on a class of mhacli/core."""
+    """The names of every method (not property) defined on a class of the computing rooms."""
     names = set()
-    for path in sorted((PACKAGE / "core").rglob("*.py")):
+    for path in _computing_files():
         for cls in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(cls, ast.ClassDef):
                 names.update(f.name for f in cls.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("_")
@@ -195,7 +210,7 @@ def computations_called(path: Path) -> list[str]:
             and isinstance(n.func, ast.Attribute) and n.func.attr in methods]
     words = measuring_words()
     bad += [f"narrate.{name}" for module, name in _imported_names(path)
-            if module == "mhacli.core.narrate" and name in words]
+            if module == "mhacli.measures.narrate" and name in words]
     bad += [f"narrate.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in words
             and getattr(n.value, "id", None) == "narrate"]
     return bad
@@ -207,7 +222,7 @@ def deciding_properties() -> frozenset[str]:
     read another that does: a word such a property gives is a verdict, computed when its object is made and
     read from a field, never worked out in a renderer's reach (``Knockout.matters`` was one)."""
     bodies: dict[str, list[ast.FunctionDef]] = {}
-    for path in sorted((PACKAGE / "core").rglob("*.py")):
+    for path in _computing_files():
         for cls in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(cls, ast.ClassDef):
                 for f in cls.body:
@@ -216,7 +231,7 @@ def deciding_properties() -> frozenset[str]:
                         bodies.setdefault(f.name, []).append(f)
     deciding = {name for name, fs in bodies.items() for f in fs for n in ast.walk(f)
                 if isinstance(n, ast.Name) and n.id == "evidence"
-                or isinstance(n, ast.ImportFrom) and n.module == "mhacli.core" and any(a.name == "evidence"
+                or isinstance(n, ast.ImportFrom) and n.module == "mhacli.attention" and any(a.name == "evidence"
                                                                                        for a in n.names)}
     while True:
         reading = {name for name, fs in bodies.items() if name not in deciding for f in fs for n in ast.walk(f)
@@ -235,8 +250,8 @@ def properties_deciding(path: Path) -> list[str]:
 
 
 def evidence_thresholds() -> frozenset[str]:
-    """The evidence rule's numbers (mhacli/core/evidence.py's numeric constants: shares, margins, points)."""
-    from mhacli.core import evidence
+    """The evidence rule's numbers (mhacli/attention/evidence.py's numeric constants: shares, margins, points)."""
+    from mhacli.attention import evidence
 
     return frozenset(name for name, value in vars(evidence).items() if name.isupper()
                      and isinstance(value, (int, float)) and not isinstance(value, bool))
@@ -284,7 +299,7 @@ def test_a_planted_threshold_in_a_renderer_is_caught(tmp_path):
     """terminal.grammar_panel once bolded a cell when its weight reached narrate.ANSWER_SHARE (now Look.answered)."""
     assert {"ANSWER_SHARE", "KNOCKOUT_POINTS", "MOSTLY"} <= evidence_thresholds()
     planted = tmp_path / "planted.py"
-    planted.write_text("from mhacli.core import evidence, narrate\n\n\n"
+    planted.write_text("from mhacli.attention import evidence\nfrom mhacli.measures import narrate\n\n\n"
                        "def bold(w, cost):\n"
                        "    return w >= narrate.ANSWER_SHARE or cost >= evidence.KNOCKOUT_POINTS\n")
     assert thresholds_read(planted) == ["ANSWER_SHARE", "KNOCKOUT_POINTS"]
@@ -306,10 +321,10 @@ def test_a_planted_computation_in_a_renderer_is_caught(tmp_path):
     planted = tmp_path / "planted.py"
     planted.write_text("def draw(run):\n"
                        "    from mhacli.pipeline import result_of\n"
-                       "    from mhacli.core.analysis import analyse\n"
+                       "    from mhacli.measures.analysis import analyse\n"
                        "    from mhacli.pipeline import Run\n"
                        "    return result_of(run.trace), analyse(run.trace), run.trace.split_equals_direct()\n")
-    assert computations_called(planted) == ["mhacli.pipeline.result_of", "mhacli.core.analysis.analyse",
+    assert computations_called(planted) == ["mhacli.pipeline.result_of", "mhacli.measures.analysis.analyse",
                                             ".split_equals_direct()"]
 
 
@@ -317,8 +332,8 @@ def test_a_planted_card_word_in_a_renderer_is_caught(tmp_path):
     """The report card's names, titles and caption, and narrate's sentences that measure the card against a
     sentence or a knockout, are the pipeline's to compute (``pipeline.card_shown``): a renderer asking is caught."""
     planted = tmp_path / "planted.py"
-    planted.write_text("from mhacli.core import narrate\n"
-                       "from mhacli.core.narrate import knockout_sentences\n\n\n"
+    planted.write_text("from mhacli.measures import narrate\n"
+                       "from mhacli.measures.narrate import knockout_sentences\n\n\n"
                        "def draw(card, parse, weights, knock):\n"
                        "    return (card.named(0, 0), card.title(0), card.caption(), knockout_sentences(card, knock),\n"
                        "            narrate.card_sentence_lines(card, parse, weights), narrate.card_row_name('a'))\n")
@@ -398,14 +413,12 @@ LEAVING: set[tuple[str, str]] = set()
 
 
 def test_no_import_cycle_anywhere():
-    """Lazy imports inside functions count too: a cycle hidden in a function is still two modules that need
-    each other (io/trained.py and io/weights.py were one)."""
-    graph = import_graph()
-    # Parents import their children's names (mhacli.render.figures re-exports its modules): a package and
-    # its own submodules are one unit, so only imports between different packages' modules make a cycle.
-    cycle = find_cycle({m: {t for t in ts if not t.startswith(m + ".") and not m.startswith(t + ".")
-                            and (m, t) not in LEAVING}
-                        for m, ts in graph.items()})
+    """Lazy imports inside functions count too, and so do package ``__init__``s: ``from mhacli.cli import build``
+    runs mhacli/cli/__init__.py, so a package whose ``__init__`` imports a module that imports the package back
+    is a circle (mhacli.cli -> cli.app -> cli.commands.classroom -> mhacli.cli was one)."""
+    # ``from mhacli import __version__`` reads the package's own metadata, set before anything is imported.
+    cycle = find_cycle({m: {t for t in ts if (m, t) not in LEAVING and t != "mhacli"}
+                        for m, ts in import_graph().items()})
     assert cycle is None, " -> ".join(cycle or [])
 
 
@@ -443,7 +456,7 @@ def host_reads(path: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", sorted((PACKAGE / "core").rglob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", _computing_files(), ids=lambda p: p.name)
 def test_the_core_never_reads_the_host(path):
     assert not host_reads(path), f"{path.name} reads the host: {host_reads(path)} (read it in io/host.py)"
 

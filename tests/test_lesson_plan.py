@@ -111,7 +111,7 @@ def test_the_quoted_accuracies_are_the_shipped_records():
 
     import numpy as np
 
-    from mhacli.io.shipped import shipped_model_path
+    from mhacli.models.shipped import shipped_model_path
 
     def metrics(name: str, alone: bool) -> dict:
         return json.loads(str(np.load(shipped_model_path(alone=alone, name=name))["metrics"]))

@@ -10,12 +10,12 @@ import pytest
 import mhacli
 from mhacli.pipeline import with_lesson
 
-from mhacli.core import narrate
-from mhacli.core.analysis import NONE, RELATIONS, analyse
-from mhacli.core.compare import single_head
-from mhacli.core.designed import RULE_ORDER
+from mhacli.measures import narrate
+from mhacli.measures.analysis import NONE, RELATIONS, analyse
+from mhacli.measures.compare import single_head
+from mhacli.attention.designed import RULE_ORDER
 from traced import run
-from mhacli.core.tokenize import label
+from mhacli.attention.tokenize import label
 from mhacli.io.samples import list_samples, load_sample
 
 CASES = [(s.name, w) for s in list_samples() for w in ("random", "designed", "trained")]
@@ -297,8 +297,8 @@ def test_a_head_figure_says_random_weights_once(weights):
 def test_mostly_is_said_only_where_every_weight_shown_is_over_half():
     import numpy as np
 
-    from mhacli.core.analysis import ReadBack
-    from mhacli.core.narrate import readback_note
+    from mhacli.measures.analysis import ReadBack
+    from mhacli.measures.narrate import readback_note
 
     def back(heads, single):
         h = np.array(heads, dtype=float)
@@ -318,8 +318,8 @@ def test_mostly_is_said_only_where_every_weight_shown_is_over_half():
 
 @pytest.mark.parametrize("n,d,h,causal", [(6, 16, 4, False), (40, 64, 8, True), (3, 4, 2, False)])
 def test_the_efficiency_sentence_is_the_step_tables_own_counts(n, d, h, causal):
-    from mhacli.core.narrate import efficiency_sentence
-    from mhacli.core.steps import split_cost, steps_for, total_madds
+    from mhacli.measures.narrate import efficiency_sentence
+    from mhacli.attention.steps import split_cost, steps_for, total_madds
 
     cost = split_cost(n, d, h, causal)
     assert cost.madds == total_madds(steps_for(n, d, h, causal)) == total_madds(steps_for(n, d, 1, causal))
@@ -333,7 +333,7 @@ def test_the_efficiency_sentence_is_the_step_tables_own_counts(n, d, h, causal):
 @pytest.mark.parametrize("text", ["The animal didn't cross the street because it was too tired",
                                   "the queen saw the boy because she was too angry"])
 def test_step_5_tells_this_sentences_column_from_the_names_measured_in_training(text):
-    from mhacli.core.grammar import short_name
+    from mhacli.grammar.grammar import short_name
     from mhacli.render.terminal import heads_panel
     from rich.console import Console
 

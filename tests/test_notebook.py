@@ -80,7 +80,7 @@ def test_saving_figures_into_a_new_folder_creates_it(executed):
 
 BERT_CELL = """
 import numpy as np
-from mhacli.core.view import from_attention
+from mhacli.measures.view import from_attention
 rng = np.random.default_rng(0)
 scores = rng.standard_normal((12, 12, 100, 100)) * 2.0   # 12 layers x 12 heads x 100 x 100, as BERT-base
 w = np.exp(scores)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import mhacli
-from mhacli.core.errors import UsageError
-from mhacli.core.verify import reference_loop, verify
-from mhacli.core.weights import from_state_dict, to_state_dict
+from mhacli.attention.errors import UsageError
+from mhacli.measures.verify import reference_loop, verify
+from mhacli.models.state_dict import from_state_dict, to_state_dict
 
 TEXT = "the cat sat on the mat because it was tired"
 
@@ -125,7 +125,7 @@ def test_pytorch_module_with_biases_matches_to_1e9(tmp_path, causal):
 def test_explain_with_a_weights_file_from_the_command_line(tmp_path, causal):
     from typer.testing import CliRunner
 
-    from mhacli.cli import app
+    from mhacli.cli.app import app
     from mhacli.io.export import load_trace
 
     sd = state_dict(8, 4)
@@ -144,7 +144,7 @@ def test_a_weights_name_too_long_for_the_file_system_is_a_usage_error(name):
     # Found by the CLI fuzzer: Path.exists() raises ENAMETOOLONG instead of answering False.
     from typer.testing import CliRunner
 
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     r = CliRunner().invoke(app, ["demo", "--no-pause", "--weights", name])
     assert r.exit_code == 2, r.output
@@ -181,7 +181,7 @@ def test_a_state_dict_of_huge_but_finite_weights_prints_no_warning(recwarn):
 
 
 def test_the_largest_accepted_weights_run_to_finite_numbers():
-    from mhacli.core.weights import MAX_ABS_WEIGHT
+    from mhacli.models.state_dict import MAX_ABS_WEIGHT
 
     sd = {k: np.clip(v * MAX_ABS_WEIGHT, -MAX_ABS_WEIGHT, MAX_ABS_WEIGHT) for k, v in state_dict(8, 0).items()}
     t = mhacli.run("a b c", weights=sd, heads=2)
@@ -191,7 +191,7 @@ def test_the_largest_accepted_weights_run_to_finite_numbers():
 def test_a_bad_weights_file_on_the_command_line_is_one_line_exit_2(tmp_path):
     from typer.testing import CliRunner
 
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     np.savez(tmp_path / "huge.npz", **{k: v * 1e200 for k, v in state_dict(8, 0).items()})
     r = CliRunner().invoke(app, ["explain", "a b", "--weights", str(tmp_path / "huge.npz"), "--heads", "2",
@@ -201,7 +201,7 @@ def test_a_bad_weights_file_on_the_command_line_is_one_line_exit_2(tmp_path):
 
 
 def test_an_edited_trained_model_with_an_empty_vocabulary_is_refused(tmp_path):
-    from mhacli.io.weights import shipped_model_path
+    from mhacli.models.weights import shipped_model_path
 
     with np.load(shipped_model_path()) as npz:
         arrays = {k: npz[k] for k in npz.files}
@@ -223,7 +223,7 @@ def test_a_state_dict_needs_heads_in_python():
 def test_a_weights_file_needs_heads_on_the_command_line_naming_the_file(tmp_path):
     from typer.testing import CliRunner
 
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     np.savez(tmp_path / "h2.npz", **state_dict(8, 0))
     r = CliRunner().invoke(app, ["explain", "a b", "--weights", str(tmp_path / "h2.npz"), "--no-plots"])

@@ -89,7 +89,7 @@ def _complete(words: str, cwd: Path) -> list[str]:
 
 def test_shell_completion_offers_the_values(tmp_path):
     from mhacli.cli.options import TASK_NAMES
-    from mhacli.core.config import TOKENIZERS, WEIGHT_KINDS
+    from mhacli.attention.config import TOKENIZERS, WEIGHT_KINDS
     from mhacli.io.samples import sample_names
 
     (tmp_path / "enc.pt").write_bytes(b"")

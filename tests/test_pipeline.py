@@ -57,7 +57,7 @@ def test_tokens_can_be_given_instead_of_text():
 
 
 def test_a_saved_trace_and_a_view_get_the_same_kind_of_result():
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     trace = mhacli.run(CAT, heads=2).trace
     again = result_of(trace, single=True)
@@ -68,8 +68,8 @@ def test_a_saved_trace_and_a_view_get_the_same_kind_of_result():
 
 
 def test_weights_are_resolved_once_and_the_config_built_once_per_command(monkeypatch, tmp_path):
-    import mhacli.core.config as config
-    import mhacli.io.weights as weights
+    import mhacli.attention.config as config
+    import mhacli.models.weights as weights
 
     resolved, built = [], []
     real_resolve, real_post_init = weights.resolve_weights, config.Config.__post_init__
@@ -119,7 +119,7 @@ def test_a_request_runs_as_keyword_options_do():
 
 def test_a_request_is_frozen_and_checked_when_built():
     from mhacli.cli.build import request
-    from mhacli.core.errors import UsageError
+    from mhacli.attention.errors import UsageError
 
     asked = request(text=CAT, fmt="PNG", dpi=72)
     assert asked.outputs.fmt == "png" and asked.outputs.dpi == 72 and asked.text == CAT
@@ -188,7 +188,7 @@ def test_only_the_pipeline_assembles_a_run():
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in (
                     "run_tokens", "resolve_weights"):
                 callers.add(str(path.relative_to(PACKAGE)))
-    assert callers <= {"pipeline.py", "core/trace.py", "io/trained.py", "core/worked.py"}, callers
+    assert callers <= {"pipeline.py", "attention/trace.py", "models/trained.py", "measures/worked.py"}, callers
 
 
 @pytest.mark.parametrize("fields", [dict(heads=3, d_model=16), dict(heads=0, d_model=16), dict(heads=32, d_model=16),
@@ -196,9 +196,9 @@ def test_only_the_pipeline_assembles_a_run():
 def test_explain_train_and_bench_share_one_validation_of_their_fields(fields):
     """heads, d_model (and seed) are checked by Config's one validation, in its words, wherever they are given."""
     from mhacli.bench.runner import Settings
-    from mhacli.core.config import Config
-    from mhacli.core.errors import UsageError
-    from mhacli.core.train import TrainConfig
+    from mhacli.attention.config import Config
+    from mhacli.attention.errors import UsageError
+    from mhacli.grammar.train import TrainConfig
 
     messages = set()
     for make in (Config, TrainConfig, lambda **given: Settings(**given).check()):
@@ -212,11 +212,11 @@ def test_each_kind_of_weights_is_one_source_class():
     """run_tokens asks one WeightSource per kind for its inputs: the class follows from the Config and the weights."""
     from types import SimpleNamespace
 
-    from mhacli.core.config import Config
-    from mhacli.core.errors import UsageError
-    from mhacli.core.trace import (DesignedWeights, OwnWeights, RandomWeights, TrainedWeights, run_tokens,
+    from mhacli.attention.config import Config
+    from mhacli.attention.errors import UsageError
+    from mhacli.attention.trace import (DesignedWeights, OwnWeights, RandomWeights, TrainedWeights, run_tokens,
                                    source_for)
-    from mhacli.core.weights import AttentionWeights
+    from mhacli.models.state_dict import AttentionWeights
 
     assert type(source_for(Config())) is RandomWeights
     assert type(source_for(Config(weights="designed"))) is DesignedWeights

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from mhacli.cli.app import app
-from mhacli.core.config import Config
-from mhacli.core.tokenize import tokenize
+from mhacli.attention.config import Config
+from mhacli.attention.tokenize import tokenize
 
 MHA = Path(sys.executable).with_name("mha")
 NO_PLOTS = ["--no-plots"]
@@ -106,7 +106,7 @@ def test_absurd_sizes_are_refused_before_allocating(runner, d_model, heads):
     r = runner.invoke(app, ["explain", *NO_PLOTS, "the cat sat", "--heads", str(heads), "--d-model", str(d_model)])
     assert r.exit_code == 2
     line = _one_error_line(r)
-    # beyond 2**63-1 the one number rule refuses it first (mhacli/core/numbers.py)
+    # beyond 2**63-1 the one number rule refuses it first (mhacli/attention/numbers.py)
     assert "this machine can spare" in line or "not divisible" in line or "up to 2**63-1" in line
 
 
@@ -175,7 +175,7 @@ def test_planned_bytes_covers_the_measured_peak(tmp_path, n, heads, json_out, pl
 
 
 def test_the_core_handles_five_thousand_tokens():
-    from mhacli.core.trace import run_tokens
+    from mhacli.attention.trace import run_tokens
 
     tokens = [f"w{i % 701}" for i in range(5000)]
     trace = run_tokens(tokens, Config(heads=1, d_model=4, causal=True, dtype="float32"))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mhacli
-from mhacli.core.quiz import UNDERSTANDING, ask, make_quiz
+from mhacli.measures.quiz import UNDERSTANDING, ask, make_quiz
 
 
 @pytest.fixture(scope="module")

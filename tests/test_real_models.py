@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import mhacli
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 
 TEXT = "the animal did not cross the street because it was tired"
 MHA = Path(sys.executable).with_name("mha")
@@ -106,7 +106,7 @@ def test_layer_2_of_a_transformer_encoder_from_the_command_line_matches_pytorch_
     """The issue's done-when: mha explain TEXT --weights enc.pt --layer 2 --heads 4."""
     from typer.testing import CliRunner
 
-    from mhacli.cli import app
+    from mhacli.cli.app import app
     from mhacli.io.export import load_trace
 
     encoder = _encoder(tmp_path)
@@ -123,7 +123,7 @@ def test_layer_2_of_a_transformer_encoder_from_the_command_line_matches_pytorch_
 def test_a_transformer_encoder_without_layer_or_heads_is_one_line_each(tmp_path):
     from typer.testing import CliRunner
 
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     _encoder(tmp_path)
     base = ["explain", TEXT, "--weights", str(tmp_path / "enc.pt"), "--no-plots"]
@@ -184,7 +184,7 @@ def test_the_guard_turns_any_import_failure_into_one_sentence(monkeypatch):
     """Simulated: an OSError from a shared library and a MemoryError, as a failed dlopen raises them."""
     import builtins
 
-    from mhacli.io import torch_import
+    from mhacli.models import torch_import
 
     real = builtins.__import__
     for error in (OSError("libtorch_cpu.so: failed to map segment"), MemoryError()):
@@ -311,7 +311,7 @@ def test_a_pt_file_that_is_not_a_state_dict_of_names_is_one_line(tmp_path, conte
     torch.save(eval(content, {"torch": torch}), tmp_path / "odd.pt")
     from typer.testing import CliRunner
 
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     r = CliRunner().invoke(app, ["explain", "a b", "--weights", str(tmp_path / "odd.pt"), "--heads", "2",
                                  "--no-plots"])
@@ -323,7 +323,7 @@ def test_a_missing_torch_is_not_remembered_once_it_is_back(monkeypatch):
     """An ImportError loads nothing of torch: the next import is tried again (the guard remembered it for the
     whole process, so one test simulating 'not installed' hid PyTorch from every later test in its worker)."""
     pytest.importorskip("torch", reason="needs PyTorch to come back")
-    from mhacli.io import torch_import
+    from mhacli.models import torch_import
 
     with monkeypatch.context() as m:
         m.setitem(sys.modules, "torch", None)

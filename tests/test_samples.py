@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 from mhacli.io.samples import Sample, list_samples, load_sample, sample_dir, sample_names
-from mhacli.core.tokenize import tokenize
+from mhacli.attention.tokenize import tokenize
 
 ROOT = Path(__file__).resolve().parent.parent
 

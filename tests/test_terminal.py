@@ -237,10 +237,10 @@ def _broken_words(parts: list, width: int = 40) -> list[str]:
 
 def _everything(sample: str, weights: str, **options: object) -> dict[str, list]:
     import mhacli
-    from mhacli.core.analysis import analyse
-    from mhacli.core.compare import compare, single_head
-    from mhacli.core.lesson import lesson_numbers
-    from mhacli.core.quiz import make_quiz
+    from mhacli.measures.analysis import analyse
+    from mhacli.measures.compare import compare, single_head
+    from mhacli.measures.lesson import lesson_numbers
+    from mhacli.measures.quiz import make_quiz
     from mhacli.io.samples import load_sample
     from mhacli.render.compare import comparison_panel
     from mhacli.render.lesson import lesson, step_panel
@@ -327,8 +327,8 @@ def test_token_ids_are_the_grammar_models_vocabulary_ids(cwd):
     "The" and "the" share one (the grammar model folds capitals), and the table's note says so."""
     import json
 
-    from mhacli.io.shipped import shipped_model_path
-    from mhacli.io.trained import load_trained
+    from mhacli.models.shipped import shipped_model_path
+    from mhacli.models.trained import load_trained
 
     model = load_trained(shipped_model_path(name="grammar"))[0]
     words = SENTENCE.split()

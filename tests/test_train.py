@@ -8,12 +8,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from mhacli.core.errors import UsageError
-from mhacli.core.grammar import LONGEST
-from mhacli.core.tasks import BOUNDARY, TASKS, VOCABULARY, get_task
-from mhacli.core.passes import forward as train_forward
-from mhacli.core.passes import loss_and_grads
-from mhacli.core.train import TrainConfig, count_parameters, head_relations, init_params, snapshot_steps, train
+from mhacli.attention.errors import UsageError
+from mhacli.grammar.grammar import LONGEST
+from mhacli.grammar.tasks import BOUNDARY, TASKS, VOCABULARY, get_task
+from mhacli.grammar.passes import forward as train_forward
+from mhacli.grammar.passes import loss_and_grads
+from mhacli.grammar.train import TrainConfig, count_parameters, head_relations, init_params, snapshot_steps, train
 
 from gradients import central_differences
 
@@ -224,7 +224,7 @@ def test_gradients_with_the_grammar_s_padding_mask_match_finite_differences() ->
 
 
 def test_a_head_below_half_of_its_queries_learned_no_clear_relation() -> None:
-    from mhacli.core.grammar import NO_RELATION
+    from mhacli.grammar.grammar import NO_RELATION
 
     b, n = 20, 8
     weights = np.full((b, 2, n, n), 1.0 / n)
@@ -255,8 +255,8 @@ def test_values_from_the_word_embeddings_alone_ignore_the_positions() -> None:
 def test_a_model_with_word_values_is_traced_and_verified_as_it_computes() -> None:
     """The walkthrough's step table says V^i = E W_v^i for such a model, and its arrays pass the slow loop."""
     from traced import run
-    from mhacli.core.verify import verify
-    from mhacli.io.trained import trained_run
+    from mhacli.measures.verify import verify
+    from mhacli.models.trained import trained_run
 
     result = train(TrainConfig(task="neighbours", heads=2, d_model=8, steps=5, word_values=True, held_out=10))
     trace = trained_run("a b c d e f", result.model)
@@ -272,9 +272,9 @@ def test_a_model_with_word_values_is_traced_and_verified_as_it_computes() -> Non
 
 
 def test_a_saved_trace_of_such_a_model_verifies_after_loading(tmp_path) -> None:
-    from mhacli.core.verify import verify
+    from mhacli.measures.verify import verify
     from mhacli.io.export import load_trace, save_npz
-    from mhacli.io.trained import trained_run
+    from mhacli.models.trained import trained_run
 
     result = train(TrainConfig(task="neighbours", heads=2, d_model=8, steps=5, word_values=True, held_out=10))
     path = save_npz(trained_run("a b c d e f", result.model), tmp_path / "t.npz")
@@ -331,7 +331,7 @@ def test_the_scored_loss_is_the_mean_over_the_asked_answers_and_ignores_the_rest
 
 
 def test_the_head_sparsity_penalty_is_the_sum_of_each_readout_s_norm_on_each_head() -> None:
-    from mhacli.core.passes import head_sparsity
+    from mhacli.grammar.passes import head_sparsity
 
     _, params, _, _, _ = _grammar_batch(heads=2)
     w_r, w_o = params["readout"], params["W_o"]
@@ -347,7 +347,7 @@ def test_the_head_sparsity_penalty_is_the_sum_of_each_readout_s_norm_on_each_hea
 
 def test_the_overlap_penalty_is_the_sum_over_pairs_of_heads_and_its_gradient_matches_finite_differences() -> None:
     """λ mean_q Σ_{i≠j} ⟨A_i[q], A_j[q]⟩, read pair by pair; zero for one head; through the softmax to W_q."""
-    from mhacli.core.passes import head_overlap
+    from mhacli.grammar.passes import head_overlap
 
     weights = np.random.default_rng(3).dirichlet(np.ones(5), size=(2, 3, 5))  # (B, h, N, N), rows sum to 1
     slow = sum(float(weights[b, i, q] @ weights[b, j, q]) for b in range(2) for q in range(5)
@@ -410,8 +410,8 @@ def test_the_scored_loss_and_penalty_match_torch_autograd(penalty: str) -> None:
 
 
 def test_head_dropout_switches_one_head_off_in_the_share_asked_and_is_the_knockout_s_zero() -> None:
-    from mhacli.core.knockout import logits_without
-    from mhacli.core.train import dropped_heads
+    from mhacli.grammar.knockout import logits_without
+    from mhacli.grammar.train import dropped_heads
 
     config = TrainConfig.for_task("grammar", batch=4000, head_dropout=0.25)
     kept = dropped_heads(np.random.default_rng(0), config)  # (B, h)
@@ -426,7 +426,7 @@ def test_head_dropout_switches_one_head_off_in_the_share_asked_and_is_the_knocko
 
 
 def test_the_concentration_penalty_is_one_per_readout_that_reads_one_head_and_root_h_for_even_reading() -> None:
-    from mhacli.core.passes import head_concentration
+    from mhacli.grammar.passes import head_concentration
 
     _, params, _, _, _ = _grammar_batch(heads=2)
     w_r, w_o = params["readout"], params["W_o"]

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from mhacli.cli.commands import train as train_cli
 from mhacli.cli.app import app
 from mhacli.cli import options
-from mhacli.core.tasks import TASKS
-from mhacli.core.train import TrainConfig
-from mhacli.io.trained import load_trained
+from mhacli.grammar.tasks import TASKS
+from mhacli.grammar.train import TrainConfig
+from mhacli.models.trained import load_trained
 
 runner = CliRunner()
 FAST = ["--steps", "30", "--batch", "8"]
@@ -31,7 +31,7 @@ def test_cli_defaults_and_task_names_are_the_cores() -> None:
     grammar = TrainConfig.for_task("grammar")
     assert all(getattr(grammar, name) == value for name, value in options.GRAMMAR_DEFAULTS.items())
     assert options.TASK_NAMES == tuple(TASKS)
-    from mhacli.core.train import TRAIN_LIMITS
+    from mhacli.grammar.train import TRAIN_LIMITS
 
     assert all(TRAIN_LIMITS[name] == most for name, most in options.TRAIN_MOST.items())
 
@@ -56,7 +56,7 @@ def test_compare_prints_the_table_and_a_conclusion_from_its_numbers(tmp_path: Pa
 def test_the_results_show_every_number_whole_at_80_and_40_columns(task: str) -> None:
     """A table at 80 columns (every task's), a record per run at 40: never a number cut to "…"."""
     from mhacli.render.train import fitted_results
-    from mhacli.core.train import TrainConfig, train
+    from mhacli.grammar.train import TrainConfig, train
     from rich.console import Console
 
     results = [train(TrainConfig.for_task(task, heads=h, steps=2)) for h in (1, 4)]
@@ -103,7 +103,7 @@ def test_same_seed_saves_identical_arrays(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_exits_130_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mhacli.core.train as core
+    import mhacli.grammar.train as core
 
     real = core.train
 
@@ -130,7 +130,7 @@ def test_training_heads_png_texts_are_10_px_at_the_saved_size_and_its_rows_close
     from matplotlib.text import Text
     from PIL import Image
 
-    from mhacli.core.train import train
+    from mhacli.grammar.train import train
     from mhacli.render.figures.training import training_heads_figure
 
     result = train(TrainConfig(task="grammar", heads=heads, length=17, d_model=32, steps=2, batch=2, snapshots=5))

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mhacli.core.card import SUB_RELATIONS, held_out
-from mhacli.core.errors import UsageError
-from mhacli.core.grammar import LONGEST, RELATIONS
-from mhacli.core.knockout import knockout, query_targets, row_accuracy
-from mhacli.core.tasks import SPLIT_TARGETS, get_task
-from mhacli.core.passes import loss_and_grads
-from mhacli.core.train import TrainConfig, count_parameters, init_params, train
+from mhacli.grammar.card import SUB_RELATIONS, held_out
+from mhacli.attention.errors import UsageError
+from mhacli.grammar.grammar import LONGEST, RELATIONS
+from mhacli.grammar.knockout import knockout, query_targets, row_accuracy
+from mhacli.grammar.tasks import SPLIT_TARGETS, get_task
+from mhacli.grammar.passes import loss_and_grads
+from mhacli.grammar.train import TrainConfig, count_parameters, init_params, train
 from gradients import central_differences
 
 

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from mhacli.cli import app
-from mhacli.core import narrate
-from mhacli.core.analysis import analyse
-from mhacli.core.compare import TrainedApart, compare, spread
-from mhacli.core.train import TrainConfig
-from mhacli.io.trained import load_trained, shipped_apart, trained_arrays, trained_run, trained_trace
-from mhacli.io.weights import shipped_model_path
+from mhacli.cli.app import app
+from mhacli.measures import narrate
+from mhacli.measures.analysis import analyse
+from mhacli.measures.compare import TrainedApart, compare, spread
+from mhacli.grammar.train import TrainConfig
+from mhacli.models.trained import load_trained, shipped_apart, trained_arrays, trained_run, trained_trace
+from mhacli.models.weights import shipped_model_path
 
 # docs/training.md: mha train --task relations --heads 1 --seed 0 --no-plots --save mhacli/data/trained-1-head.npz
 ALONE = TrainConfig(task="relations", heads=1, seed=0)

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mhacli.core.errors import UsageError
-from mhacli.core.trace import run_tokens
-from mhacli.core.config import Config
-from mhacli.core.train import TrainConfig, train
-from mhacli.io.trained import load_trained, save_trained, trained_arrays, trained_run, trained_trace
+from mhacli.attention.errors import UsageError
+from mhacli.attention.trace import run_tokens
+from mhacli.attention.config import Config
+from mhacli.grammar.train import TrainConfig, train
+from mhacli.models.trained import load_trained, save_trained, trained_arrays, trained_run, trained_trace
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def _expected_stand_in(word: str, vocabulary: tuple[str, ...]) -> str:
 def test_text_outside_the_vocabulary_runs_with_stable_stand_ins_and_says_so(result) -> None:
     """Trained weights apply to any text: a word the model never saw is read as one of its words,
     chosen by a stable SHA-256 hash, and the notes name every such word and its stand-in."""
-    from mhacli.io.trained import trained_notes
+    from mhacli.models.trained import trained_notes
 
     model = result.model
     assert "cat" not in model.vocabulary and "dog" not in model.vocabulary

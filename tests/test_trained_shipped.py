@@ -8,11 +8,11 @@ import pytest
 from typer.testing import CliRunner
 
 import mhacli
-from mhacli.cli import app
-from mhacli.core.analysis import FIRST, NEXT, PREVIOUS, TWO_BACK, analyse
-from mhacli.core.train import TrainConfig, train
-from mhacli.io.trained import trained_arrays
-from mhacli.io.weights import shipped_model_path
+from mhacli.cli.app import app
+from mhacli.measures.analysis import FIRST, NEXT, PREVIOUS, TWO_BACK, analyse
+from mhacli.grammar.train import TrainConfig, train
+from mhacli.models.trained import trained_arrays
+from mhacli.models.weights import shipped_model_path
 
 # docs/training.md: mha train --task relations --heads 4 --seed 0 --no-plots --save mhacli/data/trained.npz
 SHIPPED = TrainConfig(task="relations", heads=4, seed=0)
@@ -42,8 +42,8 @@ def test_each_trained_head_follows_its_own_relation_on_any_text(text):
 
 
 def test_longer_texts_are_said_to_be_beyond_what_the_model_saw():
-    from mhacli.io.trained import trained_notes
-    from mhacli.io.weights import resolve_weights
+    from mhacli.models.trained import trained_notes
+    from mhacli.models.weights import resolve_weights
 
     model = resolve_weights("trained")
     long = ("the cat sat on the mat and then it slept " * 3).split()
@@ -63,7 +63,7 @@ def test_explain_with_the_shipped_weights_from_the_command_line(tmp_path):
 
 
 def test_a_saved_model_file_is_taken_by_path(tmp_path):
-    from mhacli.io.trained import save_trained
+    from mhacli.models.trained import save_trained
 
     result = train(TrainConfig(task="neighbours", heads=2, steps=30, seed=1))
     save_trained(result, tmp_path / "mine.npz")
@@ -80,8 +80,8 @@ def test_grammar_untrained_is_the_grammar_models_own_layer_before_its_first_step
     import json
     from dataclasses import replace
 
-    from mhacli.io.trained import load_trained
-    from mhacli.io.weights import resolve_weights
+    from mhacli.models.trained import load_trained
+    from mhacli.models.weights import resolve_weights
 
     trained = load_trained(shipped_model_path(name="grammar"))[0]
     before = resolve_weights("grammar-untrained")

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mhacli.cli.app import app
-from mhacli.core.config import TOKENIZERS
-from mhacli.core.tokenize import (
+from mhacli.attention.config import TOKENIZERS
+from mhacli.attention.tokenize import (
     DOTTED_CIRCLE,
     MAX_MARKS_SHOWN,
     clean,

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mhacli
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 from traced import run
-from mhacli.core.view import from_attention, is_causal
+from mhacli.measures.view import from_attention, is_causal
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 
@@ -121,7 +121,7 @@ def test_reprs_are_a_few_lines_not_the_arrays():
 
 
 def test_attention_npz_round_trips_with_layers(tmp_path):
-    from mhacli.io.attention_file import load_attention, save_attention
+    from mhacli.models.attention_file import load_attention, save_attention
 
     w = softmax_rows(np.random.default_rng(9), (3, 2, 6, 6), causal=True)
     view = from_attention(w, TOKENS, layer_names=["L0", "L1", "L2"], names=["a", "b"])
@@ -141,7 +141,7 @@ def test_attention_npz_round_trips_with_layers(tmp_path):
     ({"weights": np.full((1, 3, 3), 0.5), "tokens": np.array(["x", "y", "z"])}, "sums to 1.5, not 1"),
 ])
 def test_bad_attention_files_get_one_clear_error(tmp_path, arrays, message):
-    from mhacli.io.attention_file import load_attention
+    from mhacli.models.attention_file import load_attention
 
     np.savez(tmp_path / "bad.npz", **arrays)
     with pytest.raises(UsageError, match=message):
@@ -149,14 +149,14 @@ def test_bad_attention_files_get_one_clear_error(tmp_path, arrays, message):
 
 
 def test_devices_are_refused_at_once():
-    from mhacli.io.attention_file import load_attention
+    from mhacli.models.attention_file import load_attention
 
     with pytest.raises(UsageError, match="not a regular file"):
         load_attention("/dev/zero")
 
 
 def test_a_view_is_measured_like_the_run_it_came_from():
-    from mhacli.core.analysis import analyse
+    from mhacli.measures.analysis import analyse
 
     t = run("the dog saw the cat and the cat saw the dog", heads=4, weights="designed", causal=True)
     mine, theirs = analyse(from_attention(t.weights, t.tokens)), analyse(t)
@@ -302,7 +302,7 @@ def test_show_json_of_a_view_spells_out_bidi_and_escape_characters(runner, tmp_p
     (np.zeros((0,)), r"empty \(shape \(0,\)\)"),
 ])
 def test_zero_size_attention_is_one_clear_error(weights, message):
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     with pytest.raises(UsageError, match=message):
         from_attention(weights, ["a", "b", "c"][: weights.shape[-1]] if weights.ndim == 4 else [])
@@ -310,14 +310,14 @@ def test_zero_size_attention_is_one_clear_error(weights, message):
 
 @pytest.mark.parametrize("layer", [1.5, "1", True, -1, None])
 def test_a_layer_that_is_not_a_whole_number_in_range_is_refused_at_once(layer):
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     with pytest.raises(UsageError, match="layer must be"):
         from_attention(np.full((2, 2, 3, 3), 1 / 3), ["a", "b", "c"], layer=layer)
 
 
 def test_numpy_integers_pick_a_layer():
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     assert from_attention(np.full((2, 2, 3, 3), 1 / 3), ["a", "b", "c"], layer=np.int64(1)).layer == 1
 
@@ -325,7 +325,7 @@ def test_numpy_integers_pick_a_layer():
 @pytest.mark.parametrize("causal", [True, 1, np.True_])
 def test_every_spelling_of_true_checks_the_causal_claim(causal):
     """causal=1 and np.True_ skipped the check (it tested ``is True``)."""
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     with pytest.raises(UsageError, match="some query gives weight to a later key"):
         from_attention(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"], causal=causal)
@@ -333,7 +333,7 @@ def test_every_spelling_of_true_checks_the_causal_claim(causal):
 
 @pytest.mark.parametrize("causal", ["no", 2, "False"])
 def test_a_causal_that_is_not_true_or_false_is_refused(causal):
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     with pytest.raises(UsageError, match="causal must be True or False"):
         from_attention(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"], causal=causal)
@@ -358,7 +358,7 @@ def _softmax(scores: np.ndarray) -> np.ndarray:
 def test_bfloat16_softmax_from_pytorch_is_attention():
     """torch.softmax in bfloat16 gives rows summing to 0.9985 at N = 5: attention, not a mistake."""
     torch = pytest.importorskip("torch", reason="PyTorch makes the bfloat16 softmax")
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     torch.manual_seed(0)
     weights = torch.softmax(torch.randn(2, 5, 5) * 3, dim=-1).to(torch.bfloat16)
@@ -372,7 +372,7 @@ def test_bfloat16_softmax_from_pytorch_is_attention():
     (np.float64, 3e-7, True), (np.float64, 1e-4, False),
 ])
 def test_the_row_sum_tolerance_follows_the_dtype(dtype, off, accepted):
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     weights = np.full((1, 4, 4), 0.25)
     weights[0, 2, 0] += off  # one row off by `off`, still in [0, 1]
@@ -391,7 +391,7 @@ def test_the_row_sum_tolerance_follows_the_dtype(dtype, off, accepted):
      "columns sum to 1: the array seems transposed"),
 ])
 def test_the_message_says_what_was_wrong(weights, message):
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     with pytest.raises(UsageError, match=message):
         from_attention(weights, list("abcd"))
@@ -399,7 +399,7 @@ def test_the_message_says_what_was_wrong(weights, message):
 
 def test_softmax_weights_are_never_told_to_pass_weights_after_softmax():
     """Rows that are a softmax with one key cut off: the message does not say 'pass the weights after softmax'."""
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     weights = _softmax(np.random.default_rng(2).normal(size=(2, 5, 5)))[:, :4, :4]  # the fifth key cut off
     with pytest.raises(UsageError) as caught:
@@ -411,14 +411,14 @@ def test_softmax_weights_are_never_told_to_pass_weights_after_softmax():
 
 @pytest.mark.parametrize("key", ["weights", "attentions", "attention"])
 def test_the_attention_may_be_named_as_people_name_it(tmp_path, key):
-    from mhacli.io.attention_file import is_attention_file, load_attention
+    from mhacli.models.attention_file import is_attention_file, load_attention
 
     np.savez(tmp_path / "a.npz", **{key: np.full((1, 2, 3, 3), 1 / 3), "tokens": np.array(["a", "b", "c"])})
     assert is_attention_file(tmp_path / "a.npz") and load_attention(tmp_path / "a.npz").num_heads == 2
 
 
 def test_bytes_tokens_are_decoded_and_object_tokens_refused_never_unpickled(tmp_path):
-    from mhacli.io.attention_file import load_attention
+    from mhacli.models.attention_file import load_attention
 
     weights = np.full((2, 3, 3), 1 / 3)
     np.savez(tmp_path / "bytes.npz", weights=weights, tokens=np.array([b"caf\xc3\xa9", b"\xff", b"x"]))
@@ -438,8 +438,8 @@ def test_bytes_tokens_are_decoded_and_object_tokens_refused_never_unpickled(tmp_
 def test_a_batch_in_a_file_needs_an_index_and_gets_the_sequence_it_names(tmp_path):
     from typer.testing import CliRunner
 
-    from mhacli.cli import app
-    from mhacli.io.attention_file import load_attention
+    from mhacli.cli.app import app
+    from mhacli.models.attention_file import load_attention
 
     rng = np.random.default_rng(3)
     weights = _softmax(rng.normal(size=(2, 3, 2, 4, 4)))  # (layers, batch, heads, N, N)
@@ -460,7 +460,7 @@ def test_a_batch_in_a_file_needs_an_index_and_gets_the_sequence_it_names(tmp_pat
 
 
 def test_an_empty_attention_tuple_says_how_to_get_weights():
-    from mhacli.core.view import from_attention
+    from mhacli.measures.view import from_attention
 
     for empty in ((), [], (None, None)):
         with pytest.raises(UsageError, match='attn_implementation="eager" and run it with output_attentions=True'):

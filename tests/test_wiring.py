@@ -54,15 +54,15 @@ def _temporaries(folder: Path) -> list[Path]:
 @pytest.fixture()
 def no_run(monkeypatch):
     """Fail loudly if a command reaches the core: a refusal must come before any work."""
-    import mhacli.core.trace
-    import mhacli.core.train
-    import mhacli.io.trained  # noqa: F401 - imported before the patch: it binds run_tokens when first imported
+    import mhacli.attention.trace
+    import mhacli.grammar.train
+    import mhacli.models.trained  # noqa: F401 - imported before the patch: it binds run_tokens when first imported
 
     def never(*args, **kwargs):
         raise AssertionError("the run started before the refusal")
 
-    monkeypatch.setattr(mhacli.core.trace, "run_tokens", never)
-    monkeypatch.setattr(mhacli.core.train, "train", never)
+    monkeypatch.setattr(mhacli.attention.trace, "run_tokens", never)
+    monkeypatch.setattr(mhacli.grammar.train, "train", never)
 
 
 # ---------------------------------------------------------------------------
@@ -205,7 +205,7 @@ def test_an_exception_mid_write_leaves_no_temporary_file_or_folder(runner, tmp_p
 @pytest.mark.parametrize(("signum", "code", "words"), [
     (signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGHUP, 129, "the terminal went away (SIGHUP)")])
 def test_a_signal_unwinding_the_run_names_itself(runner, tmp_path, monkeypatch, signum, code, words):
-    import mhacli.core.trace
+    import mhacli.attention.trace
     from mhacli.io import cleanup
 
     monkeypatch.chdir(tmp_path)
@@ -213,17 +213,17 @@ def test_a_signal_unwinding_the_run_names_itself(runner, tmp_path, monkeypatch, 
     def ended(*args, **kwargs):
         raise cleanup.Terminated(signum)
 
-    monkeypatch.setattr(mhacli.core.trace, "run_tokens", ended)
+    monkeypatch.setattr(mhacli.attention.trace, "run_tokens", ended)
     result = runner.invoke(app, ["explain", CAT, "--no-plots"])
     assert _one_error(result, code) == f"mha: error: {words}; nothing half-written was left behind."
 
 
 def test_a_signal_swallowed_by_a_destructor_still_decides_the_exit_code(runner, tmp_path, monkeypatch):
     """SIGTERM landing in a __del__ cannot unwind the run; the run ends, and the exit code still says 143."""
-    import mhacli.core.trace
+    import mhacli.attention.trace
     from mhacli.io import cleanup
 
-    real_run = mhacli.core.trace.run_tokens
+    real_run = mhacli.attention.trace.run_tokens
 
     class Unlucky:
         def __del__(self):
@@ -234,11 +234,11 @@ def test_a_signal_swallowed_by_a_destructor_still_decides_the_exit_code(runner, 
         return real_run(*args, **kwargs)
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(mhacli.core.trace, "run_tokens", run)
+    monkeypatch.setattr(mhacli.attention.trace, "run_tokens", run)
     result = runner.invoke(app, ["explain", CAT, "--no-plots", "--save-npz", "t.npz"])
     assert _one_error(result, 143) == "mha: error: terminated (SIGTERM); nothing half-written was left behind."
     assert "Exception ignored" not in result.output
-    monkeypatch.setattr(mhacli.core.trace, "run_tokens", real_run)
+    monkeypatch.setattr(mhacli.attention.trace, "run_tokens", real_run)
     later = runner.invoke(app, ["explain", CAT, "--no-plots"])
     assert later.exit_code == 0, "a signal seen by one command must not end the next"
 
@@ -342,7 +342,7 @@ def test_json_documents_hold_no_raw_control_character_and_decode_to_the_same_tex
 
 
 def test_the_cli_has_one_escaping_function():
-    """cli and io print through mhacli.core.messages (printable, one_line, shown), never tokenize's copy."""
+    """cli and io print through mhacli.attention.messages (printable, one_line, shown), never tokenize's copy."""
     package = Path(__file__).resolve().parent.parent / "mhacli"
     for folder in ("cli", "io"):
         for path in (package / folder).rglob("*.py"):
@@ -355,7 +355,7 @@ def test_the_cli_has_one_escaping_function():
 
 def test_figures_too_big_are_refused_before_out_is_made_and_the_advice_works(runner, tmp_path, monkeypatch):
     import mhacli.io.memory as memory
-    from mhacli.core.config import Config
+    from mhacli.attention.config import Config
     from mhacli.render.sizes import figure_bytes
 
     monkeypatch.chdir(tmp_path)
@@ -409,7 +409,7 @@ def test_the_plan_bounds_the_pixels_really_drawn(runner, tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------
 
 def test_the_schema_names_exactly_the_weight_sources():
-    from mhacli.core.config import WEIGHT_SOURCES
+    from mhacli.attention.config import WEIGHT_SOURCES
     from mhacli.io.export import trace_schema
 
     schema = trace_schema()
@@ -435,7 +435,7 @@ def test_documents_of_every_weight_source_follow_the_schema(runner, tmp_path, mo
 def test_no_json_arrays_leaves_the_arrays_out_and_plans_memory_without_them(runner, tmp_path, monkeypatch):
     jsonschema = pytest.importorskip("jsonschema")
     import mhacli.io.memory as memory
-    from mhacli.core.config import Config
+    from mhacli.attention.config import Config
     from mhacli.io.export import trace_schema
 
     monkeypatch.chdir(tmp_path)
@@ -473,7 +473,7 @@ def test_quiz_names_the_run_it_asks_about_not_the_options_typed(runner, tmp_path
 
 
 def test_worked_plans_the_figures_of_its_own_two_heads(runner, tmp_path, monkeypatch):
-    from mhacli.core.worked import HEADS
+    from mhacli.measures.worked import HEADS
     from mhacli.io.outputs import figure_names
 
     monkeypatch.chdir(tmp_path)

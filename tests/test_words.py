@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mhacli.cli.app import app
-from mhacli.core import grammar
-from mhacli.core.errors import UsageError
-from mhacli.core.words import CLASSES, MAX_WORDS, WordMap, mapped_words, parse, stand_ins, word_map
+from mhacli.grammar import grammar
+from mhacli.attention.errors import UsageError
+from mhacli.grammar.words import CLASSES, MAX_WORDS, WordMap, mapped_words, parse, stand_ins, word_map
 from mhacli.render.terminal import _mapped_ids_note as ids_note
 
 LION = "the lion crossed the park because it was too tired"
@@ -23,8 +23,8 @@ MAPPING = "lion=animal park=place"
 
 @lru_cache(maxsize=1)
 def _grammar_model():
-    from mhacli.io.shipped import shipped_model_path
-    from mhacli.io.trained import load_trained
+    from mhacli.models.shipped import shipped_model_path
+    from mhacli.models.trained import load_trained
 
     return load_trained(shipped_model_path(name="grammar"))[0]
 
@@ -75,7 +75,7 @@ def test_a_non_ascii_word_of_letters_is_one_word_and_is_read():
 
 def _sentence(seed: int) -> tuple[str, ...]:
     """One sentence of the grammar, drawn as the task draws them."""
-    from mhacli.core.tasks import BOUNDARY, get_task
+    from mhacli.grammar.tasks import BOUNDARY, get_task
 
     task = get_task("grammar")
     drawn = grammar.generate(np.random.default_rng(seed), 1, grammar.LONGEST, pad=task.vocabulary.index(BOUNDARY))
@@ -190,7 +190,7 @@ def test_the_api_words_its_refusals_in_python_and_the_cli_in_options():
 def test_a_model_without_a_word_of_the_class_cannot_read_the_mapping():
     from dataclasses import replace
 
-    from mhacli.core.words import with_words
+    from mhacli.grammar.words import with_words
 
     model = _grammar_model()
     edited = replace(model, vocabulary=tuple("plaza" if w == "square" else w for w in model.vocabulary))
@@ -217,8 +217,8 @@ def test_the_kept_reading_keeps_the_card_and_the_readout_where_the_others_do_not
     word of its class keeps every named card cell (at the naming rate, within 5 points) and every relation's
     accuracy; each of the other two readings loses one of them (the centroid, which is no word; one fixed
     stand-in, which repeats a noun). On the card's own sentences (2,000, about 3 s)."""
-    from mhacli.core import evidence
-    from mhacli.core.word_readings import mapped_scores
+    from mhacli.attention import evidence
+    from mhacli.grammar.word_readings import mapped_scores
 
     model = _grammar_model()
     card = model.card
@@ -333,7 +333,7 @@ def test_the_readme_counts_the_grammars_words_and_its_words_example_runs():
     """The README's first screen names the grammar's vocabulary size and a --words mapping: both are this code's."""
     import re
 
-    from mhacli.core import grammar
+    from mhacli.grammar import grammar
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     first = readme.split("## What you see")[0]

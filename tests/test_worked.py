@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from mhacli.core.attention import head_weight
-from mhacli.core.worked import worked_example
+from mhacli.attention.attention import head_weight
+from mhacli.measures.worked import worked_example
 from mhacli.render.worked import worked_view
 
 
@@ -65,7 +65,7 @@ def test_seed_changes_the_numbers_and_the_same_seed_repeats_them():
 def test_mha_explain_worked(tmp_path):
     from typer.testing import CliRunner
 
-    from mhacli.cli import app
+    from mhacli.cli.app import app
 
     runner = CliRunner()
     r = runner.invoke(app, ["explain", "--worked", "--seed", "3", "--no-plots"])

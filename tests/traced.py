@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import mhacli
-from mhacli.core.trace import Trace
+from mhacli.attention.trace import Trace
 
 
 def run(text: str, **options: Any) -> Trace:

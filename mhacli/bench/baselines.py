@@ -1,6 +1,6 @@
 """What ``mha bench`` times the core against, kept here, apart from the product.
 
-* :func:`core_attention`: what :func:`mhacli.core.trace.run_tokens` computes, every
+* :func:`core_attention`: what :func:`mhacli.attention.trace.run_tokens` computes, every
   intermediate kept (the core's step functions on blocks of query rows, threaded);
 * :func:`output_only_blocked` (``--blocked``): the same step functions on the same
   blocks, each block's scores and weights dropped once its output rows are made, so
@@ -23,9 +23,9 @@ from typing import Callable
 
 import numpy as np
 
-from mhacli.core.attention import (attend, attention_scores, causal_mask, merge_heads, multi_head_attention,
+from mhacli.attention.attention import (attend, attention_scores, causal_mask, merge_heads, multi_head_attention,
                                    project, split_heads)
-from mhacli.core.schedule import PARALLEL_MIN, row_blocks, rows_per_block, single_threaded_blas
+from mhacli.attention.schedule import PARALLEL_MIN, row_blocks, rows_per_block, single_threaded_blas
 from mhacli.io.host import cpu_count
 
 Array = np.ndarray
@@ -35,7 +35,7 @@ Weights = tuple[Array, Array, Array, Array]
 def core_attention(x: Array, w_q: Array, w_k: Array, w_v: Array, w_o: Array, heads: int,
                    causal: bool) -> dict[str, Array | None]:
     """The core as a trace runs it: the article's steps, steps 3 to 6 on blocks of rows over the cores."""
-    from mhacli.core.schedule import attend_blocked
+    from mhacli.attention.schedule import attend_blocked
 
     return multi_head_attention(x, w_q, w_k, w_v, w_o, heads, causal,
                                 attender=partial(attend_blocked, cores=cpu_count()))
@@ -115,7 +115,7 @@ def torch_available() -> bool:
 
 def torch_calls(x: Array, w: Weights, heads: int, causal: bool) -> dict[str, Callable[[], object]]:
     """PyTorch's multi_head_attention_forward on the same X and weights, same threads; {} without torch."""
-    from mhacli.io.torch_import import torch_or_none
+    from mhacli.models.torch_import import torch_or_none
 
     torch = torch_or_none()  # guarded: under a memory limit importing torch would abort the process
     if torch is None:

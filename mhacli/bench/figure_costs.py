@@ -43,7 +43,7 @@ def one_process(out_dir: str) -> dict[str, list[float]]:
     mark("import matplotlib.figure")
     from mhacli.pipeline import prepare, shown
 
-    mark("import mhacli.core")
+    mark("import mhacli.pipeline")
     from mhacli.render.figures.save import save_figures
 
     mark("import mhacli.render.figures, Agg")

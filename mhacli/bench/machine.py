@@ -61,7 +61,7 @@ def machine_info(with_torch: bool = True) -> dict[str, object]:
     if with_torch:
         from mhacli.bench.baselines import torch_available
 
-        from mhacli.io.torch_import import torch_or_none
+        from mhacli.models.torch_import import torch_or_none
 
         torch = torch_or_none() if torch_available() else None  # guarded: under ulimit -v its import aborts
         if torch is not None:

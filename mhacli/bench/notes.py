@@ -5,7 +5,7 @@ sentence made from them, so the table, the figure and ``--json`` say the same:
 
 * :func:`split_note`: the article says splitting d into h heads "helps with the
   computational efficiency".  The bench counts the multiply-adds of h heads and
-  of one head of width d (the same, :func:`mhacli.core.steps.split_cost`) and
+  of one head of width d (the same, :func:`mhacli.attention.steps.split_cost`) and
   times both on the same X and weights; what the split changes is that the h
   products are independent and that h · N² weights are made instead of N².
 * :func:`noise_note`: how far the repeats of the core's time spread, and whether
@@ -20,7 +20,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from mhacli.core.steps import split_cost
+from mhacli.attention.steps import split_cost
 
 if TYPE_CHECKING:
     from mhacli.bench.runner import Result, Row

@@ -37,18 +37,18 @@ from mhacli.bench.baselines import (Weights, core_attention, matmuls_only, numpy
                                     torch_available, torch_calls)
 from mhacli.bench.machine import machine_info, machine_line
 from mhacli.bench.notes import human_seconds, noise_note, split_note
-from mhacli.core.embed import init_weights
-from mhacli.core.schedule import rows_per_block
+from mhacli.attention.embed import init_weights
+from mhacli.attention.schedule import rows_per_block
 from mhacli.io.host import cpu_count
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table
-from mhacli.core.config import Config
+from mhacli.attention.config import Config
 from mhacli.io import memory
-from mhacli.core.config import human_bytes as human_size
-from mhacli.core.errors import UsageError
+from mhacli.attention.config import human_bytes as human_size
+from mhacli.attention.errors import UsageError
 from mhacli.io.files import atomic_write
-from mhacli.core.steps import steps_for, total_madds
-from mhacli.core.verify import reference_loop
+from mhacli.attention.steps import steps_for, total_madds
+from mhacli.measures.verify import reference_loop
 
 MIN_TOKENS = 16
 MAX_REPEATS = 100

@@ -90,7 +90,7 @@ def child_env() -> dict[str, str]:
 def run_timed(argv: list[str]) -> tuple[float, float, float]:
     """Seconds until the first line on stdout, until the process has ended, and the CPU seconds it used.
 
-    Raises :class:`~mhacli.core.errors.RunError` when the command fails.  The CPU
+    Raises :class:`~mhacli.attention.errors.RunError` when the command fails.  The CPU
     seconds (user + system, from the kernel's account of finished children, theirs
     included) hardly move when other jobs share the cores; wall time does.
     """
@@ -122,7 +122,7 @@ def run_timed(argv: list[str]) -> tuple[float, float, float]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
     if code != 0:
-        from mhacli.core.errors import RunError
+        from mhacli.attention.errors import RunError
 
         raise RunError(f"{' '.join(argv[-4:])} failed while timing start-up ({code}): "
                        f"{err.decode(errors='replace').strip()[-300:]}")

@@ -15,10 +15,10 @@ from typing import Any, Callable
 import numpy as np
 
 from mhacli.bench.machine import machine_info, machine_line
-from mhacli.core.schedule import single_threaded_blas
-from mhacli.core.tasks import get_task
-from mhacli.core.passes import loss_and_grads
-from mhacli.core.train import Adam, TrainConfig, init_params, trainable
+from mhacli.attention.schedule import single_threaded_blas
+from mhacli.grammar.tasks import get_task
+from mhacli.grammar.passes import loss_and_grads
+from mhacli.grammar.train import Adam, TrainConfig, init_params, trainable
 
 
 def _numpy_block(config: TrainConfig, params: dict, adam: Adam, batches: list) -> float:

@@ -1,5 +1,4 @@
-"""The command line: the only code that imports typer. It reads input, calls the core and the renderers."""
+"""The command line: the only code that imports typer. It reads input, calls the pipeline and the renderers.
 
-from mhacli.cli.app import app, main
-
-__all__ = ["app", "main"]
+The app is :data:`mhacli.cli.app.app`; this package imports nothing, so a command module may import its siblings
+through it without a circle."""

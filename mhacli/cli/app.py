@@ -29,7 +29,7 @@ from mhacli.cli.commands.train import train
 from mhacli.cli.messages import click_message, is_click
 from mhacli.cli.options import FLAG
 from mhacli.cli.output import console, error_line, reset, silence_stdout, tolerant_streams
-from mhacli.core.errors import ExitCode, MhaError
+from mhacli.attention.errors import ExitCode, MhaError
 from mhacli.io import cleanup
 
 #: Every command, in the order ``mha --help`` lists them: register a new command here.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mhacli.cli.options import DPI, FORMAT, MAX_TOKENS
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 from mhacli.request import ModelOptions, Outputs, Request, Source
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from mhacli.cli.output import figure_progress, notes
-from mhacli.core.config import Config
+from mhacli.attention.config import Config
 
 if TYPE_CHECKING:
-    from mhacli.core.trace import Trace
+    from mhacli.attention.trace import Trace
     from mhacli.io.outputs import OutputPlan
     from mhacli.pipeline import Prepared, Run
 
@@ -70,7 +70,7 @@ def open_figures(plan: OutputPlan, config: Config, n_tokens: int, max_tokens: in
 
 def read_files(file: Path | None, weights: str | None = None) -> list[tuple[str, object]]:
     """The files a run reads, as (option, path), so that no output is planned over one of them."""
-    from mhacli.core.config import WEIGHT_KINDS
+    from mhacli.attention.config import WEIGHT_KINDS
 
     read: list[tuple[str, object]] = [("--file", file)]
     if weights is not None and weights not in WEIGHT_KINDS:
@@ -81,7 +81,7 @@ def read_files(file: Path | None, weights: str | None = None) -> list[tuple[str,
 def shown_folder(folder: Path | None) -> str | None:
     """A folder named in the renderers' notes ('the heatmaps are in …'), escaped: an --out name may hold
     escape sequences, which are spelled out, never obeyed."""
-    from mhacli.core.messages import printable
+    from mhacli.attention.messages import printable
 
     return printable(folder) if folder is not None else None
 
@@ -129,7 +129,7 @@ def source_args(text: str | None, file: Path | None, sample: str | None) -> str:
     """How the text was given, as it would be typed again (for 'what next' hints)."""
     import shlex
 
-    from mhacli.core.messages import printable
+    from mhacli.attention.messages import printable
 
     # printable: the text or a file name may hold escape sequences; they are shown, not obeyed.
     if file is not None:

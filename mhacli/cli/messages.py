@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mhacli.core.messages import one_line, shown
-from mhacli.core.numbers import too_big, whole_number
+from mhacli.attention.messages import one_line, shown
+from mhacli.attention.numbers import too_big, whole_number
 
 
 def _option_name(param: Any) -> str:

@@ -3,7 +3,7 @@
 Each alias carries its help, its help panel and a short metavar, so ``--heads``
 reads the same in every command's help.  Typer takes a default only after ``=``
 in the command's signature, so the model defaults are read from
-:class:`~mhacli.core.config.Config` (``heads: HeadsOpt = DEFAULT.heads``) and
+:class:`~mhacli.attention.config.Config` (``heads: HeadsOpt = DEFAULT.heads``) and
 never restated.
 """
 
@@ -19,8 +19,8 @@ from typing import Annotated, Any, Callable, Optional, Sequence
 
 import typer
 
-from mhacli.core.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
-from mhacli.core.numbers import BOUND, RULE, SEED_RULE, TOO_BIG, TOO_SMALL, too_big, whole_number
+from mhacli.attention.config import DTYPES, TOKENIZERS, WEIGHT_KINDS, Config
+from mhacli.attention.numbers import BOUND, RULE, SEED_RULE, TOO_BIG, TOO_SMALL, too_big, whole_number
 from mhacli.request import ModelOptions
 
 #: Config's field defaults (``DEFAULT.heads`` is 4): the one place the model defaults come from.
@@ -46,7 +46,7 @@ class NotWholeNumber(typer.BadParameter):
 
 
 def whole_option(value: str | int | None, low: int = -BOUND) -> int | None:
-    """The parser of every integer option: :func:`mhacli.core.numbers.whole_number`, then ``value >= low``.
+    """The parser of every integer option: :func:`mhacli.attention.numbers.whole_number`, then ``value >= low``.
 
     Each option's own range (heads divide d, seeds are not negative) is checked
     by the core, in its own words; this is the rule every number shares.
@@ -397,7 +397,7 @@ StartupOpt = Annotated[bool, typer.Option(
 TASK_NAMES = ("neighbours", "relations", "grammar")
 TRAIN_DEFAULTS: dict = dict(task="neighbours", heads=4, d_model=16, steps=1500, batch=64, lr=0.02, seed=0)
 TRAIN_MOST: dict = dict(steps=100_000, batch=4_096)  # the core's TRAIN_LIMITS, for the help
-GRAMMAR_DEFAULTS: dict = dict(d_model=32, steps=3000, lr=0.01)  # the grammar task's own (core/tasks.py)
+GRAMMAR_DEFAULTS: dict = dict(d_model=32, steps=3000, lr=0.01)  # the grammar task's own (grammar/tasks.py)
 
 
 def _task_default(name: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 from rich.console import Console
 from rich.text import Text
 
-from mhacli.core.messages import printable
+from mhacli.attention.messages import printable
 
 
 def silence_stdout() -> None:
@@ -43,7 +43,7 @@ def sane_size(environ: dict[str, str] | None = None) -> None:
     stdout, a width past any index an OverflowError, 5,000 digits a ValueError at import.  A value that is
     no count at all (``abc``, ``-3``, ``0``) is dropped, so the terminal's own size is asked instead.
     """
-    from mhacli.core.numbers import whole_number
+    from mhacli.attention.numbers import whole_number
 
     env = os.environ if environ is None else environ
     for name, (low, high) in (("COLUMNS", WIDTHS), ("LINES", HEIGHTS)):
@@ -112,7 +112,7 @@ def write_stdout(text: str) -> None:
 
 def error_line(message: str, hint: str | None = None) -> None:
     """One line on stderr: ``mha: error: …`` (plain text, never markup, never an escape code)."""
-    from mhacli.core.messages import one_line
+    from mhacli.attention.messages import one_line
     from mhacli.io.files import LEFT_BEHIND, replaced_sentence
 
     if message.endswith(LEFT_BEHIND):  # an interrupted run says which earlier files it had replaced already
@@ -129,7 +129,7 @@ def notes(notices: list[str]) -> None:
 
     A note may quote --out or a token, which may hold escape sequences: each is one printable line.
     """
-    from mhacli.core.messages import one_line
+    from mhacli.attention.messages import one_line
 
     if _quiet:
         return
@@ -143,7 +143,7 @@ def report_written(paths: list[str], to_stderr: bool = False) -> None:
     """The list of files written (on stderr when stdout carries a JSON document)."""
     if not paths or _quiet:
         return
-    from mhacli.core.messages import printable
+    from mhacli.attention.messages import printable
     from mhacli.render.terminal import files_written
 
     # A file name may hold anything, escape sequences included: spell those out.

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 from mhacli.cli.common import (finish_run, open_figures, plan_outputs, prepare_run, query_position, read_files,
                                shown_folder, write_compare, write_figures)
 from mhacli.cli.output import console, json_document, json_text, print_all, report_written, set_quiet, write_stdout
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 
 if TYPE_CHECKING:
-    from mhacli.core.analysis import Analysis
-    from mhacli.core.view import AttentionView
+    from mhacli.measures.analysis import Analysis
+    from mhacli.measures.view import AttentionView
     from mhacli.io.outputs import OutputPlan
     from mhacli.pipeline import Run
     from mhacli.request import Outputs, Request
@@ -83,8 +83,8 @@ def _print_json(result: Run, arrays: bool) -> None:
 
 def _worked(request: Request, plan_inputs: list[tuple[str, object]]) -> tuple[Run, OutputPlan]:
     """explain --worked: the hand-sized example (--seed and --causal apply), as a run of its own."""
-    from mhacli.core.config import Config
-    from mhacli.core.worked import HEADS, worked_example
+    from mhacli.attention.config import Config
+    from mhacli.measures.worked import HEADS, worked_example
     from mhacli.pipeline import result_of
 
     options = {k: v for k, v in request.model.given().items() if k not in ("weights", "layer", "words")}
@@ -128,10 +128,10 @@ def explain(request: Request) -> None:
 
 def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -> AttentionView:
     """The attention file's view at ``--layer``: a number (1 = first) or one of its layer names."""
-    from mhacli.core.checks import layer_index
-    from mhacli.core.messages import shown, shown_path
-    from mhacli.core.numbers import RULE, looks_numeric, too_big, whole_number
-    from mhacli.io.attention_file import load_attention
+    from mhacli.attention.checks import layer_index
+    from mhacli.attention.messages import shown, shown_path
+    from mhacli.attention.numbers import RULE, looks_numeric, too_big, whole_number
+    from mhacli.models.attention_file import load_attention
 
     # read and checked once; a layer is picked from it, never by reading again
     view = load_attention(path, batch_index=batch_index)
@@ -192,7 +192,7 @@ def _show_attention(request: Request, path: Path, layer: str | None, batch_index
 
 def show(request: Request, trace_file: Path, layer: str | None, batch_index: int | None) -> None:
     """``mha show``: a saved run's walkthrough, grids and files, or one layer of your model's attention."""
-    from mhacli.io.attention_file import is_attention_file
+    from mhacli.models.attention_file import is_attention_file
     from mhacli.pipeline import result_of
 
     o = request.outputs
@@ -263,12 +263,12 @@ def _compare_panels(result: Run, o: Outputs, out: Path | None) -> None:
 
 def verify(trace_file: Path, json_out: bool) -> None:
     """``mha verify``: every array of a saved run recomputed, the differences printed; 1 when one is too large."""
-    from mhacli.core.errors import RunError
-    from mhacli.core.verify import verify as run_checks
+    from mhacli.attention.errors import RunError
+    from mhacli.measures.verify import verify as run_checks
     from mhacli.io.export import load_trace
     from mhacli.render.terminal import verify_table
 
-    from mhacli.io.torch_import import torch_or_none, torch_reason
+    from mhacli.models.torch_import import torch_or_none, torch_reason
 
     trace = load_trace(trace_file)
     checks = run_checks(trace, torch_or_none())

@@ -24,8 +24,8 @@ from typing import IO, Callable, Iterable
 
 import numpy as np
 
-from mhacli.core.errors import UsageError
-from mhacli.core.messages import shown, shown_path
+from mhacli.attention.errors import UsageError
+from mhacli.attention.messages import shown, shown_path
 
 MAX_MEMBERS = 64  # a trace has ~30 members, a state dict of a 24-layer model a few hundred (raised by callers)
 PLAIN_KINDS = "biufUS"  # booleans, integers, floats, text: every dtype an honest array file needs
@@ -78,7 +78,7 @@ def unpack_limit(cap: int | None) -> int:
 
 def check_declared(archive: zipfile.ZipFile, bad: Refusal, cap: int | None, max_members: int) -> list[zipfile.ZipInfo]:
     """The members of ``archive``, refused from the sizes the zip declares before anything is inflated."""
-    from mhacli.core.config import human_bytes
+    from mhacli.attention.config import human_bytes
 
     infos = archive.infolist()
     if len(infos) > max_members:

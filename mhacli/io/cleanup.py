@@ -14,7 +14,7 @@ run, :func:`remove_all` deletes what is still registered:
 
 Exit codes follow the shell's convention, 128 + the signal's number: 130
 for Ctrl-C (SIGINT), 129 for SIGHUP, 143 for SIGTERM (see
-:class:`mhacli.core.errors.ExitCode`).
+:class:`mhacli.attention.errors.ExitCode`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from mhacli.core.errors import ExitCode
+from mhacli.attention.errors import ExitCode
 
 # path -> True for a folder, False for a file, EMPTY for a folder the run made
 _registered: dict[str, bool | str] = {}

@@ -2,7 +2,7 @@
 
 The npz holds exactly the arrays the issue promises, plain dtypes only, so
 ``np.load(path)`` works without ``allow_pickle``.  :func:`load_trace` reads
-one back into a :class:`~mhacli.core.trace.Trace` without recomputing anything.
+one back into a :class:`~mhacli.attention.trace.Trace` without recomputing anything.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from mhacli import __version__
-from mhacli.core.config import Config
-from mhacli.core.embed import vocabulary
-from mhacli.core.trace import Trace
-from mhacli.core.errors import UsageError
+from mhacli.attention.config import Config
+from mhacli.attention.embed import vocabulary
+from mhacli.attention.trace import Trace
+from mhacli.attention.errors import UsageError
 from mhacli.io.files import atomic_write
 
 if TYPE_CHECKING:
-    from mhacli.core.analysis import Analysis
+    from mhacli.measures.analysis import Analysis
 
 ARRAY_FIELDS = ("X", "W_q", "W_k", "W_v", "W_o", "Q", "K", "V", "heads", "scores", "weights",
                 "concat", "output")
@@ -108,7 +108,7 @@ def save_npz(trace: Trace, path: Path) -> Path:
 
 
 def _shape_error(path: Path, detail: str) -> UsageError:
-    from mhacli.core.messages import shown_path
+    from mhacli.attention.messages import shown_path
 
     return UsageError(f"{shown_path(path)} is not a valid mha trace: {detail}.")
 
@@ -169,7 +169,7 @@ def load_trace(path: Path) -> Trace:
     except UsageError:
         raise
     except PermissionError:
-        from mhacli.core.messages import shown_path
+        from mhacli.attention.messages import shown_path
 
         raise UsageError(f"trace file {shown_path(path)} cannot be read (permission denied).") from None
     except MemoryError:
@@ -276,7 +276,7 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
     biases = {b: a[b] for b in BIAS_FIELDS if b in a}
     from dataclasses import fields
 
-    from mhacli.core.attention import causal_mask
+    from mhacli.attention.attention import causal_mask
 
     known = {f.name for f in fields(Trace)}
     word_values = _flag(path, a, "word_values", False)
@@ -306,7 +306,7 @@ def _mapped(path: Path, a: dict[str, np.ndarray]) -> tuple[tuple[str, str, str],
     value = a[MAPPED]
     if value.dtype.kind != "U" or value.ndim != 2 or value.shape[1] != 3:
         raise _shape_error(path, f"{MAPPED} must hold (word, class, read as) strings, one row per word")
-    from mhacli.core.words import CLASSES, word_map
+    from mhacli.grammar.words import CLASSES, word_map
 
     rows = tuple((str(w), str(c), str(r)) for w, c, r in value)
     try:
@@ -323,7 +323,7 @@ def _parse(path: Path, a: dict[str, np.ndarray], tokens: tuple[str, ...], rules:
     """The grammar's parse of a saved sentence a grammar model read (the same pure function of the tokens)."""
     if not _flag(path, a, PARSED, False):
         return None
-    from mhacli.core.words import WordMap, parse
+    from mhacli.grammar.words import WordMap, parse
 
     found = parse(tokens, WordMap(tuple((w, c) for w, c, _ in mapped)))
     if found is None or not rules:  # the tokens or the names were edited: the saved names cannot stand
@@ -376,11 +376,11 @@ def trace_document(trace: Trace, arrays: bool = True, analysis: Analysis | None 
 
 
 def head_measures(trace: Trace, analysis: Analysis | None = None) -> dict[str, Any]:
-    """The per-query measures of :func:`~mhacli.core.analysis.analyse`: ``head_summaries`` (each head's
+    """The per-query measures of :func:`~mhacli.measures.analysis.analyse`: ``head_summaries`` (each head's
     pattern and pattern_share), ``agreement`` (h×h), ``js_divergence_bits`` (h×h) and ``counted_rows``.
 
     ``analysis``: the run's measures when the caller has them already (else computed here)."""
-    from mhacli.core.analysis import analyse
+    from mhacli.measures.analysis import analyse
 
     measures = analysis if analysis is not None else analyse(trace)
     heads = []
@@ -389,7 +389,7 @@ def head_measures(trace: Trace, analysis: Analysis | None = None) -> dict[str, A
         entry["pattern_token"] = None if s.pattern_key is None else trace.tokens[s.pattern_key]
         del entry["outside_window"]  # the document shows every token: nothing is outside
         heads.append(entry)
-    from mhacli.core.narrate import cautions
+    from mhacli.measures.narrate import cautions
 
     out = {"head_summaries": heads, "agreement": measures.agreement.tolist(),
            "js_divergence_bits": measures.js.tolist(), "counted_rows": measures.counted_rows,

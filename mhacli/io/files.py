@@ -19,14 +19,14 @@ import stat
 from pathlib import Path
 from typing import IO, Callable, cast
 
-from mhacli.core.errors import RunError, UsageError
+from mhacli.attention.errors import RunError, UsageError
 
 TEMP_SUFFIX = ".tmp"
 _EXAMPLE_NAMES = {"--save-npz": "trace.npz", "--html": "attention.html"}
 
 
 def _shown(path: Path | str) -> str:
-    from mhacli.core.messages import shown_path
+    from mhacli.attention.messages import shown_path
 
     return shown_path(path)
 

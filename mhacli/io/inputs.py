@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 
 # 1 MiB is ~180,000 English words: far more than attention over N x N fits in
 # memory (~10,000 tokens at 4 heads), yet small enough that the tokenizer
@@ -84,7 +84,7 @@ def read_file(path: Path) -> str:
 
 
 def _quoted(path: Path | str) -> str:
-    from mhacli.core.messages import shown_path
+    from mhacli.attention.messages import shown_path
 
     return shown_path(path)
 
@@ -179,7 +179,7 @@ def check_query(query: str | None) -> str | None:
     text = str(query).strip()
     digits = text.lstrip("+-")
     if digits.isascii() and digits.isdigit() and len(digits) > MAX_QUERY_DIGITS:  # '²' is a token, not a digit
-        from mhacli.core.messages import one_line
+        from mhacli.attention.messages import one_line
 
         shown = one_line(f"{text[:12]}…({len(digits):,} digits)")
         raise UsageError(f"--query {shown} is beyond any text; give a 0-based position (such as 3) "

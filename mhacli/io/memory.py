@@ -2,14 +2,14 @@
 
 Linux overcommits memory, so a run that does not fit is often killed without a
 word rather than given a MemoryError; refusing up front (with the plans in
-:mod:`mhacli.core.config` and :mod:`mhacli.render.sizes`) is the only way to answer with a message.
+:mod:`mhacli.attention.config` and :mod:`mhacli.render.sizes`) is the only way to answer with a message.
 """
 
 from __future__ import annotations
 
 import os
 
-from mhacli.core.numbers import whole_number
+from mhacli.attention.numbers import whole_number
 
 
 def _read_int(path: str) -> int | None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 from mhacli.io.files import _stat, check_target, confine
 
 # The file names the figure renderers write into --out (mhacli.render.figures): keep in step.
@@ -40,7 +40,7 @@ COMPARE = ("single-vs-multi.{fmt}",)
 _EXAMPLE = {"--save-npz": "trace.npz", "--html": "attention.html", "--save": "weights.npz"}
 
 def _shown(path: object) -> str:
-    from mhacli.core.messages import shown_path
+    from mhacli.attention.messages import shown_path
 
     return shown_path(path)
 

@@ -18,8 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mhacli.core.errors import RunError, UsageError
-from mhacli.core.messages import shown
+from mhacli.attention.errors import RunError, UsageError
+from mhacli.attention.messages import shown
 
 if TYPE_CHECKING:  # pragma: no cover - importlib.abc's copy is deprecated from Python 3.12
     if sys.version_info >= (3, 11):
@@ -40,7 +40,7 @@ class Sample:
 
     def tokens(self, tokenizer: str = "word") -> list[str]:
         """The sample's tokens under ``tokenizer``."""
-        from mhacli.core.tokenize import tokenize
+        from mhacli.attention.tokenize import tokenize
 
         return tokenize(self.text, tokenizer)
 
@@ -75,7 +75,7 @@ def sample_names() -> list[str]:
 
 def load_sample(name: str) -> Sample:
     """The sample called ``name``; an unknown name is a usage error listing the valid ones."""
-    from mhacli.core.checks import chosen
+    from mhacli.attention.checks import chosen
 
     name = str(chosen(name, sample_names()))  # " Cat" is cat: the one rule for names (core.checks)
     for entry_name, file, description in _index():

@@ -1,8 +1,8 @@
 """The report card, the knockout and the seed sweep as terminal tables: they only read what they are handed.
 
 Every number and word of a card comes from a :class:`~mhacli.pipeline.CardShown` (made once by the
-pipeline), of a knockout or a sweep from :class:`~mhacli.core.knockout.Knockout` and
-:class:`~mhacli.core.sweep.Sweep`, every sentence from :mod:`mhacli.core.narrate`; a table that does not
+pipeline), of a knockout or a sweep from :class:`~mhacli.grammar.knockout.Knockout` and
+:class:`~mhacli.grammar.sweep.Sweep`, every sentence from :mod:`mhacli.measures.narrate`; a table that does not
 fit the console becomes one record per row (:func:`mhacli.render.fit.fitted_table`).
 """
 
@@ -16,9 +16,9 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mhacli.core import narrate
-from mhacli.core.knockout import Knockout
-from mhacli.core.sweep import Sweep
+from mhacli.measures import narrate
+from mhacli.grammar.knockout import Knockout
+from mhacli.grammar.sweep import Sweep
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table
 

@@ -3,7 +3,7 @@
 Capacity first: for each token, what each of the h heads brings back (the key
 its row weights most) against what the single head brings back; then how
 spread each head is, and the conclusion worded by
-:func:`mhacli.core.narrate.compare_conclusion`.
+:func:`mhacli.measures.narrate.compare_conclusion`.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from mhacli.core import narrate
-from mhacli.core.analysis import NONE
-from mhacli.core.tokenize import label
+from mhacli.measures import narrate
+from mhacli.measures.analysis import NONE
+from mhacli.attention.tokenize import label
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table
 
 if TYPE_CHECKING:
-    from mhacli.core.analysis import Analysis
-    from mhacli.core.compare import Comparison
+    from mhacli.measures.analysis import Analysis
+    from mhacli.measures.compare import Comparison
 
 READBACK_ROWS = 12  # tokens listed in the read-back table
 

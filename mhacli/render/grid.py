@@ -18,12 +18,12 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli.render import theme
-from mhacli.core.tokenize import graphemes, label, labels
+from mhacli.attention.tokenize import graphemes, label, labels
 from mhacli.render.labels import pattern_words, weights_note
 
 if TYPE_CHECKING:
-    from mhacli.core.analysis import Analysis
-    from mhacli.core.window import View
+    from mhacli.measures.analysis import Analysis
+    from mhacli.measures.window import View
     from mhacli.render.labels import Shown
 
 CELL = 4  # cells are " 38" plus one space: room for "100"

@@ -25,18 +25,18 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from mhacli import __version__
-from mhacli.core.analysis import FIXED, Analysis
-from mhacli.core.messages import printable
-from mhacli.core import narrate
-from mhacli.core.narrate import head_caption
-from mhacli.core.tokenize import label
-from mhacli.core.window import PAGE_MAX_TOKENS
+from mhacli.measures.analysis import FIXED, Analysis
+from mhacli.attention.messages import printable
+from mhacli.measures import narrate
+from mhacli.measures.narrate import head_caption
+from mhacli.attention.tokenize import label
+from mhacli.measures.window import PAGE_MAX_TOKENS
 from mhacli.io.files import atomic_write
 from mhacli.render import theme
 from mhacli.render.labels import is_view, layer_note, pattern_words, weights_note
 
 if TYPE_CHECKING:
-    from mhacli.core.view import AttentionView
+    from mhacli.measures.view import AttentionView
     from mhacli.pipeline import Run
     from mhacli.render.labels import Shown
 
@@ -60,7 +60,7 @@ _NUMBERS = frozenset(("weights", "average", "outside", "outside_average", "score
 
 
 def escaped(value: Any) -> Any:
-    """``value`` with every string in it (at any depth) passed through :func:`~mhacli.core.messages.printable`.
+    """``value`` with every string in it (at any depth) passed through :func:`~mhacli.attention.messages.printable`.
 
     The one escaping for the page: the chips, the title, the tooltips, the table
     cells and the labels all read their text from data that went through here, so

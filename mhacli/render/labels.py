@@ -2,7 +2,7 @@
 
 A picture of random weights must say so before anyone reads a pattern into it;
 a picture of someone's model must say whose attention it is.  The sentences
-come from :mod:`mhacli.core.narrate` where it has them; this module picks the
+come from :mod:`mhacli.measures.narrate` where it has them; this module picks the
 right one for a run or an attention view.  Plain strings, no Rich, no matplotlib.
 """
 
@@ -11,14 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
-from mhacli.core import narrate
-from mhacli.core.analysis import COPY, FIXED, NONE, Analysis
-from mhacli.core.grammar import short_name
-from mhacli.core.tokenize import label
+from mhacli.measures import narrate
+from mhacli.measures.analysis import COPY, FIXED, NONE, Analysis
+from mhacli.grammar.grammar import short_name
+from mhacli.attention.tokenize import label
 
 if TYPE_CHECKING:
-    from mhacli.core.trace import Trace
-    from mhacli.core.view import AttentionView
+    from mhacli.attention.trace import Trace
+    from mhacli.measures.view import AttentionView
 
     Shown = Union[Trace, AttentionView]
 

@@ -1,7 +1,7 @@
 """``mha demo`` in the terminal: the paced lesson, every step narrated and shown with this run's numbers.
 
 Like :mod:`mhacli.render.terminal`, every function here only reads the run (its
-trace, its analysis and the lesson's numbers, :class:`mhacli.core.lesson.LessonNumbers`)
+trace, its analysis and the lesson's numbers, :class:`mhacli.measures.lesson.LessonNumbers`)
 and returns Rich renderables; the one exception is :func:`present`, which prints
 the lesson and waits for Enter between steps.
 """
@@ -17,15 +17,15 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from mhacli.core.tokenize import label
+from mhacli.attention.tokenize import label
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table, titled_panel
 from mhacli.render.terminal import parameters_panel, steps_table
 
 if TYPE_CHECKING:
-    from mhacli.core.analysis import Analysis
-    from mhacli.core.lesson import LessonNumbers, TrainedPair
-    from mhacli.core.trace import Trace
+    from mhacli.measures.analysis import Analysis
+    from mhacli.measures.lesson import LessonNumbers, TrainedPair
+    from mhacli.attention.trace import Trace
 
 MASK_GRID_MAX = 10  # tokens drawn in the causal-mask grid
 
@@ -270,7 +270,7 @@ def _weights_sentence(trace: Trace, hide_rules: bool) -> str:
     """What made the weights, said once at the start of the lesson: random, designed (which rules) or trained."""
     kind, h = trace.config.weights, trace.num_heads
     if kind == "designed" and trace.rules:
-        from mhacli.core.designed import rules_note
+        from mhacli.attention.designed import rules_note
 
         if hide_rules:
             return (" Here the weights were built by hand so each head follows a rule you can name; the rules "
@@ -295,13 +295,13 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
 
     ``figures_at``: the folder the figures are being saved to, if any, so the narration can point at them.
     ``analysis``: the run's measures; ``numbers``: the lesson's own, for its query
-    (:func:`mhacli.core.lesson.lesson_numbers`); ``hide_rules``: no rule or relation names.
-    ``pairs``: the shipped one-head-against-many results (:func:`mhacli.core.lesson.trained_pair`); when
+    (:func:`mhacli.measures.lesson.lesson_numbers`); ``hide_rules``: no rule or relation names.
+    ``pairs``: the shipped one-head-against-many results (:func:`mhacli.measures.lesson.trained_pair`); when
     given, the lesson ends on them (:func:`one_vs_many_step`).  ``split_diff``: the run's split check.
     """
     import numpy as np
 
-    from mhacli.core import narrate
+    from mhacli.measures import narrate
     from mhacli.render.terminal import claim_panel, header, tokens_table
 
     a = analysis
@@ -473,7 +473,7 @@ def one_vs_many_step(pairs: Sequence[TrainedPair], figures_at: str | None = None
     """The last stop: one head trained alone against h heads trained together, from the shipped records."""
     from dataclasses import replace
 
-    from mhacli.core.narrate import pair_sentence
+    from mhacli.measures.narrate import pair_sentence
 
     if hide_rules:  # the letters task's relations are the names the class is asked to find: overall only
         pairs = [replace(p, by_relation=()) for p in pairs]

@@ -13,7 +13,7 @@ from rich.text import Text
 from mhacli.render import theme
 
 if TYPE_CHECKING:
-    from mhacli.core.quiz import Question
+    from mhacli.measures.quiz import Question
 
 
 def quiz_view(questions: Sequence[Question], answers: bool, title: str, check_command: str) -> list[RenderableType]:

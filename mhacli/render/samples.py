@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mhacli.core.tokenize import label
+from mhacli.attention.tokenize import label
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table
 

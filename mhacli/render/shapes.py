@@ -1,6 +1,6 @@
 """``mha shapes`` in the terminal: every step's shape and cost, and the parameter count, for N, d and h alone.
 
-The numbers come from :mod:`mhacli.core.steps`; this module lays them out (a Rich
+The numbers come from :mod:`mhacli.attention.steps`; this module lays them out (a Rich
 table, or Markdown for slides).  No numpy: ``mha shapes`` starts quickly.
 """
 
@@ -13,7 +13,7 @@ from rich.console import RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from mhacli.core.steps import ParameterCount, Step
+from mhacli.attention.steps import ParameterCount, Step
 from mhacli.render import theme
 from mhacli.render.terminal import parameters_panel, steps_table
 

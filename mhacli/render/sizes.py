@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from mhacli.core.config import BASELINE_BYTES, about_bytes, human_bytes
-from mhacli.core.errors import UsageError
+from mhacli.attention.config import BASELINE_BYTES, about_bytes, human_bytes
+from mhacli.attention.errors import UsageError
 from mhacli.io import memory
 
 # Figures: matplotlib's Agg canvas is 4 bytes per pixel, and a PNG is encoded from a copy, with

@@ -17,14 +17,14 @@ from rich.text import Text
 
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table
-from mhacli.core.steps import ParameterCount, Step
-from mhacli.core.tokenize import label
+from mhacli.attention.steps import ParameterCount, Step
+from mhacli.attention.tokenize import label
 
 if TYPE_CHECKING:  # numpy stays unloaded until a trace is drawn: 'mha shapes' never needs it
     import numpy as np
 
-    from mhacli.core.analysis import Analysis
-    from mhacli.core.trace import Trace
+    from mhacli.measures.analysis import Analysis
+    from mhacli.attention.trace import Trace
 
 SHOW_VALUES_MAX_TOKENS = 12
 SHOW_VALUES_MAX_D = 16
@@ -182,8 +182,8 @@ def heads_panel(trace: Trace, analysis: Analysis, title: str = "5. Each head is 
     ``hide_rules``: no rule or relation name, for the "name what each head does" activity.
     ``sentence``: end with the run's closing sentence (the lesson says it in its narration instead).
     """
-    from mhacli.core import narrate
-    from mhacli.core.analysis import NONE
+    from mhacli.measures import narrate
+    from mhacli.measures.analysis import NONE
 
     a = analysis
     kind = narrate.kind_of(a)
@@ -230,7 +230,7 @@ def grammar_panel(analysis: Analysis, title: str = "6. What the heads learned, o
                   hide_rules: bool = False) -> RenderableType | None:
     """For a grammar model on a sentence it can parse: the parse, each head's learned relation, and per query
     of the parse, where every head looks (its top key and its weight on the true noun)."""
-    from mhacli.core import narrate
+    from mhacli.measures import narrate
 
     reading = analysis.reading
     if reading is None:
@@ -347,7 +347,7 @@ def walkthrough(trace: Trace, analysis: Analysis, split_diff: float, *, max_toke
     ``analysis``, ``split_diff``: the run's measures and split check (the pipeline's
     :class:`~mhacli.pipeline.Run` holds them).
     """
-    from mhacli.core import narrate
+    from mhacli.measures import narrate
 
     parts: list[RenderableType | None] = [
         header(trace),

@@ -10,11 +10,11 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from mhacli.core import narrate
+from mhacli.measures import narrate
 from mhacli.render.fit import Fitted, fitted_table
 
 if TYPE_CHECKING:
-    from mhacli.core.train import TrainResult
+    from mhacli.grammar.train import TrainResult
 
 
 def _heads_word(n: int) -> str:

@@ -15,7 +15,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mhacli.core.trace import Trace
+from mhacli.attention.trace import Trace
 from mhacli.render import theme
 
 

@@ -10,7 +10,7 @@ from mhacli.cli.options import (OUT_DIR, BenchTaskOpt, BenchTrainOpt, BlockedOpt
 from mhacli.cli.options import BenchMaxTokensOpt as MaxTokensOpt
 from mhacli.cli.options import OutOpt as OutDirOpt
 from mhacli.cli.output import json_document, print_all, report_written, write_stdout
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 
 #: What only the layer bench (time against N) reads, None unless given (runner.Settings has the defaults the
 #: help names), so that --startup and --train, which time something else, can refuse them.
@@ -71,7 +71,7 @@ def _bench_other(startup: bool, layer: dict[str, object], repeats: int, json_out
     if startup:
         _bench_startup(repeats, json_out)
     else:
-        from mhacli.core.checks import task_name
+        from mhacli.grammar.tasks import task_name
 
         _bench_train(repeats, json_out, task_name(task))
 
@@ -115,7 +115,7 @@ def _bench_startup(repeats: int, json_out: bool) -> None:
 def _bench_train(repeats: int, json_out: bool, task: str) -> None:
     from mhacli.bench import runner
     from mhacli.bench import train as timing
-    from mhacli.core.train import TrainConfig
+    from mhacli.grammar.train import TrainConfig
 
     config = TrainConfig.for_task(task)  # the model 'mha train --task TASK' trains, with its defaults
     with runner.progress_bar(repeats + 1) as tick:

@@ -15,11 +15,11 @@ from mhacli.cli.options import (DEFAULT, DPI, MAX_TOKENS, AnswersOpt, CausalOpt,
                                 PauseOpt, QuestionsOpt, SampleNameArg, SampleOpt, StepOpt, TextArg, TokenizerOpt,
                                 TokensOpt, FileOpt, model_block)
 from mhacli.cli.output import console, json_document, print_all, report_written, write_stdout
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 from mhacli.request import ModelOptions  # the type of the model-option block, read by model_block at import
 
 if TYPE_CHECKING:
-    from mhacli.core.lesson import TrainedPair
+    from mhacli.measures.lesson import TrainedPair
     from mhacli.request import Request
 
 ONE_VS_MANY = "one-vs-many"  # the demo's last figure, written into --out beside the run's own
@@ -56,7 +56,7 @@ def samples(name: SampleNameArg = None, tokenizer: TokenizerOpt = DEFAULT.tokeni
 
     Example: [bold]mha samples[/bold]   then   [bold]mha explain --sample repeated --weights designed[/bold]
     """
-    from mhacli.core.config import TOKENIZERS
+    from mhacli.attention.config import TOKENIZERS
     from mhacli.render.samples import sample_table_or_view
 
     if tokenizer not in TOKENIZERS:
@@ -85,7 +85,7 @@ def shapes(
 
     Example: [bold]mha shapes --tokens 9 --d-model 16 --heads 4[/bold]
     """
-    from mhacli.core.config import check_shapes
+    from mhacli.attention.config import check_shapes
 
     if markdown and json_out:  # each chooses what stdout holds: JSON silently won
         raise UsageError("--markdown and --json each choose what is printed; give one of them.")
@@ -95,7 +95,7 @@ def shapes(
 
 def _shapes(tokens: int, d_model: int, heads: int, causal: bool, markdown: bool, json_out: bool) -> None:
     """Every step's shape and cost for N, d and h, as a table, Markdown or JSON."""
-    from mhacli.core.steps import ParameterCount, steps_for, total_madds
+    from mhacli.attention.steps import ParameterCount, steps_for, total_madds
 
     steps, params = steps_for(tokens, d_model, heads, causal), ParameterCount(d_model, heads)
     if json_out:
@@ -109,7 +109,7 @@ def _shapes(tokens: int, d_model: int, heads: int, causal: bool, markdown: bool,
     else:
         from mhacli.render.shapes import shapes_view
 
-        from mhacli.core.steps import efficiency_sentence, split_cost
+        from mhacli.attention.steps import efficiency_sentence, split_cost
 
         print_all(*shapes_view(tokens, steps, params, causal,
                                efficiency_sentence(split_cost(tokens, d_model, heads, causal))))
@@ -145,7 +145,7 @@ def demo(
 def _demo(request: Request, pause: bool, step: int) -> None:
     """The lesson on the request's run, step by step, then its figures and one-vs-many."""
     from mhacli.io.outputs import figure_names
-    from mhacli.io.shipped import SHIPPED_NAMES, UNTRAINED_GRAMMAR
+    from mhacli.models.shipped import SHIPPED_NAMES, UNTRAINED_GRAMMAR
     from mhacli.pipeline import with_lesson
     from mhacli.render.lesson import lesson, next_steps, present
 
@@ -195,10 +195,10 @@ def shipped_pairs() -> tuple[TrainedPair, ...]:
 
     From the files only (mhacli/data/*.npz): no training in the lesson's time.
     """
-    from mhacli.core.lesson import GRAMMAR_SENTENCE, LETTERS_SEQUENCE, trained_pair
-    from mhacli.core.tokenize import tokenize
-    from mhacli.io.shipped import shipped_model_path
-    from mhacli.io.trained import load_trained
+    from mhacli.measures.lesson import GRAMMAR_SENTENCE, LETTERS_SEQUENCE, trained_pair
+    from mhacli.attention.tokenize import tokenize
+    from mhacli.models.shipped import shipped_model_path
+    from mhacli.models.trained import load_trained
 
     pairs = []
     for name, text in (("trained", LETTERS_SEQUENCE), ("grammar", GRAMMAR_SENTENCE)):
@@ -234,7 +234,7 @@ def quiz(
 
     Example: [bold]mha quiz --sample repeated --seed 7[/bold], then the same with [bold]--answers[/bold]
     """
-    from mhacli.core.quiz import MAX_QUESTIONS
+    from mhacli.measures.quiz import MAX_QUESTIONS
 
     if isinstance(questions, bool) or not 1 <= questions <= MAX_QUESTIONS:
         raise UsageError(f"--questions must be from 1 to {MAX_QUESTIONS}, got {questions}.")
@@ -247,9 +247,9 @@ def _quiz(request: Request, questions: int, answers: bool) -> None:
     """The quiz on the request's run: its title, questions, the command that checks them (as JSON with --json)."""
     import shlex
 
-    from mhacli.core.messages import printable
-    from mhacli.core.quiz import make_quiz, quiz_title
-    from mhacli.core.tokenize import label
+    from mhacli.attention.messages import printable
+    from mhacli.measures.quiz import make_quiz, quiz_title
+    from mhacli.attention.tokenize import label
     from mhacli.render.quiz import quiz_view
 
     src, weights = request.source, request.model.weights

@@ -1,7 +1,7 @@
 """``mha train``: train the attention layer on a task, live, and compare head counts.
 
 The command only connects: it checks the options (the core's TrainConfig does),
-runs :func:`mhacli.core.train.train` once per head count with a progress bar,
+runs :func:`mhacli.grammar.train.train` once per head count with a progress bar,
 prints the table and a conclusion computed from its numbers, and writes the
 figures and the model through io/render.  numpy and matplotlib are imported
 inside, so ``mha --help`` stays quick.
@@ -20,7 +20,7 @@ from mhacli.cli.options import (FLAG, OUT_DIR, TRAIN_DEFAULTS, TRAINING, BatchOp
                                 TaskOpt, TrainDModelOpt, TrainHeadsOpt, TrainJsonOpt, TrainOutOpt, TrainPlotsOpt,
                                 TrainSaveOpt, TrainSeedOpt)
 from mhacli.cli.output import console, err_console, json_document, notes, write_stdout
-from mhacli.core.errors import UsageError
+from mhacli.attention.errors import UsageError
 from mhacli.io import cleanup
 
 # The report card's options (mha train only; declared here, where train's own behaviour lives).
@@ -35,15 +35,15 @@ SeedsOpt = Annotated[Optional[str], typer.Option(
 MAX_SEEDS = 20  # a sweep of 20 seeds × 3 head counts of the grammar is minutes already
 
 if TYPE_CHECKING:
-    from mhacli.core.knockout import Knockout
-    from mhacli.core.sweep import Sweep
-    from mhacli.core.train import TrainConfig, TrainResult
+    from mhacli.grammar.knockout import Knockout
+    from mhacli.grammar.sweep import Sweep
+    from mhacli.grammar.train import TrainConfig, TrainResult
 
 
 
 def parse_compare(text: str) -> list[int]:
     """``"1,2,4"`` -> ``[1, 2, 4]``; anything else is a usage error."""
-    from mhacli.core.numbers import head_counts
+    from mhacli.attention.numbers import head_counts
 
     return head_counts(text)
 
@@ -52,8 +52,8 @@ def parse_seeds(text: str) -> list[int]:
     """``"0-4"`` -> ``[0, 1, 2, 3, 4]``, ``"0,2,7"`` -> ``[0, 2, 7]``, ``"3"`` -> ``[3]``; else a usage error."""
     import re
 
-    from mhacli.core.messages import shown
-    from mhacli.core.numbers import whole_number
+    from mhacli.attention.messages import shown
+    from mhacli.attention.numbers import whole_number
 
     span = re.fullmatch(r"\s*([0-9]+)\s*-\s*([0-9]+)\s*", text)
     parts = [span.group(1), span.group(2)] if span else text.split(",")
@@ -101,7 +101,7 @@ def results_json(results: "list[TrainResult]", knockouts: "list[Knockout] | None
                  swept: "Sweep | None" = None) -> str:
     """One JSON document: the task, and per run its configuration and measurements (a grammar model's report
     card, its knockout when asked); after --seeds, the sweep."""
-    from mhacli.core import narrate
+    from mhacli.measures import narrate
     from mhacli.pipeline import card_shown
 
     runs: list[dict[str, Any]] = []
@@ -128,10 +128,10 @@ def results_json(results: "list[TrainResult]", knockouts: "list[Knockout] | None
 def train_configs(compare: str | None, task: str, **fields: Any) -> "list[TrainConfig]":
     """One TrainConfig per head count (``--compare``, else ``--heads``), every option checked before any training
     (None: the task's own default), and each layer's weights checked against this machine's memory."""
-    from mhacli.core.train import TrainConfig
+    from mhacli.grammar.train import TrainConfig
     from mhacli.io.memory import memory_limit_bytes
 
-    from mhacli.core.checks import task_name
+    from mhacli.grammar.tasks import task_name
 
     task = task_name(task)  # " Grammar" is grammar: the one rule for names (issue 31)
     head_counts = parse_compare(compare) if compare is not None else [fields["heads"]]
@@ -144,7 +144,7 @@ def train_configs(compare: str | None, task: str, **fields: Any) -> "list[TrainC
         except UsageError as exc:
             if compare is None or "heads" not in exc.params:
                 raise
-            from mhacli.core.config import divisors
+            from mhacli.attention.config import divisors
 
             d_model = fields["d_model"]
             width = d_model if d_model is not None else TrainConfig.for_task(task).d_model  # the task's default d
@@ -157,8 +157,8 @@ def train_configs(compare: str | None, task: str, **fields: Any) -> "list[TrainC
 def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mhacli.core.card import carded
-    from mhacli.core.train import train as train_core
+    from mhacli.grammar.card import carded
+    from mhacli.grammar.train import train as train_core
 
     label = f"{config.heads} head{'s' if config.heads > 1 else ''}"
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -225,7 +225,7 @@ def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout:
     swept = _sweep(by_seed) if sweeping else None
     written: list[str] = []
     if plan.save is not None:
-        from mhacli.io.trained import save_trained
+        from mhacli.models.trained import save_trained
 
         written.append(str(save_trained(results[-1], plan.save)))
     if swept is not None and not asked.json_out:  # the JSON document is printed once every file is written
@@ -243,7 +243,7 @@ def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout:
 def _checked(grid: "list[list[TrainConfig]]", knockout: bool, seeds: str | None, compare: str | None,
              save: str | None) -> bool:
     """The options that only make sense together, checked before any work; True for the grammar task."""
-    from mhacli.core.tasks import get_task
+    from mhacli.grammar.tasks import get_task
 
     grammar = get_task(grid[0][0].task).sentences
     if knockout and not grammar:
@@ -280,20 +280,20 @@ def _trained(grid: "list[list[TrainConfig]]", out: Path | None, quiet: bool) -> 
 
 
 def _print_written(written: list[str], where: Any) -> None:
-    from mhacli.core.messages import printable
+    from mhacli.attention.messages import printable
 
     for path in written:
         where.print(f"wrote {printable(path)}", highlight=False, markup=False)
 
 
 def _knockouts(results: "list[TrainResult]") -> "list[Knockout]":
-    from mhacli.core.knockout import knockout as knock_out
+    from mhacli.grammar.knockout import knockout as knock_out
 
     return [knock_out(r.model) for r in results]
 
 
 def _sweep(by_seed: "list[list[TrainResult]]") -> "Sweep":
-    from mhacli.core.sweep import sweep
+    from mhacli.grammar.sweep import sweep
 
     return sweep(by_seed)
 

@@ -1,7 +1,7 @@
 """card.png: the report card as a heat map a projector can read; and the gap of a seed sweep, per seed.
 
 Plain functions of a :class:`~mhacli.pipeline.CardShown` (the card's numbers and words, made once by the
-pipeline) and a :class:`~mhacli.core.sweep.Sweep`: they draw what they are handed.  Every label is at least
+pipeline) and a :class:`~mhacli.grammar.sweep.Sweep`: they draw what they are handed.  Every label is at least
 11 pt, 15 px at the 100 dpi they are saved at.
 """
 
@@ -16,7 +16,7 @@ from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, head_col
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from mhacli.core.sweep import Sweep
+    from mhacli.grammar.sweep import Sweep
     from mhacli.pipeline import CardShown
 
 FONT = 12  # points: 16.7 px at 100 dpi, readable from the back of a room on a 1920×1080 projector

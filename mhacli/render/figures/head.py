@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mhacli.core.narrate import head_caption
+from mhacli.measures.narrate import head_caption
 from mhacli.render import theme
 from mhacli.render.labels import weights_note
 from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar, heatmap, shown_mask
@@ -19,7 +19,7 @@ from mhacli.render.figures.inline import new_moving_figure
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from mhacli.core.analysis import Analysis
+    from mhacli.measures.analysis import Analysis
     from mhacli.pipeline import Window
     from mhacli.render.labels import Shown
 

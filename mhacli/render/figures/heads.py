@@ -19,7 +19,7 @@ from mhacli.render.figures.view import View
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from mhacli.core.analysis import Analysis
+    from mhacli.measures.analysis import Analysis
     from mhacli.pipeline import Window
     from mhacli.render.labels import Shown
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.patches import PathPatch, Rectangle
     from matplotlib.text import Text
 
-    from mhacli.core.analysis import Analysis
+    from mhacli.measures.analysis import Analysis
     from mhacli.render.figures.view import View
 
 

@@ -21,7 +21,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from mhacli.core.tokenize import graphemes, label
+from mhacli.attention.tokenize import graphemes, label
 from mhacli.render import theme
 from mhacli.render.warned import note, recording
 

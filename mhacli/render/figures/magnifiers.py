@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from mhacli.core import narrate
+from mhacli.measures import narrate
 from mhacli.render import theme
 from mhacli.render.figures.inline import new_figure
 from mhacli.render.figures.layout import EM, INSET, PT, Pen, Slide, about, clamp, wrap
-from mhacli.core.window import MAGNIFIER_MAX_TOKENS, View  # noqa: F401 - the limit, read here by its users
+from mhacli.measures.window import MAGNIFIER_MAX_TOKENS, View  # noqa: F401 - the limit, read here by its users
 from mhacli.render.labels import is_view, pattern_words, weights_note, window_note
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.offsetbox import DrawingArea
 
-    from mhacli.core.analysis import Analysis
-    from mhacli.core.trace import Trace
+    from mhacli.measures.analysis import Analysis
+    from mhacli.attention.trace import Trace
     from mhacli.pipeline import Window
     from mhacli.render.labels import Shown
 

@@ -1,6 +1,6 @@
 """``one-vs-many.png``: one head trained alone beside h heads trained together, same parameters, one text.
 
-One row per shipped pair (:class:`~mhacli.core.lesson.TrainedPair`): the lone head's
+One row per shipped pair (:class:`~mhacli.measures.lesson.TrainedPair`): the lone head's
 weights, then each of the h heads', all on one colour scale (0 … 1), each panel
 titled with what that head learned.  The row's title gives both models' held-out
 accuracies (per relation when recorded) and parameter counts, read from the
@@ -20,7 +20,7 @@ from mhacli.render.theme import HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, he
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from mhacli.core.lesson import TrainedPair
+    from mhacli.measures.lesson import TrainedPair
 
 FIGSIZE = (16.0, 9.0)  # inches: 1920 × 1080 at 120 dpi
 TICK_POINTS = 9.0  # token labels; 15 px when fitted to 1920 × 1080

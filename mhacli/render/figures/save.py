@@ -20,7 +20,7 @@ from mhacli.render.figures.view import check_dpi, check_format
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from mhacli.core.trace import Trace
+    from mhacli.attention.trace import Trace
     from mhacli.pipeline import Run, Window
 
 #: zlib level of the PNG writer: the figures' flat paper and cells compress well unfiltered at level 1

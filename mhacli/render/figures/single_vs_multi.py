@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from mhacli.core.compare import Comparison
-    from mhacli.core.trace import Trace
+    from mhacli.measures.compare import Comparison
+    from mhacli.attention.trace import Trace
     from mhacli.pipeline import Window
 
 

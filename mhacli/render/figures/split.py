@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from mhacli.core.trace import Trace
+from mhacli.attention.trace import Trace
 from mhacli.render import theme
 from mhacli.render.figures.layout import BAR_WIDTH, TICK, Pen
 from mhacli.render.labels import weights_note

@@ -1,6 +1,6 @@
 """Figures of training runs: loss and accuracy curves, and each head finding its relation.
 
-Plain functions of :class:`~mhacli.core.train.TrainResult` objects; they draw
+Plain functions of :class:`~mhacli.grammar.train.TrainResult` objects; they draw
 what the run recorded and compute nothing about attention.
 """
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from mhacli.core import narrate
+from mhacli.measures import narrate
 from mhacli.render.figures.layout import (BAR_TICK, BAR_WIDTH, LABEL_PAD, LABEL_PX, PT, Measured, bar_room, grid,
                                           ordinal, readable_points)
 from mhacli.render.theme import HEAD_COLORS, HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.image import AxesImage
 
-    from mhacli.core.train import TrainResult
+    from mhacli.grammar.train import TrainResult
 
 
 def _run_color(result: "TrainResult", index: int) -> str:
@@ -206,14 +206,14 @@ def _head_words(result: "TrainResult", head: int, of: str = " of queries") -> tu
 
 def _short(name: str) -> str:
     """A relation's name for a small label: a grammar relation by its few words (verb → subject)."""
-    from mhacli.core.grammar import SHORT_NAMES
+    from mhacli.grammar.grammar import SHORT_NAMES
 
     return SHORT_NAMES.get(name, name)
 
 
 def _share(name: str, share: float) -> str:
     """A head's share; below the naming share it is rounded down, so 49.9 % never reads as the 50 % that names."""
-    from mhacli.core.grammar import NO_RELATION
+    from mhacli.grammar.grammar import NO_RELATION
 
     return f"{math.floor(100 * share)}%" if name == NO_RELATION else f"{share:.0%}"
 

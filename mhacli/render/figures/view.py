@@ -1,16 +1,16 @@
 """The figure options checked before any work (no matplotlib here); which tokens a figure shows is
-:mod:`mhacli.core.window`'s (``View``, a type the renderers read)."""
+:mod:`mhacli.measures.window`'s (``View``, a type the renderers read)."""
 
 from __future__ import annotations
 
 import numbers
 from typing import Sequence
 
-from mhacli.core.errors import UsageError
-from mhacli.core.messages import literal
-from mhacli.core.tokenize import label
-from mhacli.core.numbers import whole_number
-from mhacli.core.window import View
+from mhacli.attention.errors import UsageError
+from mhacli.attention.messages import literal
+from mhacli.attention.tokenize import label
+from mhacli.attention.numbers import whole_number
+from mhacli.measures.window import View
 
 FORMATS = ("png", "svg", "pdf")
 DPI_MIN, DPI_MAX = 30, 600

@@ -1,0 +1,383 @@
+"""A trained grammar model's report card: how often each head finds each relation's noun on fresh sentences.
+
+The card is a relation × head matrix of held-out **hit rates**: over a stated number of sentences drawn with
+a fixed ``np.random.default_rng(seed)`` (not the training seed), the share of a relation's queries whose top
+key is clear of chance (:mod:`mhacli.attention.evidence`, the one rule) *and* is the noun the grammar's parse
+(:func:`mhacli.grammar.grammar.parse`) says the relation points to.  Each cell carries its 95 % Wilson interval,
+so a name measured on 300 queries is not read like one measured on 3.
+
+Rows: the grammar's relations (subject, object, referent …) and, beside the referent, its three kinds of
+query as rows of their own, because trained heads split the referent along those lines:
+
+* **he/she → noun**: *he*/*she* when gender alone decides the noun;
+* **feeling adjective → animate noun**: *tired*, *hungry*, *scared*, *angry*;
+* **place adjective → place**: *wide*, *busy*, *long*, *dark*.
+
+A head earns a name from its card only (:func:`mhacli.attention.evidence.card_word`): named from 85 % with the
+interval's lower end clear of the naming share, "partly subject (74%)" between, unnamed below.  The weights
+come from the model's own :meth:`~mhacli.grammar.train.TrainedModel.attention`, never from a copy of its forward.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+from mhacli.attention import evidence
+from mhacli.grammar import grammar
+from mhacli.attention.errors import UsageError
+
+if TYPE_CHECKING:
+    from mhacli.grammar.train import TrainedModel, TrainResult
+
+Array = np.ndarray
+
+CARD_SENTENCES = 2000  # held-out sentences a card is measured on: an interval of about ±2 points at 90 %
+CARD_SEED = 2017  # their rng's seed: fixed, and apart from the training seeds (0, 1, …) so no batch repeats
+Z_95 = 1.959963984540054  # the normal quantile of a two-sided 95 % interval
+
+# The referent's kinds of query, each by the words that ask it (grammar's word classes).
+SUB_RELATIONS: dict[str, tuple[str, ...]] = {
+    "he/she": ("he", "she"),
+    "feeling": grammar.FEELS,
+    "place": grammar.PLACE_STATES,
+}
+LONG_NAMES = {**grammar.RELATION_NAMES, "referent": "referent → the noun it is about",
+              "he/she": "he/she → the noun it means", "feeling": "feeling adjective → the animate noun",
+              "place": "place adjective → the place"}
+SHORT_NAMES = {"subject": "subject", "object": "object", "referent": "referent", "he/she": "he/she → noun",
+               "feeling": "feeling → noun", "place": "place adj → place"}
+TITLE_SEPARATOR = " — "  # a head's label: its title (how a small title names it), then the evidence
+
+
+def rows() -> tuple[str, ...]:
+    """The card's rows: every relation the grammar reads out, then the referent's kinds of query."""
+    return grammar.RELATIONS + (tuple(SUB_RELATIONS) if "referent" in grammar.RELATIONS else ())
+
+
+def row_keys(parse: grammar.Parse, row: str) -> dict[int, int]:
+    """For one card row: each query position of the parse that has it, and the noun's position it points to."""
+    if row in SUB_RELATIONS:
+        words = SUB_RELATIONS[row]
+        return {q: k for q, k in parse.keys("referent").items() if parse.tokens[q] in words}
+    return parse.keys(row)
+
+
+def short_name(row: str) -> str:
+    """A row in a few words: ``subject``, ``he/she → noun``."""
+    return SHORT_NAMES.get(row, row)
+
+
+def long_name(row: str) -> str:
+    """A row in words: ``verb → its subject``."""
+    return LONG_NAMES.get(row, row)
+
+
+def relation_words(name: str) -> str:
+    """A head's relation as TrainedModel.relations holds it, in words: ``verb → its subject``, ``partly he/she →
+    the noun it means``; any other name as it is."""
+    if name.startswith("partly ") and name[len("partly "):] in LONG_NAMES:
+        return "partly " + long_name(name[len("partly "):])
+    return long_name(name)
+
+
+def wilson(hits: Array, n: Array, z: float = Z_95) -> tuple[Array, Array]:
+    """The Wilson score interval of hits / n (lower, upper); (0, 1) where n is 0 (nothing is known)."""
+    k = np.asarray(hits, dtype=np.float64)
+    m = np.asarray(n, dtype=np.float64)
+    safe = np.maximum(m, 1.0)
+    p = k / safe
+    centre = (p + z * z / (2 * safe)) / (1 + z * z / safe)
+    half = z / (1 + z * z / safe) * np.sqrt(p * (1 - p) / safe + z * z / (4 * safe * safe))
+    low = np.where(m > 0, np.clip(centre - half, 0.0, 1.0), 0.0)
+    high = np.where(m > 0, np.clip(centre + half, 0.0, 1.0), 1.0)
+    return low, high
+
+
+def read_only(a: Array, dtype: type | None = None) -> Array:
+    """A read-only copy of ``a`` (as ``dtype`` when given): the card, the knockout and the sweep hold these."""
+    out = np.array(a, dtype=dtype, copy=True)
+    out.setflags(write=False)
+    return out
+
+
+def _pct(x: float) -> str:
+    """A share in whole percent, never rounded up into a threshold it did not reach: 84.7 % is '84%'."""
+    return f"{math.floor(100 * x + 1e-9)}%"
+
+
+@dataclass(frozen=True)
+class Card:
+    """Held-out hit rates, relation × head, with their 95 % intervals: what each head does, measured."""
+
+    rows: tuple[str, ...]  # (R,) relation rows (:func:`rows`)
+    hits: Array  # (R, h) queries whose top key, clear of chance, is the relation's noun
+    queries: Array  # (R,) queries of each relation over the sentences
+    sentences: int  # held-out sentences measured
+    seed: int  # the rng seed they were drawn with
+
+    def __post_init__(self) -> None:
+        hits = np.asarray(self.hits, dtype=np.int64)
+        queries = np.asarray(self.queries, dtype=np.int64)
+        if hits.ndim != 2 or hits.shape[0] != len(self.rows) or queries.shape != (len(self.rows),):
+            raise ValueError(f"a card of {len(self.rows)} rows needs hits (R, h) and queries (R,), got "
+                             f"{hits.shape} and {queries.shape}")
+        if (hits < 0).any() or (hits > queries[:, None]).any():
+            raise ValueError("a card's hits must lie between 0 and its queries")
+        object.__setattr__(self, "hits", read_only(hits))
+        object.__setattr__(self, "queries", read_only(queries))
+        low, high = wilson(hits, np.broadcast_to(queries[:, None], hits.shape))  # 2 × (R, h), once: every word reads it
+        object.__setattr__(self, "_interval", (read_only(low), read_only(high)))
+
+    @property
+    def heads(self) -> int:
+        return int(self.hits.shape[1])
+
+    @property
+    def rate(self) -> Array:
+        """(R, h) hit rates; 0 for a row with no query."""
+        return self.hits / np.maximum(self.queries, 1)[:, None]  # (R, h)
+
+    @property
+    def interval(self) -> tuple[Array, Array]:
+        """(R, h) lower and upper ends of each cell's 95 % Wilson interval (computed once, read-only)."""
+        return self._interval  # type: ignore[attr-defined,no-any-return]
+
+    def named(self, row: int, head: int) -> bool:
+        """Does the card name ``head`` for ``row`` (evidence.card_word)?"""
+        return self.word(row, head) == evidence.NAMED
+
+    def word(self, row: int, head: int) -> str:
+        """evidence.NAMED, PARTLY or UNNAMED for one cell."""
+        low, _ = self.interval
+        return evidence.card_word(float(self.rate[row, head]), float(low[row, head]))
+
+    def best(self, head: int) -> tuple[int, str]:
+        """The row a head is known by and what it earns there: named before partly, then the highest rate."""
+        order = {evidence.NAMED: 0, evidence.PARTLY: 1, evidence.UNNAMED: 2}
+        rate = self.rate
+        r = min(range(len(self.rows)), key=lambda i: (order[self.word(i, head)], -rate[i, head], i))
+        return r, self.word(r, head)
+
+    def relation(self, head: int) -> tuple[str, float]:
+        """(name, rate) as TrainedModel.relations holds it: the row, ``partly ROW``, or no clear relation."""
+        r, word = self.best(head)
+        rate = float(self.rate[r, head])
+        if word == evidence.NAMED:
+            return self.rows[r], rate
+        if word == evidence.PARTLY:
+            return f"partly {self.rows[r]}", rate
+        return evidence.NO_RELATION, rate
+
+    def title(self, head: int) -> str:
+        """A head in a few words (small titles cut them at 22 to 26 characters), measured in training:
+        ``subject (92% trained)``, ``partly subject (74% trained)``, ``no clear relation in training``."""
+        r, word = self.best(head)
+        if word == evidence.UNNAMED:
+            return f"{evidence.NO_RELATION} in training"
+        said = f"{short_name(self.rows[r])} ({_pct(self.rate[r, head])} trained)"
+        return said if word == evidence.NAMED else "partly " + said
+
+    def label(self, head: int) -> str:
+        """The title, then the evidence: the rate, its queries and interval, and what the name needs."""
+        r, word = self.best(head)
+        low, high = self.interval
+        n = int(self.queries[r])
+        k = int(self.hits[r, head])
+        where = (f"{long_name(self.rows[r])} on {k:,} of {n:,} held-out queries "
+                 f"(95% interval {_pct(low[r, head])}–{_pct(high[r, head])})")
+        also = [f"{short_name(self.rows[o])} on {_pct(self.rate[o, head])}" for o in range(len(self.rows))
+                if o != r and word == evidence.NAMED and self.word(o, head) == evidence.NAMED]
+        if word == evidence.NAMED:
+            detail = where + (f"; also named for {', '.join(also)}" if also else "")
+        elif word == evidence.PARTLY:
+            detail = f"{where}: a name needs {_pct(evidence.CARD_NAME_RATE)}"
+        else:
+            detail = f"at most {where}"
+        return self.title(head) + TITLE_SEPARATOR + detail
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(self.label(i) for i in range(self.heads))
+
+    def caption(self) -> str:
+        """What the card was measured on, in one line."""
+        return f"measured in training on {self.sentences:,} held-out sentences drawn with rng seed {self.seed}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON numbers: rows, queries, hits, rates and intervals, and what names each head earns."""
+        low, high = self.interval
+        return {"sentences": self.sentences, "seed": self.seed, "rows": list(self.rows),
+                "queries": [int(n) for n in self.queries], "hits": self.hits.tolist(),
+                "rate": self.rate.tolist(), "low": low.tolist(), "high": high.tolist(),
+                "heads": [{"head": i + 1, "relation": self.relation(i)[0], "title": self.title(i)}
+                          for i in range(self.heads)]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Card":
+        """The card of :meth:`to_dict` (rates and intervals are recomputed from the counts, never trusted)."""
+        return cls(rows=tuple(str(r) for r in data["rows"]), hits=np.array(data["hits"], dtype=np.int64),
+                   queries=np.array(data["queries"], dtype=np.int64), sentences=int(data["sentences"]),
+                   seed=int(data["seed"]))
+
+
+def picked_keys(weights: Array) -> Array:
+    """(B, h, N): each query's most-weighted key where its weight clears chance (:mod:`evidence`), else −1.
+
+    Chance is over the keys a query could see: a masked key (padding, a later key under a causal mask) has
+    weight exactly 0 after the −∞ mask.  An unmasked key underflows to 0 only when another takes all but
+    ~1e-300 of the row, and that row picks its top key over any count of keys."""
+    looked = weights.argmax(axis=-1)  # (B, h, N)
+    top = np.take_along_axis(weights, looked[..., None], axis=-1)[..., 0]  # (B, h, N)
+    seen = (weights > 0).sum(axis=-1)  # (B, h, N)
+    return np.where(evidence.picks(top, seen), looked, -1)
+
+
+def held_out(model: "TrainedModel", sentences: int,
+             seed: int) -> tuple[Array, Array, tuple[str, ...]]:
+    """Fresh sentences for a grammar model: ids (S, N), each card row's true keys (R, S, N; -1: none), rows."""
+    from mhacli.attention.checks import kind_name
+    from mhacli.grammar.tasks import get_task
+
+    if not (hasattr(model, "forward") and hasattr(getattr(model, "config", None), "task")):  # a run, a trace, a path
+        raise UsageError(f"a report card and a knockout take a trained model: model, _ = "
+                         f"mhacli.models.trained.load_trained('model.npz') (written by mha train --save), got "
+                         f"{kind_name(model)}.")
+    task = get_task(model.config.task)
+    if not task.sentences:
+        raise UsageError(f"a report card scores heads against the grammar's parse: train with --task grammar "
+                         f"(this model learned {task.name}).")
+    if isinstance(sentences, bool) or not isinstance(sentences, int) or sentences < 1:
+        raise UsageError(f"a report card needs at least 1 sentence, got {sentences!r}.")
+    rng = np.random.default_rng(seed)
+    ids, _, _ = task.sample(rng, sentences, model.config.length)  # (S, N)
+    names = rows()
+    keys = np.full((len(names), *ids.shape), -1, dtype=np.int64)  # (R, S, N)
+    vocabulary = model.vocabulary
+    for b, row_ids in enumerate(ids):
+        tokens = [vocabulary[i] for i in row_ids if i != task.pad]
+        parse = grammar.parse(tokens)
+        if parse is None:  # the task drew a sentence its own grammar does not parse: a bug, said plainly
+            raise RuntimeError(f"the grammar task drew a sentence its parser refuses: {' '.join(tokens)}")
+        for r, name in enumerate(names):
+            for q, k in row_keys(parse, name).items():
+                keys[r, b, q] = k
+    return ids, keys, names
+
+
+def carded(result: "TrainResult", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> "TrainResult":
+    """A training run whose grammar model carries its report card (so its heads are named by it); any other
+    task's run as it is."""
+    from dataclasses import replace
+
+    from mhacli.grammar.tasks import get_task
+
+    if not get_task(result.config.task).sentences:
+        return result
+    return replace(result, model=replace(result.model, card=report_card(result.model, sentences, seed)))
+
+
+def report_card(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Card:
+    """The card of a trained grammar model over ``sentences`` fresh sentences drawn with ``seed``."""
+    ids, keys, names = held_out(model, sentences, seed)  # (S, N), (R, S, N)
+    hits, queries = card_hits(model.attention(ids), keys)  # (R, h), (R,): the model's own forward
+    return Card(rows=names, hits=hits, queries=queries, sentences=sentences, seed=seed)
+
+
+def card_hits(weights: Array, keys: Array) -> tuple[Array, Array]:
+    """The card's rule on (S, h, N, N) weights and (R, S, N) true keys: per row and head, the queries whose top
+    key, clear of chance, is the row's noun, (R, h); and the queries each row asks, (R,)."""
+    looked = picked_keys(weights)  # (S, h, N): top key where clear of chance, else -1
+    asked = keys >= 0  # (R, S, N)
+    hit = (looked[None] == keys[:, :, None, :]) & asked[:, :, None, :]  # (R, S, h, N)
+    return hit.sum(axis=(1, 3)), asked.sum(axis=(1, 2))  # (R, h), (R,)
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A head the card names (or partly names) for a relation that does not find its noun on one sentence."""
+
+    head: int  # 0-based
+    row: str  # the card row the head is known by
+    word: str  # evidence.NAMED or PARTLY
+    query: int  # the query of that relation on the sentence
+    key: int  # the noun the parse says it points to
+    top: int  # the head's most-weighted key from the query
+    weight: float  # its weight there
+    picked: bool  # whether that weight clears chance (else the row is spread)
+
+
+def _sized(card: Card, weights: Array) -> int:
+    """N, once the weights (h, N, N) are known to be the card's heads'."""
+    h, n, _ = weights.shape
+    if h != card.heads:
+        raise ValueError(f"the card has {card.heads} heads, the weights {h}")
+    return int(n)
+
+
+def _looked(weights: Array, head: int, query: int, n: int, causal: bool) -> tuple[int, float, bool]:
+    """Head ``head``'s top key from ``query``, its weight, and whether that weight clears chance."""
+    row = weights[head, query]  # (N,)
+    top = int(row.argmax())
+    return top, float(row[top]), bool(evidence.picks(float(row[top]), query + 1 if causal else n))
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A named head whose own row the sentence does not ask, finding another row's noun there instead."""
+
+    head: int  # 0-based
+    row: str  # the card row the head is known by
+    word: str  # evidence.NAMED or PARTLY
+    found: str  # the card row whose noun it finds on this sentence
+    query: int
+    key: int  # that noun's position
+    weight: float  # the head's weight on it, clear of chance
+
+
+def elsewhere(card: Card, parse: grammar.Parse, weights: Array, causal: bool = False) -> tuple[Elsewhere, ...]:
+    """Named heads whose own row this sentence does not ask, seen finding another row's noun instead.
+
+    For each such head and each query of the sentence's parse, the first row (in the card's order) whose noun
+    its top key is, clear of chance (:func:`mhacli.attention.evidence.picks`): ``head 2, recipient in training,
+    finds the object “street” here``.
+    """
+    n = _sized(card, weights)
+    out = []
+    for i in range(card.heads):
+        r, word = card.best(i)
+        if word == evidence.UNNAMED or row_keys(parse, card.rows[r]):
+            continue  # unnamed, or its own row is asked here (disagreements() checks that)
+        done: set[int] = set()
+        for other in card.rows:
+            for q, k in sorted(row_keys(parse, other).items()):
+                top, weight, picked = _looked(weights, i, q, n, causal)
+                if q in done or top != k or not picked:
+                    continue
+                done.add(q)
+                out.append(Elsewhere(i, card.rows[r], word, other, q, k, weight))
+    return tuple(out)
+
+
+def disagreements(card: Card, parse: grammar.Parse, weights: Array,
+                  causal: bool = False) -> tuple[Disagreement, ...]:
+    """Where a head's training name and what it does on this sentence part: ``weights`` is the run's (h, N, N).
+
+    A head named (or partly named) for a row disagrees at a query of that row when its top key there is not
+    clear of chance (:func:`mhacli.attention.evidence.picks`) or is not the parse's noun.
+    """
+    n = _sized(card, weights)
+    out = []
+    for i in range(card.heads):
+        r, word = card.best(i)
+        if word == evidence.UNNAMED:
+            continue
+        for q, k in sorted(row_keys(parse, card.rows[r]).items()):
+            top, weight, picked = _looked(weights, i, q, n, causal)
+            if picked and top == k:
+                continue
+            out.append(Disagreement(i, card.rows[r], word, q, k, top, weight, picked))
+    return tuple(out)

@@ -1,0 +1,1 @@
+"""Measures and words about a run: analysis against chance, comparisons, the lesson, the quiz, the sentences."""

@@ -1,0 +1,178 @@
+"""One magnifier against h: the numbers behind ``mha compare``.
+
+Capacity first: for each token, what each of the h heads brings back against
+what the single head brings back (:class:`~mhacli.measures.analysis.ReadBack`,
+worded by :func:`mhacli.measures.narrate.compare_conclusion`).  Then two more numbers,
+
+both read from attention weights only (never recomputing attention):
+
+* how spread each head's attention is — the mean over queries of the row
+  entropy in bits, against the uniform maximum (every visible key equal);
+* how different the heads are from each other — the mean Jensen–Shannon
+  divergence of their rows over all pairs of heads (0 = identical heads,
+  1 bit = heads that never look at the same key).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mhacli.measures.analysis import Analysis, ReadBack, analyse, focus, max_row_entropy, mean_pairwise_js, row_entropy
+
+if TYPE_CHECKING:
+    from mhacli.attention.trace import Trace
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How widely one head (or the single head) spreads its attention."""
+
+    name: str  # "1 head" or "head 3"
+    head: int | None  # 0-based head index; None for the single head
+    d_k: int  # the head's width: d for the single head, d/h for each of h heads
+    mean_entropy: float  # bits, mean over queries
+    max_entropy: float  # bits, mean over queries of log2(visible keys)
+
+    @property
+    def focus(self) -> float:
+        """1 − entropy / maximum: 0 = uniform, 1 = every query on one key."""
+        return focus(self.mean_entropy, self.max_entropy)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "head": None if self.head is None else self.head + 1,
+                "d_k": self.d_k, "mean_entropy_bits": self.mean_entropy,
+                "max_entropy_bits": self.max_entropy, "focus": self.focus}
+
+
+@dataclass(frozen=True)
+class TrainedApart:
+    """The single head trained ALONE on the h heads' task, with as many parameters: what each reached.
+
+    Read from the two models' own training records (held-out accuracy, parameter count), so
+    ``mha compare --weights trained`` can say how one head fares where h heads share the work.
+    """
+
+    task: str
+    single_accuracy: float  # held-out accuracy of the one head trained alone, 0 … 1
+    heads_accuracy: float  # held-out accuracy of the h heads trained together
+    single_parameters: int
+    heads_parameters: int
+    single_relations: tuple[str, ...] = ()  # what the lone head learned to follow
+    heads_relations: tuple[str, ...] = ()  # what each of the h heads learned to follow
+    # Per relation the task reads out: (name, the lone head's held-out accuracy, the h heads'), when recorded.
+    by_relation: tuple[tuple[str, float, float], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "single_accuracy": self.single_accuracy, "heads_accuracy": self.heads_accuracy,
+                "single_parameters": self.single_parameters, "heads_parameters": self.heads_parameters,
+                "single_relations": list(self.single_relations), "heads_relations": list(self.heads_relations),
+                "by_relation": [{"relation": r, "single_accuracy": a, "heads_accuracy": b}
+                                for r, a, b in self.by_relation]}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The single head and each of the h heads, side by side, with how different the heads are."""
+
+    tokens: tuple[str, ...]
+    d_model: int
+    causal: bool
+    single: Spread
+    heads: tuple[Spread, ...]
+    mean_pairwise_js: float  # bits; 0 for identical heads (and for h = 1)
+    readback: ReadBack | None = None  # per token: what the h heads bring back against the single head
+    analysis: Analysis | None = None  # the h heads' per-query measures (with the read-back)
+    single_analysis: Analysis | None = None  # the single head's, for the relation it follows
+    apart: TrainedApart | None = None  # set when the single head was trained alone (its own weights)
+
+    @property
+    def mean_head_entropy(self) -> float:
+        return float(np.mean([s.mean_entropy for s in self.heads]))
+
+    def to_dict(self) -> dict[str, Any]:
+        single = self.single.to_dict()
+        per_head = [s.to_dict() for s in self.heads]
+        out: dict[str, Any] = {
+            "tokens": list(self.tokens),
+            "d_model": self.d_model,
+            "heads": len(self.heads),
+            "causal": self.causal,
+            "uniform_max_entropy_bits": self.single.max_entropy,
+            "single_head": single,
+            "per_head": per_head,
+            "mean_head_entropy_bits": self.mean_head_entropy,
+            "mean_pairwise_js_bits": self.mean_pairwise_js,
+            "readback": None if self.readback is None else self.readback.to_dict(),
+            # null: the single head is the h heads' own matrices run as one head (same X, same weights)
+            "single_trained_alone": None if self.apart is None else self.apart.to_dict(),
+        }
+        # The relation each head's per-query top key follows, and how often two heads pick the same key.
+        for entry, found in ((single, self.single_analysis), *zip(per_head, [self.analysis] * len(per_head))):
+            if found is not None:
+                s = found.heads[entry["head"] - 1 if entry["head"] is not None else 0]
+                entry.update(pattern=s.pattern, pattern_key=s.pattern_key, pattern_share=s.pattern_share)
+        if self.analysis is not None:
+            out["agreement"] = self.analysis.agreement.tolist()
+            out["js_divergence_bits"] = self.analysis.js.tolist()
+            if self.analysis.mapped:  # --words: the new words and the words both models read them as
+                out["words"] = [{"word": w, "class": c, "read_as": r} for w, c, r in self.analysis.mapped]
+        return out
+
+
+def spread(weights: np.ndarray, causal: bool, name: str, head: int | None, d_k: int) -> Spread:
+    """The :class:`Spread` of one (N, N) weight matrix."""
+    n = weights.shape[-1]
+    return Spread(
+        name=name,
+        head=head,
+        d_k=d_k,
+        mean_entropy=float(row_entropy(weights).mean()),
+        max_entropy=float(max_row_entropy(n, causal).mean()),
+    )
+
+
+def single_head(trace: Trace) -> Trace:
+    """The same input X and weight matrices run as ONE head of size d: the single magnifier."""
+    from dataclasses import replace
+
+    from mhacli.attention.attention import multi_head_attention
+    from mhacli.attention.trace import Trace
+
+    parts = multi_head_attention(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1, trace.config.causal,
+                                 x_v=trace.X_v)
+    return Trace(config=replace(trace.config, heads=1), tokens=trace.tokens, token_ids=trace.token_ids,
+                 X=trace.X, W_q=trace.W_q, W_k=trace.W_k, W_v=trace.W_v, W_o=trace.W_o,
+                 embeddings=trace.embeddings, positions=trace.positions, source=trace.source,
+                 word_values=trace.word_values,
+                 **parts)  # type: ignore[arg-type]  # the step arrays by name, as run_tokens passes them
+
+
+def compare(trace: Trace, single: Trace, apart: TrainedApart | None = None) -> Comparison:
+    """Measure ``trace`` (h heads) against ``single`` (one head of size d, same tokens).
+
+    ``single`` is :func:`single_head` of ``trace`` (same X and weights), or, with ``apart``,
+    one head trained alone on the same task (its own embedding and weights).
+    """
+    if single.num_heads != 1:
+        raise ValueError(f"the single-head trace has {single.num_heads} heads, expected 1")
+    if single.tokens != trace.tokens:
+        raise ValueError("the single-head trace was run on different tokens")
+    causal = trace.config.causal
+    weights = np.asarray(trace.weights)  # (h, N, N)
+    measures = analyse(trace, single)
+    return Comparison(
+        tokens=trace.tokens,
+        d_model=trace.d_model,
+        causal=causal,
+        single=spread(np.asarray(single.weights[0]), causal, "1 head", None, single.d_k),
+        heads=tuple(spread(weights[i], causal, f"head {i + 1}", i, trace.d_k)
+                    for i in range(trace.num_heads)),
+        mean_pairwise_js=mean_pairwise_js(weights),
+        readback=measures.readback,
+        analysis=measures,
+        single_analysis=analyse(single),
+        apart=apart,
+    )

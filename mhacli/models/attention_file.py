@@ -1,0 +1,108 @@
+"""Your model's attention saved as an npz: ``weights`` (h, N, N), (layers, h, N, N) or (layers, batch, h, N, N),
+``tokens``, and optionally ``layer_names`` and ``head_names``; read back as an
+:class:`~mhacli.measures.view.AttentionView`.
+
+The attention may also be named ``attentions`` or ``attention`` (as people save Hugging Face's
+``output_attentions``); text may be str or bytes arrays (bytes are decoded as UTF-8).  The file
+goes through the bounded reader of :mod:`mhacli.io.archive`: object arrays are refused, never
+unpickled.  docs/your-model.md shows how to write one from a Hugging Face model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mhacli.attention.errors import UsageError
+from mhacli.attention.messages import literal, shown_path
+from mhacli.measures.view import AttentionView, from_attention
+
+MAX_ATTENTION_BYTES = 4 * 2**30  # 24 layers × 16 heads × 2,048² float32 is 6 GiB: beyond a picture
+WEIGHT_KEYS = ("weights", "attentions", "attention")  # the first one present is the attention
+TEXT_KEYS = ("tokens", "layer_names", "head_names")
+_HINT = "give an .npz of 'weights' and 'tokens' (docs/your-model.md)"
+
+
+def _weights_key(names: list[str] | set[str]) -> str | None:
+    return next((k for k in WEIGHT_KEYS if k in names), None)
+
+
+def is_attention_npz(names: list[str]) -> bool:
+    """An attention file has attention weights and ``tokens`` and none of a trace's step arrays."""
+    return _weights_key(names) is not None and "tokens" in names and "Q" not in names
+
+
+def is_attention_file(path: Path) -> bool:
+    """Whether ``path`` is a regular .npz holding an attention view (read from the zip's names, no data)."""
+    from mhacli.io.archive import zip_names
+
+    names = zip_names(path)
+    return names is not None and is_attention_npz(names)
+
+
+def _strings(path: Path, key: str, a: np.ndarray) -> list[str]:
+    """A 1-d array of text: str as it is, bytes decoded as UTF-8 (bytes that are not UTF-8 spelled \\xNN)."""
+    if a.dtype.kind not in "US" or a.ndim != 1:
+        raise UsageError(f"{shown_path(path)}: {key!r} must be a 1-d array of strings, got {a.dtype} {a.shape}.")
+    if a.dtype.kind == "S":
+        return [bytes(x).decode("utf-8", "backslashreplace") for x in a.tolist()]
+    return [str(x) for x in a.tolist()]
+
+
+def _one_attention(path: Path, arrays: dict[str, np.ndarray], keys: list[str]) -> str:
+    """The one attention member: several accepted names are taken only when they hold the same array."""
+    first = keys[0]
+    for other in keys[1:]:
+        if not np.array_equal(arrays[first], arrays[other]):
+            raise UsageError(f"{shown_path(path)} holds different attention under {first!r} and {other!r}; "
+                             "mha cannot tell which to draw: keep one of them (docs/your-model.md).")
+    return first
+
+
+def load_attention(path: Path, layer: int | None = None, batch_index: int | None = None) -> AttentionView:
+    """The attention view saved in ``path``; ``layer`` (1-based, as on the command line) picks the layer shown,
+    ``batch_index`` (0-based) one sequence of a batch."""
+    from mhacli.io.archive import read_npz
+
+    path = Path(path)
+
+    def bad(detail: str) -> UsageError:
+        return UsageError(f"{shown_path(path)} is not a readable attention file: {detail}.")
+
+    chosen: list[str] = []  # the attention member, decided from the names before anything is read
+
+    def check_names(names: list[str]) -> None:
+        if not is_attention_npz(names):
+            found = ", ".join(sorted(names)[:8]) or "nothing"
+            raise UsageError(f"{shown_path(path)} holds no attention ('weights', 'attentions' or 'attention') and "
+                             f"'tokens' arrays (it holds {found}); see docs/your-model.md.")
+        chosen.extend(k for k in WEIGHT_KEYS if k in names)
+
+    arrays = read_npz(path, noun="attention file", hint=_HINT, bad=bad, cap=MAX_ATTENTION_BYTES,
+                      names_check=check_names, wanted=lambda name: name in TEXT_KEYS or name in chosen)
+    key = _one_attention(path, arrays, chosen)
+    tokens = _strings(path, "tokens", arrays["tokens"])
+    layer_names = _strings(path, "layer_names", arrays["layer_names"]) if "layer_names" in arrays else None
+    head_names = _strings(path, "head_names", arrays["head_names"]) if "head_names" in arrays else None
+    if arrays[key].dtype.kind not in "fiu":
+        raise UsageError(f"{shown_path(path)}: {key!r} must hold numbers, got {arrays[key].dtype}.")
+    try:
+        view = from_attention(arrays[key], tokens, names=head_names, layer_names=layer_names,
+                              batch_index=batch_index)
+    except UsageError as exc:  # the same check as in Python, said of this file
+        where = literal(shown_path(path))
+        raise UsageError(f"{where}: {exc.template}", **exc.params) from None
+    view = view if layer is None else view.at_layer(layer - 1)
+    return AttentionView(view.tokens, view.layers, view.layer_names, view.head_names, view.causal, view.layer,
+                         str(path))
+
+
+def save_attention(view: AttentionView, path: Path) -> None:
+    """Write ``view`` in the same format (used by the tests and by anyone converting a trace)."""
+    arrays: dict[str, Any] = {"weights": view.layers, "tokens": np.array(view.tokens),
+                              "layer_names": np.array(view.layer_names)}
+    if view.head_names:
+        arrays["head_names"] = np.array(view.head_names)
+    np.savez(path, **arrays)

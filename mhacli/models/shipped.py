@@ -1,0 +1,39 @@
+"""Where the models shipped inside the package lie: one module both the weights reader and the trained-model
+reader import, so neither imports the other back (tests/test_imports.py finds no cycle)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SHIPPED_MODEL = "trained.npz"  # in mhacli/data/, made by the command in docs/training.md
+SHIPPED_ALONE = "trained-1-head.npz"  # the same task and command with --heads 1: mha compare's lone head
+SHIPPED_GRAMMAR = "grammar.npz"  # the grammar model (--weights grammar), by the command in docs/training.md
+SHIPPED_GRAMMAR_ALONE = "grammar-1-head.npz"  # the same command with --heads 1
+#: The --weights names of the models shipped in the package.
+SHIPPED_NAMES = ("trained", "grammar")
+#: The seeds the shipped grammar model was chosen among (docs/training.md: the seed whose knockout is cleanest).
+GRAMMAR_CHOSEN_AMONG = range(5)
+#: The grammar model's layer before training (grammar/untrained.py): built from grammar.npz's config, not a file.
+UNTRAINED_GRAMMAR = "grammar-untrained"
+
+
+def shipped_model_path(alone: bool = False, name: str = "trained") -> Path:
+    """A model that ships in the package (``--weights trained`` or ``grammar``), or its one-head twin."""
+    from importlib import resources
+
+    if name == "grammar":
+        file = SHIPPED_GRAMMAR_ALONE if alone else SHIPPED_GRAMMAR
+    else:
+        file = SHIPPED_ALONE if alone else SHIPPED_MODEL
+    return Path(str(resources.files("mhacli") / "data" / file))
+
+
+def chosen_note(name: str | None, seed: int) -> str | None:
+    """Where a shipped model's seed was chosen among others, the sentence that says so wherever its card is shown
+    (issue 28: the choice disclosed); None for any other model."""
+    if name != "grammar":
+        return None
+    among = GRAMMAR_CHOSEN_AMONG
+    return (f"The shipped model is seed {seed} of seeds {among.start}–{among.stop - 1}, chosen as the one whose "
+            f"knockout is cleanest (docs/training.md gives all {len(among)}; mha train --task grammar --seeds "
+            f"{among.start}-{among.stop - 1} trains them).")

@@ -177,9 +177,7 @@ class Prepared:
         from mhacli.measures.analysis import analyse
         from mhacli.attention.trace import run_tokens
 
-        from mhacli.io.host import cpu_count
-
-        trace = run_tokens(self.tokens, self.config, self.own, self.model, cores=cpu_count())
+        trace = run_tokens(self.tokens, self.config, self.own, self.model)
         card = self._card(trace)
         if not (single or compare):
             return Run(config=self.config, trace=trace, analysis=self._cautioned(analyse(trace)), notes=self.notes,

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import tracemalloc
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +25,9 @@ from mhacli.bench import runner as bench
 from mhacli.bench import startup
 from mhacli.cli.app import app
 from mhacli.attention import schedule
-from mhacli.attention.attention import attend_all, multi_head_attention, softmax
+from mhacli.attention.attention import multi_head_attention, softmax
 from mhacli.attention.embed import init_weights
 from mhacli.attention.errors import RunError
-from mhacli.attention.schedule import attend_blocked
 
 from mhacli.attention.steps import steps_for, total_madds
 from traced import run
@@ -37,7 +35,6 @@ from mhacli.measures.verify import TOLERANCE, reference_loop, verify
 
 runner = CliRunner()
 #: The blocked schedule on two threads, whatever this machine's affinity: the threaded path always runs.
-THREADED = partial(attend_blocked, cores=2)
 TINY = ["--max-tokens", "32", "--repeats", "1", "--d-model", "16", "--heads", "2"]
 # Above schedule.PARALLEL_MIN score entries (h·N²), so the threaded path runs.
 BIG_N, BIG_D, BIG_H = 1100, 16, 1
@@ -249,7 +246,7 @@ def inputs(n: int, d: int, seed: int, dtype: str = "float64"):
        dtype=st.sampled_from(["float64", "float32"]), seed=st.integers(0, 2**32 - 1))
 def test_core_and_bench_paths_match_the_plain_loop(n, heads, d_k, causal, dtype, seed):
     x, w = inputs(n, heads * d_k, seed, dtype)
-    parts = baselines.core_attention(x, *w, heads, causal)
+    parts = vars(baselines.core_attention(x, *w, heads, causal))
     ref = reference_loop(x, *w, heads, causal)
     tol = 1e-12 if dtype == "float64" else TOLERANCE["float32"]
     for name in ("Q", "K", "V", "weights", "heads", "concat", "output"):
@@ -268,26 +265,24 @@ def test_core_and_bench_paths_match_the_plain_loop(n, heads, d_k, causal, dtype,
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_threaded_schedule_is_deterministic_and_matches_whole_arrays(dtype, causal):
+def test_threaded_blocks_are_deterministic_and_match_whole_arrays(dtype, causal, monkeypatch):
+    """The bench's blocked path on two threads: the same bits every time, the whole-array output to rounding."""
+    monkeypatch.setattr(baselines, "cpu_count", lambda: 2)
     x, w = inputs(BIG_N, BIG_D, 3, dtype)
     assert BIG_H * BIG_N**2 >= schedule.PARALLEL_MIN
-    first, again = (multi_head_attention(x, *w, BIG_H, causal, attender=THREADED) for _ in range(2))
-    for name in ("scores", "weights", "heads", "output"):
-        np.testing.assert_array_equal(first[name], again[name], err_msg=name)
-    whole = multi_head_attention(x, *w, BIG_H, causal, attender=attend_all)
+    first, again = (baselines.output_only_blocked(x, *w, BIG_H, causal) for _ in range(2))
+    np.testing.assert_array_equal(first, again)
+    whole = multi_head_attention(x, x, x, *w, BIG_H, causal)
     tol = 1e-12 if dtype == "float64" else 1e-5
-    for name in ("weights", "heads", "output"):
-        np.testing.assert_allclose(first[name], whole[name], atol=tol, rtol=0, err_msg=name)
+    np.testing.assert_allclose(first, whole.output, atol=tol, rtol=0)
     plain = baselines.numpy_per_head(x.astype(np.float64), *(m.astype(np.float64) for m in w), BIG_H, causal)
-    np.testing.assert_allclose(first["output"], plain, atol=1e-12 if dtype == "float64" else 1e-4, rtol=0)
-    np.testing.assert_allclose(baselines.output_only_blocked(x, *w, BIG_H, causal), first["output"],
-                               atol=tol, rtol=0)
-    weights = first["weights"]
+    np.testing.assert_allclose(whole.output, plain, atol=1e-12 if dtype == "float64" else 1e-4, rtol=0)
+    weights = whole.weights
     assert not np.isnan(weights).any()
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-12 if dtype == "float64" else 1e-5)
     if causal:
         later = np.triu(np.ones((BIG_N, BIG_N), dtype=bool), 1)
-        assert (weights[:, later] == 0).all() and np.isneginf(first["scores"][:, later]).all()
+        assert (weights[:, later] == 0).all() and np.isneginf(whole.scores[:, later]).all()
 
 
 def test_matmuls_only_are_the_cores_products_without_mask_and_softmax():
@@ -328,7 +323,7 @@ def test_blocked_output_memory_grows_with_n_not_n_squared():
 
 def test_worker_errors_reach_the_caller(monkeypatch):
     """A block that fails on a worker thread fails the whole call, with its own exception."""
-    real, calls, lock = schedule.attend, [], threading.Lock()
+    real, calls, lock = baselines.attend, [], threading.Lock()
 
     def second_block_fails(q, k, v, blocked):
         with lock:
@@ -339,9 +334,10 @@ def test_worker_errors_reach_the_caller(monkeypatch):
         return real(q, k, v, blocked)
 
     x, w = inputs(BIG_N, BIG_D, 0)
-    monkeypatch.setattr(schedule, "attend", second_block_fails)
+    monkeypatch.setattr(baselines, "attend", second_block_fails)
+    monkeypatch.setattr(baselines, "cpu_count", lambda: 2)
     with pytest.raises(ValueError, match="block 2"):
-        multi_head_attention(x, *w, BIG_H, False, attender=THREADED)
+        baselines.output_only_blocked(x, *w, BIG_H, False)
     assert len(calls) >= 2  # it did run on blocks
 
 

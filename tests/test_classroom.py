@@ -460,7 +460,8 @@ def test_exercise_answers_match_the_tool(runner):
     assert [int(picks[i, 7]) for i in range(4)] == [6, 4, 0, 7]
     assert [p for p in range(11) if picks[1, p] == picks[3, p]] == [0, 1, 2, 4, 5]
     # 13: one wide head against four designed heads
-    single = multi_head_attention(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1, False)["weights"]
+    single = multi_head_attention(trace.X, trace.X, trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1,
+                                  False).weights
     assert f"{row_entropy(single).mean():.2f}" == "0.06"
     assert f"{mean_pairwise_js(np.asarray(trace.weights)):.3f}" == "0.788"
     # 14: random head 2 on the repeated sample, per query

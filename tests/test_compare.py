@@ -44,9 +44,9 @@ def identical_heads_trace(text: str, heads: int, d_model: int, causal: bool = Fa
     w_q, w_k, w_v = (np.tile(b, (heads, 1)) for b in block)  # (d/h, d) -> (d, d): head i = same rows
     w_o = rng.standard_normal((d_model, d_model)) / np.sqrt(d_model)
     x = embed(tokens, d_model, 0) + positional_encoding(len(tokens), d_model)
-    parts = attend(x, w_q, w_k, w_v, w_o, heads, causal)
+    attention = attend(x, x, x, w_q, w_k, w_v, w_o, heads, causal)
     return Trace(config=Config(heads=heads, d_model=d_model, causal=causal), tokens=tokens,
-                 token_ids=vocabulary(tokens)[1], X=x, W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, **parts)
+                 token_ids=vocabulary(tokens)[1], X=x, W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, **vars(attention))
 
 
 # ---------------------------------------------------------------------------

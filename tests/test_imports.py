@@ -109,9 +109,9 @@ def test_core_loads_no_terminal_plotting_or_cli_library():
 
 
 def test_big_core_run_loads_no_terminal_plotting_or_cli_library():
-    """The threaded path (threadpoolctl) is taken for large inputs; it must not widen the imports either."""
+    """A long text takes the same path; it must not widen the imports either."""
     code = ("import mhacli.attention.trace as c; from mhacli.attention.config import Config; "
-            "c.run_tokens(['w'] * 1100, Config(heads=1), cores=2)")
+            "c.run_tokens(['w'] * 1100, Config(heads=1))")
     loaded = loaded_packages(code=code)
     assert not loaded & {"rich", "matplotlib", "typer", "click", "PIL"}
 

@@ -214,8 +214,8 @@ def test_each_kind_of_weights_is_one_source_class():
 
     from mhacli.attention.config import Config
     from mhacli.attention.errors import UsageError
-    from mhacli.attention.trace import (DesignedWeights, OwnWeights, RandomWeights, TrainedWeights, run_tokens,
-                                   source_for)
+    from mhacli.attention.trace import (DesignedWeights, Inputs, OwnWeights, RandomWeights, TrainedWeights,
+                                        run_tokens, source_for)
     from mhacli.models.state_dict import AttentionWeights
 
     assert type(source_for(Config())) is RandomWeights
@@ -228,8 +228,8 @@ def test_each_kind_of_weights_is_one_source_class():
     again = run_tokens(["a", "b", "c"], Config(heads=2, d_model=8, weights="pytorch"), weights=mine)
     np.testing.assert_array_equal(again.weights, random.weights)
     e, p = np.asarray(random.embeddings), np.asarray(random.positions)
-    model = SimpleNamespace(inputs=lambda tokens: (e, p, mine.w_q, mine.w_k, mine.w_v, mine.w_o),
-                            labels=("first", "second"))
+    model = SimpleNamespace(run_inputs=lambda tokens: Inputs(e, p, mine.w_q, mine.w_k, mine.w_v, mine.w_o,
+                                                             rules=("first", "second")))
     assert type(source_for(Config(d_model=8), model=model)) is TrainedWeights
     trained = run_tokens(["a", "b", "c"], Config(heads=2, d_model=8, weights="trained"), model=model)
     np.testing.assert_array_equal(trained.weights, random.weights)

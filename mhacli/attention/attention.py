@@ -1,19 +1,13 @@
-"""Multi-head attention, one small function per step of the article.
+"""Multi-head attention as the article writes it: one small function per step, then the whole in one screen.
 
-Notation follows the article; the weight layout follows PyTorch's
-``nn.MultiheadAttention`` (``q = x @ W_q.T``; head i owns rows
-i·d/h … (i+1)·d/h − 1 of W_q).  The article's per-head matrix is derived,
-never stored twice: ``W_q^i = W_q[rows_i].T`` (d × d/h).
-
-:func:`multi_head_attention` runs the steps in order on whole arrays.  For a
-long text the same functions run on blocks of query rows, spread over the
-cores (:mod:`mhacli.attention.schedule`); nothing here is written twice.
+Weights are in PyTorch's layout (``q = x @ W_q.T``; head i owns rows i·d/h … (i+1)·d/h − 1 of W_q); the
+article's per-head matrix is derived from it, never stored twice: ``W_q^i = W_q[rows_i].T`` (d × d/h).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,10 +42,8 @@ def split_heads(m: Array, heads: int) -> Array:
 
 def attention_scores(q: Array, k: Array) -> Array:
     """S^i = Q^i K^iᵀ / √(d/h); dividing keeps the scores' spread independent of the head width."""
-    d_k = q.shape[-1]
-    # math.sqrt, a Python float, keeps float32 scores float32 (a numpy float64 would widen them).
     scores = q @ np.swapaxes(k, -1, -2)  # (h, B, d/h) @ (h, d/h, N) -> (h, B, N)
-    scores /= math.sqrt(d_k)  # in place: no second (h, B, N) array
+    scores /= math.sqrt(q.shape[-1])  # a Python float keeps float32 scores float32
     return scores
 
 
@@ -71,18 +63,16 @@ def apply_mask(scores: Array, blocked: Array) -> Array:
     return scores
 
 
-def softmax(scores: Array, out: Array | None = None) -> Array:
+def softmax(scores: Array) -> Array:
     """Row softmax, computed stably: subtracting the row max leaves the result unchanged but keeps exp() ≤ 1."""
-    out = np.empty_like(scores) if out is None else out
     row_max = scores.max(axis=-1, keepdims=True)  # (..., 1)
-    # A row with every key blocked has max −∞; use 0 there so it gives zeros, not NaN.
-    row_max[~np.isfinite(row_max)] = 0.0
-    np.subtract(scores, row_max, out=out)  # (..., N)
+    row_max[~np.isfinite(row_max)] = 0.0  # a row with every key blocked has max −∞: zeros, not NaN
+    out = scores - row_max  # (..., N)
     np.exp(out, out=out)
     total = out.sum(axis=-1, keepdims=True)  # (..., 1)
     total[total == 0] = 1.0  # a fully blocked row is all zeros already
-    # One division per row, then N multiplications: a division costs several multiplications.
-    return np.multiply(out, 1.0 / total, out=out)  # (..., N)
+    out *= 1.0 / total  # one division per row, then N multiplications
+    return out
 
 
 def weigh_values(weights: Array, v: Array) -> Array:
@@ -97,7 +87,7 @@ def merge_heads(heads_out: Array) -> Array:
 
 
 def attend(q: Array, k: Array, v: Array, blocked: Array | None) -> tuple[Array, Array, Array]:
-    """Scores, weights and output of every head for some query rows: steps 3 to 6 of the article."""
+    """Scores, weights and output of every head for some query rows: the article's steps 3 to 6."""
     scores = attention_scores(q, k)  # (h, B, N)
     if blocked is not None:
         apply_mask(scores, blocked)  # (h, B, N)
@@ -105,33 +95,33 @@ def attend(q: Array, k: Array, v: Array, blocked: Array | None) -> tuple[Array, 
     return scores, weights, weigh_values(weights, v)  # (h, B, N), (h, B, N), (h, B, d/h)
 
 
-def attend_all(q: Array, k: Array, v: Array, causal: bool) -> tuple[Array, Array, Array]:
-    """:func:`attend` for every query row at once, with the causal mask when asked."""
-    n = q.shape[1]
-    return attend(q, k, v, causal_mask(n) if causal else None)
+@dataclass(frozen=True)
+class Attention:
+    """Every intermediate of one multi-head attention, by the article's names (the head axis first)."""
+
+    Q: Array  # (h, N, d/h)
+    K: Array  # (h, N, d/h)
+    V: Array  # (h, N, d/h)
+    scores: Array  # (h, N, N) scaled, blocked keys at −∞
+    weights: Array  # (h, N, N) A^i = softmax(S^i) per row
+    heads: Array  # (h, N, d/h) head_i = A^i V^i
+    concat: Array  # (N, d) H = [head_1 … head_h]
+    output: Array  # (N, d) O = H W^Oᵀ
+    mask: Array | None  # (N, N) True where a query may not look; None when not causal
 
 
-Attender = Callable[[Array, Array, Array, bool], "tuple[Array, Array, Array]"]
-
-
-def multi_head_attention(
-    x: Array, w_q: Array, w_k: Array, w_v: Array, w_o: Array, heads: int, causal: bool,
-    biases: dict[str, Array] | None = None, attender: Attender = attend_all, x_v: Array | None = None,
-) -> dict[str, Array | None]:
-    """Multi-head attention of x (N, d) with PyTorch-layout weights; every intermediate by name.
-
-    ``attender`` runs steps 3 to 6 (scores … weighted values); :mod:`mhacli.attention.schedule`
-    passes one that takes the query rows a block at a time on every core.  ``x_v``: what the values are
-    made from when it is not x (a model trained with values from the word embeddings alone: V = E W_vᵀ).
-    """
+def multi_head_attention(query: Array, key: Array, value: Array, w_q: Array, w_k: Array, w_v: Array,
+                         w_o: Array, heads: int, causal: bool = False,
+                         biases: dict[str, Array] | None = None) -> Attention:
+    """The article's multi-head attention. Like PyTorch's ``MultiheadAttention.forward(query, key, value)``,
+    it takes what Q, K and V are made from: in self-attention all three are X; the grammar model makes V from
+    the word embeddings E alone (it says so where it builds its inputs)."""
     b = biases or {}
-    n = x.shape[0]
-    q = split_heads(project(x, w_q, b.get("b_q")), heads)  # (N, d) -> (h, N, d/h)
-    k = split_heads(project(x, w_k, b.get("b_k")), heads)  # (N, d) -> (h, N, d/h)
-    v = split_heads(project(x if x_v is None else x_v, w_v, b.get("b_v")), heads)  # (N, d) -> (h, N, d/h)
-    mask = causal_mask(n) if causal else None  # (N, N)
-    scores, weights, heads_out = attender(q, k, v, causal)  # (h, N, N), (h, N, N), (h, N, d/h)
+    q = split_heads(project(query, w_q, b.get("b_q")), heads)  # (N, d) -> (h, N, d/h)   Q^i = X W_q^i
+    k = split_heads(project(key, w_k, b.get("b_k")), heads)  # (N, d) -> (h, N, d/h)     K^i = X W_k^i
+    v = split_heads(project(value, w_v, b.get("b_v")), heads)  # (N, d) -> (h, N, d/h)   V^i = X W_v^i
+    mask = causal_mask(len(query)) if causal else None  # (N, N)
+    scores, weights, heads_out = attend(q, k, v, mask)  # (h, N, N), (h, N, N), (h, N, d/h)
     concat = merge_heads(heads_out)  # (h, N, d/h) -> (N, d)
-    output = project(concat, w_o, b.get("b_o"))  # (N, d) -> (N, d)
-    return {"Q": q, "K": k, "V": v, "scores": scores, "weights": weights,
-            "heads": heads_out, "concat": concat, "output": output, "mask": mask}
+    output = project(concat, w_o, b.get("b_o"))  # (N, d) -> (N, d)                    O = H W^Oᵀ
+    return Attention(q, k, v, scores, weights, heads_out, concat, output, mask)

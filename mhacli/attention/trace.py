@@ -8,7 +8,6 @@ reads files or touches global random state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -18,7 +17,6 @@ from mhacli.attention.config import Config
 from mhacli.attention.display import page_of
 from mhacli.attention.embed import embed, init_weights, positional_encoding, vocabulary
 from mhacli.attention.errors import UsageError
-from mhacli.attention.schedule import attend_blocked
 from mhacli.attention.steps import ParameterCount, SplitCost, Step, split_cost, steps_for
 
 Array = np.ndarray
@@ -287,13 +285,12 @@ def source_for(config: Config, weights: OwnAttention | None = None,
 
 
 def run_tokens(tokens: Sequence[str], config: Config, weights: OwnAttention | None = None,
-               model: TrainedModel | None = None, cores: int = 1) -> Trace:
+               model: TrainedModel | None = None) -> Trace:
     """Run multi-head attention over given tokens under ``config``.
 
     ``weights``: your own nn.MultiheadAttention weights (the toy embedding makes X);
     ``model``: a trained model (its own embedding, positions and weights); neither: the kind
-    ``config.weights`` names (:func:`source_for`).  ``cores``: threads the long runs may take (the same
-    bits whatever the number).
+    ``config.weights`` names (:func:`source_for`).
     """
     tokens = tuple(tokens)
     if not tokens:
@@ -307,12 +304,14 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: OwnAttention | No
     e, p = got.e.astype(dtype), got.p.astype(dtype)
     w_q, w_k, w_v, w_o = (w.astype(dtype) for w in (got.w_q, got.w_k, got.w_v, got.w_o))
     x = e + p  # (N, d)
-    parts = multi_head_attention(x, w_q, w_k, w_v, w_o, config.heads, config.causal, biases=biases,
-                                 attender=partial(attend_blocked, cores=cores), x_v=e if got.word_values else None)
-    for name in ("scores", "weights"):
-        # Fresh arrays nobody else holds: frozen where they are, so the trace does not copy (h, N, N) twice.
-        parts[name].setflags(write=False)  # type: ignore[union-attr]
+    # A model trained with positions in Q and K only makes its values from the word embeddings alone: V = E W_v.
+    values = e if got.word_values else x  # (N, d)
+    attention = multi_head_attention(x, x, values, w_q, w_k, w_v, w_o, config.heads, config.causal, biases)
+    for array in vars(attention).values():  # fresh arrays nobody else holds: frozen here, not copied by Trace
+        if array is not None:
+            array.setflags(write=False)
     return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,
                  W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=got.rules, parse=got.parse, folds_case=got.folds_case,
                  model_ids=got.ids is not None, word_values=got.word_values, mapped=got.mapped,
-                 **biases, **parts)  # type: ignore[arg-type]
+                 b_q=biases.get("b_q"), b_k=biases.get("b_k"), b_v=biases.get("b_v"), b_o=biases.get("b_o"),
+                 **vars(attention))

@@ -1,7 +1,7 @@
 """What ``mha bench`` times the core against, kept here, apart from the product.
 
 * :func:`core_attention`: what :func:`mhacli.attention.trace.run_tokens` computes, every
-  intermediate kept (the core's step functions on blocks of query rows, threaded);
+  intermediate kept (:func:`~mhacli.attention.attention.multi_head_attention`);
 * :func:`output_only_blocked` (``--blocked``): the same step functions on the same
   blocks, each block's scores and weights dropped once its output rows are made, so
   memory grows with N instead of N²;
@@ -18,13 +18,12 @@ from __future__ import annotations
 import importlib.util
 import math
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import Callable
 
 import numpy as np
 
-from mhacli.attention.attention import (attend, attention_scores, causal_mask, merge_heads, multi_head_attention,
-                                   project, split_heads)
+from mhacli.attention.attention import (Attention, attend, attention_scores, causal_mask, merge_heads,
+                                       multi_head_attention, project, split_heads)
 from mhacli.attention.schedule import PARALLEL_MIN, row_blocks, rows_per_block, single_threaded_blas
 from mhacli.io.host import cpu_count
 
@@ -33,12 +32,9 @@ Weights = tuple[Array, Array, Array, Array]
 
 
 def core_attention(x: Array, w_q: Array, w_k: Array, w_v: Array, w_o: Array, heads: int,
-                   causal: bool) -> dict[str, Array | None]:
-    """The core as a trace runs it: the article's steps, steps 3 to 6 on blocks of rows over the cores."""
-    from mhacli.attention.schedule import attend_blocked
-
-    return multi_head_attention(x, w_q, w_k, w_v, w_o, heads, causal,
-                                attender=partial(attend_blocked, cores=cpu_count()))
+                   causal: bool) -> Attention:
+    """The attention as a trace runs it: the article's steps on whole arrays."""
+    return multi_head_attention(x, x, x, w_q, w_k, w_v, w_o, heads, causal)
 
 
 def _on_blocks(work: Callable[[slice], None], n: int, heads: int, itemsize: int) -> None:

@@ -141,13 +141,13 @@ def single_head(trace: Trace) -> Trace:
     from mhacli.attention.attention import multi_head_attention
     from mhacli.attention.trace import Trace
 
-    parts = multi_head_attention(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1, trace.config.causal,
-                                 x_v=trace.X_v)
+    attention = multi_head_attention(trace.X, trace.X, trace.X_v, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1,
+                                     trace.config.causal)
     return Trace(config=replace(trace.config, heads=1), tokens=trace.tokens, token_ids=trace.token_ids,
                  X=trace.X, W_q=trace.W_q, W_k=trace.W_k, W_v=trace.W_v, W_o=trace.W_o,
                  embeddings=trace.embeddings, positions=trace.positions, source=trace.source,
                  word_values=trace.word_values,
-                 **parts)  # type: ignore[arg-type]  # the step arrays by name, as run_tokens passes them
+                 **vars(attention))
 
 
 def compare(trace: Trace, single: Trace, apart: TrainedApart | None = None) -> Comparison:

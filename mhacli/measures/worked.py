@@ -27,7 +27,7 @@ def worked_example(seed: int = 0, causal: bool = False) -> Trace:
     x = rng.integers(0, 2, size=(n, d)).astype(np.float64)  # (N, d) zeros and ones
     x[np.arange(n), np.arange(n) % d] = 1.0  # no all-zero row: every token has something to say
     w_q, w_k, w_v, w_o = rng.integers(-1, 2, size=(4, d, d)).astype(np.float64)  # (d, d) each, PyTorch layout
-    parts = multi_head_attention(x, w_q, w_k, w_v, w_o, HEADS, causal)
+    attention = multi_head_attention(x, x, x, w_q, w_k, w_v, w_o, HEADS, causal)
     config = Config(heads=HEADS, d_model=d, seed=seed, causal=causal, weights="worked")
     return Trace(config=config, tokens=TOKENS, token_ids=vocabulary(TOKENS)[1], X=x,
-                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, **parts)  # type: ignore[arg-type]
+                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, **vars(attention))

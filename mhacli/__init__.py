@@ -34,6 +34,9 @@ _PUBLIC = {
     "Card": "mhacli.core.card",
     "knockout": "mhacli.core.knockout",
     "Knockout": "mhacli.core.knockout",
+    # Attention in tiles (issue 45): the same output one block of keys at a time, with the online softmax.
+    "attention_in_tiles": "mhacli.core.tiles",
+    "tiled_attention": "mhacli.core.tiles",
     # Pictures, for notebooks and scripts: each returns a matplotlib Figure (shown inline in Jupyter).
     "head_figure": "mhacli.notebook",
     "heads_figure": "mhacli.notebook",
@@ -46,6 +49,7 @@ _PUBLIC = {
 
 __all__ = ["__version__", "run", "Run", "Request", "ModelOptions", "Config", "Trace", "load_trace", "from_attention",
            "AttentionView", "AttentionWeights", "report_card", "Card", "knockout", "Knockout",
+           "attention_in_tiles", "tiled_attention",
            "head_figure", "heads_figure", "magnifiers_figure", "split_figure", "compare_figure",
            "html_page", "save_figures"]
 
@@ -53,6 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mhacli.core.card import Card, report_card
     from mhacli.core.config import Config
     from mhacli.core.knockout import Knockout, knockout
+    from mhacli.core.tiles import attention_in_tiles, tiled_attention
     from mhacli.core.trace import Trace
     from mhacli.core.view import AttentionView, from_attention
     from mhacli.core.weights import AttentionWeights

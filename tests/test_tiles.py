@@ -1,0 +1,89 @@
+"""Attention in tiles (issue 45 item 4): the online softmax gives the full computation's output, block by block."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mhacli.core.errors import UsageError
+from mhacli.core.tiles import attention_in_tiles, tiled_attention
+
+
+def full(q, k, v, causal):
+    """The textbook way: every score at once, N×N, then the softmax row by row."""
+    s = q @ k.T / np.sqrt(q.shape[1])  # (N, N)
+    if causal:
+        s[np.triu(np.ones(s.shape, bool), 1)] = -np.inf
+    a = np.exp(s - s.max(1, keepdims=True))
+    return (a / a.sum(1, keepdims=True)) @ v, s
+
+
+def close(a: float, b: float) -> bool:
+    """Equal to round-off (and −inf equals −inf)."""
+    return bool(np.isclose(a, b, rtol=1e-12, atol=1e-15))
+
+
+@st.composite
+def heads(draw):
+    n, d_k, d_v = draw(st.integers(1, 24)), draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    scale = draw(st.sampled_from([0.1, 1.0, 10.0]))  # 10: scores in the hundreds, where a naive exp overflows
+    return (scale * rng.standard_normal((n, d_k)), scale * rng.standard_normal((n, d_k)),
+            rng.standard_normal((n, d_v)))
+
+
+@given(heads(), st.booleans())
+def test_tiled_equals_full_for_every_block_size(qkv, causal):
+    q, k, v = qkv
+    want, _ = full(q, k, v, causal)
+    for block in range(1, q.shape[0] + 1):
+        assert np.max(np.abs(tiled_attention(q, k, v, block, causal) - want)) <= 1e-12, block
+
+
+@given(heads(), st.booleans(), st.data())
+def test_the_query_rows_record_ends_at_the_full_rows_max_and_sum(qkv, causal, data):
+    q, k, v = qkv
+    n = q.shape[0]
+    block, query = data.draw(st.integers(1, n)), data.draw(st.integers(0, n - 1))
+    tiled = attention_in_tiles(q, k, v, block, causal, query)
+    _, s = full(q, k, v, causal)
+    row = s[query]
+    assert len(tiled.steps) == -(-n // block) and tiled.held == n * block and tiled.full == n * n
+    assert tiled.steps[0].rescale == 0.0  # nothing was summed before the first block
+    last = tiled.steps[-1]
+    assert close(last.running_max, row.max())
+    assert abs(last.running_sum - np.exp(row - row.max()).sum()) <= 1e-12 * n
+    m_old = -np.inf
+    for step in tiled.steps:  # each rescale is exp(m_old − m_new); the running max never falls
+        seen = row[step.first_key:step.last_key + 1]
+        assert close(step.block_max, seen.max())  # a block's product may differ from the whole one's in the last bit
+        assert step.running_max == max(m_old, step.block_max)
+        if m_old > -np.inf:
+            assert close(step.rescale, np.exp(m_old - step.running_max))
+        m_old = step.running_max
+
+
+def test_a_causal_first_row_ignores_every_later_block():
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((6, 4)), rng.standard_normal((6, 4)), rng.standard_normal((6, 3))
+    tiled = attention_in_tiles(q, k, v, 2, causal=True, query=0)
+    assert [s.block_max for s in tiled.steps[1:]] == [-np.inf, -np.inf]
+    assert [s.rescale for s in tiled.steps[1:]] == [1.0, 1.0] and tiled.steps[-1].running_sum == 1.0
+    assert np.array_equal(tiled.output[0], v[0])
+
+
+@pytest.mark.parametrize(("block", "query", "words"), [(0, 0, "block must be from 1 to N = 5"),
+                                                       (6, 0, "block must be from 1 to N = 5"),
+                                                       (2, 5, "query must be a position from 0 to 4")])
+def test_a_block_or_query_out_of_range_is_refused(block, query, words):
+    q = np.zeros((5, 2))
+    with pytest.raises(UsageError, match=words):
+        attention_in_tiles(q, q, q, block, query=query)
+
+
+def test_the_api_exports_it():
+    import mhacli
+
+    assert mhacli.attention_in_tiles is attention_in_tiles and mhacli.tiled_attention is tiled_attention

@@ -87,3 +87,57 @@ def test_the_api_exports_it():
     import mhacli
 
     assert mhacli.attention_in_tiles is attention_in_tiles and mhacli.tiled_attention is tiled_attention
+
+
+# --------------------------------------------------------------------------
+# mha tiles
+# --------------------------------------------------------------------------
+
+ENV = {"NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "80"}
+CAT = "the cat sat on the mat"
+
+
+def _rows(stdout: str) -> list[list[str]]:
+    """The table's rows: block number, keys, block max, running max, rescale, running sum."""
+    return [line.split() for line in stdout.splitlines() if line.split()[:1] and line.split()[0].isdigit()
+            and len(line.split()) == 6]
+
+
+@pytest.mark.parametrize(("block", "causal"), [(1, False), (2, False), (4, True), (6, True)])
+def test_mha_tiles_shows_each_block_and_the_full_rows_sum(runner, block, causal):
+    from mhacli import run
+    from mhacli.cli.app import app
+
+    args = ["tiles", CAT, "--block", str(block), "--query", "sat", "--head", "2"] + (["--causal"] if causal else [])
+    out = runner.invoke(app, args, env=ENV)
+    assert out.exit_code == 0, out.output
+    rows = _rows(out.stdout)
+    assert [r[0] for r in rows] == [str(i + 1) for i in range(-(-6 // block))]
+    row = run(CAT, causal=causal).trace.scores[1][2]  # head 2, query 'sat' (position 2)
+    assert float(rows[-1][5].replace("−", "-")) == pytest.approx(np.exp(row - row.max()).sum(), rel=1e-3)
+    assert float(rows[-1][3].replace("−", "-")) == pytest.approx(row.max(), rel=1e-3, abs=1e-4)
+    said = " ".join(out.stdout.split())
+    assert "→ the same attention" in said
+    assert f"N×B = 6×{block} = {6 * block} numbers ({6 * block * 8} bytes), against N×N = 36" in said
+    assert all(len(line) <= 80 for line in out.stdout.splitlines())
+
+
+def test_mha_tiles_at_40_columns(runner):
+    from mhacli.cli.app import app
+
+    out = runner.invoke(app, ["tiles", "--block", "3"], env={**ENV, "COLUMNS": "40"})
+    assert out.exit_code == 0, out.output
+    assert all(len(line) <= 40 for line in out.stdout.splitlines())
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--block", "0"], "--block must be from 1 to N = 6"),
+    (["--block", "7"], "--block must be from 1 to N = 6"),
+    (["--head", "5"], "--head must be from 1 to 4"),
+    (["--query", "dog"], "--query 'dog' is not a token of the text"),
+])
+def test_mha_tiles_refuses_in_one_line(runner, args, words):
+    from mhacli.cli.app import app
+
+    out = runner.invoke(app, ["tiles", CAT, *args], env=ENV)
+    assert out.exit_code == 2 and words in out.stderr and "Traceback" not in out.output, out.output

@@ -1,0 +1,68 @@
+"""``mha tiles``: one head's attention computed in tiles of keys, checked against the full computation."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from mhacli.cli import build
+from mhacli.cli.common import finish_run, prepare_run, query_position
+from mhacli.cli.options import FileOpt, SampleOpt, TextArg, model_block, whole_option
+from mhacli.cli.output import print_all
+from mhacli.core.errors import UsageError
+from mhacli.request import ModelOptions  # the type of the model-option block, read by model_block at import
+
+BlockOpt = Annotated[int, typer.Option(
+    "--block", "-B", metavar="N", parser=whole_option,
+    help="Keys per block B: the scores held at once are N×B instead of N×N.")]
+TilesQueryOpt = Annotated[Optional[str], typer.Option(
+    "--query", "-q", show_default=False, metavar="TEXT",
+    help="The query row whose running max, rescale and running sum are shown: a 0-based position or the "
+    "token's text (default: the last token, which sees every block).")]
+HeadOpt = Annotated[int, typer.Option("--head", metavar="N", parser=whole_option,
+                                      help="Which head to compute (1 = the first).")]
+
+
+@model_block("weights", "layer", "words", "heads", "d_model", "seed", "tokenizer", "positions", "causal", "dtype")
+def tiles(
+    text: TextArg = None,
+    file: FileOpt = None,
+    sample: SampleOpt = None,
+    model: ModelOptions = None,  # type: ignore[assignment]  # the model-option block (options.MODEL_BLOCK)
+    block: BlockOpt = 2,
+    query: TilesQueryOpt = None,
+    head: HeadOpt = 1,
+) -> None:
+    """Compute one head's attention a block of keys at a time, as fast kernels do, and check it.
+
+    The online softmax keeps each query row's running max and running sum, rescaling
+    what came before when a block brings a larger score: the output is the full
+    computation's, while only N×B scores are held. Without a text it uses the sample 'cat'.
+
+    Example: [bold]mha tiles "the cat sat on the mat" --block 2 --query mat[/bold]
+    """
+    from mhacli.cli.commands.classroom import DEFAULT_SAMPLE
+
+    if text is None and file is None and sample is None:
+        sample = DEFAULT_SAMPLE
+    request = build.request(model=model, text=text, file=file, sample=sample, query=query)
+    result = finish_run(prepare_run(request.text or "", request.model.given()))
+    trace = result.trace
+    if not 1 <= head <= trace.num_heads:
+        raise UsageError(f"--head must be from 1 to {trace.num_heads} (the run's heads), got {head}.")
+    position = query_position(trace, query)
+    at = trace.n_tokens - 1 if position is None else position
+    if not 1 <= block <= trace.n_tokens:
+        raise UsageError(f"--block must be from 1 to N = {trace.n_tokens} (the text's tokens), got {block}.")
+    from mhacli.core.tiles import attention_in_tiles
+    from mhacli.core.tokenize import label
+    from mhacli.render.tiles import tiles_view
+
+    i = head - 1
+    tiled = attention_in_tiles(trace.Q[i], trace.K[i], trace.V[i], block, trace.config.causal, at)
+    print_all(*tiles_view(tiled, label(trace.tokens[at], 16), head, trace.num_heads, trace.config.causal,
+                          tiled.largest_difference(trace.heads[i]), trace.Q.itemsize))
+
+
+__all__ = ["tiles"]

@@ -53,6 +53,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("quiz", ["quiz", "--json", "--answers"]),
     ("bench", ["bench", "--max-tokens", "16", "--repeats", "1", "--json"]),
     ("bench-train", ["bench", "--train", "--repeats", "1", "--json"]),
+    ("bench-tiles", ["bench", "--tiles", "--max-tokens", "512", "--json"]),
     ("bench-startup", ["bench", "--startup", "--repeats", "1", "--json"]),  # timed stand-ins in the test (below)
 ]
 

@@ -141,3 +141,34 @@ def test_mha_tiles_refuses_in_one_line(runner, args, words):
 
     out = runner.invoke(app, ["tiles", CAT, *args], env=ENV)
     assert out.exit_code == 2 and words in out.stderr and "Traceback" not in out.output, out.output
+
+
+# --------------------------------------------------------------------------
+# mha bench --tiles: the memory curve
+# --------------------------------------------------------------------------
+
+
+def test_tiles_hold_a_fraction_of_the_whole_memory_and_give_the_same_output():
+    from mhacli.bench.tiles import memory_curve
+
+    rows = memory_curve(2048, block=64, d_k=16)
+    assert [r.n for r in rows] == [256, 512, 1024, 2048]
+    assert all(r.difference <= 1e-12 for r in rows)
+    ratios = [r.ratio for r in rows]
+    assert ratios == sorted(ratios, reverse=True)  # the saving grows with N: N×B against N×N
+    assert rows[-1].tiled_peak * 8 <= rows[-1].whole_peak  # 1/8 at N = 2,048 with B = 64 (B/N = 1/32)
+    assert rows[-1].whole_peak >= 2048 * 2048 * 8  # the whole way holds at least its N×N scores
+
+
+def test_mha_bench_tiles_table_and_refusals(runner):
+    from mhacli.cli.app import app
+
+    out = runner.invoke(app, ["bench", "--tiles", "--max-tokens", "512"], env=ENV)
+    assert out.exit_code == 0, out.output
+    assert [line.split()[0] for line in out.stdout.splitlines() if line.split()[:1] in (["256"], ["512"])] == \
+        ["256", "512"]
+    for args, words in [(["--tiles", "--startup"], "--tiles measures memory"),
+                        (["--tiles", "--d-model", "64"], "--d-model sets the layer timed against N"),
+                        (["--tiles", "--max-tokens", "100"], "--max-tokens with --tiles must be from 256")]:
+        bad = runner.invoke(app, ["bench", *args], env=ENV)
+        assert bad.exit_code == 2 and words in bad.stderr, bad.output

@@ -404,6 +404,10 @@ BenchTrainOpt = Annotated[bool, typer.Option(
     "--train", metavar=FLAG, rich_help_panel=BENCH,
     help="Time instead one training step of the default 'mha train' model in numpy, beside the same model "
     "in PyTorch autograd when PyTorch is installed: --repeats blocks of 50 steps each, interleaved.")]
+TilesOpt = Annotated[bool, typer.Option(
+    "--tiles", metavar=FLAG, rich_help_panel=BENCH,
+    help="Measure instead the peak memory of one head's attention against N (256 … --max-tokens, 8192 unless "
+    "given), computed whole (N×N) and in tiles of 256 keys (N×B), as fast kernels do.")]
 StartupOpt = Annotated[bool, typer.Option(
     "--startup", metavar=FLAG, rich_help_panel=BENCH,
     help="Time instead how long 'mha explain' takes to show its first line and to draw its figures, in fresh "

@@ -25,6 +25,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "bench": 1,
     "bench-startup": 1,
     "bench-train": 1,
+    "bench-tiles": 1,  # mha bench --tiles: the memory of attention whole and in tiles (issue 45)
 }
 KINDS = ("trace", *FORMAT_VERSIONS)
 

@@ -49,6 +49,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("shapes", ["shapes", "--json", "--kv-heads", "2", "--layers", "3"]),  # the sharing and the cache (issue 45)
     ("shapes", ["shapes", "--json", "--config", "llama.json", "--tokens", "4096"]),
     ("shapes", ["shapes", "--json", "--config", "latent.json"]),  # head_dim is not d/h: no step table; a latent
+    ("tiles", ["tiles", "--json"]),
+    ("tiles", ["tiles", "the cat sat on the mat", "--causal", "--block", "2", "--query", "0", "--json"]),  # null max
     ("quiz", ["quiz", "--json"]),
     ("quiz", ["quiz", "--json", "--answers"]),
     ("bench", ["bench", "--max-tokens", "16", "--repeats", "1", "--json"]),

@@ -172,3 +172,21 @@ def test_mha_bench_tiles_table_and_refusals(runner):
                         (["--tiles", "--max-tokens", "100"], "--max-tokens with --tiles must be from 256")]:
         bad = runner.invoke(app, ["bench", *args], env=ENV)
         assert bad.exit_code == 2 and words in bad.stderr, bad.output
+
+
+def test_mha_tiles_json_is_the_query_rows_record(runner):
+    import json
+
+    from mhacli import run
+    from mhacli.cli.app import app
+
+    out = runner.invoke(app, ["tiles", CAT, "--causal", "--block", "2", "--query", "1", "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    steps = doc["steps"]
+    assert [(s["first_key"], s["last_key"]) for s in steps] == [(0, 1), (2, 3), (4, 5)]
+    assert [s["block_max"] is None for s in steps] == [False, True, True]  # −∞: keys after 'cat' are hidden
+    row = run(CAT, causal=True).trace.scores[0][1][:2]  # head 1, query 1 sees keys 0 and 1
+    assert steps[-1]["running_sum"] == pytest.approx(np.exp(row - row.max()).sum(), rel=1e-12)
+    assert (doc["scores_held"], doc["scores_full"], doc["bytes_per_number"]) == (12, 36, 8)
+    assert doc["largest_difference"] <= 1e-12

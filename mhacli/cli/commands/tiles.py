@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import math
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from mhacli.cli import build
 from mhacli.cli.common import finish_run, prepare_run, query_position
-from mhacli.cli.options import FileOpt, SampleOpt, TextArg, model_block, whole_option
-from mhacli.cli.output import print_all
+from mhacli.cli.options import FileOpt, NumbersJsonOpt, SampleOpt, TextArg, model_block, whole_option
+from mhacli.cli.output import json_document, print_all, write_stdout
 from mhacli.core.errors import UsageError
 from mhacli.request import ModelOptions  # the type of the model-option block, read by model_block at import
+
+if TYPE_CHECKING:
+    from mhacli.core.tiles import Tiled
+    from mhacli.request import Request
 
 BlockOpt = Annotated[int, typer.Option(
     "--block", "-B", metavar="N", parser=whole_option,
@@ -33,6 +38,7 @@ def tiles(
     block: BlockOpt = 2,
     query: TilesQueryOpt = None,
     head: HeadOpt = 1,
+    json_out: NumbersJsonOpt = False,
 ) -> None:
     """Compute one head's attention a block of keys at a time, as fast kernels do, and check it.
 
@@ -46,23 +52,48 @@ def tiles(
 
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
-    request = build.request(model=model, text=text, file=file, sample=sample, query=query)
-    result = finish_run(prepare_run(request.text or "", request.model.given()))
-    trace = result.trace
-    if not 1 <= head <= trace.num_heads:
-        raise UsageError(f"--head must be from 1 to {trace.num_heads} (the run's heads), got {head}.")
-    position = query_position(trace, query)
-    at = trace.n_tokens - 1 if position is None else position
-    if not 1 <= block <= trace.n_tokens:
-        raise UsageError(f"--block must be from 1 to N = {trace.n_tokens} (the text's tokens), got {block}.")
+    _tiles(build.request(model=model, text=text, file=file, sample=sample, query=query, json_out=json_out), block,
+           head)
+
+
+def _tiles(request: Request, block: int, head: int) -> None:
+    """The request's run, head ``head`` computed in tiles of ``block`` keys: its table, or its JSON."""
     from mhacli.core.tiles import attention_in_tiles
     from mhacli.core.tokenize import label
-    from mhacli.render.tiles import tiles_view
 
+    trace = finish_run(prepare_run(request.text or "", request.model.given())).trace
+    if not 1 <= head <= trace.num_heads:
+        raise UsageError(f"--head must be from 1 to {trace.num_heads} (the run's heads), got {head}.")
+    position = query_position(trace, request.outputs.query)
+    at = trace.n_tokens - 1 if position is None else position  # the last token: its row sees every block
+    if not 1 <= block <= trace.n_tokens:
+        raise UsageError(f"--block must be from 1 to N = {trace.n_tokens} (the text's tokens), got {block}.")
     i = head - 1
     tiled = attention_in_tiles(trace.Q[i], trace.K[i], trace.V[i], block, trace.config.causal, at)
+    difference = tiled.largest_difference(trace.heads[i])  # against the run's own full computation
+    if request.outputs.json:
+        write_stdout(json_document("tiles", tiles_document(tiled, head, trace.tokens[at], trace.config.causal,
+                                                           difference, trace.Q.itemsize)) + "\n")
+        return
+    from mhacli.render.tiles import tiles_view
+
     print_all(*tiles_view(tiled, label(trace.tokens[at], 16), head, trace.num_heads, trace.config.causal,
-                          tiled.largest_difference(trace.heads[i]), trace.Q.itemsize))
+                          difference, trace.Q.itemsize))
+
+
+def tiles_document(tiled: Tiled, head: int, token: str, causal: bool, difference: float,
+                   itemsize: int) -> dict[str, Any]:
+    """``mha tiles --json``: the query row's record (−∞, a block the causal mask hides, as null) and the check."""
+    def finite(x: float) -> float | None:
+        return None if x == -math.inf else x
+
+    return {"head": head, "query": tiled.query, "query_token": token, "block": tiled.block, "causal": causal,
+            "tokens": tiled.output.shape[0],
+            "steps": [{"block": s.block + 1, "first_key": s.first_key, "last_key": s.last_key,
+                       "block_max": finite(s.block_max), "running_max": s.running_max, "rescale": s.rescale,
+                       "running_sum": s.running_sum} for s in tiled.steps],
+            "largest_difference": difference, "scores_held": tiled.held, "scores_full": tiled.full,
+            "bytes_per_number": itemsize}
 
 
 __all__ = ["tiles"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from io import StringIO
 
 import pytest
@@ -35,13 +36,15 @@ def layers(draw: st.DrawFn) -> tuple[Sharing, int]:
     return layer, draw(st.integers(1, 200_000))
 
 
-@given(layers())
-def test_parameters_are_the_four_matrices_sizes(drawn):
+@given(layers(), st.integers(1, 4096))
+def test_parameters_are_the_four_matrices_sizes(drawn, width):
     layer, _ = drawn
-    d, h, g, dh = layer.d_model, layer.heads, layer.kv_heads, layer.head_dim
-    # W_q (h·d_h, d), W_k and W_v (g·d_h, d), W_o (d, h·d_h) in PyTorch's layout: their entries, counted.
-    shapes = [(h * dh, d), (g * dh, d), (g * dh, d), (d, h * dh)]
-    assert layer.parameters == sum(rows * cols for rows, cols in shapes)
+    for shown in (layer, replace(layer, d_model=width)):  # d = h·d_h, and a config's d apart from h·d_h
+        d, h, g, dh = shown.d_model, shown.heads, shown.kv_heads, shown.head_dim
+        # W_q (h·d_h, d), W_k and W_v (g·d_h, d), W_o (d, h·d_h) in PyTorch's layout: their entries, counted.
+        shapes = [(h * dh, d), (g * dh, d), (g * dh, d), (d, h * dh)]
+        assert shown.parameters == sum(rows * cols for rows, cols in shapes)
+    d, h, g = layer.d_model, layer.heads, layer.kv_heads
     # The issue's closed forms, exactly: MHA 4d², GQA 2d²(1 + g/h), MQA 2d²(1 + 1/h).
     assert layer.parameters * h == 2 * d * d * (h + g)
     assert layer.with_kv_heads(h).parameters == 4 * d * d
@@ -104,6 +107,14 @@ def test_deepseek_v2s_latent_is_576_numbers_against_32768():
 def test_a_config_that_cannot_be_read_is_refused_by_its_key(config, words):
     with pytest.raises(UsageError, match=words):
         from_config(config)
+
+
+def test_a_config_in_transformers_newer_words():
+    """``dtype`` instead of ``torch_dtype``, written as torch prints it; no num_key_value_heads: MHA."""
+    layer = from_config({"hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                         "dtype": "torch.bfloat16"})
+    assert (layer.kv_heads, layer.head_dim, layer.dtype, layer.name) == (32, 128, "bfloat16", "MHA")
+    assert from_config(LLAMA_2_70B, dtype="float32").cache_per_token == 640 * KIB  # a given dtype wins
 
 
 def test_g_must_divide_h():

@@ -103,13 +103,13 @@ def shapes(
     d_model = DEFAULT.d_model if d_model is None else d_model
     heads = DEFAULT.heads if heads is None else heads
     layer = _sharing(tokens, d_model, heads, kv_heads, layers, dtype, config, given)
-    if layer is None or layer.head_dim * layer.heads == layer.d_model:
-        d_model, heads = (layer.d_model, layer.heads) if layer else (d_model, heads)
-        check_shapes(tokens, d_model, heads)  # no arrays are made, so no memory limit: sizes of real models work
-        _shapes(tokens, d_model, heads, causal, markdown, json_out, layer)
-    else:  # a config whose head_dim is not d/h: the article's step table does not apply, the sizes do
-        check_shapes(tokens, 1, 1)
-        _kv_only(tokens, layer, markdown, json_out)
+    if layer is not None and layer.heads * layer.head_dim != layer.d_model:
+        # A config whose head width is not d/h: the article's step table assumes d/h, the sizes do not.
+        check_shapes(tokens, layer.heads * layer.head_dim, layer.heads)  # the width attention works in
+        return _kv_only(tokens, layer, markdown, json_out)
+    d_model, heads = (layer.d_model, layer.heads) if layer is not None else (d_model, heads)
+    check_shapes(tokens, d_model, heads)  # no arrays are made, so no memory limit: sizes of real models work
+    _shapes(tokens, d_model, heads, causal, markdown, json_out, layer)
 
 
 def _sharing(tokens: int, d_model: int, heads: int, kv_heads: int | None, layers: int | None,

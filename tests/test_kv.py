@@ -196,8 +196,9 @@ def test_shapes_kv_heads_markdown(runner):
     (["--layers", "0"], "--layers"),
     (["--dtype", "float12"], "--dtype must be one of"),
     (["--config", "missing.json"], "--config 'missing.json' does not exist"),
-    (["--config", "bad.json"], "--config is not JSON"),
-    (["--config", "list.json"], "holds a JSON list"),
+    (["--config", "bad.json"], "--config 'bad.json' is not JSON"),
+    (["--config", "list.json"], "'list.json' holds an array, not a JSON object"),
+    (["--config", "null.json"], "'null.json' holds null, not a JSON object"),
     (["--config", "small.json"], "'small.json': the config has no hidden_size"),
     (["--config", "ok.json", "--heads", "4"], "--config sets d and h from the model's config.json; drop --heads"),
 ])
@@ -205,6 +206,7 @@ def test_bad_options_and_configs_are_one_line_and_exit_2(runner, tmp_path, monke
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.json").write_text("{hidden_size: 1")
     (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "null.json").write_text("null")
     (tmp_path / "small.json").write_text('{"num_attention_heads": 2}')
     (tmp_path / "ok.json").write_text(json.dumps(LLAMA_2_70B))
     out = runner.invoke(app, ["shapes", *args], env=ENV)

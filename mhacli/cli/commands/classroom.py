@@ -117,7 +117,7 @@ def _sharing(tokens: int, d_model: int, heads: int, kv_heads: int | None, layers
     """The layer whose shared keys and values to show (None: none of the options that ask for it was given)."""
     from dataclasses import replace
 
-    from mhacli.core.kv import BYTES, Sharing
+    from mhacli.core.kv import BYTES, CACHE_DTYPE, Sharing
 
     if dtype is not None and dtype not in BYTES:
         raise UsageError(f"--dtype must be one of {', '.join(BYTES)}; got {dtype!r}.")
@@ -133,10 +133,9 @@ def _sharing(tokens: int, d_model: int, heads: int, kv_heads: int | None, layers
         return None
     from mhacli.core.config import check_shapes
 
-    check_shapes(tokens, d_model, heads)
+    check_shapes(tokens, d_model, heads)  # before d/h is taken
     return Sharing(d_model, heads, heads if kv_heads is None else kv_heads, d_model // heads,
-                   1 if layers is None else layers,
-                   dtype or "float16")
+                   1 if layers is None else layers, dtype or CACHE_DTYPE)
 
 
 def _shapes(tokens: int, d_model: int, heads: int, causal: bool, markdown: bool, json_out: bool,
@@ -166,8 +165,8 @@ def _shapes(tokens: int, d_model: int, heads: int, causal: bool, markdown: bool,
 
         from mhacli.core.steps import efficiency_sentence, split_cost
 
-        shown = shapes_view(tokens, steps, params, causal, efficiency_sentence(split_cost(tokens, d_model, heads,
-                                                                                         causal)))
+        efficiency = efficiency_sentence(split_cost(tokens, d_model, heads, causal))
+        shown = shapes_view(tokens, steps, params, causal, efficiency)
         if layer is not None:
             from rich.text import Text
 
@@ -182,8 +181,8 @@ def _kv_only(tokens: int, layer: Sharing, markdown: bool, json_out: bool) -> Non
     from mhacli.core.kv import kv_document
 
     if json_out:
-        _json("shapes", {"tokens": tokens, "d_model": layer.d_model, "heads": layer.heads, "kv": kv_document(layer,
-                                                                                                             tokens)})
+        _json("shapes", {"tokens": tokens, "d_model": layer.d_model, "heads": layer.heads,
+                         "kv": kv_document(layer, tokens)})
     elif markdown:
         from mhacli.render.kv import sharing_markdown
 

@@ -43,9 +43,21 @@ class Tiled:
     held: int  # score entries held at once: N×B
     full: int  # what the whole computation holds: N×N
 
-    def largest_difference(self, full_output: Array) -> float:
-        """The largest |tiled − full| over every output number."""
-        return float(np.max(np.abs(self.output - full_output)))
+    def check(self, full_output: Array, tolerance: float) -> Check:
+        """The largest |tiled − full| over every output number, against ``tolerance``."""
+        return Check(float(np.max(np.abs(self.output - full_output))), tolerance)
+
+
+@dataclass(frozen=True)
+class Check:
+    """Tiled against full: the largest difference, and the round-off allowed for the run's float type."""
+
+    difference: float
+    tolerance: float
+
+    @property
+    def same(self) -> bool:
+        return self.difference <= self.tolerance
 
 
 def _online_step(q: Array, k: Array, v: Array, m: Array, row_sum: Array, acc: Array, first_key: int,
@@ -94,4 +106,4 @@ def tiled_attention(q: Array, k: Array, v: Array, block: int, causal: bool = Fal
     return attention_in_tiles(q, k, v, block, causal).output
 
 
-__all__ = ["BlockStep", "Tiled", "attention_in_tiles", "tiled_attention"]
+__all__ = ["BlockStep", "Check", "Tiled", "attention_in_tiles", "tiled_attention"]

@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mhacli.core.tiles import Tiled
+from mhacli.core.tiles import Check, Tiled
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table
 
@@ -24,10 +24,10 @@ def _number(x: float) -> str:
     return "−∞" if x == -math.inf else f"{x:.4g}".replace("-", "−")
 
 
-def tiles_view(tiled: Tiled, query_token: str, head: int, heads: int, causal: bool, difference: float,
+def tiles_view(tiled: Tiled, query_token: str, head: int, heads: int, causal: bool, check: Check,
                itemsize: int) -> list[RenderableType]:
     """The header, the query row's table of running max, rescale and running sum, and the check against the full
-    computation (``difference``: the largest |tiled − full| the command measured; ``itemsize``: bytes a number)."""
+    computation (``check``: as the command measured it; ``itemsize``: bytes a number)."""
     n, b = tiled.output.shape[0], tiled.block
     head_text = Text()
     head_text.append(f"head {head} of {heads} · N = {n:,} keys in blocks of B = {b:,} · "
@@ -42,16 +42,16 @@ def tiles_view(tiled: Tiled, query_token: str, head: int, heads: int, causal: bo
         keys = f"{step.first_key}–{step.last_key}" if step.last_key > step.first_key else f"{step.first_key}"
         table.add_row(f"{step.block + 1}", keys, _number(step.block_max), _number(step.running_max),
                       _number(step.rescale), _number(step.running_sum))
-    ok = difference < (1e-12 if itemsize == 8 else 1e-5)
-    check = Text("largest |tiled − full| over all N rows: ")
-    check.append(f"{difference:.3g}", style=theme.STYLE_OK if ok else theme.STYLE_BAD)
-    check.append("  → the same attention" if ok else "  → NOT the same attention")
+    verdict = Text("largest |tiled − full| over all N rows: ")
+    verdict.append(f"{check.difference:.3g}", style=theme.STYLE_OK if check.same else theme.STYLE_BAD)
+    verdict.append(f" (round-off allowed: {check.tolerance:g})  → "
+                   + ("the same attention" if check.same else "NOT the same attention"))
     memory = Text(f"scores held at once: N×B = {n:,}×{b:,} = {tiled.held:,} numbers "
                   f"({tiled.held * itemsize:,} bytes), against N×N = {tiled.full:,} for the full computation "
                   f"(B/N = {b:,}/{n:,} of it).")
     notes = [Text("Each block: m_new = max(m, block max); the sums so far are multiplied by the rescale "
                   "exp(m − m_new), then the block's exp(score − m_new) are added. At the end, output = weighted "
-                  "sum / l.", style=theme.STYLE_DIM), check, memory]
+                  "sum / l.", style=theme.STYLE_DIM), verdict, memory]
     return [Panel(head_text, title="Attention in tiles", title_align="left", box=box.ROUNDED, expand=False),
             Text(), Group(fitted_table(table), *(Padding(t, (0, 0, 0, 2)) for t in notes))]
 

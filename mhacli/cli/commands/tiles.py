@@ -15,7 +15,7 @@ from mhacli.core.errors import UsageError
 from mhacli.request import ModelOptions  # the type of the model-option block, read by model_block at import
 
 if TYPE_CHECKING:
-    from mhacli.core.tiles import Tiled
+    from mhacli.core.tiles import Check, Tiled
     from mhacli.request import Request
 
 BlockOpt = Annotated[int, typer.Option(
@@ -60,6 +60,7 @@ def _tiles(request: Request, block: int, head: int) -> None:
     """The request's run, head ``head`` computed in tiles of ``block`` keys: its table, or its JSON."""
     from mhacli.core.tiles import attention_in_tiles
     from mhacli.core.tokenize import label
+    from mhacli.core.verify import TOLERANCE
 
     trace = finish_run(prepare_run(request.text or "", request.model.given())).trace
     if not 1 <= head <= trace.num_heads:
@@ -70,18 +71,18 @@ def _tiles(request: Request, block: int, head: int) -> None:
         raise UsageError(f"--block must be from 1 to N = {trace.n_tokens} (the text's tokens), got {block}.")
     i = head - 1
     tiled = attention_in_tiles(trace.Q[i], trace.K[i], trace.V[i], block, trace.config.causal, at)
-    difference = tiled.largest_difference(trace.heads[i])  # against the run's own full computation
+    check = tiled.check(trace.heads[i], TOLERANCE[trace.config.dtype])  # against the run's own full computation
     if request.outputs.json:
         write_stdout(json_document("tiles", tiles_document(tiled, head, trace.tokens[at], trace.config.causal,
-                                                           difference, trace.Q.itemsize)) + "\n")
+                                                           check, trace.Q.itemsize)) + "\n")
         return
     from mhacli.render.tiles import tiles_view
 
     print_all(*tiles_view(tiled, label(trace.tokens[at], 16), head, trace.num_heads, trace.config.causal,
-                          difference, trace.Q.itemsize))
+                          check, trace.Q.itemsize))
 
 
-def tiles_document(tiled: Tiled, head: int, token: str, causal: bool, difference: float,
+def tiles_document(tiled: Tiled, head: int, token: str, causal: bool, check: Check,
                    itemsize: int) -> dict[str, Any]:
     """``mha tiles --json``: the query row's record (−∞, a block the causal mask hides, as null) and the check."""
     def finite(x: float) -> float | None:
@@ -92,7 +93,8 @@ def tiles_document(tiled: Tiled, head: int, token: str, causal: bool, difference
             "steps": [{"block": s.block + 1, "first_key": s.first_key, "last_key": s.last_key,
                        "block_max": finite(s.block_max), "running_max": s.running_max, "rescale": s.rescale,
                        "running_sum": s.running_sum} for s in tiled.steps],
-            "largest_difference": difference, "scores_held": tiled.held, "scores_full": tiled.full,
+            "largest_difference": check.difference, "tolerance": check.tolerance, "same": check.same,
+            "scores_held": tiled.held, "scores_full": tiled.full,
             "bytes_per_number": itemsize}
 
 

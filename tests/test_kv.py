@@ -231,3 +231,20 @@ def test_binary_sizes_read_as_the_issue_writes_them():
 
     assert [binary_size(n) for n in (320 * KIB, 5 * MIB // 2, 5 * GIB // 4, 10 * GIB, 1000)] == \
         ["320 KiB", "2.5 MiB", "1.25 GiB", "10 GiB", "1,000 bytes"]
+
+
+def test_the_steps_page_quotes_mha_shapes_own_output(runner, tmp_path, monkeypatch):
+    """docs/steps.md shows the cache of Llama 2 70B: the block is what the command prints at 80 columns."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "steps.md").read_text(encoding="utf-8")
+    config = re.search(r"echo '(\{.*?\})' > llama-2-70b.json", page, re.S)[1]
+    quoted = page.split("```\nShared keys and values", 1)[1].split("```", 1)[0]
+    quoted = ("Shared keys and values" + quoted).rstrip("\n").splitlines()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "llama-2-70b.json").write_text(config)
+    out = runner.invoke(app, ["shapes", "--config", "llama-2-70b.json", "--tokens", "4096"],
+                        env={**ENV, "COLUMNS": "80"})
+    lines = [line.rstrip() for line in out.stdout.splitlines()]
+    assert lines[lines.index(quoted[0]):][:len(quoted)] == quoted

@@ -34,6 +34,9 @@ _PUBLIC = {
     "Card": "mhacli.grammar.card",
     "knockout": "mhacli.grammar.knockout",
     "Knockout": "mhacli.grammar.knockout",
+    # Attention in tiles (issue 45): the same output one block of keys at a time, with the online softmax.
+    "attention_in_tiles": "mhacli.attention.tiles",
+    "tiled_attention": "mhacli.attention.tiles",
     # Pictures, for notebooks and scripts: each returns a matplotlib Figure (shown inline in Jupyter).
     "head_figure": "mhacli.notebook",
     "heads_figure": "mhacli.notebook",
@@ -46,6 +49,7 @@ _PUBLIC = {
 
 __all__ = ["__version__", "run", "Run", "Request", "ModelOptions", "Config", "Trace", "load_trace", "from_attention",
            "AttentionView", "AttentionWeights", "report_card", "Card", "knockout", "Knockout",
+           "attention_in_tiles", "tiled_attention",
            "head_figure", "heads_figure", "magnifiers_figure", "split_figure", "compare_figure",
            "html_page", "save_figures"]
 
@@ -53,6 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mhacli.grammar.card import Card, report_card
     from mhacli.attention.config import Config
     from mhacli.grammar.knockout import Knockout, knockout
+    from mhacli.attention.tiles import attention_in_tiles, tiled_attention
     from mhacli.attention.trace import Trace
     from mhacli.measures.view import AttentionView, from_attention
     from mhacli.models.state_dict import AttentionWeights

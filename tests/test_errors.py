@@ -83,6 +83,9 @@ ROWS: list[tuple[str, str]] = [
     ("designed weights with too narrow heads", 'mha explain "the cat" --weights designed --heads 8'),
     ("shapes with an absurd d_model", "mha shapes --d-model 10000000"),
     ("shapes with zero tokens", "mha shapes --tokens 0"),
+    ("shapes with key/value heads that do not divide the heads", "mha shapes -d 64 -H 8 --kv-heads 3"),
+    ("shapes given a config that is not JSON", "mha shapes --config notes.txt"),
+    ("tiles with blocks longer than the text", 'mha tiles "the cat" --block 3'),
     # --- names of things ------------------------------------------------------
     ("unknown tokenizer", 'mha explain "the cat" --tokenizer bpe'),
     ("tokenizer with a typo", 'mha explain "the cat" --tokenizer wrod'),
@@ -108,6 +111,7 @@ ROWS: list[tuple[str, str]] = [
     ("bench with an unknown dtype", "mha bench --dtype float16"),
     ("bench with zero tokens", "mha bench --max-tokens 0"),
     ("bench --train given a layer option", "mha bench --train --heads 2"),
+    ("bench --tiles given a layer option", "mha bench --tiles --heads 2"),
     ("bench --train and --startup together", "mha bench --train --startup"),
     ("bench --startup given --max-tokens", "mha bench --startup --max-tokens 64"),
     ("bench --train with zero repeats", "mha bench --train --repeats 0"),

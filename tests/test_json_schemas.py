@@ -46,10 +46,16 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("samples", ["samples", "--json"]),
     ("samples", ["samples", "cat", "--json"]),
     ("shapes", ["shapes", "--json"]),
+    ("shapes", ["shapes", "--json", "--kv-heads", "2", "--layers", "3"]),  # the sharing and the cache (issue 45)
+    ("shapes", ["shapes", "--json", "--config", "llama.json", "--tokens", "4096"]),
+    ("shapes", ["shapes", "--json", "--config", "latent.json"]),  # head_dim is not d/h: no step table; a latent
+    ("tiles", ["tiles", "--json"]),
+    ("tiles", ["tiles", "the cat sat on the mat", "--causal", "--block", "2", "--query", "0", "--json"]),  # null max
     ("quiz", ["quiz", "--json"]),
     ("quiz", ["quiz", "--json", "--answers"]),
     ("bench", ["bench", "--max-tokens", "16", "--repeats", "1", "--json"]),
     ("bench-train", ["bench", "--train", "--repeats", "1", "--json"]),
+    ("bench-tiles", ["bench", "--tiles", "--max-tokens", "512", "--json"]),
     ("bench-startup", ["bench", "--startup", "--repeats", "1", "--json"]),  # timed stand-ins in the test (below)
 ]
 
@@ -79,6 +85,13 @@ def _inputs(folder: Path) -> None:
     fixed[0, :, 2], fixed[1] = 1.0, 1 / 5
     np.savez(folder / "named.npz", weights=fixed, tokens=np.array(list("abcde")),
              head_names=np.array(["on c", "spread"]))
+    (folder / "llama.json").write_text(json.dumps({"hidden_size": 8192, "num_attention_heads": 64,
+                                                   "num_key_value_heads": 8, "num_hidden_layers": 80,
+                                                   "torch_dtype": "float16"}))
+    (folder / "latent.json").write_text(json.dumps({"hidden_size": 5120, "num_attention_heads": 128,
+                                                    "num_hidden_layers": 60, "kv_lora_rank": 512,
+                                                    "qk_rope_head_dim": 64, "v_head_dim": 128,
+                                                    "torch_dtype": "bfloat16"}))
 
 
 @lru_cache(maxsize=1)

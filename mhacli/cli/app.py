@@ -25,6 +25,7 @@ from mhacli import __version__
 from mhacli.cli.commands.bench import bench
 from mhacli.cli.commands.classroom import demo, quiz, samples, shapes
 from mhacli.cli.commands.run import compare, explain, show, verify
+from mhacli.cli.commands.tiles import tiles
 from mhacli.cli.commands.train import train
 from mhacli.cli.messages import click_message, is_click
 from mhacli.cli.options import FLAG
@@ -34,7 +35,7 @@ from mhacli.io import cleanup
 
 #: Every command, in the order ``mha --help`` lists them: register a new command here.
 COMMANDS: tuple[Callable[..., None], ...] = (explain, show, compare, verify, train, samples, shapes, demo, quiz,
-                                             bench)
+                                             tiles, bench)
 
 INTERRUPTED = "interrupted; nothing half-written was left behind."
 _debug = False  # mha --debug: print the traceback before the one line

@@ -199,6 +199,23 @@ DtypeOpt = Annotated[str, typer.Option("--dtype", help=f"Float type of the core:
 TokensOpt = Annotated[int, typer.Option("--tokens", "-n", help="Number of tokens N (no text needed).",
                                         metavar="N", parser=whole_option)]
 
+# --- shapes: heads that share keys and values, and the cache (issue 45) -----------------------------
+KvHeadsOpt = Annotated[Optional[int], typer.Option(
+    "--kv-heads", show_default=False, metavar="N", rich_help_panel=MODEL, parser=whole_option,
+    help="Key/value heads g the h query heads share (g divides h): h is multi-head attention (the default), "
+    "1 multi-query, between them grouped-query.")]
+LayersOpt = Annotated[Optional[int], typer.Option(
+    "--layers", show_default=False, metavar="N", rich_help_panel=MODEL, parser=whole_option,
+    help="Layers L whose keys and values the cache holds (default 1, or the config's).")]
+CacheDtypeOpt = Annotated[Optional[str], typer.Option(
+    "--dtype", show_default=False, metavar="TEXT", rich_help_panel=MODEL,
+    help="Number type of the cache: float64, float32, float16 (the default, or the config's torch_dtype), "
+    "bfloat16, float8, int8.")]
+ModelConfigOpt = Annotated[Optional[Path], typer.Option(
+    "--config", show_default=False, metavar="PATH", readable=False, rich_help_panel=MODEL, parser=file_option,
+    help="A model's Hugging Face config.json, read for d, h, g, L, head_dim and torch_dtype "
+    "(and kv_lora_rank for a latent cache); nothing is downloaded.")]
+
 # The same words as --layer of an attention file, for a weights file holding several layers (issue 22).
 WeightsLayerOpt = Annotated[Optional[str], typer.Option(
     "--layer", show_default=False, metavar="TEXT", rich_help_panel=MODEL,
@@ -387,6 +404,10 @@ BenchTrainOpt = Annotated[bool, typer.Option(
     "--train", metavar=FLAG, rich_help_panel=BENCH,
     help="Time instead one training step of the default 'mha train' model in numpy, beside the same model "
     "in PyTorch autograd when PyTorch is installed: --repeats blocks of 50 steps each, interleaved.")]
+TilesOpt = Annotated[bool, typer.Option(
+    "--tiles", metavar=FLAG, rich_help_panel=BENCH,
+    help="Measure instead the peak memory of one head's attention against N (256 … --max-tokens, 8192 unless "
+    "given), computed whole (N×N) and in tiles of 256 keys (N×B), as fast kernels do.")]
 StartupOpt = Annotated[bool, typer.Option(
     "--startup", metavar=FLAG, rich_help_panel=BENCH,
     help="Time instead how long 'mha explain' takes to show its first line and to draw its figures, in fresh "

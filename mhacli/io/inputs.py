@@ -53,11 +53,11 @@ def _too_big(where: str) -> UsageError:
     )
 
 
-def read_file(path: Path) -> str:
-    """Text of ``--file PATH`` (``--file -`` reads standard input)."""
+def read_file(path: Path, option: str = "--file") -> str:
+    """Text of ``--file PATH`` (``--file -`` reads standard input); ``option`` names the file in errors."""
     if str(path) == "-":
         return read_stream(_stdin(), "standard input")
-    where = f"--file {_quoted(path)}"
+    where = f"{option} {_quoted(path)}"
     try:
         exists, is_dir = path.exists(), path.is_dir()
     except PermissionError:  # a folder on the way may not be entered

@@ -21,10 +21,12 @@ FORMAT_VERSIONS: dict[str, int] = {
     "train": 1,
     "samples": 1,
     "shapes": 1,
+    "tiles": 1,  # mha tiles: one head in tiles of keys, one query row's record (issue 45)
     "quiz": 1,
     "bench": 1,
     "bench-startup": 1,
     "bench-train": 1,
+    "bench-tiles": 1,  # mha bench --tiles: the memory of attention whole and in tiles (issue 45)
 }
 KINDS = ("trace", *FORMAT_VERSIONS)
 

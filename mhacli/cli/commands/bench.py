@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from mhacli.cli.options import (OUT_DIR, BenchTaskOpt, BenchTrainOpt, BlockedOpt, CausalOpt, DModelOpt, DtypeOpt,
-                                HeadsOpt, NumbersJsonOpt, PlotOpt, RepeatsOpt, StartupOpt, unless_given)
+                                HeadsOpt, NumbersJsonOpt, PlotOpt, RepeatsOpt, StartupOpt, TilesOpt, unless_given)
 from mhacli.cli.options import BenchMaxTokensOpt as MaxTokensOpt
 from mhacli.cli.options import OutOpt as OutDirOpt
 from mhacli.cli.output import json_document, print_all, report_written, write_stdout
@@ -32,6 +32,7 @@ def bench(
     startup: StartupOpt = False,
     train: BenchTrainOpt = False,
     task: BenchTaskOpt = "neighbours",
+    tiles: TilesOpt = False,
 ) -> None:
     """Time multi-head attention as the number of tokens N grows: the N² cost, live.
 
@@ -40,7 +41,8 @@ def bench(
     PyTorch's multi_head_attention_forward, and prints a table. The default
     (N up to 4096, float64) takes a few minutes on two cores; close other
     programs first. --startup times how quickly 'mha explain' starts and
-    draws; --train times a training step. docs/performance.md in mhacli's
+    draws; --train times a training step; --tiles measures the memory of
+    attention computed whole and in tiles. docs/performance.md in mhacli's
     source (beside its README; the installed package carries no docs)
     explains every column and gives the numbers measured on the project's
     machine.
@@ -50,6 +52,8 @@ def bench(
     layer = {name: value for name, value in locals().items() if name in LAYER_OPTIONS and value is not None}
     if startup and train:
         raise UsageError("--startup and --train time different things; run them one at a time.")
+    if tiles:
+        return _bench_tiles(layer, startup or train, json_out, task)
     if startup or train:
         return _bench_other(startup, layer, repeats, json_out, task)
     if task != "neighbours":
@@ -98,6 +102,28 @@ def _bench_layer(options: dict[str, Any], repeats: int, out: Path, json_out: boo
         print_all(runner.bench_table(result))
     if plan is not None:
         report_written([str(runner.save_plot(result, plan.figures[0]))], to_stderr=json_out)
+
+
+def _bench_tiles(layer: dict[str, Any], other: bool, json_out: bool, task: str) -> None:
+    """--tiles: the memory curve of attention whole and in tiles; of the other options only --max-tokens."""
+    from mhacli.bench import runner
+    from mhacli.bench import tiles as memory
+
+    if other:
+        raise UsageError("--tiles measures memory, --startup and --train time other things; run them one at a time.")
+    if task != "neighbours":
+        raise UsageError("{task:name} chooses the model that --train times; --tiles measures no model.", task=task)
+    extra = [flag for name, flag in LAYER_OPTIONS.items() if name in layer and name != "max_tokens"]
+    if extra:
+        raise UsageError(f"{extra[0]} sets the layer timed against N; --tiles measures one head of width "
+                         f"{memory.D_K} in float64, so it has no use there. Drop {extra[0]} or --tiles.")
+    max_tokens = layer.get("max_tokens", memory.MAX_TOKENS)
+    with runner.progress_bar(len(memory.token_counts(max_tokens))) as tick:
+        rows = memory.memory_curve(max_tokens, tick=tick)
+    if json_out:
+        write_stdout(json_document("bench-tiles", memory.tiles_document(rows), indent=2) + "\n")
+    else:
+        print_all(memory.tiles_table(rows))
 
 
 def _bench_startup(repeats: int, json_out: bool) -> None:

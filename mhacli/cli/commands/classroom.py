@@ -13,12 +13,14 @@ from mhacli.cli.common import (config_args, finish_run, open_figures, plan_outpu
 from mhacli.cli.options import (DEFAULT, DPI, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, DpiOpt, HeadsOpt,
                                 HideRulesOpt, LessonOutOpt, LessonQueryOpt, ListJsonOpt, MarkdownOpt, NumbersJsonOpt,
                                 PauseOpt, QuestionsOpt, SampleNameArg, SampleOpt, StepOpt, TextArg, TokenizerOpt,
-                                TokensOpt, FileOpt, model_block)
+                                TokensOpt, FileOpt, CacheDtypeOpt, KvHeadsOpt, LayersOpt, ModelConfigOpt, model_block,
+                                unless_given)
 from mhacli.cli.output import console, json_document, print_all, report_written, write_stdout
 from mhacli.attention.errors import UsageError
 from mhacli.request import ModelOptions  # the type of the model-option block, read by model_block at import
 
 if TYPE_CHECKING:
+    from mhacli.attention.kv import Sharing
     from mhacli.measures.lesson import TrainedPair
     from mhacli.request import Request
 
@@ -73,46 +75,123 @@ def samples(name: SampleNameArg = None, tokenizer: TokenizerOpt = DEFAULT.tokeni
 
 def shapes(
     tokens: TokensOpt = 9,
-    d_model: DModelOpt = DEFAULT.d_model,
-    heads: HeadsOpt = DEFAULT.heads,
+    d_model: unless_given(DModelOpt, DEFAULT.d_model) = None,  # type: ignore[valid-type]
+    heads: unless_given(HeadsOpt, DEFAULT.heads) = None,  # type: ignore[valid-type]
     causal: CausalOpt = DEFAULT.causal,
+    kv_heads: KvHeadsOpt = None,
+    layers: LayersOpt = None,
+    dtype: CacheDtypeOpt = None,
+    config: ModelConfigOpt = None,
     markdown: MarkdownOpt = False,
     json_out: NumbersJsonOpt = False,
 ) -> None:
     """Print every step's shape, multiply-adds and the parameter count for N, d and h: no text needed.
 
-    For preparing slides: symbolic shapes (N×d/h) next to the numbers.
+    For preparing slides: symbolic shapes (N×d/h) next to the numbers. With --kv-heads, --layers, --dtype or
+    --config, also multi-head, grouped-query and multi-query attention side by side: their parameters, cost
+    and the cache of keys and values for N tokens.
 
-    Example: [bold]mha shapes --tokens 9 --d-model 16 --heads 4[/bold]
+    Example: [bold]mha shapes --tokens 9 --d-model 16 --heads 4[/bold], or
+    [bold]mha shapes --config config.json --tokens 4096[/bold] for a model's cache
     """
     from mhacli.attention.config import check_shapes
 
     if markdown and json_out:  # each chooses what stdout holds: JSON silently won
         raise UsageError("--markdown and --json each choose what is printed; give one of them.")
+    given = "--d-model" if d_model is not None else "--heads" if heads is not None else None  # --config's own
+    d_model = DEFAULT.d_model if d_model is None else d_model
+    heads = DEFAULT.heads if heads is None else heads
+    layer = _sharing(tokens, d_model, heads, kv_heads, layers, dtype, config, given)
+    if layer is not None and layer.heads * layer.head_dim != layer.d_model:
+        # A config whose head width is not d/h: the article's step table assumes d/h, the sizes do not.
+        check_shapes(tokens, layer.heads * layer.head_dim, layer.heads)  # the width attention works in
+        return _kv_only(tokens, layer, markdown, json_out)
+    d_model, heads = (layer.d_model, layer.heads) if layer is not None else (d_model, heads)
     check_shapes(tokens, d_model, heads)  # no arrays are made, so no memory limit: sizes of real models work
-    _shapes(tokens, d_model, heads, causal, markdown, json_out)
+    _shapes(tokens, d_model, heads, causal, markdown, json_out, layer)
 
 
-def _shapes(tokens: int, d_model: int, heads: int, causal: bool, markdown: bool, json_out: bool) -> None:
-    """Every step's shape and cost for N, d and h, as a table, Markdown or JSON."""
+def _sharing(tokens: int, d_model: int, heads: int, kv_heads: int | None, layers: int | None,
+             dtype: str | None, config: Path | None, given: str | None = None) -> Sharing | None:
+    """The layer whose shared keys and values to show (None: none of the options that ask for it was given)."""
+    from dataclasses import replace
+
+    from mhacli.attention.kv import BYTES, CACHE_DTYPE, Sharing
+
+    if dtype is not None and dtype not in BYTES:
+        raise UsageError(f"--dtype must be one of {', '.join(BYTES)}; got {dtype!r}.")
+    if config is not None:
+        if given:
+            raise UsageError(f"--config sets d and h from the model's config.json; drop {given}.")
+        from mhacli.io.model_config import read_model_config
+
+        layer = read_model_config(config, dtype)
+        return replace(layer, kv_heads=layer.kv_heads if kv_heads is None else kv_heads,
+                       layers=layer.layers if layers is None else layers)
+    if kv_heads is None and layers is None and dtype is None:
+        return None
+    from mhacli.attention.config import check_shapes
+
+    check_shapes(tokens, d_model, heads)  # before d/h is taken
+    return Sharing(d_model, heads, heads if kv_heads is None else kv_heads, d_model // heads,
+                   1 if layers is None else layers, dtype or CACHE_DTYPE)
+
+
+def _shapes(tokens: int, d_model: int, heads: int, causal: bool, markdown: bool, json_out: bool,
+            layer: Sharing | None = None) -> None:
+    """Every step's shape and cost for N, d and h, as a table, Markdown or JSON (with ``layer``'s sharing)."""
     from mhacli.attention.steps import ParameterCount, steps_for, total_madds
 
     steps, params = steps_for(tokens, d_model, heads, causal), ParameterCount(d_model, heads)
     if json_out:
+        from mhacli.attention.kv import kv_document
+
         _json("shapes", {"tokens": tokens, "d_model": d_model, "heads": heads, "d_k": d_model // heads,
                          "causal": causal, "steps": [s.to_dict() for s in steps], "total_madds": total_madds(steps),
-                         "parameters": params.to_dict()})
+                         "parameters": params.to_dict(),
+                         **({"kv": kv_document(layer, tokens)} if layer is not None else {})})
     elif markdown:
         from mhacli.render.shapes import shapes_markdown
 
-        write_stdout(shapes_markdown(tokens, steps, params, causal, total_madds(steps)))
+        text = shapes_markdown(tokens, steps, params, causal, total_madds(steps))
+        if layer is not None:
+            from mhacli.attention.kv import sized_side_by_side
+            from mhacli.render.kv import sharing_markdown
+
+            text += sharing_markdown(sized_side_by_side(layer, tokens))
+        write_stdout(text)
     else:
         from mhacli.render.shapes import shapes_view
 
         from mhacli.attention.steps import efficiency_sentence, split_cost
 
-        print_all(*shapes_view(tokens, steps, params, causal,
-                               efficiency_sentence(split_cost(tokens, d_model, heads, causal))))
+        efficiency = efficiency_sentence(split_cost(tokens, d_model, heads, causal))
+        shown = shapes_view(tokens, steps, params, causal, efficiency)
+        if layer is not None:
+            from rich.text import Text
+
+            from mhacli.attention.kv import sized_side_by_side
+            from mhacli.render.kv import sharing_view
+
+            shown += [Text(), sharing_view(sized_side_by_side(layer, tokens))]
+        print_all(*shown)
+
+
+def _kv_only(tokens: int, layer: Sharing, markdown: bool, json_out: bool) -> None:
+    """The sharing and the cache of a config whose head width is not d/h: no step table."""
+    from mhacli.attention.kv import kv_document, sized_side_by_side
+
+    if json_out:
+        _json("shapes", {"tokens": tokens, "d_model": layer.d_model, "heads": layer.heads,
+                         "kv": kv_document(layer, tokens)})
+    elif markdown:
+        from mhacli.render.kv import sharing_markdown
+
+        write_stdout(sharing_markdown(sized_side_by_side(layer, tokens)))
+    else:
+        from mhacli.render.kv import sharing_view
+
+        print_all(sharing_view(sized_side_by_side(layer, tokens)))
 
 
 @model_block("weights", "layer", "words", "heads", "d_model", "seed", "tokenizer", "positions", "causal")

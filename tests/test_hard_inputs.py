@@ -640,3 +640,62 @@ def test_printable_is_the_one_escaping_function(text):
     for escaped in (printable(text), one_line(text), shown(text)):
         assert all(ch.isprintable() or ch in " \u200d" for ch in escaped), repr(escaped)
     assert printable("naïve 日本 👍🏽 👨\u200d👩") == "naïve 日本 👍🏽 👨\u200d👩"
+
+
+def test_preparing_the_process_again_changes_nothing(monkeypatch, tmp_path):
+    """The script's entry prepares the process and each run does again: one noise filter on unraisable
+    exceptions, the same handlers, the same matplotlib folder."""
+    from mhacli.io.environment import prepare_process
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path))
+    try:
+        prepare_process()
+        hook, installed = sys.unraisablehook, {s: signal.getsignal(s) for s in handlers}
+        prepare_process()
+        assert sys.unraisablehook is hook and hook is not sys.__unraisablehook__
+        assert {s: signal.getsignal(s) for s in handlers} == installed
+        assert os.environ["MPLCONFIGDIR"] == str(tmp_path)
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+
+
+# A signal while the script's modules load, before the command's own exit path (MhaGroup.main) exists: an import
+# hook sends it exactly as a module is looked up, from the entry's very first import on.
+SIGNAL_AT_IMPORT = """
+import os, signal, sys
+
+class SignalAtImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "{module}":
+            os.kill(os.getpid(), signal.{name})
+        return None
+
+sys.meta_path.insert(0, SignalAtImport())
+sys.argv = ["mha", "explain", "the cat sat on the mat", "--out", "figs"]
+from mhacli.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("module", ["mhacli.io.environment", "mhacli.cli.app"])
+@pytest.mark.parametrize(("name", "code", "said"), [("SIGTERM", 143, "terminated (SIGTERM)"),
+                                                    ("SIGINT", 130, "interrupted (Ctrl-C)")])
+def test_a_signal_while_the_command_loads_is_one_line_and_its_exit_code(tmp_path, module, name, code, said):
+    """It was a traceback ending in KeyboardInterrupt or Terminated (a Ctrl-C a few hundredths of a second into a
+    real mha explain landed while the entry prepared the process, outside its guard)."""
+    from pause import default_sigint
+
+    script = SIGNAL_AT_IMPORT.replace("{module}", module).replace("{name}", name)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, preexec_fn=default_sigint)
+    if name == "SIGTERM" and module == "mhacli.io.environment":
+        # Before mha's handlers exist SIGTERM has its default action: the process ends silently (the shell
+        # reports 143), with nothing written and no traceback.
+        assert proc.returncode == -signal.SIGTERM and proc.stdout == proc.stderr == ""
+    else:
+        assert proc.returncode == code and proc.stdout == "", proc.stderr
+        assert proc.stderr == f"mha: error: {said}; nothing half-written was left behind.\n"
+    assert list(tmp_path.iterdir()) == []

@@ -107,6 +107,9 @@ def test_drawing_keeps_other_warnings_as_notes_and_glyphs_apart():
         warnings.warn("Glyph 12354 (\\N{HIRAGANA LETTER A}) missing from font(s) DejaVu Sans.", UserWarning)
         with drawing(pen):  # a figure drawn inside another's context: still one note, no loop
             warnings.warn("second", RuntimeWarning)
+        # An older matplotlib calling a newer pyparsing's old names (pyparsing 3.3 with matplotlib < 3.11):
+        # a deprecation between two libraries, nothing about the figure, not noted.
+        warnings.warn("'enablePackrat' deprecated - use 'enable_packrat'", DeprecationWarning)
     assert list(pen.missing) == ["\u3042"]
     assert sorted(pen.warned) == ["RuntimeWarning: second", "UserWarning: first"]
     notices = pen.notices()

@@ -110,6 +110,10 @@ def strings(name: str, value: object, what: str = "one per head", *, ids: bool =
         said = ", ".join(str(i) for i in numbers_given[:4]) + (", …" if len(items) > 4 else "")
         raise UsageError("{%s:name} are whole numbers (%s): a tokenizer's ids, not its tokens; pass their text, "
                          "e.g. tokenizer.convert_ids_to_tokens(ids)." % (name, said), **{name: value})
+    odd = next((i for i, item in enumerate(numbers_given) if isinstance(item, numbers.Number)), None)
+    if odd is not None:  # 1.0 would label a row '1.0': a number is never a token's text
+        raise UsageError("{%s:name} must be strings, %s; item %d is %s, a number." % (
+            name, what, odd, kind_name(numbers_given[odd])), **{name: value})
     return tuple(str(item) for item in items)
 
 
@@ -161,8 +165,16 @@ def layer_index(layer: object, names: Sequence[str]) -> int | None:
         return number - 1 if 1 <= number <= len(names) else None
     if isinstance(layer, str) and layer in names:  # exact first: 'A' and 'a' may both be layers
         return list(names).index(layer)
-    picked = chosen(layer, names)
-    return list(names).index(picked) if isinstance(picked, str) and picked in names else None
+    if not isinstance(layer, str):
+        return None
+    folded = [i for i, name in enumerate(names) if name.casefold() == layer.strip().casefold()]
+    if len(folded) > 1:  # 'ATTN' for 'Attn' and 'attn': picking either would be a guess
+        from mhacli.core.messages import shown
+
+        both = " and ".join(shown(names[i]) for i in folded)
+        raise UsageError("{layer} names " + f"{len(folded)} layers whose names differ only in letter case, "
+                         f"{literal(both)}; give one exactly as it is written.", layer=layer)
+    return folded[0] if folded else None
 
 
 def task_name(value: str) -> str:

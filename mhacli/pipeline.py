@@ -348,9 +348,10 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
         check_designable(len(toks), config)
     notes: tuple[str, ...] = ()
     caution = None
-    if mine is not None and getattr(mine, "name", None):  # one layer of several: say which ran (GPT-2: causal)
-        causal = ", causal as the model was trained" if mine.causal and config.causal else ""
-        notes = (f"ran the self-attention {mine.name}{causal}.",)
+    if mine is not None and (mine.name or (mine.causal and not config.causal)):  # which layer ran, and how
+        from mhacli.core.weights import causal_note
+
+        notes = (f"ran the self-attention {mine.name or 'of your model'}{causal_note(mine, bool(config.causal))}.",)
     if model is not None and hasattr(model, "stand_ins"):
         from mhacli.io.trained import trained_caution, trained_notes
 

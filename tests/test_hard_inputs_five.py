@@ -102,3 +102,144 @@ def test_layers_whose_names_differ_only_in_case_are_never_picked_by_a_guess(tmp_
     assert said in proc.stderr, proc.stderr
     if layer == "ATTN":
         assert proc.returncode == 2 and one_error_line(proc)
+
+
+# ---------------------------------------------------------------------------
+# Your model's own files and structure
+# ---------------------------------------------------------------------------
+
+# Pickles as torch.save(model) writes them, by hand (PyTorch is optional): a class global, protocol 2's GLOBAL
+# and protocol 4's STACK_GLOBAL (two SHORT_BINUNICODE names, then the opcode).
+MODULE_PROTOCOL_2 = b"\x80\x02ctorch.nn.modules.activation\nMultiheadAttention\nq\x00)\x81q\x01}q\x02b."
+MODULE_PROTOCOL_4 = (b"\x80\x04\x8c\x1btorch.nn.modules.activation\x94\x8c\x12MultiheadAttention\x94\x93\x94)"
+                     b"\x81\x94.")
+OWN_CLASS = b"\x80\x02c__main__\nNet\nq\x00)\x81q\x01."
+STATE_DICT = b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01ctorch._utils\n_rebuild_tensor_v2\nq\x02."
+
+
+@pytest.mark.parametrize(("pickled", "found"), [
+    (MODULE_PROTOCOL_2, "torch.nn.modules.activation.MultiheadAttention"),
+    (MODULE_PROTOCOL_4, "torch.nn.modules.activation.MultiheadAttention"),
+    (OWN_CLASS, "__main__.Net"), (STATE_DICT, None), (b"not a pickle", None),
+])
+def test_a_pickled_model_is_found_from_its_opcodes_alone(pickled, found):
+    from mhacli.io.weights import saved_object
+
+    assert saved_object(pickled) == found
+
+
+def _pt_file(path: Path, pickled: bytes) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:  # the layout torch.save's zip format writes
+        archive.writestr("model/data.pkl", pickled)
+        archive.writestr("model/version", "3\n")
+    return path
+
+
+@pytest.mark.parametrize("pickled", [MODULE_PROTOCOL_2, MODULE_PROTOCOL_4])
+def test_a_file_torch_save_model_wrote_is_named_with_the_save_that_works(tmp_path, pickled):
+    """It was "not a readable PyTorch state dict (UnpicklingError) … save it again with torch.save (a recent
+    PyTorch writes the zip format)": it was zip already, and saving it again the same way changed nothing."""
+    _pt_file(tmp_path / "model.pt", pickled)
+    proc = mha_in_process("explain", "a b c", "--weights", "model.pt", "--heads", "2", "--no-plots", cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and line == (
+        "mha: error: 'model.pt' holds a whole model or object (torch.nn.modules.activation.MultiheadAttention), as "
+        "torch.save(model) writes it, not a state dict; save its weights with torch.save(model.state_dict()) and "
+        "give that file."), line
+    assert "zip format" not in line
+
+
+@pytest.mark.torch
+def test_torch_save_of_a_real_module_is_named_as_such(tmp_path):
+    torch = pytest.importorskip("torch", reason="PyTorch makes the file")
+    torch.save(torch.nn.MultiheadAttention(8, 2), tmp_path / "model.pt")
+    with pytest.raises(UsageError, match=r"holds a whole model or object \(torch\.nn\.modules\.activation\."
+                                         r"MultiheadAttention\), as torch\.save\(model\) writes it"):
+        mhacli.run("a b c", weights=tmp_path / "model.pt", heads=2)
+
+
+def _mha_layer(rng: np.random.Generator, prefix: str, d: int = 8) -> dict[str, np.ndarray]:
+    return {prefix + "in_proj_weight": rng.normal(size=(3 * d, d)), prefix + "in_proj_bias": rng.normal(size=3 * d),
+            prefix + "out_proj.weight": rng.normal(size=(d, d)), prefix + "out_proj.bias": rng.normal(size=d)}
+
+
+def transformer_state(layers: int = 2) -> dict[str, np.ndarray]:
+    """nn.Transformer's state dict by its names (sorted, as a safetensors file lists them): encoder and decoder
+    layers, each decoder layer with its self-attention and its cross-attention (multihead_attn)."""
+    rng = np.random.default_rng(0)
+    state: dict[str, np.ndarray] = {}
+    for i in range(layers):
+        state |= _mha_layer(rng, f"encoder.layers.{i}.self_attn.")
+        state |= _mha_layer(rng, f"decoder.layers.{i}.self_attn.")
+        state |= _mha_layer(rng, f"decoder.layers.{i}.multihead_attn.")
+    return dict(sorted(state.items()))
+
+
+def bert2bert_state() -> dict[str, np.ndarray]:
+    """A Hugging Face EncoderDecoderModel (BERT to BERT): the decoder's layers hold crossattention."""
+    rng = np.random.default_rng(1)
+    d = 8
+
+    def bert(prefix: str) -> dict[str, np.ndarray]:
+        parts = {f"{prefix}self.{p}.{t}": rng.normal(size=(d, d) if t == "weight" else d)
+                 for p in ("query", "key", "value") for t in ("weight", "bias")}
+        return parts | {f"{prefix}output.dense.weight": rng.normal(size=(d, d)),
+                        f"{prefix}output.dense.bias": rng.normal(size=d)}
+
+    state = bert("encoder.encoder.layer.0.attention.") | bert("decoder.bert.encoder.layer.0.attention.")
+    return dict(sorted((state | bert("decoder.bert.encoder.layer.0.crossattention.")).items()))
+
+
+@pytest.mark.parametrize(("state", "first", "decoder"), [
+    (transformer_state(), "encoder.layers.0.self_attn", "decoder.layers.0.self_attn"),
+    (bert2bert_state(), "encoder.encoder.layer.0.attention", "decoder.bert.encoder.layer.0.attention"),
+])
+def test_an_encoder_decoder_is_numbered_as_the_model_runs_and_its_decoder_runs_causally(state, first, decoder):
+    """nn.Transformer's layers were numbered alphabetically (layer 1 was decoder.layers.0.self_attn), and the
+    decoder's self-attention ran over every key without a word."""
+    from mhacli.core.weights import from_state_dict
+
+    assert from_state_dict(state, layer=1).name.startswith(first)
+    assert from_state_dict(state, layer=1).causal is None
+    result = mhacli.run("a b c", weights=state, heads=2, layer=decoder)
+    assert result.config.causal and np.all(np.triu(result.trace.weights, 1) == 0)
+    assert result.notes == (f"ran the self-attention {from_state_dict(state, layer=decoder).name}, causal, as a "
+                            "decoder's self-attention runs (run it with causal off to let each query see every "
+                            "key).",)
+    free = mhacli.run("a b c", weights=state, heads=2, layer=decoder, causal=False)
+    assert not free.config.causal and "though a decoder's self-attention only ever looks at earlier tokens" in \
+        free.notes[0]
+
+
+@pytest.mark.parametrize(("state", "cross"), [
+    (transformer_state(), "decoder.layers.0.multihead_attn"),
+    (bert2bert_state(), "decoder.bert.encoder.layer.0.crossattention"),
+])
+def test_cross_attention_asked_by_name_is_refused_by_its_whole_name(tmp_path, state, cross):
+    """The message was cut mid-name with no closing quote, where docs/your-model.md promised one naming it."""
+    np.savez(tmp_path / "model.npz", **state)
+    proc = mha_in_process("explain", "a b c", "--weights", "model.npz", "--heads", "2", "--layer", cross.upper(),
+                          "--no-plots", cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and f"'{cross}' in the weights in 'model.npz' is cross-attention (a decoder's " \
+        "queries over the encoder's output, two sequences); mhacli draws self-attention over one text: pick one " \
+        "of " in line, line
+
+
+def test_a_long_name_that_names_no_layer_is_quoted_whole(tmp_path):
+    np.savez(tmp_path / "model.npz", **transformer_state())
+    typed = "encoder.layers.1.self_attn.out_proj.no_such_part"
+    proc = mha_in_process("explain", "a b c", "--weights", "model.npz", "--heads", "2", "--layer", typed,
+                          "--no-plots", cwd=tmp_path)
+    assert f"--layer '{typed}' is not a layer of the weights in 'model.npz'" in one_error_line(proc)
+
+
+def test_a_causal_model_run_over_every_key_gets_a_note():
+    rng = np.random.default_rng(2)
+    gpt2 = {"h.0.attn.c_attn.weight": rng.normal(size=(8, 24)), "h.0.attn.c_proj.weight": rng.normal(size=(8, 8))}
+    assert mhacli.run("a b c", weights=gpt2, heads=2).notes == ()  # causal as trained: nothing to say
+    said = mhacli.run("a b c", weights=gpt2, heads=2, causal=False).notes
+    assert said == ("ran the self-attention of your model, over every key as asked, though the model only ever "
+                    "looks at earlier tokens: its weights on later keys are ones it never used.",)

@@ -110,8 +110,9 @@ def strings(name: str, value: object, what: str = "one per head", *, ids: bool =
         said = ", ".join(str(i) for i in numbers_given[:4]) + (", …" if len(items) > 4 else "")
         raise UsageError("{%s:name} are whole numbers (%s): a tokenizer's ids, not its tokens; pass their text, "
                          "e.g. tokenizer.convert_ids_to_tokens(ids)." % (name, said), **{name: value})
-    odd = next((i for i, item in enumerate(numbers_given) if isinstance(item, numbers.Number)), None)
-    if odd is not None:  # 1.0 would label a row '1.0': a number is never a token's text
+    odd = next((i for i, item in enumerate(numbers_given)
+                if isinstance(item, numbers.Number) and not isinstance(item, numbers.Integral)), None)
+    if odd is not None:  # 1.0 would label a row '1.0': a fraction is never a token's text (a whole 3 may be)
         raise UsageError("{%s:name} must be strings, %s; item %d is %s, a number." % (
             name, what, odd, kind_name(numbers_given[odd])), **{name: value})
     return tuple(str(item) for item in items)

@@ -227,7 +227,7 @@ class Prepared:
 def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights | None, TrainedModel | None]:
     """``options`` with the weights resolved once: a name or path read through io, an object taken as given.
 
-    ``layer`` (from 1, or a name) picks one layer of a state dict holding several; your own weights need
+    ``layer`` (a number from 0, or a name) picks one layer of a state dict holding several; your own weights need
     ``heads`` unless their file records it.  Whole numbers and flags are checked as the Python API gives them
     (numpy's scalars included).
     """
@@ -392,6 +392,8 @@ def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any
         return prepare(text, tokens=tokens, **options).run()
     if options or tokens is not None:
         raise TypeError("run(request) takes the request alone: its model options, text and tokens are in it")
+    if text.text is not None and text.tokens is not None:  # as the keywords: the tokens won, the text was dropped
+        raise UsageError("a Request takes a text or tokens, not both: the tokens are the text already split.")
     outputs = text.outputs
     return prepare(text.text, tokens=text.tokens, json=outputs.json and outputs.json_arrays,
                    **text.model.given()).run()

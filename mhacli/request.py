@@ -83,11 +83,5 @@ class Request:
     outputs: Outputs = field(default_factory=Outputs)
     worked: bool = False  # explain --worked: the hand-sized example instead of a text
 
-    def __post_init__(self) -> None:
-        if self.text is not None and self.tokens is not None:  # run() would take the tokens and drop the text
-            from mhacli.core.errors import UsageError
-
-            raise UsageError("a Request takes a text or tokens, not both: the tokens are the text already split.")
-
 
 __all__ = ["ModelOptions", "Outputs", "Request", "Source"]

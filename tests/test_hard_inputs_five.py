@@ -201,8 +201,8 @@ def test_an_encoder_decoder_is_numbered_as_the_model_runs_and_its_decoder_runs_c
     decoder's self-attention ran over every key without a word."""
     from mhacli.core.weights import from_state_dict
 
-    assert from_state_dict(state, layer=1).name.startswith(first)
-    assert from_state_dict(state, layer=1).causal is None
+    assert from_state_dict(state, layer=0).name.startswith(first)
+    assert from_state_dict(state, layer=0).causal is None
     result = mhacli.run("a b c", weights=state, heads=2, layer=decoder)
     assert result.config.causal and np.all(np.triu(result.trace.weights, 1) == 0)
     assert result.notes == (f"ran the self-attention {from_state_dict(state, layer=decoder).name}, causal, as a "
@@ -243,3 +243,45 @@ def test_a_causal_model_run_over_every_key_gets_a_note():
     said = mhacli.run("a b c", weights=gpt2, heads=2, causal=False).notes
     assert said == ("ran the self-attention of your model, over every key as asked, though the model only ever "
                     "looks at earlier tokens: its weights on later keys are ones it never used.",)
+
+
+# ---------------------------------------------------------------------------
+# One numbering of layers: from 0, as outputs.attentions[L] and layers.L count them
+# ---------------------------------------------------------------------------
+
+def _three_layers() -> np.ndarray:
+    rng = np.random.default_rng(3)
+    w = rng.random((3, 2, 4, 4))  # (L, h, N, N)
+    return w / w.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_layer_k_is_the_same_layer_in_every_function_option_and_field(tmp_path, k):
+    """run(layer=1) was the first layer while from_attention(layer=1) and at_layer(1) were the second."""
+    w = _three_layers()
+    view = mhacli.from_attention(w, list("abcd"), layer=k)
+    assert view.layer == k and np.array_equal(view.weights, w[k])
+    assert np.array_equal(view.at_layer(0).at_layer(k).weights, w[k])
+    state = {f"layers.{i}.self_attn.{key}": value for i in range(3)
+             for key, value in _mha_layer(np.random.default_rng(i), "").items()}
+    ran = mhacli.run("a b c", weights=state, heads=2, layer=k)
+    assert np.array_equal(ran.trace.W_q, state[f"layers.{k}.self_attn.in_proj_weight"][:8])
+    assert ran.notes[0].startswith(f"ran the self-attention layers.{k}.self_attn (layer {k} of 0–2)")
+    np.savez(tmp_path / "att.npz", weights=w, tokens=np.array(list("abcd")))
+    proc = mha_in_process("show", "att.npz", "--layer", str(k), "--json", "--no-plots", cwd=tmp_path)
+    document = json.loads(proc.stdout)
+    assert document["layer"] == k and np.allclose(document["weights"], w[k], atol=1e-6)
+
+
+def test_a_layer_out_of_range_is_refused_in_the_same_numbering(tmp_path):
+    w = _three_layers()
+    with pytest.raises(UsageError, match=r"^layer=3 is out of range: this attention has 3 layers \(0–2\)\.$"):
+        mhacli.from_attention(w, list("abcd"), layer=3)
+    with pytest.raises(UsageError, match=r"^layer=5 is out of range"):
+        mhacli.from_attention(w, list("abcd")).at_layer(5)
+    np.savez(tmp_path / "att.npz", weights=w, tokens=np.array(list("abcd")))
+    proc = mha_in_process("show", "att.npz", "--layer", "3", "--no-plots", cwd=tmp_path)
+    assert one_error_line(proc) == "mha: error: --layer 3 is out of range: this attention has 3 layers (0–2)."
+    one = mhacli.from_attention(w[:1], list("abcd"))
+    with pytest.raises(UsageError, match=r"this attention has 1 layer \(layer 0\)"):
+        one.at_layer(1)

@@ -433,14 +433,14 @@ def test_a_view_with_layers_has_a_layer_picker_and_no_invented_steps(open_page, 
     assert page.is_visible("#layer-select") and page.input_value("#layer-select") == "1"
     assert page.is_hidden("#steps") and page.is_visible("#weights-only")
     assert "softmax" not in page.text_content("#qtable-note")  # no scores were given, none are named
-    assert "Attention from your model, layer 2 of 3 (block 1)" in page.text_content("#weights-line")
+    assert "Attention from your model, layer 1 of 0–2 (block 1)" in page.text_content("#weights-line")
     patterns = page.eval_on_selector_all("#sumtable td.pattern", "els => els.map(e => e.textContent)")
     assert patterns == ["previous token", "an earlier copy of its word", "first token", "itself"]
     wait_table(page, 0)
     assert cell_values(page, "0") == expected(w[1][0, 0, :1]) + ["masked"] * 10
     page.select_option("#layer-select", "2")
     page.wait_for_selector("html[data-layer='2']")
-    assert "layer 3 of 3" in page.text_content("#weights-line")
+    assert "layer 2 of 0–2" in page.text_content("#weights-line")
     page.click("#tok-5")
     wait_table(page, 5)
     assert cell_values(page, "2")[:6] == expected(w[2][2, 5, :6])

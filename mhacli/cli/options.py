@@ -203,7 +203,8 @@ TokensOpt = Annotated[int, typer.Option("--tokens", "-n", help="Number of tokens
 WeightsLayerOpt = Annotated[Optional[str], typer.Option(
     "--layer", show_default=False, metavar="TEXT", rich_help_panel=MODEL,
     help="With --weights FILE holding several layers (a TransformerEncoder, BERT or GPT-2 state dict): which "
-         "layer's self-attention to run, its number (1 = first) or its name.")]
+         "layer's self-attention to run: its number, counted from 0 as the model's module names count them (layers.0 "
+         "is 0), or its name.")]
 
 # --- the model-option block ----------------------------------------------------------------------
 # The options of every command that runs a model (explain, compare, demo, quiz), declared once.  Each is
@@ -350,7 +351,8 @@ QueryOpt = Annotated[Optional[str], typer.Option(
     "(default: the few queries where the heads' top tokens differ most).")]
 LayerOpt = Annotated[Optional[str], typer.Option(
     "--layer", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
-    help="Which layer of an attention file to draw: its number (1 = first) or its name (default: the first).")]
+    help="Which layer of an attention file to draw: its number, counted from 0 as outputs.attentions[0] is the "
+         "first, or its name (default: layer 0).")]
 BatchIndexOpt = Annotated[Optional[int], typer.Option(
     "--batch-index", show_default=False, metavar="N", rich_help_panel=FIGURES,
     help="Which sequence of an attention file holding a batch (batch, heads, N, N) to draw (0 = first).",

@@ -153,7 +153,8 @@ def chosen(value: object, choices: Sequence[str]) -> object:
 def layer_index(layer: object, names: Sequence[str]) -> int | None:
     """The 0-based index of the layer ``layer`` names among ``names``, or None when it names none.
 
-    A whole number from 1 (numpy's too, or its digits 0-9 as text), else a name by :func:`chosen`
+    A whole number from 0, as the model's own objects count layers (``outputs.attentions[0]``, ``layers.0``;
+    numpy's too, or its digits 0-9 as text), else its name: exactly as written first, then by :func:`chosen`
     (spaces and letter case do not count): ``--layer`` reads the same in ``mha explain`` and ``mha show``.
     """
     from mhacli.core.numbers import whole_number as typed_number
@@ -163,7 +164,7 @@ def layer_index(layer: object, names: Sequence[str]) -> int | None:
     number = int(layer) if isinstance(layer, numbers.Integral) else (
         typed_number(layer) if isinstance(layer, str) else None)
     if number is not None:
-        return number - 1 if 1 <= number <= len(names) else None
+        return number if 0 <= number < len(names) else None
     if isinstance(layer, str) and layer in names:  # exact first: 'A' and 'a' may both be layers
         return list(names).index(layer)
     if not isinstance(layer, str):

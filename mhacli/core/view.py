@@ -136,7 +136,7 @@ def _check(weights: Array, tokens: tuple[str, ...], precision: str = "float64") 
     off = abs(float(sums[worst]) - 1.0)
     if off > tolerance:
         layer, head, row = (int(i) for i in worst)
-        where = f"row {row} of head {head + 1} in layer {layer + 1} sums to {sums[worst]:.6g}, not 1 (off by {off:.2g})"
+        where = f"row {row} of head {head + 1} in layer {layer} sums to {sums[worst]:.6g}, not 1 (off by {off:.2g})"
         if float(weights.max()) > 1.0 + tolerance:
             why = "weights above 1 are not probabilities: these look like scores; pass the weights after softmax"
         elif np.all(np.abs(weights.sum(axis=-2) - 1.0) <= tolerance):
@@ -204,11 +204,12 @@ class AttentionView:
         return self.head_names
 
     def at_layer(self, layer: int) -> "AttentionView":
-        """The same view showing another layer (0-based)."""
+        """The same view showing another layer, counted from 0 as ``outputs.attentions[layer]`` counts it."""
         if not 0 <= layer < self.n_layers:
-            raise UsageError("{layer} is out of range: this attention has "
-                             f"{self.n_layers} layer{'s' if self.n_layers != 1 else ''} (1–{self.n_layers}).",
-                             layer=layer + 1)
+            from mhacli.core.messages import layers_range
+
+            raise UsageError("{layer} is out of range: this attention has " + layers_range(self.n_layers) + ".",
+                             layer=layer)
         return AttentionView(self.tokens, self.layers, self.layer_names, self.head_names, self.causal, layer,
                              self.source)
 
@@ -251,7 +252,7 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None
     head_names = strings("names", names)  # names="head" is refused, never four heads 'h', 'e', 'a', 'd'
     if head_names is not None and len(head_names) != h:
         raise UsageError(f"{len(head_names)} head names for {h} heads; give one name per head.")
-    lnames = strings("layer_names", layer_names, "one per layer") or tuple(f"layer {i + 1}" for i in range(n_layers))
+    lnames = strings("layer_names", layer_names, "one per layer") or tuple(f"layer {i}" for i in range(n_layers))
     if len(lnames) != n_layers:
         raise UsageError(f"{len(lnames)} layer names for {n_layers} layers; give one name per layer.")
     view = AttentionView(token_tuple, layers, lnames, head_names, found if wanted_causal is None else wanted_causal)

@@ -33,7 +33,7 @@ import numpy as np
 
 from mhacli.core.checks import layer_index, recorded_heads, tensor_values
 from mhacli.core.errors import UsageError
-from mhacli.core.messages import MAX_PATH_SHOWN, literal, shown
+from mhacli.core.messages import MAX_PATH_SHOWN, layer_of, literal, shown
 from mhacli.core.numbers import whole_number
 
 Array = np.ndarray
@@ -200,7 +200,7 @@ def _is_cross(prefix: str) -> bool:
 
 
 def _pick(modules: dict[str, tuple[str, dict[str, Any]]], layer: object, where: str) -> str:
-    """The prefix of the self-attention module ``layer`` names (1-based number or name) among several."""
+    """The prefix of the self-attention module ``layer`` names (its number from 0, or its name) among several."""
     own = [p for p in modules if not _is_cross(p)]
     if not own:
         cross = _label(next(iter(modules)))
@@ -218,17 +218,17 @@ def _pick(modules: dict[str, tuple[str, dict[str, Any]]], layer: object, where: 
         if len(own) == 1:
             return own[0]
         raise UsageError(f"{literal(where)} hold the self-attention of {len(own)} layers ({literal(listed)}); pick "
-                         "one with {layer:name} 1 to " + f"{len(own)} (or its name).", layer=None)
-    index = layer_index(layer, names)  # a number from 1, or a name (case and spaces do not count), as mha show
+                         "one with {layer:name} 0 to " + f"{len(own) - 1} (or its name).", layer=None)
+    index = layer_index(layer, names)  # a number from 0, or a name (case and spaces do not count), as mha show
     if index is not None:
         return own[index]
     typed = whole_number(layer) if isinstance(layer, str) else None  # "3" typed is the number 3 in the message
     if isinstance(layer, str) and typed is None:  # a name, quoted whole: {layer} would cut a long one mid-name
         raise UsageError("{layer:name} " + f"{literal(shown(layer, limit=MAX_PATH_SHOWN))} is not a layer of "
-                         f"{literal(where)}; give a number from 1 to {len(own)} or one of its names: "
+                         f"{literal(where)}; give a number from 0 to {len(own) - 1} or one of its names: "
                          f"{literal(listed)}.", layer=layer)
-    raise UsageError("{layer} is not a layer of " + f"{literal(where)}; give a number from 1 to {len(own)} or one of "
-                     f"its names: {literal(listed)}.", layer=layer if typed is None else typed)
+    raise UsageError("{layer} is not a layer of " + f"{literal(where)}; give a number from 0 to {len(own) - 1} or "
+                     f"one of its names: {literal(listed)}.", layer=layer if typed is None else typed)
 
 
 def _refuse_unmodelled(state: Mapping[str, Any], prefix: str, where: str) -> None:
@@ -308,8 +308,8 @@ def from_state_dict(state: Any, heads: object = None, layer: object = None,
                     where: str = "the weights") -> AttentionWeights:
     """Find one self-attention layer in ``state`` (numpy arrays or tensors), check it and split it into W_q … b_o.
 
-    ``layer`` picks one when the state dict holds several (a number from 1, as on the command
-    line, or its name, e.g. ``"layers.1.self_attn"``); ``heads`` is checked against a head count
+    ``layer`` picks one when the state dict holds several (a number from 0, as the module names count
+    them, or its name, e.g. ``"layers.1.self_attn"``); ``heads`` is checked against a head count
     the state dict records; ``where`` names the source in messages.
     """
     state = _mapping(state, where)
@@ -354,7 +354,7 @@ def from_state_dict(state: Any, heads: object = None, layer: object = None,
     w_q, w_k, w_v = w_in[:d], w_in[d : 2 * d], w_in[2 * d :]  # (3d, d) -> 3 × (d, d), PyTorch's order
     b_q, b_k, b_v = (None, None, None) if b_in is None else (b_in[:d], b_in[d : 2 * d], b_in[2 * d :])
     own = [p for p in modules if not _is_cross(p)]
-    name = None if len(own) == 1 else f"{_label(prefix)} (layer {own.index(prefix) + 1} of {len(own)})"
+    name = None if len(own) == 1 else f"{_label(prefix)} ({layer_of(own.index(prefix), len(own))})"
     return AttentionWeights(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, heads=recorded, causal=causal, name=name)
 
 

@@ -61,7 +61,7 @@ def _one_attention(path: Path, arrays: dict[str, np.ndarray], keys: list[str]) -
 
 
 def load_attention(path: Path, layer: int | None = None, batch_index: int | None = None) -> AttentionView:
-    """The attention view saved in ``path``; ``layer`` (1-based, as on the command line) picks the layer shown,
+    """The attention view saved in ``path``; ``layer`` (from 0, as everywhere) picks the layer shown,
     ``batch_index`` (0-based) one sequence of a batch."""
     from mhacli.io.archive import read_npz
 
@@ -93,7 +93,7 @@ def load_attention(path: Path, layer: int | None = None, batch_index: int | None
     except UsageError as exc:  # the same check as in Python, said of this file
         where = literal(shown_path(path))
         raise UsageError(f"{where}: {exc.template}", **exc.params) from None
-    view = view if layer is None else view.at_layer(layer - 1)
+    view = view if layer is None else view.at_layer(layer)
     return AttentionView(view.tokens, view.layers, view.layer_names, view.head_names, view.causal, view.layer,
                          str(path))
 

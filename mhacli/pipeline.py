@@ -410,10 +410,14 @@ def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Ru
         from mhacli.core.compare import single_head
 
         one = single_head(shown)  # type: ignore[arg-type]
+    def measured(seen: Shown) -> Analysis:  # a view's note (causal=False on causal weights) said with its measures
+        note = getattr(seen, "note", None)
+        return analyse(seen) if note is None else replace(analyse(seen), caution=note)
+
     every = None
     if layers and config is None and shown.n_layers > 1:  # type: ignore[union-attr]
-        every = tuple(analyse(shown.at_layer(k)) for k in range(shown.n_layers))  # type: ignore[union-attr]
-    return Run(config=config, trace=shown, analysis=analyse(shown), single=one, layers=every,
+        every = tuple(measured(shown.at_layer(k)) for k in range(shown.n_layers))  # type: ignore[union-attr]
+    return Run(config=config, trace=shown, analysis=measured(shown), single=one, layers=every,
                parse=getattr(shown, "parse", None),
                split_diff=None if config is None else shown.split_equals_direct())  # type: ignore[union-attr]
 

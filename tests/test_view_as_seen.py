@@ -1,0 +1,108 @@
+"""Your model's attention as the model saw it (issue 47): tokens read, padding masked, direction not taken on trust."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import mhacli
+from mhacli.core.errors import UsageError
+from mhacli.core.markers import readable
+from mhacli.pipeline import result_of
+
+
+@pytest.mark.parametrize(("tokens", "shown"), [
+    (["<|endoftext|>", "The", "Ġcat", "Ċ", "ĊĊ", "Ġcaf", "Ã©", "Ġ"], ("<|endoftext|>", "The", "cat", "↵", "↵↵", "caf",
+                                                                     "é", "␣")),  # GPT-2's bytes, é in two
+    (["[CLS]", "play", "##ing", "[SEP]"], ("[CLS]", "play", "-ing", "[SEP]")),  # WordPiece
+    (["▁the", "▁cat", "s", "▁"], ("the", "cat", "s", "␣")),  # SentencePiece
+    (["low</w>", "er</w>"], ("low", "er")),
+    (["Ġ", "日本"], ("Ġ", "日本")),  # '日' is no byte-level character: a text's own 'Ġ' beside it stays
+])
+def test_a_tokenizer_s_markers_are_read_as_the_text_they_stand_for(tokens, shown):
+    assert readable(tokens) == shown
+
+
+@given(st.lists(st.text(st.characters(blacklist_categories=("Zs", "Cc", "Zl", "Zp")), min_size=1)
+                .filter(lambda t: "▁" not in t and not t.startswith("##") and not t.endswith("</w>")
+                        and not any(256 <= ord(c) < 324 for c in t)), min_size=1, max_size=6))
+def test_tokens_without_markers_are_kept_as_they_are(tokens):
+    assert readable(tokens) == tuple(tokens)
+
+
+def _uniform(n: int, heads: int = 2) -> np.ndarray:
+    return np.full((heads, n, n), 1 / n)
+
+
+def test_a_view_shows_readable_tokens_in_its_figures_and_page_and_raw_ones_on_request():
+    """The page and the figures showed 'Ġcat' and '▁the' as they came; BertViz cleans them by default."""
+    tokens = ["Ġthe", "Ġcat", "Ċ"]
+    view = mhacli.from_attention(_uniform(3), tokens)
+    assert view.tokens == ("the", "cat", "↵")
+    figure = mhacli.head_figure(view, 0)
+    ticks = [t.get_text() for ax in figure.axes for t in ax.get_xticklabels() if t.get_text()]
+    assert "cat" in ticks and not any("Ġ" in t for t in ticks), ticks
+    page = mhacli.html_page(view)
+    data = json.loads(re.search(r'id="mha-data">(.*?)</script>', page, re.S).group(1))
+    assert data["tokens"] == ["the", "cat", "↵"]
+    assert mhacli.from_attention(_uniform(3), tokens, raw_tokens=True).tokens == tuple(tokens)
+    with pytest.raises(UsageError, match="raw_tokens must be"):
+        mhacli.from_attention(_uniform(3), tokens, raw_tokens="yes")
+
+
+def _padded_weights(rng: np.random.Generator, keep: np.ndarray, causal: bool = False) -> np.ndarray:
+    """(L=2, B=1, h=2, N, N) softmax weights as Hugging Face returns them: -inf on padded keys."""
+    n = keep.size
+    scores = rng.normal(size=(2, 1, 2, n, n))
+    scores[..., ~keep] = -np.inf
+    if causal:
+        scores[..., np.triu(np.ones((n, n), bool), 1)] = -np.inf
+    w = np.exp(scores - scores.max(-1, keepdims=True))
+    return w / w.sum(-1, keepdims=True)
+
+
+def test_padded_keys_are_drawn_masked_and_left_out_of_every_measure():
+    """Keys padded by attention_mask were drawn as weight 0 and counted as keys a query could see."""
+    keep = np.array([True, True, True, True, False, False])
+    w = _padded_weights(np.random.default_rng(0), keep)
+    tokens = ["[CLS]", "the", "cat", "[SEP]", "[PAD]", "[PAD]"]
+    view = mhacli.from_attention(tuple(w), tokens, attention_mask=keep.astype(int)[None])
+    assert np.array_equal(view.mask, ~(keep[None, :] & keep[:, None]))
+    analysis = result_of(view).analysis
+    assert np.array_equal(analysis.mask, view.mask) and analysis.heads[0].counted_rows == 4
+    alone = result_of(mhacli.from_attention(w[:, 0, :, :4, :4], tokens[:4])).analysis  # the same, unpadded
+    assert [h.pattern for h in analysis.heads] == [h.pattern for h in alone.heads]
+    page = mhacli.html_page(view)
+    data = json.loads(re.search(r'id="mha-data">(.*?)</script>', page, re.S).group(1))
+    assert [row[4] for row in data["mask"]] == [1] * 6  # each query's padded key hatched, as in the figures
+
+
+@pytest.mark.parametrize(("mask", "said"), [
+    (np.array([1, 1, 0]), "must be 1 for each token and 0 for padding, one per position ((N,) or (batch, N) for "
+                          "N = 4), got shape (3,)."),
+    (np.array([1, 2, 1, 1]), "with values other than 0 and 1"),
+    (np.zeros(4, int), "marks every position as padding"),
+    (np.array([1, 0, 1, 1]), "attention_mask marks position 1 as padding, but head"),
+])
+def test_an_attention_mask_that_does_not_fit_the_weights_is_one_line(mask, said):
+    with pytest.raises(UsageError) as caught:
+        mhacli.from_attention(_uniform(4), list("abcd"), attention_mask=mask)
+    assert said in str(caught.value)
+
+
+def test_causal_weights_drawn_over_every_key_get_a_note():
+    """causal=False on GPT-2's weights was accepted and the hatching disappeared, without a note."""
+    w = np.tril(np.ones((4, 4)))
+    w /= w.sum(-1, keepdims=True)
+    view = mhacli.from_attention(np.stack([w, w]), list("abcd"), causal=False)
+    said = ("causal=False, though no query gives any weight to a later key (a causal model's weights): drawn over "
+            "every key as asked, the later keys' zeros are ones the model never computed")
+    assert view.mask is None and result_of(view).analysis.caution == said
+    assert said in mhacli.html_page(view)
+    assert mhacli.from_attention(np.stack([w, w]), list("abcd")).note is None  # found causal: drawn so, no note
+    assert mhacli.from_attention(_uniform(4), list("abcd"), causal=False).note is None

@@ -106,3 +106,67 @@ def test_causal_weights_drawn_over_every_key_get_a_note():
     assert said in mhacli.html_page(view)
     assert mhacli.from_attention(np.stack([w, w]), list("abcd")).note is None  # found causal: drawn so, no note
     assert mhacli.from_attention(_uniform(4), list("abcd"), causal=False).note is None
+
+
+# ---------------------------------------------------------------------------
+# Views that fit: one layer per notebook display, every layer and head in one figure
+# ---------------------------------------------------------------------------
+
+def _gpt2_sized(causal: bool = True) -> mhacli.AttentionView:
+    """12 layers × 12 heads over 40 tokens, as GPT-2's outputs.attentions for a sentence or two."""
+    rng = np.random.default_rng(4)
+    scores = rng.normal(size=(12, 12, 40, 40)) * 2
+    if causal:
+        scores[..., np.triu(np.ones((40, 40), bool), 1)] = -np.inf
+    w = np.exp(scores - scores.max(-1, keepdims=True))
+    return mhacli.from_attention(w / w.sum(-1, keepdims=True), [f"Ġtok{i}" for i in range(40)])
+
+
+def _page_data(display: str) -> dict:
+    import html
+
+    page = html.unescape(re.search(r'srcdoc="(.*?)"', display, re.S).group(1))
+    return json.loads(re.search(r'id="mha-data">(.*?)</script>', page, re.S).group(1))
+
+
+def test_a_gpt2_sized_notebook_display_holds_its_layer_alone_within_150_kb():
+    """Each display embedded every layer (671 kB), and display(view.at_layer(L)) all of them again."""
+    view = _gpt2_sized()
+    for layer in (0, 7):
+        display = view.at_layer(layer)._repr_html_()
+        assert len(display.encode()) <= 150_000, len(display.encode())
+        data = _page_data(display)
+        assert data["layer"] == layer and not data.get("layers") and data["in_notebook"] is True
+        assert data["tokens"][:2] == ["tok0", "tok1"]
+    written = mhacli.html_page(view)  # a page written to a file keeps every layer and every head shown
+    data = json.loads(re.search(r'id="mha-data">(.*?)</script>', written, re.S).group(1))
+    assert "in_notebook" not in data and len(data["layers"]) == 12
+
+
+def test_the_model_figure_shows_every_layer_and_head_on_one_scale():
+    from mhacli.render.figures.model_view import gap
+
+    view = _gpt2_sized()
+    figure = mhacli.model_figure(view)
+    (ax,) = figure.axes
+    image, shade = (im.get_array() for im in ax.get_images())
+    n, g = 40, gap(40)
+    for layer, head in ((0, 0), (5, 11), (11, 3)):
+        block = image[layer * (n + g):layer * (n + g) + n, head * (n + g):head * (n + g) + n]
+        later = np.triu(np.ones((n, n), bool), 1)
+        assert np.array_equal(np.ma.getdata(block)[~later], view.layers[layer, head][~later])
+        assert np.array_equal(np.ma.getmaskarray(block), later)  # masked cells masked, and drawn in the mask colour
+        assert np.all(shade[layer * (n + g):layer * (n + g) + n, head * (n + g):head * (n + g) + n][later][:, 3] == 1)
+    assert np.ma.getmaskarray(image)[n:n + g].all()  # the gap between two layers is blank
+    assert [t.get_text() for t in ax.get_xticklabels()] == [f"head {i + 1}" for i in range(12)]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"layer {i}" for i in range(12)]
+    assert "12 layers (0–11) × 12 heads, 40 tokens" in figure.texts[0].get_text()
+    assert len(figure._repr_png_()) > 10_000
+
+
+def test_the_model_figure_of_a_run_is_its_one_layer():
+    result = mhacli.run("the cat sat on the mat", heads=4)
+    figure = mhacli.model_figure(result)
+    assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == ["layer 0"]
+    with pytest.raises(UsageError, match="expected a run"):
+        mhacli.model_figure("the cat")

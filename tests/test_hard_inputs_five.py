@@ -285,3 +285,52 @@ def test_a_layer_out_of_range_is_refused_in_the_same_numbering(tmp_path):
     one = mhacli.from_attention(w[:1], list("abcd"))
     with pytest.raises(UsageError, match=r"this attention has 1 layer \(layer 0\)"):
         one.at_layer(1)
+
+
+# ---------------------------------------------------------------------------
+# --json has no side effects; the smaller items
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [["explain", "the cat sat"], ["compare", "the cat sat"]])
+def test_a_json_run_writes_no_figures_unless_a_figure_option_asks(tmp_path, argv):
+    """mha explain --json wrote seven PNGs into ./mha-output unless --no-plots was added."""
+    proc = mha_in_process(*argv, "--json", cwd=tmp_path)
+    assert proc.returncode == 0 and json.loads(proc.stdout) and sorted(tmp_path.iterdir()) == [], proc.stderr
+    proc = mha_in_process(*argv, "--json", "--format", "svg", "--dpi", "30", cwd=tmp_path)
+    assert proc.returncode == 0 and any((tmp_path / "mha-output").glob("*.svg")), proc.stderr
+    proc = mha_in_process(*argv, "--json", "--out", "figs", "--dpi", "30", cwd=tmp_path)
+    assert proc.returncode == 0 and any((tmp_path / "figs").glob("*.png")), proc.stderr
+
+
+def test_a_run_without_json_still_draws_into_mha_output(tmp_path):
+    proc = mha_in_process("explain", "the cat", "--dpi", "30", cwd=tmp_path)
+    assert proc.returncode == 0 and (tmp_path / "mha-output" / "heads.png").is_file(), proc.stderr
+
+
+def test_lines_written_to_a_file_end_without_spaces(tmp_path):
+    """About 70 % of the lines of mha explain, written to a file, ended in a space (Rich pads to the width)."""
+    proc = mha_in_process("explain", "the cat sat on the mat", "--no-plots", cwd=tmp_path)
+    lines = proc.stdout.splitlines()
+    assert len(lines) > 50 and [line for line in lines if line != line.rstrip()] == []
+
+
+def test_verify_of_an_attention_file_says_what_it_holds(tmp_path):
+    np.savez(tmp_path / "attention.npz", weights=np.full((2, 3, 3), 1 / 3), tokens=np.array(["a", "b", "c"]))
+    proc = mha_in_process("verify", "attention.npz", cwd=tmp_path)
+    line = one_error_line(proc)
+    assert proc.returncode == 2 and "it holds attention weights (your model's, which 'mha show' draws), not a " \
+        "saved run: verify recomputes every step of a run" in line and "missing" not in line, line
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["explain", "--help"], ".safetensors"),
+    (["explain", "--help"], "[float64|float32]"),
+    (["explain", "--help"], "Your own model: mha explain \"the cat sat\" --weights enc.pt --layer 1 --heads"),
+    (["show", "--help"], "Usage: mha show [OPTIONS] {FILE}"),
+    (["show", "--help"], " (layers × heads × N × N) and 'tokens' (docs/your-model.md), one layer at a "),
+    (["explain", "--help"], "--format is given"),
+])
+def test_the_help_names_what_works(tmp_path, argv, said):
+    proc = mha_in_process(*argv, cwd=tmp_path, env={"COLUMNS": "80"})  # a sentence was cut at 80 columns
+    assert said in proc.stdout, proc.stdout
+    assert "trace_file" not in proc.stdout

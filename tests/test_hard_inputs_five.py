@@ -160,6 +160,21 @@ def test_torch_save_of_a_real_module_is_named_as_such(tmp_path):
         mhacli.run("a b c", weights=tmp_path / "model.pt", heads=2)
 
 
+@pytest.mark.torch
+def test_a_real_nn_transformer_is_numbered_encoder_first_and_its_cross_attention_refused(tmp_path):
+    torch = pytest.importorskip("torch", reason="PyTorch makes the model")
+    model = torch.nn.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1,
+                                 dim_feedforward=16)
+    torch.save(model.state_dict(), tmp_path / "tr.pt")
+    first = mhacli.run("a b c", weights=tmp_path / "tr.pt", heads=2, layer=0)
+    assert first.notes[0].startswith("ran the self-attention encoder.layers.0.self_attn (layer 0 of 0–2)")
+    decoder = mhacli.run("a b c", weights=tmp_path / "tr.pt", heads=2, layer=2)
+    assert decoder.notes[0].startswith("ran the self-attention decoder.layers.0.self_attn (layer 2 of 0–2), causal")
+    assert np.all(np.triu(decoder.trace.weights, 1) == 0)
+    with pytest.raises(UsageError, match="'decoder.layers.0.multihead_attn' in the weights in .* is cross-attention"):
+        mhacli.run("a b c", weights=tmp_path / "tr.pt", heads=2, layer="decoder.layers.0.multihead_attn")
+
+
 def _mha_layer(rng: np.random.Generator, prefix: str, d: int = 8) -> dict[str, np.ndarray]:
     return {prefix + "in_proj_weight": rng.normal(size=(3 * d, d)), prefix + "in_proj_bias": rng.normal(size=3 * d),
             prefix + "out_proj.weight": rng.normal(size=(d, d)), prefix + "out_proj.bias": rng.normal(size=d)}

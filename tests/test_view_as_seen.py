@@ -170,3 +170,20 @@ def test_the_model_figure_of_a_run_is_its_one_layer():
     assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == ["layer 0"]
     with pytest.raises(UsageError, match="expected a run"):
         mhacli.model_figure("the cat")
+
+
+def test_an_attention_file_keeps_its_attention_mask_and_mha_show_masks_the_padding(tmp_path):
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+    from mhacli.io.attention_file import load_attention, save_attention
+
+    keep = np.array([True, True, True, False])
+    w = _padded_weights(np.random.default_rng(6), keep)[:, 0]  # (L, h, N, N)
+    view = mhacli.from_attention(w, ["a", "b", "c", "[PAD]"], attention_mask=keep.astype(int))
+    save_attention(view, tmp_path / "mine.npz")
+    back = load_attention(tmp_path / "mine.npz", layer=1)
+    assert np.array_equal(back.padded, ~keep) and back.layer == 1 and back.source == str(tmp_path / "mine.npz")
+    result = CliRunner().invoke(app, ["show", str(tmp_path / "mine.npz"), "--json", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert [h["counted_rows"] for h in json.loads(result.stdout)["head_summaries"]] == [3, 3]

@@ -348,7 +348,7 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
         check_designable(len(toks), config)
     notes: tuple[str, ...] = ()
     caution = None
-    if mine is not None and (mine.name or (mine.causal and not config.causal)):  # which layer ran, and how
+    if mine is not None and (mine.name or mine.decoder or (mine.causal and not config.causal)):  # which ran, how
         from mhacli.core.weights import causal_note
 
         notes = (f"ran the self-attention {mine.name or 'of your model'}{causal_note(mine, bool(config.causal))}.",)

@@ -349,3 +349,16 @@ def test_the_help_names_what_works(tmp_path, argv, said):
     proc = mha_in_process(*argv, cwd=tmp_path, env={"COLUMNS": "80"})  # a sentence was cut at 80 columns
     assert said in proc.stdout, proc.stdout
     assert "trace_file" not in proc.stdout
+
+
+def test_a_lone_decoder_layer_is_known_by_the_cross_attention_beside_it():
+    """nn.TransformerDecoderLayer's state dict has no 'decoder.' in its names: its self_attn sits beside a
+    multihead_attn, which only a decoder layer has."""
+    rng = np.random.default_rng(7)
+    layer = _mha_layer(rng, "self_attn.") | _mha_layer(rng, "multihead_attn.")
+    ran = mhacli.run("a b c", weights=layer, heads=2)
+    assert ran.config.causal and ran.notes == ("ran the self-attention of your model, causal, as a decoder's "
+                                               "self-attention runs (run it with causal off to let each query see "
+                                               "every key).",)
+    alone = mhacli.run("a b c", weights=_mha_layer(rng, ""), heads=2)  # an encoder's or a lone module: as before
+    assert not alone.config.causal and alone.notes == ()

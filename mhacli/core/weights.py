@@ -74,7 +74,8 @@ class AttentionWeights:
 
     ``heads`` is the head count the source recorded (None: a bare state dict does not say);
     ``causal`` is True when the model the layer came from masks later tokens (GPT-2);
-    ``name`` says which module of a state dict holding several it is.
+    ``name`` says which module of a state dict holding several it is;
+    ``decoder`` is True for a decoder's self-attention (run causally: see :func:`causal_note`).
     """
 
     w_q: Array
@@ -88,6 +89,7 @@ class AttentionWeights:
     heads: int | None = None
     causal: bool | None = None
     name: str | None = None
+    decoder: bool = False
 
     @property
     def d_model(self) -> int:
@@ -345,7 +347,10 @@ def from_state_dict(state: Any, heads: object = None, layer: object = None,
         if w_in.shape != (3 * d, d) or w_o.shape != (d, d):
             raise UsageError(f"{_label(prefix)!r} in {where} has projections of shapes {w_in.shape} and "
                              f"{w_o.shape}, not the 3d × d and d × d of one self-attention layer.")
-    if stack(prefix) == "decoder":
+    parent = prefix.rstrip(".").rpartition(".")[0]  # 'layers.0' of 'layers.0.self_attn.'
+    decoder = stack(prefix) == "decoder" or any(_is_cross(p) and p.rstrip(".").rpartition(".")[0] == parent
+                                                for p in modules)  # a cross-attention beside it: a decoder layer
+    if decoder:
         causal = True  # a decoder's self-attention is trained with later tokens masked (nn.Transformer's tgt_mask)
     recorded = _recorded_heads(state, prefix, where)
     if recorded is not None and heads is not None and heads != recorded:
@@ -355,14 +360,15 @@ def from_state_dict(state: Any, heads: object = None, layer: object = None,
     b_q, b_k, b_v = (None, None, None) if b_in is None else (b_in[:d], b_in[d : 2 * d], b_in[2 * d :])
     own = [p for p in modules if not _is_cross(p)]
     name = None if len(own) == 1 else f"{_label(prefix)} ({layer_of(own.index(prefix), len(own))})"
-    return AttentionWeights(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, heads=recorded, causal=causal, name=name)
+    return AttentionWeights(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, heads=recorded, causal=causal, name=name,
+                            decoder=decoder)
 
 
 def causal_note(weights: AttentionWeights, causal: bool) -> str:
     """The clause after "ran the self-attention NAME" saying how a causal model's layer was run."""
     if not weights.causal:
         return ""
-    decoder = weights.name is not None and stack(weights.name.split(" ")[0]) == "decoder"
+    decoder = weights.decoder
     if causal:
         return (", causal, as a decoder's self-attention runs (run it with causal off to let each query see every key)"
                 if decoder else ", causal as the model was trained")

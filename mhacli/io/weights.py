@@ -253,9 +253,9 @@ def load_weights(path: Path, heads: object = None, layer: object = None) -> Atte
     """Your self-attention layer's weights from an npz, .pt or .safetensors file, checked, with its head count."""
     where = _where(path)
     weights = from_state_dict(read_state(path), heads=heads, layer=layer, where=where)
-    count = checked_heads(weights, heads, where)
-    return AttentionWeights(weights.w_q, weights.w_k, weights.w_v, weights.w_o, weights.b_q, weights.b_k,
-                            weights.b_v, weights.b_o, heads=count, causal=weights.causal, name=weights.name)
+    from dataclasses import replace
+
+    return replace(weights, heads=checked_heads(weights, heads, where))
 
 
 def own_weights(given: Any, heads: object = None, layer: object = None) -> AttentionWeights:
@@ -266,9 +266,9 @@ def own_weights(given: Any, heads: object = None, layer: object = None) -> Atten
             no_layer(layer, "AttentionWeights")
     else:
         weights = from_state_dict(given, heads=heads, layer=layer)
-    count = checked_heads(weights, heads)
-    return AttentionWeights(weights.w_q, weights.w_k, weights.w_v, weights.w_o, weights.b_q, weights.b_k,
-                            weights.b_v, weights.b_o, heads=count, causal=weights.causal, name=weights.name)
+    from dataclasses import replace
+
+    return replace(weights, heads=checked_heads(weights, heads))
 
 
 def _checked(weights: AttentionWeights) -> AttentionWeights:

@@ -45,13 +45,14 @@ _PUBLIC = {
     "compare_figure": "mhacli.notebook",
     "html_page": "mhacli.notebook",
     "save_figures": "mhacli.notebook",
+    "model_figure": "mhacli.notebook",
 }
 
 __all__ = ["__version__", "run", "Run", "Request", "ModelOptions", "Config", "Trace", "load_trace", "from_attention",
            "AttentionView", "AttentionWeights", "report_card", "Card", "knockout", "Knockout",
            "attention_in_tiles", "tiled_attention",
            "head_figure", "heads_figure", "magnifiers_figure", "split_figure", "compare_figure",
-           "html_page", "save_figures"]
+           "html_page", "save_figures", "model_figure"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from mhacli.grammar.card import Card, report_card
@@ -65,7 +66,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mhacli.pipeline import Run, run
     from mhacli.request import ModelOptions, Request
     from mhacli.notebook import (compare_figure, head_figure, heads_figure, html_page, magnifiers_figure,
-                                 save_figures, split_figure)
+                                 model_figure, save_figures, split_figure)
 
 
 def _display_page(shown: Any) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mhacli.attention.errors import UsageError
 from mhacli.pipeline import Run, paged, result_of, shown
 
@@ -83,10 +85,17 @@ def html_page(trace: Any, max_tokens: int | None = None, *, hide_rules: bool = F
 
 
 def display_page(shown_object: Any) -> str:
-    """What Jupyter shows for a run, a trace or a view: its page, packed, in an isolated frame."""
+    """What Jupyter shows for a run, a trace or a view: its page, packed, in an isolated frame.
+
+    A view's display holds its shown layer only, so that ``display(view.at_layer(L))`` embeds one layer, not
+    every layer again each time (12 × 12 heads over 40 tokens: 671 kB with every layer, about 114 kB with one);
+    :func:`model_figure` shows every layer and head at once.
+    """
+    from mhacli.render.html import render_html
     from mhacli.render.notebook import html_frame
 
-    return html_frame(html_page(shown_object, packed=True))
+    result = shown_object if isinstance(_shown_kind(shown_object), Run) else result_of(shown_object)
+    return html_frame(render_html(paged(result), packed=True))
 
 
 def head_figure(trace: Any, head: int, *, max_tokens: int = 40, query: int | None = None, pen: Pen | None = None,
@@ -171,6 +180,30 @@ def compare_figure(trace: Any, single: Any = None, comparison: Any = None, *, ma
     with drawing(pen) as p:
         return build_compare(result.trace, single, comparison, result.figures, p,  # type: ignore[arg-type]
                              hide_rules=hide_rules)
+
+
+def model_figure(trace: Any) -> Figure:
+    """Every layer × every head as thumbnails on one scale (BertViz's ``model_view``): rows are layers, counted from
+    0, columns heads; a run of mhacli's own has one layer. Draw one large with ``head_figure(view.at_layer(L), i)``.
+    """
+    from mhacli.attention.messages import layers_range
+    from mhacli.attention.tokenize import label
+    from mhacli.measures.view import AttentionView
+    from mhacli.render.figures.model_view import MAX_CELLS, model_view
+
+    found = _shown_kind(trace)
+    found = found.trace if isinstance(found, Run) else found
+    layers = found.layers if isinstance(found, AttentionView) else np.asarray(found.weights)[None]  # (L, h, N, N)
+    names = found.layer_names if isinstance(found, AttentionView) else ("layer 0",)
+    n_layers, h = layers.shape[:2]
+    if n_layers * h > MAX_CELLS:
+        raise UsageError(f"{n_layers} layers × {h} heads is {n_layers * h:,} thumbnails, more than the "
+                         f"{MAX_CELLS:,} one figure can show readably; draw a layer at a time: "
+                         "heads_figure(view.at_layer(L)).")
+    where = "your model" if isinstance(found, AttentionView) else "this run"
+    title = f"Attention of {where}: {layers_range(n_layers)} × {h} head{'s' if h != 1 else ''}, {len(found.tokens)} " \
+        "tokens, on one scale from 0 to 1"
+    return model_view(layers, tuple(label(n, 16) for n in names), found.mask, title)
 
 
 def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "png", dpi: int = 150,

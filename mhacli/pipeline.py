@@ -225,7 +225,7 @@ class Prepared:
 def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights | None, TrainedModel | None]:
     """``options`` with the weights resolved once: a name or path read through io, an object taken as given.
 
-    ``layer`` (from 1, or a name) picks one layer of a state dict holding several; your own weights need
+    ``layer`` (a number from 0, or a name) picks one layer of a state dict holding several; your own weights need
     ``heads`` unless their file records it.  Whole numbers and flags are checked as the Python API gives them
     (numpy's scalars included).
     """
@@ -346,9 +346,10 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
         check_designable(len(toks), config)
     notes: tuple[str, ...] = ()
     caution = None
-    if mine is not None and getattr(mine, "name", None):  # one layer of several: say which ran (GPT-2: causal)
-        causal = ", causal as the model was trained" if mine.causal and config.causal else ""
-        notes = (f"ran the self-attention {mine.name}{causal}.",)
+    if mine is not None and (mine.name or mine.decoder or (mine.causal and not config.causal)):  # which ran, how
+        from mhacli.models.state_dict import causal_note
+
+        notes = (f"ran the self-attention {mine.name or 'of your model'}{causal_note(mine, bool(config.causal))}.",)
     if model is not None and hasattr(model, "stand_ins"):
         from mhacli.models.trained import trained_caution, trained_notes
 
@@ -389,6 +390,8 @@ def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any
         return prepare(text, tokens=tokens, **options).run()
     if options or tokens is not None:
         raise TypeError("run(request) takes the request alone: its model options, text and tokens are in it")
+    if text.text is not None and text.tokens is not None:  # as the keywords: the tokens won, the text was dropped
+        raise UsageError("a Request takes a text or tokens, not both: the tokens are the text already split.")
     outputs = text.outputs
     return prepare(text.text, tokens=text.tokens, json=outputs.json and outputs.json_arrays,
                    **text.model.given()).run()
@@ -405,10 +408,14 @@ def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Ru
         from mhacli.measures.compare import single_head
 
         one = single_head(shown)  # type: ignore[arg-type]
+    def measured(seen: Shown) -> Analysis:  # a view's note (causal=False on causal weights) said with its measures
+        note = getattr(seen, "note", None)
+        return analyse(seen) if note is None else replace(analyse(seen), caution=note)
+
     every = None
     if layers and config is None and shown.n_layers > 1:  # type: ignore[union-attr]
-        every = tuple(analyse(shown.at_layer(k)) for k in range(shown.n_layers))  # type: ignore[union-attr]
-    return Run(config=config, trace=shown, analysis=analyse(shown), single=one, layers=every,
+        every = tuple(measured(shown.at_layer(k)) for k in range(shown.n_layers))  # type: ignore[union-attr]
+    return Run(config=config, trace=shown, analysis=measured(shown), single=one, layers=every,
                parse=getattr(shown, "parse", None),
                split_diff=None if config is None else shown.split_equals_direct())  # type: ignore[union-attr]
 

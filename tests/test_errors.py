@@ -218,7 +218,7 @@ ROWS: list[tuple[str, str]] = [
     ("a weights file without --heads (a state dict never records them)", 'mha explain "the cat" --weights own.npz'),
     ("a weights file holding several layers, without --layer",
      'mha explain "the cat" --weights encoder.npz --heads 2'),
-    ("--layer beyond the layers of a weights file", 'mha explain "the cat" --weights encoder.npz --heads 2 --layer 3'),
+    ("--layer beyond the layers of a weights file", 'mha explain "the cat" --weights encoder.npz --heads 2 --layer 2'),
     ("--layer without a weights file", 'mha explain "the cat" --layer 2'),
     ("--layer with the shipped trained model", 'mha explain "the cat" --weights trained --layer 2'),
     ("weights with add_bias_kv (bias_k, bias_v)", 'mha explain "the cat" --weights bias-kv.npz --heads 2'),

@@ -1019,7 +1019,7 @@ def test_a_view_draws_heads_sheet_and_magnifiers_of_its_layer_and_nothing_invent
     hf = head_map(view, 2)
     assert np.array_equal(np.ma.getdata(hf.map.image.get_array()), w[1][2])
     assert np.array_equal(np.ma.getmaskarray(hf.map.image.get_array()), np.triu(np.ones((6, 6), bool), 1))
-    label = "attention from your model, layer 2 of 2 (enc.1)"
+    label = "attention from your model, layer 1 of 0–1 (enc.1)"
     assert label in hf.note.get_text()
     sheet = notebook.heads_figure(view)
     assert np.allclose(np.ma.getdata(drawn(heatmaps(sheet)[-1])), w[1].mean(axis=0))

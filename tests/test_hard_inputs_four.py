@@ -198,7 +198,7 @@ def test_a_layer_number_too_large_is_not_called_not_digits(tmp_path, monkeypatch
     assert code == 2 and "digits 0-9" not in err and "is not a layer" in err, err
     monkeypatch.chdir(tmp_path)  # its figures go to ./mha-output: the test's own folder, not the work tree
     code, out, err = cli("show", str(tmp_path / "att.npz"), "--layer", " enc.1 ", "--json", "--dpi", "30")
-    assert code == 0 and json.loads(out)["layer"] == 2, err
+    assert code == 0 and json.loads(out)["layer"] == 1, err
 
 
 def _two_layers(path: Path, d: int = 8) -> None:
@@ -210,9 +210,9 @@ def _two_layers(path: Path, d: int = 8) -> None:
     np.savez(path, **state)
 
 
-@pytest.mark.parametrize(("layer", "ran"), [(" LAYERS.1.SELF_ATTN", "layer 2 of 2"),
-                                            ("layers.0.self_attn", "layer 1 of 2"), ("2", "layer 2 of 2"),
-                                            (np.int64(1), "layer 1 of 2")])
+@pytest.mark.parametrize(("layer", "ran"), [(" LAYERS.1.SELF_ATTN", "layer 1 of 0–1"),
+                                            ("layers.0.self_attn", "layer 0 of 0–1"), ("1", "layer 1 of 0–1"),
+                                            (np.int64(0), "layer 0 of 0–1")])
 def test_explain_layer_takes_names_as_mha_show_does(tmp_path, layer, ran):
     from mhacli import run
 

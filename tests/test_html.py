@@ -371,7 +371,7 @@ def test_a_view_page_has_its_weights_every_layer_and_nothing_invented():
         np.testing.assert_allclose(np.array(layer["average"]), w[k].mean(axis=0), atol=0.5e-4 + 1e-12)
         a = analyse(view.at_layer(k))
         assert [sm["pattern"] for sm in layer["summaries"]] == [s.pattern for s in a.heads]
-        assert layer["weights_label"] == f"attention from your model, layer {k + 1} of 3 ({'abc'[k]})"
+        assert layer["weights_label"] == f"attention from your model, layer {k} of 0–2 ({'abc'[k]})"
     # A picture too big for every layer keeps the shown one only, and says so in the picker.
     from mhacli.render import html as page_module
 

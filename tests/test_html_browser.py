@@ -433,14 +433,14 @@ def test_a_view_with_layers_has_a_layer_picker_and_no_invented_steps(open_page, 
     assert page.is_visible("#layer-select") and page.input_value("#layer-select") == "1"
     assert page.is_hidden("#steps") and page.is_visible("#weights-only")
     assert "softmax" not in page.text_content("#qtable-note")  # no scores were given, none are named
-    assert "Attention from your model, layer 2 of 3 (block 1)" in page.text_content("#weights-line")
+    assert "Attention from your model, layer 1 of 0–2 (block 1)" in page.text_content("#weights-line")
     patterns = page.eval_on_selector_all("#sumtable td.pattern", "els => els.map(e => e.textContent)")
     assert patterns == ["previous token", "an earlier copy of its word", "first token", "itself"]
     wait_table(page, 0)
     assert cell_values(page, "0") == expected(w[1][0, 0, :1]) + ["masked"] * 10
     page.select_option("#layer-select", "2")
     page.wait_for_selector("html[data-layer='2']")
-    assert "layer 3 of 3" in page.text_content("#weights-line")
+    assert "layer 2 of 0–2" in page.text_content("#weights-line")
     page.click("#tok-5")
     wait_table(page, 5)
     assert cell_values(page, "2")[:6] == expected(w[2][2, 5, :6])
@@ -448,3 +448,44 @@ def test_a_view_with_layers_has_a_layer_picker_and_no_invented_steps(open_page, 
     ran = open_page(t).page  # a run of the tool has one layer: no picker, and its steps
     assert ran.is_hidden("#layer-group") and ran.is_hidden("#layer-sep") and ran.is_visible("#steps")
     assert ran.is_hidden("#weights-only")
+
+
+def test_a_notebook_display_shows_one_head_and_reaches_every_head_from_the_keyboard(browser, tmp_path):
+    """A GPT-2-sized display was 9,000 px tall (every head drawn), and keys 1-9 left heads 10-12 without a key."""
+    import mhacli
+    from mhacli.render.html import render_html
+
+    rng = np.random.default_rng(5)
+    scores = rng.normal(size=(12, 40, 40)) * 2
+    w = np.exp(scores - scores.max(-1, keepdims=True))
+    view = mhacli.from_attention(w / w.sum(-1, keepdims=True), [f"t{i}" for i in range(40)])
+    path = tmp_path / "display.html"
+    path.write_text(render_html(paged(result_of(view)), packed=True), encoding="utf-8")
+    full = write_html(paged(result_of(view)), tmp_path / "full.html")
+    ctx = browser.new_context(viewport={"width": 1000, "height": 800}, offline=True)
+    try:
+        page = ctx.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        heights = []
+        for opened in (full, path):
+            page.goto(opened.as_uri() + "#q=0")
+            page.wait_for_selector("html[data-ready=true]", timeout=15000)
+            heights.append(page.evaluate("document.documentElement.scrollHeight"))
+
+        def shown() -> list[str]:
+            return page.eval_on_selector_all('#head-buttons button[aria-pressed="true"]', "els => els.map(e => "
+                                             "e.dataset.head)")
+
+        assert shown() == ["0"] and page.locator("figure.hm:visible").count() == 1
+        for head in range(1, 12):
+            page.keyboard.press("]")
+            assert shown() == [str(head)], head
+        page.keyboard.press("]")
+        assert shown() == ["0"]
+        page.keyboard.press("[")
+        assert shown() == ["11"]
+        assert errors == []
+        assert heights[1] <= 1400 and heights[1] < heights[0] / 2, heights  # one head, the long tables boxed
+    finally:
+        ctx.close()

@@ -30,7 +30,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
                "grammar", "--words", "lion=animal", "--words", "park=place"]),  # mapped words, the option twice
     ("trace", ["show", "t.npz", "--json", "--no-plots"]),
     ("view", ["show", "att.npz", "--json", "--no-plots"]),
-    ("view", ["show", "layers.npz", "--json", "--no-plots", "--layer", "2"]),
+    ("view", ["show", "layers.npz", "--json", "--no-plots", "--layer", "1"]),
     # head names, a head on one fixed token, a window of 3 of 5 tokens: the fields that are null above
     ("view", ["show", "named.npz", "--json", "--no-plots", "--max-tokens", "3"]),
     ("compare", ["compare", "the cat sat on the mat", "--json", "--no-plots"]),

@@ -293,12 +293,12 @@ def encoder_state(layers: int, d: int = 8) -> dict[str, np.ndarray]:
 def test_a_layer_is_picked_by_number_or_name_and_several_without_a_pick_are_refused():
     sd = encoder_state(12)
     with pytest.raises(UsageError, match=r"hold the self-attention of 12 layers \(layers.0.self_attn, layers.1"
-                                         r".*, …, layers.11.self_attn\); pick one with layer 1 to 12"):
+                                         r".*, …, layers.11.self_attn\); pick one with layer 0 to 11"):
         mhacli.run("a b c", weights=sd, heads=2)
-    tenth = state_dict(8, 19)["in_proj_weight"][:8]  # natural order: layers.9 is the 10th, before layers.10
-    assert np.array_equal(mhacli.run("a b c", weights=sd, heads=2, layer=10).W_q, tenth)
+    tenth = state_dict(8, 19)["in_proj_weight"][:8]  # natural order: layers.9 is 9, as its name counts it
+    assert np.array_equal(mhacli.run("a b c", weights=sd, heads=2, layer=9).W_q, tenth)
     assert np.array_equal(mhacli.run("a b c", weights=sd, heads=2, layer="layers.9.self_attn").W_q, tenth)
-    for bad in (0, 13, "layers.99.self_attn", 1.5):
+    for bad in (-1, 12, "layers.99.self_attn", 1.5):
         with pytest.raises(UsageError, match="is not a layer of the weights"):
             mhacli.run("a b c", weights=sd, heads=2, layer=bad)
 
@@ -326,13 +326,13 @@ def bert_state(layers: int, d: int = 8) -> dict[str, np.ndarray]:
 
 def test_a_bert_layer_maps_onto_pytorch_s_layout():
     sd = bert_state(2)
-    t = mhacli.run("a b c", weights=sd, heads=2, layer=2)
+    t = mhacli.run("a b c", weights=sd, heads=2, layer=1)
     at = "encoder.layer.1.attention."
     assert np.array_equal(t.W_q, sd[at + "self.query.weight"]) and np.array_equal(t.W_v, sd[at + "self.value.weight"])
     assert np.array_equal(t.W_o, sd[at + "output.dense.weight"]) and np.array_equal(t.b_k, sd[at + "self.key.bias"])
     sd[at + "self.distance_embedding.weight"] = np.zeros((5, 8))
     with pytest.raises(UsageError, match="distance_embedding.weight': relative position scores"):
-        mhacli.run("a b c", weights=sd, heads=2, layer=2)
+        mhacli.run("a b c", weights=sd, heads=2, layer=1)
 
 
 def test_a_gpt2_layer_is_transposed_from_conv1d_and_runs_causal():
@@ -341,7 +341,7 @@ def test_a_gpt2_layer_is_transposed_from_conv1d_and_runs_causal():
     sd = {f"h.{i}.attn.{k}": v for i in range(2) for k, v in {
         "c_attn.weight": rng.normal(size=(d, 3 * d)), "c_attn.bias": rng.normal(size=3 * d),
         "c_proj.weight": rng.normal(size=(d, d)), "c_proj.bias": rng.normal(size=d)}.items()}
-    t = mhacli.run("a b c", weights=sd, heads=2, layer=1)
+    t = mhacli.run("a b c", weights=sd, heads=2, layer=0)
     assert np.array_equal(t.W_k, sd["h.0.attn.c_attn.weight"][:, d : 2 * d].T)
     assert np.array_equal(t.W_o, sd["h.0.attn.c_proj.weight"].T)
     assert t.config.causal and np.all(np.triu(t.weights, 1) == 0)

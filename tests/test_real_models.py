@@ -102,18 +102,18 @@ def _encoder(tmp_path: Path):
 
 
 @pytest.mark.torch
-def test_layer_2_of_a_transformer_encoder_from_the_command_line_matches_pytorch_to_1e9(tmp_path):
-    """The issue's done-when: mha explain TEXT --weights enc.pt --layer 2 --heads 4."""
+def test_layer_1_of_a_transformer_encoder_from_the_command_line_matches_pytorch_to_1e9(tmp_path):
+    """Issue 22's done-when, counted from 0 as the module names are since issue 47: --layer 1 --heads 4."""
     from typer.testing import CliRunner
 
     from mhacli.cli.app import app
     from mhacli.io.export import load_trace
 
     encoder = _encoder(tmp_path)
-    r = CliRunner().invoke(app, ["explain", TEXT, "--weights", str(tmp_path / "enc.pt"), "--layer", "2",
+    r = CliRunner().invoke(app, ["explain", TEXT, "--weights", str(tmp_path / "enc.pt"), "--layer", "1",
                                  "--heads", "4", "--no-plots", "--save-npz", str(tmp_path / "run.npz")])
     assert r.exit_code == 0, r.output
-    assert "ran the self-attention layers.1.self_attn (layer 2 of 2)" in r.output  # the note says which
+    assert "ran the self-attention layers.1.self_attn (layer 1 of 0–1)" in r.output  # the note says which
     t = load_trace(tmp_path / "run.npz")
     _compare(encoder.layers[1].self_attn, t)
     assert not np.allclose(t.W_q, encoder.layers[0].self_attn.in_proj_weight[:16].detach().numpy())
@@ -127,8 +127,8 @@ def test_a_transformer_encoder_without_layer_or_heads_is_one_line_each(tmp_path)
 
     _encoder(tmp_path)
     base = ["explain", TEXT, "--weights", str(tmp_path / "enc.pt"), "--no-plots"]
-    for extra, words in (([], "pick one with --layer 1 to 2"), (["--layer", "2"], "give --heads"),
-                         (["--heads", "4", "--layer", "3"], "--layer 3 is not a layer of")):
+    for extra, words in (([], "pick one with --layer 0 to 1"), (["--layer", "1"], "give --heads"),
+                         (["--heads", "4", "--layer", "2"], "--layer 2 is not a layer of")):
         r = CliRunner().invoke(app, base + extra)
         assert r.exit_code == 2 and words in r.output and len(r.output.strip().splitlines()) == 1, r.output
 
@@ -238,7 +238,7 @@ def test_a_bert_model_s_layer_matches_its_own_self_attention():
     config = transformers.BertConfig(hidden_size=16, num_attention_heads=4, num_hidden_layers=2,
                                      intermediate_size=32, vocab_size=50, attn_implementation="eager")
     model = transformers.BertModel(config).double().eval()
-    t = mhacli.run(TEXT, weights=model.state_dict(), heads=4, layer=2)
+    t = mhacli.run(TEXT, weights=model.state_dict(), heads=4, layer=1)
     attention = model.encoder.layer[1].attention
     with torch.no_grad():
         context, weights = attention.self(torch.from_numpy(np.array(t.X))[None])[:2]
@@ -255,7 +255,7 @@ def test_a_gpt2_model_s_layer_matches_its_own_causal_attention():
     config = transformers.GPT2Config(n_embd=16, n_head=4, n_layer=2, vocab_size=50, n_positions=32,
                                      bos_token_id=0, eos_token_id=0, attn_implementation="eager")
     model = transformers.GPT2Model(config).double().eval()
-    t = mhacli.run(TEXT, weights=model.state_dict(), heads=4, layer=2)
+    t = mhacli.run(TEXT, weights=model.state_dict(), heads=4, layer=1)
     assert t.config.causal
     n = t.n_tokens
     mask = torch.triu(torch.full((n, n), float("-inf"), dtype=torch.float64), 1)[None, None]

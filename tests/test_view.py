@@ -28,7 +28,7 @@ def test_one_layer_of_heads():
     view = from_attention(w, TOKENS)
     assert (view.num_heads, view.n_tokens, view.n_layers, view.causal) == (4, 6, 1, False)
     assert np.array_equal(view.weights, w) and not view.weights.flags.writeable
-    assert view.layer_names == ("layer 1",) and view.mask is None
+    assert view.layer_names == ("layer 0",) and view.mask is None
 
 
 def test_layers_and_the_layer_picker():
@@ -36,7 +36,7 @@ def test_layers_and_the_layer_picker():
     view = from_attention(w, TOKENS, layer_names=["a", "b", "c"], layer=2)
     assert view.layer == 2 and np.array_equal(view.weights, w[2])
     assert np.array_equal(view.at_layer(0).weights, w[0])
-    with pytest.raises(UsageError, match="layer=4 is out of range: this attention has 3 layers"):
+    with pytest.raises(UsageError, match=r"layer=3 is out of range: this attention has 3 layers \(0–2\)"):
         view.at_layer(3)
 
 
@@ -126,12 +126,12 @@ def test_attention_npz_round_trips_with_layers(tmp_path):
     w = softmax_rows(np.random.default_rng(9), (3, 2, 6, 6), causal=True)
     view = from_attention(w, TOKENS, layer_names=["L0", "L1", "L2"], names=["a", "b"])
     save_attention(view, tmp_path / "mine.npz")
-    back = load_attention(tmp_path / "mine.npz", layer=2)
+    back = load_attention(tmp_path / "mine.npz", layer=1)
     assert np.array_equal(back.layers, w) and back.layer == 1 and back.causal
     assert back.layer_names == ("L0", "L1", "L2") and back.head_names == ("a", "b")
     assert back.source == str(tmp_path / "mine.npz")
-    with pytest.raises(UsageError, match="layer=4 is out of range"):
-        load_attention(tmp_path / "mine.npz", layer=4)
+    with pytest.raises(UsageError, match="layer=3 is out of range"):
+        load_attention(tmp_path / "mine.npz", layer=3)
 
 
 @pytest.mark.parametrize("arrays,message", [
@@ -184,7 +184,7 @@ def attention_npz(tmp_path):
     return path, w, t
 
 
-@pytest.mark.parametrize("layer", ["2", "block.1", "BLOCK.1"])
+@pytest.mark.parametrize("layer", ["1", "block.1", "BLOCK.1"])
 def test_show_draws_the_chosen_layer_into_figures_and_a_page(runner, attention_npz, layer):
     import json
     import re
@@ -201,7 +201,7 @@ def test_show_draws_the_chosen_layer_into_figures_and_a_page(runner, attention_n
     from mhacli.io.outputs import figure_names
 
     assert sorted(figure_names(4, split=False)) == sorted(p.name for p in out.iterdir())  # what was planned
-    assert "attention from mine.npz, layer 2 of 3 (block.1)" in result.output
+    assert "attention from mine.npz, layer 1 of 0–2 (block.1)" in result.output
     for rule in ("previous token", "earlier copy", "first token", "itself"):
         assert rule in result.output  # each grid is titled with its measured relation
     data = json.loads(re.search(r'id="mha-data">(.*?)</script>', page.read_text(), re.S).group(1))
@@ -215,18 +215,18 @@ def test_show_json_of_a_layer_is_its_weights_and_measures(runner, attention_npz)
     from mhacli.cli.app import app
 
     path, w, _ = attention_npz
-    result = runner.invoke(app, ["show", str(path), "--layer", "2", "--json", "--no-plots"])
+    result = runner.invoke(app, ["show", str(path), "--layer", "1", "--json", "--no-plots"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["layer"] == 2 and doc["layer_names"] == ["embed", "block.1", "block.2"] and doc["causal"]
+    assert doc["layer"] == 1 and doc["layer_names"] == ["embed", "block.1", "block.2"] and doc["causal"]
     np.testing.assert_allclose(np.array(doc["weights"]), w[1].astype(np.float32), atol=1e-7)
     assert [h["pattern"] for h in doc["head_summaries"]] == ["previous token", "earlier copy", "first token",
                                                              "itself"]
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--layer", "4"], "--layer 4 is out of range: this attention has 3 layers (1–3)."),
-    (["--layer", "0"], "--layer 0 is out of range"),
+    (["--layer", "3"], "--layer 3 is out of range: this attention has 3 layers (0–2)."),
+    (["--layer", "-1"], "--layer -1 is out of range"),
     (["--layer", "nope"], "--layer 'nope' is not a layer of"),
     (["--show-values"], "an attention file holds only the weights"),
 ])
@@ -380,7 +380,7 @@ def test_the_row_sum_tolerance_follows_the_dtype(dtype, off, accepted):
     if accepted:
         assert from_attention(weights, list("abcd")).n_tokens == 4
     else:
-        with pytest.raises(UsageError, match="row 2 of head 1 in layer 1 sums to .*rounding allows"):
+        with pytest.raises(UsageError, match="row 2 of head 1 in layer 0 sums to .*rounding allows"):
             from_attention(weights, list("abcd"))
 
 

@@ -110,6 +110,11 @@ def strings(name: str, value: object, what: str = "one per head", *, ids: bool =
         said = ", ".join(str(i) for i in numbers_given[:4]) + (", …" if len(items) > 4 else "")
         raise UsageError("{%s:name} are whole numbers (%s): a tokenizer's ids, not its tokens; pass their text, "
                          "e.g. tokenizer.convert_ids_to_tokens(ids)." % (name, said), **{name: value})
+    odd = next((i for i, item in enumerate(numbers_given)
+                if isinstance(item, numbers.Number) and not isinstance(item, numbers.Integral)), None)
+    if odd is not None:  # 1.0 would label a row '1.0': a fraction is never a token's text (a whole 3 may be)
+        raise UsageError("{%s:name} must be strings, %s; item %d is %s, a number." % (
+            name, what, odd, kind_name(numbers_given[odd])), **{name: value})
     return tuple(str(item) for item in items)
 
 
@@ -148,7 +153,8 @@ def chosen(value: object, choices: Sequence[str]) -> object:
 def layer_index(layer: object, names: Sequence[str]) -> int | None:
     """The 0-based index of the layer ``layer`` names among ``names``, or None when it names none.
 
-    A whole number from 1 (numpy's too, or its digits 0-9 as text), else a name by :func:`chosen`
+    A whole number from 0, as the model's own objects count layers (``outputs.attentions[0]``, ``layers.0``;
+    numpy's too, or its digits 0-9 as text), else its name: exactly as written first, then by :func:`chosen`
     (spaces and letter case do not count): ``--layer`` reads the same in ``mha explain`` and ``mha show``.
     """
     from mhacli.attention.numbers import whole_number as typed_number
@@ -158,11 +164,19 @@ def layer_index(layer: object, names: Sequence[str]) -> int | None:
     number = int(layer) if isinstance(layer, numbers.Integral) else (
         typed_number(layer) if isinstance(layer, str) else None)
     if number is not None:
-        return number - 1 if 1 <= number <= len(names) else None
+        return number if 0 <= number < len(names) else None
     if isinstance(layer, str) and layer in names:  # exact first: 'A' and 'a' may both be layers
         return list(names).index(layer)
-    picked = chosen(layer, names)
-    return list(names).index(picked) if isinstance(picked, str) and picked in names else None
+    if not isinstance(layer, str):
+        return None
+    folded = [i for i, name in enumerate(names) if name.casefold() == layer.strip().casefold()]
+    if len(folded) > 1:  # 'ATTN' for 'Attn' and 'attn': picking either would be a guess
+        from mhacli.attention.messages import shown
+
+        both = " and ".join(shown(names[i]) for i in folded)
+        raise UsageError("{layer} names " + f"{len(folded)} layers whose names differ only in letter case, "
+                         f"{literal(both)}; give one exactly as it is written.", layer=layer)
+    return folded[0] if folded else None
 
 
 def named_options(options: dict[str, object]) -> dict[str, object]:

@@ -69,6 +69,17 @@ def literal(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
+def layers_range(n_layers: int) -> str:
+    """How many layers there are and their numbers: from 0, as ``outputs.attentions[0]`` and ``layers.0`` count them,
+    in every function, option, message, figure and JSON field."""
+    return "1 layer (layer 0)" if n_layers == 1 else f"{n_layers} layers (0–{n_layers - 1})"
+
+
+def layer_of(layer: int, n_layers: int) -> str:
+    """Which layer of several: ``layer 2 of 0–11``."""
+    return f"layer {layer} of 0–{n_layers - 1}"
+
+
 MAX_PATH_SHOWN = 80  # a path is echoed longer than a typed value: its end usually matters
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mhacli.cli.options import DPI, FORMAT, MAX_TOKENS
+from mhacli.cli.options import DPI, FORMAT, MAX_TOKENS, OUT_DIR
 from mhacli.attention.errors import UsageError
 from mhacli.request import ModelOptions, Outputs, Request, Source
 
@@ -12,14 +12,16 @@ from mhacli.request import ModelOptions, Outputs, Request, Source
 def request(*, model: ModelOptions | None = None, text: str | None = None, file: Path | None = None,
             sample: str | None = None, read_text: bool = True, worked: bool = False, quiet: bool = False,
             max_tokens: int | None = None, show_values: bool = False, hide_rules: bool = False,
-            out: Path | None = None, plots: bool = True, fmt: str = FORMAT, dpi: int = DPI, query: str | None = None,
-            html: str | None = None, json_out: bool = False, json_arrays: bool | None = None,
-            save_npz: str | None = None) -> Request:
+            out: Path | None = None, plots: bool = True, fmt: str | None = None, dpi: int = DPI,
+            query: str | None = None, html: str | None = None, json_out: bool = False, json_arrays: bool | None = None,
+            save_npz: str | None = None, figures: bool = False) -> Request:
     """The request of one command: the text read (unless ``read_text`` is False: a saved run, --worked), every
     output option checked (--json-arrays without --json, --format, --dpi, an absurd --query).
 
     ``None`` is "not given" throughout: --max-tokens given also sets the page's window, else the page
     shows its own default; --json-arrays without --json is a usage error, not a silent no-op.
+    ``figures``: the command draws figures into --out (default mha-output), except with --json when neither
+    --out nor --format was typed: a --json run has no other effect unless asked.
     """
     from mhacli.io.inputs import check_query, resolve_text
     from mhacli.render.figures import check_dpi, check_format
@@ -30,6 +32,11 @@ def request(*, model: ModelOptions | None = None, text: str | None = None, file:
         raise UsageError("--worked brings its own three tokens and weights; drop --words.")
     if json_arrays is not None and not json_out:
         raise UsageError("--json-arrays and --no-json-arrays shape the --json document; add --json or drop them.")
+    if figures:
+        if json_out and out is None and fmt is None:
+            plots = False
+        out = OUT_DIR if out is None else out
+    fmt = FORMAT if fmt is None else fmt
     body = resolve_text(text, file, sample) if read_text and not worked else None
     check_query(query)
     outputs = Outputs(quiet=quiet, max_tokens=MAX_TOKENS if max_tokens is None else max_tokens,

@@ -165,10 +165,10 @@ TokenizerOpt = Annotated[str, typer.Option(
     "--tokenizer", "-t", help=f"How to split the text: {', '.join(TOKENIZERS)}.", metavar="TEXT",
     rich_help_panel=INPUT, autocompletion=complete_tokenizer)]
 TraceArg = Annotated[Path, typer.Argument(
-    help="An .npz file written by 'mha explain --save-npz'.", show_default=False, readable=False)]
+    help="An .npz file written by 'mha explain --save-npz'.", show_default=False, readable=False, metavar="FILE")]
 ShowFileArg = Annotated[Path, typer.Argument(
     help="An .npz written by 'mha explain --save-npz', or your model's attention: 'weights' and 'tokens' "
-    "(docs/your-model.md in mhacli's source).", show_default=False, readable=False)]
+    "(docs/your-model.md in mhacli's source).", show_default=False, readable=False, metavar="FILE")]
 SampleNameArg = Annotated[Optional[str], typer.Argument(
     help="Show this sample's text and tokens instead of the list.", show_default=False)]
 
@@ -188,14 +188,15 @@ CausalOpt = Annotated[bool, typer.Option(
 WeightsOpt = Annotated[str, typer.Option(
     "--weights", "-w", metavar="TEXT", rich_help_panel=MODEL, autocompletion=complete_weights,
     help=f"Weights: {', '.join(WEIGHT_KINDS)} (designed = heads built by hand to follow named rules), or "
-         "the path of your own nn.MultiheadAttention weights (.npz or .pt; d is read from the file).")]
+         "the path of your own model's weights (.npz, .pt or .safetensors: an nn.MultiheadAttention, a "
+         "TransformerEncoder, BERT or GPT-2 state dict; d is read from the file).")]
 WordsOpt = Annotated[Optional[list[str]], typer.Option(
     "--words", show_default=False, metavar="WORD=CLASS", rich_help_panel=MODEL,
     help="With --weights grammar: read a new word as a word of a grammar class, e.g. \"park=place lion=animal\" "
          "(classes: male, female, animal, place, thing, adjective); the model reads it as a word of that class "
          "the sentence does not use. Repeat or space-separate.")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help=f"Float type of the core: {', '.join(DTYPES)}.",
-                                       metavar="TEXT", rich_help_panel=MODEL)]
+                                       metavar=f"[{'|'.join(DTYPES)}]", rich_help_panel=MODEL)]
 TokensOpt = Annotated[int, typer.Option("--tokens", "-n", help="Number of tokens N (no text needed).",
                                         metavar="N", parser=whole_option)]
 
@@ -220,7 +221,8 @@ ModelConfigOpt = Annotated[Optional[Path], typer.Option(
 WeightsLayerOpt = Annotated[Optional[str], typer.Option(
     "--layer", show_default=False, metavar="TEXT", rich_help_panel=MODEL,
     help="With --weights FILE holding several layers (a TransformerEncoder, BERT or GPT-2 state dict): which "
-         "layer's self-attention to run, its number (1 = first) or its name.")]
+         "layer's self-attention to run: its number, counted from 0 as the model's module names count them (layers.0 "
+         "is 0), or its name.")]
 
 # --- the model-option block ----------------------------------------------------------------------
 # The options of every command that runs a model (explain, compare, demo, quiz), declared once.  Each is
@@ -308,8 +310,8 @@ SaveNpzOpt = Annotated[Optional[str], typer.Option(
     parser=file_name_option)]
 JsonOpt = Annotated[bool, typer.Option(
     "--json", metavar=FLAG, rich_help_panel=OUTPUT,
-    help="Print one JSON document (config, steps, arrays) on stdout and nothing else there; "
-    "the figures are still saved unless --no-plots, and the files written are listed on stderr.")]
+    help="Print one JSON document (config, steps, arrays) on stdout and nothing else there, and write no "
+    "figures unless --out or --format asks for them (the files written are then listed on stderr).")]
 JsonArraysOpt = Annotated[Optional[bool], typer.Option(  # None: not given (then every array)
     "--json-arrays/--no-json-arrays", metavar=FLAG, rich_help_panel=OUTPUT, show_default=False,
     help="With --json: every array (the default), or none, for a small document (--save-npz keeps the arrays).")]
@@ -359,6 +361,15 @@ PlotsOpt = Annotated[bool, typer.Option(
     rich_help_panel=FIGURES)]
 FormatOpt = Annotated[str, typer.Option("--format", help="Figure format: png, svg or pdf.", metavar="TEXT",
                                         rich_help_panel=FIGURES)]
+# explain, show and compare: None unless typed, so that a --json run writes figures only when one of them asks.
+FiguresOutOpt = Annotated[Optional[Path], typer.Option(
+    "--out", "-o", readable=False, metavar="PATH", rich_help_panel=FIGURES, show_default=False,
+    help="Folder for the figures (created if missing); only the tool's own file names are written there. Default "
+         "mha-output; with --json, figures are written only when --out or --format is given.",
+    parser=folder_option)]
+FiguresFormatOpt = Annotated[Optional[str], typer.Option(
+    "--format", help="Figure format: png, svg or pdf. Default png.", metavar="TEXT", rich_help_panel=FIGURES,
+    show_default=False)]
 DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of png figures, in dots per inch (30 to 600).",
                                      metavar="N", rich_help_panel=FIGURES, parser=whole_option)]
 QueryOpt = Annotated[Optional[str], typer.Option(
@@ -367,7 +378,8 @@ QueryOpt = Annotated[Optional[str], typer.Option(
     "(default: the few queries where the heads' top tokens differ most).")]
 LayerOpt = Annotated[Optional[str], typer.Option(
     "--layer", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
-    help="Which layer of an attention file to draw: its number (1 = first) or its name (default: the first).")]
+    help="Which layer of an attention file to draw: its number, counted from 0 as outputs.attentions[0] is the "
+         "first, or its name (default: layer 0).")]
 BatchIndexOpt = Annotated[Optional[int], typer.Option(
     "--batch-index", show_default=False, metavar="N", rich_help_panel=FIGURES,
     help="Which sequence of an attention file holding a batch (batch, heads, N, N) to draw (0 = first).",

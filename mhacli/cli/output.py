@@ -61,11 +61,18 @@ def sane_size(environ: dict[str, str] | None = None) -> None:
 
 
 class _PipeTolerantConsole(Console):
-    """A console that goes quiet, instead of exiting with 1, when the reader of stdout has gone."""
+    """A console that goes quiet, instead of exiting with 1, when the reader of stdout has gone, and that writes no
+    trailing spaces to a file or a pipe (Rich pads each table line to the width: 69 of 98 lines of an explain)."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
         silence_stdout()
+
+    def _render_buffer(self, buffer: Any) -> str:
+        text = super()._render_buffer(buffer)
+        if self.is_terminal:  # a terminal shows no trailing space; a file, diff or grep would
+            return text
+        return "\n".join(line.rstrip(" ") for line in text.split("\n"))
 
 
 sane_size()  # before the consoles below read COLUMNS

@@ -127,7 +127,7 @@ def explain(request: Request) -> None:
 
 
 def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -> AttentionView:
-    """The attention file's view at ``--layer``: a number (1 = first) or one of its layer names."""
+    """The attention file's view at ``--layer``: a number (0 = first) or one of its layer names."""
     from mhacli.attention.checks import layer_index
     from mhacli.attention.messages import shown, shown_path
     from mhacli.attention.numbers import RULE, looks_numeric, too_big, whole_number
@@ -139,18 +139,18 @@ def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -
         return view
     text, index = layer.strip(), layer_index(layer, view.layer_names)  # the one rule, as explain's --layer
     if index is not None or whole_number(text) is not None:
-        return view.at_layer(whole_number(text) - 1 if index is None else index)  # type: ignore[operator]
+        return view.at_layer(whole_number(text) if index is None else index)  # type: ignore[arg-type]
     names = ", ".join(view.layer_names[:8]) + (", …" if view.n_layers > 8 else "")
     if looks_numeric(text) and not too_big(text):  # '²', '+-2': meant as a number, so say the rule
-        raise UsageError(f"--layer must be {RULE} from 1 to {view.n_layers}, or a layer's name "
+        raise UsageError(f"--layer must be {RULE} from 0 to {view.n_layers - 1}, or a layer's name "
                          f"({names}); got {shown(text)}.")
-    raise UsageError(f"--layer {shown(text)} is not a layer of {shown_path(path)}; give a number from 1 to "
-                     f"{view.n_layers} or one of its names: {names}.")
+    raise UsageError(f"--layer {shown(text)} is not a layer of {shown_path(path)}; give a number from 0 to "
+                     f"{view.n_layers - 1} or one of its names: {names}.")
 
 
 def _view_json(view: AttentionView, analysis: Analysis) -> str:
     """The shown layer of a view as one JSON document: tokens, weights and the per-query measures."""
-    document = {"kind": "attention", "source": view.source, "layer": view.layer + 1,
+    document = {"kind": "attention", "source": view.source, "layer": view.layer,
                 "layer_names": list(view.layer_names), "tokens": list(view.tokens), "causal": view.causal,
                 "head_names": list(view.head_names) if view.head_names else None,
                 "weights": view.weights.tolist(), **analysis.to_dict()}
@@ -159,6 +159,7 @@ def _view_json(view: AttentionView, analysis: Analysis) -> str:
 
 def _show_attention(request: Request, path: Path, layer: str | None, batch_index: int | None) -> None:
     """``mha show`` of your model's attention: the grids, the figures and the page of one layer."""
+    from mhacli.attention.messages import layer_of
     from mhacli.pipeline import result_of, shown
     from mhacli.render.figures import resolve_query
 
@@ -185,7 +186,7 @@ def _show_attention(request: Request, path: Path, layer: str | None, batch_index
                                  view=shown(result, o.max_tokens, position).figures.view,  # type: ignore[union-attr]
                                  figures_at=shown_folder(plan.out), hide_rules=o.hide_rules,
                                  title=f"Each head's weights, {view.layer_names[view.layer]} "
-                                       f"({view.layer + 1} of {view.n_layers})"))
+                                       f"({layer_of(view.layer, view.n_layers)})"))
         console.print()
     publish(result, o, plan, position)
 

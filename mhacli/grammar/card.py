@@ -21,6 +21,7 @@ come from the model's own :meth:`~mhacli.grammar.train.TrainedModel.attention`, 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -250,8 +251,9 @@ def held_out(model: "TrainedModel", sentences: int,
     if not task.sentences:
         raise UsageError(f"a report card scores heads against the grammar's parse: train with --task grammar "
                          f"(this model learned {task.name}).")
-    if isinstance(sentences, bool) or not isinstance(sentences, int) or sentences < 1:
+    if isinstance(sentences, bool) or not isinstance(sentences, numbers.Integral) or sentences < 1:
         raise UsageError(f"a report card needs at least 1 sentence, got {sentences!r}.")
+    sentences = int(sentences)  # numpy's whole numbers too (np.int64(5)), as every other count of the API
     rng = np.random.default_rng(seed)
     ids, _, _ = task.sample(rng, sentences, model.config.length)  # (S, N)
     names = rows()
@@ -284,7 +286,7 @@ def report_card(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: in
     """The card of a trained grammar model over ``sentences`` fresh sentences drawn with ``seed``."""
     ids, keys, names = held_out(model, sentences, seed)  # (S, N), (R, S, N)
     hits, queries = card_hits(model.attention(ids), keys)  # (R, h), (R,): the model's own forward
-    return Card(rows=names, hits=hits, queries=queries, sentences=sentences, seed=seed)
+    return Card(rows=names, hits=hits, queries=queries, sentences=int(sentences), seed=seed)
 
 
 def card_hits(weights: Array, keys: Array) -> tuple[Array, Array]:

@@ -124,7 +124,7 @@ def knockout(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int =
     without = np.stack([row_accuracy(logits_without(params, cache["heads"], k), ids, keys, targets)
                         for k in range(model.config.heads)])  # (h, R)
     return Knockout(rows=names, full=full, without=without, queries=(keys >= 0).sum(axis=(1, 2)),
-                    sentences=sentences, seed=seed)
+                    sentences=int(sentences), seed=seed)
 
 
 @dataclass(frozen=True)

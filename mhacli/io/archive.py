@@ -206,3 +206,12 @@ def members(names: Iterable[str]) -> str:
     """A few member names for a message: ``a, b, c`` (or ``nothing``)."""
     found = sorted(names)
     return ", ".join(shown(n) for n in found[:6]) + (", …" if len(found) > 6 else "") if found else "nothing"
+
+
+#: The names an attention file (your model's weights after softmax) may give its attention: the first one present.
+WEIGHT_KEYS = ("weights", "attentions", "attention")
+
+
+def is_attention_npz(names: list[str]) -> bool:
+    """An attention file has attention weights and ``tokens`` and none of a trace's step arrays."""
+    return any(k in names for k in WEIGHT_KEYS) and "tokens" in names and "Q" not in names

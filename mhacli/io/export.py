@@ -137,6 +137,12 @@ def _read_members(path: Path) -> dict[str, np.ndarray]:
         if {"kind", "readout", "in_proj_weight"} <= set(names):  # a file mha wrote, but not a run
             raise _shape_error(path, "it is a model 'mha train --save' wrote, not a saved run: 'mha explain TEXT "
                                      "--weights FILE --save-npz run.npz' saves a run of it")
+        from mhacli.io.archive import is_attention_npz
+
+        if is_attention_npz(names):  # your model's attention: weights after softmax, none of a run's steps
+            raise _shape_error(path, "it holds attention weights (your model's, which 'mha show' draws), not a saved "
+                                     "run: verify recomputes every step of a run from its inputs and weights; "
+                                     "'mha explain TEXT --save-npz run.npz' saves one")
         if len(missing) == len(NPZ_KEYS):
             found = ", ".join(sorted(names)[:6]) or "nothing"
             raise _shape_error(path, f"it was not written by mha (it holds {found}); {_HINT}")

@@ -136,7 +136,7 @@ def _check(weights: Array, tokens: tuple[str, ...], precision: str = "float64") 
     off = abs(float(sums[worst]) - 1.0)
     if off > tolerance:
         layer, head, row = (int(i) for i in worst)
-        where = f"row {row} of head {head + 1} in layer {layer + 1} sums to {sums[worst]:.6g}, not 1 (off by {off:.2g})"
+        where = f"row {row} of head {head + 1} in layer {layer} sums to {sums[worst]:.6g}, not 1 (off by {off:.2g})"
         if float(weights.max()) > 1.0 + tolerance:
             why = "weights above 1 are not probabilities: these look like scores; pass the weights after softmax"
         elif np.all(np.abs(weights.sum(axis=-2) - 1.0) <= tolerance):
@@ -159,13 +159,17 @@ class AttentionView:
     causal: bool = False
     layer: int = 0  # the layer shown
     source: str | None = None
+    padded: Array | None = None  # (N,) True at a position attention_mask marks as padding
+    note: str | None = None  # what the view was told that the weights say otherwise (causal=False on causal ones)
     kind: str = field(default="your model", init=False)
 
     def __post_init__(self) -> None:
-        if self.layers.flags.writeable:
-            frozen = np.array(self.layers, copy=True)
-            frozen.setflags(write=False)
-            object.__setattr__(self, "layers", frozen)
+        for name in ("layers", "padded"):
+            a = getattr(self, name)
+            if a is not None and a.flags.writeable:
+                frozen = np.array(a, copy=True)
+                frozen.setflags(write=False)
+                object.__setattr__(self, name, frozen)
 
     def __repr__(self) -> str:
         words = " ".join(self.tokens[:8]) + (" …" if self.n_tokens > 8 else "")
@@ -196,21 +200,28 @@ class AttentionView:
 
     @property
     def mask(self) -> Array | None:
-        """(N, N) True where a query may not look, when every head of every layer is causal."""
-        return np.triu(np.ones((self.n_tokens, self.n_tokens), dtype=bool), 1) if self.causal else None
+        """(N, N) True where a query may not look: later keys when every head of every layer is causal, and a
+        padded position's row and column (it is no token of the text: no measure counts it)."""
+        n = self.n_tokens
+        blocked = np.triu(np.ones((n, n), dtype=bool), 1) if self.causal else np.zeros((n, n), dtype=bool)  # (N, N)
+        if self.padded is not None:
+            blocked |= self.padded[None, :] | self.padded[:, None]  # (N,) -> (N, N)
+        return blocked if self.causal or (self.padded is not None and self.padded.any()) else None
 
     @property
     def rules(self) -> tuple[str, ...] | None:
         return self.head_names
 
     def at_layer(self, layer: int) -> "AttentionView":
-        """The same view showing another layer (0-based)."""
+        """The same view showing another layer, counted from 0 as ``outputs.attentions[layer]`` counts it."""
         if not 0 <= layer < self.n_layers:
-            raise UsageError("{layer} is out of range: this attention has "
-                             f"{self.n_layers} layer{'s' if self.n_layers != 1 else ''} (1–{self.n_layers}).",
-                             layer=layer + 1)
-        return AttentionView(self.tokens, self.layers, self.layer_names, self.head_names, self.causal, layer,
-                             self.source)
+            from mhacli.attention.messages import layers_range
+
+            raise UsageError("{layer} is out of range: this attention has " + layers_range(self.n_layers) + ".",
+                             layer=layer)
+        from dataclasses import replace
+
+        return replace(self, layer=layer)
 
 
 def is_causal(layers: Array) -> bool:
@@ -221,12 +232,16 @@ def is_causal(layers: Array) -> bool:
 
 def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None,
                    names: Sequence[str] | None = None, layer_names: Sequence[str] | None = None,
-                   layer: object = 0, batch_index: object = None) -> AttentionView:
+                   layer: object = 0, batch_index: object = None, attention_mask: Any = None,
+                   raw_tokens: object = False) -> AttentionView:
     """A view of your model's attention: ``weights`` (h, N, N), (layers, h, N, N) or Hugging Face's per-layer tuple.
 
     ``causal=None`` finds out from the weights (all zero above the diagonal);
     ``names`` names the heads; ``layer`` (0-based) picks the layer shown first;
-    ``batch_index`` (0-based) picks one sequence of a batch.
+    ``batch_index`` (0-based) picks one sequence of a batch;
+    ``attention_mask`` (Hugging Face's: 1 for a token, 0 for padding; (N,) or (batch, N)) draws padded
+    positions as masked and leaves them out of every measure; the tokens are shown as text, a tokenizer's
+    markers read (``Ġcat`` is ``cat``, :func:`mhacli.attention.markers.readable`) unless ``raw_tokens=True``.
 
     >>> import numpy as np
     >>> view = from_attention(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"])
@@ -234,9 +249,11 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None
     (2, 3, False)
     """
     from mhacli.attention.checks import flag, strings, whole_number
+    from mhacli.attention.markers import readable
 
     wanted_layer = whole_number("layer", layer, low=0)
     wanted_causal = None if causal is None else flag("causal", causal)
+    raw = flag("raw_tokens", raw_tokens)
     index = None if batch_index is None else whole_number("batch_index", batch_index, low=0)
     token_tuple = strings("tokens", tokens, "one per position", ids=False)  # not one string, not a tokenizer's ids
     if token_tuple is None:  # required: the tokens label every row and column
@@ -251,8 +268,40 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None
     head_names = strings("names", names)  # names="head" is refused, never four heads 'h', 'e', 'a', 'd'
     if head_names is not None and len(head_names) != h:
         raise UsageError(f"{len(head_names)} head names for {h} heads; give one name per head.")
-    lnames = strings("layer_names", layer_names, "one per layer") or tuple(f"layer {i + 1}" for i in range(n_layers))
+    lnames = strings("layer_names", layer_names, "one per layer") or tuple(f"layer {i}" for i in range(n_layers))
     if len(lnames) != n_layers:
         raise UsageError(f"{len(lnames)} layer names for {n_layers} layers; give one name per layer.")
-    view = AttentionView(token_tuple, layers, lnames, head_names, found if wanted_causal is None else wanted_causal)
+    padded = None if attention_mask is None else _padded(attention_mask, index, layers, token_tuple, precision)
+    note = None
+    if wanted_causal is False and found:  # the hatching would go without a word: the model never looked ahead
+        note = ("causal=False, though no query gives any weight to a later key (a causal model's weights): drawn "
+                "over every key as asked, the later keys' zeros are ones the model never computed")
+    view = AttentionView(token_tuple if raw else readable(token_tuple), layers, lnames, head_names,
+                         found if wanted_causal is None else wanted_causal, padded=padded, note=note)
     return view.at_layer(wanted_layer) if wanted_layer else view
+
+
+def _padded(attention_mask: Any, batch_index: int | None, layers: Array, tokens: tuple[str, ...],
+            precision: str) -> Array:
+    """(N,) True at padding, from Hugging Face's ``attention_mask`` (1 = token, 0 = padding; (N,) or (B, N)),
+    checked against the weights: a model gives a padded key no weight."""
+    mask, _ = _as_array(attention_mask)
+    if mask.ndim == 2:  # (B, N): the sequence batch_index picks, as for the weights
+        mask = _one_sequence(mask, batch_index, "attention_mask")
+    n = len(tokens)
+    if mask.shape != (n,) or not np.all((mask == 0) | (mask == 1)):
+        raise UsageError(f"{{attention_mask:name}} must be 1 for each token and 0 for padding, one per position "
+                         f"((N,) or (batch, N) for N = {n}), got shape {mask.shape}"
+                         f"{'' if mask.shape != (n,) else ' with values other than 0 and 1'}.", attention_mask=None)
+    padded = mask == 0  # (N,)
+    if padded.all():
+        raise UsageError("{attention_mask:name} marks every position as padding; it has no token to draw.",
+                         attention_mask=None)
+    seen = layers[..., ~padded, :][..., padded]  # (L, h, real queries, padded keys)
+    if seen.size and float(seen.max()) > row_sum_tolerance(precision, n):
+        layer, head, q, k = (int(i) for i in np.unravel_index(np.argmax(seen), seen.shape))
+        query, key = np.flatnonzero(~padded)[q], np.flatnonzero(padded)[k]
+        raise UsageError(f"{{attention_mask:name}} marks position {key} as padding, but head {head + 1} of layer "
+                         f"{layer} gives it weight {float(seen.max()):.3g} from query {query}: a model gives padding "
+                         "none; pass the mask of the same sequence.", attention_mask=None)
+    return padded

@@ -1,6 +1,6 @@
 """Your model's attention saved as an npz: ``weights`` (h, N, N), (layers, h, N, N) or (layers, batch, h, N, N),
-``tokens``, and optionally ``layer_names`` and ``head_names``; read back as an
-:class:`~mhacli.measures.view.AttentionView`.
+``tokens``, and optionally ``layer_names``, ``head_names`` and ``attention_mask`` (Hugging Face's: padding masked);
+read back as an :class:`~mhacli.measures.view.AttentionView`.
 
 The attention may also be named ``attentions`` or ``attention`` (as people save Hugging Face's
 ``output_attentions``); text may be str or bytes arrays (bytes are decoded as UTF-8).  The file
@@ -10,6 +10,7 @@ unpickled.  docs/your-model.md shows how to write one from a Hugging Face model.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +18,13 @@ import numpy as np
 
 from mhacli.attention.errors import UsageError
 from mhacli.attention.messages import literal, shown_path
+from mhacli.io.archive import WEIGHT_KEYS, is_attention_npz
 from mhacli.measures.view import AttentionView, from_attention
 
 MAX_ATTENTION_BYTES = 4 * 2**30  # 24 layers × 16 heads × 2,048² float32 is 6 GiB: beyond a picture
-WEIGHT_KEYS = ("weights", "attentions", "attention")  # the first one present is the attention
 TEXT_KEYS = ("tokens", "layer_names", "head_names")
+MASK_KEY = "attention_mask"  # Hugging Face's: 1 for a token, 0 for padding (optional)
 _HINT = "give an .npz of 'weights' and 'tokens' (docs/your-model.md)"
-
-
-def _weights_key(names: list[str] | set[str]) -> str | None:
-    return next((k for k in WEIGHT_KEYS if k in names), None)
-
-
-def is_attention_npz(names: list[str]) -> bool:
-    """An attention file has attention weights and ``tokens`` and none of a trace's step arrays."""
-    return _weights_key(names) is not None and "tokens" in names and "Q" not in names
 
 
 def is_attention_file(path: Path) -> bool:
@@ -62,7 +55,7 @@ def _one_attention(path: Path, arrays: dict[str, np.ndarray], keys: list[str]) -
 
 
 def load_attention(path: Path, layer: int | None = None, batch_index: int | None = None) -> AttentionView:
-    """The attention view saved in ``path``; ``layer`` (1-based, as on the command line) picks the layer shown,
+    """The attention view saved in ``path``; ``layer`` (from 0, as everywhere) picks the layer shown,
     ``batch_index`` (0-based) one sequence of a batch."""
     from mhacli.io.archive import read_npz
 
@@ -81,7 +74,8 @@ def load_attention(path: Path, layer: int | None = None, batch_index: int | None
         chosen.extend(k for k in WEIGHT_KEYS if k in names)
 
     arrays = read_npz(path, noun="attention file", hint=_HINT, bad=bad, cap=MAX_ATTENTION_BYTES,
-                      names_check=check_names, wanted=lambda name: name in TEXT_KEYS or name in chosen)
+                      names_check=check_names,
+                      wanted=lambda name: name in TEXT_KEYS or name in chosen or name == MASK_KEY)
     key = _one_attention(path, arrays, chosen)
     tokens = _strings(path, "tokens", arrays["tokens"])
     layer_names = _strings(path, "layer_names", arrays["layer_names"]) if "layer_names" in arrays else None
@@ -90,13 +84,12 @@ def load_attention(path: Path, layer: int | None = None, batch_index: int | None
         raise UsageError(f"{shown_path(path)}: {key!r} must hold numbers, got {arrays[key].dtype}.")
     try:
         view = from_attention(arrays[key], tokens, names=head_names, layer_names=layer_names,
-                              batch_index=batch_index)
+                              batch_index=batch_index, attention_mask=arrays.get(MASK_KEY))
     except UsageError as exc:  # the same check as in Python, said of this file
         where = literal(shown_path(path))
         raise UsageError(f"{where}: {exc.template}", **exc.params) from None
-    view = view if layer is None else view.at_layer(layer - 1)
-    return AttentionView(view.tokens, view.layers, view.layer_names, view.head_names, view.causal, view.layer,
-                         str(path))
+    view = view if layer is None else view.at_layer(layer)
+    return replace(view, source=str(path))
 
 
 def save_attention(view: AttentionView, path: Path) -> None:
@@ -105,4 +98,6 @@ def save_attention(view: AttentionView, path: Path) -> None:
                               "layer_names": np.array(view.layer_names)}
     if view.head_names:
         arrays["head_names"] = np.array(view.head_names)
+    if view.padded is not None:
+        arrays[MASK_KEY] = (~view.padded).astype(np.int64)  # (N,): 1 for a token, 0 for padding
     np.savez(path, **arrays)

@@ -33,7 +33,7 @@ import numpy as np
 
 from mhacli.attention.checks import layer_index, recorded_heads, tensor_values
 from mhacli.attention.errors import UsageError
-from mhacli.attention.messages import literal
+from mhacli.attention.messages import MAX_PATH_SHOWN, layer_of, literal, shown
 from mhacli.attention.numbers import whole_number
 
 Array = np.ndarray
@@ -74,7 +74,8 @@ class AttentionWeights:
 
     ``heads`` is the head count the source recorded (None: a bare state dict does not say);
     ``causal`` is True when the model the layer came from masks later tokens (GPT-2);
-    ``name`` says which module of a state dict holding several it is.
+    ``name`` says which module of a state dict holding several it is;
+    ``decoder`` is True for a decoder's self-attention (run causally: see :func:`causal_note`).
     """
 
     w_q: Array
@@ -88,6 +89,7 @@ class AttentionWeights:
     heads: int | None = None
     causal: bool | None = None
     name: str | None = None
+    decoder: bool = False
 
     @property
     def d_model(self) -> int:
@@ -164,6 +166,18 @@ def _natural(text: str) -> tuple[Any, ...]:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
 
 
+def stack(prefix: str) -> str | None:
+    """``"encoder"`` or ``"decoder"``: the stack of an encoder-decoder model a module is in (the first of the two
+    its name holds: a BERT2BERT decoder is ``decoder.bert.encoder.layer.N``), else None."""
+    return next((part for part in prefix.split(".") if part in ("encoder", "decoder")), None)
+
+
+def _model_order(prefix: str) -> tuple[Any, ...]:
+    """Sort key numbering layers as the model runs them: an encoder's before a decoder's (never alphabetically,
+    which put nn.Transformer's ``decoder.layers.0`` first), then ``layers.2`` before ``layers.10``."""
+    return (stack(prefix) == "decoder", _natural(prefix))
+
+
 def find_modules(state: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     """Every attention module in ``state``: its prefix (``layers.1.self_attn.``) -> (layout, {suffix: value})."""
     found: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -176,7 +190,7 @@ def find_modules(state: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any
         for prefix, parts in groups.items():
             if any(k in parts for k in _IDENTIFY[layout]) and prefix not in found:
                 found[prefix] = (layout, parts)
-    return dict(sorted(found.items(), key=lambda item: _natural(item[0])))
+    return dict(sorted(found.items(), key=lambda item: _model_order(item[0])))
 
 
 def _label(prefix: str) -> str:
@@ -188,7 +202,7 @@ def _is_cross(prefix: str) -> bool:
 
 
 def _pick(modules: dict[str, tuple[str, dict[str, Any]]], layer: object, where: str) -> str:
-    """The prefix of the self-attention module ``layer`` names (1-based number or name) among several."""
+    """The prefix of the self-attention module ``layer`` names (its number from 0, or its name) among several."""
     own = [p for p in modules if not _is_cross(p)]
     if not own:
         cross = _label(next(iter(modules)))
@@ -196,17 +210,27 @@ def _pick(modules: dict[str, tuple[str, dict[str, Any]]], layer: object, where: 
                          "decoder); mhacli draws self-attention over one text.")
     names = [_label(p) for p in own]
     listed = ", ".join(names[:3]) + (f", …, {names[-1]}" if len(names) > 3 else "")
+    asked = layer.strip().casefold() if isinstance(layer, str) else None
+    named = next((_label(p) for p in modules if _is_cross(p) and _label(p).casefold() == asked), None)
+    if named is not None:
+        raise UsageError(f"{shown(named, limit=MAX_PATH_SHOWN)} in {literal(where)} is cross-attention (a decoder's "
+                         "queries over the encoder's output, two sequences); mhacli draws self-attention over one "
+                         f"text: pick one of {literal(listed)}.")
     if layer is None:
         if len(own) == 1:
             return own[0]
         raise UsageError(f"{literal(where)} hold the self-attention of {len(own)} layers ({literal(listed)}); pick "
-                         "one with {layer:name} 1 to " + f"{len(own)} (or its name).", layer=None)
-    index = layer_index(layer, names)  # a number from 1, or a name (case and spaces do not count), as mha show
+                         "one with {layer:name} 0 to " + f"{len(own) - 1} (or its name).", layer=None)
+    index = layer_index(layer, names)  # a number from 0, or a name (case and spaces do not count), as mha show
     if index is not None:
         return own[index]
     typed = whole_number(layer) if isinstance(layer, str) else None  # "3" typed is the number 3 in the message
-    raise UsageError("{layer} is not a layer of " + f"{literal(where)}; give a number from 1 to {len(own)} or one of "
-                     f"its names: {literal(listed)}.", layer=layer if typed is None else typed)
+    if isinstance(layer, str) and typed is None:  # a name, quoted whole: {layer} would cut a long one mid-name
+        raise UsageError("{layer:name} " + f"{literal(shown(layer, limit=MAX_PATH_SHOWN))} is not a layer of "
+                         f"{literal(where)}; give a number from 0 to {len(own) - 1} or one of its names: "
+                         f"{literal(listed)}.", layer=layer)
+    raise UsageError("{layer} is not a layer of " + f"{literal(where)}; give a number from 0 to {len(own) - 1} or "
+                     f"one of its names: {literal(listed)}.", layer=layer if typed is None else typed)
 
 
 def _refuse_unmodelled(state: Mapping[str, Any], prefix: str, where: str) -> None:
@@ -286,8 +310,8 @@ def from_state_dict(state: Any, heads: object = None, layer: object = None,
                     where: str = "the weights") -> AttentionWeights:
     """Find one self-attention layer in ``state`` (numpy arrays or tensors), check it and split it into W_q … b_o.
 
-    ``layer`` picks one when the state dict holds several (a number from 1, as on the command
-    line, or its name, e.g. ``"layers.1.self_attn"``); ``heads`` is checked against a head count
+    ``layer`` picks one when the state dict holds several (a number from 0, as the module names count
+    them, or its name, e.g. ``"layers.1.self_attn"``); ``heads`` is checked against a head count
     the state dict records; ``where`` names the source in messages.
     """
     state = _mapping(state, where)
@@ -323,6 +347,11 @@ def from_state_dict(state: Any, heads: object = None, layer: object = None,
         if w_in.shape != (3 * d, d) or w_o.shape != (d, d):
             raise UsageError(f"{_label(prefix)!r} in {where} has projections of shapes {w_in.shape} and "
                              f"{w_o.shape}, not the 3d × d and d × d of one self-attention layer.")
+    parent = prefix.rstrip(".").rpartition(".")[0]  # 'layers.0' of 'layers.0.self_attn.'
+    decoder = stack(prefix) == "decoder" or any(_is_cross(p) and p.rstrip(".").rpartition(".")[0] == parent
+                                                for p in modules)  # a cross-attention beside it: a decoder layer
+    if decoder:
+        causal = True  # a decoder's self-attention is trained with later tokens masked (nn.Transformer's tgt_mask)
     recorded = _recorded_heads(state, prefix, where)
     if recorded is not None and heads is not None and heads != recorded:
         raise UsageError("{heads} disagrees with " + f"{literal(where)}, which record {recorded} heads; leave "
@@ -330,8 +359,22 @@ def from_state_dict(state: Any, heads: object = None, layer: object = None,
     w_q, w_k, w_v = w_in[:d], w_in[d : 2 * d], w_in[2 * d :]  # (3d, d) -> 3 × (d, d), PyTorch's order
     b_q, b_k, b_v = (None, None, None) if b_in is None else (b_in[:d], b_in[d : 2 * d], b_in[2 * d :])
     own = [p for p in modules if not _is_cross(p)]
-    name = None if len(own) == 1 else f"{_label(prefix)} (layer {own.index(prefix) + 1} of {len(own)})"
-    return AttentionWeights(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, heads=recorded, causal=causal, name=name)
+    name = None if len(own) == 1 else f"{_label(prefix)} ({layer_of(own.index(prefix), len(own))})"
+    return AttentionWeights(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, heads=recorded, causal=causal, name=name,
+                            decoder=decoder)
+
+
+def causal_note(weights: AttentionWeights, causal: bool) -> str:
+    """The clause after "ran the self-attention NAME" saying how a causal model's layer was run."""
+    if not weights.causal:
+        return ""
+    decoder = weights.decoder
+    if causal:
+        return (", causal, as a decoder's self-attention runs (run it with causal off to let each query see every key)"
+                if decoder else ", causal as the model was trained")
+    model = "a decoder's self-attention" if decoder else "the model"
+    return (f", over every key as asked, though {model} only ever looks at earlier tokens: its weights on later "
+            "keys are ones it never used")
 
 
 def checked_heads(weights: AttentionWeights, heads: object, where: str = "the weights") -> int:

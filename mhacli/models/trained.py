@@ -193,9 +193,33 @@ def _card(metrics: Any, heads: int, path: Path) -> Card | None:
         card = Card.from_dict(data)
     except (KeyError, TypeError, ValueError):
         raise _bad(path, "its report card (metrics 'card') is not one") from None
+    _card_rows(card.rows, path)
     if card.heads != heads:
         raise _bad(path, f"its report card has {card.heads} heads, the model {heads}")
     return card
+
+
+def _card_rows(found: tuple[str, ...], path: Path) -> None:
+    """Refuse a card whose rows are not the grammar's, in the grammar's order, naming the first that differs.
+
+    A row is read by its place (hits[r] belongs to rows()[r]): a renamed row would reach the parse as a
+    relation it does not have, and reordered names would put one relation's hit rates under another's name.
+    """
+    from mhacli.grammar.card import rows
+    from mhacli.attention.messages import shown
+
+    expected = rows()
+    if tuple(found) == expected:
+        return
+    if sorted(found) == sorted(expected):
+        raise _bad(path, f"its report card (metrics 'card') lists its rows in another order than the grammar's "
+                   f"({', '.join(expected)}), so each row's hit rates would be read under another row's name")
+    odd = next((r for r in found if r not in expected), None)
+    if odd is None:  # the same count of known names, not each once: one is there twice
+        twice = next(r for r in found if found.count(r) > 1)
+        raise _bad(path, f"its report card (metrics 'card') has the row {shown(twice)} twice")
+    raise _bad(path, f"its report card (metrics 'card') has a row {shown(odd)}, which the grammar's card has not "
+               f"({', '.join(expected)})")
 
 
 def trained_arrays_keys() -> tuple[str, ...]:

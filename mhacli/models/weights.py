@@ -60,16 +60,63 @@ def _read_npz(path: Path) -> dict[str, Any]:
                     max_members=MAX_STATE_MEMBERS, kinds="biuf", names_check=not_a_run)
 
 
+# What a state dict's pickle names: tensors and their storages (torch, torch._utils), the dict and its codecs.
+# Anything else (torch.nn.modules.…, a class of the user's own) is an object torch.save(model) pickled whole.
+_STATE_DICT_GLOBALS = ("torch", "collections", "builtins", "_codecs", "copyreg")
+
+
+def saved_object(pickled: bytes) -> str | None:
+    """The first class a .pt file's pickle names that no state dict holds (``torch.nn.modules.activation.
+    MultiheadAttention``), read from its opcodes alone: nothing is imported or run."""
+    import pickletools
+
+    texts: list[str] = []  # the strings pushed last: protocol 4's STACK_GLOBAL takes its names from them
+    try:
+        for opcode, arg, _ in pickletools.genops(pickled):
+            if opcode.name in ("GLOBAL", "INST"):
+                module, _, name = str(arg).partition(" ")
+            elif opcode.name == "STACK_GLOBAL" and len(texts) >= 2:
+                module, name = texts[-2], texts[-1]
+            else:
+                if isinstance(arg, str):
+                    texts.append(arg)
+                continue
+            root = module.split(".")[0]
+            if root not in _STATE_DICT_GLOBALS or module.startswith("torch.nn.modules"):
+                return f"{module}.{name}"
+    except Exception:  # a damaged pickle: torch.load names it
+        return None
+    return None
+
+
+def _refuse_saved_module(path: Path) -> None:
+    """A file ``torch.save(model)`` wrote holds the model pickled whole, which is never unpickled here: say so,
+    with the save that works, before PyTorch is even imported."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            pickles = [n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
+            found = saved_object(archive.read(pickles[0])) if pickles else None
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return  # not a zip (PyTorch's legacy format): torch.load says what it is
+    if found is not None:
+        raise UsageError(f"{shown_path(path)} holds a whole model or object ({found}), as torch.save(model) "
+                         "writes it, not a state dict; save its weights with torch.save(model.state_dict()) and "
+                         "give that file.")
+
+
 def _read_pt(path: Path) -> dict[str, Any]:
     from mhacli.models.torch_import import TorchUnavailable, load_torch
     from mhacli.io.archive import check_zip_archive
 
+    check_zip_archive(path, _bad(path, "PyTorch file"), MAX_WEIGHT_BYTES, MAX_STATE_MEMBERS)
+    _refuse_saved_module(path)
     try:
         torch = load_torch()
     except TorchUnavailable as exc:
         raise UsageError(f"{shown_path(path)} is a PyTorch file and {exc}; save the state dict as .npz or "
                          ".safetensors instead (see docs/your-model.md).") from None
-    check_zip_archive(path, _bad(path, "PyTorch file"), MAX_WEIGHT_BYTES, MAX_STATE_MEMBERS)
     try:
         # weights_only: never unpickles arbitrary objects.  PyTorch's own warnings about the file
         # ("Detected pickle protocol 4 ...") are silenced: the one line below says what matters.
@@ -79,9 +126,14 @@ def _read_pt(path: Path) -> dict[str, Any]:
     except MemoryError:
         raise UsageError(f"{shown_path(path)} would not fit in this machine's memory.") from None
     except Exception as exc:  # torch raises many kinds for a bad file
-        legacy = " in a format PyTorch's safe loader cannot read; load it and save it again with torch.save " \
-            "(a recent PyTorch writes the zip format)" if type(exc).__name__ == "UnpicklingError" else ""
-        raise UsageError(f"{shown_path(path)} is not a readable PyTorch state dict ({type(exc).__name__}){legacy}.") \
+        why = ""
+        if type(exc).__name__ == "UnpicklingError":  # the zip format names its objects, checked above
+            with open(path, "rb") as handle:
+                zipped = handle.read(2) == b"PK"
+            why = ("; it holds objects PyTorch's safe loader refuses: save torch.save(model.state_dict())" if zipped
+                   else " in PyTorch's legacy format, which its safe loader cannot read; load it and save "
+                   "torch.save(model.state_dict()) again (a recent PyTorch writes the zip format)")
+        raise UsageError(f"{shown_path(path)} is not a readable PyTorch state dict ({type(exc).__name__}){why}.") \
             from None
     if not isinstance(state, dict):
         raise UsageError(f"{shown_path(path)} holds a {type(state).__name__}, not a state dict.")
@@ -201,9 +253,9 @@ def load_weights(path: Path, heads: object = None, layer: object = None) -> Atte
     """Your self-attention layer's weights from an npz, .pt or .safetensors file, checked, with its head count."""
     where = _where(path)
     weights = from_state_dict(read_state(path), heads=heads, layer=layer, where=where)
-    count = checked_heads(weights, heads, where)
-    return AttentionWeights(weights.w_q, weights.w_k, weights.w_v, weights.w_o, weights.b_q, weights.b_k,
-                            weights.b_v, weights.b_o, heads=count, causal=weights.causal, name=weights.name)
+    from dataclasses import replace
+
+    return replace(weights, heads=checked_heads(weights, heads, where))
 
 
 def own_weights(given: Any, heads: object = None, layer: object = None) -> AttentionWeights:
@@ -214,9 +266,9 @@ def own_weights(given: Any, heads: object = None, layer: object = None) -> Atten
             no_layer(layer, "AttentionWeights")
     else:
         weights = from_state_dict(given, heads=heads, layer=layer)
-    count = checked_heads(weights, heads)
-    return AttentionWeights(weights.w_q, weights.w_k, weights.w_v, weights.w_o, weights.b_q, weights.b_k,
-                            weights.b_v, weights.b_o, heads=count, causal=weights.causal, name=weights.name)
+    from dataclasses import replace
+
+    return replace(weights, heads=checked_heads(weights, heads))
 
 
 def _checked(weights: AttentionWeights) -> AttentionWeights:

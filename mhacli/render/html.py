@@ -273,12 +273,13 @@ def template() -> str:
 
 
 def render_html(result: Run, *, hide_rules: bool = False, packed: bool = False) -> str:
-    """The whole page of a run or an attention view as one string (``packed``: its weights :func:`compact`)."""
+    """The whole page of a run or an attention view as one string (``packed``: its weights :func:`compact`, for a
+    notebook's display, which starts with one head shown so that it fits a screen)."""
     parts = template().split(DATA_PLACEHOLDER)
     if len(parts) != 2:  # pragma: no cover - guards the shipped template
         raise RuntimeError("the page template must contain the data placeholder exactly once")
     data = page_data(result, hide_rules=hide_rules)
-    return parts[0] + embed_json(compact(data) if packed else data) + parts[1]
+    return parts[0] + embed_json({**compact(data), "in_notebook": True} if packed else data) + parts[1]
 
 
 def write_html(result: Run, path: Path, *, hide_rules: bool = False) -> Path:

@@ -35,13 +35,16 @@ def is_view(shown: "Shown") -> bool:
 
 
 def layer_note(shown: "Shown") -> str | None:
-    """'layer 2 of 3 (encoder.2)' for a view with several layers; None otherwise."""
+    """'layer 2 of 0–3 (encoder.2)' for a view with several layers; None otherwise."""
     if not is_view(shown) or shown.n_layers < 2:  # type: ignore[union-attr]
         return None
     v = shown
     name = v.layer_names[v.layer]  # type: ignore[union-attr]
-    plain = f"layer {v.layer + 1}"  # type: ignore[union-attr]
-    return f"{plain} of {v.n_layers}" + (f" ({label(name, 24)})" if name != plain else "")  # type: ignore[union-attr]
+    from mhacli.attention.messages import layer_of
+
+    plain = f"layer {v.layer}"  # type: ignore[union-attr]
+    said = layer_of(v.layer, v.n_layers)  # type: ignore[union-attr]
+    return said + (f" ({label(name, 24)})" if name != plain else "")
 
 
 def weights_note(shown: "Shown", hide_rules: bool = False, analysis: Analysis | None = None) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from mhacli.cli import build, publish
-from mhacli.cli.options import (DPI, FORMAT, OUT_DIR, BatchIndexOpt, DpiOpt, FileOpt, FormatOpt, HideRulesOpt, HtmlOpt,
-                                JsonArraysOpt, JsonOpt, LayerOpt, MaxTokensOpt, NumbersJsonOpt, OutOpt, PlotsOpt,
+from mhacli.cli.options import (DPI, BatchIndexOpt, DpiOpt, FiguresFormatOpt, FiguresOutOpt, FileOpt, HideRulesOpt,
+                                HtmlOpt, JsonArraysOpt, JsonOpt, LayerOpt, MaxTokensOpt, NumbersJsonOpt, PlotsOpt,
                                 QueryOpt, QuietOpt, SampleOpt, SaveNpzOpt, ShowFileArg, ShowValuesOpt, TextArg,
                                 TraceArg, VerifyQuietOpt, WorkedOpt, model_block)
 from mhacli.cli.output import set_quiet
@@ -25,9 +25,9 @@ def explain(
     max_tokens: MaxTokensOpt = None,
     html: HtmlOpt = None,
     quiet: QuietOpt = False,
-    out: OutOpt = OUT_DIR,
+    out: FiguresOutOpt = None,
     plots: PlotsOpt = True,
-    fmt: FormatOpt = FORMAT,
+    fmt: FiguresFormatOpt = None,
     dpi: DpiOpt = DPI,
     query: QueryOpt = None,
     hide_rules: HideRulesOpt = False,
@@ -38,8 +38,10 @@ def explain(
     every step with its formula, shape and cost, then where each head looks.
 
     Example: [bold]mha explain "The animal didn't cross the street because it was too tired" --heads 4[/bold]
+
+    Your own model: [bold]mha explain "the cat sat" --weights enc.pt --layer 1 --heads 4[/bold]
     """
-    publish.explain(build.request(**locals()))
+    publish.explain(build.request(figures=True, **locals()))
 
 
 def show(
@@ -50,9 +52,9 @@ def show(
     json_arrays: JsonArraysOpt = None,
     html: HtmlOpt = None,
     quiet: QuietOpt = False,
-    out: OutOpt = OUT_DIR,
+    out: FiguresOutOpt = None,
     plots: PlotsOpt = True,
-    fmt: FormatOpt = FORMAT,
+    fmt: FiguresFormatOpt = None,
     dpi: DpiOpt = DPI,
     query: QueryOpt = None,
     layer: LayerOpt = None,
@@ -61,13 +63,14 @@ def show(
 ) -> None:
     """Re-render the walkthrough and the figures from a saved .npz, without recomputing attention.
 
-    Also draws your own model's attention saved as an npz of 'weights' (layers × heads × N × N)
-    and 'tokens' (docs/your-model.md), one layer at a time (--layer).
+    Also draws your own model's attention, saved as an npz of 'weights'
+    (layers × heads × N × N) and 'tokens' (docs/your-model.md), one layer at a
+    time (--layer, counted from 0 as outputs.attentions is).
 
     Example: [bold]mha explain "the cat sat on the mat" --save-npz cat.npz && mha show cat.npz --html cat.html[/bold]
     """
     options = {k: v for k, v in locals().items() if k not in ("trace_file", "layer", "batch_index")}
-    publish.show(build.request(read_text=False, **options), trace_file, layer, batch_index)
+    publish.show(build.request(read_text=False, figures=True, **options), trace_file, layer, batch_index)
 
 
 @model_block("heads", "d_model", "seed", "tokenizer", "positions", "causal", "weights", "layer", "words")
@@ -79,9 +82,9 @@ def compare(
     max_tokens: MaxTokensOpt = None,
     json_out: NumbersJsonOpt = False,
     quiet: QuietOpt = False,
-    out: OutOpt = OUT_DIR,
+    out: FiguresOutOpt = None,
     plots: PlotsOpt = True,
-    fmt: FormatOpt = FORMAT,
+    fmt: FiguresFormatOpt = None,
     dpi: DpiOpt = DPI,
     hide_rules: HideRulesOpt = False,
 ) -> None:
@@ -98,7 +101,7 @@ def compare(
 
     Example: [bold]mha compare "the cat sat on the mat" --heads 4[/bold]
     """
-    publish.compare(build.request(**locals()))
+    publish.compare(build.request(figures=True, **locals()))
 
 
 def verify(trace_file: TraceArg, json_out: NumbersJsonOpt = False, quiet: VerifyQuietOpt = False) -> None:

@@ -63,6 +63,7 @@ def no_run(monkeypatch):
 
     monkeypatch.setattr(mhacli.core.trace, "run_tokens", never)
     monkeypatch.setattr(mhacli.core.train, "train", never)
+    monkeypatch.setattr(mhacli.core.train, "train_stack", never)
 
 
 # ---------------------------------------------------------------------------

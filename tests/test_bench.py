@@ -538,7 +538,7 @@ def test_mha_bench_train_reports_both_medians_and_their_ratio(quick_train):
     shown = invoke("--train", "--repeats", "1")
     assert shown.exit_code == 0, shown.output
     text = " ".join(shown.output.split())
-    assert "numpy (mhacli's backward pass, Adam)" in text and "d_model 8, 2 heads" in text
+    assert "numpy, mha train's step (float32)" in text and "d_model 8, 2 heads" in text
     assert ("numpy ÷ PyTorch =" in text) == baselines.torch_available()
 
 

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 POSITION_KINDS = ("learned", "sinusoidal")
 SCHEDULES = ("constant", "cosine")
+# The numbers a step computes in: float32 halves the memory each pass streams through and lets numpy's exp use
+# the CPU's vector units; the held-out measures, the card and the saved model read the parameters as float64.
+STEP_DTYPE = np.float32
 # Parameters Adam updates; "positions" joins them only when they are learned.
 WEIGHT_NAMES = ("embedding", "W_q", "W_k", "W_v", "W_o", "readout")
 
@@ -183,8 +186,10 @@ def init_params(config: TrainConfig, task: Task, rng: np.random.Generator) -> Pa
         positions = positional_encoding(n, d)  # (N, d)
     w_q, w_k, w_v, w_o = init_weights(d, rng)  # each (d, d), PyTorch layout
     readout = rng.standard_normal((n_targets, n_vocab, d)) / math.sqrt(d)  # (T, V, d)
-    return {"embedding": embedding, "positions": positions, "W_q": w_q, "W_k": w_k, "W_v": w_v,
-            "W_o": w_o, "readout": readout}
+    params = {"embedding": embedding, "positions": positions, "W_q": w_q, "W_k": w_k, "W_v": w_v, "W_o": w_o,
+              "readout": readout}
+    # Rounded once to the numbers a step computes in: these are exactly the parameters training starts from.
+    return {name: value.astype(STEP_DTYPE).astype(np.float64) for name, value in params.items()}
 
 
 def trainable(config: TrainConfig) -> tuple[str, ...]:
@@ -486,9 +491,6 @@ def diverged(config: TrainConfig, step: int) -> RunError:
 # Sentences are drawn for this many steps at once (one call per block, not per step): the same sentences
 # whether a model trains alone or in a stack, since each model's seed draws its own blocks.
 BLOCK_STEPS = 100
-# The numbers a step computes in: float32 halves the memory each pass streams through and lets numpy's exp use
-# the CPU's vector units; the held-out measures, the card and the saved model read the parameters as float64.
-STEP_DTYPE = np.float32
 
 
 def stacks(configs: Sequence[TrainConfig]) -> list[list[int]]:

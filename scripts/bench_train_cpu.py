@@ -5,7 +5,7 @@
 Each round runs ``mha train --task grammar`` (with its figures) from each tree in a fresh process, the order
 alternating from round to round, and reads the CPU seconds (user + system, the kernel's account of the
 finished child) and the wall seconds; ``--sweep`` adds ``--seeds 0-4 --compare 1,4 --no-plots`` and
-``--knockout`` adds ``--knockout``, each from the same trees in the same rounds.  Prints per-round ratios
+``--knockout`` adds ``--knockout`` (figures on, as the plain training), each from the same trees in the same rounds.  Prints per-round ratios
 (new ÷ old, and each command ÷ the plain training of its own tree), their medians and ranges, and the BLAS
 kernel (threadpoolctl).  Not a test: the numbers depend on the machine.
 """
@@ -23,7 +23,7 @@ import time
 
 COMMANDS = {"train": ["train", "--task", "grammar"],
             "sweep": ["train", "--task", "grammar", "--seeds", "0-4", "--compare", "1,4", "--no-plots"],
-            "knockout": ["train", "--task", "grammar", "--knockout", "--no-plots"]}
+            "knockout": ["train", "--task", "grammar", "--knockout"]}
 
 
 def run(tree: str, argv: list[str]) -> tuple[float, float]:

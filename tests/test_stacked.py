@@ -87,3 +87,22 @@ def test_sentences_drawn_in_blocks_give_every_step_its_own_batch_in_the_order_dr
     want = [task.sample(rng, size * config.batch, config.length)[0] for size in (BLOCK_STEPS, 3)]
     assert all(ids.shape == (config.batch, config.length) for ids in got)
     assert np.array_equal(np.concatenate(got), np.concatenate(want))
+
+
+def test_mha_train_s_seed_sweep_reports_each_model_as_trained_alone() -> None:
+    """The command trains each head count's seeds as one stack; every run it reports is the run trained alone."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+
+    result = CliRunner().invoke(app, ["train", "--task", "neighbours", "--seeds", "0-1", "--compare", "1,2",
+                                      "--steps", "20", "--json", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)["runs"]
+    assert [(r["seed"], r["heads"]) for r in runs] == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    for run in runs:
+        alone = train(TrainConfig.for_task("neighbours", heads=run["heads"], seed=run["seed"], steps=20))
+        assert run["relation_accuracy"] == dict(zip(alone.model.targets, alone.relation_accuracy))
+        assert run["loss"] == alone.loss

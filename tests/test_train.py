@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import replace
 
 import numpy as np
@@ -173,7 +174,10 @@ def test_bench_train_reports_both_sides_and_their_ratio() -> None:
     except ImportError:
         assert report["ratio"] is None and report["torch_seconds_per_step"] is None
     else:
-        assert report["ratio"] == report["numpy_seconds_per_step"] / report["torch_seconds_per_step"]
+        fastest = report["torch"][report["fastest_torch"]]
+        assert report["torch_seconds_per_step"] == min(side["median"] for side in report["torch"].values())
+        assert report["ratio"] == statistics.median(n / t for n, t in zip(report["numpy_times"], fastest["seconds"]))
+        assert len(report["torch"]) == 4  # nn.MultiheadAttention and by hand, float32 and float64
 
 
 @pytest.mark.torch
@@ -201,6 +205,25 @@ def test_the_bench_times_the_same_loss_and_gradients_in_pytorch_as_mha_train_com
                       ("W_o", model.attention.out_proj.weight.grad.numpy()),
                       ("W_q", in_proj[:8]), ("W_k", in_proj[8:16]), ("W_v", in_proj[16:])):
         np.testing.assert_allclose(got, grads[name], rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("hand, dtype, tolerance", [(True, "float64", 1e-12), (False, "float32", 1e-4),
+                                                    (True, "float32", 1e-4)])
+def test_every_pytorch_side_of_the_bench_computes_the_same_loss(hand: bool, dtype: str, tolerance: float) -> None:
+    """The hand-written layer and the float32 sides time the same model: the loss of numpy's step on one batch."""
+    torch = pytest.importorskip("torch")
+    from mhacli.bench.train import _torch_model, numpy_loss
+
+    config = TrainConfig.for_task("grammar", heads=4, d_model=8, batch=6)
+    task = get_task("grammar")
+    rng = np.random.default_rng(5)
+    params = init_params(config, task, rng)
+    ids, targets, keys = task.sample(rng, config.batch, config.length)
+    loss = numpy_loss(config, params, ids, targets, task.scored(keys), task.pad)[0]
+    _, model, _ = _torch_model(config, {k: v.copy() for k, v in params.items()}, hand, dtype)
+    theirs = model.loss(torch.as_tensor(ids), torch.as_tensor(targets), torch.as_tensor(task.scored(keys)))
+    assert math.isclose(theirs.detach().item(), loss, rel_tol=tolerance)
 
 
 def test_gradients_with_the_grammar_s_padding_mask_match_finite_differences() -> None:

@@ -105,15 +105,15 @@ def test_same_seed_saves_identical_arrays(tmp_path: Path) -> None:
 def test_ctrl_c_exits_130_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import mhacli.grammar.train as core
 
-    real = core.train
+    real = core.train_stack
 
-    def interrupted(config, on_step=None):
-        def stop(step: int, loss: float, accuracy: float) -> None:
+    def interrupted(configs, on_step=None):
+        def stop(step: int, loss, accuracy) -> None:
             if step == 5:
                 raise KeyboardInterrupt
-        return real(config, on_step=stop)
+        return real(configs, on_step=stop)
 
-    monkeypatch.setattr(core, "train", interrupted)
+    monkeypatch.setattr(core, "train_stack", interrupted)
     out = tmp_path / "out"
     result = runner.invoke(app, ["train", *FAST, "--out", str(out), "--save", str(out / "model.npz")])
     assert result.exit_code == 130

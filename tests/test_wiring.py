@@ -63,6 +63,7 @@ def no_run(monkeypatch):
 
     monkeypatch.setattr(mhacli.attention.trace, "run_tokens", never)
     monkeypatch.setattr(mhacli.grammar.train, "train", never)
+    monkeypatch.setattr(mhacli.grammar.train, "train_stack", never)
 
 
 # ---------------------------------------------------------------------------

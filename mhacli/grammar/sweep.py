@@ -1,7 +1,8 @@
 """A seed sweep: the same head counts trained on several seeds, and how far one seed's gap is from another's.
 
 One seed's "one head loses by 16 points" is an anecdote; the sweep trains every head count of ``--compare``
-once per seed (each run as :func:`mhacli.grammar.train.train` makes it) and reports, per seed, each head count's
+once per seed (the seeds of a head count as one stack, :func:`mhacli.grammar.train.train_stack`: each model as
+trained alone) and reports, per seed, each head count's
 held-out accuracy as the **mean over relations** (so a rare relation weighs as much as a common one) and the
 **gap**: the most heads' mean minus the fewest heads', in points; then the gap's spread over the seeds.
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -18,13 +18,14 @@ from mhacli.attention import evidence
 from mhacli.attention.config import Config
 from mhacli.attention.embed import init_weights, positional_encoding
 from mhacli.attention.errors import RunError, UsageError
-from mhacli.grammar.passes import Array, Params, cross_entropy, forward, key_mask, loss_and_grads, scored_cross_entropy
+from mhacli.grammar.passes import (Array, Params, cross_entropy, forward, key_mask, scored_cross_entropy,
+                                 scored_readout)
 from mhacli.attention.schedule import single_threaded_blas
-from mhacli.attention.trace import Inputs
 from mhacli.grammar.grammar import LONGEST, NO_RELATION, RELATION_NAMES
 from mhacli.grammar.tasks import BOUNDARY, RELATION_KEYS, TASKS, UNKNOWN, Task, get_task
 from mhacli.grammar.words import WordMap, stand_ins
 from mhacli.grammar.words import parse as words_parse
+from mhacli.attention.trace import Inputs
 
 if TYPE_CHECKING:
     from mhacli.grammar.card import Card
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 
 POSITION_KINDS = ("learned", "sinusoidal")
 SCHEDULES = ("constant", "cosine")
+# The numbers a step computes in: float32 halves the memory each pass streams through and lets numpy's exp use
+# the CPU's vector units; the held-out measures, the card and the saved model read the parameters as float64.
+STEP_DTYPE = np.float32
 # Parameters Adam updates; "positions" joins them only when they are learned.
 WEIGHT_NAMES = ("embedding", "W_q", "W_k", "W_v", "W_o", "readout")
 
@@ -184,8 +188,10 @@ def init_params(config: TrainConfig, task: Task, rng: np.random.Generator) -> Pa
         positions = positional_encoding(n, d)  # (N, d)
     w_q, w_k, w_v, w_o = init_weights(d, rng)  # each (d, d), PyTorch layout
     readout = rng.standard_normal((n_targets, n_vocab, d)) / math.sqrt(d)  # (T, V, d)
-    return {"embedding": embedding, "positions": positions, "W_q": w_q, "W_k": w_k, "W_v": w_v,
-            "W_o": w_o, "readout": readout}
+    params = {"embedding": embedding, "positions": positions, "W_q": w_q, "W_k": w_k, "W_v": w_v, "W_o": w_o,
+              "readout": readout}
+    # Rounded once to the numbers a step computes in: these are exactly the parameters training starts from.
+    return {name: value.astype(STEP_DTYPE).astype(np.float64) for name, value in params.items()}
 
 
 def trainable(config: TrainConfig) -> tuple[str, ...]:
@@ -421,7 +427,7 @@ class TrainResult:
     history_loss: Array  # (steps,) training-batch loss at each step
     history_accuracy: Array  # (steps,) training-batch accuracy at each step
     parameters: int
-    seconds: float  # wall time of the training loop
+    seconds: float  # wall time of the training loop (of the stack it trained in: mhacli.grammar.train.stacks)
     snapshot_steps: tuple[int, ...]  # steps after which the snapshots were taken (0 = before training)
     snapshot_accuracy: tuple[float, ...]  # held-out accuracy at each snapshot
     snapshots: Array  # (moments, h, N, N): each head's weights on one held-out sequence
@@ -454,11 +460,13 @@ def _evaluate(params: Params, held: HeldOut,
 
     The loss is the one training lowers: over the asked answers only when it trains on those (the readouts'
     words where nothing is asked were never trained, so a loss there would measure nothing learned)."""
-    cache = forward(params, held.ids, config.heads, config.causal, get_task(config.task).pad, config.word_values)
-    loss, _, correct = cross_entropy(cache["logits"], held.targets)
-    if config.scored_loss:
-        asked = [cache["logits"][..., t, :][held.scored[t]] for t in range(held.scored.shape[0])]  # T × (M_t, V)
-        loss = scored_cross_entropy(asked, held.targets, held.scored)[0]
+    cache = forward(params, held.ids, config.heads, config.causal, get_task(config.task).pad, config.word_values,
+                    logits=not config.scored_loss)
+    if config.scored_loss:  # only the asked answers are read out: accuracy counts nothing else
+        asked = scored_readout(cache["out"], params["readout"], held.scored)  # T × (M_t, V)
+        loss, _, correct = scored_cross_entropy(asked, held.targets, held.scored)
+    else:
+        loss, _, correct = cross_entropy(cache["logits"], held.targets)
     per = np.moveaxis(correct, -1, 0)  # (B, N, T) -> (T, B, N)
     accuracy = tuple(float(per[t][held.scored[t]].mean()) for t in range(per.shape[0]))
     return loss, _accuracy(correct, held.scored), accuracy, cache["weights"]
@@ -497,60 +505,137 @@ def diverged(config: TrainConfig, step: int) -> RunError:
                     lr=config.lr)
 
 
-def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | None = None) -> TrainResult:
-    """Train the layer on ``config.task``; ``on_step(step, loss, accuracy)`` is called after every step.
+# Sentences are drawn for this many steps at once (one call per block, not per step): the same sentences
+# whether a model trains alone or in a stack, since each model's seed draws its own blocks.
+BLOCK_STEPS = 100
 
-    Deterministic: one ``np.random.default_rng(config.seed)`` draws the initial
-    parameters (whose shapes do not depend on the head count, so every head
-    count starts from the same numbers), then the held-out set, then each batch.
-    """
+
+def stacks(configs: Sequence[TrainConfig]) -> list[list[int]]:
+    """Which configs train together: those that differ in their seed alone (so in no shape), in first-seen order."""
+    groups: dict[TrainConfig, list[int]] = {}
+    for i, c in enumerate(configs):
+        groups.setdefault(replace(c, seed=0), []).append(i)
+    return list(groups.values())
+
+
+def train_many(configs: Sequence[TrainConfig]) -> list[TrainResult]:
+    """Every config trained, those of one :func:`stacks` group as one stack; results in the configs' order."""
+    results: dict[int, TrainResult] = {}
+    for group in stacks(configs):
+        results.update(zip(group, train_stack([configs[i] for i in group])))
+    return [results[i] for i in range(len(configs))]
+
+
+def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | None = None) -> TrainResult:
+    """Train the layer on ``config.task``; ``on_step(step, loss, accuracy)`` is called after every step."""
+    report = None if on_step is None else (lambda step, loss, acc: on_step(step, float(loss[0]), float(acc[0])))
+    return train_stack([config], report)[0]
+
+
+@dataclass
+class _Stream:
+    """One seed's training sentences, drawn a block of steps at a time from the generator that drew its held-out set."""
+
+    rng: np.random.Generator
+    block: tuple[Array, Array, Array] = (np.empty(0), np.empty(0), np.empty(0))
+    first: int = 0  # the step the block starts at
+
+    def batch(self, task: Task, config: TrainConfig, step: int) -> tuple[Array, Array, Array]:
+        """Step ``step``'s (1 …) ids (B, N), targets (T, B, N) and keys (T, B, N)."""
+        b = config.batch
+        at = step - self.first
+        if not self.first or at >= len(self.block[0]) // b:
+            size = min(BLOCK_STEPS, config.steps - step + 1)
+            self.block, self.first, at = task.sample(self.rng, size * b, config.length), step, 0
+        ids, targets, keys = self.block
+        return ids[at * b:(at + 1) * b], targets[:, at * b:(at + 1) * b], keys[:, at * b:(at + 1) * b]
+
+
+def train_stack(configs: Sequence[TrainConfig],
+                on_step: Callable[[int, Array, Array], None] | None = None) -> list[TrainResult]:
+    """Train configs that differ only in their seed as one stack; ``on_step(step, losses, accuracies)`` (M,) each.
+
+    Deterministic: each model's ``np.random.default_rng(seed)`` draws its initial parameters (whose shapes
+    do not depend on the number of heads, so every head count starts from the same numbers), then its held-out
+    set, then its training sentences.  Each model's numbers are those it gets trained alone: one step of
+    :mod:`mhacli.grammar.stacked` computes every model's loss and gradients on its own batch."""
+    from mhacli.grammar.stacked import stack_batch
+    from mhacli.grammar.stacked import step as stacked_step
+
+    config = configs[0]
+    if any(replace(c, seed=0) != replace(config, seed=0) for c in configs):
+        raise ValueError("a stack trains configs that differ in their seed alone")
     task = config.the_task()
-    rng = np.random.default_rng(config.seed)
-    params = init_params(config, task, rng)
-    ids, targets, keys = task.sample(rng, config.held_out, config.length)  # (H, N), (T, H, N), (T, H, N)
-    held = HeldOut(ids, targets, keys, task.scored(keys))
+    streams: dict[int, _Stream] = {}
+    inits: list[Params] = []
+    helds: list[HeldOut] = []
+    for c in configs:  # one stream per seed: head counts of one seed read the same sentences
+        rng = np.random.default_rng(c.seed)
+        inits.append(init_params(c, task, rng))
+        ids, targets, keys = task.sample(rng, c.held_out, c.length)  # (H, N), (T, H, N), (T, H, N)
+        helds.append(HeldOut(ids, targets, keys, task.scored(keys)))
+        streams.setdefault(c.seed, _Stream(rng))
+    # Head dropout draws from a generator of its own (spawned from the seed, one per model), so every head count
+    # of a seed reads the same sentences, alone or stacked.
+    dropping = [np.random.default_rng(c.seed).spawn(1)[0] for c in configs]
+    m = len(configs)
+    params = {name: np.stack([p[name] for p in inits]).astype(STEP_DTYPE) for name in inits[0]}  # (M, …) each
     # The snapshots show the first held-out sequence; a sentence without its padding.
-    shown = int(np.sum(ids[0] != task.pad)) if task.pad is not None else config.length
+    shown = [int(np.sum(h.ids[0] != task.pad)) if task.pad is not None else config.length for h in helds]
     names = trainable(config)
     adam = Adam(config.lr)
     moments = snapshot_steps(config.steps, config.snapshots)
-    snaps: list[Array] = []
-    snap_acc: list[float] = []
-    history_loss = np.empty(config.steps)
-    history_accuracy = np.empty(config.steps)
+    snaps: list[list[Array]] = [[] for _ in configs]
+    snap_acc: list[list[float]] = [[] for _ in configs]
+    history_loss = np.empty((m, config.steps))
+    history_accuracy = np.empty((m, config.steps))
+
+    def one(i: int) -> Params:
+        return {name: value[i].astype(np.float64) for name, value in params.items()}
 
     def snapshot() -> None:
-        _, overall, _, weights = _evaluate(params, held, config)
-        snaps.append(weights[0, :, :shown, :shown].copy())  # (h, N, N) on the first held-out sequence
-        snap_acc.append(overall)
+        for i in range(m):
+            _, overall, _, weights = _evaluate(one(i), helds[i], config)
+            snaps[i].append(weights[0, :, :shown[i], :shown[i]].copy())  # (h, N, N) on the first held-out sequence
+            snap_acc[i].append(overall)
 
     start = time.perf_counter()
-    # The matrices are small (a batch of 64 × 12 tokens, d = 16): a second BLAS thread only waits
-    # for the first. Measured on the 2-core machine with the other core busy, relations task:
-    # 1 head 2.5 s with one BLAS thread against 16.9 s with two, 4 heads 3.2 s against 19.4 s.
+    # The matrices are small (a batch of 64 × 17 tokens, d = 32): a second BLAS thread only waits for the first.
     # A diverging run overflows on its way to NaN: it is refused below (diverged), not printed as numpy's warnings.
     with single_threaded_blas(), np.errstate(all="ignore"):
         snapshot()
         for step in range(1, config.steps + 1):
-            ids, targets, keys = task.sample(rng, config.batch, config.length)  # (B, N), (T, B, N), (T, B, N)
+            drawn = {seed: s.batch(task, config, step) for seed, s in streams.items()}
+            ids = np.stack([drawn[c.seed][0] for c in configs])  # (M, B, N)
+            targets = np.stack([drawn[c.seed][1] for c in configs])  # (M, T, B, N)
+            asked = task.scored(np.stack([drawn[c.seed][2] for c in configs]))  # (M, T, B, N)
+            kept = (np.stack([dropped_heads(dropping[i], c) for i, c in enumerate(configs)])
+                    if config.head_dropout else None)  # (M, B, h)
             adam.lr = learning_rate(config, step)
-            asked = task.scored(keys)  # (T, B, N)
-            kept = dropped_heads(rng, config) if config.head_dropout else None  # (B, h)
-            loss, grads, correct = loss_and_grads(params, ids, targets, config.heads, config.causal, task.pad,
-                                                  config.word_values, asked if config.scored_loss else None,
-                                                  config.head_sparsity, kept, config.head_concentration,
-                                                  config.head_overlap)
+            loss, grads, acc = stacked_step(params, stack_batch(ids, targets, asked, config.scored_loss, kept),
+                                            config.heads, config.causal, task.pad, config.word_values,
+                                            config.head_sparsity, config.head_concentration, config.head_overlap)
             adam.step(params, grads, names)
-            history_loss[step - 1] = loss
-            history_accuracy[step - 1] = acc = _accuracy(correct, asked)
-            if not math.isfinite(loss):
-                raise diverged(config, step)
+            history_loss[:, step - 1] = loss
+            history_accuracy[:, step - 1] = acc
+            if not np.isfinite(loss).all():
+                raise diverged(configs[int(np.argmin(np.isfinite(loss)))], step)
             if step in moments:
                 snapshot()
             if on_step is not None:
                 on_step(step, loss, acc)
         seconds = time.perf_counter() - start
-        loss, accuracy, per, weights = _evaluate(params, held, config)
+        ends = [_evaluate(one(i), helds[i], config) for i in range(m)]
+    return [_result(c, one(i), helds[i], ends[i], history_loss[i], history_accuracy[i], seconds, moments,
+                    snaps[i], snap_acc[i], shown[i]) for i, c in enumerate(configs)]
+
+
+def _result(config: TrainConfig, params: Params, held: HeldOut, end: tuple[float, float, tuple[float, ...], Array],
+            history_loss: Array, history_accuracy: Array, seconds: float, moments: tuple[int, ...],
+            snaps: list[Array], snap_acc: list[float], shown: int) -> TrainResult:
+    """One model's result: refused when not finite, its heads named against the held-out set."""
+    task = config.the_task()
+    loss, accuracy, per, weights = end
     if not (math.isfinite(loss) and all(np.isfinite(p).all() for p in params.values())):
         raise diverged(config, config.steps)  # a model that is not finite is never saved nor reported
     blocked = key_mask(held.ids, config.causal, task.pad)  # what each held-out query could see: chance

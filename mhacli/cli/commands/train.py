@@ -1,7 +1,7 @@
 """``mha train``: train the attention layer on a task, live, and compare head counts.
 
 The command only connects: it checks the options (the core's TrainConfig does),
-runs :func:`mhacli.grammar.train.train` once per head count with a progress bar,
+trains every seed of each head count as one stack (:func:`mhacli.grammar.train.train_stack`) with a progress bar,
 prints the table and a conclusion computed from its numbers, and writes the
 figures and the model through io/render.  numpy and matplotlib are imported
 inside, so ``mha --help`` stays quick.
@@ -154,25 +154,29 @@ def train_configs(compare: str | None, task: str, **fields: Any) -> "list[TrainC
     return configs
 
 
-def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
+def _train_with_bar(configs: "list[TrainConfig]", quiet: bool) -> "list[TrainResult]":
+    """Train configs that differ in their seed alone as one stack (core.train.train_stack), with one progress bar."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from mhacli.grammar.card import carded
-    from mhacli.grammar.train import train as train_core
+    from mhacli.grammar.train import train_stack
 
-    label = f"{config.heads} head{'s' if config.heads > 1 else ''}"
+    first = configs[0]
+    label = f"{first.heads} head{'s' if first.heads > 1 else ''}"
+    if len(configs) > 1:
+        label += f" × {len(configs)} seeds (mean)"
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("loss {task.fields[loss]:.4f}  accuracy {task.fields[accuracy]:.1%}"),
                   TimeElapsedColumn(), console=err_console, transient=True,
                   disable=quiet or not err_console.is_terminal) as progress:  # no bar where none is seen
-        bar = progress.add_task(label, total=config.steps, loss=float("nan"), accuracy=0.0)
-        every = max(1, config.steps // 200)  # a redraw per step would cost more than the step
+        bar = progress.add_task(label, total=first.steps, loss=float("nan"), accuracy=0.0)
+        every = max(1, first.steps // 200)  # a redraw per step would cost more than the step
 
-        def on_step(step: int, loss: float, accuracy: float) -> None:
-            if step % every == 0 or step == config.steps:
-                progress.update(bar, completed=step, loss=loss, accuracy=accuracy)
+        def on_step(step: int, loss: Any, accuracy: Any) -> None:
+            if step % every == 0 or step == first.steps:
+                progress.update(bar, completed=step, loss=float(loss.mean()), accuracy=float(accuracy.mean()))
 
-        return carded(train_core(config, on_step=on_step))  # a grammar model named by its report card
+        return [carded(r) for r in train_stack(configs, on_step=on_step)]  # grammar models named by their cards
 
 
 def train(
@@ -276,7 +280,14 @@ def _trained(grid: "list[list[TrainConfig]]", out: Path | None, quiet: bool) -> 
         prepare_out_dir(out)
     if made:  # diverged, Ctrl-C: nothing written, and no empty folder left behind
         cleanup.register(out, folder=True)  # type: ignore[arg-type]
-    return [[_train_with_bar(config, quiet=quiet) for config in configs] for configs in grid]
+    from mhacli.grammar.train import stacks
+
+    flat = [config for configs in grid for config in configs]
+    trained: dict[int, "TrainResult"] = {}
+    for group in stacks(flat):  # every seed of one head count trains as one stack
+        trained.update(zip(group, _train_with_bar([flat[i] for i in group], quiet=quiet)))
+    width = len(grid[0])
+    return [[trained[s * width + h] for h in range(width)] for s in range(len(grid))]
 
 
 def _print_written(written: list[str], where: Any) -> None:

@@ -1,0 +1,164 @@
+"""One training step for a stack of models: the passes of :mod:`mhacli.grammar.passes` with a leading model axis.
+
+The seeds and head counts of one ``mha train`` differ only in their numbers, so their parameters stack as
+(M, …) arrays and one batched forward and backward serves them all: numpy pays its per-call cost once per
+step instead of once per model.  Every model keeps its own batch (its own seed's sentences), so each model's
+numbers are the ones it gets trained alone; ``tests/test_stacked.py`` checks the step against
+:func:`mhacli.grammar.passes.loss_and_grads` model by model, and the training against training alone.
+
+Shapes: M models, B sequences of N tokens, h heads of d/h, T readouts over V words, R asked rows per readout.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mhacli.grammar.passes import Array, Params, head_concentration, head_sparsity
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one step of every model reads: ids, the asked rows of each readout and their answers."""
+
+    ids: Array  # (M, B, N)
+    rows: Array  # (M, T, R) position b·N + n of each asked answer; 0 on spare rows (a model that asks fewer)
+    labels: Array  # (M, T, R) the right word of each asked answer (0 on spare rows)
+    asked: Array  # (M, T, R) True on real rows: the answers the loss is over
+    count: Array  # (M,) asked answers per model (at least 1): the loss is a mean over them
+    scored: Array  # (M, T, R) the answers that count for accuracy (the asked ones, or the grammar's among all)
+    scored_count: Array  # (M,) how many (at least 1)
+    kept: Array | None = None  # (M, B, h) 1 = the head speaks (head dropout), None: every head
+
+
+def stack_batch(ids: Array, targets: Array, scored: Array, scored_loss: bool, kept: Array | None = None) -> Batch:
+    """One :class:`Batch` from every model's ids (M, B, N), targets (M, T, B, N) and scored answers (M, T, B, N):
+    the loss over the scored answers (``scored_loss``) or over every answer, the accuracy over the scored ones."""
+    m, t, b, n = scored.shape
+    flat = scored.reshape(m, t, b * n) if scored_loss else np.ones((m, t, b * n), dtype=bool)  # (M, T, B·N)
+    width = max(int(flat.sum(axis=-1).max()), 1)  # R: the most asked rows of any model and readout
+    # Stable sort puts each readout's asked positions first, in order: the rows a model alone would gather.
+    order = np.argsort(~flat, axis=-1, kind="stable")[..., :width]  # (M, T, R)
+    asked = np.take_along_axis(flat, order, axis=-1)  # (M, T, R)
+    labels = np.take_along_axis(targets.reshape(m, t, b * n), order, axis=-1)  # (M, T, R)
+    rows = np.where(asked, order, 0)  # (M, T, R): a spare row reads position 0; its answer is never counted
+    count = np.maximum(flat.sum(axis=(1, 2)), 1)  # (M,)
+    counted = np.take_along_axis(scored.reshape(m, t, b * n), order, axis=-1) & asked  # (M, T, R)
+    return Batch(ids, rows, np.where(asked, labels, 0), asked, count, counted,
+                 np.maximum(scored.sum(axis=(1, 2, 3)), 1), kept)
+
+
+def _t(a: Array) -> Array:
+    return np.swapaxes(a, -1, -2)
+
+
+def step(params: Params, batch: Batch, heads: int, causal: bool, pad: int | None, word_values: bool,
+         sparsity: float = 0.0, concentration: float = 0.0,
+         overlap: float = 0.0) -> tuple[Array, Params, Array]:
+    """Every model's loss (M,), gradients (M, …) and right answers (M,) on its own batch: forward, then backward.
+
+    The loss is the mean cross-entropy over each model's asked answers (every answer, for a task that scores
+    every position) plus the penalties of :mod:`mhacli.grammar.passes`."""
+    ids = batch.ids
+    m, b, n = ids.shape
+    e, p = params["embedding"], params["positions"]  # (M, V, d), (M, N, d)
+    n_vocab, d = e.shape[1:]
+    d_k = d // heads
+    # ---- forward
+    cells = ids + (np.arange(m) * n_vocab)[:, None, None]  # (M, B, N): row of the stacked table E
+    words = e.reshape(m * n_vocab, d)[cells]  # (M, B, N, d): E[ids]
+    x = words + p[:, None, :n]  # (M, B, N, d)
+    x2 = x.reshape(m, b * n, d)  # (M, B·N, d)
+    xv2 = words.reshape(m, b * n, d) if word_values else x2  # (M, B·N, d): what the values are made of
+    w_qk = np.concatenate([params["W_q"], params["W_k"]], axis=1)  # (M, 2d, d): Q and K in one product
+    qk = x2 @ _t(w_qk)  # (M, B·N, d) @ (M, d, 2d) -> (M, B·N, 2d)
+    v2 = xv2 @ _t(params["W_v"])  # (M, B·N, d) @ (M, d, d) -> (M, B·N, d)
+    q = qk[..., :d].reshape(m, b, n, heads, d_k).transpose(0, 1, 3, 2, 4)  # (M, B, h, N, d/h)
+    k = qk[..., d:].reshape(m, b, n, heads, d_k).transpose(0, 1, 3, 2, 4)  # (M, B, h, N, d/h)
+    v = v2.reshape(m, b, n, heads, d_k).transpose(0, 1, 3, 2, 4)  # (M, B, h, N, d/h)
+    scale = 1.0 / math.sqrt(d_k)
+    qk[..., :d] *= scale  # Q/√(d/h) once, on the (B·N, d) queries rather than the (h, N, N) scores
+    scores = q @ _t(k)  # (M, B, h, N, d/h) @ (M, B, h, d/h, N) -> (M, B, h, N, N)
+    blocked = np.zeros((m, b, 1, 1, n), dtype=bool) if pad is None else (ids == pad)[:, :, None, None, :]
+    if causal:
+        blocked = blocked | (np.arange(n)[None, :] > np.arange(n)[:, None])  # (M, B, 1, N, N)
+    if pad is not None or causal:
+        np.copyto(scores, -np.inf, where=blocked)  # masked keys get exactly zero weight
+    # Stable softmax: the row max keeps exp() ≤ 1; every row sees at least its first token, so no row is empty.
+    weights = scores - scores.max(axis=-1, keepdims=True)  # (M, B, h, N, N)
+    np.exp(weights, out=weights)
+    weights *= 1.0 / weights.sum(axis=-1, keepdims=True)
+    heads_out = weights @ v  # (M, B, h, N, N) @ (M, B, h, N, d/h) -> (M, B, h, N, d/h)
+    if batch.kept is not None:
+        heads_out = heads_out * batch.kept[..., None, None]  # a dropped head says nothing
+    concat = heads_out.transpose(0, 1, 3, 2, 4).reshape(m, b * n, d)  # (M, B, h, N, d/h) -> (M, B·N, d)
+    out = concat @ _t(params["W_o"])  # (M, B·N, d) @ (M, d, d) -> (M, B·N, d)
+    t_count, r = batch.rows.shape[1:]
+    picked = np.take_along_axis(out, batch.rows.reshape(m, t_count * r, 1), axis=1)  # (M, T·R, d)
+    picked = picked.reshape(m, t_count, r, d)  # (M, T, R, d)
+    w_r = params["readout"]  # (M, T, V, d)
+    logits = picked @ _t(w_r)  # (M, T, R, d) @ (M, T, d, V) -> (M, T, R, V)
+    right = (logits.argmax(axis=-1) == batch.labels) & batch.scored  # (M, T, R)
+    prob = logits - logits.max(axis=-1, keepdims=True)  # (M, T, R, V)
+    chosen = np.take_along_axis(prob, batch.labels[..., None], axis=-1)[..., 0]  # (M, T, R)
+    np.exp(prob, out=prob)
+    total = prob.sum(axis=-1)  # (M, T, R)
+    loss = np.where(batch.asked, np.log(total) - chosen, 0.0).sum(axis=(1, 2)) / batch.count  # (M,)
+    # ---- backward, in reverse order
+    prob *= (batch.asked / batch.count[:, None, None] / total)[..., None]  # (M, T, R, V): softmax / count
+    np.put_along_axis(prob, batch.labels[..., None],
+                      np.take_along_axis(prob, batch.labels[..., None], axis=-1)
+                      - (batch.asked / batch.count[:, None, None])[..., None], axis=-1)
+    d_logits = prob  # (M, T, R, V): zero on spare rows
+    d_w_r = _t(d_logits) @ picked  # (M, T, V, R) @ (M, T, R, d) -> (M, T, V, d)
+    d_picked = d_logits @ w_r  # (M, T, R, V) @ (M, T, V, d) -> (M, T, R, d): zero on spare rows
+    # Row b·N + n of O collects every readout's gradient there (a verb is asked its subject and its object):
+    # one bincount over (row, column) cells sums them, duplicates included.
+    into = ((batch.rows + (np.arange(m) * (b * n))[:, None, None])[..., None] * d + np.arange(d)).reshape(-1)
+    d_out = np.bincount(into, weights=d_picked.reshape(-1), minlength=m * b * n * d)  # (M·B·N·d,)
+    d_out = d_out.reshape(m, b * n, d).astype(out.dtype, copy=False)  # (M, B·N, d)
+    d_w_o = _t(d_out) @ concat  # (M, d, B·N) @ (M, B·N, d) -> (M, d, d)
+    d_concat = d_out @ params["W_o"]  # (M, B·N, d) @ (M, d, d) -> (M, B·N, d)
+    d_heads = d_concat.reshape(m, b, n, heads, d_k).transpose(0, 1, 3, 2, 4)  # (M, B, h, N, d/h)
+    if batch.kept is not None:
+        d_heads = d_heads * batch.kept[..., None, None]
+    d_weights = d_heads @ _t(v)  # (M, B, h, N, d/h) @ (M, B, h, d/h, N) -> (M, B, h, N, N)
+    d_v = _t(weights) @ d_heads  # (M, B, h, N, N) @ (M, B, h, N, d/h) -> (M, B, h, N, d/h)
+    if overlap:  # passes.head_overlap on every model: λ mean_q Σ_{i≠j} ⟨A_i[q], A_j[q]⟩, gradient 2λ(S − A_i)
+        together = weights.sum(axis=2, keepdims=True)  # (M, B, 1, N, N)
+        s_flat, a_flat = together.reshape(m, -1), weights.reshape(m, -1)  # (M, B·N·N), (M, B·h·N·N)
+        pairs = np.einsum("ij,ij->i", s_flat, s_flat) - np.einsum("ij,ij->i", a_flat, a_flat)  # (M,)
+        loss = loss + overlap * pairs / (b * n)
+        d_weights += (2.0 * overlap / (b * n)) * (together - weights)
+    d_scores = weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))  # (M, B, h, N, N)
+    # S = (Q/√(d/h)) Kᵀ with q holding Q/√(d/h): dQ = (dS K)/√(d/h), dK = dSᵀ (Q/√(d/h)).
+    d_qk = np.empty((m, b, n, 2, heads, d_k), dtype=out.dtype)  # dQ beside dK, merged straight into (B·N, 2d)
+    np.matmul(d_scores, k, out=d_qk[:, :, :, 0].transpose(0, 1, 3, 2, 4))  # (M, B, h, N, N) @ (…, N, d/h)
+    np.matmul(_t(d_scores), q, out=d_qk[:, :, :, 1].transpose(0, 1, 3, 2, 4))  # (M, B, h, N, N) @ (…, N, d/h)
+    d_qk = d_qk.reshape(m, b * n, 2 * d)  # (M, B, N, 2, h, d/h) -> (M, B·N, 2d)
+    d_qk[..., :d] *= scale
+    d_v2 = d_v.transpose(0, 1, 3, 2, 4).reshape(m, b * n, d)  # (M, B, h, N, d/h) -> (M, B·N, d)
+    d_w_qk = _t(d_qk) @ x2  # (M, 2d, B·N) @ (M, B·N, d) -> (M, 2d, d)
+    d_w_v = _t(d_v2) @ xv2  # (M, d, B·N) @ (M, B·N, d) -> (M, d, d)
+    d_x = d_qk @ w_qk  # (M, B·N, 2d) @ (M, 2d, d) -> (M, B·N, d): X feeds Q and K, so their gradients add
+    d_xv = d_v2 @ params["W_v"]  # (M, B·N, d) @ (M, d, d) -> (M, B·N, d)
+    d_words = d_x + d_xv  # (M, B·N, d): E[ids] is read by X, and by the values (as X or alone)
+    if not word_values:
+        d_x = d_words  # the values read X: a third use of it
+    # Row ids[m, b, n] of the stacked E collects d_words[m, b·N + n]: one bincount over (row, column) cells.
+    at = (cells.reshape(-1, 1) * d + np.arange(d)).reshape(-1)  # (M·B·N·d,)
+    d_e = np.bincount(at, weights=d_words.reshape(-1), minlength=m * n_vocab * d).reshape(m, n_vocab, d).astype(e.dtype)
+    d_p = np.zeros_like(p)  # (M, N_table, d)
+    d_p[:, :n] = d_x.reshape(m, b, n, d).sum(axis=1)  # (M, B, N, d) -> (M, N, d)
+    grads = {"embedding": d_e, "positions": d_p, "W_q": d_w_qk[:, :d], "W_k": d_w_qk[:, d:], "W_v": d_w_v,
+             "W_o": d_w_o, "readout": d_w_r}
+    for strength, penalty in ((sparsity, head_sparsity), (concentration, head_concentration)):
+        if strength:  # small (T, V, d) matrices: model by model
+            for i in range(m):
+                value, g_r, g_o = penalty(w_r[i], params["W_o"][i], heads, strength)
+                loss[i] += value
+                grads["readout"][i] += g_r
+                grads["W_o"][i] += g_o
+    return loss, grads, right.sum(axis=(1, 2)) / batch.scored_count

@@ -1,0 +1,108 @@
+"""Models trained as one stack: the stacked step is the per-model step, and a stack trains what each model alone
+trains (mhacli.grammar.stacked, mhacli.grammar.train.train_stack)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mhacli.grammar.passes import loss_and_grads
+from mhacli.grammar.stacked import stack_batch, step
+from mhacli.grammar.train import TrainConfig, dropped_heads, init_params, stacks, train, train_many
+
+# The stacked step and passes.loss_and_grads add the same numbers in other orders: they agree to rounding.
+STEP_TOLERANCE = 1e-12
+
+
+@pytest.mark.parametrize("task, options", [
+    ("grammar", {}),  # the grammar's defaults: scored loss, values from E, concentration and overlap penalties
+    ("grammar", {"heads": 1}),
+    ("grammar", {"scored_loss": False, "causal": True, "word_values": False, "head_dropout": 0.3}),
+    ("relations", {}),
+    ("neighbours", {"causal": True, "positions": "learned", "head_dropout": 0.5, "head_sparsity": 0.01}),
+])
+def test_the_stacked_step_is_every_model_s_own_step(task: str, options: dict) -> None:
+    configs = [TrainConfig.for_task(task, seed=seed, batch=8, **options) for seed in (0, 1)]
+    c = configs[0]
+    t = c.the_task()
+    drawn = []
+    for config in configs:
+        rng = np.random.default_rng(config.seed)
+        params = init_params(config, t, rng)
+        ids, targets, keys = t.sample(rng, config.batch, config.length)
+        kept = dropped_heads(rng, config) if config.head_dropout else None
+        drawn.append((params, ids, targets, t.scored(keys), kept))
+    stacked = {name: np.stack([d[0][name] for d in drawn]) for name in drawn[0][0]}
+    kept = np.stack([d[4] for d in drawn]) if c.head_dropout else None
+    batch = stack_batch(np.stack([d[1] for d in drawn]), np.stack([d[2] for d in drawn]),
+                        np.stack([d[3] for d in drawn]), c.scored_loss, kept)
+    loss, grads, accuracy = step(stacked, batch, c.heads, c.causal, t.pad, c.word_values, c.head_sparsity,
+                                 c.head_concentration, c.head_overlap)
+    for i, (params, ids, targets, scored, kept_i) in enumerate(drawn):
+        want_loss, want, correct = loss_and_grads(params, ids, targets, c.heads, c.causal, t.pad, c.word_values,
+                                                  scored if c.scored_loss else None, c.head_sparsity, kept_i,
+                                                  c.head_concentration, c.head_overlap)
+        assert loss[i] == pytest.approx(want_loss, rel=STEP_TOLERANCE)
+        assert accuracy[i] == np.moveaxis(correct, -1, 0)[scored].mean()
+        for name, g in want.items():
+            if name == "positions" and c.positions != "learned":
+                continue  # not trained: sinusoids
+            np.testing.assert_allclose(grads[name][i], g, rtol=0, atol=STEP_TOLERANCE * np.abs(g).max(), err_msg=name)
+
+
+def test_two_small_models_trained_as_a_stack_are_the_models_trained_alone() -> None:
+    """Same seed (one set of sentences), another seed (its own), two head counts: each model's parameters,
+    history and held-out numbers as trained alone, to the last bit."""
+    small = dict(steps=30, batch=8, held_out=20)
+    configs = [TrainConfig.for_task("grammar", seed=0, heads=1, **small),
+               TrainConfig.for_task("grammar", seed=3, heads=1, **small),
+               TrainConfig.for_task("grammar", seed=0, heads=4, **small)]
+    assert stacks(configs) == [[0, 1], [2]]
+    for together, alone in zip(train_many(configs), (train(c) for c in configs)):
+        assert together.config == alone.config
+        for name, value in alone.model.params.items():
+            assert np.array_equal(together.model.params[name], value), name
+        assert np.array_equal(together.history_loss, alone.history_loss)
+        assert together.relation_accuracy == alone.relation_accuracy
+        assert together.model.relations == alone.model.relations
+        assert np.array_equal(together.snapshots, alone.snapshots)
+
+
+def test_a_stack_refuses_configs_that_differ_in_more_than_their_seed() -> None:
+    from mhacli.grammar.train import train_stack
+
+    with pytest.raises(ValueError, match="seed alone"):
+        train_stack([TrainConfig(heads=1, steps=2), TrainConfig(heads=2, steps=2)])
+
+
+def test_sentences_drawn_in_blocks_give_every_step_its_own_batch_in_the_order_drawn() -> None:
+    """A run whose steps are not a whole number of blocks: a full block, then one of the steps left."""
+    from mhacli.grammar.train import BLOCK_STEPS, _Stream
+
+    config = TrainConfig.for_task("grammar", steps=BLOCK_STEPS + 3, batch=4)
+    task = config.the_task()
+    stream = _Stream(np.random.default_rng(5))
+    got = [stream.batch(task, config, step)[0] for step in range(1, config.steps + 1)]
+    rng = np.random.default_rng(5)
+    want = [task.sample(rng, size * config.batch, config.length)[0] for size in (BLOCK_STEPS, 3)]
+    assert all(ids.shape == (config.batch, config.length) for ids in got)
+    assert np.array_equal(np.concatenate(got), np.concatenate(want))
+
+
+def test_mha_train_s_seed_sweep_reports_each_model_as_trained_alone() -> None:
+    """The command trains each head count's seeds as one stack; every run it reports is the run trained alone."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+
+    result = CliRunner().invoke(app, ["train", "--task", "neighbours", "--seeds", "0-1", "--compare", "1,2",
+                                      "--steps", "20", "--json", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)["runs"]
+    assert [(r["seed"], r["heads"]) for r in runs] == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    for run in runs:
+        alone = train(TrainConfig.for_task("neighbours", heads=run["heads"], seed=run["seed"], steps=20))
+        assert run["relation_accuracy"] == dict(zip(alone.model.targets, alone.relation_accuracy))
+        assert run["loss"] == alone.loss

@@ -528,6 +528,7 @@ def test_mha_bench_train_reports_both_medians_and_their_ratio(quick_train):
     assert ("numpy ÷ PyTorch =" in text) == baselines.torch_available()
 
 
+@pytest.mark.slow
 def test_figure_costs_times_every_phase_and_writes_every_figure(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "mhacli.bench.figure_costs", "--once", str(tmp_path)],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "MPLBACKEND": "Agg"})

@@ -508,6 +508,7 @@ def test_train_prints_the_card_and_knockout_side_by_side() -> None:
     assert "Card and knockout agree" in out or "switching off head" in out or "is known by" in out
 
 
+@pytest.mark.slow
 def test_train_json_carries_card_knockout_and_sweep_and_follows_the_schema() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     from mhacli.io.schemas import schema
@@ -533,6 +534,7 @@ def test_train_json_carries_card_knockout_and_sweep_and_follows_the_schema() -> 
         assert swept["gap_points"][k] == pytest.approx(100 * (by[2] - by[1]))
 
 
+@pytest.mark.slow
 def test_the_seed_sweep_prints_its_table_spread_and_figure(tmp_path: Path) -> None:
     result = runner.invoke(app, ["train", *FAST, "--seeds", "0,3", "--compare", "1,2", "--out", str(tmp_path)],
                            env={"COLUMNS": "80"})

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CASES = '''
@@ -29,6 +31,7 @@ def test_unmarked_skip_for_something_else():
 '''
 
 
+@pytest.mark.slow
 def test_a_test_that_skips_for_want_of_torch_without_its_marker_fails(tmp_path):
     shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_cases.py").write_text(CASES, encoding="utf-8")

@@ -192,6 +192,7 @@ def _flat(output: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"\s*│\s*", " ", output))
 
 
+@pytest.mark.slow
 def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path, demo_drawn):
     """The last step's numbers are the shipped files' own training records, and the figure is written."""
     import json

@@ -82,6 +82,7 @@ def test_every_option_s_name_and_help_are_whole_at_any_width(runner, width):
 
 @pytest.mark.parametrize("width", [80, 40])
 @pytest.mark.parametrize("command", [[], ["explain"], ["bench"]], ids=lambda c: " ".join(c) or "mha")
+@pytest.mark.slow
 def test_the_installed_help_shows_no_type_label_and_fits_the_width(tmp_path, command, width):
     """The real process reads its width from the environment as a terminal gives it; the root (with the
     completion options), the command with the most options and the one with the longest help stand in
@@ -98,6 +99,7 @@ def test_every_registered_command_is_in_the_app():
 
 # --- shell completion ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_completion_options_are_offered_and_work(runner, tmp_path):
     root_help = runner.invoke(app, ["--help"]).output
     assert "--install-completion" in root_help and "--show-completion" in root_help
@@ -137,6 +139,7 @@ def test_a_closed_stdout_exits_0_and_every_file_is_still_written(tmp_path):
     assert sorted(FILES) == sorted(f.name for f in (tmp_path / "a").iterdir() if f.is_file())
 
 
+@pytest.mark.slow
 def test_piped_into_head_1_exits_0_and_writes_every_file(tmp_path):
     """A real shell pipeline, as a person types it: ``mha explain … | head -1``."""
     if shutil.which("bash") is None or shutil.which("head") is None:
@@ -223,6 +226,7 @@ def _stderr_on_a_terminal(argv: list[str], tmp_path: Path) -> bytes:
 
 
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+@pytest.mark.slow
 def test_a_spinner_shows_on_a_terminal_while_figures_are_drawn_but_not_with_quiet(tmp_path):
     argv = [_mha(), "explain", CAT, "--heads", "2", "--dpi", "30", "--out", str(tmp_path / "f")]
     assert b"drawing figures" in _stderr_on_a_terminal(argv, tmp_path)

@@ -50,6 +50,7 @@ def test_readme_first_screen_has_exactly_two_setup_commands():
 
 
 @pytest.mark.torch_aware
+@pytest.mark.slow
 def test_readme_outputs_are_current():
     sys.path.insert(0, str(Path(__file__).parent))
     import readme_outputs

@@ -537,6 +537,7 @@ INSTALLED_SAMPLE = ["mha explain", 'mha explain "the cat" --heads four', "mha ex
 
 @pytest.mark.skipif(not MHA.exists(), reason="the mha console script is not installed")
 @pytest.mark.parametrize("command", INSTALLED_SAMPLE)
+@pytest.mark.slow
 def test_the_installed_script_says_the_same(folder, command):
     row = {c: (code, msg) for _, c, code, msg in DOC_ROWS}[command]
     got = run_row(command, folder, installed=True)

@@ -88,6 +88,7 @@ def test_npz_holds_exactly_the_promised_arrays(runner, tmp_path):
         assert np.abs(a - z["weights"]).max() < 1e-12
 
 
+@pytest.mark.slow
 def test_json_is_one_document_and_nothing_else(runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the figures are drawn too (the file list must stay off stdout): not pixels
     r = runner.invoke(app, ["explain", CAT, "--json", "--dpi", "30"])

@@ -121,6 +121,7 @@ def head_map(trace, i: int, **kw):
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_save_figures_writes_the_tools_names_at_figsize_times_dpi(cat, cat_pngs):
     saved, out, _ = cat_pngs
     dpi = FAST_DPI
@@ -138,6 +139,7 @@ def test_save_figures_writes_the_tools_names_at_figsize_times_dpi(cat, cat_pngs)
             assert im.info["dpi"][0] == pytest.approx(dpi, abs=0.05)
 
 
+@pytest.mark.slow
 def test_default_dpi_gives_projector_sized_images(cat, tmp_path):
     saved = notebook.save_figures(cat, tmp_path)  # dpi 150
     w, h = notebook.head_figure(cat, 0).get_size_inches()
@@ -169,6 +171,7 @@ def test_one_figure_updated_per_head_gives_the_same_pixels_as_a_new_figure(cat, 
         assert np.array_equal(pixels(saved[i]), pixels(fresh)), i
 
 
+@pytest.mark.slow
 def test_a_head_figures_kept_still_parts_give_the_pixels_of_a_whole_draw(cat_causal):
     """A PNG of head-N draws the figure's still parts once and then only what show() changes (blitting); every
     head, at two dpi and back, must be the very pixels savefig draws whole (the causal hatch lies over the cells).
@@ -213,6 +216,7 @@ def test_a_png_is_the_pixels_matplotlib_draws_whatever_inches_times_dpi_rounds_t
 
 
 @pytest.mark.parametrize("fmt", ["svg", "pdf"])
+@pytest.mark.slow
 def test_vector_formats_are_valid_files(cat, tmp_path, fmt, request):
     if fmt == "svg":
         saved = request.getfixturevalue("cat_svgs")[0]
@@ -285,6 +289,7 @@ def _placement(fig):
             [tuple(round(v, 12) for v in ax.get_position().bounds) for ax in fig.axes])
 
 
+@pytest.mark.slow
 def test_a_save_never_lays_the_figure_out_again(cat, tmp_path):
     """Placed once, with no layout engine: saving at another dpi moves no text and no Axes (a layout run again
     would move them)."""
@@ -661,6 +666,7 @@ def _assert_legible(fig):
     (" ".join(f"w{i}" for i in range(40)), 8, False),
     ("我的猫 likes 🐈 and 👍🏽 café $5 naïve 🇫🇷 مرحبا extraordinarily-long-hyphenated-word", 2, False),
 ])
+@pytest.mark.slow
 def test_nothing_cut_off_and_no_overlapping_labels(text, heads, causal):
     trace = run(text, heads=heads, d_model=16, causal=causal)
     single = _single_head(trace)
@@ -695,6 +701,7 @@ def test_long_texts_are_windowed_and_the_title_says_so():
     assert token_view(100, 20, 99).stop == 100
 
 
+@pytest.mark.slow
 def test_missing_glyphs_are_reported_once_and_never_crash(tmp_path):
     trace = run("cat 🐈 and 🐈 again 猫", heads=2, d_model=8)
     with warnings.catch_warnings():
@@ -712,6 +719,7 @@ def test_missing_glyphs_are_reported_once_and_never_crash(tmp_path):
     assert "U+1F408" in hf.map.x_labels
 
 
+@pytest.mark.slow
 def test_tokens_are_never_read_as_mathtext(tmp_path):
     trace = run("pay $5 or $x^2$ now", heads=2, d_model=8, tokenizer="whitespace")
     notebook.save_figures(trace, tmp_path, dpi=FAST_DPI)
@@ -880,6 +888,7 @@ def test_terminal_grid_escapes_what_the_text_could_smuggle_in():
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_explain_saves_figures_and_lists_every_file(explain_drawn):
     assert explain_drawn.argv == ("explain", CAT)  # conftest: the session's one explain run with --out
     assert explain_drawn.names() == sorted(expected_names(4))
@@ -933,6 +942,7 @@ def test_out_is_checked_before_anything_is_computed(runner, tmp_path, monkeypatc
     assert afile.read_text() == "x"
 
 
+@pytest.mark.slow
 def test_show_draws_the_same_figures_from_an_npz(runner, tmp_path):
     npz = tmp_path / "cat.npz"
     result = runner.invoke(app, ["explain", CAT, "--no-plots", "--causal", "--save-npz", str(npz)])
@@ -952,6 +962,7 @@ def test_explain_no_plots_never_imports_matplotlib():
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_drawing_never_uses_pyplot(tmp_path):
     code = ("import sys; import mhacli; from mhacli import notebook; "
             f"notebook.save_figures(mhacli.run('the cat sat', heads=2, d_model=8), {str(tmp_path)!r}, dpi=30); "
@@ -1010,6 +1021,7 @@ def _view(causal: bool = True):
     return w, from_attention(w, CAT.split(), layer_names=["enc.0", "enc.1"], layer=1)
 
 
+@pytest.mark.slow
 def test_a_view_draws_heads_sheet_and_magnifiers_of_its_layer_and_nothing_invented(tmp_path):
     import mhacli
 
@@ -1035,6 +1047,7 @@ def test_a_view_draws_heads_sheet_and_magnifiers_of_its_layer_and_nothing_invent
 
 
 @pytest.mark.parametrize("weights", ["random", "designed"])
+@pytest.mark.slow
 def test_every_figure_names_its_weights_and_hide_rules_hides_the_names(weights):
     from mhacli.measures import narrate
 
@@ -1104,6 +1117,7 @@ def test_token_labels_at_40_tokens_are_10_px_on_a_1080p_screen(paragraph, tmp_pa
 
 
 @pytest.mark.parametrize("heads, length", [(4, 12), (4, 40), (8, 40)])
+@pytest.mark.slow
 def test_training_heads_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp_path, heads, length):
     from mhacli.grammar.train import TrainConfig, train
     from mhacli.render.figures.training import training_heads_figure
@@ -1119,6 +1133,7 @@ def test_training_heads_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp
 
 
 @pytest.mark.parametrize("length", [12, 40])
+@pytest.mark.slow
 def test_training_runs_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp_path, length):
     """After --compare, training-heads.png shows every run: its labels too stay readable at 40 tokens."""
     from mhacli.grammar.train import TrainConfig, train

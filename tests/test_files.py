@@ -301,6 +301,7 @@ def test_real_ctrl_c_exits_130_with_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_figures_leave_the_rest_of_the_out_folder_alone(runner, tmp_path):
     out = tmp_path / "slides"
     out.mkdir()

@@ -93,6 +93,7 @@ def command_lines(draw) -> list[str]:
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(argv=command_lines())
+@pytest.mark.slow
 def test_any_command_line_runs_or_says_one_line(argv):
     result = CliRunner().invoke(app, argv)
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
@@ -118,6 +119,7 @@ FIGURE_TEXT = st.lists(st.sampled_from(["$x^2$", "\\frac", "_", "^", "%s", "{}",
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(command=st.sampled_from(WITH_FIGURES), text=FIGURE_TEXT, fmt=st.sampled_from(["png", "svg", "pdf"]),
        causal=st.booleans())
+@pytest.mark.slow
 def test_figures_of_any_text_are_written_or_refused_in_one_line(command, text, fmt, causal):
     argv = [command, text]
     argv += ["--format", fmt, "--dpi", "30", "--out", "figs", "--causal" if causal else "--no-causal"]

@@ -128,6 +128,7 @@ def test_heads_are_named_from_the_true_keys_and_near_uniform_heads_are_not() -> 
     assert labels[2][0] == NO_RELATION and labels[2][1] < 0.5
 
 
+@pytest.mark.slow
 def test_the_shipped_grammar_model_is_the_documented_command_s_result(retrained) -> None:
     from mhacli.models.trained import load_trained
     from mhacli.models.weights import shipped_model_path

@@ -550,6 +550,7 @@ def test_a_closed_stdout_does_not_crash_and_files_are_still_whole(tmp_path, args
 
 
 @pytest.mark.parametrize("config_dir", ["/dev/null/x", "missing-parent-is-a-file/x", "readonly"])
+@pytest.mark.slow
 def test_an_unusable_mplconfigdir_lets_matplotlib_print_nothing(tmp_path, config_dir):
     (tmp_path / "missing-parent-is-a-file").write_text("")
     (tmp_path / "readonly").mkdir(mode=0o500)
@@ -605,6 +606,7 @@ HOSTILE_NAME = "fig" + "".join(HOSTILE_PARTS)
 SPELLED_NAME = "fig" + "".join(HOSTILE_PARTS.values())
 
 
+@pytest.mark.slow
 def test_an_out_name_with_escape_sequences_is_spelled_out_in_every_note(tmp_path):
     name = HOSTILE_NAME
     out = tmp_path / name

@@ -625,6 +625,7 @@ def test_columns_is_clamped_into_the_sane_range_or_dropped(raw):
 
 
 @pytest.mark.parametrize("columns", ["0", "1", "4294967296", "9" * 30, "abc"])
+@pytest.mark.slow
 def test_a_width_of_any_columns_gives_whole_lines_and_exit_0(tmp_path, columns):
     proc = mha("explain", "the cat sat", "--no-plots", cwd=tmp_path, env={**ENV, "COLUMNS": columns})
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr

@@ -62,6 +62,7 @@ HANG_GUARDED = "mhacli.render.figures.save.build_heads"
     ("mhacli.render.figures.training.training_figure",
      ["train", "--steps", "3", "--out", "figs"], "figs/training.png"),
 ])
+@pytest.mark.slow
 def test_a_warning_while_drawing_is_one_note_and_the_figure_is_written(tmp_path, monkeypatch, function, args,
                                                                       written):
     import importlib

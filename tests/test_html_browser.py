@@ -408,6 +408,7 @@ def test_without_a_fragment_the_page_opens_where_the_heads_differ_most(open_page
     ("#q=%F0%9F%98%80&q=4", None),  # an emoji, then a second q (the first one counts)
     ("#" + "q=1&" * 3000, 1),  # a fragment far longer than any real one
 ])
+@pytest.mark.slow
 def test_every_part_of_the_url_is_untrusted(open_page, fragment, query):
     t = run(SENTENCE, heads=2, d_model=8)
     p = open_page(t, fragment=fragment).page  # open_page fails on any page error or console error

@@ -73,6 +73,7 @@ def test_help_screens_and_version_load_no_heavy_library():
     ("shapes", "--markdown"),
     ("samples",),
 ], ids=" ".join)
+@pytest.mark.slow
 def test_shapes_and_samples_load_neither_numpy_nor_matplotlib(argv):
     if argv[0] not in command_names():
         pytest.skip(f"mha {argv[0]} does not exist in this build")
@@ -93,6 +94,7 @@ def test_samples_of_one_text_loads_neither_numpy_nor_matplotlib():
     ("explain", CAT, "--no-plots", "--json"),
     ("explain", CAT, "--no-plots", "--dtype", "float32", "--causal"),
 ], ids=" ".join)
+@pytest.mark.slow
 def test_explain_without_plots_never_loads_matplotlib(argv):
     loaded = loaded_packages(*argv)
     assert "matplotlib" not in loaded

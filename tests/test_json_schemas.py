@@ -127,6 +127,7 @@ AWARE = ("bench", "bench-train", "verify")
 
 @pytest.mark.parametrize(("kind", "args"), [pytest.param(k, a, marks=[pytest.mark.torch_aware] if k in AWARE else [])
                                             for k, a in COMMANDS], ids=[" ".join(a) for _, a in COMMANDS])
+@pytest.mark.slow
 def test_each_json_document_follows_its_shipped_schema(kind, args):
     jsonschema = pytest.importorskip("jsonschema")
     from mhacli.io.schemas import schema

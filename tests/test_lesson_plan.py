@@ -151,6 +151,7 @@ def _draws(argv: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("command", _commands())
+@pytest.mark.slow
 def test_every_command_in_the_plan_runs_as_written(command, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     if command.startswith(NOT_RUN):

@@ -278,6 +278,7 @@ def test_the_hidden_lesson_names_no_rule_and_no_relation(sample, weights):
 
 
 @pytest.mark.parametrize("weights", ["random", "designed"])
+@pytest.mark.slow
 def test_a_head_figure_says_random_weights_once(weights):
     # The figure's weights line says it; the caption under the title does not repeat it there,
     # while the same caption standing alone (the page, the terminal) still carries it.

@@ -33,6 +33,7 @@ def outputs_of(nb, tag: str) -> list[dict]:
     return [o for c in cells for o in c.get("outputs", [])]
 
 
+@pytest.mark.slow
 def test_no_cell_fails(executed):
     nb, _ = executed
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
@@ -103,6 +104,7 @@ def bert_notebook(tmp_path_factory):
     return nb, path
 
 
+@pytest.mark.slow
 def test_a_bert_sized_display_keeps_the_notebook_under_3_mb(bert_notebook):
     nb, path = bert_notebook
     (out,) = [o for o in nb.cells[0].outputs if "text/html" in o.get("data", {})]
@@ -132,6 +134,7 @@ def test_the_packed_weights_are_the_shown_values():
         np.testing.assert_array_equal(units / p["scale"], shown)  # exactly the 4-decimal values the page shows
 
 
+@pytest.mark.slow
 def test_the_exported_notebook_shows_the_whole_page_in_chromium(bert_notebook, tmp_path):
     pytest.importorskip("nbconvert", reason="nbconvert is not installed (pip install nbconvert)")
     pytest.importorskip("playwright.sync_api", reason="Playwright's Python package is not installed")

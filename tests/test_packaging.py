@@ -87,6 +87,7 @@ def _complete(words: str, cwd: Path) -> list[str]:
     return proc.stdout.split()
 
 
+@pytest.mark.slow
 def test_shell_completion_offers_the_values(tmp_path):
     from mhacli.cli.options import TASK_NAMES
     from mhacli.attention.config import TOKENIZERS, WEIGHT_KINDS
@@ -101,6 +102,7 @@ def test_shell_completion_offers_the_values(tmp_path):
     assert _complete("mha train --task ", tmp_path) == list(TASK_NAMES)
 
 
+@pytest.mark.slow
 def test_the_built_package_passes_twine_check_and_the_readme_renders(tmp_path):
     for module in ("build", "twine", "readme_renderer"):
         pytest.importorskip(module, reason=f"{module} is not installed (pip install build twine readme_renderer)")

@@ -154,6 +154,7 @@ def _peak_bytes(args: list[str], cwd: Path) -> int:
 @pytest.mark.skipif(not MHA.exists(), reason="the mha console script is not installed")
 @pytest.mark.parametrize("n,heads,json_out,plots", [(2000, 4, False, False), (2000, 4, False, True),
                                                    (1200, 8, False, False), (600, 4, True, False)])
+@pytest.mark.slow
 def test_planned_bytes_covers_the_measured_peak(tmp_path, n, heads, json_out, plots):
     text = tmp_path / "text.txt"
     text.write_text(" ".join(f"w{i}" for i in range(n)))
@@ -189,6 +190,7 @@ def test_the_core_handles_five_thousand_tokens():
 @given(data=st.one_of(st.binary(max_size=200),
                       st.text(max_size=60).map(lambda t: t.encode("utf-8")),
                       st.text(max_size=60).map(lambda t: b"\xef\xbb\xbf" + t.replace("\n", "\r\n").encode("utf-8"))))
+@pytest.mark.slow
 def test_any_bytes_as_a_file_run_or_fail_with_one_line(runner, tmp_path, data):
     path = tmp_path / "input.txt"
     path.write_bytes(data)

@@ -4,6 +4,8 @@ every figure's texts, size and image sums, for a few commands, against a record 
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 from pathlib import Path
@@ -120,6 +122,7 @@ def test_differences_tells_round_off_from_a_change():
     assert differences({"a": 1}, {"b": 1}) and differences([1, 2], [1]) and differences(True, 1.0)
 
 
+@pytest.mark.slow
 def test_the_same_input_gives_the_same_output(tmp_path, monkeypatch):
     got = json.loads(json.dumps(record(tmp_path, monkeypatch)))
     if os.environ.get("MHA_RECORD"):

@@ -38,6 +38,7 @@ def test_none(): subprocess.run(["true"], check=True)
 
 
 @pytest.mark.parametrize(("budget", "code"), [(1, 1), (2, 0)])
+@pytest.mark.slow
 def test_a_run_over_the_budget_fails_and_names_its_tests(pytester, budget, code):
     """The suite's conftest in a folder of three tests, two of them starting Python: over budget the run fails."""
     conftest = Path(__file__).with_name("conftest.py").read_text(encoding="utf-8")

@@ -112,6 +112,7 @@ COMMANDS = [
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a)[:30])
+@pytest.mark.slow
 def test_no_escape_codes_when_piped(cwd, args):
     p = _piped(args, cwd, TERM="xterm-256color")
     assert p.returncode in (0, 2)
@@ -287,6 +288,7 @@ def test_a_narrow_mask_grid_shows_fewer_tokens_whole(width):
     ("pronoun", "trained", {}), ("code", "designed", {"causal": True}),
     ("pronoun", "random", {"heads": 8, "d_model": 64, "causal": True}),
 ], ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={x}" for k, x in v.items()))
+@pytest.mark.slow
 def test_no_word_breaks_at_forty_columns(sample, weights, options):
     broken = {name: found for name, parts in _everything(sample, weights, **options).items()
               if (found := _broken_words(parts))}

@@ -318,6 +318,7 @@ def _grammar_batch(heads: int = 2):
 @pytest.mark.parametrize("scored_loss, sparsity, dropped, concentration", [
     (True, 0.0, False, 0.0), (False, 0.05, False, 0.0), (True, 0.05, False, 0.0), (False, 0.0, True, 0.0),
     (False, 0.0, False, 0.3), (True, 0.0, False, 0.3)])
+@pytest.mark.slow
 def test_the_training_levers_match_finite_differences(scored_loss: bool, sparsity: float, dropped: bool,
                                                        concentration: float) -> None:
     """The loss over the asked answers only, the group-lasso penalty on R_t W_o^i, a dropped head's zero

@@ -42,6 +42,7 @@ def test_only_the_grammar_can_split_its_referent_and_the_flag_is_a_boolean() -> 
     assert TrainConfig().split_referent is False and TrainConfig.for_task("grammar").split_referent is False
 
 
+@pytest.mark.slow
 def test_the_split_readouts_are_counted_and_their_loss_has_exact_gradients() -> None:
     """Six readouts instead of four; the grammar's own levers (asked answers, concentration) on them match finite
     differences."""
@@ -77,6 +78,7 @@ def split_model():
     return train(config).model
 
 
+@pytest.mark.slow
 def test_scoring_reads_each_kind_of_referent_from_its_own_readout(split_model) -> None:
     """Logits right only on the feeling readout: the feeling row scores 100 %, he/she and place 0 %, and the
     referent exactly the feeling queries' share of its own."""

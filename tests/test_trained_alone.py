@@ -26,6 +26,7 @@ ALONE = TrainConfig(task="relations", heads=1, seed=0)
 TEXT = "a b c d e f a b"
 
 
+@pytest.mark.slow
 def test_retraining_the_one_head_twin_with_the_documented_command_gives_the_shipped_arrays(retrained):
     fresh = trained_arrays(retrained(ALONE))
     with np.load(shipped_model_path(alone=True), allow_pickle=False) as shipped:

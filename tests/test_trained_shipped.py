@@ -19,6 +19,7 @@ SHIPPED = TrainConfig(task="relations", heads=4, seed=0)
 SENTENCE = "The animal didn't cross the street because it was too tired"
 
 
+@pytest.mark.slow
 def test_retraining_with_the_documented_command_gives_the_shipped_arrays(retrained):
     fresh = trained_arrays(retrained(SHIPPED))  # as mha train runs it: BLAS on one thread (core.train)
     with np.load(shipped_model_path(), allow_pickle=False) as shipped:

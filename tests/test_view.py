@@ -185,6 +185,7 @@ def attention_npz(tmp_path):
 
 
 @pytest.mark.parametrize("layer", ["1", "block.1", "BLOCK.1"])
+@pytest.mark.slow
 def test_show_draws_the_chosen_layer_into_figures_and_a_page(runner, attention_npz, layer):
     import json
     import re
@@ -260,6 +261,7 @@ def test_show_of_a_view_plans_no_split_figure(attention_npz):
 
 
 @pytest.mark.parametrize("kind", ["run", "view"])
+@pytest.mark.slow
 def test_save_figures_reports_each_file_as_it_is_written(tmp_path, kind):
     import os
 

@@ -114,6 +114,7 @@ def test_a_link_planted_in_out_is_refused_in_every_command(runner, tmp_path, mon
     assert (tmp_path / "victim.txt").read_text() == "precious"
 
 
+@pytest.mark.slow
 def test_the_planned_figure_names_are_exactly_the_files_written(runner, tmp_path, monkeypatch, explain_drawn,
                                                                compare_drawn):
     from mhacli.io.outputs import figure_names
@@ -245,6 +246,7 @@ def test_a_signal_swallowed_by_a_destructor_still_decides_the_exit_code(runner, 
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
+@pytest.mark.slow
 def test_a_signal_while_figures_are_written_leaves_nothing_behind(tmp_path, sig, code):
     """Real process, unusable MPLCONFIGDIR (so a temporary config folder exists), SVG figures of 16 heads."""
     from pause import paused
@@ -267,6 +269,7 @@ def test_a_signal_while_figures_are_written_leaves_nothing_behind(tmp_path, sig,
     assert not (tmp_path / "figs" / "head-2.svg").exists() and not (tmp_path / "figs" / "magnifiers.svg").exists()
 
 
+@pytest.mark.slow
 def test_sigterm_during_bench_startup_removes_its_folder(tmp_path):
     from pause import paused
 
@@ -283,6 +286,7 @@ def test_sigterm_during_bench_startup_removes_its_folder(tmp_path):
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_train_piped_into_head_exits_0_and_writes_its_files(tmp_path):
     # One head: training-heads.png has a row of panels per head, and its layout is most of the run's time.
     command = (f"'{MHA}' train --steps 20 --batch 8 --heads 1 --out figs --save figs/model.npz | head -1; "
@@ -305,6 +309,7 @@ def _no_raw(text: str) -> None:
     assert not any(ch in text for ch in RAW), repr(text[:300])
 
 
+@pytest.mark.slow
 def test_notes_and_file_lists_spell_out_escape_sequences(runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     name = "fig\x1b[31mred\u202e"
@@ -354,6 +359,7 @@ def test_the_cli_has_one_escaping_function():
 # The figures' memory plan
 # ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_figures_too_big_are_refused_before_out_is_made_and_the_advice_works(runner, tmp_path, monkeypatch):
     import mhacli.io.memory as memory
     from mhacli.attention.config import Config
@@ -390,6 +396,7 @@ def test_show_plans_the_figures_of_the_trace_it_reads(runner, tmp_path, monkeypa
     assert "the figures of 16 heads at --dpi 600" in line and not (tmp_path / "figs").exists()
 
 
+@pytest.mark.slow
 def test_the_plan_bounds_the_pixels_really_drawn(runner, tmp_path, monkeypatch):
     """The plan's largest figure holds at least as many pixels as any figure drawn (16 heads, 40 tokens)."""
     import struct

@@ -270,7 +270,8 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
     if is_model:
         from mhacli.core.checks import trained_options
 
-        return trained_options(options, getattr(given, "config")), None, given
+        source = getattr(given, "weight_source", "trained")  # "untrained": the model's layer before training
+        return trained_options(options, getattr(given, "config"), source), None, given
     mine: Weights = given
     options["heads"] = mine.heads  # given, or recorded by the file: a state dict alone records none
     if mine.causal and "causal" not in options:

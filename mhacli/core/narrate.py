@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from mhacli.core.sweep import Sweep
     from mhacli.core.lesson import TrainedPair
 
-RANDOM, DESIGNED, TRAINED = "random", "designed", "trained"
+RANDOM, DESIGNED, TRAINED, UNTRAINED = "random", "designed", "trained", "untrained"
 RANDOM_LABEL = "random weights: these patterns mean nothing yet"
 
 
@@ -49,6 +49,11 @@ def kind_of(analysis: Analysis) -> str:
     if analysis.kind in (RANDOM, DESIGNED):
         return analysis.kind
     return TRAINED
+
+
+def measured_when(analysis: Analysis) -> str:
+    """When a model's head names were measured: "before training" for its layer at step 0, else "in training"."""
+    return "before training" if analysis.kind == UNTRAINED else "in training"
 
 
 _PLURAL = {"query": "queries"}
@@ -157,6 +162,8 @@ def _weights_label(kind: str, rules: Sequence[str] | None, hide_rules: bool) -> 
         if hide_rules or not rules:
             return "designed weights: each head follows a rule built by hand (rules hidden: name them)"
         return "designed weights: " + "; ".join(f"head {i + 1}, {r}" for i, r in enumerate(rules))
+    if kind == UNTRAINED:  # a trained model's layer before its first step: the caution after it says the rest
+        return "untrained weights (before training): what each head does is measured, and nothing was learned"
     if hide_rules:
         return ("trained weights: what each head does is measured, not built (hidden: name it, or say that a "
                 "head follows no single relation)")
@@ -458,8 +465,8 @@ def trained_names_note(analysis: Analysis) -> str | None:
         return None
     names = [learned_title(r) or short_name(r) or NO_RELATION for r in analysis.rules]
     listed = "; ".join(f"head {i + 1}: {n}" for i, n in enumerate(names))
-    return ("“top key follows” is where each head looks on this sentence, by position; the names measured in "
-            f"training are another thing ({listed}; section 6 compares them with this sentence).")
+    return ("“top key follows” is where each head looks on this sentence, by position; the names measured "
+            f"{measured_when(analysis)} are another thing ({listed}; section 6 compares them with this sentence).")
 
 
 def mismatch_sentence(m: "Mismatch") -> str:

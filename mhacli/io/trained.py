@@ -208,7 +208,8 @@ def trained_arrays_keys() -> tuple[str, ...]:
 def trained_config(model: TrainedModel) -> Config:
     """The run configuration of a trace made with ``model``'s weights."""
     c = model.config
-    return Config(heads=c.heads, d_model=c.d_model, seed=c.seed, causal=c.causal, weights="trained")
+    return Config(heads=c.heads, d_model=c.d_model, seed=c.seed, causal=c.causal,
+                  weights=getattr(model, "weight_source", "trained"))
 
 
 def trained_trace(model: TrainedModel, tokens: Sequence[str]) -> Trace:

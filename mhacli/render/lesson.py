@@ -251,6 +251,9 @@ def _embedding_note(trace: Trace) -> str:
     kind = trace.config.weights
     if kind == "designed" and trace.rules:
         return " (Designed weights use a hand-made E: a 1 in one column and a code for the word in three others.)"
+    if kind == "untrained":
+        return (" (The model before training brings the E its training started from: random rows, one per word of "
+                "its vocabulary, that no step has moved yet.)")
     if kind == "trained" and trace.folds_case:
         mapped = getattr(trace, "mapped", ())
         said = (" (The grammar model brings the E it learned, one row per word of its vocabulary. It folds "
@@ -282,6 +285,9 @@ def _weights_sentence(trace: Trace, hide_rules: bool) -> str:
         return (" The weights here are random: whatever pattern a head shows is an accident of the seed, not "
                 "a finding (--weights designed gives heads that follow rules, --weights trained heads that "
                 "learned them).")
+    if kind == "untrained":
+        return (" The weights here are a model of 'mha train' before its first training step: what each head "
+                "does is measured the same way, and nothing was learned.")
     if kind == "trained":
         return (" The weights here are a model of 'mha train': what each head does is measured from its "
                 "weights at the end of the lesson" + (", without naming it (--hide-rules)." if hide_rules else "."))

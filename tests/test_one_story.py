@@ -13,7 +13,8 @@ SENTENCE = "The animal didn't cross the street because it was too tired"
 
 
 def _flat(text: str) -> str:
-    return " ".join(text.split())
+    """The text as one line: narration wraps inside panel borders."""
+    return " ".join(re.sub(r"\s*│\s*", " ", text).split())
 
 
 def _figure_texts(result, hide_rules: bool = False) -> dict[str, str]:
@@ -54,3 +55,76 @@ def test_the_grammar_model_before_training_never_says_its_weights_are_trained():
     assert not any(re.search(r"\btrained weights", t) for t in figures.values()), figures
     trained = _flat(runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
     assert "weights trained" in trained and "Measured in training" in trained  # the trained model as before
+
+
+FAST = ["--steps", "30", "--batch", "8"]
+
+
+def _scores(heads: tuple[int, ...], seed: int) -> dict[int, object]:
+    """Each head count's score (core.score) for the runs `mha train --task grammar FAST --seed SEED` trains."""
+    from mhacli.cli.commands.train import train_configs
+    from mhacli.core.score import score
+    from mhacli.core.train import train
+
+    configs = train_configs(",".join(map(str, heads)), "grammar", heads=4, d_model=None, steps=30, batch=8, lr=None,
+                            seed=seed)
+    return {c.heads: score(train(c).model) for c in configs}
+
+
+def test_train_its_sweep_and_its_knockout_print_each_models_one_held_out_accuracy():
+    """train's table (and its per-relation columns), the seed sweep's table and JSON, the card's line and the
+    knockout's "all heads" column print core.score's numbers, with its digits, for the same models."""
+    from mhacli.core.score import percent
+
+    runner = CliRunner()
+    scores = {seed: _scores((1, 2), seed) for seed in (0, 1)}
+    swept = runner.invoke(app, ["train", "--task", "grammar", *FAST, "--compare", "1,2", "--seeds", "0-1",
+                                "--no-plots"], env={"COLUMNS": "100"})
+    assert swept.exit_code == 0, swept.output
+    rows = {line.split()[0]: line.split()[1:] for line in swept.stdout.splitlines()
+            if line.split()[:1] in (["0"], ["1"])}
+    for seed in (0, 1):
+        assert rows[str(seed)][:2] == [percent(scores[seed][h].accuracy) for h in (1, 2)], (seed, rows)
+    doc = json.loads(runner.invoke(app, ["train", "--task", "grammar", *FAST, "--compare", "1,2", "--seeds", "0-1",
+                                         "--no-plots", "--json"]).stdout)
+    assert doc["sweep"]["mean_accuracy"] == [[scores[s][h].accuracy for h in (1, 2)] for s in (0, 1)]
+    assert [r["accuracy"] for r in doc["runs"]] == [scores[s][h].accuracy for s in (0, 1) for h in (1, 2)]
+
+    knocked = runner.invoke(app, ["train", "--task", "grammar", *FAST, "--heads", "2", "--knockout", "--no-plots"],
+                            env={"COLUMNS": "160"})
+    assert knocked.exit_code == 0, knocked.output
+    s = scores[0][2]
+    lines = knocked.stdout.splitlines()
+    table = next(line.split() for line in lines if line.split()[:1] == ["2"])  # h d/h params loss held-out ...
+    assert table[4:9] == [percent(s.accuracy), *(percent(a) for a in s.by_relation)], table
+    for relation, accuracy in zip(s.relations, s.by_relation):
+        row = next(line.split() for line in lines if line.split()[:1] == [relation] and "%" in line)
+        assert row[1] == percent(accuracy), (relation, row)  # knockout's "all heads": the same number, same digits
+    carded = _flat(runner.invoke(app, ["train", "--task", "grammar", *FAST, "--heads", "2", "--no-plots"]).stdout)
+    assert f"The model's {s.caption()}." in carded
+
+
+def test_compare_demo_the_figure_and_explain_print_the_shipped_models_one_held_out_accuracy():
+    """The shipped grammar pair: compare, demo step 15, one-vs-many.png's row title and explain's card line print
+    core.score's accuracy of each model, and the gap between them, with the same digits."""
+    from mhacli.cli.commands.classroom import shipped_pairs
+    from mhacli.core.score import percent, score
+    from mhacli.io.shipped import shipped_model_path
+    from mhacli.io.trained import load_trained
+    from mhacli.render.figures.one_vs_many import one_vs_many_figure
+
+    alone = score(load_trained(shipped_model_path(alone=True, name="grammar"))[0])
+    heads = score(load_trained(shipped_model_path(name="grammar"))[0])
+    one, four = percent(alone.accuracy), percent(heads.accuracy)
+    runner = CliRunner()
+    compared = _flat(runner.invoke(app, ["compare", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
+    assert f"one head alone reached {one} (held-out accuracy, mean over relations), the 4 heads together {four}" \
+        in compared
+    demo = _flat(runner.invoke(app, ["demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "15"]).stdout)
+    assert f"one head alone reached {one} (held-out accuracy, mean over relations), 4 heads together {four}" in demo
+    assert f"The gap is {100 * (heads.accuracy - alone.accuracy):.1f} points" in demo
+    figure = _flat(" ".join(ax.get_title() for ax in one_vs_many_figure(shipped_pairs()).get_axes()))
+    figure += " " + _flat(" ".join(t.get_text() for t in one_vs_many_figure(shipped_pairs()).texts))
+    assert f"mean {one} → {four}" in figure, figure
+    explained = _flat(runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
+    assert f"The model's {heads.caption()}." in explained

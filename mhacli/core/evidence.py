@@ -105,6 +105,16 @@ def matters(cost_points: float) -> bool:
     return cost_points >= KNOCKOUT_POINTS
 
 
+def points(cost: float) -> str:
+    """A knockout's cost in points as printed: whole points, or as many decimals as keep the printed number on
+    the side of :data:`KNOCKOUT_POINTS` that :func:`matters` decides on (9.64 is '9.6', never '10')."""
+    for digits in range(7):
+        text = f"{cost:.{digits}f}"
+        if matters(float(text)) == matters(cost):
+            return text
+    return repr(cost)
+
+
 def near_chance(picked_rows: int, counted_rows: int, focus: float) -> bool:
     """A head whose rows are close to uniform: most of them pick no key, and it is at most "spread"."""
     return counted_rows > 0 and 2 * picked_rows < counted_rows and focus <= FOCUSED

@@ -28,6 +28,7 @@ import numpy as np
 from mhacli.core import evidence
 from mhacli.core.analysis import COPY, FIXED, NONE, Analysis, HeadAnalysis, ReadBack
 from mhacli.core.grammar import NO_RELATION, RELATION_NAMES, Reading
+from mhacli.core.score import DEFINITION, percent
 from mhacli.core.steps import efficiency_sentence  # noqa: F401  (the steps table's words, numpy-free: mha shapes)
 from mhacli.core.tokenize import label
 from mhacli.core.words import mapped_words
@@ -303,8 +304,8 @@ def apart_sentence(apart: TrainedApart, heads: int) -> str:
     size = (f"the same {apart.single_parameters:,} parameters" if same else
             f"{apart.single_parameters:,} and {apart.heads_parameters:,} parameters")
     text = (f"Trained apart on the same task ({apart.task}) with {size}: one head alone reached "
-            f"{apart.single_accuracy:.1%} held-out accuracy, the {_count(heads, 'head')} together "
-            f"{apart.heads_accuracy:.1%}.")
+            f"{percent(apart.single_accuracy)} ({DEFINITION}), the {_count(heads, 'head')} together "
+            f"{percent(apart.heads_accuracy)}.")
     if apart.single_relations and apart.heads_relations:
         text += (f" The lone head learned to follow {_learned(apart.single_relations)}; the "
                  f"{_count(heads, 'head')} learned {_learned(apart.heads_relations)}.")
@@ -408,7 +409,7 @@ def pair_sentence(pair: TrainedPair) -> str:
     same = (f"{pair.heads_parameters:,} parameters each" if pair.single_parameters == pair.heads_parameters
             else f"{pair.single_parameters:,} and {pair.heads_parameters:,} parameters")
     said = (f"Task '{pair.task}', {same}: one head alone reached "
-            f"{pair.single_accuracy:.1%} held-out accuracy, {h} heads together {pair.heads_accuracy:.1%}")
+            f"{percent(pair.single_accuracy)} ({DEFINITION}), {h} heads together {percent(pair.heads_accuracy)}")
     if pair.by_relation:
         said += " (" + ", ".join(f"{r} {s:.1%} against {m:.1%}" for r, s, m in pair.by_relation) + ")"
     said += "."
@@ -476,9 +477,9 @@ def mismatch_sentence(m: "Mismatch") -> str:
     row = short_name(m.row)
     if m.named:
         return (f"head {m.head + 1} is known by {row} ({_pct(m.rate)} trained), yet switching it off costs "
-                f"{row} only {m.cost:.0f} points: other heads carry it too.")
-    return (f"switching off head {m.head + 1} costs {row} {m.cost:.0f} points, though its card does not name it "
-            f"for {row} (it finds that noun on {_pct(m.rate)} of the queries).")
+                f"{row} only {evidence.points(m.cost)} points: other heads carry it too.")
+    return (f"switching off head {m.head + 1} costs {row} {evidence.points(m.cost)} points, though its card does not "
+            f"name it for {row} (it finds that noun on {_pct(m.rate)} of the queries).")
 
 
 def sweep_sentence(s: "Sweep") -> str:

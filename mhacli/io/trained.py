@@ -284,23 +284,16 @@ def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
     can set one head trained alone beside the heads trained together.
     """
     from mhacli.core.compare import TrainedApart
+    from mhacli.core.score import by_relation, score
     from mhacli.io.shipped import shipped_model_path
 
     alone, alone_metrics = load_trained(shipped_model_path(alone=True, name=name))
     heads, heads_metrics = load_trained(shipped_model_path(name=name))
-    apart = TrainedApart(task=heads.config.task, single_accuracy=float(alone_metrics["accuracy"]),
-                         heads_accuracy=float(heads_metrics["accuracy"]),
+    single, many = score(alone), score(heads)  # the one held-out accuracy (core.score), never a file's record
+    apart = TrainedApart(task=heads.config.task, single_accuracy=single.accuracy, heads_accuracy=many.accuracy,
                          single_parameters=int(alone_metrics["parameters"]),
                          heads_parameters=int(heads_metrics["parameters"]),
                          single_relations=tuple(name for name, _ in alone.relations),
                          heads_relations=tuple(name for name, _ in heads.relations),
-                         by_relation=_by_relation(alone_metrics, heads_metrics))
+                         by_relation=by_relation(single, many))
     return alone, apart
-
-
-def _by_relation(single: dict[str, Any], heads: dict[str, Any]) -> tuple[tuple[str, float, float], ...]:
-    """Each relation's held-out accuracy in both training records (files from before 0.2 recorded none)."""
-    a, b = single.get("relation_accuracy") or {}, heads.get("relation_accuracy") or {}
-    if not isinstance(a, dict) or not isinstance(b, dict):
-        return ()
-    return tuple((str(r), float(a[r]), float(b[r])) for r in a if r in b and len(a) > 1)

@@ -17,6 +17,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from mhacli.core.score import percent
 from mhacli.core.tokenize import label
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table, titled_panel
@@ -464,11 +465,11 @@ def one_vs_many_table(pairs: Sequence[TrainedPair]) -> RenderableType:
     table.add_column("h heads", justify="right", style=theme.STYLE_NUMBER)
     table.add_column("parameters", justify="right")
     for pair in pairs:
-        rows = list(pair.by_relation) or [("all", pair.single_accuracy, pair.heads_accuracy)]
+        rows = list(pair.by_relation) or [("mean", pair.single_accuracy, pair.heads_accuracy)]
         if pair.by_relation:
-            rows.append(("all", pair.single_accuracy, pair.heads_accuracy))
+            rows.append(("mean", pair.single_accuracy, pair.heads_accuracy))
         for k, (relation, single, heads) in enumerate(rows):
-            table.add_row(pair.task if k == 0 else "", relation, f"{single:.1%}", f"{heads:.1%} ({pair.heads})",
+            table.add_row(pair.task if k == 0 else "", relation, percent(single), f"{percent(heads)} ({pair.heads})",
                           f"{pair.heads_parameters:,}" if k == 0 else "",
                           end_section=k == len(rows) - 1)
     return fitted_table(table)

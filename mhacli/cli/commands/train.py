@@ -158,7 +158,7 @@ def train_configs(compare: str | None, task: str, **fields: Any) -> "list[TrainC
 def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mhacli.core.card import carded
+    from mhacli.core.score import measured
     from mhacli.core.train import train as train_core
 
     label = f"{config.heads} head{'s' if config.heads > 1 else ''}"
@@ -173,7 +173,7 @@ def _train_with_bar(config: "TrainConfig", quiet: bool) -> "TrainResult":
             if step % every == 0 or step == config.steps:
                 progress.update(bar, completed=step, loss=loss, accuracy=accuracy)
 
-        return carded(train_core(config, on_step=on_step))  # a grammar model named by its report card
+        return measured(train_core(config, on_step=on_step))  # named by its card, scored by core.score
 
 
 def train(
@@ -307,6 +307,7 @@ def _sweep(by_seed: "list[list[TrainResult]]") -> "Sweep":
 
 def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") -> None:
     """The results table, what each head learned, each grammar run's card (beside its knockout), the conclusion."""
+    from mhacli.core.score import score
     from mhacli.pipeline import card_shown
     from mhacli.render.card import card_report, knockout_report
     from mhacli.render.train import fitted_results, learned_lines
@@ -324,7 +325,7 @@ def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") 
         if knocked is not None:
             parts = knockout_report(card_shown(card, heading=title, knock=knocked[n]), knocked[n])
         else:
-            parts = card_report(card_shown(card, heading=title))
+            parts = card_report(card_shown(card, heading=title, score=score(r.model)))
         for part in parts:
             console.print(part, highlight=False)
     console.print(conclusion(results), highlight=False)
@@ -382,11 +383,13 @@ def _drawn(part: str, results: "list[TrainResult]") -> tuple[dict[str, bytes], l
             figures["training.png"] = training_figure(results)
             card = results[-1].model.card
             if card is not None:
+                from mhacli.core.score import score
                 from mhacli.pipeline import card_shown
                 from mhacli.render.figures.card import card_figure
 
                 title = f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)"
-                figures[CARD_FIGURE] = card_figure(card_shown(card, figure_title=title))
+                figures[CARD_FIGURE] = card_figure(card_shown(card, figure_title=title,
+                                                              score=score(results[-1].model)))
         pngs = {}
         for name, fig in figures.items():
             buffer = BytesIO()

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from mhacli.cli.app import app
@@ -128,3 +131,70 @@ def test_compare_demo_the_figure_and_explain_print_the_shipped_models_one_held_o
     assert f"mean {one} → {four}" in figure, figure
     explained = _flat(runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
     assert f"The model's {heads.caption()}." in explained
+
+
+def _cost_cells(knock) -> list[list[str]]:
+    """The knockout table's "hN off" cells, per row, as printed at a width where every column fits."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from mhacli.core.card import Card
+    from mhacli.pipeline import card_shown
+    from mhacli.render.card import knockout_table
+
+    card = Card(rows=knock.rows, hits=np.zeros((len(knock.rows), knock.heads), dtype=np.int64),
+                queries=np.ones(len(knock.rows), dtype=np.int64), sentences=1, seed=0)
+    console = Console(file=StringIO(), width=200, color_system=None)
+    console.print(knockout_table(card_shown(card), knock))
+    lines = [line.split() for line in console.file.getvalue().splitlines()]
+    rows = [line for line in lines if line[:1] and line[0] in knock.rows]
+    return [row[3::2] for row in rows]  # relation, all heads, then looks / off per head
+
+
+def _printed_cost(cell: str) -> float:
+    """A cell's cost in points: "−9.6" is a loss of 9.6, "+3" a gain of 3."""
+    return float(cell[1:]) if cell.startswith("−") else -float(cell[1:]) if cell.startswith("+") else float(cell)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(-0.3, 0.3, allow_nan=False), min_size=2, max_size=6), st.floats(0.3, 1.0))
+def test_a_knockout_cost_is_printed_on_the_side_of_the_threshold_its_word_is_decided_on(drops, full):
+    """Every cost the knockout table and its sentences print sits on the same side of evidence.KNOCKOUT_POINTS as
+    the cost the verdict (Knockout.matters, the red cell, "worth a word") was decided on: −9.64 is never −10."""
+    from mhacli.core import evidence, narrate
+    from mhacli.core.knockout import Knockout, Mismatch
+
+    drops = [*drops, 0.0964, 0.09999, 0.1, -0.0964]  # the issue's 9.64, and the threshold itself
+    rows = tuple(f"r{k}" for k in range(len(drops)))
+    without = np.array([[full - d for d in drops]])  # (1, R): one head
+    knock = Knockout(rows=rows, full=np.full(len(drops), full), without=without,
+                     queries=np.full(len(drops), 100.0), sentences=1, seed=0)
+    for r, cell in enumerate(_cost_cells(knock)[k][0] for k in range(len(drops))):
+        cost = float(knock.cost[0, r])
+        printed = _printed_cost(cell)
+        assert evidence.matters(printed) == bool(knock.matters[0, r]) == evidence.matters(cost), (cost, cell)
+        assert abs(printed - cost) <= 0.5 + 1e-9
+        for named in (True, False):
+            said = narrate.mismatch_sentence(Mismatch(0, "subject", named, 0.9, cost))
+            number = float(re.search(r"(-?[\d.]+) points", said).group(1))
+            assert evidence.matters(number) == evidence.matters(cost), said
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 400).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n))))
+def test_a_card_word_agrees_with_the_rates_it_prints(counts):
+    """A head's word on its card (named, partly, none) is the word its printed rate and interval would earn."""
+    from mhacli.core import evidence
+    from mhacli.core.card import Card
+
+    n, k = counts
+    card = Card(rows=("subject",), hits=np.array([[k]]), queries=np.array([n]), sentences=n, seed=0)
+    word, label = card.word(0, 0), card.label(0)
+    lower = float(re.search(r"interval (\d+)%–\d+%", label).group(1)) / 100
+    if word == evidence.UNNAMED:
+        assert label.startswith(evidence.NO_RELATION) and f"{k:,} of {n:,}" in label
+        assert evidence.card_word(k / n, lower) == word, label
+    else:
+        rate = float(re.search(r"\((\d+)% trained\)", label).group(1)) / 100
+        assert evidence.card_word(rate, lower) == word, label

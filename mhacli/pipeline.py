@@ -81,6 +81,8 @@ class CardShown:
     chosen: str | None = None  # how the shipped model's seed was chosen (io.shipped.chosen_note)
     knockout: tuple[str, ...] = ()  # where the card and a knockout of its model disagree (mha train --knockout)
     accuracy: str | None = None  # the model's held-out accuracy (core.score.Score.caption), on the card's sentences
+    names: tuple[str, ...] = ()  # (h,) each head's name (Card.name): the one wording every surface prints
+    data: Any = None  # the card as JSON (Card.to_dict, with the held-out accuracy): explain --json carries it
 
     @property
     def heads(self) -> int:
@@ -110,7 +112,8 @@ def card_shown(card: Card, *, heading: str | None = None, figure_title: str | No
         rule=narrate.card_rule_sentence(card), outline=narrate.card_outline_note(), labels=card.labels,
         sentence=sentence, chosen=chosen,
         knockout=() if knock is None else tuple(narrate.knockout_sentences(card, knock)),
-        accuracy=None if score is None else score.caption())
+        accuracy=None if score is None else score.caption(), names=tuple(card.name(i) for i in range(card.heads)),
+        data={**card.to_dict(), **({} if score is None else {"held_out_accuracy": score.to_dict()})})
 
 
 @dataclass(frozen=True)

@@ -29,14 +29,17 @@ def _figure_texts(result, hide_rules: bool = False) -> dict[str, str]:
     from mhacli.render.figures.heads import build_heads
     from mhacli.render.figures.magnifiers import build_magnifiers
 
+    def read(fig) -> str:
+        return _flat(" ".join(t.get_text() for t in fig.findobj(MplText)))
+
     result = shown(result)  # the windows the figures draw, chosen by the pipeline as explain --out does
     trace = result.trace
     with drawing() as pen:
         per_head = HeadFigure(trace, result.figures, pen, hide_rules)
-        figures = {f"head-{i + 1}": per_head.show(i) for i in range(trace.num_heads)}
-        figures["heads"] = build_heads(trace, result.figures, pen, hide_rules)
-        figures["magnifiers"] = build_magnifiers(trace, result.single, result.magnified, pen, hide_rules)
-        return {name: _flat(" ".join(t.get_text() for t in fig.findobj(MplText))) for name, fig in figures.items()}
+        texts = {f"head-{i + 1}": read(per_head.show(i)) for i in range(trace.num_heads)}  # one figure, redrawn
+        texts["heads"] = read(build_heads(trace, result.figures, pen, hide_rules))
+        texts["magnifiers"] = read(build_magnifiers(trace, result.single, result.magnified, pen, hide_rules))
+        return texts
 
 
 def test_the_grammar_model_before_training_never_says_its_weights_are_trained():
@@ -198,3 +201,41 @@ def test_a_card_word_agrees_with_the_rates_it_prints(counts):
     else:
         rate = float(re.search(r"\((\d+)% trained\)", label).group(1)) / 100
         assert evidence.card_word(rate, lower) == word, label
+
+
+def test_every_surface_of_one_run_gives_each_head_the_cards_one_name(tmp_path):
+    """The grammar model on the headline sentence: the walkthrough (sections 5 and 6, the head grids), --json,
+    head-N.png, heads.png, magnifiers.png, the page, compare, demo and one-vs-many.png call each head by its
+    card's name (Card.name), and no surface calls it by another wording (a rate in its title, a row's long name)."""
+    from mhacli.cli.commands.classroom import shipped_pairs
+    from mhacli.pipeline import prepare
+    from mhacli.render.figures.one_vs_many import one_vs_many_figure
+
+    result = prepare(SENTENCE, weights="grammar").run(single=True)
+    names = result.card.names
+    assert names[3].split(" · ")[0] == "subject" and "he/she" in names[3]  # head 4 named for the subject first
+    runner = CliRunner()
+    terminal = _flat(runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
+    doc = json.loads(runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar", "--no-plots", "--json",
+                                         "--no-json-arrays"]).stdout)
+    assert doc["relations"] == list(names) and [h["relation"] for h in doc["card"]["heads"]] == list(names)
+    assert len(doc["card"]["always"]) == len(doc["card"]["offset"]) == len(doc["card"]["rows"])
+    figures = _figure_texts(result)
+    made = runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar", "--no-plots", "--quiet", "--html",
+                               str(tmp_path / "page.html")])
+    assert made.exit_code == 0, made.output
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    compared = _flat(runner.invoke(app, ["compare", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
+    demo = _flat(runner.invoke(app, ["demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "15"]).stdout)
+    pairs = one_vs_many_figure(shipped_pairs())
+    titles = [_flat(ax.get_title()) for ax in pairs.get_axes() if ax.get_title()][-4:]  # the grammar pair's heads
+    for i, name in enumerate(names):
+        assert f"head {i + 1}: {name}" in terminal and f"head {i + 1} {name}" in terminal, name
+        assert f"named in training: {name}" in figures[f"head-{i + 1}"]
+        assert f"{name} Head {i + 1}" in figures["heads"] and f"Head {i + 1} {name}" in figures["magnifiers"]
+        assert f"learned: {name}" in titles[i], titles
+    assert ", ".join(names[:-1]) in demo or ", ".join(names) in demo, demo
+    for text in (terminal, compared, demo, *figures.values(), *titles):
+        assert not re.search(r"\(\d+% trained\)|feeling → noun \(|learned: feeling\b", text), text
+    words = re.findall(r'"words":"([^"]*)"', page)  # each head's few words on the page, as its JSON holds them
+    assert [json.loads(f'"{w}"') for w in words[:len(names)]] == list(names), words

@@ -437,10 +437,8 @@ def _role(parse: "Parse", key: int) -> str:
 
 def disagreement_sentence(d: "Disagreement", parse: "Parse") -> str:
     """``head 2, subject in training, looks at the object “street” here (72% from “cross”).``"""
-    from mhacli.core.card import short_name
-
     t = parse.tokens
-    name = f"head {d.head + 1}, {'partly ' if d.word == evidence.PARTLY else ''}{short_name(d.row)} in training"
+    name = f"head {d.head + 1}, {d.name} in training"
     where = f"“{label(t[d.query], 12)}”"
     if not d.picked:
         return (f"{name}, picks no key from {where} here (its top weight {_pct(d.weight)} is not clear of "
@@ -504,7 +502,23 @@ def card_rule_sentence(card: "Card") -> str:
     return (f"A cell is the share of a relation's queries whose top key, clear of chance, is the relation's noun "
             f"per the grammar's parse, over its 95% interval; {card.caption()}. A head is named from "
             f"{_pct(evidence.CARD_NAME_RATE)} with the interval's lower end at {_pct(evidence.NAME_SHARE)} or "
-            f"more, \"partly\" from {_pct(evidence.NAME_SHARE)}, unnamed below.")
+            f"more, \"partly\" from {_pct(evidence.NAME_SHARE)}, unnamed below" + _baseline_rule(card) + ".")
+
+
+def _baseline_rule(card: "Card") -> str:
+    """The baselines a name must beat, and the rows that only repeat a role, for a card that measured them."""
+    if card.always is None or card.offset is None:
+        return ""
+    said = (f"; and only when that lower end is a quarter of the way ({_pct(evidence.PICK_LIFT)}) from each "
+            "baseline to certain: how often the head looks at that role's noun from every word (always looks "
+            "there) and the best fixed positional offset (Clark et al. 2019)")
+    repeated = [(row, role) for row, role in zip(card.rows, card.repeats) if role is not None]
+    if repeated:
+        rows = " and ".join(f"{row} → {role}" for row, role in repeated)
+        said += (f". Every scored query of {rows} points to that role's noun (a referent is scored only where "
+                 "one noun fits its class), so those rows repeat the role's row: they cannot show a lookup of "
+                 "their own")
+    return said
 
 
 def card_outline_note() -> str:
@@ -557,6 +571,6 @@ def elsewhere_sentence(e: "Elsewhere", parse: "Parse") -> str:
     """``head 2, recipient in training, finds the object noun “street” here (100% from “cross”).``"""
     from mhacli.core.card import short_name
 
-    name = f"head {e.head + 1}, {'partly ' if e.word == evidence.PARTLY else ''}{short_name(e.row)} in training"
+    name = f"head {e.head + 1}, {e.name} in training"
     return (f"{name}, finds the {short_name(e.found)} noun “{label(parse.tokens[e.key], 12)}” here "
             f"({_pct(e.weight)} from “{label(parse.tokens[e.query], 12)}”).")

@@ -239,3 +239,26 @@ def test_every_surface_of_one_run_gives_each_head_the_cards_one_name(tmp_path):
         assert not re.search(r"\(\d+% trained\)|feeling → noun \(|learned: feeling\b", text), text
     words = re.findall(r'"words":"([^"]*)"', page)  # each head's few words on the page, as its JSON holds them
     assert [json.loads(f'"{w}"') for w in words[:len(names)]] == list(names), words
+
+
+def test_the_cause_of_the_gap_is_shown_beside_it():
+    """compare and demo step 15 show, beside the one-against-many result, the lone head's verb accuracy split by
+    how many nouns share the asked noun's class (core.score.crowd): every verb query counted once."""
+    from mhacli.core.card import report_card
+    from mhacli.core.score import crowd, percent
+    from mhacli.io.shipped import shipped_model_path
+    from mhacli.io.trained import load_trained
+
+    alone = load_trained(shipped_model_path(alone=True, name="grammar"))[0]
+    lone, many = crowd(alone), crowd(load_trained(shipped_model_path(name="grammar"))[0])
+    card = report_card(alone)
+    verb = sum(int(card.queries[card.rows.index(r)]) for r in ("subject", "object", "recipient"))
+    assert int(lone.queries.sum()) == verb and (lone.queries == many.queries).all()
+    assert lone.accuracy[0] > lone.accuracy[1] > lone.accuracy[2]  # the more nouns of a class, the worse it does
+    said = (f"one {percent(lone.accuracy[0])} ({lone.queries[0]:,} queries), two {percent(lone.accuracy[1])} "
+            f"({lone.queries[1]:,} queries), three {percent(lone.accuracy[2])} ({lone.queries[2]:,} queries); "
+            f"the 4 heads {', '.join(percent(a) for a in many.accuracy)}")
+    runner = CliRunner()
+    for argv in (["compare", SENTENCE, "--weights", "grammar", "--no-plots"],
+                 ["demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "15"]):
+        assert said in _flat(runner.invoke(app, argv).stdout), argv

@@ -15,6 +15,7 @@ import numpy as np
 from mhacli.core.analysis import TIE_TOLERANCE
 
 if TYPE_CHECKING:
+    from mhacli.core.score import Crowd
     from mhacli.core.trace import Trace
 
 Array = np.ndarray
@@ -165,6 +166,7 @@ class TrainedPair:
     single_parameters: int
     heads_parameters: int
     by_relation: tuple[tuple[str, float, float], ...]  # (relation, lone head, h heads) held-out accuracy
+    crowds: tuple[Crowd, Crowd] | None = None  # a grammar pair's verb accuracy by nouns of a class (lone, h heads)
 
     @property
     def heads(self) -> int:
@@ -188,7 +190,7 @@ def trained_pair(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_me
     The accuracies are :func:`mhacli.core.score.score`'s (the one held-out accuracy, mean over relations), the
     parameter counts the training records'; the weights are the two models' attention on this one text.
     """
-    from mhacli.core.score import by_relation, score
+    from mhacli.core.score import by_relation, crowd, score
 
     if alone.config.task != heads.config.task or alone.config.heads != 1:
         raise ValueError("a trained pair is one head and h heads trained on one task")
@@ -200,7 +202,8 @@ def trained_pair(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_me
         single_relation=str(alone.relations[0][0]), heads_relations=tuple(str(r) for r, _ in heads.relations),
         single_accuracy=single.accuracy, heads_accuracy=many.accuracy,
         single_parameters=int(alone_metrics["parameters"]), heads_parameters=int(heads_metrics["parameters"]),
-        by_relation=by_relation(single, many))
+        by_relation=by_relation(single, many),
+        crowds=(crowd(alone), crowd(heads)) if getattr(alone, "sentences", False) else None)
 
 
 __all__ += ["GRAMMAR_SENTENCE", "LETTERS_SEQUENCE", "TrainedPair", "trained_pair"]

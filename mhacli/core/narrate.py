@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from mhacli.core.knockout import Knockout, Mismatch
     from mhacli.core.sweep import Sweep
     from mhacli.core.lesson import TrainedPair
+    from mhacli.core.score import Crowd
 
 RANDOM, DESIGNED, TRAINED, UNTRAINED = "random", "designed", "trained", "untrained"
 RANDOM_LABEL = "random weights: these patterns mean nothing yet"
@@ -313,6 +314,8 @@ def apart_sentence(apart: TrainedApart, heads: int) -> str:
         name, alone, together = max(apart.by_relation, key=lambda r: r[2] - r[1])
         if together - alone >= 0.01:
             text += (f" It falls shortest on {name}: {alone:.1%} against {together:.1%}.")
+    if apart.crowds is not None and apart.heads_accuracy > apart.single_accuracy:
+        text += " " + crowd_sentence(apart.crowds, heads)
     # a head below the naming share learned none; one its card names only "partly" is not one of its own either
     named = [r for r in apart.heads_relations if r != NO_RELATION and not r.startswith("partly ")]
     distinct = len(set(named)) == len(named) == heads > 1
@@ -421,7 +424,18 @@ def pair_sentence(pair: TrainedPair) -> str:
                  f"({100 * (worst[2] - worst[1]):.1f} points).")
     else:
         said += f" The gap is {pair.gap:.1f} points."
-    return said
+    return said + (f" {crowd_sentence(pair.crowds, h)}" if pair.crowds is not None else "")
+
+
+def crowd_sentence(crowds: "tuple[Crowd, Crowd]", heads: int) -> str:
+    """Where the lone head loses, measured: its verb accuracy by how many nouns share the asked noun's class."""
+    alone, many = crowds
+    said = ", ".join(f"{c} {percent(a)} ({n:,} queries)" for c, a, n in zip(("one", "two", "three"), alone.accuracy,
+                                                                           alone.queries) if n)
+    them = ", ".join(percent(a) for a, n in zip(many.accuracy, many.queries) if n)
+    return (f"Where the lone head loses, measured at the verb by how many of the sentence's nouns share the class "
+            f"of the noun asked for: {said}; the {heads} heads {them}. One softmax row has to tell apart nouns "
+            "that only their roles distinguish.")
 
 
 def _role(parse: "Parse", key: int) -> str:

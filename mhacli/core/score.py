@@ -94,3 +94,48 @@ def by_relation(single: Score, heads: Score) -> tuple[tuple[str, float, float], 
     if len(single.relations) < 2:
         return ()
     return tuple((r, float(a), float(b[r])) for r, a in zip(single.relations, single.by_relation) if r in b)
+
+
+@dataclass(frozen=True)
+class Crowd:
+    """A grammar model's accuracy at the verb (subject, object, recipient), split by how many of the sentence's
+    nouns share the class (animate, place, thing) of the noun asked for: where one query must tell apart two or
+    three nouns that only their roles distinguish."""
+
+    accuracy: Array  # (3,) for one, two and three nouns of that class
+    queries: Array  # (3,) queries of each
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "accuracy", read_only(self.accuracy, np.float64))
+        object.__setattr__(self, "queries", read_only(self.queries, np.int64))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nouns_of_the_class": [1, 2, 3], "accuracy": self.accuracy.tolist(),
+                "queries": [int(n) for n in self.queries]}
+
+
+def crowd(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Crowd:
+    """``model``'s verb accuracy on the card's held-out sentences, by nouns of the asked noun's class (1, 2, 3)."""
+    from mhacli.core import grammar
+    from mhacli.core.card import ROLES, held_out
+    from mhacli.core.knockout import query_targets
+
+    ids, keys, names = held_out(model, sentences, seed)  # (S, N), (R, S, N)
+    answers = model.forward(ids)["logits"].argmax(axis=-1)  # (S, N, T, V) -> (S, N, T)
+    targets = query_targets(model.targets, names, model.vocabulary, ids)  # R × (S, N)
+    kinds = ("animate", "place", "thing")
+    of = np.array([kinds.index(grammar.noun_class(w)) if w in grammar.NOUNS else -1 for w in model.vocabulary])
+    places = np.stack([keys[names.index(r)].max(axis=-1) for r in ROLES])  # (3, S): each role's noun, -1 if none
+    classes = np.where(places >= 0, of[np.take_along_axis(ids, places.clip(0).T, axis=-1).T], -2)  # (3, S)
+    right, asked_at = np.zeros(3), np.zeros(3, dtype=np.int64)
+    for role in ROLES:
+        r = names.index(role)
+        asked = keys[r] >= 0  # (S, N): the verb
+        truth = np.take_along_axis(ids, keys[r].clip(0), axis=-1)  # (S, N): the noun at the true key
+        said = np.take_along_axis(answers, targets[r][..., None], axis=-1)[..., 0]  # (S, N)
+        count = (classes[:, :, None] == of[truth][None]).sum(axis=0)  # (S, N): nouns of the asked noun's class
+        for c in (1, 2, 3):
+            at = asked & (count == c)
+            right[c - 1] += (said == truth)[at].sum()
+            asked_at[c - 1] += at.sum()
+    return Crowd(accuracy=right / np.maximum(asked_at, 1), queries=asked_at)

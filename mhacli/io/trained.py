@@ -290,7 +290,7 @@ def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
     can set one head trained alone beside the heads trained together.
     """
     from mhacli.core.compare import TrainedApart
-    from mhacli.core.score import by_relation, score
+    from mhacli.core.score import by_relation, crowd, score
     from mhacli.io.shipped import shipped_model_path
 
     alone, alone_metrics = load_trained(shipped_model_path(alone=True, name=name))
@@ -301,5 +301,6 @@ def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
                          heads_parameters=int(heads_metrics["parameters"]),
                          single_relations=tuple(name for name, _ in alone.relations),
                          heads_relations=tuple(name for name, _ in heads.relations),
-                         by_relation=by_relation(single, many))
+                         by_relation=by_relation(single, many),
+                         crowds=(crowd(alone), crowd(heads)) if alone.sentences else None)
     return alone, apart

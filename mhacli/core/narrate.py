@@ -248,6 +248,8 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
     if h == 1:
         return text + "."
     if len(patterns) == h and not stuck:
+        if all(s.pattern == FIXED for s in analysis.heads):  # one token from every row: a place, not a relation
+            return text + ": each head looks at one token of its own from every row."
         return text + ": each head follows a relation of its own."
     if half:
         return text + ": those heads look at the same places on most queries."

@@ -76,7 +76,8 @@ def positions_table(trace: Trace, numbers: LessonNumbers, rows: int = 6) -> Rend
     table.add_column("pos", justify="right")
     table.add_column("token", max_width=12, overflow="ellipsis")
     if e is not None:
-        table.add_column(Text(f"E[pos, {_cols(e_cols)}]"), no_wrap=True)
+        row = "id" if trace.model_ids else "token"  # E is indexed by the word, P by the position
+        table.add_column(Text(f"E[{row}, {_cols(e_cols)}]"), no_wrap=True)
     if p is not None:
         table.add_column(Text(f"P[pos, {_cols(p_cols)}]"), style=theme.STYLE_NUMBER, no_wrap=True)
     for i in range(min(rows, trace.n_tokens)):
@@ -394,9 +395,9 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
             "The softmax turns each row of scores into weights that are positive and add up to 1: the "
             "shares of that query's attention. A key scored far above the rest takes nearly all of it. "
             "The tool subtracts each row's largest score first, which changes nothing but keeps exp() "
-            f"from overflowing. The same query {_tok(trace, q)}:"
-            + (f" (Every head's whole weight matrix, as a heat map: {figures_at}/head-1.png … "
-               f"head-{h}.png.)" if figures_at else ""),
+            "from overflowing." + (f" Every head's whole weight matrix, as a heat map: {figures_at}/head-1.png … "
+                                   f"head-{h}.png." if figures_at else "")
+            + f" The same query {_tok(trace, q)}:",
             query_table(trace, numbers, "weights")),
         LessonStep(
             "weighted", "Weighted values",

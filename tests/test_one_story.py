@@ -266,12 +266,11 @@ def test_the_cause_of_the_gap_is_shown_beside_it():
 
 def test_small_defects_of_the_telling(tmp_path):
     """Issue 43's smaller defects: §5 says a head fixed on one token follows no relation of its own; demo step 3
-    indexes E by the word's id; step 10's sentence is whole; the cost count says what softmax's exponentials are."""
+    indexes E by the word's id; step 10's sentence is whole."""
     runner = CliRunner()
     explained = _flat(runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
     assert "each head looks at one token of its own from every row" in explained
     assert "each head follows a relation of its own" not in explained
-    assert "softmax exponential (not a multiply-add, so not counted above: 484 of them against 121)" in explained
     step3 = _flat(runner.invoke(app, ["demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "3"]).stdout)
     assert "E[id, " in step3.split("Step 4 of")[0] and "E[pos" not in step3
     step10 = _flat(runner.invoke(app, ["demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "10",

@@ -179,6 +179,5 @@ def efficiency_sentence(cost: SplitCost) -> str | None:
                 f"{cost.madds_one_head:,}.")
     return (same + f" What changes: the {h} heads' products are independent of each other, so they can run side "
             f"by side (on several cores, or a GPU), and {h} × {n} × {n} = {cost.weights:,} attention weights are "
-            f"kept instead of {cost.weights_one_head:,}, each one softmax exponential (not a multiply-add, so not "
-            f"counted above: {cost.weights:,} of them against {cost.weights_one_head:,}).")
+            f"kept instead of {cost.weights_one_head:,}.")
 

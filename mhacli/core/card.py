@@ -14,8 +14,11 @@ query as rows of their own, because trained heads split the referent along those
 * **place adjective → place**: *wide*, *busy*, *long*, *dark*.
 
 A head earns a name from its card only (:func:`mhacli.core.evidence.card_word`): named from 85 % with the
-interval's lower end clear of the naming share, "partly subject (74%)" between, unnamed below.  The weights
-come from the model's own :meth:`~mhacli.core.train.TrainedModel.attention`, never from a copy of its forward.
+interval's lower end clear of the naming share, "partly subject" between, unnamed below; and only where that lower
+end also beats the row's baselines (:func:`baselines`, :func:`mhacli.core.evidence.beats`), lookups that need no
+query (Clark et al. 2019).  Its name (:meth:`Card.name`, ``subject · he/she``) is the one wording every surface
+prints.  The weights come from the model's own :meth:`~mhacli.core.train.TrainedModel.attention`, never from a
+copy of its forward.
 """
 
 from __future__ import annotations

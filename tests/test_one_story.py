@@ -276,3 +276,20 @@ def test_small_defects_of_the_telling(tmp_path):
     step10 = _flat(runner.invoke(app, ["demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "10",
                                        "--out", str(tmp_path / "figs")]).stdout).split("Step 11 of")[0]
     assert "The same query 'tired' (10):" in step10 and ": (" not in step10, step10
+
+
+def test_demo_says_where_the_magnifier_analogy_stops():
+    """Step 1's magnifier is told where it fails, from the shipped grammar pair's own weights: the lone head is
+    the least focused (its mean row entropy above every one of the four heads')."""
+    from mhacli.cli.commands.classroom import shipped_pairs
+    from mhacli.core.analysis import row_entropy
+
+    pair = shipped_pairs()[-1]
+    alone = float(row_entropy(pair.single_weights).mean())
+    each = row_entropy(pair.heads_weights).mean(axis=-1)
+    assert alone > each.max()
+    step1 = _flat(CliRunner().invoke(app, ["demo", SENTENCE, "--weights", "grammar", "--no-pause"]).stdout)
+    step1 = step1.split("Step 2 of")[0]
+    assert (f"Trained alone on the grammar task, the lone head of step 15 spreads its rows over its text (mean "
+            f"entropy {alone:.2f} bits) where each of its 4 heads is sharper ({each.min():.2f}–{each.max():.2f} "
+            "bits)") in step1, step1

@@ -429,6 +429,22 @@ def pair_sentence(pair: TrainedPair) -> str:
     return said + (f" {crowd_sentence(pair.crowds, h)}" if pair.crowds is not None else "")
 
 
+def magnifier_limit(pairs: "Sequence[TrainedPair]") -> str | None:
+    """Where the magnifier analogy stops, from the shipped pairs' own weights: a trained lone head need not be
+    focused (None when every lone head is at least as focused as its pair's heads)."""
+    from mhacli.core.analysis import row_entropy
+
+    for pair in reversed(pairs):  # the last pair first: the grammar's, the lesson's sentence
+        alone = float(row_entropy(pair.single_weights).mean())  # bits, mean over rows
+        each = row_entropy(pair.heads_weights).mean(axis=-1)  # (h,)
+        if alone > float(each.max()):
+            return (f"The analogy has a limit: a trained head need not be focused. Trained alone on the "
+                    f"{pair.task} task, the lone head of step 15 spreads its rows over its text (mean entropy "
+                    f"{alone:.2f} bits) where each of its {pair.heads} heads is sharper ({each.min():.2f}–"
+                    f"{each.max():.2f} bits).")
+    return None
+
+
 def crowd_sentence(crowds: "tuple[Crowd, Crowd]", heads: int) -> str:
     """Where the lone head loses, measured: its verb accuracy by how many nouns share the asked noun's class."""
     alone, many = crowds

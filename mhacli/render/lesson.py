@@ -329,7 +329,7 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
             "one part of the text comes into focus. Multi-head attention gives the model several smaller "
             f"magnifiers at once (here h = {h}). Every head looks at the same {_count(n, 'token')}, but each "
             "can look for something different, like a panel of experts who each check one thing and then "
-            f"pool their notes. {intro}".rstrip() + rules,
+            f"pool their notes. {intro}".rstrip() + rules + _magnifier_limit(pairs),
             header(trace)),
         LessonStep(
             "tokens", "Tokens and embeddings",
@@ -455,6 +455,13 @@ def _magnifiers_shows(trace: Trace, analysis: Analysis, hide_rules: bool) -> Ren
     heads = heads_panel(trace, analysis, title="Heads", hide_rules=hide_rules, sentence=False)
     parsed = grammar_panel(analysis, title="From the words of the parse", hide_rules=hide_rules)
     return heads if parsed is None else Group(heads, Text(""), parsed)
+
+
+def _magnifier_limit(pairs: Sequence[TrainedPair]) -> str:
+    from mhacli.core.narrate import magnifier_limit
+
+    said = magnifier_limit(pairs) if pairs else None
+    return f" {said}" if said else ""
 
 
 def one_vs_many_table(pairs: Sequence[TrainedPair]) -> RenderableType:

@@ -293,3 +293,30 @@ def test_demo_says_where_the_magnifier_analogy_stops():
     assert (f"Trained alone on the grammar task, the lone head of step 15 spreads its rows over its text (mean "
             f"entropy {alone:.2f} bits) where each of its 4 heads is sharper ({each.min():.2f}–{each.max():.2f} "
             "bits)") in step1, step1
+
+
+def test_the_lesson_plans_reveal_stops_before_the_next_segments_answer():
+    """The plan's reveal of step 14 pauses after it (no --no-pause), and q at that prompt ends the lesson there:
+    step 15, the next segment's answer, is not shown."""
+    import shlex
+    from io import StringIO
+
+    from rich.console import Console
+
+    from mhacli.render.lesson import present
+    from test_lesson_plan import TEXT
+
+    reveal = next(c for c in re.findall(r"`(mha demo [^`]*--step 14[^`]*)`", TEXT) if "--hide-rules" not in c)
+    assert "--no-pause" not in shlex.split(reveal)
+    from mhacli.cli.commands.classroom import shipped_pairs
+    from mhacli.core.lesson import lesson_numbers
+    from mhacli.pipeline import run
+    from mhacli.render.lesson import lesson
+
+    shown = run(SENTENCE, weights="grammar")
+    steps = lesson(shown.trace, shown.analysis, lesson_numbers(shown.trace), pairs=shipped_pairs(),
+                   split_diff=shown.split_diff)[13:]  # from step 14, as --step 14 starts
+    console = Console(file=StringIO(), width=80, color_system=None)
+    present(console, steps, pause=True, wait=lambda prompt: "q")
+    said = console.file.getvalue()
+    assert "Each head is its own magnifier" in said and "One head against many" not in said

@@ -321,3 +321,17 @@ def test_the_lesson_plans_reveal_stops_before_the_next_segments_answer():
     present(console, steps, pause=True, wait=lambda prompt: "q")
     said = console.file.getvalue()
     assert "Each head is its own magnifier" in said and "One head against many" not in said
+
+
+def test_the_letters_task_has_one_name_on_the_lessons_surfaces():
+    """Demo 15, one-vs-many.png and the lesson plan call the letters task by the name --task takes, 'relations'."""
+    from mhacli.cli.commands.classroom import shipped_pairs
+    from mhacli.render.figures.one_vs_many import row_title
+    from test_lesson_plan import TEXT
+
+    demo = _flat(CliRunner().invoke(app, ["demo", SENTENCE, "--weights", "grammar", "--no-pause",
+                                          "--step", "15"]).stdout)
+    title = row_title(shipped_pairs()[0])
+    row = next(line for line in TEXT.splitlines() if "One against many" in line)
+    assert "Task 'relations'" in demo and title.startswith("'relations' task") and "'relations' task" in row
+    assert not any("letters" in text for text in (demo, title, row))

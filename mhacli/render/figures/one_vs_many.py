@@ -27,7 +27,6 @@ FIGSIZE = (16.0, 9.0)  # inches: 1920 × 1080 at 120 dpi
 TICK_POINTS = 9.0  # token labels; 15 px when fitted to 1920 × 1080
 TITLE_POINTS = 11.0
 ROW_POINTS = 12.0
-TASK_NAMES = {"relations": "letters", "grammar": "grammar"}
 
 
 #: Where the numbers come from, and what is not known about the texts (said, never claimed).
@@ -45,9 +44,7 @@ def row_title(pair: TrainedPair) -> str:
               else f"{pair.single_parameters:,} and {pair.heads_parameters:,} parameters")
     pairs = [*pair.by_relation, ("mean", pair.single_accuracy, pair.heads_accuracy)]
     numbers = ", ".join(f"{r} {percent(single)} → {percent(heads)}" for r, single, heads in pairs)
-    name = TASK_NAMES.get(pair.task, pair.task)
-    task = name if name == pair.task else f"{name} ('{pair.task}')"
-    return f"{task} task, {params} · {DEFINITION}, 1 head → {pair.heads} heads:\n{numbers}"
+    return f"'{pair.task}' task, {params} · {DEFINITION}, 1 head → {pair.heads} heads:\n{numbers}"
 
 
 TITLE_PAD = 6.0  # points between a panel and its title (matplotlib's default)

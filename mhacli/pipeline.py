@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from mhacli.measures.compare import Comparison, TrainedApart
     from mhacli.grammar.knockout import Knockout
     from mhacli.measures.lesson import LessonNumbers
+    from mhacli.grammar.score import Score
     from mhacli.attention.trace import Trace, TrainedModel
     from mhacli.measures.view import AttentionView
     from mhacli.models.state_dict import AttentionWeights
@@ -79,6 +80,9 @@ class CardShown:
     sentence: tuple[str, ...] = ()  # on this run's sentence: where the card's names and it part (explain)
     chosen: str | None = None  # how the shipped model's seed was chosen (io.shipped.chosen_note)
     knockout: tuple[str, ...] = ()  # where the card and a knockout of its model disagree (mha train --knockout)
+    accuracy: str | None = None  # the model's held-out accuracy (core.score.Score.caption), on the card's sentences
+    names: tuple[str, ...] = ()  # (h,) each head's name (Card.name): the one wording every surface prints
+    data: Any = None  # the card as JSON (Card.to_dict, with the held-out accuracy): explain --json carries it
 
     @property
     def heads(self) -> int:
@@ -87,10 +91,11 @@ class CardShown:
 
 def card_shown(card: Card, *, heading: str | None = None, figure_title: str | None = None,
                parse: object | None = None, weights: Any = None, causal: bool = False,
-               chosen: str | None = None, knock: Knockout | None = None) -> CardShown:
+               chosen: str | None = None, knock: Knockout | None = None, score: Score | None = None) -> CardShown:
     """Everything the card's surfaces print, once: ``parse`` and ``weights`` (h, N, N) of a sentence add the lines
     on it (:func:`mhacli.measures.narrate.card_sentence_lines`), ``knock`` where a knockout and the card part
-    (:func:`mhacli.measures.narrate.knockout_sentences`); ``heading`` and ``figure_title`` replace the defaults."""
+    (:func:`mhacli.measures.narrate.knockout_sentences`), ``score`` the model's held-out accuracy under the card;
+    ``heading`` and ``figure_title`` replace the defaults."""
     import numpy as np
 
     from mhacli.measures import narrate
@@ -106,7 +111,9 @@ def card_shown(card: Card, *, heading: str | None = None, figure_title: str | No
         figure_title=figure_title or "Report card: held-out hit rate (95% interval)", caption=card.caption(),
         rule=narrate.card_rule_sentence(card), outline=narrate.card_outline_note(), labels=card.labels,
         sentence=sentence, chosen=chosen,
-        knockout=() if knock is None else tuple(narrate.knockout_sentences(card, knock)))
+        knockout=() if knock is None else tuple(narrate.knockout_sentences(card, knock)),
+        accuracy=None if score is None else score.caption(), names=tuple(card.name(i) for i in range(card.heads)),
+        data={**card.to_dict(), **({} if score is None else {"held_out_accuracy": score.to_dict()})})
 
 
 @dataclass(frozen=True)
@@ -200,11 +207,12 @@ class Prepared:
         card = getattr(self.model, "card", None)
         if card is None:
             return None
+        from mhacli.grammar.score import score
         from mhacli.models.shipped import chosen_note
 
         return card_shown(card, heading=f"The model's report card, {card.caption()}, not on this sentence",
                           parse=trace.parse, weights=trace.weights, causal=bool(self.config.causal),
-                          chosen=chosen_note(self.shipped, self.config.seed))
+                          chosen=chosen_note(self.shipped, self.config.seed), score=score(self.model))  # type: ignore[arg-type]
 
     def _cautioned(self, analysis: Analysis) -> Analysis:
         return analysis if self.caution is None else replace(analysis, caution=self.caution)
@@ -268,7 +276,8 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
     if is_model:
         from mhacli.attention.checks import trained_options
 
-        return trained_options(options, getattr(given, "config")), None, given
+        source = getattr(given, "weight_source", "trained")  # "untrained": the model's layer before training
+        return trained_options(options, getattr(given, "config"), source), None, given
     mine: Weights = given
     options["heads"] = mine.heads  # given, or recorded by the file: a state dict alone records none
     if mine.causal and "causal" not in options:

@@ -194,24 +194,23 @@ def _flat(output: str) -> str:
 
 @pytest.mark.slow
 def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path, demo_drawn):
-    """The last step's numbers are the shipped files' own training records, and the figure is written."""
-    import json
-
-    import numpy as np
-
+    """The last step's numbers are the shipped models' one held-out accuracy (core.score), and the figure is
+    written."""
+    from mhacli.grammar.score import percent, score
     from mhacli.models.shipped import shipped_model_path
+    from mhacli.models.trained import load_trained
 
     result = runner.invoke(app, ["demo", "--no-pause", "--step", "15"])  # its figures: the session's demo run
     assert result.exit_code == 0, result.output
     out = _flat(result.output)
     for name, parameters in (("trained", "1,904"), ("grammar", "16,096")):
-        single = json.loads(str(np.load(shipped_model_path(alone=True, name=name))["metrics"]))
-        heads = json.loads(str(np.load(shipped_model_path(name=name))["metrics"]))
-        assert f"one head alone reached {single['accuracy']:.1%} held-out accuracy, 4 heads together " \
-               f"{heads['accuracy']:.1%}" in out
+        single = score(load_trained(shipped_model_path(alone=True, name=name))[0])
+        heads = score(load_trained(shipped_model_path(name=name))[0])
+        assert f"one head alone reached {percent(single.accuracy)} (held-out accuracy, mean over relations), " \
+               f"4 heads together {percent(heads.accuracy)}" in out
         assert f"{parameters} parameters each" in out
-        for relation, value in (single.get("relation_accuracy") or {}).items():
-            assert f"{relation} {value:.1%} against {heads['relation_accuracy'][relation]:.1%}" in out
+        for relation, value, other in zip(single.relations, single.by_relation, heads.by_relation):
+            assert f"{relation} {percent(value)} against {percent(other)}" in out
     assert "the lone head learned first token" in out
     assert "mha explain --weights grammar" not in out  # (what next names the model the lesson ran on)
     grammar = _flat(runner.invoke(app, ["demo", "the cat sat on the mat", "--weights", "grammar", "--no-pause",
@@ -229,16 +228,14 @@ def test_demo_ends_on_the_shipped_one_against_many_result(runner, tmp_path, demo
 
 def test_demo_hide_rules_hides_what_the_trained_heads_learned(runner):
     out = _flat(runner.invoke(app, ["demo", "--no-pause", "--step", "15", "--hide-rules"]).output)
-    assert "51.4%" in out and "learned" not in out
+    assert "51.5%" in out and "learned" not in out
 
 
 def test_one_vs_many_figure_titles_each_panel_and_reads_the_records():
-    import json
-
-    import numpy as np
-
     from mhacli.cli.commands.classroom import shipped_pairs
+    from mhacli.grammar.score import percent, score
     from mhacli.models.shipped import shipped_model_path
+    from mhacli.models.trained import load_trained
     from mhacli.render.figures.one_vs_many import one_vs_many_figure, row_title
 
     pairs = shipped_pairs()
@@ -247,10 +244,11 @@ def test_one_vs_many_figure_titles_each_panel_and_reads_the_records():
     assert titles[0] == "1 head alone\nlearned: first token" and "head 4 of 4\nlearned: two back" in titles
     assert len(titles) == 10  # 1 + 4 panels per pair
     letters, grammar = (row_title(p) for p in pairs)
-    assert "1,904 parameters each" in letters and "all 51.4 → 100.0 %" in letters
-    alone = json.loads(str(np.load(shipped_model_path(alone=True, name="grammar"))["metrics"]))
-    recipient = 100 * alone["relation_accuracy"]["recipient"]  # the shipped file's record, as the title reads it
-    assert f"recipient {recipient:.1f} → 100.0 %" in grammar and "16,096 parameters each" in grammar
+    assert "1,904 parameters each" in letters and "mean 51.5% → 100.0%" in letters
+    assert "held-out accuracy, mean over relations" in letters
+    alone = score(load_trained(shipped_model_path(alone=True, name="grammar"))[0])
+    recipient = alone.by_relation[alone.relations.index("recipient")]  # the one held-out accuracy (core.score)
+    assert f"recipient {percent(recipient)} → 99.9%" in grammar and "16,096 parameters each" in grammar
     hidden = one_vs_many_figure(pairs, hide_rules=True)
     assert not any("learned" in ax.get_title() for ax in hidden.get_axes())
 

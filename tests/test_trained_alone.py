@@ -46,11 +46,13 @@ def test_the_twins_differ_only_in_their_number_of_heads():
     assert alone_metrics["accuracy"] < 0.6 < 0.99 < heads_metrics["accuracy"]  # docs/training.md's numbers
 
 
-def test_shipped_apart_reads_both_training_records():
+def test_shipped_apart_scores_both_models_and_reads_their_records():
+    from mhacli.grammar.score import score
+
     alone, apart = shipped_apart()
     _, alone_metrics = load_trained(shipped_model_path(alone=True))
     heads, heads_metrics = load_trained(shipped_model_path())
-    assert apart.single_accuracy == alone_metrics["accuracy"] and apart.heads_accuracy == heads_metrics["accuracy"]
+    assert apart.single_accuracy == score(alone).accuracy and apart.heads_accuracy == score(heads).accuracy
     assert apart.single_parameters == alone_metrics["parameters"] == apart.heads_parameters
     assert apart.single_relations == tuple(n for n, _ in alone.relations)
     assert apart.heads_relations == tuple(n for n, _ in heads.relations) and apart.task == "relations"

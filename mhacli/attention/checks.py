@@ -211,8 +211,9 @@ def _spelled(value: object) -> str:
 TRAINED_DECIDES = ("heads", "d_model", "causal", "seed", "positions")
 
 
-def trained_options(options: dict[str, object], trained: object) -> dict[str, object]:
-    """``options`` with every setting a trained model decides taken from it (``trained`` is its TrainConfig).
+def trained_options(options: dict[str, object], trained: object, source: str = "trained") -> dict[str, object]:
+    """``options`` with every setting a trained model decides taken from it (``trained`` is its TrainConfig;
+    ``source`` the run's weight source: "trained", or "untrained" for its layer before the first step).
 
     A setting given that differs from the model's is refused with the reason, never reported while the
     model's own runs: ``--no-positions`` cannot take out the positions the model was trained with.
@@ -231,4 +232,4 @@ def trained_options(options: dict[str, object], trained: object) -> dict[str, ob
         if name in options and options[name] != decided[name]:
             raise UsageError("the trained model has {%s}; leave {%s:name} out to use it." % (name, name),
                              **{name: decided[name]})
-    return {**options, **decided, "weights": "trained"}
+    return {**options, **decided, "weights": source}

@@ -18,7 +18,8 @@ TOKENIZERS = ("word", "char", "whitespace")
 WEIGHT_KINDS = ("random", "designed", "trained", "grammar", "grammar-untrained")
 # Where a run's weights came from, as a trace records it: the named kinds, your own
 # nn.MultiheadAttention weights, or the hand-sized example of `mha explain --worked`.
-WEIGHT_SOURCES = ("random", "designed", "trained", "pytorch", "worked")  # "grammar" runs as "trained"
+# "grammar" runs as "trained"; "grammar-untrained" as "untrained" (a trained model's layer before its first step).
+WEIGHT_SOURCES = ("random", "designed", "trained", "untrained", "pytorch", "worked")
 DTYPES = ("float64", "float32")
 
 # Bytes per float of the core; the memory plan below is in these units.

@@ -27,6 +27,8 @@ certainty, ``(w − 1/v) / (1 − 1/v)``: 0 for a uniform row, 1 for a one-hot r
 * A trained head is **named** on its report card (:mod:`mhacli.grammar.card`) for a relation whose held-out
   hit rate is at least :data:`CARD_NAME_RATE` with the lower end of its 95 % interval at least NAME_SHARE;
   "partly" from NAME_SHARE up; below, unnamed (:func:`card_word`).
+* A card names a head for a row only when the lower end of its interval also **beats** the row's baselines, a
+  lookup that needs no query (:func:`beats`): a quarter of the way from each baseline to certain.
 * Switching a head off **costs** a relation when its held-out accuracy falls by :data:`KNOCKOUT_POINTS` or more.
 * **Sharp / focused / spread / nearly uniform** describe a head's mean focus, 1 − entropy / its
   uniform maximum (0 = chance, 1 = one-hot), cut at :data:`FOCUS_WORDS`.
@@ -100,9 +102,25 @@ def card_word(rate: float, low: float) -> str:
     return PARTLY if rate >= NAME_SHARE else UNNAMED
 
 
+def beats(low: float, baseline: float) -> bool:
+    """Does a hit rate whose interval starts at ``low`` beat a ``baseline`` hit rate by the rule's margin: a
+    quarter (:data:`PICK_LIFT`) of the way from the baseline to certain, as a pick is from chance?"""
+    return low > baseline and low - baseline >= PICK_LIFT * (1.0 - baseline)
+
+
 def matters(cost_points: float) -> bool:
     """Does switching a head off cost a relation ``cost_points`` points of accuracy enough to say so?"""
     return cost_points >= KNOCKOUT_POINTS
+
+
+def points(cost: float) -> str:
+    """A knockout's cost in points as printed: whole points, or as many decimals as keep the printed number on
+    the side of :data:`KNOCKOUT_POINTS` that :func:`matters` decides on (9.64 is '9.6', never '10')."""
+    for digits in range(7):
+        text = f"{cost:.{digits}f}"
+        if matters(float(text)) == matters(cost):
+            return text
+    return repr(cost)
 
 
 def near_chance(picked_rows: int, counted_rows: int, focus: float) -> bool:

@@ -278,7 +278,7 @@ def source_for(config: Config, weights: OwnAttention | None = None,
         return OwnWeights(weights)
     if config.weights in BUILT_IN:
         return BUILT_IN[config.weights]()
-    if config.weights == "trained":
+    if config.weights in ("trained", "untrained"):
         raise UsageError("{weights} needs a trained model file; make one with 'mha train --save model.npz'.",
                          weights=config.weights)
     raise UsageError("{weights} needs the weights themselves; pass them to run().", weights=config.weights)

@@ -14,8 +14,11 @@ query as rows of their own, because trained heads split the referent along those
 * **place adjective → place**: *wide*, *busy*, *long*, *dark*.
 
 A head earns a name from its card only (:func:`mhacli.attention.evidence.card_word`): named from 85 % with the
-interval's lower end clear of the naming share, "partly subject (74%)" between, unnamed below.  The weights
-come from the model's own :meth:`~mhacli.grammar.train.TrainedModel.attention`, never from a copy of its forward.
+interval's lower end clear of the naming share, "partly subject" between, unnamed below; and only where that lower
+end also beats the row's baselines (:func:`baselines`, :func:`mhacli.attention.evidence.beats`), lookups that need no
+query (Clark et al. 2019).  Its name (:meth:`Card.name`, ``subject · he/she``) is the one wording every surface
+prints.  The weights come from the model's own :meth:`~mhacli.grammar.train.TrainedModel.attention`, never from a
+copy of its forward.
 """
 
 from __future__ import annotations
@@ -51,7 +54,9 @@ LONG_NAMES = {**grammar.RELATION_NAMES, "referent": "referent → the noun it is
               "place": "place adjective → the place"}
 SHORT_NAMES = {"subject": "subject", "object": "object", "referent": "referent", "he/she": "he/she → noun",
                "feeling": "feeling → noun", "place": "place adj → place"}
-TITLE_SEPARATOR = " — "  # a head's label: its title (how a small title names it), then the evidence
+TITLE_SEPARATOR = " — "  # a head's label: its name, then the evidence
+NAME_SEPARATOR = " · "  # between the rows a head is named for, strongest first
+ROLES = ("subject", "object", "recipient")  # the nouns a sentence's roles name: the "always looks there" baselines
 
 
 def rows() -> tuple[str, ...]:
@@ -78,11 +83,10 @@ def long_name(row: str) -> str:
 
 
 def relation_words(name: str) -> str:
-    """A head's relation as TrainedModel.relations holds it, in words: ``verb → its subject``, ``partly he/she →
-    the noun it means``; any other name as it is."""
-    if name.startswith("partly ") and name[len("partly "):] in LONG_NAMES:
-        return "partly " + long_name(name[len("partly "):])
-    return long_name(name)
+    """A head's relation as TrainedModel.relations holds it, as every surface says it: a card's name as it is
+    (``subject · he/she``, ``partly recipient``: one wording), a relation measured without a card
+    ("describes", "means") in the grammar's few words."""
+    return name if name not in ("describes", "means") else grammar.SHORT_NAMES[name]
 
 
 def wilson(hits: Array, n: Array, z: float = Z_95) -> tuple[Array, Array]:
@@ -119,8 +123,16 @@ class Card:
     queries: Array  # (R,) queries of each relation over the sentences
     sentences: int  # held-out sentences measured
     seed: int  # the rng seed they were drawn with
+    # The baselines a lookup must beat (Clark et al. 2019), measured on the same sentences (None: not measured):
+    always: Array | None = None  # (R, h) the rate of looking where the head looks from *every* query row
+    offset: Array | None = None  # (R,) the best fixed positional offset's rate
+    repeats: tuple[str | None, ...] = ()  # (R,) the role every query of a row points to, when it is another row's
 
     def __post_init__(self) -> None:
+        if self.always is not None and self.offset is not None:
+            object.__setattr__(self, "always", read_only(self.always, np.float64))
+            object.__setattr__(self, "offset", read_only(self.offset, np.float64))
+        object.__setattr__(self, "repeats", tuple(self.repeats) or (None,) * len(self.rows))
         hits = np.asarray(self.hits, dtype=np.int64)
         queries = np.asarray(self.queries, dtype=np.int64)
         if hits.ndim != 2 or hits.shape[0] != len(self.rows) or queries.shape != (len(self.rows),):
@@ -151,54 +163,83 @@ class Card:
         """Does the card name ``head`` for ``row`` (evidence.card_word)?"""
         return self.word(row, head) == evidence.NAMED
 
+    def baseline(self, row: int, head: int) -> float | None:
+        """The better of a cell's two baselines (always looks there, best offset), or None when not measured."""
+        if self.always is None or self.offset is None:
+            return None
+        return max(float(self.always[row, head]), float(self.offset[row]))
+
     def word(self, row: int, head: int) -> str:
-        """evidence.NAMED, PARTLY or UNNAMED for one cell."""
+        """evidence.NAMED, PARTLY or UNNAMED for one cell: the rate's word (evidence.card_word), kept only when the
+        interval's lower end beats both baselines (evidence.beats); else UNNAMED."""
         low, _ = self.interval
-        return evidence.card_word(float(self.rate[row, head]), float(low[row, head]))
+        said = evidence.card_word(float(self.rate[row, head]), float(low[row, head]))
+        base = self.baseline(row, head)
+        if said != evidence.UNNAMED and base is not None and not evidence.beats(float(low[row, head]), base):
+            return evidence.UNNAMED
+        return said
+
+    def same_as(self, row: int, head: int) -> str | None:
+        """The role a named row only repeats, when the head is named for that role too (``place`` -> ``object``)."""
+        role = self.repeats[row]
+        if role is None or role not in self.rows or self.word(row, head) != evidence.NAMED:
+            return None
+        return role if self.named(self.rows.index(role), head) else None
+
+    def ranked(self, head: int) -> list[int]:
+        """The rows a head is named for, strongest evidence (the interval's lower end) first, less those that only
+        repeat a role it is named for."""
+        low, _ = self.interval
+        named = [r for r in range(len(self.rows)) if self.named(r, head) and self.same_as(r, head) is None]
+        return sorted(named, key=lambda r: (-low[r, head], r))
 
     def best(self, head: int) -> tuple[int, str]:
-        """The row a head is known by and what it earns there: named before partly, then the highest rate."""
+        """The row a head is known by and what it earns there: named before partly, then the highest lower end."""
         order = {evidence.NAMED: 0, evidence.PARTLY: 1, evidence.UNNAMED: 2}
-        rate = self.rate
-        r = min(range(len(self.rows)), key=lambda i: (order[self.word(i, head)], -rate[i, head], i))
+        low, _ = self.interval
+        r = min(range(len(self.rows)), key=lambda i: (order[self.word(i, head)], -low[i, head], i))
         return r, self.word(r, head)
 
-    def relation(self, head: int) -> tuple[str, float]:
-        """(name, rate) as TrainedModel.relations holds it: the row, ``partly ROW``, or no clear relation."""
+    def name(self, head: int) -> str:
+        """THE name of a head, the one wording every surface prints: its named rows, strongest first
+        (``subject · he/she``), ``partly recipient``, or ``no clear relation``."""
+        named = self.ranked(head)
+        if named:
+            return NAME_SEPARATOR.join(self.rows[r] for r in named)
         r, word = self.best(head)
-        rate = float(self.rate[r, head])
-        if word == evidence.NAMED:
-            return self.rows[r], rate
-        if word == evidence.PARTLY:
-            return f"partly {self.rows[r]}", rate
-        return evidence.NO_RELATION, rate
+        return f"partly {self.rows[r]}" if word == evidence.PARTLY else evidence.NO_RELATION
+
+    def relation(self, head: int) -> tuple[str, float]:
+        """(name, rate of its strongest row) as TrainedModel.relations holds it."""
+        r, _ = self.best(head)
+        return self.name(head), float(self.rate[r, head])
 
     def title(self, head: int) -> str:
-        """A head in a few words (small titles cut them at 22 to 26 characters), measured in training:
-        ``subject (92% trained)``, ``partly subject (74% trained)``, ``no clear relation in training``."""
-        r, word = self.best(head)
-        if word == evidence.UNNAMED:
-            return f"{evidence.NO_RELATION} in training"
-        said = f"{short_name(self.rows[r])} ({_pct(self.rate[r, head])} trained)"
-        return said if word == evidence.NAMED else "partly " + said
+        """A head in a few words: its :meth:`name`."""
+        return self.name(head)
+
+    def evidence(self, row: int, head: int) -> str:
+        """One cell in words: ``verb → its subject on 1,996 of 2,000 held-out queries (95% interval 99%–100%;
+        always looks there 98%, best offset 41%)``."""
+        low, high = self.interval
+        base = "" if self.always is None or self.offset is None else (
+            f"; always looks there {_pct(self.always[row, head])}, best offset {_pct(self.offset[row])}")
+        return (f"{long_name(self.rows[row])} on {int(self.hits[row, head]):,} of {int(self.queries[row]):,} "
+                f"held-out queries (95% interval {_pct(low[row, head])}–{_pct(high[row, head])}{base})")
 
     def label(self, head: int) -> str:
-        """The title, then the evidence: the rate, its queries and interval, and what the name needs."""
-        r, word = self.best(head)
-        low, high = self.interval
-        n = int(self.queries[r])
-        k = int(self.hits[r, head])
-        where = (f"{long_name(self.rows[r])} on {k:,} of {n:,} held-out queries "
-                 f"(95% interval {_pct(low[r, head])}–{_pct(high[r, head])})")
-        also = [f"{short_name(self.rows[o])} on {_pct(self.rate[o, head])}" for o in range(len(self.rows))
-                if o != r and word == evidence.NAMED and self.word(o, head) == evidence.NAMED]
-        if word == evidence.NAMED:
-            detail = where + (f"; also named for {', '.join(also)}" if also else "")
-        elif word == evidence.PARTLY:
-            detail = f"{where}: a name needs {_pct(evidence.CARD_NAME_RATE)}"
+        """The name, then the evidence: each named row's rate, queries, interval and baselines, what a name needs,
+        and the rows that only repeat a role (``place → object: the same as the object head``)."""
+        named = self.ranked(head)
+        if named:
+            detail = "; ".join(self.evidence(r, head) for r in named)
         else:
-            detail = f"at most {where}"
-        return self.title(head) + TITLE_SEPARATOR + detail
+            r, word = self.best(head)
+            detail = (f"{self.evidence(r, head)}: a name needs {_pct(evidence.CARD_NAME_RATE)} and both baselines "
+                      "beaten" if word == evidence.PARTLY else f"at most {self.evidence(r, head)}")
+        same = [f"{self.rows[r]} → {self.same_as(r, head)}: the same as the {self.same_as(r, head)} head"
+                for r in range(len(self.rows)) if self.same_as(r, head)]
+        return self.name(head) + TITLE_SEPARATOR + detail + "".join(f"; {s}" for s in same)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -215,14 +256,19 @@ class Card:
                 "queries": [int(n) for n in self.queries], "hits": self.hits.tolist(),
                 "rate": self.rate.tolist(), "low": low.tolist(), "high": high.tolist(),
                 "heads": [{"head": i + 1, "relation": self.relation(i)[0], "title": self.title(i)}
-                          for i in range(self.heads)]}
+                          for i in range(self.heads)],
+                **({} if self.always is None or self.offset is None else
+                   {"always": self.always.tolist(), "offset": self.offset.tolist(), "repeats": list(self.repeats)})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Card":
         """The card of :meth:`to_dict` (rates and intervals are recomputed from the counts, never trusted)."""
+        measured = "always" in data and "offset" in data
         return cls(rows=tuple(str(r) for r in data["rows"]), hits=np.array(data["hits"], dtype=np.int64),
                    queries=np.array(data["queries"], dtype=np.int64), sentences=int(data["sentences"]),
-                   seed=int(data["seed"]))
+                   seed=int(data["seed"]), always=np.array(data["always"], dtype=np.float64) if measured else None,
+                   offset=np.array(data["offset"], dtype=np.float64) if measured else None,
+                   repeats=tuple(None if r is None else str(r) for r in data.get("repeats", ())))
 
 
 def picked_keys(weights: Array) -> Array:
@@ -284,9 +330,42 @@ def carded(result: "TrainResult", sentences: int = CARD_SENTENCES, seed: int = C
 
 def report_card(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Card:
     """The card of a trained grammar model over ``sentences`` fresh sentences drawn with ``seed``."""
+    from mhacli.grammar.tasks import get_task
+
     ids, keys, names = held_out(model, sentences, seed)  # (S, N), (R, S, N)
-    hits, queries = card_hits(model.attention(ids), keys)  # (R, h), (R,): the model's own forward
-    return Card(rows=names, hits=hits, queries=queries, sentences=int(sentences), seed=seed)
+    weights = model.attention(ids)  # (S, h, N, N): the model's own forward
+    hits, queries = card_hits(weights, keys)  # (R, h), (R,)
+    real = ids != get_task(model.config.task).pad  # (S, N): the query rows of every sentence
+    always, offset, repeats = baselines(picked_keys(weights), keys, names, real)
+    return Card(rows=names, hits=hits, queries=queries, sentences=sentences, seed=seed, always=always,
+                offset=offset, repeats=repeats)
+
+
+def baselines(looked: Array, keys: Array, names: tuple[str, ...],
+              real: Array) -> tuple[Array, Array, tuple[str | None, ...]]:
+    """Per card row, what a lookup that needs no query would score (Clark et al. 2019, "What does BERT look at?").
+
+    ``looked`` (S, h, N): each query's picked key (-1: spread); ``keys`` (R, S, N): each row's true keys;
+    ``real`` (S, N): the sentences' words.  Returns (R, h) **always looks there**: for each role noun (subject,
+    object, recipient), how often the head picks it from *every* word of a sentence, weighted by how often the
+    row's noun is that role's; (R,) the **best fixed offset**'s rate (the share of a row's queries whose noun sits
+    at the commonest key − query distance); (R,) the role a row always points to, when it is another row's.
+    """
+    roles = np.stack([keys[names.index(r)].max(axis=-1) for r in ROLES])  # (3, S): each role's noun, -1 if none
+    there = (looked[None] == roles[:, :, None, None]) & real[None, :, None, :] & (roles >= 0)[:, :, None, None]
+    rows_seen = (real[None, :, None, :] & (roles >= 0)[:, :, None, None]).sum(axis=(1, 3))  # (3, h)
+    looks = there.sum(axis=(1, 3)) / np.maximum(rows_seen, 1)  # (3, h): how often each head picks each role
+    asked = keys >= 0  # (R, S, N)
+    n = np.maximum(asked.sum(axis=(1, 2)), 1)  # (R,)
+    role_share = np.stack([((keys == roles[p][None, :, None]) & asked).sum(axis=(1, 2)) / n
+                           for p in range(len(ROLES))], axis=1)  # (R, 3): where each row's noun is, by role
+    always = role_share @ looks  # (R, 3) @ (3, h) -> (R, h)
+    query = np.arange(keys.shape[-1])  # (N,)
+    offset = np.array([np.bincount((keys[r] - query)[asked[r]] + keys.shape[-1]).max() / n[r] if asked[r].any()
+                       else 0.0 for r in range(len(names))])  # (R,)
+    repeats = tuple(next((ROLES[p] for p in range(len(ROLES)) if role_share[r, p] == 1.0 and ROLES[p] != name),
+                         None) for r, name in enumerate(names))
+    return always, offset, repeats
 
 
 def card_hits(weights: Array, keys: Array) -> tuple[Array, Array]:
@@ -305,6 +384,7 @@ class Disagreement:
     head: int  # 0-based
     row: str  # the card row the head is known by
     word: str  # evidence.NAMED or PARTLY
+    name: str  # the head's name (Card.name): how every surface calls it
     query: int  # the query of that relation on the sentence
     key: int  # the noun the parse says it points to
     top: int  # the head's most-weighted key from the query
@@ -334,6 +414,7 @@ class Elsewhere:
     head: int  # 0-based
     row: str  # the card row the head is known by
     word: str  # evidence.NAMED or PARTLY
+    name: str  # the head's name (Card.name): how every surface calls it
     found: str  # the card row whose noun it finds on this sentence
     query: int
     key: int  # that noun's position
@@ -360,7 +441,7 @@ def elsewhere(card: Card, parse: grammar.Parse, weights: Array, causal: bool = F
                 if q in done or top != k or not picked:
                     continue
                 done.add(q)
-                out.append(Elsewhere(i, card.rows[r], word, other, q, k, weight))
+                out.append(Elsewhere(i, card.rows[r], word, card.name(i), other, q, k, weight))
     return tuple(out)
 
 
@@ -381,5 +462,5 @@ def disagreements(card: Card, parse: grammar.Parse, weights: Array,
             top, weight, picked = _looked(weights, i, q, n, causal)
             if picked and top == k:
                 continue
-            out.append(Disagreement(i, card.rows[r], word, q, k, top, weight, picked))
+            out.append(Disagreement(i, card.rows[r], word, card.name(i), q, k, top, weight, picked))
     return tuple(out)

@@ -156,7 +156,9 @@ def mismatches(card: "Card", knock: Knockout) -> tuple[Mismatch, ...]:
         best, word = card.best(i)
         for r, row in enumerate(card.rows):
             known = r == best and word != evidence.UNNAMED
-            if known != evidence.matters(float(cost[i, r])) and (known or card.word(r, i) == evidence.UNNAMED):
+            repeated = card.repeats[r] in card.rows and card.named(card.rows.index(card.repeats[r]), i)
+            if (known != evidence.matters(float(cost[i, r])) and (known or card.word(r, i) == evidence.UNNAMED)
+                    and not repeated):  # a row that only repeats a role the head is named for is that role's
                 out.append(Mismatch(i, row, known, float(card.rate[r, i]), float(cost[i, r])))
     return tuple(out)
 
@@ -198,6 +200,7 @@ def clean(card: "Card", knock: Knockout) -> tuple[Clean, ...]:
         if word != evidence.NAMED:
             continue
         own = {card.rows[r] for r in range(len(card.rows)) if card.named(r, i)}
+        own |= {card.rows[r] for r in range(len(card.rows)) if card.repeats[r] in own}  # it only repeats that role
         own |= {whole for whole, parts in PARTS_OF.items() if own & set(parts)}
         others = [r for r, row in enumerate(card.rows) if row not in own]
         worst = max(others, key=lambda r: (cost[i, r], -r)) if others else -1

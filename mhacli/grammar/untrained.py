@@ -22,6 +22,8 @@ from mhacli.grammar.train import TrainedModel, head_relations, init_params, sent
 class Untrained(TrainedModel):
     """A model's parameters at step 0: its heads' relations are measured, but nothing was trained."""
 
+    weight_source = "untrained"  # what a run of it records as its weights (Config.weights): never "trained"
+
     @property
     def labels(self) -> tuple[str, ...]:
         """Each head's measured relation, said to be before training."""

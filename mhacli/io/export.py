@@ -346,8 +346,12 @@ def _jsonable(a: np.ndarray) -> Any:
     return a.tolist()
 
 
-def trace_document(trace: Trace, arrays: bool = True, analysis: Analysis | None = None) -> dict[str, Any]:
+def trace_document(trace: Trace, arrays: bool = True, analysis: Analysis | None = None,
+                   card: Any = None) -> dict[str, Any]:
     """Everything a student needs to check the run, as one JSON-ready dict.
+
+    ``card``: a grammar model's report card as shown (:class:`mhacli.pipeline.CardShown`): the document then
+    carries it (rates, intervals, baselines, the held-out accuracy) and each head's name as ``relations``.
 
     ``arrays=False`` (``--no-json-arrays``) leaves the (h, N, N) and (N, d)
     arrays out (``"arrays": null``): the document then grows with the steps,
@@ -367,7 +371,8 @@ def trace_document(trace: Trace, arrays: bool = True, analysis: Analysis | None 
         "parameters": params.to_dict(),
         "split_equals_direct_max_diff": trace.split_equals_direct(),
         "rules": list(trace.rules) if trace.rules else None,
-        "relations": list(trace_relations(trace) or ()) or None,
+        "relations": list(card.names) if card is not None else list(trace_relations(trace) or ()) or None,
+        **({} if card is None else {"card": card.data}),
         "biases": {k: _jsonable(v) for k, v in biases.items()} or None,
         **head_measures(trace, analysis),
         "notes": {

@@ -15,6 +15,7 @@ import numpy as np
 from mhacli.measures.analysis import TIE_TOLERANCE
 
 if TYPE_CHECKING:
+    from mhacli.grammar.score import Crowd
     from mhacli.attention.trace import Trace
 
 Array = np.ndarray
@@ -160,11 +161,12 @@ class TrainedPair:
     heads_weights: Array  # (h, N, N): each of the h heads' weights on ``tokens``
     single_relation: str  # what the lone head learned to follow
     heads_relations: tuple[str, ...]  # what each of the h heads learned to follow
-    single_accuracy: float  # held-out accuracy over every relation the task reads out, 0 … 1
+    single_accuracy: float  # held-out accuracy, mean over the relations the task reads out (core.score), 0 … 1
     heads_accuracy: float
     single_parameters: int
     heads_parameters: int
     by_relation: tuple[tuple[str, float, float], ...]  # (relation, lone head, h heads) held-out accuracy
+    crowds: tuple[Crowd, Crowd] | None = None  # a grammar pair's verb accuracy by nouns of a class (lone, h heads)
 
     @property
     def heads(self) -> int:
@@ -181,29 +183,27 @@ class TrainedPair:
         return max(self.by_relation, key=lambda r: r[2] - r[1]) if self.by_relation else None
 
 
-def _relation_accuracy(metrics: dict[str, object]) -> dict[str, float]:
-    found = metrics.get("relation_accuracy")
-    return {str(k): float(v) for k, v in found.items()} if isinstance(found, dict) else {}  # type: ignore[arg-type]
-
-
 def trained_pair(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_metrics: dict[str, Any],
                  tokens: tuple[str, ...]) -> TrainedPair:
     """``alone`` and ``heads`` (trained models, 1 and h heads, one task) on ``tokens``, with their records.
 
-    The accuracies and parameter counts are the training records' own (held out: fresh sequences, never
-    the training batches); the weights are the two models' attention on this one text.
+    The accuracies are :func:`mhacli.grammar.score.score`'s (the one held-out accuracy, mean over relations), the
+    parameter counts the training records'; the weights are the two models' attention on this one text.
     """
+    from mhacli.grammar.score import by_relation, crowd, score
+
     if alone.config.task != heads.config.task or alone.config.heads != 1:
         raise ValueError("a trained pair is one head and h heads trained on one task")
     single_w = np.asarray(alone.attention(alone.ids(tokens)[None]), dtype=np.float64)[0, 0]  # (N, N)
     heads_w = np.asarray(heads.attention(heads.ids(tokens)[None]), dtype=np.float64)[0]  # (h, N, N)
-    a, b = _relation_accuracy(alone_metrics), _relation_accuracy(heads_metrics)
+    single, many = score(alone), score(heads)
     return TrainedPair(
         task=str(heads.config.task), tokens=tuple(tokens), single_weights=single_w, heads_weights=heads_w,
         single_relation=str(alone.relations[0][0]), heads_relations=tuple(str(r) for r, _ in heads.relations),
-        single_accuracy=float(alone_metrics["accuracy"]), heads_accuracy=float(heads_metrics["accuracy"]),
+        single_accuracy=single.accuracy, heads_accuracy=many.accuracy,
         single_parameters=int(alone_metrics["parameters"]), heads_parameters=int(heads_metrics["parameters"]),
-        by_relation=tuple((r, a[r], b[r]) for r in a if r in b))
+        by_relation=by_relation(single, many),
+        crowds=(crowd(alone), crowd(heads)) if getattr(alone, "sentences", False) else None)
 
 
 __all__ += ["GRAMMAR_SENTENCE", "LETTERS_SEQUENCE", "TrainedPair", "trained_pair"]

@@ -28,6 +28,7 @@ import numpy as np
 from mhacli.attention import evidence
 from mhacli.measures.analysis import COPY, FIXED, NONE, Analysis, HeadAnalysis, ReadBack
 from mhacli.grammar.grammar import NO_RELATION, RELATION_NAMES, Reading
+from mhacli.grammar.score import DEFINITION, percent
 from mhacli.attention.steps import efficiency_sentence  # noqa: F401  (the steps table's words, numpy-free: mha shapes)
 from mhacli.attention.tokenize import label
 from mhacli.grammar.words import mapped_words
@@ -39,8 +40,9 @@ if TYPE_CHECKING:
     from mhacli.grammar.knockout import Knockout, Mismatch
     from mhacli.grammar.sweep import Sweep
     from mhacli.measures.lesson import TrainedPair
+    from mhacli.grammar.score import Crowd
 
-RANDOM, DESIGNED, TRAINED = "random", "designed", "trained"
+RANDOM, DESIGNED, TRAINED, UNTRAINED = "random", "designed", "trained", "untrained"
 RANDOM_LABEL = "random weights: these patterns mean nothing yet"
 
 
@@ -49,6 +51,11 @@ def kind_of(analysis: Analysis) -> str:
     if analysis.kind in (RANDOM, DESIGNED):
         return analysis.kind
     return TRAINED
+
+
+def measured_when(analysis: Analysis) -> str:
+    """When a model's head names were measured: "before training" for its layer at step 0, else "in training"."""
+    return "before training" if analysis.kind == UNTRAINED else "in training"
 
 
 _PLURAL = {"query": "queries"}
@@ -157,6 +164,8 @@ def _weights_label(kind: str, rules: Sequence[str] | None, hide_rules: bool) -> 
         if hide_rules or not rules:
             return "designed weights: each head follows a rule built by hand (rules hidden: name them)"
         return "designed weights: " + "; ".join(f"head {i + 1}, {r}" for i, r in enumerate(rules))
+    if kind == UNTRAINED:  # a trained model's layer before its first step: the caution after it says the rest
+        return "untrained weights (before training): what each head does is measured, and nothing was learned"
     if hide_rules:
         return ("trained weights: what each head does is measured, not built (hidden: name it, or say that a "
                 "head follows no single relation)")
@@ -239,6 +248,8 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
     if h == 1:
         return text + "."
     if len(patterns) == h and not stuck:
+        if all(s.pattern == FIXED for s in analysis.heads):  # one token from every row: a place, not a relation
+            return text + ": each head looks at one token of its own from every row."
         return text + ": each head follows a relation of its own."
     if half:
         return text + ": those heads look at the same places on most queries."
@@ -296,8 +307,8 @@ def apart_sentence(apart: TrainedApart, heads: int) -> str:
     size = (f"the same {apart.single_parameters:,} parameters" if same else
             f"{apart.single_parameters:,} and {apart.heads_parameters:,} parameters")
     text = (f"Trained apart on the same task ({apart.task}) with {size}: one head alone reached "
-            f"{apart.single_accuracy:.1%} held-out accuracy, the {_count(heads, 'head')} together "
-            f"{apart.heads_accuracy:.1%}.")
+            f"{percent(apart.single_accuracy)} ({DEFINITION}), the {_count(heads, 'head')} together "
+            f"{percent(apart.heads_accuracy)}.")
     if apart.single_relations and apart.heads_relations:
         text += (f" The lone head learned to follow {_learned(apart.single_relations)}; the "
                  f"{_count(heads, 'head')} learned {_learned(apart.heads_relations)}.")
@@ -305,6 +316,8 @@ def apart_sentence(apart: TrainedApart, heads: int) -> str:
         name, alone, together = max(apart.by_relation, key=lambda r: r[2] - r[1])
         if together - alone >= 0.01:
             text += (f" It falls shortest on {name}: {alone:.1%} against {together:.1%}.")
+    if apart.crowds is not None and apart.heads_accuracy > apart.single_accuracy:
+        text += " " + crowd_sentence(apart.crowds, heads)
     # a head below the naming share learned none; one its card names only "partly" is not one of its own either
     named = [r for r in apart.heads_relations if r != NO_RELATION and not r.startswith("partly ")]
     distinct = len(set(named)) == len(named) == heads > 1
@@ -401,7 +414,7 @@ def pair_sentence(pair: TrainedPair) -> str:
     same = (f"{pair.heads_parameters:,} parameters each" if pair.single_parameters == pair.heads_parameters
             else f"{pair.single_parameters:,} and {pair.heads_parameters:,} parameters")
     said = (f"Task '{pair.task}', {same}: one head alone reached "
-            f"{pair.single_accuracy:.1%} held-out accuracy, {h} heads together {pair.heads_accuracy:.1%}")
+            f"{percent(pair.single_accuracy)} ({DEFINITION}), {h} heads together {percent(pair.heads_accuracy)}")
     if pair.by_relation:
         said += " (" + ", ".join(f"{r} {s:.1%} against {m:.1%}" for r, s, m in pair.by_relation) + ")"
     said += "."
@@ -413,7 +426,34 @@ def pair_sentence(pair: TrainedPair) -> str:
                  f"({100 * (worst[2] - worst[1]):.1f} points).")
     else:
         said += f" The gap is {pair.gap:.1f} points."
-    return said
+    return said + (f" {crowd_sentence(pair.crowds, h)}" if pair.crowds is not None else "")
+
+
+def magnifier_limit(pairs: "Sequence[TrainedPair]") -> str | None:
+    """Where the magnifier analogy stops, from the shipped pairs' own weights: a trained lone head need not be
+    focused (None when every lone head is at least as focused as its pair's heads)."""
+    from mhacli.measures.analysis import row_entropy
+
+    for pair in reversed(pairs):  # the last pair first: the grammar's, the lesson's sentence
+        alone = float(row_entropy(pair.single_weights).mean())  # bits, mean over rows
+        each = row_entropy(pair.heads_weights).mean(axis=-1)  # (h,)
+        if alone > float(each.max()):
+            return (f"The analogy has a limit: a trained head need not be focused. Trained alone on the "
+                    f"{pair.task} task, the lone head of step 15 spreads its rows over its text (mean entropy "
+                    f"{alone:.2f} bits) where each of its {pair.heads} heads is sharper ({each.min():.2f}–"
+                    f"{each.max():.2f} bits).")
+    return None
+
+
+def crowd_sentence(crowds: "tuple[Crowd, Crowd]", heads: int) -> str:
+    """Where the lone head loses, measured: its verb accuracy by how many nouns share the asked noun's class."""
+    alone, many = crowds
+    said = ", ".join(f"{c} {percent(a)} ({n:,} queries)" for c, a, n in zip(("one", "two", "three"), alone.accuracy,
+                                                                           alone.queries) if n)
+    them = ", ".join(percent(a) for a, n in zip(many.accuracy, many.queries) if n)
+    return (f"Where the lone head loses, measured at the verb by how many of the sentence's nouns share the class "
+            f"of the noun asked for: {said}; the {heads} heads {them}. One softmax row has to tell apart nouns "
+            "that only their roles distinguish.")
 
 
 def _role(parse: "Parse", key: int) -> str:
@@ -429,10 +469,8 @@ def _role(parse: "Parse", key: int) -> str:
 
 def disagreement_sentence(d: "Disagreement", parse: "Parse") -> str:
     """``head 2, subject in training, looks at the object “street” here (72% from “cross”).``"""
-    from mhacli.grammar.card import short_name
-
     t = parse.tokens
-    name = f"head {d.head + 1}, {'partly ' if d.word == evidence.PARTLY else ''}{short_name(d.row)} in training"
+    name = f"head {d.head + 1}, {d.name} in training"
     where = f"“{label(t[d.query], 12)}”"
     if not d.picked:
         return (f"{name}, picks no key from {where} here (its top weight {_pct(d.weight)} is not clear of "
@@ -458,8 +496,8 @@ def trained_names_note(analysis: Analysis) -> str | None:
         return None
     names = [learned_title(r) or short_name(r) or NO_RELATION for r in analysis.rules]
     listed = "; ".join(f"head {i + 1}: {n}" for i, n in enumerate(names))
-    return ("“top key follows” is where each head looks on this sentence, by position; the names measured in "
-            f"training are another thing ({listed}; section 6 compares them with this sentence).")
+    return ("“top key follows” is where each head looks on this sentence, by position; the names measured "
+            f"{measured_when(analysis)} are another thing ({listed}; section 6 compares them with this sentence).")
 
 
 def mismatch_sentence(m: "Mismatch") -> str:
@@ -469,9 +507,9 @@ def mismatch_sentence(m: "Mismatch") -> str:
     row = short_name(m.row)
     if m.named:
         return (f"head {m.head + 1} is known by {row} ({_pct(m.rate)} trained), yet switching it off costs "
-                f"{row} only {m.cost:.0f} points: other heads carry it too.")
-    return (f"switching off head {m.head + 1} costs {row} {m.cost:.0f} points, though its card does not name it "
-            f"for {row} (it finds that noun on {_pct(m.rate)} of the queries).")
+                f"{row} only {evidence.points(m.cost)} points: other heads carry it too.")
+    return (f"switching off head {m.head + 1} costs {row} {evidence.points(m.cost)} points, though its card does not "
+            f"name it for {row} (it finds that noun on {_pct(m.rate)} of the queries).")
 
 
 def sweep_sentence(s: "Sweep") -> str:
@@ -496,7 +534,23 @@ def card_rule_sentence(card: "Card") -> str:
     return (f"A cell is the share of a relation's queries whose top key, clear of chance, is the relation's noun "
             f"per the grammar's parse, over its 95% interval; {card.caption()}. A head is named from "
             f"{_pct(evidence.CARD_NAME_RATE)} with the interval's lower end at {_pct(evidence.NAME_SHARE)} or "
-            f"more, \"partly\" from {_pct(evidence.NAME_SHARE)}, unnamed below.")
+            f"more, \"partly\" from {_pct(evidence.NAME_SHARE)}, unnamed below" + _baseline_rule(card) + ".")
+
+
+def _baseline_rule(card: "Card") -> str:
+    """The baselines a name must beat, and the rows that only repeat a role, for a card that measured them."""
+    if card.always is None or card.offset is None:
+        return ""
+    said = (f"; and only when that lower end is a quarter of the way ({_pct(evidence.PICK_LIFT)}) from each "
+            "baseline to certain: how often the head looks at that role's noun from every word (always looks "
+            "there) and the best fixed positional offset (Clark et al. 2019)")
+    repeated = [(row, role) for row, role in zip(card.rows, card.repeats) if role is not None]
+    if repeated:
+        rows = " and ".join(f"{row} → {role}" for row, role in repeated)
+        said += (f". Every scored query of {rows} points to that role's noun (a referent is scored only where "
+                 "one noun fits its class), so those rows repeat the role's row: they cannot show a lookup of "
+                 "their own")
+    return said
 
 
 def card_outline_note() -> str:
@@ -549,6 +603,6 @@ def elsewhere_sentence(e: "Elsewhere", parse: "Parse") -> str:
     """``head 2, recipient in training, finds the object noun “street” here (100% from “cross”).``"""
     from mhacli.grammar.card import short_name
 
-    name = f"head {e.head + 1}, {'partly ' if e.word == evidence.PARTLY else ''}{short_name(e.row)} in training"
+    name = f"head {e.head + 1}, {e.name} in training"
     return (f"{name}, finds the {short_name(e.found)} noun “{label(parse.tokens[e.key], 12)}” here "
             f"({_pct(e.weight)} from “{label(parse.tokens[e.query], 12)}”).")

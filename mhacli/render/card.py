@@ -16,8 +16,10 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from mhacli.attention import evidence
 from mhacli.measures import narrate
 from mhacli.grammar.knockout import Knockout
+from mhacli.grammar.score import percent
 from mhacli.grammar.sweep import Sweep
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table
@@ -66,7 +68,8 @@ def card_lines(card: CardShown) -> list[str]:
 
 def card_report(card: CardShown) -> list[RenderableType]:
     """The card's table under its heading, its names, and what it was measured on."""
-    return [_heading(card.heading), card_table(card), *(Text(line) for line in card_lines(card))]
+    said = [] if card.accuracy is None else [Text(f"The model's {card.accuracy}.")]
+    return [_heading(card.heading), card_table(card), *said, *(Text(line) for line in card_lines(card))]
 
 
 def explain_card(card: CardShown | None) -> list[RenderableType]:
@@ -89,12 +92,12 @@ def knockout_table(card: CardShown, knock: Knockout) -> RenderableType:
         table.add_column(Text(f"h{i + 1}\noff", style=theme.head_style(i)), justify="right")
     cost = knock.cost
     for r, row in enumerate(card.rows):
-        cells: list[Text | str] = [row, _pct(knock.full[r])]
+        cells: list[Text | str] = [row, percent(knock.full[r])]  # the same digits as train's table
         for i in range(card.heads):
             cells.append(Text(_pct(card.rate[r, i]), style=theme.head_style(i) if card.named[r, i] else ""))
-            c = float(cost[i, r])
-            cells.append(Text(f"−{c:.0f}" if c >= 0.5 else f"+{-c:.0f}" if c <= -0.5 else "0",
-                              style=theme.STYLE_BAD if knock.matters[i, r] else theme.STYLE_DIM))
+            shown = evidence.points(float(cost[i, r]))  # the digits that keep it on its verdict's side
+            said = "0" if float(shown) == 0 else f"+{shown[1:]}" if shown.startswith("-") else f"−{shown}"
+            cells.append(Text(said, style=theme.STYLE_BAD if knock.matters[i, r] else theme.STYLE_DIM))
         table.add_row(*cells)
     return fitted_table(table)
 

@@ -219,7 +219,8 @@ def page_data(result: Run, *, hide_rules: bool = False) -> dict[str, Any]:
         "rules": list(trace.rules) if trace.rules and not hide_rules else None,
         # A trained head's name is measured in training, never a rule; a designed head (or any run handed its
         # rules) follows a rule built by hand.
-        "rules_word": "name" if view else "measured in training" if analysis.kind == narrate.TRAINED else "rule",
+        "rules_word": "name" if view else "measured in training" if analysis.kind == narrate.TRAINED
+        else "measured before training" if analysis.kind == narrate.UNTRAINED else "rule",
         "parse": parse_data(analysis, m, hide_rules),
         "hide_rules": hide_rules,
         "config": None, "scores": None, "steps": None, "total_madds": None, "parameters": None,

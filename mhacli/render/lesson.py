@@ -17,6 +17,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from mhacli.grammar.score import percent
 from mhacli.attention.tokenize import label
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table, titled_panel
@@ -75,7 +76,8 @@ def positions_table(trace: Trace, numbers: LessonNumbers, rows: int = 6) -> Rend
     table.add_column("pos", justify="right")
     table.add_column("token", max_width=12, overflow="ellipsis")
     if e is not None:
-        table.add_column(Text(f"E[pos, {_cols(e_cols)}]"), no_wrap=True)
+        row = "id" if trace.model_ids else "token"  # E is indexed by the word, P by the position
+        table.add_column(Text(f"E[{row}, {_cols(e_cols)}]"), no_wrap=True)
     if p is not None:
         table.add_column(Text(f"P[pos, {_cols(p_cols)}]"), style=theme.STYLE_NUMBER, no_wrap=True)
     for i in range(min(rows, trace.n_tokens)):
@@ -251,6 +253,9 @@ def _embedding_note(trace: Trace) -> str:
     kind = trace.config.weights
     if kind == "designed" and trace.rules:
         return " (Designed weights use a hand-made E: a 1 in one column and a code for the word in three others.)"
+    if kind == "untrained":
+        return (" (The model before training brings the E its training started from: random rows, one per word of "
+                "its vocabulary, that no step has moved yet.)")
     if kind == "trained" and trace.folds_case:
         mapped = getattr(trace, "mapped", ())
         said = (" (The grammar model brings the E it learned, one row per word of its vocabulary. It folds "
@@ -282,6 +287,9 @@ def _weights_sentence(trace: Trace, hide_rules: bool) -> str:
         return (" The weights here are random: whatever pattern a head shows is an accident of the seed, not "
                 "a finding (--weights designed gives heads that follow rules, --weights trained heads that "
                 "learned them).")
+    if kind == "untrained":
+        return (" The weights here are a model of 'mha train' before its first training step: what each head "
+                "does is measured the same way, and nothing was learned.")
     if kind == "trained":
         return (" The weights here are a model of 'mha train': what each head does is measured from its "
                 "weights at the end of the lesson" + (", without naming it (--hide-rules)." if hide_rules else "."))
@@ -321,7 +329,7 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
             "one part of the text comes into focus. Multi-head attention gives the model several smaller "
             f"magnifiers at once (here h = {h}). Every head looks at the same {_count(n, 'token')}, but each "
             "can look for something different, like a panel of experts who each check one thing and then "
-            f"pool their notes. {intro}".rstrip() + rules,
+            f"pool their notes. {intro}".rstrip() + rules + _magnifier_limit(pairs),
             header(trace)),
         LessonStep(
             "tokens", "Tokens and embeddings",
@@ -387,9 +395,9 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
             "The softmax turns each row of scores into weights that are positive and add up to 1: the "
             "shares of that query's attention. A key scored far above the rest takes nearly all of it. "
             "The tool subtracts each row's largest score first, which changes nothing but keeps exp() "
-            f"from overflowing. The same query {_tok(trace, q)}:"
-            + (f" (Every head's whole weight matrix, as a heat map: {figures_at}/head-1.png … "
-               f"head-{h}.png.)" if figures_at else ""),
+            "from overflowing." + (f" Every head's whole weight matrix, as a heat map: {figures_at}/head-1.png … "
+                                   f"head-{h}.png." if figures_at else "")
+            + f" The same query {_tok(trace, q)}:",
             query_table(trace, numbers, "weights")),
         LessonStep(
             "weighted", "Weighted values",
@@ -449,6 +457,13 @@ def _magnifiers_shows(trace: Trace, analysis: Analysis, hide_rules: bool) -> Ren
     return heads if parsed is None else Group(heads, Text(""), parsed)
 
 
+def _magnifier_limit(pairs: Sequence[TrainedPair]) -> str:
+    from mhacli.measures.narrate import magnifier_limit
+
+    said = magnifier_limit(pairs) if pairs else None
+    return f" {said}" if said else ""
+
+
 def one_vs_many_table(pairs: Sequence[TrainedPair]) -> RenderableType:
     """Per shipped pair and relation: the lone head's held-out accuracy against the h heads'."""
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
@@ -458,11 +473,11 @@ def one_vs_many_table(pairs: Sequence[TrainedPair]) -> RenderableType:
     table.add_column("h heads", justify="right", style=theme.STYLE_NUMBER)
     table.add_column("parameters", justify="right")
     for pair in pairs:
-        rows = list(pair.by_relation) or [("all", pair.single_accuracy, pair.heads_accuracy)]
+        rows = list(pair.by_relation) or [("mean", pair.single_accuracy, pair.heads_accuracy)]
         if pair.by_relation:
-            rows.append(("all", pair.single_accuracy, pair.heads_accuracy))
+            rows.append(("mean", pair.single_accuracy, pair.heads_accuracy))
         for k, (relation, single, heads) in enumerate(rows):
-            table.add_row(pair.task if k == 0 else "", relation, f"{single:.1%}", f"{heads:.1%} ({pair.heads})",
+            table.add_row(pair.task if k == 0 else "", relation, percent(single), f"{percent(heads)} ({pair.heads})",
                           f"{pair.heads_parameters:,}" if k == 0 else "",
                           end_section=k == len(rows) - 1)
     return fitted_table(table)

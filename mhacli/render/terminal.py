@@ -113,11 +113,12 @@ def _ids_note(trace: Trace) -> str:
                 "always gets the same id and the same embedding row.")
     ids = len(set(trace.token_ids.tolist()))
     counted += f", {ids} distinct id{'s' if ids != 1 else ''}" if ids != distinct else ""
+    whose = "the model's" if trace.config.weights == "untrained" else "the trained model's"
     if trace.folds_case:
-        return (f"{counted}. id is the row of the trained model's vocabulary (its embedding table). The model "
+        return (f"{counted}. id is the row of {whose} vocabulary (its embedding table). The model "
                 "folds capitals: a word and its capitalised form share one id; a word it never saw gets the "
                 "one unknown token's id.")
-    return (f"{counted}. id is the row of the trained model's vocabulary (its embedding table); a word it "
+    return (f"{counted}. id is the row of {whose} vocabulary (its embedding table); a word it "
             "never saw reads as one of its words, and gets that word's id.")
 
 
@@ -268,7 +269,7 @@ def grammar_panel(analysis: Analysis, title: str = "6. What the heads learned, o
                        "or more)."))
     if analysis.rules:
         learned = "; ".join(f"head {i + 1}: {r}" for i, r in enumerate(analysis.rules))
-        lines.append(_note(f"Measured in training, on held-out sentences: {learned}."))
+        lines.append(_note(f"Measured {narrate.measured_when(analysis)}, on held-out sentences: {learned}."))
     for line in narrate.reading_lines(reading):
         lines.append(_note(line[0].upper() + line[1:]))
     return Group(*lines)

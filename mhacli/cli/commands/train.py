@@ -158,7 +158,7 @@ def _train_with_bar(configs: "list[TrainConfig]", quiet: bool) -> "list[TrainRes
     """Train configs that differ in their seed alone as one stack (core.train.train_stack), with one progress bar."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from mhacli.grammar.card import carded
+    from mhacli.grammar.score import measured
     from mhacli.grammar.train import train_stack
 
     first = configs[0]
@@ -176,7 +176,8 @@ def _train_with_bar(configs: "list[TrainConfig]", quiet: bool) -> "list[TrainRes
             if step % every == 0 or step == first.steps:
                 progress.update(bar, completed=step, loss=float(loss.mean()), accuracy=float(accuracy.mean()))
 
-        return [carded(r) for r in train_stack(configs, on_step=on_step)]  # grammar models named by their cards
+        # named by their cards, scored by grammar.score
+        return [measured(r) for r in train_stack(configs, on_step=on_step)]
 
 
 def train(
@@ -311,6 +312,7 @@ def _sweep(by_seed: "list[list[TrainResult]]") -> "Sweep":
 
 def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") -> None:
     """The results table, what each head learned, each grammar run's card (beside its knockout), the conclusion."""
+    from mhacli.grammar.score import score
     from mhacli.pipeline import card_shown
     from mhacli.render.card import card_report, knockout_report
     from mhacli.render.train import fitted_results, learned_lines
@@ -328,7 +330,7 @@ def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") 
         if knocked is not None:
             parts = knockout_report(card_shown(card, heading=title, knock=knocked[n]), knocked[n])
         else:
-            parts = card_report(card_shown(card, heading=title))
+            parts = card_report(card_shown(card, heading=title, score=score(r.model)))
         for part in parts:
             console.print(part, highlight=False)
     console.print(conclusion(results), highlight=False)
@@ -362,11 +364,12 @@ def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
                                           else training_runs_figure(results))}
         card = results[-1].model.card
         if card is not None:
+            from mhacli.grammar.score import score
             from mhacli.pipeline import card_shown
             from mhacli.render.figures.card import card_figure
 
             title = f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)"
-            figures[CARD_FIGURE] = card_figure(card_shown(card, figure_title=title))
+            figures[CARD_FIGURE] = card_figure(card_shown(card, figure_title=title, score=score(results[-1].model)))
         for name in (*FIGURE_NAMES, CARD_FIGURE):
             if name in figures:
                 paths.append(str(atomic_write(out / name, partial(_save_png, figures[name]))))

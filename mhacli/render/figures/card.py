@@ -45,7 +45,8 @@ def card_figure(card: "CardShown") -> "Figure":
     from mhacli.render.figures.layout import Measured
 
     m = Measured(fig)
-    caption = _wrapped(f"{card.caption};", chars) + "\n" + _wrapped(card.outline, chars)
+    measured = card.caption if card.accuracy is None else f"{card.caption}; {card.accuracy}"
+    caption = _wrapped(f"{measured};", chars) + "\n" + _wrapped(card.outline, chars)
     left = _EDGE + m.widest(list(card.rows), FONT) + TICK * PT
     title = _wrapped(card.figure_title, int((width - left - _EDGE) * 72 / (0.62 * FONT)))
     right = (_GAP + _BAR + 2 * TICK * PT + m.widest(["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"], SMALL)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mhacli.measures import narrate
 from mhacli.measures.narrate import head_caption
 from mhacli.render import theme
 from mhacli.render.labels import weights_note
@@ -38,7 +39,11 @@ def describe_head(analysis: Analysis, i: int, hide_rules: bool = False) -> str:
     """
     s = analysis.heads[i]
     caption = head_caption(analysis, i, hide_rules, stand_alone=False)
-    return f"{caption}\n{s.describe()}: mean row entropy {s.mean_entropy:.2f} of at most {s.max_entropy:.2f} bits"
+    named = "" if hide_rules or analysis.reading is None or not analysis.rules else narrate.learned_title(
+        analysis.rules[i])  # a grammar model's head: its card's name, as every surface says it
+    said = f"named {narrate.measured_when(analysis)}: {named}; here, " if named else ""
+    return (f"{said}{caption}\n{s.describe()}: mean row entropy {s.mean_entropy:.2f} of at most "
+            f"{s.max_entropy:.2f} bits")
 
 
 def head_sizes(n: int) -> tuple[float, float, float, int]:

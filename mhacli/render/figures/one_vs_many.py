@@ -15,6 +15,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, Sequence
 
+from mhacli.grammar.score import DEFINITION, percent
 from mhacli.render.theme import HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
 
 if TYPE_CHECKING:
@@ -26,7 +27,6 @@ FIGSIZE = (16.0, 9.0)  # inches: 1920 × 1080 at 120 dpi
 TICK_POINTS = 9.0  # token labels; 15 px when fitted to 1920 × 1080
 TITLE_POINTS = 11.0
 ROW_POINTS = 12.0
-TASK_NAMES = {"relations": "letters", "grammar": "grammar"}
 
 
 #: Where the numbers come from, and what is not known about the texts (said, never claimed).
@@ -38,19 +38,13 @@ CAPTION = ("Rows: queries; columns: keys; one colour scale. Accuracies: each mod
 ROW_CHARS = 160  # a row title's longest line
 
 
-def _percent(x: float) -> str:
-    return f"{100 * x:.1f} %"
-
-
 def row_title(pair: TrainedPair) -> str:
     """Both held-out accuracies and parameter counts, as the training records hold them."""
     params = (f"{pair.heads_parameters:,} parameters each" if pair.single_parameters == pair.heads_parameters
               else f"{pair.single_parameters:,} and {pair.heads_parameters:,} parameters")
-    pairs = [*pair.by_relation, ("all", pair.single_accuracy, pair.heads_accuracy)]
-    numbers = ", ".join(f"{r} {100 * single:.1f} → {100 * heads:.1f} %" for r, single, heads in pairs)
-    name = TASK_NAMES.get(pair.task, pair.task)
-    task = name if name == pair.task else f"{name} ('{pair.task}')"
-    return f"{task} task, {params} · held-out accuracy, 1 head → {pair.heads} heads:\n{numbers}"
+    pairs = [*pair.by_relation, ("mean", pair.single_accuracy, pair.heads_accuracy)]
+    numbers = ", ".join(f"{r} {percent(single)} → {percent(heads)}" for r, single, heads in pairs)
+    return f"'{pair.task}' task, {params} · {DEFINITION}, 1 head → {pair.heads} heads:\n{numbers}"
 
 
 TITLE_PAD = 6.0  # points between a panel and its title (matplotlib's default)

@@ -1,0 +1,141 @@
+"""A model's held-out accuracy: the one number every surface prints for it (train, the seed sweep, compare,
+demo, the card, the figures, the page and the lesson plan).
+
+**Held-out accuracy** is the *mean over the relations the model reads out* of each relation's share of right
+answers, on the report card's held-out sentences (:data:`~mhacli.grammar.card.CARD_SENTENCES` of them, drawn with
+``np.random.default_rng(CARD_SEED)``; the knockout scores the same ones).  Over relations, not over answers:
+every grammar sentence asks the subject and the object, but only a verb of giving asks a recipient and only a
+clause that decides it a referent, so a mean over answers lets the common relations hide a rare one a model
+fails (the lone head's recipient).  Each relation weighs the same, whatever its count of queries.
+
+The training loop's own accuracy (its progress bar) is another number, on another draw: it is never shown as
+the model's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mhacli.grammar.card import CARD_SEED, CARD_SENTENCES, read_only
+
+if TYPE_CHECKING:
+    from mhacli.grammar.train import TrainedModel, TrainResult
+
+Array = np.ndarray
+
+DEFINITION = "held-out accuracy, mean over relations"  # the one name of the number, wherever it is printed
+
+
+def percent(x: float) -> str:
+    """The one way a held-out accuracy is printed: a percentage with one decimal, ``73.4%``."""
+    return f"{100 * x:.1f}%"
+
+
+@dataclass(frozen=True)
+class Score:
+    """A model's held-out accuracy, relation by relation, and their mean (:attr:`accuracy`)."""
+
+    relations: tuple[str, ...]  # (T,) the relations the model reads out, in its readouts' order
+    by_relation: Array  # (T,) share of right answers at each relation's queries
+    queries: Array  # (T,) queries scored per relation
+    sentences: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_relation", read_only(self.by_relation, np.float64))
+        object.__setattr__(self, "queries", read_only(self.queries, np.int64))
+
+    @property
+    def accuracy(self) -> float:
+        """THE held-out accuracy: the mean over relations."""
+        return float(self.by_relation.mean())
+
+    def caption(self) -> str:
+        """``held-out accuracy, mean over relations: 73.4% (2,000 sentences, rng seed 2017)``."""
+        return f"{DEFINITION}: {percent(self.accuracy)} ({self.sentences:,} sentences, rng seed {self.seed})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"definition": DEFINITION, "accuracy": self.accuracy, "sentences": self.sentences, "seed": self.seed,
+                "relation_accuracy": dict(zip(self.relations, self.by_relation.tolist())),
+                "queries": dict(zip(self.relations, (int(n) for n in self.queries)))}
+
+
+def score(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Score:
+    """``model``'s held-out accuracy over ``sentences`` fresh sequences drawn with ``seed`` (the card's)."""
+    task = model.config.the_task()
+    rng = np.random.default_rng(seed)
+    ids, targets, keys = task.sample(rng, sentences, model.config.length)  # (S, N), (T, S, N), (T, S, N)
+    asked = task.scored(keys)  # (T, S, N): the answers that count
+    answers = model.forward(ids)["logits"].argmax(axis=-1)  # (S, N, T, V) -> (S, N, T)
+    right = np.moveaxis(answers, -1, 0) == targets  # (T, S, N)
+    by_relation = np.array([right[t][asked[t]].mean() if asked[t].any() else 0.0 for t in range(len(right))])
+    return Score(relations=tuple(model.targets), by_relation=by_relation, queries=asked.sum(axis=(1, 2)),
+                 sentences=sentences, seed=seed)
+
+
+def measured(result: "TrainResult") -> "TrainResult":
+    """A training run as every surface reports it: a grammar model named by its report card
+    (:func:`mhacli.grammar.card.carded`), and the run's accuracy (and each relation's) its :func:`score`."""
+    from dataclasses import replace
+
+    from mhacli.grammar.card import carded
+
+    result = carded(result)
+    s = score(result.model)
+    return replace(result, accuracy=s.accuracy, relation_accuracy=tuple(float(a) for a in s.by_relation))
+
+
+def by_relation(single: Score, heads: Score) -> tuple[tuple[str, float, float], ...]:
+    """(relation, one model's accuracy, the other's) for each relation both read out, when there are several."""
+    b = dict(zip(heads.relations, heads.by_relation.tolist()))
+    if len(single.relations) < 2:
+        return ()
+    return tuple((r, float(a), float(b[r])) for r, a in zip(single.relations, single.by_relation) if r in b)
+
+
+@dataclass(frozen=True)
+class Crowd:
+    """A grammar model's accuracy at the verb (subject, object, recipient), split by how many of the sentence's
+    nouns share the class (animate, place, thing) of the noun asked for: where one query must tell apart two or
+    three nouns that only their roles distinguish."""
+
+    accuracy: Array  # (3,) for one, two and three nouns of that class
+    queries: Array  # (3,) queries of each
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "accuracy", read_only(self.accuracy, np.float64))
+        object.__setattr__(self, "queries", read_only(self.queries, np.int64))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nouns_of_the_class": [1, 2, 3], "accuracy": self.accuracy.tolist(),
+                "queries": [int(n) for n in self.queries]}
+
+
+def crowd(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Crowd:
+    """``model``'s verb accuracy on the card's held-out sentences, by nouns of the asked noun's class (1, 2, 3)."""
+    from mhacli.grammar import grammar
+    from mhacli.grammar.card import ROLES, held_out
+    from mhacli.grammar.knockout import query_targets
+
+    ids, keys, names = held_out(model, sentences, seed)  # (S, N), (R, S, N)
+    answers = model.forward(ids)["logits"].argmax(axis=-1)  # (S, N, T, V) -> (S, N, T)
+    targets = query_targets(model.targets, names, model.vocabulary, ids)  # R × (S, N)
+    kinds = ("animate", "place", "thing")
+    of = np.array([kinds.index(grammar.noun_class(w)) if w in grammar.NOUNS else -1 for w in model.vocabulary])
+    places = np.stack([keys[names.index(r)].max(axis=-1) for r in ROLES])  # (3, S): each role's noun, -1 if none
+    classes = np.where(places >= 0, of[np.take_along_axis(ids, places.clip(0).T, axis=-1).T], -2)  # (3, S)
+    right, asked_at = np.zeros(3), np.zeros(3, dtype=np.int64)
+    for role in ROLES:
+        r = names.index(role)
+        asked = keys[r] >= 0  # (S, N): the verb
+        truth = np.take_along_axis(ids, keys[r].clip(0), axis=-1)  # (S, N): the noun at the true key
+        said = np.take_along_axis(answers, targets[r][..., None], axis=-1)[..., 0]  # (S, N)
+        count = (classes[:, :, None] == of[truth][None]).sum(axis=0)  # (S, N): nouns of the asked noun's class
+        for c in (1, 2, 3):
+            at = asked & (count == c)
+            right[c - 1] += (said == truth)[at].sum()
+            asked_at[c - 1] += at.sum()
+    return Crowd(accuracy=right / np.maximum(asked_at, 1), queries=asked_at)

@@ -16,7 +16,7 @@ Array = np.ndarray
 
 def project(x: Array, w: Array, b: Array | None = None) -> Array:
     """Linear projection in PyTorch's layout: x Wᵀ (+ b)."""
-    out = x @ w.T  # (N, d) @ (d, d) -> (N, d)
+    out = x @ w.T  # (N, d) @ (d, d) -> (N, d); a grouped W_k (g·d/h, d) gives (N, g·d/h)
     if b is not None:
         out += b  # (N, d) + (d,)
     return out
@@ -97,11 +97,14 @@ def attend(q: Array, k: Array, v: Array, blocked: Array | None) -> tuple[Array, 
 
 @dataclass(frozen=True)
 class Attention:
-    """Every intermediate of one multi-head attention, by the article's names (the head axis first)."""
+    """Every intermediate of one multi-head attention, by the article's names (the head axis first).
+
+    With g key/value heads (grouped-query attention) K and V hold one block per group, not per head.
+    """
 
     Q: Array  # (h, N, d/h)
-    K: Array  # (h, N, d/h)
-    V: Array  # (h, N, d/h)
+    K: Array  # (g, N, d/h)  g = h in the article
+    V: Array  # (g, N, d/h)
     scores: Array  # (h, N, N) scaled, blocked keys at −∞
     weights: Array  # (h, N, N) A^i = softmax(S^i) per row
     heads: Array  # (h, N, d/h) head_i = A^i V^i
@@ -112,16 +115,20 @@ class Attention:
 
 def multi_head_attention(query: Array, key: Array, value: Array, w_q: Array, w_k: Array, w_v: Array,
                          w_o: Array, heads: int, causal: bool = False,
-                         biases: dict[str, Array] | None = None) -> Attention:
+                         biases: dict[str, Array] | None = None, kv_heads: int | None = None) -> Attention:
     """The article's multi-head attention. Like PyTorch's ``MultiheadAttention.forward(query, key, value)``,
     it takes what Q, K and V are made from: in self-attention all three are X; the grammar model makes V from
-    the word embeddings E alone (it says so where it builds its inputs)."""
-    b = biases or {}
+    the word embeddings E alone (it says so where it builds its inputs).  ``kv_heads`` g < h shares keys and
+    values: W_k and W_v are (g·d/h, d) and query head i reads group ⌊i / (h/g)⌋ (Ainslie et al. 2023)."""
+    b, g = biases or {}, heads if kv_heads is None else kv_heads
+    if g < 1 or heads % g:
+        raise ValueError(f"kv_heads {g} must divide heads {heads}")
     q = split_heads(project(query, w_q, b.get("b_q")), heads)  # (N, d) -> (h, N, d/h)   Q^i = X W_q^i
-    k = split_heads(project(key, w_k, b.get("b_k")), heads)  # (N, d) -> (h, N, d/h)     K^i = X W_k^i
-    v = split_heads(project(value, w_v, b.get("b_v")), heads)  # (N, d) -> (h, N, d/h)   V^i = X W_v^i
+    k = split_heads(project(key, w_k, b.get("b_k")), g)  # (N, d) -> (g, N, d/h)         K^j = X W_k^j
+    v = split_heads(project(value, w_v, b.get("b_v")), g)  # (N, d) -> (g, N, d/h)       V^j = X W_v^j
     mask = causal_mask(len(query)) if causal else None  # (N, N)
-    scores, weights, heads_out = attend(q, k, v, mask)  # (h, N, N), (h, N, N), (h, N, d/h)
+    shared = (k, v) if g == heads else (np.repeat(k, heads // g, axis=0), np.repeat(v, heads // g, axis=0))
+    scores, weights, heads_out = attend(q, *shared, mask)  # K^j, V^j repeated: (g, N, d/h) -> (h, N, d/h)
     concat = merge_heads(heads_out)  # (h, N, d/h) -> (N, d)
     output = project(concat, w_o, b.get("b_o"))  # (N, d) -> (N, d)                    O = H W^Oᵀ
     return Attention(q, k, v, scores, weights, heads_out, concat, output, mask)

@@ -37,12 +37,12 @@ class Trace:
     token_ids: Array  # (N,) vocabulary id per token: a trained model's own, else the order of first appearance
     X: Array  # (N, d) input to attention, positions included
     W_q: Array  # (d, d) PyTorch layout
-    W_k: Array  # (d, d)
-    W_v: Array  # (d, d)
+    W_k: Array  # (g·d/h, d): (d, d) unless the heads share keys and values (g < h)
+    W_v: Array  # (g·d/h, d)
     W_o: Array  # (d, d)
     Q: Array  # (h, N, d/h)
-    K: Array  # (h, N, d/h)
-    V: Array  # (h, N, d/h)
+    K: Array  # (g, N, d/h): one block per key/value group, g = h in the article
+    V: Array  # (g, N, d/h)
     scores: Array  # (h, N, N) scaled, masked with −∞
     weights: Array  # (h, N, N) row-softmax of scores
     heads: Array  # (h, N, d/h)
@@ -112,6 +112,17 @@ class Trace:
         return self.config.heads
 
     @property
+    def kv_heads(self) -> int:
+        """Key/value heads g (h unless the query heads share keys and values)."""
+        return self.config.groups
+
+    def group(self, i: int) -> int:
+        """The key/value group query head i (0-based) reads: ⌊i / (h/g)⌋."""
+        from mhacli.attention.kv import group_of
+
+        return group_of(i, self.num_heads, self.kv_heads)
+
+    @property
     def d_model(self) -> int:
         return self.config.d_model
 
@@ -143,17 +154,19 @@ class Trace:
         return split_cost(self.n_tokens, self.d_model, self.num_heads, self.config.causal)
 
     def head_weights(self, i: int) -> tuple[Array, Array, Array]:
-        """The article's W_q^i, W_k^i, W_v^i (each d × d/h) for head i (0-based)."""
-        h = self.num_heads
-        return head_weight(self.W_q, i, h), head_weight(self.W_k, i, h), head_weight(self.W_v, i, h)
+        """The article's W_q^i, W_k^i, W_v^i (each d × d/h) for head i (0-based); K and V of its group j."""
+        h, g = self.num_heads, self.kv_heads
+        j = self.group(i) if isinstance(i, (int, np.integer)) and not isinstance(i, bool) and 0 <= i < h else i
+        return head_weight(self.W_q, i, h), head_weight(self.W_k, j, g), head_weight(self.W_v, j, g)
 
     def split_equals_direct(self) -> float:
         """Largest |X W_q^i − (X W_qᵀ)[:, block i]| over heads and Q, K, V: the article's claim, checked."""
         worst = 0.0
-        for x, w in ((self.X, self.W_q), (self.X, self.W_k), (self.X_v, self.W_v)):
-            full = split_heads(project(x, w), self.num_heads)  # (h, N, d/h)
-            for i in range(self.num_heads):
-                direct = x @ head_weight(w, i, self.num_heads)  # (N, d) @ (d, d/h) -> (N, d/h)
+        for x, w, n in ((self.X, self.W_q, self.num_heads), (self.X, self.W_k, self.kv_heads),
+                        (self.X_v, self.W_v, self.kv_heads)):
+            full = split_heads(project(x, w), n)  # (h or g, N, d/h)
+            for i in range(n):
+                direct = x @ head_weight(w, i, n)  # (N, d) @ (d, d/h) -> (N, d/h)
                 worst = max(worst, float(np.max(np.abs(direct - full[i]), initial=0.0)))
         return worst
 
@@ -223,7 +236,8 @@ class RandomWeights:
 
     def inputs(self, tokens: tuple[str, ...], config: Config) -> Inputs:
         e, p = _toy_x(tokens, config)
-        w_q, w_k, w_v, w_o = init_weights(config.d_model, np.random.default_rng(config.seed))
+        w_q, w_k, w_v, w_o = init_weights(config.d_model, np.random.default_rng(config.seed),
+                                          config.groups * config.d_k)
         return Inputs(e, p, w_q, w_k, w_v, w_o)
 
 
@@ -306,7 +320,8 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: OwnAttention | No
     x = e + p  # (N, d)
     # A model trained with positions in Q and K only makes its values from the word embeddings alone: V = E W_v.
     values = e if got.word_values else x  # (N, d)
-    attention = multi_head_attention(x, x, values, w_q, w_k, w_v, w_o, config.heads, config.causal, biases)
+    attention = multi_head_attention(x, x, values, w_q, w_k, w_v, w_o, config.heads, config.causal, biases,
+                                     config.kv_heads)
     for array in vars(attention).values():  # fresh arrays nobody else holds: frozen here, not copied by Trace
         if array is not None:
             array.setflags(write=False)

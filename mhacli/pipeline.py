@@ -328,6 +328,11 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
     tokens = strings("tokens", tokens, "one per position", ids=False)  # ids refused: they would label every row
     given = options.get("weights")
     shipped = given if isinstance(given, str) and given in SHIPPED_NAMES else None
+    if options.get("kv_heads") is not None and given not in (None, "random"):
+        # A trained model or a file fixes its key/value heads; the designed heads each need their own keys.
+        raise UsageError("{kv_heads:name} shares keys and values among the tool's random weights only; {weights} "
+                         "fixes its own (drop {kv_heads:name}).", kv_heads=options["kv_heads"],
+                         weights=given if isinstance(given, str) else "your weights")
     options, mine, model = _resolved(dict(options))
     model = _with_words(model, words)
     config = Config(**options)

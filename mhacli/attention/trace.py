@@ -116,11 +116,12 @@ class Trace:
         """Key/value heads g (h unless the query heads share keys and values)."""
         return self.config.groups
 
-    def group(self, i: int) -> int:
-        """The key/value group query head i (0-based) reads: ⌊i / (h/g)⌋."""
+    @property
+    def head_groups(self) -> tuple[int, ...]:
+        """The key/value group each query head reads (0-based): ⌊i / (h/g)⌋."""
         from mhacli.attention.kv import group_of
 
-        return group_of(i, self.num_heads, self.kv_heads)
+        return tuple(group_of(i, self.num_heads, self.kv_heads) for i in range(self.num_heads))
 
     @property
     def d_model(self) -> int:
@@ -133,7 +134,8 @@ class Trace:
     @property
     def steps(self) -> list[Step]:
         return steps_for(self.n_tokens, self.d_model, self.num_heads, self.config.causal,
-                         positions=self.config.positions, biases=bool(self.biases), word_values=self.word_values)
+                         positions=self.config.positions, biases=bool(self.biases), word_values=self.word_values,
+                         kv_heads=self.config.kv_heads)
 
     @property
     def X_v(self) -> Array:
@@ -146,17 +148,17 @@ class Trace:
 
     @property
     def parameters(self) -> ParameterCount:
-        return ParameterCount(self.d_model, self.num_heads)
+        return ParameterCount(self.d_model, self.num_heads, self.config.kv_heads)
 
     @property
     def split_cost(self) -> SplitCost:
         """This run's multiply-adds and kept weights beside one head of width d (what splitting changes)."""
-        return split_cost(self.n_tokens, self.d_model, self.num_heads, self.config.causal)
+        return split_cost(self.n_tokens, self.d_model, self.num_heads, self.config.causal, self.config.kv_heads)
 
     def head_weights(self, i: int) -> tuple[Array, Array, Array]:
         """The article's W_q^i, W_k^i, W_v^i (each d × d/h) for head i (0-based); K and V of its group j."""
         h, g = self.num_heads, self.kv_heads
-        j = self.group(i) if isinstance(i, (int, np.integer)) and not isinstance(i, bool) and 0 <= i < h else i
+        j = self.head_groups[i] if isinstance(i, (int, np.integer)) and not isinstance(i, bool) and 0 <= i < h else i
         return head_weight(self.W_q, i, h), head_weight(self.W_k, j, g), head_weight(self.W_v, j, g)
 
     def split_equals_direct(self) -> float:

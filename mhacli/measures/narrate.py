@@ -28,7 +28,7 @@ import numpy as np
 from mhacli.attention import evidence
 from mhacli.measures.analysis import COPY, FIXED, NONE, Analysis, HeadAnalysis, ReadBack
 from mhacli.grammar.grammar import NO_RELATION, RELATION_NAMES, Reading
-from mhacli.attention.steps import efficiency_sentence  # noqa: F401  (the steps table's words, numpy-free: mha shapes)
+from mhacli.attention.steps import efficiency_sentence, groups_sentence  # noqa: F401  (the steps table's words, numpy-free: mha shapes)
 from mhacli.attention.tokenize import label
 from mhacli.grammar.words import mapped_words
 

@@ -194,7 +194,7 @@ def _kv_only(tokens: int, layer: Sharing, markdown: bool, json_out: bool) -> Non
         print_all(sharing_view(sized_side_by_side(layer, tokens)))
 
 
-@model_block("weights", "layer", "words", "heads", "d_model", "seed", "tokenizer", "positions", "causal")
+@model_block("weights", "layer", "words", "heads", "d_model", "seed", "tokenizer", "positions", "causal", "kv_heads")
 def demo(
     text: TextArg = None,
     file: FileOpt = None,

@@ -273,6 +273,8 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
     options["heads"] = mine.heads  # given, or recorded by the file: a state dict alone records none
     if mine.causal and "causal" not in options:
         options["causal"] = True  # GPT-2's layers only ever saw earlier tokens
+    if mine.kv_heads is not None and mine.kv_heads != mine.heads:
+        options["kv_heads"] = mine.kv_heads  # a Llama-style layer's shared keys and values, read from its shapes
     return {**options, "weights": "pytorch", "d_model": options.get("d_model", mine.d_model)}, mine, None
 
 

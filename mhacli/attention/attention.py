@@ -40,6 +40,15 @@ def split_heads(m: Array, heads: int) -> Array:
     return np.swapaxes(m.reshape(*lead, n, heads, d // heads), -3, -2)  # (..., N, d) -> (..., h, N, d/h)
 
 
+def rotary(m: Array, theta: float) -> Array:
+    """Rotary positions (Su et al. 2021) as Llama writes them: dims m and m + d_h/2 of row p turn by p·θ^(−2m/d_h)."""
+    *_, n, d_k = m.shape
+    angle = np.arange(n)[:, None] * theta ** (-np.arange(0, d_k, 2) / d_k)  # (N, 1) * (d_h/2,) -> (N, d_h/2)
+    cos, sin = np.cos(angle).astype(m.dtype), np.sin(angle).astype(m.dtype)  # (N, d_h/2), float32 stays float32
+    a, b = m[..., : d_k // 2], m[..., d_k // 2 :]  # (..., N, d_h/2) twice
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)  # (..., N, d_h)
+
+
 def attention_scores(q: Array, k: Array) -> Array:
     """S^i = Q^i K^iᵀ / √(d/h); dividing keeps the scores' spread independent of the head width."""
     scores = q @ np.swapaxes(k, -1, -2)  # (h, B, d/h) @ (h, d/h, N) -> (h, B, N)
@@ -115,17 +124,21 @@ class Attention:
 
 def multi_head_attention(query: Array, key: Array, value: Array, w_q: Array, w_k: Array, w_v: Array,
                          w_o: Array, heads: int, causal: bool = False,
-                         biases: dict[str, Array] | None = None, kv_heads: int | None = None) -> Attention:
+                         biases: dict[str, Array] | None = None, kv_heads: int | None = None,
+                         rope_theta: float | None = None) -> Attention:
     """The article's multi-head attention. Like PyTorch's ``MultiheadAttention.forward(query, key, value)``,
     it takes what Q, K and V are made from: in self-attention all three are X; the grammar model makes V from
     the word embeddings E alone (it says so where it builds its inputs).  ``kv_heads`` g < h shares keys and
-    values: W_k and W_v are (g·d/h, d) and query head i reads group ⌊i / (h/g)⌋ (Ainslie et al. 2023)."""
+    values: W_k and W_v are (g·d/h, d) and query head i reads group ⌊i / (h/g)⌋ (Ainslie et al. 2023);
+    ``rope_theta`` turns Q and K by position (a Llama-style layer's rotary positions), never V."""
     b, g = biases or {}, heads if kv_heads is None else kv_heads
     if g < 1 or heads % g:
         raise ValueError(f"kv_heads {g} must divide heads {heads}")
     q = split_heads(project(query, w_q, b.get("b_q")), heads)  # (N, d) -> (h, N, d/h)   Q^i = X W_q^i
     k = split_heads(project(key, w_k, b.get("b_k")), g)  # (N, d) -> (g, N, d/h)         K^j = X W_k^j
     v = split_heads(project(value, w_v, b.get("b_v")), g)  # (N, d) -> (g, N, d/h)       V^j = X W_v^j
+    if rope_theta is not None:
+        q, k = rotary(q, rope_theta), rotary(k, rope_theta)  # (h, N, d/h), (g, N, d/h): positions in Q, K only
     mask = causal_mask(len(query)) if causal else None  # (N, N)
     shared = (k, v) if g == heads else (np.repeat(k, heads // g, axis=0), np.repeat(v, heads // g, axis=0))
     scores, weights, heads_out = attend(q, *shared, mask)  # K^j, V^j repeated: (g, N, d/h) -> (h, N, d/h)

@@ -122,13 +122,14 @@ class ParameterCount:
 
 def steps_for(n_tokens: int, d_model: int, heads: int, causal: bool = False, *,
               positions: bool = True, biases: bool = False, word_values: bool = False,
-              kv_heads: int | None = None) -> list[Step]:
+              kv_heads: int | None = None, rotary: bool = False) -> list[Step]:
     """The step table for N tokens, width d and h heads (masking only when causal).
 
     ``positions=False`` drops P from the embedding; ``biases=True`` (your own
     PyTorch weights) adds each projection's bias to its formula; ``word_values=True``
     (a model trained so) makes the values from the word embeddings E alone; ``kv_heads`` g < h
-    makes K^j and V^j once per key/value group, read by query head i when j = ⌊i/(h/g)⌋.
+    makes K^j and V^j once per key/value group, read by query head i when j = ⌊i/(h/g)⌋; ``rotary=True``
+    (a Llama-style layer) turns Q and K by position, as a step of its own, instead of adding P to X.
     """
     n, d, h = n_tokens, d_model, heads
     dk = d // h
@@ -141,17 +142,21 @@ def steps_for(n_tokens: int, d_model: int, heads: int, causal: bool = False, *,
         return f" + {b}" if biases else ""
 
     steps = [
-        Step("embed", "Embed", "X = E[tokens] + P" if positions else "X = E[tokens]", "N×d", (n, d), False, 0,
-             "0 (a look-up and an addition)" if positions else "0 (a look-up)", "X"),
+        Step("embed", "Embed", "X = E[tokens] + P" if positions and not rotary else "X = E[tokens]", "N×d", (n, d),
+             False, 0, "0 (a look-up and an addition)" if positions and not rotary else "0 (a look-up)", "X"),
         Step("query", "Queries", "Q^i = X W_q^i" + plus("b_q^i"), "N×d/h", (n, dk), True, n * d * d,
              "h · N · d · d/h = N·d²", "Q"),
         Step("key", "Keys", f"K^{kv} = X W_k^{kv}" + plus(f"b_k^{kv}"), "N×d/h", (n, dk), True, n * d * g * dk,
              kv_madds, "K", groups),
         Step("value", "Values", (f"V^{kv} = E W_v^{kv}" if word_values else f"V^{kv} = X W_v^{kv}")
              + plus(f"b_v^{kv}"), "N×d/h", (n, dk), True, n * d * g * dk, kv_madds, "V", groups),
-        Step("scores", "Scores", f"S^i = Q^i K^{kv}ᵀ / √(d/h)", "N×N", (n, n), True, h * n * n * dk,
-             "h · N · N · d/h = N²·d", "scores"),
     ]
+    if rotary:  # positions turn Q and K; V never sees them
+        steps.append(Step("rotary", "Rotary positions",
+                          f"Q^i, K^{kv} ← R_p Q^i, R_p K^{kv} (row p turned by p·θ^(−2m/d_h))", "N×d/h",
+                          (n, dk), True, 2 * n * (d + g * dk), "2 · N · (h + g) · d/h", "Q"))
+    steps.append(Step("scores", "Scores", f"S^i = Q^i K^{kv}ᵀ / √(d/h)", "N×N", (n, n), True, h * n * n * dk,
+                      "h · N · N · d/h = N²·d", "scores"))
     if causal:
         steps.append(Step("mask", "Causal mask", "S^i[q, k] = −∞ where k > q", "N×N", (n, n), True, 0,
                           "0 (a comparison)", "scores"))
@@ -208,11 +213,11 @@ class SplitCost:
 
 
 def split_cost(n_tokens: int, d_model: int, heads: int, causal: bool = False,
-               kv_heads: int | None = None) -> SplitCost:
+               kv_heads: int | None = None, rotary: bool = False) -> SplitCost:
     """The multiply-adds and kept weights of h heads beside one head of width d, counted by the same table."""
     return SplitCost(n_tokens, d_model, heads,
-                     total_madds(steps_for(n_tokens, d_model, heads, causal, kv_heads=kv_heads)),
-                     total_madds(steps_for(n_tokens, d_model, 1, causal)), heads * n_tokens * n_tokens,
+                     total_madds(steps_for(n_tokens, d_model, heads, causal, kv_heads=kv_heads, rotary=rotary)),
+                     total_madds(steps_for(n_tokens, d_model, 1, causal, rotary=rotary)), heads * n_tokens * n_tokens,
                      n_tokens * n_tokens)
 
 

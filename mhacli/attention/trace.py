@@ -62,6 +62,7 @@ class Trace:
     model_ids: bool = False  # token_ids are rows of a trained model's vocabulary, not the order of first appearance
     word_values: bool = False  # V = E W_v (a model trained with positions in Q and K only), not X W_v
     mapped: tuple[tuple[str, str, str], ...] = ()  # (word, grammar class, the word it is read as): --words
+    rope_theta: float | None = None  # rotary positions' base θ: Q and K turned by position (a Llama-style layer)
 
     @property
     def biases(self) -> dict[str, Array]:
@@ -135,7 +136,7 @@ class Trace:
     def steps(self) -> list[Step]:
         return steps_for(self.n_tokens, self.d_model, self.num_heads, self.config.causal,
                          positions=self.config.positions, biases=bool(self.biases), word_values=self.word_values,
-                         kv_heads=self.config.kv_heads)
+                         kv_heads=self.config.kv_heads, rotary=self.rope_theta is not None)
 
     @property
     def X_v(self) -> Array:
@@ -153,7 +154,8 @@ class Trace:
     @property
     def split_cost(self) -> SplitCost:
         """This run's multiply-adds and kept weights beside one head of width d (what splitting changes)."""
-        return split_cost(self.n_tokens, self.d_model, self.num_heads, self.config.causal, self.config.kv_heads)
+        return split_cost(self.n_tokens, self.d_model, self.num_heads, self.config.causal, self.config.kv_heads,
+                          self.rope_theta is not None)
 
     def head_weights(self, i: int) -> tuple[Array, Array, Array]:
         """The article's W_q^i, W_k^i, W_v^i (each d × d/h) for head i (0-based); K and V of its group j."""
@@ -190,6 +192,7 @@ class Inputs:
     folds_case: bool = False  # the model reads "The" as "the" (a grammar model)
     word_values: bool = False  # V = E W_v: a model trained with positions in Q and K only
     mapped: tuple[tuple[str, str, str], ...] = ()  # (word, class, read as) of a grammar model's mapped words
+    rope_theta: float | None = None  # rotary positions in Q and K (a Llama-style layer), P then zeros
 
 
 class TrainedModel(Protocol):
@@ -267,7 +270,9 @@ class OwnWeights:
                              "{{d_model:name}} out to take it from the weights.".format(w.d_model),
                              d_model=config.d_model)
         e, p = _toy_x(tokens, config)
-        return Inputs(e, p, w.w_q, w.w_k, w.w_v, w.w_o, biases=w.biases())
+        theta = getattr(w, "rope_theta", None)  # a Llama-style layer: positions turn Q and K, never added to X
+        return Inputs(e, np.zeros_like(p) if theta is not None else p, w.w_q, w.w_k, w.w_v, w.w_o,
+                      biases=w.biases(), rope_theta=theta)
 
 
 @dataclass(frozen=True)
@@ -323,7 +328,7 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: OwnAttention | No
     # A model trained with positions in Q and K only makes its values from the word embeddings alone: V = E W_v.
     values = e if got.word_values else x  # (N, d)
     attention = multi_head_attention(x, x, values, w_q, w_k, w_v, w_o, config.heads, config.causal, biases,
-                                     config.kv_heads)
+                                     config.kv_heads, got.rope_theta)
     for array in vars(attention).values():  # fresh arrays nobody else holds: frozen here, not copied by Trace
         if array is not None:
             array.setflags(write=False)
@@ -331,4 +336,4 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: OwnAttention | No
                  W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=got.rules, parse=got.parse, folds_case=got.folds_case,
                  model_ids=got.ids is not None, word_values=got.word_values, mapped=got.mapped,
                  b_q=biases.get("b_q"), b_k=biases.get("b_k"), b_v=biases.get("b_v"), b_o=biases.get("b_o"),
-                 **vars(attention))
+                 rope_theta=got.rope_theta, **vars(attention))

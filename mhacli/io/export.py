@@ -44,7 +44,7 @@ PARSED = "grammar_parse"
 #: --words: (m, 3) strings, each mapped word, its grammar class and the word the model read it as.
 MAPPED = "mapped_words"
 KNOWN_KEYS = frozenset((*NPZ_KEYS, "format_version", "mhacli_version", *CONFIG_FIELDS, *OPTIONAL_ARRAYS,
-                        *TEXT_LISTS, PARSED, MAPPED, "kv_heads"))
+                        *TEXT_LISTS, PARSED, MAPPED, "kv_heads", "rope_theta"))
 MAX_MEMBERS = 64  # a trace has ~30 members; a zip of thousands is not one
 
 
@@ -72,6 +72,8 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
     out["num_heads"] = np.array(trace.num_heads, dtype=np.int64)
     if trace.kv_heads != trace.num_heads:  # shared keys and values: K, V, W_k, W_v hold g blocks, not h
         out["kv_heads"] = np.array(trace.kv_heads, dtype=np.int64)
+    if trace.rope_theta is not None:  # a Llama-style layer: Q and K were turned by position
+        out["rope_theta"] = np.array(trace.rope_theta, dtype=np.float64)
     out["d_model"] = np.array(trace.d_model, dtype=np.int64)
     out["seed"] = np.array(c.seed, dtype=np.int64)
     out["causal"] = np.array(c.causal, dtype=np.bool_)
@@ -288,6 +290,11 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
     if word_values and "embeddings" not in a:
         raise _shape_error(path, "its values come from the embeddings, which it lacks")
     extra: dict[str, Any] = dict(biases)  # the Trace keeps b_q, b_k, b_v, b_o as fields of their own
+    if "rope_theta" in a:
+        theta = a["rope_theta"]
+        if theta.shape != () or theta.dtype.kind != "f" or not np.isfinite(theta) or float(theta) <= 0:
+            raise _shape_error(path, "rope_theta must be one positive number")
+        extra["rope_theta"] = float(theta)
     if relations is not None and "relations" in known:
         extra["relations"] = relations
     mapped = _mapped(path, a)

@@ -50,8 +50,9 @@ def header(trace: Trace) -> RenderableType:
     if trace.source:
         lines.append(f"loaded from {label(trace.source, 60)}\n", style=theme.STYLE_DIM)
     # A saved run keeps its whole config (npz format 2), so a loaded trace says the same as the run did.
-    lines.append(f"seed {c.seed} · tokenizer {c.tokenizer} · positions "
-                 f"{'on' if c.positions else 'off'}\n", style=theme.STYLE_DIM)
+    theta = getattr(trace, "rope_theta", None)  # a Llama-style layer turns Q and K by position instead
+    said = f"rotary (θ = {theta:,.0f}, in Q and K)" if theta is not None else "on" if c.positions else "off"
+    lines.append(f"seed {c.seed} · tokenizer {c.tokenizer} · positions {said}\n", style=theme.STYLE_DIM)
     lines.append(f"{'causal' if c.causal else 'bidirectional'} · weights {c.weights} · {c.dtype}",
                  style=theme.STYLE_DIM)
     return Panel(lines, title="Multi-head attention, step by step", title_align="left",

@@ -222,3 +222,23 @@ def test_grouped_attention_equals_pytorchs_sdpa_with_enable_gqa(g):
     q, k, v = (torch.from_numpy(np.array(a))[None] for a in (t.Q, t.K, t.V))  # (1, h or g, N, d/h), float64
     out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)[0].numpy()  # (h, N, d/h)
     np.testing.assert_allclose(t.heads, out, atol=1e-12, rtol=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 64), st.data())
+def test_the_parameter_panel_counts_what_mha_shapes_counts(h, width, data):
+    from mhacli.attention.kv import Sharing
+    from mhacli.attention.steps import ParameterCount
+
+    g = data.draw(st.sampled_from([k for k in range(1, h + 1) if h % k == 0]))
+    d = h * width
+    pc = ParameterCount(d, h, g)
+    assert pc.total == 2 * d * d + 2 * d * g * width == Sharing(d, h, g, width).parameters
+    assert pc.mha_total == 4 * d * d and pc.equal == (g == h)
+
+
+def test_llama_2_70b_attention_parameters():
+    from mhacli.attention.steps import ParameterCount
+
+    pc = ParameterCount(8192, 64, 8)
+    assert round(pc.total / 1e6, 1) == 151.0 and round(pc.mha_total / 1e6, 1) == 268.4  # the figures

@@ -282,6 +282,8 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
     options["heads"] = mine.heads  # given, or recorded by the file: a state dict alone records none
     if mine.causal and "causal" not in options:
         options["causal"] = True  # GPT-2's layers only ever saw earlier tokens
+    if mine.kv_heads is not None and mine.kv_heads != mine.heads:
+        options["kv_heads"] = mine.kv_heads  # a Llama-style layer's shared keys and values, read from its shapes
     return {**options, "weights": "pytorch", "d_model": options.get("d_model", mine.d_model)}, mine, None
 
 
@@ -337,6 +339,11 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
     tokens = strings("tokens", tokens, "one per position", ids=False)  # ids refused: they would label every row
     given = options.get("weights")
     shipped = given if isinstance(given, str) and given in SHIPPED_NAMES else None
+    if options.get("kv_heads") is not None and given not in (None, "random"):
+        # A trained model or a file fixes its key/value heads; the designed heads each need their own keys.
+        raise UsageError("{kv_heads:name} shares keys and values among the tool's random weights only; {weights} "
+                         "fixes its own (drop {kv_heads:name}).", kv_heads=options["kv_heads"],
+                         weights=given if isinstance(given, str) else "your weights")
     options, mine, model = _resolved(dict(options))
     model = _with_words(model, words)
     config = Config(**options)

@@ -34,6 +34,7 @@ class ModelOptions:
     layer: str | None = None
     words: Any = None  # --words: new words read as words of a grammar class (a grammar model only)
     dtype: str | None = None
+    kv_heads: int | None = None  # --kv-heads: key/value heads g the query heads share (random weights only)
 
     def given(self) -> dict[str, Any]:
         """The options given, as the pipeline takes them (Config's field names)."""

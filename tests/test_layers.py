@@ -134,6 +134,7 @@ RENDER_MAY_USE = {
     "mhacli.grammar.grammar": {"short_name"},  # a learned head's label in a few words
     "mhacli.attention.numbers": {"whole_number"},  # the one number rule, for a --query the user typed
     "mhacli.measures": {"narrate"},
+    "mhacli.grammar.score": {"percent"},  # an accuracy as printed, one decimal
 }
 
 

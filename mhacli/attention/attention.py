@@ -16,7 +16,7 @@ Array = np.ndarray
 
 def project(x: Array, w: Array, b: Array | None = None) -> Array:
     """Linear projection in PyTorch's layout: x Wᵀ (+ b)."""
-    out = x @ w.T  # (N, d) @ (d, d) -> (N, d)
+    out = x @ w.T  # (N, d) @ (d, d) -> (N, d); a grouped W_k (g·d/h, d) gives (N, g·d/h)
     if b is not None:
         out += b  # (N, d) + (d,)
     return out
@@ -38,6 +38,15 @@ def split_heads(m: Array, heads: int) -> Array:
     """Cut the columns of a full projection into h blocks: one per head."""
     *lead, n, d = m.shape  # leading axes (a batch of sequences) pass through
     return np.swapaxes(m.reshape(*lead, n, heads, d // heads), -3, -2)  # (..., N, d) -> (..., h, N, d/h)
+
+
+def rotary(m: Array, theta: float) -> Array:
+    """Rotary positions (Su et al. 2021) as Llama writes them: dims m and m + d_h/2 of row p turn by p·θ^(−2m/d_h)."""
+    *_, n, d_k = m.shape
+    angle = np.arange(n)[:, None] * theta ** (-np.arange(0, d_k, 2) / d_k)  # (N, 1) * (d_h/2,) -> (N, d_h/2)
+    cos, sin = np.cos(angle).astype(m.dtype), np.sin(angle).astype(m.dtype)  # (N, d_h/2), float32 stays float32
+    a, b = m[..., : d_k // 2], m[..., d_k // 2 :]  # (..., N, d_h/2) twice
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)  # (..., N, d_h)
 
 
 def attention_scores(q: Array, k: Array) -> Array:
@@ -97,11 +106,14 @@ def attend(q: Array, k: Array, v: Array, blocked: Array | None) -> tuple[Array, 
 
 @dataclass(frozen=True)
 class Attention:
-    """Every intermediate of one multi-head attention, by the article's names (the head axis first)."""
+    """Every intermediate of one multi-head attention, by the article's names (the head axis first).
+
+    With g key/value heads (grouped-query attention) K and V hold one block per group, not per head.
+    """
 
     Q: Array  # (h, N, d/h)
-    K: Array  # (h, N, d/h)
-    V: Array  # (h, N, d/h)
+    K: Array  # (g, N, d/h)  g = h in the article
+    V: Array  # (g, N, d/h)
     scores: Array  # (h, N, N) scaled, blocked keys at −∞
     weights: Array  # (h, N, N) A^i = softmax(S^i) per row
     heads: Array  # (h, N, d/h) head_i = A^i V^i
@@ -112,16 +124,24 @@ class Attention:
 
 def multi_head_attention(query: Array, key: Array, value: Array, w_q: Array, w_k: Array, w_v: Array,
                          w_o: Array, heads: int, causal: bool = False,
-                         biases: dict[str, Array] | None = None) -> Attention:
+                         biases: dict[str, Array] | None = None, kv_heads: int | None = None,
+                         rope_theta: float | None = None) -> Attention:
     """The article's multi-head attention. Like PyTorch's ``MultiheadAttention.forward(query, key, value)``,
     it takes what Q, K and V are made from: in self-attention all three are X; the grammar model makes V from
-    the word embeddings E alone (it says so where it builds its inputs)."""
-    b = biases or {}
+    the word embeddings E alone (it says so where it builds its inputs).  ``kv_heads`` g < h shares keys and
+    values: W_k and W_v are (g·d/h, d) and query head i reads group ⌊i / (h/g)⌋ (Ainslie et al. 2023);
+    ``rope_theta`` turns Q and K by position (a Llama-style layer's rotary positions), never V."""
+    b, g = biases or {}, heads if kv_heads is None else kv_heads
+    if g < 1 or heads % g:
+        raise ValueError(f"kv_heads {g} must divide heads {heads}")
     q = split_heads(project(query, w_q, b.get("b_q")), heads)  # (N, d) -> (h, N, d/h)   Q^i = X W_q^i
-    k = split_heads(project(key, w_k, b.get("b_k")), heads)  # (N, d) -> (h, N, d/h)     K^i = X W_k^i
-    v = split_heads(project(value, w_v, b.get("b_v")), heads)  # (N, d) -> (h, N, d/h)   V^i = X W_v^i
+    k = split_heads(project(key, w_k, b.get("b_k")), g)  # (N, d) -> (g, N, d/h)         K^j = X W_k^j
+    v = split_heads(project(value, w_v, b.get("b_v")), g)  # (N, d) -> (g, N, d/h)       V^j = X W_v^j
+    if rope_theta is not None:
+        q, k = rotary(q, rope_theta), rotary(k, rope_theta)  # (h, N, d/h), (g, N, d/h): positions in Q, K only
     mask = causal_mask(len(query)) if causal else None  # (N, N)
-    scores, weights, heads_out = attend(q, k, v, mask)  # (h, N, N), (h, N, N), (h, N, d/h)
+    shared = (k, v) if g == heads else (np.repeat(k, heads // g, axis=0), np.repeat(v, heads // g, axis=0))
+    scores, weights, heads_out = attend(q, *shared, mask)  # K^j, V^j repeated: (g, N, d/h) -> (h, N, d/h)
     concat = merge_heads(heads_out)  # (h, N, d/h) -> (N, d)
     output = project(concat, w_o, b.get("b_o"))  # (N, d) -> (N, d)                    O = H W^Oᵀ
     return Attention(q, k, v, scores, weights, heads_out, concat, output, mask)

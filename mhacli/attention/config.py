@@ -137,6 +137,7 @@ class Config:
     causal: bool = False
     weights: str = "random"
     dtype: str = "float64"
+    kv_heads: int | None = None  # key/value heads g the h query heads share; None: g = h, the article's
 
     def __post_init__(self) -> None:
         self.validate()
@@ -145,6 +146,11 @@ class Config:
     def d_k(self) -> int:
         """Width of one head, d/h."""
         return self.d_model // self.heads
+
+    @property
+    def groups(self) -> int:
+        """Key/value heads g: h unless the query heads share keys and values."""
+        return self.heads if self.kv_heads is None else self.kv_heads
 
     def validate(self) -> None:
         """Raise :class:`UsageError` with a one-line fix for any bad value."""
@@ -176,6 +182,14 @@ class Config:
                 f"{_list_heads(self.d_model, self.heads)}.",
                 d_model=self.d_model, heads=self.heads,
             )
+        if self.kv_heads is not None:
+            g = self.kv_heads
+            if isinstance(g, bool) or not isinstance(g, int):
+                raise UsageError(f"{{kv_heads:name}} must be a whole number, got {_n(g)}.", kv_heads=g)
+            if not 1 <= g <= self.heads or self.heads % g:
+                raise UsageError(f"{{kv_heads:name}} {_n(g)} must divide {{heads:name}} {self.heads} (each key/value "
+                                 f"head serves the same number of query heads); choose one of "
+                                 f"{', '.join(str(k) for k in divisors(self.heads))}.", kv_heads=g, heads=self.heads)
 
     def weight_bytes(self) -> int:
         """Memory the four d x d weight matrices take at their peak (drawn, cast, kept)."""
@@ -232,8 +246,11 @@ class Config:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON, with the derived head width."""
-        return {**asdict(self), "d_k": self.d_k}
+        """Plain dict for JSON, with the derived head width; kv_heads only when the heads share (g < h)."""
+        out = {**asdict(self), "d_k": self.d_k}
+        if self.groups == self.heads:
+            del out["kv_heads"]
+        return out
 
 
 SHAPES_MAX_TOKENS = 10_000_000  # beyond any context length in use; keeps every number on one line

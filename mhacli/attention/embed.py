@@ -48,7 +48,15 @@ def positional_encoding(n_tokens: int, d_model: int) -> Array:
     return p
 
 
-def init_weights(d_model: int, rng: np.random.Generator) -> tuple[Array, Array, Array, Array]:
-    """W_q, W_k, W_v, W_o (each d×d, PyTorch layout), entries N(0, 1/d) so scores stay O(1)."""
-    w = rng.standard_normal((4, d_model, d_model)) / np.sqrt(d_model)  # (4, d, d)
-    return w[0], w[1], w[2], w[3]
+def init_weights(d_model: int, rng: np.random.Generator,
+                 kv_rows: int | None = None) -> tuple[Array, Array, Array, Array]:
+    """W_q, W_k, W_v, W_o (each d×d, PyTorch layout), entries N(0, 1/d) so scores stay O(1).
+
+    ``kv_rows`` (g·d/h, when g key/value heads are shared) draws W_k and W_v at (g·d/h, d) instead.
+    """
+    if kv_rows is None or kv_rows == d_model:
+        w = rng.standard_normal((4, d_model, d_model)) / np.sqrt(d_model)  # (4, d, d)
+        return w[0], w[1], w[2], w[3]
+    w_q, w_k, w_v, w_o = (rng.standard_normal((rows, d_model)) / np.sqrt(d_model)
+                          for rows in (d_model, kv_rows, kv_rows, d_model))  # (d, d), (g·d/h, d) twice, (d, d)
+    return w_q, w_k, w_v, w_o

@@ -37,12 +37,12 @@ class Trace:
     token_ids: Array  # (N,) vocabulary id per token: a trained model's own, else the order of first appearance
     X: Array  # (N, d) input to attention, positions included
     W_q: Array  # (d, d) PyTorch layout
-    W_k: Array  # (d, d)
-    W_v: Array  # (d, d)
+    W_k: Array  # (g·d/h, d): (d, d) unless the heads share keys and values (g < h)
+    W_v: Array  # (g·d/h, d)
     W_o: Array  # (d, d)
     Q: Array  # (h, N, d/h)
-    K: Array  # (h, N, d/h)
-    V: Array  # (h, N, d/h)
+    K: Array  # (g, N, d/h): one block per key/value group, g = h in the article
+    V: Array  # (g, N, d/h)
     scores: Array  # (h, N, N) scaled, masked with −∞
     weights: Array  # (h, N, N) row-softmax of scores
     heads: Array  # (h, N, d/h)
@@ -62,6 +62,7 @@ class Trace:
     model_ids: bool = False  # token_ids are rows of a trained model's vocabulary, not the order of first appearance
     word_values: bool = False  # V = E W_v (a model trained with positions in Q and K only), not X W_v
     mapped: tuple[tuple[str, str, str], ...] = ()  # (word, grammar class, the word it is read as): --words
+    rope_theta: float | None = None  # rotary positions' base θ: Q and K turned by position (a Llama-style layer)
 
     @property
     def biases(self) -> dict[str, Array]:
@@ -112,6 +113,18 @@ class Trace:
         return self.config.heads
 
     @property
+    def kv_heads(self) -> int:
+        """Key/value heads g (h unless the query heads share keys and values)."""
+        return self.config.groups
+
+    @property
+    def head_groups(self) -> tuple[int, ...]:
+        """The key/value group each query head reads (0-based): ⌊i / (h/g)⌋."""
+        from mhacli.attention.kv import group_of
+
+        return tuple(group_of(i, self.num_heads, self.kv_heads) for i in range(self.num_heads))
+
+    @property
     def d_model(self) -> int:
         return self.config.d_model
 
@@ -122,7 +135,8 @@ class Trace:
     @property
     def steps(self) -> list[Step]:
         return steps_for(self.n_tokens, self.d_model, self.num_heads, self.config.causal,
-                         positions=self.config.positions, biases=bool(self.biases), word_values=self.word_values)
+                         positions=self.config.positions, biases=bool(self.biases), word_values=self.word_values,
+                         kv_heads=self.config.kv_heads, rotary=self.rope_theta is not None)
 
     @property
     def X_v(self) -> Array:
@@ -135,25 +149,28 @@ class Trace:
 
     @property
     def parameters(self) -> ParameterCount:
-        return ParameterCount(self.d_model, self.num_heads)
+        return ParameterCount(self.d_model, self.num_heads, self.config.kv_heads)
 
     @property
     def split_cost(self) -> SplitCost:
         """This run's multiply-adds and kept weights beside one head of width d (what splitting changes)."""
-        return split_cost(self.n_tokens, self.d_model, self.num_heads, self.config.causal)
+        return split_cost(self.n_tokens, self.d_model, self.num_heads, self.config.causal, self.config.kv_heads,
+                          self.rope_theta is not None)
 
     def head_weights(self, i: int) -> tuple[Array, Array, Array]:
-        """The article's W_q^i, W_k^i, W_v^i (each d × d/h) for head i (0-based)."""
-        h = self.num_heads
-        return head_weight(self.W_q, i, h), head_weight(self.W_k, i, h), head_weight(self.W_v, i, h)
+        """The article's W_q^i, W_k^i, W_v^i (each d × d/h) for head i (0-based); K and V of its group j."""
+        h, g = self.num_heads, self.kv_heads
+        j = self.head_groups[i] if isinstance(i, (int, np.integer)) and not isinstance(i, bool) and 0 <= i < h else i
+        return head_weight(self.W_q, i, h), head_weight(self.W_k, j, g), head_weight(self.W_v, j, g)
 
     def split_equals_direct(self) -> float:
         """Largest |X W_q^i − (X W_qᵀ)[:, block i]| over heads and Q, K, V: the article's claim, checked."""
         worst = 0.0
-        for x, w in ((self.X, self.W_q), (self.X, self.W_k), (self.X_v, self.W_v)):
-            full = split_heads(project(x, w), self.num_heads)  # (h, N, d/h)
-            for i in range(self.num_heads):
-                direct = x @ head_weight(w, i, self.num_heads)  # (N, d) @ (d, d/h) -> (N, d/h)
+        for x, w, n in ((self.X, self.W_q, self.num_heads), (self.X, self.W_k, self.kv_heads),
+                        (self.X_v, self.W_v, self.kv_heads)):
+            full = split_heads(project(x, w), n)  # (h or g, N, d/h)
+            for i in range(n):
+                direct = x @ head_weight(w, i, n)  # (N, d) @ (d, d/h) -> (N, d/h)
                 worst = max(worst, float(np.max(np.abs(direct - full[i]), initial=0.0)))
         return worst
 
@@ -175,6 +192,7 @@ class Inputs:
     folds_case: bool = False  # the model reads "The" as "the" (a grammar model)
     word_values: bool = False  # V = E W_v: a model trained with positions in Q and K only
     mapped: tuple[tuple[str, str, str], ...] = ()  # (word, class, read as) of a grammar model's mapped words
+    rope_theta: float | None = None  # rotary positions in Q and K (a Llama-style layer), P then zeros
 
 
 class TrainedModel(Protocol):
@@ -223,7 +241,8 @@ class RandomWeights:
 
     def inputs(self, tokens: tuple[str, ...], config: Config) -> Inputs:
         e, p = _toy_x(tokens, config)
-        w_q, w_k, w_v, w_o = init_weights(config.d_model, np.random.default_rng(config.seed))
+        w_q, w_k, w_v, w_o = init_weights(config.d_model, np.random.default_rng(config.seed),
+                                          config.groups * config.d_k)
         return Inputs(e, p, w_q, w_k, w_v, w_o)
 
 
@@ -251,7 +270,9 @@ class OwnWeights:
                              "{{d_model:name}} out to take it from the weights.".format(w.d_model),
                              d_model=config.d_model)
         e, p = _toy_x(tokens, config)
-        return Inputs(e, p, w.w_q, w.w_k, w.w_v, w.w_o, biases=w.biases())
+        theta = getattr(w, "rope_theta", None)  # a Llama-style layer: positions turn Q and K, never added to X
+        return Inputs(e, np.zeros_like(p) if theta is not None else p, w.w_q, w.w_k, w.w_v, w.w_o,
+                      biases=w.biases(), rope_theta=theta)
 
 
 @dataclass(frozen=True)
@@ -306,7 +327,8 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: OwnAttention | No
     x = e + p  # (N, d)
     # A model trained with positions in Q and K only makes its values from the word embeddings alone: V = E W_v.
     values = e if got.word_values else x  # (N, d)
-    attention = multi_head_attention(x, x, values, w_q, w_k, w_v, w_o, config.heads, config.causal, biases)
+    attention = multi_head_attention(x, x, values, w_q, w_k, w_v, w_o, config.heads, config.causal, biases,
+                                     config.kv_heads, got.rope_theta)
     for array in vars(attention).values():  # fresh arrays nobody else holds: frozen here, not copied by Trace
         if array is not None:
             array.setflags(write=False)
@@ -314,4 +336,4 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: OwnAttention | No
                  W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=got.rules, parse=got.parse, folds_case=got.folds_case,
                  model_ids=got.ids is not None, word_values=got.word_values, mapped=got.mapped,
                  b_q=biases.get("b_q"), b_k=biases.get("b_k"), b_v=biases.get("b_v"), b_o=biases.get("b_o"),
-                 **vars(attention))
+                 rope_theta=got.rope_theta, **vars(attention))

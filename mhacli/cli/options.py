@@ -253,6 +253,7 @@ MODEL_BLOCK: dict[str, Any] = {
     "layer": WeightsLayerOpt,
     "words": WordsOpt,  # None unless given, as every model option
     "dtype": _not_given(DtypeOpt, DEFAULT.dtype, decided=False),
+    "kv_heads": KvHeadsOpt,  # None unless given: then g = h, as its help says
 }
 assert set(MODEL_BLOCK) == {f.name for f in fields(ModelOptions)}, "one field of ModelOptions per model option"
 

@@ -337,7 +337,7 @@ def report_card(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: in
     hits, queries = card_hits(weights, keys)  # (R, h), (R,)
     real = ids != get_task(model.config.task).pad  # (S, N): the query rows of every sentence
     always, offset, repeats = baselines(picked_keys(weights), keys, names, real)
-    return Card(rows=names, hits=hits, queries=queries, sentences=sentences, seed=seed, always=always,
+    return Card(rows=names, hits=hits, queries=queries, sentences=int(sentences), seed=seed, always=always,
                 offset=offset, repeats=repeats)
 
 

@@ -48,6 +48,7 @@ class Knockout:
     # (evidence.KNOCKOUT_POINTS; the renderers read the verdict, they never compare against the threshold).
     cost: Array = field(init=False, repr=False, compare=False)
     matters: Array = field(init=False, repr=False, compare=False)
+    points: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)  # (h, R) cost as printed
 
     def __post_init__(self) -> None:
         from mhacli.attention import evidence
@@ -57,6 +58,8 @@ class Knockout:
         cost = 100.0 * (self.full[None, :] - self.without)  # (h, R)
         object.__setattr__(self, "cost", read_only(cost, np.float64))
         object.__setattr__(self, "matters", read_only(cost >= evidence.KNOCKOUT_POINTS, bool))  # (h, R)
+        # the digits that keep each printed cost on its verdict's side (9.64 is '9.6', never '10')
+        object.__setattr__(self, "points", tuple(tuple(evidence.points(float(c)) for c in row) for row in cost))
 
     @property
     def heads(self) -> int:

@@ -44,7 +44,7 @@ PARSED = "grammar_parse"
 #: --words: (m, 3) strings, each mapped word, its grammar class and the word the model read it as.
 MAPPED = "mapped_words"
 KNOWN_KEYS = frozenset((*NPZ_KEYS, "format_version", "mhacli_version", *CONFIG_FIELDS, *OPTIONAL_ARRAYS,
-                        *TEXT_LISTS, PARSED, MAPPED))
+                        *TEXT_LISTS, PARSED, MAPPED, "kv_heads", "rope_theta"))
 MAX_MEMBERS = 64  # a trace has ~30 members; a zip of thousands is not one
 
 
@@ -70,6 +70,10 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
     for name in ARRAY_FIELDS:
         out[name] = np.asarray(getattr(trace, name))
     out["num_heads"] = np.array(trace.num_heads, dtype=np.int64)
+    if trace.kv_heads != trace.num_heads:  # shared keys and values: K, V, W_k, W_v hold g blocks, not h
+        out["kv_heads"] = np.array(trace.kv_heads, dtype=np.int64)
+    if trace.rope_theta is not None:  # a Llama-style layer: Q and K were turned by position
+        out["rope_theta"] = np.array(trace.rope_theta, dtype=np.float64)
     out["d_model"] = np.array(trace.d_model, dtype=np.int64)
     out["seed"] = np.array(c.seed, dtype=np.int64)
     out["causal"] = np.array(c.causal, dtype=np.bool_)
@@ -246,9 +250,12 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
     n = a["tokens"].shape[0]
     if n < 1 or h < 1 or d < 1 or d % h:
         raise _shape_error(path, f"inconsistent sizes (N={n}, d_model={d}, num_heads={h})")
+    g = _whole(path, a, "kv_heads", default=h)  # key/value heads: h unless the heads shared them
+    if g < 1 or h % g:
+        raise _shape_error(path, f"kv_heads {g} does not divide num_heads {h}")
     expected = {
-        "X": (n, d), "W_q": (d, d), "W_k": (d, d), "W_v": (d, d), "W_o": (d, d),
-        "Q": (h, n, d // h), "K": (h, n, d // h), "V": (h, n, d // h), "heads": (h, n, d // h),
+        "X": (n, d), "W_q": (d, d), "W_k": (g * d // h, d), "W_v": (g * d // h, d), "W_o": (d, d),
+        "Q": (h, n, d // h), "K": (g, n, d // h), "V": (g, n, d // h), "heads": (h, n, d // h),
         "scores": (h, n, n), "weights": (h, n, n), "concat": (n, d), "output": (n, d),
         "embeddings": (n, d), "position_encoding": (n, d),
         **{b: (d,) for b in BIAS_FIELDS},
@@ -273,7 +280,7 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
         config = Config(heads=h, d_model=d, seed=seed, causal=causal, dtype=_word(path, a, "dtype", dtype),
                         tokenizer=_word(path, a, "tokenizer", "word"),
                         positions=_flag(path, a, "positions", True),
-                        weights=_word(path, a, "weight_kind", "random"))
+                        weights=_word(path, a, "weight_kind", "random"), kv_heads=None if g == h else g)
     except UsageError as exc:
         raise _shape_error(path, str(exc).rstrip(".")) from None
     tokens = tuple(str(t) for t in a["tokens"])
@@ -289,6 +296,11 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
     if word_values and "embeddings" not in a:
         raise _shape_error(path, "its values come from the embeddings, which it lacks")
     extra: dict[str, Any] = dict(biases)  # the Trace keeps b_q, b_k, b_v, b_o as fields of their own
+    if "rope_theta" in a:
+        theta = a["rope_theta"]
+        if theta.shape != () or theta.dtype.kind != "f" or not np.isfinite(theta) or float(theta) <= 0:
+            raise _shape_error(path, "rope_theta must be one positive number")
+        extra["rope_theta"] = float(theta)
     if relations is not None and "relations" in known:
         extra["relations"] = relations
     mapped = _mapped(path, a)

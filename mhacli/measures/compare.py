@@ -145,12 +145,17 @@ def single_head(trace: Trace) -> Trace:
     from mhacli.attention.attention import multi_head_attention
     from mhacli.attention.trace import Trace
 
-    attention = multi_head_attention(trace.X, trace.X, trace.X_v, trace.W_q, trace.W_k, trace.W_v, trace.W_o, 1,
-                                     trace.config.causal)
-    return Trace(config=replace(trace.config, heads=1), tokens=trace.tokens, token_ids=trace.token_ids,
-                 X=trace.X, W_q=trace.W_q, W_k=trace.W_k, W_v=trace.W_v, W_o=trace.W_o,
+    w_k, w_v = trace.W_k, trace.W_v  # (g·d/h, d)
+    h, g = trace.num_heads, trace.kv_heads
+    if g != h:  # shared keys and values, written out once per query head: the same layer as h·d/h = d columns
+        w_k, w_v = (np.repeat(w.reshape(g, -1, trace.d_model), h // g, axis=0).reshape(trace.d_model, -1)
+                    for w in (w_k, w_v))  # (g·d/h, d) -> (g, d/h, d) -> (h, d/h, d) -> (d, d)
+    attention = multi_head_attention(trace.X, trace.X, trace.X_v, trace.W_q, w_k, w_v, trace.W_o, 1,
+                                     trace.config.causal, rope_theta=trace.rope_theta)
+    return Trace(config=replace(trace.config, heads=1, kv_heads=None), tokens=trace.tokens,
+                 token_ids=trace.token_ids, X=trace.X, W_q=trace.W_q, W_k=w_k, W_v=w_v, W_o=trace.W_o,
                  embeddings=trace.embeddings, positions=trace.positions, source=trace.source,
-                 word_values=trace.word_values,
+                 word_values=trace.word_values, rope_theta=trace.rope_theta,
                  **vars(attention))
 
 

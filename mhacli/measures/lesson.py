@@ -167,6 +167,8 @@ class TrainedPair:
     heads_parameters: int
     by_relation: tuple[tuple[str, float, float], ...]  # (relation, lone head, h heads) held-out accuracy
     crowds: tuple[Crowd, Crowd] | None = None  # a grammar pair's verb accuracy by nouns of a class (lone, h heads)
+    single_entropy: float = float("nan")  # bits, mean over the lone head's rows: how focused it is
+    heads_entropy: tuple[float, ...] = ()  # bits, mean over each of the h heads' rows
 
     @property
     def heads(self) -> int:
@@ -191,6 +193,7 @@ def trained_pair(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_me
     parameter counts the training records'; the weights are the two models' attention on this one text.
     """
     from mhacli.grammar.score import by_relation, crowd, score
+    from mhacli.measures.analysis import row_entropy
 
     if alone.config.task != heads.config.task or alone.config.heads != 1:
         raise ValueError("a trained pair is one head and h heads trained on one task")
@@ -203,7 +206,9 @@ def trained_pair(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_me
         single_accuracy=single.accuracy, heads_accuracy=many.accuracy,
         single_parameters=int(alone_metrics["parameters"]), heads_parameters=int(heads_metrics["parameters"]),
         by_relation=by_relation(single, many),
-        crowds=(crowd(alone), crowd(heads)) if getattr(alone, "sentences", False) else None)
+        crowds=(crowd(alone), crowd(heads)) if getattr(alone, "sentences", False) else None,
+        single_entropy=float(row_entropy(single_w).mean()),
+        heads_entropy=tuple(float(e) for e in row_entropy(heads_w).mean(axis=-1)))
 
 
 __all__ += ["GRAMMAR_SENTENCE", "LETTERS_SEQUENCE", "TrainedPair", "trained_pair"]

@@ -29,7 +29,7 @@ from mhacli.attention import evidence
 from mhacli.measures.analysis import COPY, FIXED, NONE, Analysis, HeadAnalysis, ReadBack
 from mhacli.grammar.grammar import NO_RELATION, RELATION_NAMES, Reading
 from mhacli.grammar.score import DEFINITION, percent
-from mhacli.attention.steps import efficiency_sentence  # noqa: F401  (the steps table's words, numpy-free: mha shapes)
+from mhacli.attention.steps import efficiency_sentence, groups_sentence  # noqa: F401  (numpy-free words: mha shapes)
 from mhacli.attention.tokenize import label
 from mhacli.grammar.words import mapped_words
 
@@ -432,16 +432,13 @@ def pair_sentence(pair: TrainedPair) -> str:
 def magnifier_limit(pairs: "Sequence[TrainedPair]") -> str | None:
     """Where the magnifier analogy stops, from the shipped pairs' own weights: a trained lone head need not be
     focused (None when every lone head is at least as focused as its pair's heads)."""
-    from mhacli.measures.analysis import row_entropy
-
     for pair in reversed(pairs):  # the last pair first: the grammar's, the lesson's sentence
-        alone = float(row_entropy(pair.single_weights).mean())  # bits, mean over rows
-        each = row_entropy(pair.heads_weights).mean(axis=-1)  # (h,)
-        if alone > float(each.max()):
+        alone, each = pair.single_entropy, pair.heads_entropy  # bits, mean over rows
+        if each and alone > max(each):
             return (f"The analogy has a limit: a trained head need not be focused. Trained alone on the "
                     f"{pair.task} task, the lone head of step 15 spreads its rows over its text (mean entropy "
-                    f"{alone:.2f} bits) where each of its {pair.heads} heads is sharper ({each.min():.2f}–"
-                    f"{each.max():.2f} bits).")
+                    f"{alone:.2f} bits) where each of its {pair.heads} heads is sharper ({min(each):.2f}–"
+                    f"{max(each):.2f} bits).")
     return None
 
 

@@ -35,9 +35,11 @@ class Check:
 def reference_loop(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray,
                    w_o: np.ndarray, heads: int, causal: bool,
                    biases: dict[str, np.ndarray] | None = None,
-                   x_v: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                   x_v: np.ndarray | None = None, kv_heads: int | None = None,
+                   rope_theta: float | None = None) -> dict[str, np.ndarray]:
     """Multi-head attention the slow, obvious way, in float64 (``biases``: b_q, b_k, b_v, b_o, each optional;
-    ``x_v``: the values' input when it is not x)."""
+    ``x_v``: the values' input when it is not x; ``kv_heads``: g key/value groups, K and V one per group;
+    ``rope_theta``: rotary positions, Q and K turned row by row)."""
     x = x.astype(np.float64)
     x_v = x if x_v is None else x_v.astype(np.float64)
     n, d = x.shape
@@ -45,11 +47,16 @@ def reference_loop(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndar
     zero = np.zeros(d)
     b = {name: np.asarray((biases or {}).get(name, zero), dtype=np.float64) for name in ("b_q", "b_k", "b_v", "b_o")}
     out: dict[str, list] = {k: [] for k in ("Q", "K", "V", "scores", "weights", "heads")}
+    g = heads if kv_heads is None else kv_heads
     for i in range(heads):
         rows = slice(i * d_k, (i + 1) * d_k)
+        j = i * g // heads  # the key/value group head i reads
+        kv = slice(j * d_k, (j + 1) * d_k)
         q = x @ w_q[rows].astype(np.float64).T + b["b_q"][rows]  # the article's X W_q^i (+ its bias)
-        k = x @ w_k[rows].astype(np.float64).T + b["b_k"][rows]
-        v = x_v @ w_v[rows].astype(np.float64).T + b["b_v"][rows]
+        k = x @ w_k[kv].astype(np.float64).T + b["b_k"][kv]
+        v = x_v @ w_v[kv].astype(np.float64).T + b["b_v"][kv]
+        if rope_theta is not None:
+            q, k = _turned(q, rope_theta), _turned(k, rope_theta)
         s = np.empty((n, n))
         a = np.zeros((n, n))
         for r in range(n):
@@ -63,9 +70,22 @@ def reference_loop(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndar
         for name, value in zip(("Q", "K", "V", "scores", "weights", "heads"), (q, k, v, s, a, a @ v)):
             out[name].append(value)
     result = {name: np.stack(values) for name, values in out.items()}
+    result["K"], result["V"] = result["K"][:: heads // g], result["V"][:: heads // g]  # one per group
     result["concat"] = np.concatenate(out["heads"], axis=1)
     result["output"] = result["concat"] @ w_o.astype(np.float64).T + b["b_o"]
     return result
+
+
+def _turned(m: np.ndarray, theta: float) -> np.ndarray:
+    """Row p of ``m`` (N, d_k) with each pair of dims (j, j + d_k/2) turned by the angle p·θ^(−2j/d_k)."""
+    half = m.shape[1] // 2
+    out = m.copy()
+    for p in range(m.shape[0]):
+        for j in range(half):
+            angle = p * theta ** (-2 * j / m.shape[1])
+            c, s = math.cos(angle), math.sin(angle)
+            out[p, j], out[p, j + half] = m[p, j] * c - m[p, j + half] * s, m[p, j + half] * c + m[p, j] * s
+    return out
 
 
 def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
@@ -83,8 +103,12 @@ def torch_reference(trace: Trace, torch: ModuleType) -> dict[str, np.ndarray]:
     d, h, n = trace.d_model, trace.num_heads, trace.n_tokens
     x = torch.from_numpy(np.array(trace.X, dtype=np.float64))[:, None, :]  # (N, 1, d): (L, batch, E)
     x_v = torch.from_numpy(np.array(trace.X_v, dtype=np.float64))[:, None, :]  # (N, 1, d): the values' input
-    in_proj = torch.from_numpy(np.concatenate([trace.W_q, trace.W_k, trace.W_v]).astype(np.float64))
-    b = trace.biases
+    per = h // trace.kv_heads  # PyTorch's module has no shared keys: each group's rows written out once per head
+    w_k, w_v = (np.repeat(np.asarray(w).reshape(trace.kv_heads, -1, d), per, axis=0).reshape(d, d)
+                for w in (trace.W_k, trace.W_v))  # (g·d/h, d) -> (d, d)
+    in_proj = torch.from_numpy(np.concatenate([trace.W_q, w_k, w_v]).astype(np.float64))
+    b = {k: np.repeat(np.asarray(v).reshape(trace.kv_heads, -1), per, axis=0).ravel() if k in ("b_k", "b_v") else v
+         for k, v in trace.biases.items()}
     in_bias = out_bias = None
     if b:
         zero = np.zeros(d)
@@ -108,10 +132,11 @@ def verify(trace: Trace, torch: ModuleType | None = None) -> list[Check]:
     memory limit decides whether it can load; the core never asks)."""
     tol = TOLERANCE[trace.config.dtype]
     ref = reference_loop(trace.X, trace.W_q, trace.W_k, trace.W_v, trace.W_o,
-                         trace.num_heads, trace.config.causal, trace.biases, trace.X_v)
+                         trace.num_heads, trace.config.causal, trace.biases, trace.X_v, trace.config.kv_heads,
+                         trace.rope_theta)
     checks = [Check("per-head loop", name, _max_diff(getattr(trace, name), value), tol)
               for name, value in ref.items()]
-    if torch is not None:
+    if torch is not None and trace.rope_theta is None:  # PyTorch's module has no rotary positions to compare
         checks += [Check("PyTorch", name, _max_diff(getattr(trace, name), value), tol)
                    for name, value in torch_reference(trace, torch).items()]
     return checks

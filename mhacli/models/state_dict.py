@@ -90,6 +90,8 @@ class AttentionWeights:
     causal: bool | None = None
     name: str | None = None
     decoder: bool = False
+    kv_heads: int | None = None  # key/value heads g of a Llama-style layer (W_k, W_v are (g·d/h) × d)
+    rope_theta: float | None = None  # its rotary positions' base (mhacli.models.llama)
 
     @property
     def d_model(self) -> int:

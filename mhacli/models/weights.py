@@ -12,8 +12,9 @@ bounded readers of :mod:`mhacli.io.archive`; nothing is ever unpickled.
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 
 from mhacli.attention.errors import UsageError
@@ -252,10 +253,9 @@ def no_layer(layer: object, what: str) -> None:
 def load_weights(path: Path, heads: object = None, layer: object = None) -> AttentionWeights:
     """Your self-attention layer's weights from an npz, .pt or .safetensors file, checked, with its head count."""
     where = _where(path)
-    weights = from_state_dict(read_state(path), heads=heads, layer=layer, where=where)
-    from dataclasses import replace
-
-    return replace(weights, heads=checked_heads(weights, heads, where))
+    weights = _layer_of(read_state(path), heads=heads, layer=layer, where=where)
+    count = checked_heads(weights, heads, where)
+    return replace(weights, heads=count)  # every field the reader found (a Llama layer's g and rotary base too)
 
 
 def own_weights(given: Any, heads: object = None, layer: object = None) -> AttentionWeights:
@@ -265,10 +265,19 @@ def own_weights(given: Any, heads: object = None, layer: object = None) -> Atten
         if layer is not None:
             no_layer(layer, "AttentionWeights")
     else:
-        weights = from_state_dict(given, heads=heads, layer=layer)
-    from dataclasses import replace
+        weights = _layer_of(given, heads=heads, layer=layer)
+    count = checked_heads(weights, heads)
+    return replace(weights, heads=count)  # every field the reader found (a Llama layer's g and rotary base too)
 
-    return replace(weights, heads=checked_heads(weights, heads))
+
+def _layer_of(state: Any, heads: object, layer: object, where: str = "the weights") -> AttentionWeights:
+    """One self-attention layer of a state dict: a Llama-style one (q_proj … o_proj) or any layout
+    :func:`~mhacli.models.state_dict.from_state_dict` reads."""
+    from mhacli.models.llama import from_llama, llama_layers
+
+    if isinstance(state, Mapping) and all(isinstance(k, str) for k in state) and llama_layers(state):
+        return from_llama(state, heads, layer, where)
+    return from_state_dict(state, heads=heads, layer=layer, where=where)
 
 
 def _checked(weights: AttentionWeights) -> AttentionWeights:

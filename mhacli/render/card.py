@@ -16,7 +16,6 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mhacli.attention import evidence
 from mhacli.measures import narrate
 from mhacli.grammar.knockout import Knockout
 from mhacli.grammar.score import percent
@@ -90,12 +89,11 @@ def knockout_table(card: CardShown, knock: Knockout) -> RenderableType:
     for i in range(card.heads):
         table.add_column(Text(f"h{i + 1}\nlooks", style=theme.head_style(i)), justify="right")
         table.add_column(Text(f"h{i + 1}\noff", style=theme.head_style(i)), justify="right")
-    cost = knock.cost
     for r, row in enumerate(card.rows):
         cells: list[Text | str] = [row, percent(knock.full[r])]  # the same digits as train's table
         for i in range(card.heads):
             cells.append(Text(_pct(card.rate[r, i]), style=theme.head_style(i) if card.named[r, i] else ""))
-            shown = evidence.points(float(cost[i, r]))  # the digits that keep it on its verdict's side
+            shown = knock.points[i][r]  # the digits that keep it on its verdict's side
             said = "0" if float(shown) == 0 else f"+{shown[1:]}" if shown.startswith("-") else f"−{shown}"
             cells.append(Text(said, style=theme.STYLE_BAD if knock.matters[i, r] else theme.STYLE_DIM))
         table.add_row(*cells)

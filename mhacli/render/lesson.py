@@ -119,6 +119,11 @@ def per_head_table(trace: Trace, hide_rules: bool = False) -> RenderableType:
         if rules:
             row.append(Text(rules[i]))
         table.add_row(*row)
+    h, g = trace.num_heads, trace.kv_heads
+    if g != h:  # shared keys and values: W_k^j and W_v^j per group, read by h/g heads each
+        return Group(fitted_table(table), _note(
+            f"W_q[a:b] is rows a … b−1, as numpy and PyTorch slice. W_k and W_v hold only g = {g} blocks: "
+            f"head i reads W_k^j and W_v^j of group j = ⌊i/{h // g}⌋, {h + 2 * g} matrices of {d}×{dk} in all."))
     return Group(fitted_table(table), _note(f"W_q[a:b] is rows a … b−1, as numpy and PyTorch slice. The same holds for "
                               f"W_k^i and W_v^i: {3 * trace.num_heads} matrices of {d}×{dk} in all."))
 
@@ -350,7 +355,8 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
             "plan", "The whole plan",
             "Here is every step of this run with the shape it produces and its cost in multiply-adds. "
             f"Steps marked (×{h}) happen once per head, side by side; d/h = {dk} is the width of one head.",
-            steps_table(trace.steps, h, title="Steps", efficiency=narrate.efficiency_sentence(trace.split_cost))),
+            steps_table(trace.steps, h, title="Steps", efficiency=narrate.efficiency_sentence(trace.split_cost),
+                        sharing=narrate.groups_sentence(n, d, h, trace.config.kv_heads))),
         LessonStep(
             "projections", "Each head gets its own W_q^i, W_k^i, W_v^i",
             "A single head multiplies X by three d×d matrices W_q, W_k and W_v to get queries, keys and "
@@ -364,6 +370,12 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
             f"h = {h} × 3 matrices × d·d/h numbers = 3·d·d = {pc.multi_head_qkv:,}: exactly what one "
             "full-width head costs. Splitting changes the shape of the work, not its size. The output "
             f"matrix W^O adds d·d = {pc.w_o:,} once, either way.",
+            parameters_panel(pc, title="Parameters")) if not pc.grouped else LessonStep(
+            "parameters", "Shared keys and values, fewer parameters",
+            f"The {h} query heads still cost h·d·d/h = d·d = {d * d:,}, what one full-width head's W_q costs; but "
+            f"this layer shares its keys and values among g = {pc.groups} group{'s' if pc.groups != 1 else ''}, "
+            f"so W_k and W_v cost 2·g·d·d/h = {2 * pc.groups * d * dk:,} instead of 2·d·d = {2 * d * d:,}. With "
+            f"W^O the layer has 2d²(1 + g/h) = {pc.total:,} parameters, not the article's 4d² = {pc.mha_total:,}.",
             parameters_panel(pc, title="Parameters")),
         LessonStep(
             "split", "Split the big matrix, or build each head directly?",

@@ -45,12 +45,14 @@ def header(trace: Trace) -> RenderableType:
     c = trace.config
     lines = Text()
     noun = "token" if trace.n_tokens == 1 else "tokens"
-    lines.append(f"N = {trace.n_tokens} {noun}   d = {c.d_model}   h = {c.heads}   d/h = {c.d_k}\n")
+    shared = f"   g = {c.groups}" if c.groups != c.heads else ""  # key/value heads, when the heads share them
+    lines.append(f"N = {trace.n_tokens} {noun}   d = {c.d_model}   h = {c.heads}{shared}   d/h = {c.d_k}\n")
     if trace.source:
         lines.append(f"loaded from {label(trace.source, 60)}\n", style=theme.STYLE_DIM)
     # A saved run keeps its whole config (npz format 2), so a loaded trace says the same as the run did.
-    lines.append(f"seed {c.seed} · tokenizer {c.tokenizer} · positions "
-                 f"{'on' if c.positions else 'off'}\n", style=theme.STYLE_DIM)
+    theta = getattr(trace, "rope_theta", None)  # a Llama-style layer turns Q and K by position instead
+    said = f"rotary (θ = {theta:,.0f}, in Q and K)" if theta is not None else "on" if c.positions else "off"
+    lines.append(f"seed {c.seed} · tokenizer {c.tokenizer} · positions {said}\n", style=theme.STYLE_DIM)
     lines.append(f"{'causal' if c.causal else 'bidirectional'} · weights {c.weights} · {c.dtype}",
                  style=theme.STYLE_DIM)
     return Panel(lines, title="Multi-head attention, step by step", title_align="left",
@@ -123,8 +125,9 @@ def _ids_note(trace: Trace) -> str:
 
 
 def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps",
-                efficiency: str | None = None) -> RenderableType:
-    """Step 2: formula, shape in symbols and numbers, multiply-adds (``efficiency``: what splitting changes)."""
+                efficiency: str | None = None, sharing: str | None = None) -> RenderableType:
+    """Step 2: formula, shape in symbols and numbers, multiply-adds (``efficiency``: what splitting changes;
+    ``sharing``: which query heads read which shared keys and values)."""
     table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("step", overflow="fold", ratio=2)
     table.add_column("formula", style=theme.STYLE_FORMULA, overflow="fold", ratio=3)
@@ -134,13 +137,14 @@ def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps",
     table.add_column("mult-adds", justify="right", style=theme.STYLE_NUMBER, ratio=1,
                      min_width=len(f"{total:,}"), no_wrap=True)
     for s in steps:
-        name = s.name + (f" (×{heads})" if s.per_head and heads > 1 else "")
+        times = heads if s.groups is None else s.groups  # a step of the key/value groups runs g times
+        name = s.name + (f" (×{times})" if s.per_head and times > 1 else "")
         # Text, not str: formulas contain brackets that Rich would read as markup.
         table.add_row(Text(name), Text(s.formula), Text(f"{s.shape} = {s.shape_numeric}"), f"{s.madds:,}")
     table.add_section()
     table.add_row("total", "", "", f"{total:,}")
     note = _note("(×h) steps run once per head; shapes are per head. Multiply-adds count all heads."
-                 + (f" {efficiency}" if efficiency else ""))
+                 + (f" {sharing}" if sharing else "") + (f" {efficiency}" if efficiency else ""))
     return Group(fitted_table(table), note)
 
 
@@ -151,14 +155,28 @@ def parameters_panel(params: ParameterCount, title: str = "3. Parameters") -> Re
     table.add_column("projections W_q, W_k, W_v", overflow="fold")
     table.add_column("count", justify="right", overflow="fold")
     table.add_row(f"1 head, each d×d = {params.d_model}×{params.d_model}", single)
-    table.add_row(f"{params.heads} heads, each d×d/h = {params.d_model}×{params.d_k}", multi)
+    g = params.groups
+    shared = f" (K, V: {g} key/value head{'s' if g != 1 else ''})" if params.grouped else ""
+    table.add_row(f"{params.heads} heads, each d×d/h = {params.d_model}×{params.d_k}{shared}", multi)
     table.add_row(f"W^O, d×d = {params.d_model}×{params.d_model}", f"{params.w_o:,}")
     table.add_section()
     table.add_row("total with W^O", f"{params.total:,}")
+    if params.grouped:
+        d, h = params.d_model, params.heads
+        table.add_row("the article's layer, 4d²", f"4 · {d}² = {params.mha_total:,}")
+        table.add_row("shared keys and values, 2d²(1 + g/h)", f"2 · {d}² · (1 + {g}/{h}) = {params.total:,}")
     verdict = Text("Same number of parameters: ", style=theme.STYLE_DIM)
     verdict.append("yes" if params.equal else "NO", style=theme.STYLE_OK if params.equal else theme.STYLE_BAD)
-    verdict.append(" — splitting into heads changes the shape of the work, not its size.",
-                   style=theme.STYLE_DIM)
+    if params.grouped:
+        d, h, dk = params.d_model, params.heads, params.d_k
+        verdict.append(f" — the {h} query heads still cost one head's W_q (h · d · d/h = d² = {h * d * dk:,}), as "
+                       f"the article says; the keys and values of {g} group{'s' if g != 1 else ''} cost {g}/{h} "
+                       f"of one head's, so the layer has {params.total:,} parameters, "
+                       f"{params.total / params.mha_total:.0%} of the article's {params.mha_total:,}.",
+                       style=theme.STYLE_DIM)
+    else:
+        verdict.append(" — splitting into heads changes the shape of the work, not its size.",
+                       style=theme.STYLE_DIM)
     return Group(fitted_table(table), _note(verdict))
 
 
@@ -169,7 +187,9 @@ def claim_panel(trace: Trace, diff: float) -> RenderableType:
     text.append("Q^i = X W_q^i", style=theme.STYLE_FORMULA)
     text.append(f" (X is N×d, W_q^i is d×d/h = {d}×{dk}) against block i of ")
     text.append("Q = X W_qᵀ", style=theme.STYLE_FORMULA)
-    text.append(f" (columns i·{dk} … i·{dk}+{dk - 1}), for every head and for K and V too.\n")
+    text.append(f" (columns i·{dk} … i·{dk}+{dk - 1}), for every head and for K and V too"
+                + (f" (K^j and V^j for each of the {trace.kv_heads} key/value groups).\n"
+                   if trace.kv_heads != trace.num_heads else ".\n"))
     text.append("largest difference: ")
     text.append(f"{diff:.3g}", style=theme.STYLE_OK if diff < 1e-9 else theme.STYLE_BAD)
     text.append("  → building the heads directly is the same as splitting the full matrices.")
@@ -326,12 +346,14 @@ def values_panel(trace: Trace, width: int = 80) -> RenderableType:
                                    _matrix("X (N×d)", np.asarray(trace.X), toks, None, width)]
     for i in range(trace.num_heads):
         style = theme.head_style(i)
-        parts.append(Text(f"\nhead {i + 1}", style=style))
-        # Everything S^i = Q^i K^iᵀ / √(d/h) and head_i = A^i V^i need, so each product can be redone by hand.
-        for name, m, cols in ((f"Q^{i + 1} (N×d/h)", trace.Q[i], None), (f"K^{i + 1} (N×d/h)", trace.K[i], None),
-                              (f"V^{i + 1} (N×d/h)", trace.V[i], None), (f"S^{i + 1} (N×N)", trace.scores[i], toks),
+        j = trace.head_groups[i]  # the key/value group head i reads (j = i in the article's layer)
+        shared = f", group {j + 1}" if trace.kv_heads != trace.num_heads else ""
+        parts.append(Text(f"\nhead {i + 1}{shared}", style=style))
+        # Everything S^i = Q^i K^jᵀ / √(d/h) and head_i = A^i V^j need, so each product can be redone by hand.
+        for name, m, cols in ((f"Q^{i + 1} (N×d/h)", trace.Q[i], None), (f"K^{j + 1} (N×d/h)", trace.K[j], None),
+                              (f"V^{j + 1} (N×d/h)", trace.V[j], None), (f"S^{i + 1} (N×N)", trace.scores[i], toks),
                               (f"A^{i + 1} (N×N)", trace.weights[i], toks),
-                              (f"head_{i + 1} = A^{i + 1} V^{i + 1} (N×d/h)", trace.heads[i], None)):
+                              (f"head_{i + 1} = A^{i + 1} V^{j + 1} (N×d/h)", trace.heads[i], None)):
             parts.append(_matrix(name, np.asarray(m), toks, cols, width))
     parts.append(Text(""))
     parts.append(_matrix("H = [head_1 … head_h] (N×d)", np.asarray(trace.concat), toks, None, width))
@@ -353,7 +375,9 @@ def walkthrough(trace: Trace, analysis: Analysis, split_diff: float, *, max_toke
     parts: list[RenderableType | None] = [
         header(trace),
         tokens_table(trace, max_tokens, width),
-        steps_table(trace.steps, trace.num_heads, efficiency=narrate.efficiency_sentence(trace.split_cost)),
+        steps_table(trace.steps, trace.num_heads, efficiency=narrate.efficiency_sentence(trace.split_cost),
+                    sharing=narrate.groups_sentence(trace.n_tokens, trace.d_model, trace.num_heads,
+                                                    trace.config.kv_heads)),
         parameters_panel(trace.parameters),
         claim_panel(trace, split_diff),
         heads_panel(trace, analysis, hide_rules=hide_rules),

@@ -194,7 +194,7 @@ def _kv_only(tokens: int, layer: Sharing, markdown: bool, json_out: bool) -> Non
         print_all(sharing_view(sized_side_by_side(layer, tokens)))
 
 
-@model_block("weights", "layer", "words", "heads", "d_model", "seed", "tokenizer", "positions", "causal")
+@model_block("weights", "layer", "words", "heads", "d_model", "seed", "tokenizer", "positions", "causal", "kv_heads")
 def demo(
     text: TextArg = None,
     file: FileOpt = None,
@@ -337,6 +337,11 @@ def _quiz(request: Request, questions: int, answers: bool) -> None:
     prepared = prepare_run(request.text or "", options)
     if prepared.model is None and request.model.seed is not None:  # the seed picks the weights too, unless trained
         prepared = prepare_run(request.text or "", {**options, "seed": seed})
+    if prepared.config.groups != prepared.config.heads:  # the questions count the article's layer: 4d², 3d² …
+        raise UsageError(f"mha quiz asks about the article's layer, where every head has its own keys and values; "
+                         f"in this one {prepared.config.heads} query heads share {prepared.config.groups} key/value "
+                         f"head{'s' if prepared.config.groups != 1 else ''}: "
+                         "read it with 'mha explain' instead.")
     result = finish_run(prepared)
     trace = result.trace
     asked = make_quiz(trace, seed, questions, analysis=result.analysis)

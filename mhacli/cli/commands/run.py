@@ -73,7 +73,7 @@ def show(
     publish.show(build.request(read_text=False, figures=True, **options), trace_file, layer, batch_index)
 
 
-@model_block("heads", "d_model", "seed", "tokenizer", "positions", "causal", "weights", "layer", "words")
+@model_block("heads", "d_model", "seed", "tokenizer", "positions", "causal", "weights", "layer", "words", "kv_heads")
 def compare(
     text: TextArg = None,
     file: FileOpt = None,

@@ -167,7 +167,9 @@ def _draw(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: bo
     weights = np.asarray(trace.weights)[:, view.rows, view.rows]  # (h, n, n)
     average = np.asarray(analysis.average)[view.rows, view.rows]  # (n, n): what PyTorch returns by default
     names = ([f"Head {i + 1}" for i in range(h)] + [f"Average of the {h} heads"])[:count]
-    details = ([short_head(analysis, i, pen, hide_rules) for i in range(h)]
+    groups = getattr(trace, "kv_heads", h)  # key/value groups: the heads of one group read the same K^j, V^j
+    shared = [f"group {i // (h // groups) + 1} · " if groups != h else "" for i in range(h)]
+    details = ([shared[i] + short_head(analysis, i, pen, hide_rules) for i in range(h)]
                + ["what PyTorch returns by default"])[:count]
     fig = new_figure(figsize=(sizes.width, sizes.body))
     m = Measured(fig)

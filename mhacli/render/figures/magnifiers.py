@@ -192,6 +192,8 @@ def build_magnifiers(trace: Shown, single: Trace | None, window: Window, pen: Pe
     box_pt = fs * (1.2 + 2 * pad)  # a box's height, in points
     line_pt = box_pt + 4 + vs * 1.25 + 6  # one line of boxes and their numbers
 
+    groups = getattr(trace, "kv_heads", h)  # key/value groups (a trace of shared keys and values has g < h)
+
     def subtext(k: int, q: int | None, hidden: bool = hide_rules) -> list[str]:
         """Small lines under a row's name: the single head's width, a head's pattern, what the window cut."""
         if k < lead:
@@ -203,6 +205,8 @@ def build_magnifiers(trace: Shown, single: Trace | None, window: Window, pen: Pe
         words = pen.shown(pattern_words(analysis, i, hidden), NAME_CHARS).replace(" · ", "\u00a0· ")
         out = [line.replace("\u00a0", " ") for line in
                textwrap.wrap(words, SUBTEXT_CHARS, break_on_hyphens=False)] or [""]
+        if groups != h:  # heads that share keys and values: experts with one set of notes, their own questions
+            out.insert(0, f"group {i // (h // groups) + 1}")
         if view.windowed and q is not None:
             out.append(f"{float(np.asarray(analysis.outside_rows)[i, q]):.0%} outside the window")
         return out
@@ -260,8 +264,10 @@ def build_magnifiers(trace: Shown, single: Trace | None, window: Window, pen: Pe
     team = ""
     if single is not None:
         team = (f" “1 head” is one head of size d = {trace.d_model} over the same text; "  # type: ignore[union-attr]
-                + (f"heads 1–{h} are {h} heads of size d/h = {trace.d_k}, same parameters." if h > 1  # type: ignore[union-attr]
-                   else "head 1 is that same head."))
+                + (f"heads 1–{h} are {h} heads of size d/h = {trace.d_k}, "  # type: ignore[union-attr]
+                   + ("same parameters." if groups == h else f"sharing keys and values in {groups} "
+                      f"group{'s' if groups != 1 else ''}; the one head reads them written out once per head.")
+                   if h > 1 else "head 1 is that same head."))
     sub = (f"Each box is a token, shaded by the weight the query gives it in that head "
            f"(white = none, full colour = {vmax:.2f}, the largest shown); the number under it is "
            "that weight. A thick outline marks the token the head looks at most from that query; "

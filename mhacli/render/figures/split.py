@@ -119,7 +119,14 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
     # X is not split: every head reads all of it (its own W_q^i makes Q^i), so X has one frame, no head's.
     top = [Panel(np.asarray(trace.X), "X  (N × d)", "the tokens' vectors, one row each:\nevery head reads all of X",
                  1, toks, 1.5)]
+    g = trace.kv_heads
     for k, name in enumerate(("q", "k", "v")):
+        if name != "q" and g != h:  # shared keys and values: one block per group j, read by h/g heads
+            per_group = np.asarray(trace.W_k if name == "k" else trace.W_v).T  # (g·d/h, d) -> (d, g·d/h)
+            top.append(Panel(per_group, f"W_{name}{first} … W_{name}{sup_index(g)}",
+                             f"block j is W_{name}^j: d × d/h = {d} × {dk},\nread by {h // g} heads", g, None,
+                             g / h))
+            continue
         per_head = np.concatenate([b[k] for b in blocks], axis=1)  # h × (d, d/h) -> (d, d)
         top.append(Panel(per_head, f"W_{name}{first} … W_{name}{last}",
                          f"block i is W_{name}^i: d × d/h = {d} × {dk}", h, None, 1.0))

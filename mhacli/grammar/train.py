@@ -576,8 +576,9 @@ def train_stack(configs: Sequence[TrainConfig],
         helds.append(HeldOut(ids, targets, keys, task.scored(keys)))
         streams.setdefault(c.seed, _Stream(rng))
     # Head dropout draws from a generator of its own (spawned from the seed, one per model), so every head count
-    # of a seed reads the same sentences, alone or stacked.
-    dropping = [np.random.default_rng(c.seed).spawn(1)[0] for c in configs]
+    # of a seed reads the same sentences, alone or stacked. SeedSequence.spawn, not Generator.spawn (numpy 1.25+):
+    # the same generator on the numpy 1.23 pyproject allows.
+    dropping = [np.random.default_rng(np.random.SeedSequence(c.seed).spawn(1)[0]) for c in configs]
     m = len(configs)
     params = {name: np.stack([p[name] for p in inits]).astype(STEP_DTYPE) for name in inits[0]}  # (M, …) each
     # The snapshots show the first held-out sequence; a sentence without its padding.

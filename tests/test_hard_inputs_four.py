@@ -887,7 +887,12 @@ def test_a_saved_grammar_run_is_shown_with_the_names_it_was_saved_with(tmp_path)
     assert code == 0, err
     before, after = json.loads(explained), json.loads(shown)
     assert after["rules"] == before["rules"] and any("verb →" in r for r in after["rules"])
-    assert after == before  # the same document: the names, the parse's reading and every measure
+    # The same document: the names, the parse's reading and every measure. The model's report card (and the
+    # relations read from it) is the model's, not the run's: a saved run does not carry it (docs/changelog.md).
+    card_keys = {"card", "relations"}
+    assert {k: v for k, v in after.items() if k not in card_keys} == \
+        {k: v for k, v in before.items() if k not in card_keys}
+    assert before["card"] is not None and after.get("card") is None
     code, text, err = cli("show", str(tmp_path / "g.npz"), "--no-plots")
     titles = [rule.partition(" — ")[0] for rule in before["rules"]]  # the report card's few words per head
     flat = " ".join(text.split())  # a title may wrap at the terminal's width

@@ -235,7 +235,7 @@ def test_the_kept_reading_keeps_the_card_and_the_readout_where_the_others_do_not
     assert keeps_card(free)
     assert np.all(scores.accuracy[free] >= scores.accuracy[centroid] - 1e-12)
     assert np.all(scores.accuracy[free] >= scores.accuracy[fixed] - 1e-12)
-    assert scores.accuracy[free].min() >= 0.99
+    assert np.all(scores.accuracy[free] >= scores.accuracy[words] - 0.01)  # each relation's, within a point
     for k in (centroid, fixed):  # each rejected reading loses the card or a point of some relation's accuracy
         assert not keeps_card(k) or (scores.accuracy[free] - scores.accuracy[k]).max() >= 0.01
     assert scores.replaced.sum() > 0

@@ -202,6 +202,17 @@ def check_zip_archive(path: Path, bad: Refusal, cap: int | None, max_members: in
         raise bad(DAMAGED) from None
 
 
+def torch_pickle(path: Path) -> bytes | None:
+    """The pickle a PyTorch zip (``.pt``) holds (its ``data.pkl``), to be read as data, never unpickled; None when
+    the file is not such a zip. Call after :func:`check_zip_archive` has capped its declared sizes."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            pickles = [n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
+            return archive.read(pickles[0]) if pickles else None
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return None  # not a zip (PyTorch's legacy format): torch.load says what it is
+
+
 def members(names: Iterable[str]) -> str:
     """A few member names for a message: ``a, b, c`` (or ``nothing``)."""
     found = sorted(names)

@@ -93,14 +93,10 @@ def saved_object(pickled: bytes) -> str | None:
 def _refuse_saved_module(path: Path) -> None:
     """A file ``torch.save(model)`` wrote holds the model pickled whole, which is never unpickled here: say so,
     with the save that works, before PyTorch is even imported."""
-    import zipfile
+    from mhacli.io.archive import torch_pickle
 
-    try:
-        with zipfile.ZipFile(path) as archive:
-            pickles = [n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
-            found = saved_object(archive.read(pickles[0])) if pickles else None
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
-        return  # not a zip (PyTorch's legacy format): torch.load says what it is
+    data = torch_pickle(path)
+    found = saved_object(data) if data is not None else None
     if found is not None:
         raise UsageError(f"{shown_path(path)} holds a whole model or object ({found}), as torch.save(model) "
                          "writes it, not a state dict; save its weights with torch.save(model.state_dict()) and "

@@ -170,16 +170,25 @@ def test_heads_of_odd_width_cannot_turn():
         mhacli.run(TEXT, weights=llama_state(d=12, h=4, g=2, layers=1), heads=4)
 
 
-def test_the_quiz_refuses_a_layer_that_shares_keys_and_values(tmp_path):
+def test_the_quiz_asks_a_layer_that_shares_keys_and_values_about_its_groups(tmp_path, monkeypatch):
+    """A file's g = 2 < h = 4 gets the questions on g and the cache, and the command it names to check runs."""
+    import json
+    import shlex
+
     from typer.testing import CliRunner
 
     from mhacli.cli.app import app
 
+    monkeypatch.chdir(tmp_path)
     path = tmp_path / "llama.npz"
     np.savez(path, **llama_state(layers=1))
-    got = CliRunner().invoke(app, ["quiz", TEXT, "--weights", str(path), "--heads", "4"])
-    assert got.exit_code == 2 and "4 query heads share 2 key/value heads" in got.stderr
-    assert len(got.stderr.strip().splitlines()) == 1
+    got = CliRunner().invoke(app, ["quiz", TEXT, "--weights", str(path), "--heads", "4", "--json", "--answers"])
+    assert got.exit_code == 0, got.output
+    asked = json.loads(got.stdout)
+    assert [q["topic"] for q in asked["questions"]][:2] == ["sharing", "cache"]
+    assert asked["questions"][0]["answer"].startswith("2 (one per group")
+    checked = CliRunner().invoke(app, [*shlex.split(asked["check"])[1:], "--no-plots", "--json"])
+    assert checked.exit_code == 0, checked.output
 
 
 @settings(max_examples=30, deadline=None)

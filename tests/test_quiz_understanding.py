@@ -96,3 +96,65 @@ def test_the_check_command_runs_the_quizzed_model(tmp_path, monkeypatch, weights
     d, h = (int(n) for n in re.findall(r"d = (\d+), h = (\d+)", asked["title"])[0])
     assert (config["d_model"], config["heads"]) == (d, h)
     assert f"{config['weights']} weights" in asked["title"]
+
+
+@pytest.fixture(scope="module")
+def shared():
+    return mhacli.run("the cat sat on the mat and the dog sat on the log", heads=8, d_model=32, kv_heads=2)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_shared_keys_question_counts_the_groups_and_their_readers(shared, seed):
+    """K^j's readers, computed here from h and g (heads (j−1)·h/g + 1 … j·h/g), not from the trace's grouping."""
+    q = ask("shared_keys", shared.trace, random.Random(seed), shared.analysis)
+    assert q is not None
+    j = int(re.search(r"which query heads read K\^(\d+)\?", q.prompt)[1])
+    h, g = 8, 2
+    readers = list(range((j - 1) * h // g + 1, j * h // g + 1))
+    assert q.answer.startswith(f"{g} (one per group")
+    assert f"K^{j} is read by heads {', '.join(map(str, readers))}:" in q.answer
+    w_k = np.asarray(shared.trace.W_k)
+    assert w_k.shape[0] == g * shared.trace.d_k  # the layer really builds g key matrices of d/h columns
+
+
+def test_the_cache_question_is_two_g_d_h_numbers_per_token(shared):
+    q = ask("cache", shared.trace, random.Random(0), shared.analysis)
+    assert q is not None
+    n, g, d_h = shared.trace.n_tokens, 2, 32 // 8
+    k_rows = np.asarray(shared.trace.W_k).shape[0]  # the K and V one token adds: g · d_h numbers each
+    assert 2 * k_rows == 2 * g * d_h == 16
+    assert f"2 · g · d/h = 2 · {g} · {d_h} = {2 * g * d_h:,} per token, {2 * g * d_h * n:,} for {n} tokens" in q.answer
+    assert f"with g = h = 8: 2 · 8 · {d_h} = {2 * 8 * d_h:,} per token, 4× as many" in q.answer
+
+
+def test_a_run_without_sharing_is_asked_neither_and_keeps_its_quiz(result):
+    assert ask("shared_keys", result.trace, random.Random(0), result.analysis) is None
+    assert ask("cache", result.trace, random.Random(0), result.analysis) is None
+    topics = {q.topic for seed in range(12) for q in make_quiz(result.trace, seed, analysis=result.analysis)}
+    assert not topics & {"sharing", "cache"}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_shared_run_quiz_asks_both_and_never_counts_the_articles_parameters(shared, seed):
+    asked = make_quiz(shared.trace, seed, count=8, analysis=shared.analysis)
+    topics = [q.topic for q in asked]
+    assert topics[:2] == ["sharing", "cache"] and len(asked) == 8
+    assert "parameters" not in topics and not any("4 · d · d" in q.answer or "h · d · d" in q.answer for q in asked)
+
+
+def test_the_quiz_command_takes_kv_heads_and_its_check_command_keeps_them():
+    import json
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+
+    quiz = CliRunner().invoke(app, ["quiz", "the cat sat on the mat", "--heads", "4", "--kv-heads", "2", "--json",
+                                    "--answers"])
+    assert quiz.exit_code == 0, quiz.output
+    asked = json.loads(quiz.stdout)
+    assert [q["topic"] for q in asked["questions"]][:2] == ["sharing", "cache"]
+    argv = shlex.split(asked["check"])
+    assert argv[argv.index("--kv-heads") + 1] == "2"
+    assert "2 · 2 · 4 = 16 per token" in asked["questions"][1]["answer"]

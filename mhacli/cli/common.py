@@ -149,6 +149,8 @@ def config_args(config: Config, skip: tuple[str, ...] = ()) -> str:
     for name in ("heads", "d_model", "seed", "tokenizer", "weights"):
         if name not in skip and getattr(config, name) != getattr(default, name):
             out.append(f"--{name.replace('_', '-')} {getattr(config, name)}")
+    if config.groups != config.heads and config.weights == "random":  # other weights fix their own g
+        out.append(f"--kv-heads {config.groups}")
     if config.causal:
         out.append("--causal")
     if not config.positions:

@@ -289,6 +289,38 @@ def _average_hides(trace: Trace, rng: random.Random, a: Analysis) -> Question | 
         f"the 'Average' panel of heads.png beside head {i + 1}, or 'mha explain … --json' (weights)")
 
 
+def _shared_keys(trace: Trace, rng: random.Random, a: Analysis) -> Question | None:
+    """With g < h key/value groups: how many K^j the layer builds, and which query heads read one of them."""
+    h, g = trace.num_heads, trace.kv_heads
+    if g >= h:
+        return None
+    j = rng.randrange(g)
+    readers = [i + 1 for i, group in enumerate(trace.head_groups) if group == j]
+    return Question(
+        "sharing",
+        f"This layer has h = {h} query heads and g = {g} key/value groups. How many key matrices K^j does it "
+        f"build, and which query heads read K^{j + 1}?",
+        f"{g} (one per group, each N × d/h = {trace.n_tokens} × {trace.d_k}); K^{j + 1} is read by heads "
+        f"{', '.join(map(str, readers))}: head i reads group ⌊(i−1)/(h/g)⌋ + 1 = ⌊(i−1)/{h // g}⌋ + 1",
+        "the 'Keys' row of the 'Steps' table (×g) and the note under it")
+
+
+def _cache(trace: Trace, rng: random.Random, a: Analysis) -> Question | None:
+    """With g < h key/value groups: the numbers per token a KV cache of this layer keeps, beside g = h."""
+    h, g, dk, n = trace.num_heads, trace.kv_heads, trace.d_k, trace.n_tokens
+    if g >= h:
+        return None
+    per_token = 2 * g * dk  # K and V: g rows of d/h each
+    return Question(
+        "cache",
+        f"A model generating text keeps every token's keys and values (its KV cache). How many numbers per "
+        f"token does this layer's cache hold, how many for this run's {n} tokens, and how many would it hold "
+        f"if each of the {h} heads had its own keys and values?",
+        f"2 · g · d/h = 2 · {g} · {dk} = {per_token:,} per token, {per_token * n:,} for {n} tokens; with "
+        f"g = h = {h}: 2 · {h} · {dk} = {2 * h * dk:,} per token, {h // g}× as many",
+        f"'mha shapes --tokens {n} --d-model {trace.d_model} --heads {h} --kv-heads {g}', the 'KV cache' rows")
+
+
 # Every generator reads the run's measures, computed once by make_quiz (a generator may be called dozens of times).
 Generator = Callable[[Trace, random.Random, "Analysis"], "Question | None"]
 GENERATORS: tuple[Generator, ...] = (
@@ -301,7 +333,11 @@ UNDERSTANDING = (_why_same_count, _one_row, _average_hides)
 REPEATABLE = (_shape, _parameters, _top_key, _madds, _columns, _row_sum, _decoded, _pattern, _agreement, _one_row)
 MAX_QUESTIONS = 20
 #: Each kind of question by name ("shape", "parameters", "top_key", …), for :func:`ask`.
-KINDS: dict[str, Generator] = {g.__name__.lstrip("_"): g for g in GENERATORS}
+# With g < h the layer is no longer the article's: these two come first, and the questions that count its 4d²
+# parameters or why splitting keeps them (true only when every head has its own keys and values) are left out.
+SHARED = (_shared_keys, _cache)
+SHARED_SAFE = tuple(g for g in GENERATORS[3:] if g is not _why_same_count)
+KINDS: dict[str, Generator] = {g.__name__.lstrip("_"): g for g in (*GENERATORS, *SHARED)}
 
 
 def quiz_title(trace: Trace, count: int, about: str, seed: int | None = None) -> str:
@@ -318,6 +354,24 @@ def ask(kind: str, trace: Trace, rng: random.Random, analysis: Analysis) -> Ques
     return KINDS[kind](trace, rng, analysis)
 
 
+def _shared_quiz(trace: Trace, rng: random.Random, measures: Analysis, count: int) -> list[Question]:
+    """The quiz of a layer whose h query heads share g < h key/value groups: its two questions on g first."""
+    rest = list(SHARED_SAFE)
+    rng.shuffle(rest)
+    plan = [*SHARED, _shape, _top_key, *rest]
+    repeatable = [g for g in REPEATABLE if g in plan]
+    questions: list[Question] = []
+    seen: set[str] = set()
+    for attempt in range(50 * max(count, 1)):
+        if len(questions) >= count:
+            break
+        q = (plan[attempt] if attempt < len(plan) else rng.choice(repeatable))(trace, rng, measures)
+        if q is not None and q.prompt not in seen:
+            seen.add(q.prompt)
+            questions.append(q)
+    return questions
+
+
 def make_quiz(trace: Trace, seed: int, count: int = 5, analysis: Analysis | None = None) -> list[Question]:
     """``count`` different questions about ``trace``; the first three kinds are a shape, a
     parameter count and a head's favourite key, then one question that needs understanding (why
@@ -326,6 +380,8 @@ def make_quiz(trace: Trace, seed: int, count: int = 5, analysis: Analysis | None
     ``analysis``: the run's measures when the caller has them (the pipeline's result)."""
     rng = random.Random(f"mhacli-quiz:{seed}")  # str seeds hash with SHA-512: stable everywhere
     measures = analysis if analysis is not None else analyse(trace)
+    if trace.kv_heads < trace.num_heads:
+        return _shared_quiz(trace, rng, measures, count)
     understanding = list(UNDERSTANDING)
     rng.shuffle(understanding)
     # The first of them this run can answer comes right after the three fixed kinds (a one-head run has

@@ -295,7 +295,7 @@ def _save_one_vs_many(pairs: Sequence[TrainedPair], out: Path, fmt: str, dpi: in
     return str(atomic_write_bytes(Path(out) / f"{ONE_VS_MANY}.{fmt}", drawn_one_vs_many(pairs, fmt, dpi, hide_rules)))
 
 
-@model_block("seed", "weights", "layer", "words", "heads", "d_model", "causal")
+@model_block("seed", "weights", "layer", "words", "heads", "d_model", "causal", "kv_heads")
 def quiz(
     text: TextArg = None,
     file: FileOpt = None,
@@ -337,11 +337,6 @@ def _quiz(request: Request, questions: int, answers: bool) -> None:
     prepared = prepare_run(request.text or "", options)
     if prepared.model is None and request.model.seed is not None:  # the seed picks the weights too, unless trained
         prepared = prepare_run(request.text or "", {**options, "seed": seed})
-    if prepared.config.groups != prepared.config.heads:  # the questions count the article's layer: 4d², 3d² …
-        raise UsageError(f"mha quiz asks about the article's layer, where every head has its own keys and values; "
-                         f"in this one {prepared.config.heads} query heads share {prepared.config.groups} key/value "
-                         f"head{'s' if prepared.config.groups != 1 else ''}: "
-                         "read it with 'mha explain' instead.")
     result = finish_run(prepared)
     trace = result.trace
     asked = make_quiz(trace, seed, questions, analysis=result.analysis)
@@ -353,8 +348,10 @@ def _quiz(request: Request, questions: int, answers: bool) -> None:
     typed = [] if weights in (None, DEFAULT.weights) else [f"--weights {printable(shlex.quote(weights))}"]
     words = request.model.words
     typed += [f"--words {printable(shlex.quote(' '.join(words)))}"] if words else []  # the check reads them too
-    check = " ".join(part for part in ["mha explain", source, config_args(prepared.config, skip=("weights",)), *typed]
-                     if part)
+    args = config_args(prepared.config, skip=("weights",))
+    if weights is not None and Path(weights).is_file() and "--heads" not in args:  # a file may not record h
+        args = f"--heads {prepared.config.heads} {args}".strip()
+    check = " ".join(part for part in ["mha explain", source, args, *typed] if part)
     if request.outputs.json:
         _json("quiz", {"title": title, "check": check, "seed": seed,
                        "questions": [{"topic": q.topic, "question": q.prompt, "check": q.check,

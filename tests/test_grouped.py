@@ -242,3 +242,25 @@ def test_llama_2_70b_attention_parameters():
 
     pc = ParameterCount(8192, 64, 8)
     assert round(pc.total / 1e6, 1) == 151.0 and round(pc.mha_total / 1e6, 1) == 268.4  # the issue's figures
+
+
+def test_split_figure_outlines_each_key_value_block_in_its_first_readers_colour():
+    """split.png with g < h: W_k^j and W_v^j are outlined in the colour of the first head that reads them (group 2
+    of 4 heads in 2 groups is read by heads 3 and 4: head 3's colour, never head 2's), and the split's title says
+    K and V are cut into g blocks."""
+    from matplotlib.colors import to_rgba
+    from matplotlib.patches import Rectangle
+    from matplotlib.text import Text
+
+    from mhacli.render import theme
+    from mhacli.render.figures.split import split_figure
+
+    trace = run_tokens(TOKENS, Config(heads=4, d_model=16, kv_heads=2))
+    fig = split_figure(trace)
+    for name in ("W_k", "W_v"):
+        ax = next(a for a in fig.axes if a.get_title().startswith(name))
+        edges = [r.get_edgecolor() for r in ax.patches if isinstance(r, Rectangle) and not r.get_fill()]
+        assert edges == [to_rgba(theme.head_color(0)), to_rgba(theme.head_color(2))], name
+    texts = [t.get_text() for t in fig.findobj(Text)]
+    assert any("W_k and W_v into g = 2" in t for t in texts)
+    assert not any("likewise K^i and V^i" in t for t in texts)

@@ -53,6 +53,7 @@ class Panel:
     heads: int  # column blocks outlined in the heads' colours (1: one plain frame)
     rows: Sequence[str] | None  # a label per row (the tokens), or None for a weight matrix
     units: float  # its width, in units of a weight matrix's side
+    readers: int = 1  # heads that read each block: block j is outlined in its first reader's colour, head j·readers
 
 
 def _draw_panel(ax: Axes, p: Panel, step: int) -> None:
@@ -74,7 +75,7 @@ def _draw_panel(ax: Axes, p: Panel, step: int) -> None:
     inset = 0.12  # neighbouring blocks' outlines must not overlap
     for i in range(p.heads):
         ax.add_patch(Rectangle((i * width - 0.5 + inset, -0.5 + inset), width - 2 * inset, r - 2 * inset,
-                               fill=False, lw=2.2, ec=theme.head_color(i)))
+                               fill=False, lw=2.2, ec=theme.head_color(i * p.readers)))
     ax.set_xlabel(_caption(p), fontsize=9, color=theme.LABEL_COLOR, labelpad=CAPTION_PAD)
 
 
@@ -124,8 +125,8 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
         if name != "q" and g != h:  # shared keys and values: one block per group j, read by h/g heads
             per_group = np.asarray(trace.W_k if name == "k" else trace.W_v).T  # (g·d/h, d) -> (d, g·d/h)
             top.append(Panel(per_group, f"W_{name}{first} … W_{name}{sup_index(g)}",
-                             f"block j is W_{name}^j: d × d/h = {d} × {dk},\nread by {h // g} heads", g, None,
-                             g / h))
+                             f"block j is W_{name}^j: d × d/h = {d} × {dk},\nread by {h // g} heads, in the "
+                             "first one's colour", g, None, g / h, readers=h // g))
             continue
         per_head = np.concatenate([b[k] for b in blocks], axis=1)  # h × (d, d/h) -> (d, d)
         top.append(Panel(per_head, f"W_{name}{first} … W_{name}{last}",
@@ -167,7 +168,9 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
     _, _, head_h = slide.text(f"One matrix, {h} heads: d = {d} split into h = {h} blocks of d/h = {dk}\n{sub}",
                               width / 2, INSET, fontsize=15, ha="center", color=theme.LABEL_COLOR)
     split_title = (f"The split: W_q, W_k and W_v cut into h = {h} blocks of d/h = {dk} columns (Q^i = X W_q^i, "
-                   "likewise K^i and V^i)")
+                   "likewise K^i and V^i)" if g == h else
+                   f"The split: W_q cut into h = {h} blocks of d/h = {dk} columns (Q^i = X W_q^i); W_k and W_v into "
+                   f"g = {g} (K^j = X W_k^j, V^j = X W_v^j)")
     merge_title = "The merge: the heads' outputs side by side, mixed by W^O"
     sub_h = m.tallest([split_title, merge_title], 12.0)
     legend_h = m.tallest(["head 1"], 11.0) + 1.3 * 11.0 * PT  # its text, its border pad and the pad to the edge

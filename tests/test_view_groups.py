@@ -9,6 +9,11 @@ import pytest
 import mhacli
 from mhacli.attention.errors import UsageError
 from mhacli.measures.view import from_attention
+from mhacli.pipeline import paged, result_of
+from mhacli.render.html import page_data
+import test_html_browser
+
+browser = test_html_browser.browser  # the system Chromium under Playwright (a stated skip without it)
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 
@@ -71,3 +76,105 @@ def test_a_transformers_grouped_models_output_attentions_are_labelled_by_its_con
         out = model(torch.arange(6)[None], output_attentions=True)
     view = mhacli.from_attention(out.attentions, TOKENS, kv_heads=model.config.num_key_value_heads)
     assert view.n_layers == 2 and view.head_groups == (0, 0, 1, 1)
+    assert page_data(paged(result_of(view, layers=True)))["groups"] == [0, 0, 1, 1]
+
+
+# --- the page ------------------------------------------------------------------------------------------------
+def test_the_page_carries_the_groups_of_a_run_and_of_a_view():
+    run = mhacli.run("the cat sat on the mat", heads=4, d_model=16, kv_heads=2)
+    data = page_data(paged(run))
+    assert data["kv_heads"] == 2 and data["groups"] == [0, 0, 1, 1]
+    plain = page_data(paged(mhacli.run("the cat sat on the mat", heads=4, d_model=16)))
+    assert plain["kv_heads"] == 4 and plain["groups"] is None
+    view = page_data(paged(result_of(from_attention(weights(1), TOKENS, kv_heads=4))))
+    assert view["groups"] == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_the_page_holds_every_layer_and_head_for_its_model_view():
+    import base64
+    import zlib
+
+    w = weights(layers=3, heads=4, n=6)
+    data = page_data(paged(result_of(from_attention(w, TOKENS), layers=True)))
+    model = data["model"]
+    assert model["shape"] == [3, 4, 6, 6] and model["block"] == 1
+    levels = np.frombuffer(zlib.decompress(base64.b64decode(model["u8"])), np.uint8).reshape(3, 4, 6, 6)
+    assert np.abs(levels / 255 - w).max() <= 0.5 / 255 + 1e-12
+    one = page_data(paged(result_of(from_attention(w[:1], TOKENS), layers=True)))
+    assert one["model"] is None  # one layer: its heads are the page itself
+    shown_only = page_data(paged(result_of(from_attention(w, TOKENS))))  # a notebook display: one layer
+    assert shown_only["model"] is None
+
+
+def test_a_large_model_views_thumbnails_average_blocks_to_stay_small():
+    from mhacli.render.html import MODEL_BUDGET, model_data
+
+    view = from_attention(weights(layers=24, heads=16, n=64, seed=3), [f"t{i}" for i in range(64)])
+    model = model_data(view, 64)
+    layers, heads, t, _ = model["shape"]
+    assert (layers, heads) == (24, 16) and model["block"] > 1 and layers * heads * t * t <= MODEL_BUDGET
+
+
+# --- the page in a headless browser ---------------------------------------------------------------------------
+NOTEBOOK_SCREEN = 950  # px: a 1080p screen less the browser's and the notebook's own bars
+
+
+def _browser_page(browser, html: str, tmp_path, viewport):
+    path = tmp_path / "page.html"
+    path.write_text(html, encoding="utf-8")
+    ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, offline=True)
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri() + "#q=0")
+    page.wait_for_selector("html[data-ready=true]", timeout=15000)
+    return ctx, page, errors
+
+
+@pytest.mark.parametrize(("layers", "heads", "n", "g"), [(12, 12, 40, None), (12, 12, 40, 4), (1, 32, 100, None),
+                                                         (2, 4, 200, 2)])
+def test_a_notebook_display_fits_one_1080p_screen(browser, tmp_path, layers, heads, n, g):
+    """A GPT-2-sized display was about 1,280 px tall: more than a 1080p screen shows of a notebook."""
+    from mhacli.notebook import display_page
+    from mhacli.render.html import render_html
+
+    view = from_attention(weights(layers, heads, n, seed=5, causal=True), [f"Ġt{i}" for i in range(n)], kv_heads=g)
+    html = render_html(paged(result_of(view)), packed=True)
+    ctx, page, errors = _browser_page(browser, html, tmp_path, (1000, 300))  # short: the height is the content's
+    try:
+        height = page.evaluate("document.documentElement.scrollHeight")
+        assert height <= NOTEBOOK_SCREEN, height
+        assert page.locator("figure.hm:visible").count() == 1 and errors == []
+    finally:
+        ctx.close()
+    if (layers, heads, n) == (12, 12, 40):
+        assert len(display_page(view).encode()) <= 150_000
+
+
+def test_the_page_marks_the_heads_of_each_group_and_shows_every_layer_and_head(browser, tmp_path):
+    from mhacli.render.html import render_html
+
+    view = from_attention(weights(12, 12, 40, seed=5, causal=True), [f"t{i}" for i in range(40)], kv_heads=4)
+    ctx, page, errors = _browser_page(browser, render_html(paged(result_of(view, layers=True))), tmp_path,
+                                      (1280, 900))
+    try:
+        boxes = page.eval_on_selector_all("#head-buttons .kvgroup", "els => els.map(e => e.querySelectorAll("
+                                          "'button').length + ' ' + e.querySelector('.kvname').textContent)")
+        assert boxes == ["3 group 1", "3 group 2", "3 group 3", "3 group 4"]
+        assert "g = 4 key/value groups" in page.text_content("#config-line")
+        assert "heads 1\u20133 read group 1" in page.text_content("#groups-note")
+        assert page.text_content('figure.hm[data-head="4"] .group') == "group 2"
+        page.wait_for_selector("html[data-model=ready]", timeout=5000)
+        assert page.locator("#model-grid canvas").count() == 144
+        assert page.eval_on_selector_all("#model-grid .mg", "els => els.map(e => e.textContent)") == [
+            f"group {j}" for j in range(1, 5)]
+        box = page.locator("#model").bounding_box()
+        assert box["height"] <= 900, box  # every layer and head on one screen
+        page.locator('#model-grid canvas[data-layer="7"][data-head="5"]').click()
+        page.wait_for_selector("html[data-layer='7']")
+        assert page.eval_on_selector_all('#head-buttons button[aria-pressed="true"]',
+                                         "els => els.map(e => e.dataset.head)") == ["5"]
+        page.locator("#model").screenshot(path=str(tmp_path / "model-view.png"))
+        assert errors == []
+    finally:
+        ctx.close()

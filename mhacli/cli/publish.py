@@ -127,15 +127,17 @@ def explain(request: Request) -> None:
     publish(result, o, plan, position)
 
 
-def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -> AttentionView:
-    """The attention file's view at ``--layer``: a number (0 = first) or one of its layer names."""
+def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None,
+                raw_tokens: bool = False) -> AttentionView:
+    """The attention file's view at ``--layer``: a number (0 = first) or one of its layer names (``raw_tokens``:
+    its tokens as the tokenizer wrote them, markers and all)."""
     from mhacli.attention.checks import layer_index
     from mhacli.attention.messages import shown, shown_path
     from mhacli.attention.numbers import RULE, looks_numeric, too_big, whole_number
     from mhacli.models.attention_file import load_attention
 
     # read and checked once; a layer is picked from it, never by reading again
-    view = load_attention(path, batch_index=batch_index)
+    view = load_attention(path, batch_index=batch_index, raw_tokens=raw_tokens)
     if layer is None:
         return view
     text, index = layer.strip(), layer_index(layer, view.layer_names)  # the one rule, as explain's --layer
@@ -153,12 +155,14 @@ def _view_json(view: AttentionView, analysis: Analysis) -> str:
     """The shown layer of a view as one JSON document: tokens, weights and the per-query measures."""
     document = {"kind": "attention", "source": view.source, "layer": view.layer,
                 "layer_names": list(view.layer_names), "tokens": list(view.tokens), "causal": view.causal,
+                "kv_heads": view.kv_heads,  # g key/value groups (h unless the file or from_attention said otherwise)
                 "head_names": list(view.head_names) if view.head_names else None,
                 "weights": view.weights.tolist(), **analysis.to_dict()}
     return json_document("view", document)
 
 
-def _show_attention(request: Request, path: Path, layer: str | None, batch_index: int | None) -> None:
+def _show_attention(request: Request, path: Path, layer: str | None, batch_index: int | None,
+                    raw_tokens: bool = False) -> None:
     """``mha show`` of your model's attention: the grids, the figures and the page of one layer."""
     from mhacli.attention.messages import layer_of
     from mhacli.pipeline import result_of, shown
@@ -168,7 +172,7 @@ def _show_attention(request: Request, path: Path, layer: str | None, batch_index
     if o.show_values:
         raise UsageError("--show-values prints a run's matrices; an attention file holds only the weights "
                          "(drop --show-values).")
-    view = _pick_layer(path, layer, batch_index)
+    view = _pick_layer(path, layer, batch_index, raw_tokens)
     plan = _planned(request, view.num_heads, [("the attention file", path)], split=False)
     position = resolve_query(view.tokens, o.query)
     if plan.out is not None and plan.figures:
@@ -192,7 +196,8 @@ def _show_attention(request: Request, path: Path, layer: str | None, batch_index
     publish(result, o, plan, position)
 
 
-def show(request: Request, trace_file: Path, layer: str | None, batch_index: int | None) -> None:
+def show(request: Request, trace_file: Path, layer: str | None, batch_index: int | None,
+         raw_tokens: bool = False) -> None:
     """``mha show``: a saved run's walkthrough, grids and files, or one layer of your model's attention."""
     from mhacli.models.attention_file import is_attention_file
     from mhacli.pipeline import result_of
@@ -203,13 +208,16 @@ def show(request: Request, trace_file: Path, layer: str | None, batch_index: int
     # --html before the file is read; the figures' names need its head count.
     plan_outputs(plots=False, out=None, fmt=o.fmt, heads=1, html=o.html, inputs=inputs)
     if is_attention_file(trace_file):
-        return _show_attention(request, trace_file, layer, batch_index)
+        return _show_attention(request, trace_file, layer, batch_index, raw_tokens)
     if batch_index is not None:
         raise UsageError("--batch-index picks one sequence of an attention file holding a batch; "
                          "a saved run of mha explain has one (drop --batch-index).")
     if layer is not None:
         raise UsageError("--layer picks a layer of an attention file ('weights' and 'tokens'); "
                          "a saved run of mha explain has one layer (drop --layer).")
+    if raw_tokens:
+        raise UsageError("--raw-tokens shows an attention file's tokenizer markers (Ġ, ▁, ##); a saved run of "
+                         "mha explain holds its tokens as they were written (drop --raw-tokens).")
     from mhacli.io.export import load_trace
 
     trace = load_trace(trace_file)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from mhacli.cli import build, publish
 from mhacli.cli.options import (DPI, BatchIndexOpt, DpiOpt, FiguresFormatOpt, FiguresOutOpt, FileOpt, HideRulesOpt,
                                 HtmlOpt, JsonArraysOpt, JsonOpt, LayerOpt, MaxTokensOpt, NumbersJsonOpt, PlotsOpt,
-                                QueryOpt, QuietOpt, SampleOpt, SaveNpzOpt, ShowFileArg, ShowValuesOpt, TextArg,
-                                TraceArg, VerifyQuietOpt, WorkedOpt, model_block)
+                                QueryOpt, QuietOpt, RawTokensOpt, SampleOpt, SaveNpzOpt, ShowFileArg, ShowValuesOpt,
+                                TextArg, TraceArg, VerifyQuietOpt, WorkedOpt, model_block)
 from mhacli.cli.output import set_quiet
 from mhacli.request import ModelOptions  # the type of the model-option block, read by model_block at import
 
@@ -60,6 +60,7 @@ def show(
     layer: LayerOpt = None,
     hide_rules: HideRulesOpt = False,
     batch_index: BatchIndexOpt = None,
+    raw_tokens: RawTokensOpt = False,
 ) -> None:
     """Re-render the walkthrough and the figures from a saved .npz, without recomputing attention.
 
@@ -69,8 +70,8 @@ def show(
 
     Example: [bold]mha explain "the cat sat on the mat" --save-npz cat.npz && mha show cat.npz --html cat.html[/bold]
     """
-    options = {k: v for k, v in locals().items() if k not in ("trace_file", "layer", "batch_index")}
-    publish.show(build.request(read_text=False, figures=True, **options), trace_file, layer, batch_index)
+    options = {k: v for k, v in locals().items() if k not in ("trace_file", "layer", "batch_index", "raw_tokens")}
+    publish.show(build.request(read_text=False, figures=True, **options), trace_file, layer, batch_index, raw_tokens)
 
 
 @model_block("heads", "d_model", "seed", "tokenizer", "positions", "causal", "weights", "layer", "words", "kv_heads")

@@ -178,3 +178,93 @@ def test_the_page_marks_the_heads_of_each_group_and_shows_every_layer_and_head(b
         assert errors == []
     finally:
         ctx.close()
+
+
+# --- the smaller items: --raw-tokens, the quiz's help, the messages, one size formatter ------------------------
+def _mha(*args: str):
+    from typer.testing import CliRunner
+
+    from mhacli.cli.app import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_mha_show_reads_markers_by_default_and_keeps_them_with_raw_tokens(tmp_path):
+    import json
+
+    path = tmp_path / "gpt2.npz"
+    np.savez(path, weights=weights(1, 4, 4), tokens=np.array(["Ġthe", "Ġcat", "Ċ", "Ġsat"]), kv_heads=np.array(2))
+    read = json.loads(_mha("show", str(path), "--json").stdout)
+    assert read["tokens"] == ["the", "cat", "\u21b5", "sat"] and read["kv_heads"] == 2
+    raw = _mha("show", str(path), "--json", "--raw-tokens")
+    assert raw.exit_code == 0, raw.output
+    assert json.loads(raw.stdout)["tokens"] == ["Ġthe", "Ġcat", "Ċ", "Ġsat"]
+    assert from_attention(weights(1, 4, 4), ["Ġthe", "Ġcat", "Ċ", "Ġsat"], raw_tokens=True).tokens[0] == "Ġthe"
+
+
+def test_raw_tokens_on_a_saved_run_is_one_line_naming_what_it_is_for(tmp_path):
+    saved = tmp_path / "run.npz"
+    assert _mha("explain", "the cat sat", "--save-npz", str(saved), "--no-plots", "--quiet").exit_code == 0
+    got = _mha("show", str(saved), "--raw-tokens", "--no-plots")
+    assert got.exit_code == 2 and "--raw-tokens" in got.stderr and len(got.stderr.strip().splitlines()) == 1
+
+
+def test_a_grouped_views_file_keeps_its_groups(tmp_path):
+    from mhacli.models.attention_file import load_attention, save_attention
+
+    path = tmp_path / "v.npz"
+    save_attention(from_attention(weights(2, 8), TOKENS, kv_heads=4), path)
+    assert load_attention(path).head_groups == (0, 0, 1, 1, 2, 2, 3, 3)
+    np.savez(path, weights=weights(1, 8), tokens=np.array(TOKENS), kv_heads=np.array(3))
+    got = _mha("show", str(path), "--no-plots")
+    assert got.exit_code == 2 and "its 'kv_heads' 3 must divide its 8 heads" in got.stderr, got.stderr
+
+
+def test_the_quizs_help_names_its_questions_on_g_and_the_cache():
+    import re
+
+    text = re.sub(r"\s+", " ", _mha("quiz", "--help").stdout)
+    assert "--kv-heads g" in text and "KV cache" in text and "mha quiz --heads 4 --kv-heads 2" in text
+
+
+@pytest.mark.parametrize("command", ["compare", "quiz", "explain", "demo"])
+def test_the_hint_for_unquoted_text_names_the_command_typed(command):
+    got = _mha(command, "the", "cat", "extra")
+    assert got.exit_code == 2 and f'e.g. mha {command} "the cat sat on the mat"' in got.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_shapes_kv_heads_below_one_is_told_to_divide_heads(value):
+    got = _mha("shapes", "--heads", "8", "--kv-heads", value)
+    assert got.exit_code == 2 and f"--kv-heads {value} must divide --heads 8" in got.stderr, got.stderr
+
+
+def _old_binary_size(n: int) -> str:
+    """render/kv.binary_size before it became human_bytes(n, digits=3): its numbers must not change."""
+    value, unit = float(n), "bytes"
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            break
+        value /= 1024
+    return f"{n:,} bytes" if unit == "bytes" else f"{value:,.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+
+
+def test_one_size_formatter_prints_what_both_printed():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from mhacli.attention.config import human_bytes
+    from mhacli.render.kv import binary_size
+
+    # Llama 2 70B's cache (issue 45): 320 KiB and 2.5 MiB per token, 1.25 GiB and 10 GiB for 4,096 tokens
+    assert [binary_size(n) for n in (327_680, 2_621_440, 1_342_177_280, 10_737_418_240)] == [
+        "320 KiB", "2.5 MiB", "1.25 GiB", "10 GiB"]
+    assert human_bytes(1_342_177_280) == "1.2 GiB" and human_bytes(512) == "512 bytes"
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.integers(min_value=0, max_value=2**59))
+    def same(n):
+        assert binary_size(n) == _old_binary_size(n)
+
+    same()
+    assert binary_size(2**60) == "1 EiB"  # was "1,024 PiB": past a PiB the units go on, as human_bytes's do

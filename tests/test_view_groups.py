@@ -168,8 +168,8 @@ def test_the_page_marks_the_heads_of_each_group_and_shows_every_layer_and_head(b
         assert page.locator("#model-grid canvas").count() == 144
         assert page.eval_on_selector_all("#model-grid .mg", "els => els.map(e => e.textContent)") == [
             f"group {j}" for j in range(1, 5)]
-        box = page.locator("#model").bounding_box()
-        assert box["height"] <= 900, box  # every layer and head on one screen
+        box, bar = page.locator("#model").bounding_box(), page.locator("#toolbar").bounding_box()
+        assert box["height"] + bar["height"] <= 900, (box, bar)  # every layer and head on one screen, under the bar
         page.locator('#model-grid canvas[data-layer="7"][data-head="5"]').click()
         page.wait_for_selector("html[data-layer='7']")
         assert page.eval_on_selector_all('#head-buttons button[aria-pressed="true"]',

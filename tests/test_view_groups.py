@@ -180,6 +180,24 @@ def test_the_page_marks_the_heads_of_each_group_and_shows_every_layer_and_head(b
         ctx.close()
 
 
+
+def test_a_grouped_runs_page_says_which_claim_still_holds(browser, tmp_path):
+    """The page said 'splitting into heads changes the shape of the work, not its size' beside 'NO' for g < h."""
+    from mhacli.render.html import render_html
+
+    run = mhacli.run("the cat sat on the mat", heads=4, d_model=16, kv_heads=2)
+    ctx, page, errors = _browser_page(browser, render_html(paged(run)), tmp_path, (1280, 900))
+    try:
+        verdict = page.text_content("#param-verdict")
+        assert "not its size" not in verdict and "768 parameters, 75% of the article\u2019s 1,024" in verdict
+        assert "2 \u00b7 16\u00b2 \u00b7 (1 + 2/4) = 768" in page.text_content("#paramtable")
+        assert page.eval_on_selector_all("figure.hm .group", "els => els.map(e => e.textContent)") == [
+            "group 1", "group 1", "group 2", "group 2"]
+        assert errors == []
+    finally:
+        ctx.close()
+
+
 # --- the smaller items: --raw-tokens, the quiz's help, the messages, one size formatter ------------------------
 def _mha(*args: str):
     from typer.testing import CliRunner

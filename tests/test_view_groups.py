@@ -151,6 +151,22 @@ def test_a_notebook_display_fits_one_1080p_screen(browser, tmp_path, layers, hea
         assert len(display_page(view).encode()) <= 150_000
 
 
+def test_a_runs_notebook_display_fits_one_screen_its_steps_a_click_away(browser, tmp_path):
+    """A run's display was 1,296 px tall: its steps and parameters under the maps."""
+    from mhacli.render.html import render_html
+
+    run = mhacli.run("the cat sat on the mat because it was tired", heads=4, kv_heads=2)
+    ctx, page, errors = _browser_page(browser, render_html(paged(run), packed=True), tmp_path, (1000, 300))
+    try:
+        height = page.evaluate("document.documentElement.scrollHeight")
+        assert height <= NOTEBOOK_SCREEN and page.is_hidden("#steptable"), height
+        page.click("#steps-open")
+        assert page.is_visible("#steptable") and page.get_attribute("#steps-open", "aria-expanded") == "true"
+        assert "768 parameters" in page.text_content("#param-verdict") and errors == []
+    finally:
+        ctx.close()
+
+
 def test_the_page_marks_the_heads_of_each_group_and_shows_every_layer_and_head(browser, tmp_path):
     from mhacli.render.html import render_html
 

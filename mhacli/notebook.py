@@ -88,7 +88,7 @@ def display_page(shown_object: Any) -> str:
     """What Jupyter shows for a run, a trace or a view: its page, packed, in an isolated frame.
 
     A view's display holds its shown layer only, so that ``display(view.at_layer(L))`` embeds one layer, not
-    every layer again each time (12 × 12 heads over 40 tokens: 671 kB with every layer, about 114 kB with one);
+    every layer again each time (12 × 12 heads over 40 tokens: 671 kB with every layer, about 130 kB with one);
     :func:`model_figure` shows every layer and head at once.
     """
     from mhacli.render.html import render_html

@@ -31,6 +31,7 @@ def weights(layers=2, heads=8, n=6, seed=0, causal=False):
 def test_kv_heads_labels_which_query_heads_share_a_group():
     view = from_attention(weights(), TOKENS, kv_heads=2)
     assert view.kv_heads == 2 and view.head_groups == (0, 0, 0, 0, 1, 1, 1, 1)
+    assert "8 heads in 2 key/value groups over 6 tokens" in repr(view)
     assert view.at_layer(1).head_groups == view.head_groups  # another layer, the same groups
     plain = from_attention(weights(), TOKENS)
     assert plain.kv_heads == 8 and plain.head_groups == tuple(range(8))

@@ -174,8 +174,10 @@ class AttentionView:
 
     def __repr__(self) -> str:
         words = " ".join(self.tokens[:8]) + (" …" if self.n_tokens > 8 else "")
-        return (f"<mhacli AttentionView: {self.n_layers} layer(s) × {self.num_heads} heads over {self.n_tokens} "
-                f"tokens, {'causal' if self.causal else 'bidirectional'}, showing {self.layer_names[self.layer]}\n"
+        groups = "" if self.key_value_heads is None else f" in {self.key_value_heads} key/value groups"
+        return (f"<mhacli AttentionView: {self.n_layers} layer(s) × {self.num_heads} heads{groups} over "
+                f"{self.n_tokens} tokens, {'causal' if self.causal else 'bidirectional'}, "
+                f"showing {self.layer_names[self.layer]}\n"
                 f"  tokens: {words}>")
 
     def _repr_html_(self) -> str | None:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mhacli.attention.display import register as register_display
-
-__version__ = "0.1.0"
+from mhacli.version import __version__
 
 # The public names and the module each lives in, loaded on first use (PEP 562): the CLI
 # imports this package on every start, and ``mha --help`` must not pay for numpy.

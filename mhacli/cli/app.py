@@ -21,7 +21,7 @@ import typer
 from typer.completion import completion_init, install_callback, show_callback
 from typer.core import TyperCommand, TyperGroup
 
-from mhacli import __version__
+from mhacli.version import __version__
 from mhacli.cli.commands.bench import bench
 from mhacli.cli.commands.classroom import demo, quiz, samples, shapes
 from mhacli.cli.commands.run import compare, explain, show, verify

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from mhacli import __version__
+from mhacli.version import __version__
 from mhacli.grammar.card import Card
 from mhacli.attention.config import Config
 from mhacli.attention.errors import UsageError

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from mhacli import __version__
+from mhacli.version import __version__
 from mhacli.measures.analysis import FIXED, Analysis
 from mhacli.attention.messages import printable
 from mhacli.measures import narrate

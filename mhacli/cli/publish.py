@@ -78,8 +78,7 @@ def _walkthrough(result: Run, outputs: Outputs, position: int | None, figures_at
 def _print_json(result: Run, arrays: bool) -> None:
     from mhacli.io.export import trace_document
 
-    write_stdout(json_text(trace_document(result.trace, arrays=arrays, analysis=result.analysis,
-                                          card=result.card)) + "\n")
+    write_stdout(json_text(trace_document(result, arrays=arrays)) + "\n")
 
 
 def _worked(request: Request, plan_inputs: list[tuple[str, object]]) -> tuple[Run, OutputPlan]:

@@ -1,6 +1,6 @@
 """What one command asks for, frozen: the model options, the text or tokens, and the outputs.
 
-A :class:`Request` is built once from a command's options (:func:`mhacli.cli.build.request`) and
+A :class:`Request` is built once from a command's options (:func:`mhacli.cli.flow.request`) and
 checked there once; :func:`mhacli.run` takes one (or builds one from keyword options), and the
 command line's publisher writes exactly the outputs it names.  ``None`` means "not given": the
 weights decide it (a trained model's heads, a file's d) or Config's default applies, so no code

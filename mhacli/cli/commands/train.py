@@ -266,7 +266,7 @@ def _checked(grid: "list[list[TrainConfig]]", knockout: bool, seeds: str | None,
 def _planned(plots: bool, out: Path, names: tuple[str, ...], save: str | None) -> Any:
     """Every output resolved before the first step: --save and the figures never land on each other,
     through a link in --out, or on a folder named with a trailing '/'."""
-    from mhacli.cli.common import plan_outputs
+    from mhacli.cli.flow import plan_outputs
 
     return plan_outputs(plots=plots, out=out, fmt="png", heads=1, names=names, save=save)
 

@@ -161,12 +161,8 @@ def _read_members(path: Path) -> dict[str, np.ndarray]:
 def load_trace(path: Path) -> Trace:
     """Read an npz written by ``mha explain --save-npz`` back into a Trace (no recomputation).
 
-    Bounded and validated: a device or a pipe is refused before a byte is
-    read; every member is checked from its header (real .npy data, a plain
-    dtype, a size that fits) before it is unpacked; every value is checked
-    against the format (shapes, whole numbers, finite floats) before use.
-    Format 1 files (mhacli 0.1.0) load with the Config's defaults for what
-    they did not store.
+    Bounded and validated: devices and pipes refused, every member checked from its header before it is unpacked,
+    every value checked against the format before use. Format 1 files (0.1.0) get the Config's defaults.
     """
     if isinstance(path, str) and path == "":  # Path('') is '.': "'.' is a folder" would name nothing given
         raise UsageError("the trace file's name is empty (''); give the .npz 'mha explain TEXT --save-npz FILE' "
@@ -362,12 +358,8 @@ def trace_document(trace: Trace, arrays: bool = True, analysis: Analysis | None 
                    card: Any = None) -> dict[str, Any]:
     """Everything a student needs to check the run, as one JSON-ready dict.
 
-    ``card``: a grammar model's report card as shown (:class:`mhacli.pipeline.CardShown`): the document then
-    carries it (rates, intervals, baselines, the held-out accuracy) and each head's name as ``relations``.
-
-    ``arrays=False`` (``--no-json-arrays``) leaves the (h, N, N) and (N, d)
-    arrays out (``"arrays": null``): the document then grows with the steps,
-    not with N².  The biases are kept either way: they are d numbers each.
+    ``card``: a grammar model's card as shown, carried with each head's name as ``relations``. ``arrays=False``
+    (``--no-json-arrays``) leaves out the (h, N, N) and (N, d) arrays, so the document grows with the steps, not N².
     """
     params = trace.parameters
     biases = trace_biases(trace)

@@ -16,12 +16,9 @@ def request(*, model: ModelOptions | None = None, text: str | None = None, file:
             query: str | None = None, html: str | None = None, json_out: bool = False, json_arrays: bool | None = None,
             save_npz: str | None = None, figures: bool = False) -> Request:
     """The request of one command: the text read (unless ``read_text`` is False: a saved run, --worked), every
-    output option checked (--json-arrays without --json, --format, --dpi, an absurd --query).
-
-    ``None`` is "not given" throughout: --max-tokens given also sets the page's window, else the page
-    shows its own default; --json-arrays without --json is a usage error, not a silent no-op.
-    ``figures``: the command draws figures into --out (default mha-output), except with --json when neither
-    --out nor --format was typed: a --json run has no other effect unless asked.
+    output option checked (--json-arrays without --json is a usage error, not a no-op; --format, --dpi, --query).
+    ``None`` means "not given" throughout. ``figures``: drawn into --out (default mha-output), except with --json
+    when neither --out nor --format was typed.
     """
     from mhacli.io.inputs import check_query, resolve_text
     from mhacli.render.figures import check_dpi, check_format

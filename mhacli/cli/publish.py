@@ -1,10 +1,9 @@
 """From a request to what the user sees: plan every output, run once, print, then :func:`publish` the files.
 
-Each command builds a :class:`~mhacli.request.Request` and hands it to one of the flows here (explain,
-show, compare; the classroom's in :mod:`mhacli.cli.commands.classroom`).  A flow plans every path before
-any work (:func:`mhacli.cli.common.plan_outputs`), refuses figures that would not fit, runs the pipeline
-once, prints, and ends in :func:`publish`, which writes the files the request names (atomically, each
-registered for cleanup by the writers) and lists them.
+Each command builds a :class:`~mhacli.request.Request` and hands it to a flow here (explain, show, compare; the
+classroom's in :mod:`mhacli.cli.commands.classroom`), which plans every path first
+(:func:`mhacli.cli.common.plan_outputs`), refuses figures that would not fit, runs the pipeline once, prints,
+and ends in :func:`publish`, which writes the files atomically and lists them.
 """
 
 from __future__ import annotations

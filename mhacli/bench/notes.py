@@ -1,17 +1,9 @@
 """What a bench run's numbers say, in words computed from them: the cost of splitting d into heads, and noise.
 
-Two notes, each a small frozen record of the numbers it rests on plus the
-sentence made from them, so the table, the figure and ``--json`` say the same:
-
-* :func:`split_note`: the article says splitting d into h heads "helps with the
-  computational efficiency".  The bench counts the multiply-adds of h heads and
-  of one head of width d (the same, :func:`mhacli.attention.steps.split_cost`) and
-  times both on the same X and weights; what the split changes is that the h
-  products are independent and that h · N² weights are made instead of N².
-* :func:`noise_note`: how far the repeats of the core's time spread, and whether
-  its medians grow with N, as the work does.  A busy machine shows up here
-  (measured under load: N = 16 at 187 ms and N = 64 at 3 ms) instead of passing
-  for a property of attention.
+Each note is a frozen record of its numbers plus the sentence made from them, so table, figure and ``--json``
+agree. :func:`split_note`: h heads do the multiply-adds of one head of width d, timed on the same X and W.
+:func:`noise_note`: how far the repeats spread and whether the medians grow with N as the work does, so a busy
+machine is said, not passed off as a property of attention.
 """
 
 from __future__ import annotations

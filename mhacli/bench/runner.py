@@ -1,17 +1,9 @@
 """``mha bench``: how the cost of attention grows with the number of tokens, measured live.
 
-The article says the score matrix is N×N per head; this module lets a class
-watch what that means on the machine in front of it.  For N = 16, 32, …
-it times the core (:func:`mhacli.bench.baselines.core_attention`, every head's weights
-kept as a trace needs them, or :func:`~mhacli.bench.baselines.output_only_blocked` with ``--blocked``)
-against the same core's matrix products alone, the plain per-head loop of
-``mha verify`` and, when PyTorch happens to be installed, PyTorch's own
-``multi_head_attention_forward``.  Every contender runs once to warm up, then
-``repeats`` rounds in turn (so a busy neighbour slows them all alike), and the
-median of each is kept.
-
-``--startup`` times whole commands instead (:mod:`mhacli.bench.startup`); the
-machine the numbers come from is described by :mod:`mhacli.bench.machine`.
+For N = 16, 32, … it times the core (or ``--blocked``) against its matrix products alone, ``mha verify``'s
+per-head loop and, when installed, PyTorch's ``multi_head_attention_forward``: one warm-up each, then
+``repeats`` rounds in turn, so a busy neighbour slows them all alike; the median of each is kept.
+``--startup`` times whole commands (:mod:`mhacli.bench.startup`).
 """
 
 from __future__ import annotations
@@ -213,12 +205,9 @@ def contenders(n: int, settings: Settings) -> tuple[dict[str, Callable[[], objec
 
 
 def warm_memory(nbytes: int) -> None:
-    """Touch, then free, ``nbytes`` of memory, so that the next call starts from memory the machine has at hand.
-
-    Virtual machines (this one included) hand memory that stays free for a
-    second or so back to their host; getting it back costs about a second per
-    GiB.  Without this, whichever contender follows a long one would pay that
-    and the others not.
+    """Touch, then free, ``nbytes`` of memory, so that the next call starts from memory the machine has at hand:
+    a virtual machine hands free memory back to its host and getting it back costs time, which the contender
+    after a long one would pay alone (docs/performance.md).
     """
     if nbytes >= WARM_MIN_BYTES:
         buffer = np.empty(nbytes, dtype=np.uint8)
@@ -238,9 +227,8 @@ def repeat_seconds(calls: dict[str, Callable[[], object]], repeats: int, tick: T
     for _ in range(repeats):
         for name, call in calls.items():
             warm_memory(warm_bytes)
-            # Worker threads keep spinning after a call (OpenBLAS's for ~0.1 s, PyTorch's OpenMP for a
-            # few ms) and take the cores from whatever runs next: measured at N = 64, PyTorch took 47 ms
-            # instead of 2.6 right after a numpy call. Let them fall asleep first.
+            # Worker threads keep spinning after a call and take the cores from whatever runs next
+            # (docs/performance.md): let them fall asleep first.
             time.sleep(SETTLE_SECONDS)
             start = time.perf_counter()
             result = call()
@@ -419,11 +407,8 @@ def tick_seconds(t: float) -> str:
 def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
     """Log-log figure of time against N, the N² region and an N² slope marked; written atomically.
 
-    One line per contender; a contender whose method changes with N (the plain
-    loop: pure Python up to 128 tokens, numpy above) is two series, never joined.
-    Tick labels are thinned so that none touches its neighbour, the seconds are
-    written as times (1 ms, 2 ms, 5 ms), not powers of ten, and the legend sits
-    beside the axes, where it hides no point.
+    A contender whose method changes with N (the plain loop) is two series, never joined; tick labels never touch,
+    seconds read as times (1 ms, 2 ms), and the legend sits beside the axes.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

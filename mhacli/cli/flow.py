@@ -30,12 +30,9 @@ def request(*, model: ModelOptions | None = None, text: str | None = None, file:
             query: str | None = None, html: str | None = None, json_out: bool = False, json_arrays: bool | None = None,
             save_npz: str | None = None, figures: bool = False) -> Request:
     """The request of one command: the text read (unless ``read_text`` is False: a saved run, --worked), every
-    output option checked (--json-arrays without --json, --format, --dpi, an absurd --query).
-
-    ``None`` is "not given" throughout: --max-tokens given also sets the page's window, else the page
-    shows its own default; --json-arrays without --json is a usage error, not a silent no-op.
-    ``figures``: the command draws figures into --out (default mha-output), except with --json when neither
-    --out nor --format was typed: a --json run has no other effect unless asked.
+    output option checked (--json-arrays without --json is a usage error, not a no-op; --format, --dpi, --query).
+    ``None`` means "not given" throughout. ``figures``: drawn into --out (default mha-output), except with --json
+    when neither --out nor --format was typed.
     """
     from mhacli.io.inputs import check_query, resolve_text
     from mhacli.render.figures import check_dpi, check_format
@@ -78,15 +75,10 @@ def finish_run(prepared: Prepared, *, single: bool = False, compare: bool = Fals
 def plan_outputs(*, plots: bool, out: Path | None, fmt: str, heads: int, compare: bool = False, split: bool = True,
                  names: Sequence[str] | None = None, inputs: Sequence[tuple[str, object]] = (),
                  **files: object) -> OutputPlan:
-    """Resolve every output of the run once, before any work (``fmt``: a format the request has checked).
-
-    Every path the run will write (the figures in --out, --save-npz, --html,
-    --save) is decided here by :func:`mhacli.io.outputs.plan_outputs`: a
-    trailing slash, a link in --out, an output over an input or over another
-    output is a usage error now, not a clobbered file later.  ``names``
-    overrides the figure names (train's and bench's own figures); ``split=False`` for an
-    attention view, which has no split figure.  Nothing is
-    created: :func:`open_figures` makes --out once the memory plan agrees.
+    """Resolve every output of the run once, before any work (``fmt``: a format the request has checked), through
+    :func:`mhacli.io.outputs.plan_outputs`, so a clobbered file is a usage error now, not a loss later. ``names``
+    overrides the figure names (train's, bench's); ``split=False`` for a view. Nothing is created:
+    :func:`open_figures` makes --out once the memory plan agrees.
     """
     from mhacli.io.outputs import figure_names
     from mhacli.io.outputs import plan_outputs as plan
@@ -141,9 +133,8 @@ def write_figures(result: Run, out: Path, fmt: str, dpi: int, query: int | None,
                   hide_rules: bool = False) -> list[str]:
     """Draw head-1 … head-h, heads, magnifiers and split into ``out`` (after the walkthrough is on screen).
 
-    The one call of the figure module's per-run API: matplotlib is imported
-    here, after the first line has appeared.  An attention view (``mha show
-    FILE.npz``) has no single-head contrast and no split figure.
+    The one call of the figures' per-run API: matplotlib is imported here, after the first line has appeared.
+    An attention view has no single-head contrast and no split figure.
     """
     from mhacli.io.outputs import figure_names
     from mhacli.pipeline import shown

@@ -161,12 +161,8 @@ def _read_members(path: Path) -> dict[str, np.ndarray]:
 def load_trace(path: Path) -> Trace:
     """Read an npz written by ``mha explain --save-npz`` back into a Trace (no recomputation).
 
-    Bounded and validated: a device or a pipe is refused before a byte is
-    read; every member is checked from its header (real .npy data, a plain
-    dtype, a size that fits) before it is unpacked; every value is checked
-    against the format (shapes, whole numbers, finite floats) before use.
-    Format 1 files (mhacli 0.1.0) load with the Config's defaults for what
-    they did not store.
+    Bounded and validated: devices and pipes refused, every member checked from its header before it is unpacked,
+    every value checked against the format before use. Format 1 files (0.1.0) get the Config's defaults.
     """
     if isinstance(path, str) and path == "":  # Path('') is '.': "'.' is a folder" would name nothing given
         raise UsageError("the trace file's name is empty (''); give the .npz 'mha explain TEXT --save-npz FILE' "

@@ -236,17 +236,8 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None
                    raw_tokens: object = False) -> AttentionView:
     """A view of your model's attention: ``weights`` (h, N, N), (layers, h, N, N) or Hugging Face's per-layer tuple.
 
-    ``causal=None`` finds out from the weights (all zero above the diagonal);
-    ``names`` names the heads; ``layer`` (0-based) picks the layer shown first;
-    ``batch_index`` (0-based) picks one sequence of a batch;
-    ``attention_mask`` (Hugging Face's: 1 for a token, 0 for padding; (N,) or (batch, N)) draws padded
-    positions as masked and leaves them out of every measure; the tokens are shown as text, a tokenizer's
-    markers read (``Ġcat`` is ``cat``, :func:`mhacli.attention.markers.readable`) unless ``raw_tokens=True``.
-
-    >>> import numpy as np
-    >>> view = from_attention(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"])
-    >>> view.num_heads, view.n_tokens, view.causal
-    (2, 3, False)
+    ``causal=None`` reads it from the weights; ``layer`` and ``batch_index`` are 0-based; ``attention_mask`` (1 token,
+    0 padding) keeps padding out of every measure; tokenizer markers are read (``Ġcat``: ``cat``) unless ``raw_tokens``.
     """
     from mhacli.attention.checks import flag, strings, whole_number
     from mhacli.attention.markers import readable

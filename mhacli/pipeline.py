@@ -1,16 +1,9 @@
 """One run, assembled in one place: text (or tokens), options and weights in, one immutable :class:`Run` out.
 
-The layer between the command line (or a notebook, or a test) and the core: it
-resolves ``--weights`` once (a name or a path through :func:`mhacli.models.weights.resolve_weights`,
-an in-memory state dict or a trained model as given), builds the :class:`~mhacli.attention.config.Config`
-once, refuses what would not fit before any array exists, then computes the
-trace and every measure the renderers read (:class:`~mhacli.measures.analysis.Analysis`,
-the single-head contrast, the comparison).  Renderers and writers take the
-result's parts as arguments and compute nothing; nothing else assembles a run.
-
-Two steps, because a command decides its outputs between them: :func:`prepare`
-(weights, config, tokens, size checks; cheap) and :meth:`Prepared.run` (the
-arrays).  :func:`run` does both, and is ``mhacli.run``.
+Between the command line (or a notebook, a test) and the core: it resolves ``--weights`` once, builds the
+:class:`~mhacli.attention.config.Config` once, refuses what would not fit before any array exists, then computes the
+trace and every measure the renderers read, so renderers and writers compute nothing. Two steps, because a
+command decides its outputs between them: :func:`prepare` (cheap checks) and :meth:`Prepared.run` (the arrays).
 """
 
 from __future__ import annotations
@@ -120,16 +113,8 @@ def card_shown(card: Card, *, heading: str | None = None, figure_title: str | No
 class Run:
     """One run's result, read-only: the config, the trace, and every measure of it, computed once.
 
-    ``trace`` is a :class:`~mhacli.attention.trace.Trace`, or an attention view for ``mha show`` of your
-    model's attention (``config`` is then None).  ``single``: the same run as one head of size d
-    (the magnifiers' and ``mha compare``'s contrast), when asked for; ``comparison`` with it for compare.
-    ``layers``: the analysis of every layer of a view, when the page's layer picker needs them.
-    ``lesson``: the numbers ``mha demo`` shows for its query (:func:`with_lesson`).
-    ``parse``: the grammar's parse of the sentence (:mod:`mhacli.grammar.grammar`, the trace's own), when a
-    grammar model read a sentence it can parse; None otherwise.
-
-    For ``trace = mhacli.run(...)`` written before the result existed, every attribute of the
-    trace also reads through the result (``mhacli.run(text).weights`` is the trace's weights).
+    ``trace``: a Trace or an attention view (``config`` None), whose attributes also read through the result;
+    ``single``, ``comparison``: the one-head contrast; ``layers``: a view's every layer; ``lesson``, ``parse``.
     """
 
     config: Config | None
@@ -232,10 +217,8 @@ class Prepared:
 
 def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights | None, TrainedModel | None]:
     """``options`` with the weights resolved once: a name or path read through io, an object taken as given.
-
-    ``layer`` (a number from 0, or a name) picks one layer of a state dict holding several; your own weights need
-    ``heads`` unless their file records it.  Whole numbers and flags are checked as the Python API gives them
-    (numpy's scalars included).
+    ``layer`` (a number from 0, or a name) picks a layer of a state dict holding several; your own weights need
+    ``heads`` unless their file records it. Numbers and flags are checked as the Python API gives them.
     """
     from mhacli.attention.checks import flag, whole_number
     from mhacli.models.state_dict import AttentionWeights as Weights
@@ -320,9 +303,8 @@ def _tokens(text: str, config: Config, json: bool, limit: int) -> tuple[str, ...
 def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, **options: Any) -> Prepared:
     """Resolve the weights, build the Config and count the tokens of one run; compute nothing yet.
 
-    ``options`` are :class:`~mhacli.attention.config.Config` fields; those not given are taken from the
-    weights (a file's d, a trained model's heads, width and mask) or are Config's defaults.  ``json``:
-    the run will also print every array as JSON, which the memory check counts.
+    ``options`` are Config fields; those not given come from the weights (a file's d, a trained model's heads) or
+    Config's defaults. ``json``: the run will also print every array as JSON, which the memory check counts.
     """
     from mhacli.io.memory import memory_limit_bytes
 
@@ -385,17 +367,8 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
 def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any) -> Run:
     """Run multi-head attention over ``text`` (or ``tokens``) and measure it: one immutable :class:`Run`.
 
-    ``text`` may be a :class:`~mhacli.request.Request` (what a command asks for): its model options, text
-    and tokens are run.  Otherwise the keyword options build one: ``weights`` is a kind ("random",
-    "designed"), "trained" (the model shipped in the package), the path of a weights file (your
-    nn.MultiheadAttention's, or one from ``mha train --save``), or weights themselves: a state dict,
-    :class:`~mhacli.models.state_dict.AttentionWeights`, a trained model.  ``words`` (a grammar model only)
-    maps new words to grammar classes, ``{"park": "place"}`` or ``"park=place lion=animal"``
-    (:mod:`mhacli.grammar.words`).  Other options are :class:`~mhacli.attention.config.Config` fields.
-
-    >>> result = run("the cat sat on the mat", heads=4)
-    >>> result.trace.weights.shape, result.analysis.num_heads
-    ((4, 6, 6), 4)
+    ``text`` may be a :class:`~mhacli.request.Request`; else keyword options build one: ``weights`` is a kind, a
+    file's path or weights themselves; ``words`` maps new words to grammar classes; the rest are Config fields.
     """
     if not isinstance(text, Request):  # the API's keywords, checked as given (causal=None is refused, not "not given")
         if text is None and tokens is None:

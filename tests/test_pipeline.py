@@ -118,7 +118,7 @@ def test_a_request_runs_as_keyword_options_do():
 
 
 def test_a_request_is_frozen_and_checked_when_built():
-    from mhacli.cli.build import request
+    from mhacli.cli.flow import request
     from mhacli.attention.errors import UsageError
 
     asked = request(text=CAT, fmt="PNG", dpi=72)

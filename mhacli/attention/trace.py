@@ -307,11 +307,9 @@ def source_for(config: Config, weights: OwnAttention | None = None,
 
 def run_tokens(tokens: Sequence[str], config: Config, weights: OwnAttention | None = None,
                model: TrainedModel | None = None) -> Trace:
-    """Run multi-head attention over given tokens under ``config``.
-
-    ``weights``: your own nn.MultiheadAttention weights (the toy embedding makes X);
-    ``model``: a trained model (its own embedding, positions and weights); neither: the kind
-    ``config.weights`` names (:func:`source_for`).
+    """Run multi-head attention over given tokens under ``config``: with ``weights`` (your own nn.MultiheadAttention
+    weights, the toy embedding making X), with ``model`` (a trained model, its own embedding and weights), or
+    with the kind ``config.weights`` names (:func:`source_for`).
     """
     tokens = tuple(tokens)
     if not tokens:

@@ -1,9 +1,7 @@
 """Every option and argument of ``mha``, declared once and shared by the commands.
 
-Each alias carries its help, its help panel and a short metavar, so ``--heads``
-reads the same in every command's help.  Typer takes a default only after ``=``
-in the command's signature, so the model defaults are read from
-:class:`~mhacli.attention.config.Config` (``heads: HeadsOpt = DEFAULT.heads``) and
+Each alias carries its help, panel and metavar, so ``--heads`` reads the same in every command's help. The
+model defaults are read from :class:`~mhacli.attention.config.Config` (``heads: HeadsOpt = DEFAULT.heads``),
 never restated.
 """
 

@@ -1,17 +1,9 @@
 """Head knockout: switch one head off and score the model against the grammar, relation by relation.
 
-Head k is switched off by **zeroing its output before W_o**: H = [head_1 … 0 … head_h], O = H W_oᵀ.  O is a
-sum over heads, O = Σ_i head_i (W_o^i)ᵀ with W_o^i the d/h columns of W_o that read head i, so zeroing head_k
-removes exactly head k's contribution to O and leaves every other head's as it was.  Replacing head k's
-weights by a uniform row instead would not switch it off: a uniform head still passes the mean of V, a
-contribution the readout may have learned to use.
-
-Where the card (:mod:`mhacli.grammar.card`) says where a head *looks*, the knockout says what the model loses
-without it: evidence of what the head *does*.  The held-out sentences are the card's (same count, same seed),
-scored on the card's rows: for a referent kind (he/she, feeling, place) the referent readout at its queries, or,
-in a model trained with the referent split by kind (``TrainConfig.split_referent``), the kind's own readout, and
-for the referent row each query's kind's readout.
-The forward pass is :func:`mhacli.grammar.passes.forward`'s own (its cache of head outputs) and its ``readout``.
+Head k is switched off by zeroing its output before W_o; O = Σ_i head_i (W_o^i)ᵀ, so that removes exactly its
+contribution (a uniform head would still pass the mean of V). The card says where a head looks; the knockout says
+what the model loses without it, on the card's held-out sentences and rows, through
+:func:`mhacli.grammar.passes.forward`'s own pass.
 """
 
 from __future__ import annotations
@@ -105,8 +97,7 @@ def row_accuracy(logits: Array, ids: Array, keys: Array, targets: tuple[Array, .
     """(R,) share of each row's queries whose readout (``targets[r]``, (S, N)) names the token at the row's true
     key."""
     # Every readout's answer once, then each row picks its readout's: the same answers (argmax of a picked
-    # readout is the picked argmax) for one pass over the logits instead of a gather of them per row (0.16 -> 0.01 s
-    # a call on the grammar's 2,000 held-out sentences, five calls a knockout).
+    # readout is the picked argmax) for one pass over the logits instead of a gather of them per row.
     answers = logits.argmax(axis=-1)  # (S, N, T, V) -> (S, N, T)
     acc = np.zeros(len(targets))
     for r, t in enumerate(targets):

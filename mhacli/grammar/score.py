@@ -1,15 +1,8 @@
-"""A model's held-out accuracy: the one number every surface prints for it (train, the seed sweep, compare,
-demo, the card, the figures, the page and the lesson plan).
+"""A model's held-out accuracy: the one number every surface prints for it.
 
-**Held-out accuracy** is the *mean over the relations the model reads out* of each relation's share of right
-answers, on the report card's held-out sentences (:data:`~mhacli.grammar.card.CARD_SENTENCES` of them, drawn with
-``np.random.default_rng(CARD_SEED)``; the knockout scores the same ones).  Over relations, not over answers:
-every grammar sentence asks the subject and the object, but only a verb of giving asks a recipient and only a
-clause that decides it a referent, so a mean over answers lets the common relations hide a rare one a model
-fails (the lone head's recipient).  Each relation weighs the same, whatever its count of queries.
-
-The training loop's own accuracy (its progress bar) is another number, on another draw: it is never shown as
-the model's.
+The mean over the relations the model reads out of each relation's share of right answers, on the card's
+held-out sentences. Over relations, not answers, so a common relation cannot hide a rare one the model fails.
+The training loop's own accuracy (its progress bar) is another number, never shown as the model's.
 """
 
 from __future__ import annotations

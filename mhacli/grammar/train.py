@@ -267,9 +267,8 @@ def _picked_argmax(weights: Array, blocked: Array | None = None) -> Array:
 def head_relations(weights: Array, blocked: Array | None = None) -> tuple[tuple[str, float], ...]:
     """Each head's relation: the named place its per-query argmax hits most often, and how often.
 
-    ``weights`` is (B, h, N, N); a query counts for a relation only where that place exists.  Below
-    :data:`NAMED_SHARE` of the queries the head learned no clear relation (its best share is kept): a head
-    whose argmax lands on "itself" 23 % of the time has learned nothing worth a name.
+    ``weights`` is (B, h, N, N); a query counts only where that place exists. Below :data:`NAMED_SHARE` of the
+    queries the head learned no clear relation (its best share is kept).
     """
     n = weights.shape[-1]
     looked = _picked_argmax(weights, blocked)  # (B, h, N): the key each query looks at most, if clear of chance
@@ -346,10 +345,8 @@ class TrainedModel:
     def stand_ins(self, tokens: Sequence[str]) -> dict[str, str]:
         """Each token outside the trained vocabulary, and the trained word that stands in for it.
 
-        The heads learned relations of position (previous token, first token …), not
-        of meaning, so any text can go through them: a word the model never saw is
-        read as one of its words, picked by a stable hash (SHA-256, the same on every
-        machine), and the relations still show.
+        The heads learned relations of position, not meaning, so an unknown word is read as one of the model's
+        words, picked by a stable hash (SHA-256, the same on every machine).
         """
         import hashlib
 
@@ -555,10 +552,8 @@ def train_stack(configs: Sequence[TrainConfig],
                 on_step: Callable[[int, Array, Array], None] | None = None) -> list[TrainResult]:
     """Train configs that differ only in their seed as one stack; ``on_step(step, losses, accuracies)`` (M,) each.
 
-    Deterministic: each model's ``np.random.default_rng(seed)`` draws its initial parameters (whose shapes
-    do not depend on the number of heads, so every head count starts from the same numbers), then its held-out
-    set, then its training sentences.  Each model's numbers are those it gets trained alone: one step of
-    :mod:`mhacli.grammar.stacked` computes every model's loss and gradients on its own batch."""
+    Deterministic: each model's ``default_rng(seed)`` draws its parameters (the same for every head count), then
+    its held-out set, then its sentences, so each model's numbers are those it gets trained alone."""
     from mhacli.grammar.stacked import stack_batch
     from mhacli.grammar.stacked import step as stacked_step
 

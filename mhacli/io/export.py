@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from mhacli import __version__
+from mhacli.version import __version__
 from mhacli.attention.config import Config
 from mhacli.attention.embed import vocabulary
 from mhacli.attention.trace import Trace
@@ -161,12 +161,8 @@ def _read_members(path: Path) -> dict[str, np.ndarray]:
 def load_trace(path: Path) -> Trace:
     """Read an npz written by ``mha explain --save-npz`` back into a Trace (no recomputation).
 
-    Bounded and validated: a device or a pipe is refused before a byte is
-    read; every member is checked from its header (real .npy data, a plain
-    dtype, a size that fits) before it is unpacked; every value is checked
-    against the format (shapes, whole numbers, finite floats) before use.
-    Format 1 files (mhacli 0.1.0) load with the Config's defaults for what
-    they did not store.
+    Bounded and validated: devices and pipes refused, every member checked from its header before it is unpacked,
+    every value checked against the format before use. Format 1 files (0.1.0) get the Config's defaults.
     """
     if isinstance(path, str) and path == "":  # Path('') is '.': "'.' is a folder" would name nothing given
         raise UsageError("the trace file's name is empty (''); give the .npz 'mha explain TEXT --save-npz FILE' "
@@ -358,18 +354,14 @@ def _jsonable(a: np.ndarray) -> Any:
     return a.tolist()
 
 
-def trace_document(trace: Trace, arrays: bool = True, analysis: Analysis | None = None,
-                   card: Any = None) -> dict[str, Any]:
-    """Everything a student needs to check the run, as one JSON-ready dict.
+def trace_document(result: Any, arrays: bool = True) -> dict[str, Any]:
+    """Everything a student needs to check a run (:class:`mhacli.pipeline.Run`), as one JSON-ready dict.
 
-    ``card``: a grammar model's report card as shown (:class:`mhacli.pipeline.CardShown`): the document then
-    carries it (rates, intervals, baselines, the held-out accuracy) and each head's name as ``relations``.
-
-    ``arrays=False`` (``--no-json-arrays``) leaves the (h, N, N) and (N, d)
-    arrays out (``"arrays": null``): the document then grows with the steps,
-    not with N².  The biases are kept either way: they are d numbers each.
+    It writes what the run holds and computes nothing: its measures, its split check, and a grammar
+    model's report card as shown (then each head's name is ``relations``).  ``arrays=False``
+    (``--no-json-arrays``) leaves the (h, N, N) and (N, d) arrays out (``"arrays": null``).
     """
-    params = trace.parameters
+    trace, card = result.trace, result.card
     biases = trace_biases(trace)
     return {
         "format_version": FORMAT_VERSION,
@@ -380,13 +372,13 @@ def trace_document(trace: Trace, arrays: bool = True, analysis: Analysis | None 
         "token_ids": trace.token_ids.tolist(),
         "steps": [s.to_dict() for s in trace.steps],
         "total_madds": sum(s.madds for s in trace.steps),
-        "parameters": params.to_dict(),
-        "split_equals_direct_max_diff": trace.split_equals_direct(),
+        "parameters": trace.parameters.to_dict(),
+        "split_equals_direct_max_diff": result.split_diff,
         "rules": list(trace.rules) if trace.rules else None,
         "relations": list(card.names) if card is not None else list(trace_relations(trace) or ()) or None,
         **({} if card is None else {"card": card.data}),
         "biases": {k: _jsonable(v) for k, v in biases.items()} or None,
-        **head_measures(trace, analysis),
+        **head_measures(trace, result.analysis),
         "notes": {
             "layout": "PyTorch nn.MultiheadAttention: Q = X @ W_q.T; head i uses rows i*d_k:(i+1)*d_k of W_q.",
             "masked_scores": "Masked scores are -inf in the npz and null here (JSON has no infinity).",
@@ -398,22 +390,17 @@ def trace_document(trace: Trace, arrays: bool = True, analysis: Analysis | None 
     }
 
 
-def head_measures(trace: Trace, analysis: Analysis | None = None) -> dict[str, Any]:
-    """The per-query measures of :func:`~mhacli.measures.analysis.analyse`: ``head_summaries`` (each head's
-    pattern and pattern_share), ``agreement`` (h×h), ``js_divergence_bits`` (h×h) and ``counted_rows``.
+def head_measures(shown: Any, measures: Analysis) -> dict[str, Any]:
+    """The run's per-query measures as JSON: ``head_summaries`` (each head's pattern and pattern_share),
+    ``agreement`` (h×h), ``js_divergence_bits`` (h×h), ``counted_rows``, the cautions, the parse and --words."""
+    from mhacli.measures.narrate import cautions
 
-    ``analysis``: the run's measures when the caller has them already (else computed here)."""
-    from mhacli.measures.analysis import analyse
-
-    measures = analysis if analysis is not None else analyse(trace)
     heads = []
     for s in measures.heads:
         entry = s.to_dict()
-        entry["pattern_token"] = None if s.pattern_key is None else trace.tokens[s.pattern_key]
+        entry["pattern_token"] = None if s.pattern_key is None else shown.tokens[s.pattern_key]
         del entry["outside_window"]  # the document shows every token: nothing is outside
         heads.append(entry)
-    from mhacli.measures.narrate import cautions
-
     out = {"head_summaries": heads, "agreement": measures.agreement.tolist(),
            "js_divergence_bits": measures.js.tolist(), "counted_rows": measures.counted_rows,
            "close_to_uniform": measures.close_to_uniform, "cautions": cautions(measures)}

@@ -1,16 +1,8 @@
-"""One magnifier against h: the numbers behind ``mha compare``.
+"""One magnifier against h: the numbers behind ``mha compare``, read from the attention weights only.
 
-Capacity first: for each token, what each of the h heads brings back against
-what the single head brings back (:class:`~mhacli.measures.analysis.ReadBack`,
-worded by :func:`mhacli.measures.narrate.compare_conclusion`).  Then two more numbers,
-
-both read from attention weights only (never recomputing attention):
-
-* how spread each head's attention is — the mean over queries of the row
-  entropy in bits, against the uniform maximum (every visible key equal);
-* how different the heads are from each other — the mean Jensen–Shannon
-  divergence of their rows over all pairs of heads (0 = identical heads,
-  1 bit = heads that never look at the same key).
+First what each head brings back against the single head (:class:`~mhacli.measures.analysis.ReadBack`); then
+how spread each head is (mean row entropy in bits against the uniform maximum) and how different the heads are
+(mean Jensen–Shannon divergence over pairs of heads: 0 identical, 1 bit never the same key).
 """
 
 from __future__ import annotations

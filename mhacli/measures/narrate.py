@@ -1,21 +1,9 @@
 """The sentences the tool says about a run, each computed from that run's :class:`~mhacli.measures.analysis.Analysis`.
 
-Pure functions returning plain strings (no Rich markup): the renderers place
-them.  Every number in a sentence is one of the analysis's measures, and
-every comparison ("more", "agree", "different") is decided from them, so a
-test can parse each sentence back and check it (``tests/test_narrate.py``).
-
-Wording depends on what made the weights:
-
-* ``random`` — patterns are accidents of the seed; the sentences say so and
-  never call a pattern a finding.
-* ``designed`` — each head was built to follow a rule; the sentences check the
-  rule against what the head did.
-* ``trained`` (or any other kind) — each head follows what it learned; the
-  sentences name the relation it follows, measured, not assumed.
-
-``hide_rules=True`` gives the variant for the "name what each head does"
-activity: no rule or relation name appears, only positions and numbers.
+Plain strings, no Rich markup; every number and comparison comes from the analysis, so tests/test_narrate.py can
+parse each sentence back. The wording follows what made the weights: random (accidents of the seed, never a
+finding), designed (the rule checked against the head), trained (the relation measured). ``hide_rules=True``
+names no rule, for the "name what each head does" activity.
 """
 
 from __future__ import annotations
@@ -173,13 +161,9 @@ def _weights_label(kind: str, rules: Sequence[str] | None, hide_rules: bool) -> 
 
 
 def head_caption(analysis: Analysis, i: int, hide_rules: bool = False, *, stand_alone: bool = True) -> str:
-    """One line under head ``i`` (0-based): what its per-query argmax follows, in the run's words.
-
-    ``head 2: previous token on 10 of 10 rows`` (designed, trained);
-    ``head 2: previous token on 4 of 10 rows (random weights: this means nothing yet)``;
-    hidden: ``head 2: its top key takes 97 % of a row on average; sharp``.
-    ``stand_alone=False`` leaves out the random-weights remark, for a figure whose own
-    weights line right above already says it.
+    """One line under head ``i`` (0-based): what its per-query argmax follows, in the run's words, e.g.
+    ``head 2: previous token on 4 of 10 rows (random weights: this means nothing yet)``. ``stand_alone=False``
+    leaves out the random-weights remark, for a figure whose weights line already says it.
     """
     s = analysis.heads[i]
     kind = kind_of(analysis)

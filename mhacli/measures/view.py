@@ -252,19 +252,9 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None
                    raw_tokens: object = False, kv_heads: object = None) -> AttentionView:
     """A view of your model's attention: ``weights`` (h, N, N), (layers, h, N, N) or Hugging Face's per-layer tuple.
 
-    ``causal=None`` finds out from the weights (all zero above the diagonal);
-    ``names`` names the heads; ``layer`` (0-based) picks the layer shown first;
-    ``batch_index`` (0-based) picks one sequence of a batch;
-    ``attention_mask`` (Hugging Face's: 1 for a token, 0 for padding; (N,) or (batch, N)) draws padded
-    positions as masked and leaves them out of every measure; the tokens are shown as text, a tokenizer's
-    markers read (``Ġcat`` is ``cat``, :func:`mhacli.attention.markers.readable`) unless ``raw_tokens=True``;
-    ``kv_heads`` (g, dividing h: a grouped-query model's ``config.num_key_value_heads``) says which query heads
-    share a key/value group (head i reads group ⌊i / (h/g)⌋), and the figures and the page mark them.
-
-    >>> import numpy as np
-    >>> view = from_attention(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"])
-    >>> view.num_heads, view.n_tokens, view.causal
-    (2, 3, False)
+    ``causal=None`` reads it from the weights; ``layer`` and ``batch_index`` are 0-based; ``attention_mask`` (1 token,
+    0 padding) keeps padding out of every measure; tokenizer markers are read (``Ġcat``: ``cat``) unless ``raw_tokens``.
+    ``kv_heads`` (g dividing h: ``config.num_key_value_heads``) names the key/value group each query head reads.
     """
     from mhacli.attention.checks import flag, strings, whole_number
     from mhacli.attention.markers import readable

@@ -1,11 +1,8 @@
 """Your model's attention saved as an npz: ``weights`` (h, N, N), (layers, h, N, N) or (layers, batch, h, N, N),
-``tokens``, and optionally ``layer_names``, ``head_names`` and ``attention_mask`` (Hugging Face's: padding masked);
-read back as an :class:`~mhacli.measures.view.AttentionView`.
-
-The attention may also be named ``attentions`` or ``attention`` (as people save Hugging Face's
-``output_attentions``); text may be str or bytes arrays (bytes are decoded as UTF-8).  The file
-goes through the bounded reader of :mod:`mhacli.io.archive`: object arrays are refused, never
-unpickled.  docs/your-model.md shows how to write one from a Hugging Face model.
+``tokens``, optional ``layer_names``, ``head_names`` and ``attention_mask``; read back as an
+:class:`~mhacli.measures.view.AttentionView`. ``attentions`` or ``attention`` are read as ``weights``; text may be
+bytes (UTF-8). Read through :mod:`mhacli.io.archive`: object arrays are refused, never unpickled.
+docs/your-model.md shows how to write one from a Hugging Face model.
 """
 
 from __future__ import annotations

@@ -306,11 +306,8 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
            pairs: Sequence[TrainedPair] = (), *, split_diff: float) -> list[LessonStep]:
     """The article's steps, in order, each narrated in a few sentences and shown with this run's numbers.
 
-    ``figures_at``: the folder the figures are being saved to, if any, so the narration can point at them.
-    ``analysis``: the run's measures; ``numbers``: the lesson's own, for its query
-    (:func:`mhacli.measures.lesson.lesson_numbers`); ``hide_rules``: no rule or relation names.
-    ``pairs``: the shipped one-head-against-many results (:func:`mhacli.measures.lesson.trained_pair`); when
-    given, the lesson ends on them (:func:`one_vs_many_step`).  ``split_diff``: the run's split check.
+    ``figures_at``: the figures' folder, if any; ``analysis``, ``numbers``: the run's and the lesson's measures;
+    ``pairs``: the shipped one-head-against-many results, ending the lesson when given; ``split_diff``: the split check.
     """
     import numpy as np
 

@@ -6,10 +6,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from mhacli.cli import build
-from mhacli.cli.publish import publish
-from mhacli.cli.common import (config_args, finish_run, open_figures, plan_outputs, prepare_run, query_position,
-                               read_files, shown_folder, source_args)
+from mhacli.cli import flow
+from mhacli.cli.flow import (config_args, finish_run, open_figures, plan_outputs, prepare_run, publish,
+                             query_position, read_files, shown_folder, source_args)
 from mhacli.cli.options import (DEFAULT, DPI, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, DpiOpt, HeadsOpt,
                                 HideRulesOpt, LessonOutOpt, LessonQueryOpt, ListJsonOpt, MarkdownOpt, NumbersJsonOpt,
                                 PauseOpt, QuestionsOpt, SampleNameArg, SampleOpt, StepOpt, TextArg, TokenizerOpt,
@@ -217,7 +216,7 @@ def demo(
     """
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
-    _demo(build.request(model=model, text=text, file=file, sample=sample, out=out, plots=out is not None, dpi=dpi,
+    _demo(flow.request(model=model, text=text, file=file, sample=sample, out=out, plots=out is not None, dpi=dpi,
                         query=query, hide_rules=hide_rules), pause, step)
 
 
@@ -324,7 +323,7 @@ def quiz(
         raise UsageError(f"--questions must be from 1 to {MAX_QUESTIONS}, got {questions}.")
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
-    _quiz(build.request(model=model, text=text, file=file, sample=sample, json_out=json_out), questions, answers)
+    _quiz(flow.request(model=model, text=text, file=file, sample=sample, json_out=json_out), questions, answers)
 
 
 def _quiz(request: Request, questions: int, answers: bool) -> None:

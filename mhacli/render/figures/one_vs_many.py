@@ -1,13 +1,8 @@
 """``one-vs-many.png``: one head trained alone beside h heads trained together, same parameters, one text.
 
-One row per shipped pair (:class:`~mhacli.measures.lesson.TrainedPair`): the lone head's
-weights, then each of the h heads', all on one colour scale (0 … 1), each panel
-titled with what that head learned.  The row's title gives both models' held-out
-accuracies (per relation when recorded) and parameter counts, read from the
-models' training records; this module draws them and computes nothing.
-
-Sized for a projector: 16 × 9 inches, so a PNG fitted to 1920 × 1080 is drawn at
-120 pixels per inch and the smallest text (9 pt) is 15 pixels high.
+One row per shipped pair (:class:`~mhacli.measures.lesson.TrainedPair`), every panel on one 0…1 scale and titled
+with what its head learned; the row's title gives both models' held-out accuracies and parameter counts from
+their training records. Drawn, never computed, at 16 × 9 inches: on a 1080p projector 9 pt text is 15 px high.
 """
 
 from __future__ import annotations
@@ -66,14 +61,9 @@ def _titles(pair: TrainedPair, hide_rules: bool) -> list[tuple[str, str]]:
 
 
 def one_vs_many_figure(pairs: Sequence[TrainedPair], caption: str = CAPTION, hide_rules: bool = False) -> Figure:
-    """One row per pair: the lone head, then each of the h heads, on that pair's text.
-
-    ``hide_rules``: the panels say which head they are, not what it learned.
-
-    A designed slide (:mod:`~mhacli.render.figures.layout`): every title, row heading and the caption is measured
-    once on the figure's renderer, and the panels and colour bars are placed at rectangles computed from those
-    measurements; no layout engine lays the 10 panels out again at a save (constrained layout did, at every save,
-    and took most of ``mha demo``'s drawing).
+    """One row per pair: the lone head, then each of the h heads, on that pair's text; ``hide_rules``: the panels
+    say which head they are, not what it learned. Placed by arithmetic from texts measured once
+    (:mod:`~mhacli.render.figures.layout`), so no layout engine lays the panels out again at a save.
     """
     import numpy as np
 

@@ -1,13 +1,9 @@
 """split.png: how X and three weight matrices become h heads, and how W^O mixes them back.
 
-Top row, the split, in the article's orientation: X (N × d), then W_q, W_k and W_v
-each as its h per-head blocks [W_q¹ | W_q² | …] (every W_q^i is d × d/h, the
-transposed row block i of PyTorch's weight), then Q = [Q¹ | Q² | …] with
-Q^i = X W_q^i. Bottom row, the merge: the heads' outputs side by side as H, W^O whose
-column block i reads head i, and O. Every block is outlined in its head's colour, the
-colours of every other figure; a legend names them and one colour bar reads every panel.
-X and O have one plain frame: every head reads all of X, and every column of O mixes all heads.
-Placed by arithmetic on a plain ``Figure`` (:func:`split_figure`).
+Top row, the split in the article's orientation: X (N × d), W_q, W_k, W_v as their per-head blocks (W_q^i is
+d × d/h, the transposed row block i of PyTorch's weight), then Q = [Q¹ | Q² | …] with Q^i = X W_q^i. Bottom row,
+the merge: H, W^O (column block i reads head i) and O. Blocks are outlined in their head's colour; X and O have
+one plain frame, since every head reads all of X and every column of O mixes all heads.
 """
 
 from __future__ import annotations
@@ -97,14 +93,8 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
                  dpi: float | None = None) -> Any:
     """The split and the merge of ``trace`` as one figure (matplotlib ``Figure``, never pyplot).
 
-    ``label`` replaces the line that names the weights (by default :func:`~mhacli.render.labels.weights_note`);
-    the rows are labelled by ``pen`` (the run's, so missing glyphs are reported once), shortened as on every figure.
-    Every Axes and text is placed by arithmetic from texts measured once on the figure's renderer
-    (:class:`~mhacli.render.figures.layout.Measured`): the constrained layout with two subfigures, run twice to
-    thin the row labels, took as long as drawing the figure. ``dpi``: the dots per inch it will be saved at, when
-    known; its size is fixed, so its texts are then measured on the very renderer that draws them, and the draw
-    finds their sizes already known (the cat sentence's split.png: 86 -> 45 text measurements; in CPU seconds within
-    the noise of 40 alternating builds, docs/performance.md).
+    ``label`` replaces the line naming the weights; ``pen`` labels the rows. ``dpi``, when known, measures the texts
+    on the very renderer that draws them, so the draw finds their sizes known.
     """
     from matplotlib.patches import Patch
 

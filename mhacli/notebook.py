@@ -199,7 +199,9 @@ def model_figure(trace: Any) -> Figure:
     where = "your model" if isinstance(found, AttentionView) else "this run"
     title = f"Attention of {where}: {layers_range(n_layers)} × {h} head{'s' if h != 1 else ''}, {len(found.tokens)} " \
         "tokens, on one scale from 0 to 1"
-    return model_view(layers, tuple(label(n, 16) for n in names), found.mask, title)
+    shared = found.kv_heads != h  # heads that share keys and values: each thumbnail's head names its group
+    return model_view(layers, tuple(label(n, 16) for n in names), found.mask, title,
+                      found.head_groups if shared else None)
 
 
 def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "png", dpi: int = 150,

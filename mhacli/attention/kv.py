@@ -42,10 +42,11 @@ class Sharing:
     def __post_init__(self) -> None:
         for name in ("d_model", "heads", "kv_heads", "head_dim", "layers"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            # g below 1 is told what g must be, as explain's --kv-heads is: a divisor of h (not "at least 1")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1 and name != "kv_heads":
                 raise UsageError(f"{{{name}:name}} must be a whole number of at least 1, got {value!r}.",
                                  **{name: value})
-        if self.kv_heads > self.heads or self.heads % self.kv_heads:
+        if not 1 <= self.kv_heads <= self.heads or self.heads % self.kv_heads:
             raise UsageError(f"{{kv_heads:name}} {self.kv_heads:,} must divide {{heads:name}} {self.heads:,} (each "
                              f"key/value head serves the same number of query heads); choose one of "
                              f"{', '.join(str(g) for g in divisors(self.heads))}.",

@@ -379,6 +379,10 @@ LayerOpt = Annotated[Optional[str], typer.Option(
     "--layer", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
     help="Which layer of an attention file to draw: its number, counted from 0 as outputs.attentions[0] is the "
          "first, or its name (default: layer 0).")]
+RawTokensOpt = Annotated[bool, typer.Option(
+    "--raw-tokens", metavar=FLAG, rich_help_panel=FIGURES,
+    help="Show an attention file's tokens as its tokenizer wrote them (Ġcat, ▁the, ##ing, Ċ); by default the "
+    "markers are read as text (cat, the, -ing, ↵).")]
 BatchIndexOpt = Annotated[Optional[int], typer.Option(
     "--batch-index", show_default=False, metavar="N", rich_help_panel=FIGURES,
     help="Which sequence of an attention file holding a batch (batch, heads, N, N) to draw (0 = first).",

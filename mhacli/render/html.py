@@ -140,6 +140,29 @@ def _layers(view: AttentionView, m: int, hide_rules: bool, shown: dict[str, Any]
             for k in range(view.n_layers)]
 
 
+MODEL_BUDGET = 400_000  # numbers of the model view's thumbnails; beyond, each averages a block of f × f weights
+
+
+def model_data(view: AttentionView, m: int) -> dict[str, Any]:
+    """Every layer × head as thumbnails (BertViz's ``model_view``), for the page's model view: the first ``m``
+    tokens' weights as whole percents (a thumbnail shows no more), deflated; when they would exceed
+    MODEL_BUDGET numbers, each thumbnail cell averages an f × f block of weights."""
+    import base64
+    import zlib
+
+    n_layers, h = view.n_layers, view.num_heads
+    f = 1
+    while n_layers * h * (-(-m // f)) ** 2 > MODEL_BUDGET:
+        f += 1
+    t = -(-m // f)
+    w = np.zeros((n_layers, h, t * f, t * f))
+    w[..., :m, :m] = view.layers[..., :m, :m]
+    pooled = w.reshape(n_layers, h, t, f, t, f).mean(axis=(3, 5))  # (L, h, m, m) -> (L, h, t, t)
+    levels = np.rint(pooled * 255).astype(np.uint8)
+    return {"u8": base64.b64encode(zlib.compress(levels.tobytes(), 6)).decode("ascii"),
+            "shape": [n_layers, h, t, t], "block": f}
+
+
 def parse_data(analysis: Analysis, m: int, hide_rules: bool) -> dict[str, Any] | None:
     """For a sentence the grammar parses: from each of the parse's words, every head's top key and its weight
     on the relation's noun (hidden: the words and top keys only, one row a word, no weight that marks the noun).
@@ -195,6 +218,9 @@ def page_data(result: Run, *, hide_rules: bool = False) -> dict[str, Any]:
         "labels": [label(t, 24) for t in trace.tokens[:m]],
         "heads": trace.num_heads,
         "colors": [theme.head_color(i) for i in range(trace.num_heads)],
+        # Heads that share keys and values (--kv-heads g, from_attention's kv_heads): the group each head reads.
+        "kv_heads": trace.kv_heads,
+        "groups": list(trace.head_groups) if trace.kv_heads != trace.num_heads else None,
         "average_color": theme.AVERAGE_COLOR,
         "mask_color": theme.MASK_COLOR,
         "hatch_color": theme.HATCH_COLOR,
@@ -213,11 +239,12 @@ def page_data(result: Run, *, hide_rules: bool = False) -> dict[str, Any]:
         "hide_rules": hide_rules,
         "config": None, "scores": None, "steps": None, "total_madds": None, "parameters": None,
         "split_equals_direct_max_diff": None,
-        "layer": None, "layer_names": None, "layers": None,
+        "layer": None, "layer_names": None, "layers": None, "model": None,
     }
     if view:
         v: AttentionView = trace  # type: ignore[assignment]
-        data.update(layer=v.layer, layer_names=list(v.layer_names), layers=_layers(v, m, hide_rules, shown, layers))
+        data.update(layer=v.layer, layer_names=list(v.layer_names), layers=_layers(v, m, hide_rules, shown, layers),
+                    model=model_data(v, m) if v.n_layers > 1 and len(layers) > 1 else None)
     else:
         data.update(_run_only(trace, m, result.split_diff))
     return escaped(data)  # type: ignore[no-any-return]

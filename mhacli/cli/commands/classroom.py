@@ -310,7 +310,12 @@ def quiz(
     its own), so the same seed gives the same quiz; --answers prints the answers,
     read from the run itself. Without a text it uses the sample 'cat'.
 
-    Example: [bold]mha quiz --sample repeated --seed 7[/bold], then the same with [bold]--answers[/bold]
+    With --kv-heads g (fewer than --heads) it opens with two questions on shared
+    keys and values: how many K^j the layer builds and which query heads read each
+    (g of them), and how many numbers per token its KV cache keeps against g = h.
+
+    Example: [bold]mha quiz --sample repeated --seed 7[/bold], then the same with [bold]--answers[/bold];
+    shared keys and values: [bold]mha quiz --heads 4 --kv-heads 2[/bold]
     """
     from mhacli.measures.quiz import MAX_QUESTIONS
 

@@ -11,8 +11,8 @@ from mhacli.cli.flow import (finish_run, open_figures, plan_outputs, plan_reques
                              read_files, shown_folder)
 from mhacli.cli.options import (DPI, BatchIndexOpt, DpiOpt, FiguresFormatOpt, FiguresOutOpt, FileOpt, HideRulesOpt,
                                 HtmlOpt, JsonArraysOpt, JsonOpt, LayerOpt, MaxTokensOpt, NumbersJsonOpt, PlotsOpt,
-                                QueryOpt, QuietOpt, SampleOpt, SaveNpzOpt, ShowFileArg, ShowValuesOpt, TextArg,
-                                TraceArg, VerifyQuietOpt, WorkedOpt, model_block)
+                                QueryOpt, QuietOpt, RawTokensOpt, SampleOpt, SaveNpzOpt, ShowFileArg, ShowValuesOpt,
+                                TextArg, TraceArg, VerifyQuietOpt, WorkedOpt, model_block)
 from mhacli.cli.output import console, json_document, json_text, print_all, report_written, set_quiet, write_stdout
 from mhacli.request import ModelOptions  # the type of the model-option block, read by model_block at import
 
@@ -73,6 +73,7 @@ def show(
     layer: LayerOpt = None,
     hide_rules: HideRulesOpt = False,
     batch_index: BatchIndexOpt = None,
+    raw_tokens: RawTokensOpt = False,
 ) -> None:
     """Re-render the walkthrough and the figures from a saved .npz, without recomputing attention.
 
@@ -82,8 +83,8 @@ def show(
 
     Example: [bold]mha explain "the cat sat on the mat" --save-npz cat.npz && mha show cat.npz --html cat.html[/bold]
     """
-    options = {k: v for k, v in locals().items() if k not in ("trace_file", "layer", "batch_index")}
-    _show(flow.request(read_text=False, figures=True, **options), trace_file, layer, batch_index)
+    options = {k: v for k, v in locals().items() if k not in ("trace_file", "layer", "batch_index", "raw_tokens")}
+    _show(flow.request(read_text=False, figures=True, **options), trace_file, layer, batch_index, raw_tokens)
 
 
 @model_block("heads", "d_model", "seed", "tokenizer", "positions", "causal", "weights", "layer", "words", "kv_heads")
@@ -198,15 +199,17 @@ def _explain(request: Request) -> None:
     publish(result, o, plan, position)
 
 
-def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None) -> AttentionView:
-    """The attention file's view at ``--layer``: a number (0 = first) or one of its layer names."""
+def _pick_layer(path: Path, layer: str | None, batch_index: int | None = None,
+                raw_tokens: bool = False) -> AttentionView:
+    """The attention file's view at ``--layer``: a number (0 = first) or one of its layer names (``raw_tokens``:
+    its tokens as the tokenizer wrote them, markers and all)."""
     from mhacli.attention.checks import layer_index
     from mhacli.attention.messages import shown, shown_path
     from mhacli.attention.numbers import RULE, looks_numeric, too_big, whole_number
     from mhacli.models.attention_file import load_attention
 
     # read and checked once; a layer is picked from it, never by reading again
-    view = load_attention(path, batch_index=batch_index)
+    view = load_attention(path, batch_index=batch_index, raw_tokens=raw_tokens)
     if layer is None:
         return view
     text, index = layer.strip(), layer_index(layer, view.layer_names)  # the one rule, as explain's --layer
@@ -224,12 +227,14 @@ def _view_json(view: AttentionView, analysis: Analysis) -> str:
     """The shown layer of a view as one JSON document: tokens, weights and the per-query measures."""
     document = {"kind": "attention", "source": view.source, "layer": view.layer,
                 "layer_names": list(view.layer_names), "tokens": list(view.tokens), "causal": view.causal,
+                "kv_heads": view.kv_heads,  # g key/value groups (h unless the file or from_attention said otherwise)
                 "head_names": list(view.head_names) if view.head_names else None,
                 "weights": view.weights.tolist(), **analysis.to_dict()}
     return json_document("view", document)
 
 
-def _show_attention(request: Request, path: Path, layer: str | None, batch_index: int | None) -> None:
+def _show_attention(request: Request, path: Path, layer: str | None, batch_index: int | None,
+                    raw_tokens: bool = False) -> None:
     """``mha show`` of your model's attention: the grids, the figures and the page of one layer."""
     from mhacli.attention.messages import layer_of
     from mhacli.pipeline import result_of, shown
@@ -239,7 +244,7 @@ def _show_attention(request: Request, path: Path, layer: str | None, batch_index
     if o.show_values:
         raise UsageError("--show-values prints a run's matrices; an attention file holds only the weights "
                          "(drop --show-values).")
-    view = _pick_layer(path, layer, batch_index)
+    view = _pick_layer(path, layer, batch_index, raw_tokens)
     plan = plan_request(request, view.num_heads, [("the attention file", path)], split=False)
     position = resolve_query(view.tokens, o.query)
     if plan.out is not None and plan.figures:
@@ -263,7 +268,8 @@ def _show_attention(request: Request, path: Path, layer: str | None, batch_index
     publish(result, o, plan, position)
 
 
-def _show(request: Request, trace_file: Path, layer: str | None, batch_index: int | None) -> None:
+def _show(request: Request, trace_file: Path, layer: str | None, batch_index: int | None,
+          raw_tokens: bool = False) -> None:
     """``mha show``: a saved run's walkthrough, grids and files, or one layer of your model's attention."""
     from mhacli.models.attention_file import is_attention_file
     from mhacli.pipeline import result_of
@@ -274,13 +280,16 @@ def _show(request: Request, trace_file: Path, layer: str | None, batch_index: in
     # --html before the file is read; the figures' names need its head count.
     plan_outputs(plots=False, out=None, fmt=o.fmt, heads=1, html=o.html, inputs=inputs)
     if is_attention_file(trace_file):
-        return _show_attention(request, trace_file, layer, batch_index)
+        return _show_attention(request, trace_file, layer, batch_index, raw_tokens)
     if batch_index is not None:
         raise UsageError("--batch-index picks one sequence of an attention file holding a batch; "
                          "a saved run of mha explain has one (drop --batch-index).")
     if layer is not None:
         raise UsageError("--layer picks a layer of an attention file ('weights' and 'tokens'); "
                          "a saved run of mha explain has one layer (drop --layer).")
+    if raw_tokens:
+        raise UsageError("--raw-tokens shows an attention file's tokenizer markers (Ġ, ▁, ##); a saved run of "
+                         "mha explain holds its tokens as they were written (drop --raw-tokens).")
     from mhacli.io.export import load_trace
 
     trace = load_trace(trace_file)

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from mhacli.grammar.knockout import Knockout
     from mhacli.measures.lesson import LessonNumbers
     from mhacli.grammar.score import Score
-    from mhacli.attention.trace import Trace, TrainedModel
+    from mhacli.attention.trace import Trace
+    from mhacli.grammar.train import TrainedModel
     from mhacli.measures.view import AttentionView
     from mhacli.models.state_dict import AttentionWeights
     from mhacli.measures.window import View
@@ -114,7 +115,8 @@ class Run:
     """One run's result, read-only: the config, the trace, and every measure of it, computed once.
 
     ``trace``: a Trace or an attention view (``config`` None), whose attributes also read through the result;
-    ``single``, ``comparison``: the one-head contrast; ``layers``: a view's every layer; ``lesson``, ``parse``.
+    ``single``, ``comparison``: the one-head contrast; ``layers``: a view's every layer; ``lesson``; ``parse`` and
+    ``mapped``: what a grammar model read in the sentence (its parse; each --words word and the word it reads as).
     """
 
     config: Config | None
@@ -125,7 +127,8 @@ class Run:
     comparison: Comparison | None = None
     layers: tuple[Analysis, ...] | None = None
     lesson: LessonNumbers | None = None
-    parse: object | None = None
+    parse: Any = None  # the grammar's Parse of the sentence (mhacli.grammar.grammar), when a grammar model read one
+    mapped: tuple[tuple[str, str, str], ...] = ()  # --words: (word, grammar class, the word it is read as)
     split_diff: float | None = None  # the split check (Trace.split_equals_direct), once; None for a view
     figures: Window | None = None  # the figures' window (--max-tokens, --query), when they are drawn
     magnified: Window | None = None  # the magnifiers' window (at most core.window.MAGNIFIER_MAX_TOKENS tokens)
@@ -170,24 +173,27 @@ class Prepared:
         from mhacli.attention.trace import run_tokens
 
         trace = run_tokens(self.tokens, self.config, self.own, self.model)
-        card = self._card(trace)
+        parse, mapped = self.model.sentence(trace.tokens) if self.model is not None else (None, ())
+        card = self._card(trace, parse)
         if not (single or compare):
-            return Run(config=self.config, trace=trace, analysis=self._cautioned(analyse(trace)), notes=self.notes,
-                       parse=trace.parse, split_diff=trace.split_equals_direct(), card=card)
+            analysis = self._cautioned(analyse(trace, parse=parse, mapped=mapped))
+            return Run(config=self.config, trace=trace, analysis=analysis, notes=self.notes,
+                       split_diff=trace.split_equals_direct(), card=card, parse=parse, mapped=mapped)
         one, apart = self._single(trace)
         comparison = None
         if compare:
             from mhacli.measures.compare import compare as measure
 
-            comparison = measure(trace, one, apart)
+            comparison = measure(trace, one, apart, parse=parse, mapped=mapped)
             if comparison.analysis is not None and self.caution is not None:
                 comparison = replace(comparison, analysis=self._cautioned(comparison.analysis))
         analysis = comparison.analysis if comparison is not None and comparison.analysis is not None else \
-            self._cautioned(analyse(trace))
+            self._cautioned(analyse(trace, parse=parse, mapped=mapped))
         return Run(config=self.config, trace=trace, analysis=analysis, notes=self.notes, single=one,
-                   comparison=comparison, parse=trace.parse, split_diff=trace.split_equals_direct(), card=card)
+                   comparison=comparison, split_diff=trace.split_equals_direct(), card=card, parse=parse,
+                   mapped=mapped)
 
-    def _card(self, trace: Trace) -> CardShown | None:
+    def _card(self, trace: Trace, parse: Any) -> CardShown | None:
         """A model's report card as shown under a run: labelled as measured in training, then this sentence."""
         card = getattr(self.model, "card", None)
         if card is None:
@@ -196,7 +202,7 @@ class Prepared:
         from mhacli.models.shipped import chosen_note
 
         return card_shown(card, heading=f"The model's report card, {card.caption()}, not on this sentence",
-                          parse=trace.parse, weights=trace.weights, causal=bool(self.config.causal),
+                          parse=parse, weights=trace.weights, causal=bool(self.config.causal),
                           chosen=chosen_note(self.shipped, self.config.seed), score=score(self.model))  # type: ignore[arg-type]
 
     def _cautioned(self, analysis: Analysis) -> Analysis:
@@ -386,9 +392,11 @@ def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any
                    **text.model.given()).run()
 
 
-def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Run:
-    """The result of a run made elsewhere: a saved trace (``mha show``), the worked example, or an attention
-    view (its shown layer; ``layers``: every layer's analysis too, for the page's layer picker)."""
+def result_of(shown: Shown, *, single: bool = False, layers: bool = False, parse: Any = None,
+              mapped: tuple[tuple[str, str, str], ...] = ()) -> Run:
+    """The result of a run made elsewhere: a saved trace (``mha show``, with what its grammar model read:
+    ``parse``, ``mapped``), the worked example, or an attention view (its shown layer; ``layers``: every
+    layer's analysis too, for the page's layer picker)."""
     from mhacli.measures.analysis import analyse
 
     config = getattr(shown, "config", None)
@@ -399,14 +407,14 @@ def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Ru
         one = single_head(shown)  # type: ignore[arg-type]
     def measured(seen: Shown) -> Analysis:  # a view's note (causal=False on causal weights) said with its measures
         note = getattr(seen, "note", None)
-        return analyse(seen) if note is None else replace(analyse(seen), caution=note)
+        measures = analyse(seen, parse=parse, mapped=mapped)
+        return measures if note is None else replace(measures, caution=note)
 
     every = None
     if layers and config is None and shown.n_layers > 1:  # type: ignore[union-attr]
         every = tuple(measured(shown.at_layer(k)) for k in range(shown.n_layers))  # type: ignore[union-attr]
-    return Run(config=config, trace=shown, analysis=measured(shown), single=one, layers=every,
-               parse=getattr(shown, "parse", None),
-               split_diff=None if config is None else shown.split_equals_direct())  # type: ignore[union-attr]
+    return Run(config=config, trace=shown, analysis=measured(shown), single=one, layers=every, parse=parse,
+               mapped=mapped, split_diff=None if config is None else shown.split_equals_direct())  # type: ignore[union-attr]
 
 
 def with_lesson(result: Run, query: int | None = None) -> Run:

@@ -390,18 +390,17 @@ class TrainedModel:
 
     def run_inputs(self, tokens: Sequence[str]) -> Inputs:
         """What a run of this model over ``tokens`` reads (:func:`mhacli.attention.trace.run_tokens`): its own
-        embedding rows, positions and weights; for a grammar model also the sentence's parse (its heads are named
-        only on a sentence the grammar parses) and the words read as others (``--words``)."""
+        embedding rows, positions and weights; a grammar model's heads are named only on a sentence it parses."""
         e, p, w_q, w_k, w_v, w_o = self.inputs(tokens)
-        rules: tuple[str, ...] | None = tuple(self.labels)
-        parse = None
-        if self.sentences:
-            parse = words_parse(tokens, self.words)
-            if parse is None:  # names measured on sentences of the grammar say nothing about this text
-                rules = None
-        mapped = tuple((w, str(self.words.class_of(w)), r) for w, r in stand_ins(tokens, self.words).items())
-        return Inputs(e, p, w_q, w_k, w_v, w_o, rules=rules, parse=parse, ids=self.ids(tokens),
-                      folds_case=self.sentences, word_values=self.config.word_values, mapped=mapped)
+        named = not self.sentences or self.sentence(tokens)[0] is not None  # else its names say nothing here
+        return Inputs(e, p, w_q, w_k, w_v, w_o, rules=tuple(self.labels) if named else None, ids=self.ids(tokens),
+                      folds_case=self.sentences, word_values=self.config.word_values)
+
+    def sentence(self, tokens: Sequence[str]) -> tuple[Any, tuple[tuple[str, str, str], ...]]:
+        """What the grammar reads in ``tokens``, for the run's measures and words (not its attention): the parse
+        (None unless a grammar model parses them) and each --words word as (word, class, the word it is read as)."""
+        parse = words_parse(tokens, self.words) if self.sentences else None
+        return parse, tuple((w, str(self.words.class_of(w)), r) for w, r in stand_ins(tokens, self.words).items())
 
     def forward(self, ids: Array) -> dict[str, Array]:
         """The model's own forward on id sequences (its heads, mask, padding and values), every intermediate."""

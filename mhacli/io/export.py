@@ -63,8 +63,8 @@ def trace_relations(trace: Trace) -> tuple[str, ...] | None:
     return tuple(str(r) for r in found) if found else None
 
 
-def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
-    """The arrays of an npz export, by name (format :data:`FORMAT_VERSION`)."""
+def npz_arrays(trace: Any) -> dict[str, np.ndarray]:
+    """The arrays of an npz export of a run (or a bare trace), by name (format :data:`FORMAT_VERSION`)."""
     c = trace.config
     out: dict[str, np.ndarray] = {"tokens": np.array(trace.tokens, dtype=np.str_)}
     for name in ARRAY_FIELDS:
@@ -105,8 +105,8 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
     return out
 
 
-def save_npz(trace: Trace, path: Path) -> Path:
-    """Write the trace as an uncompressed npz, atomically."""
+def save_npz(trace: Any, path: Path) -> Path:
+    """Write a run (or a bare trace) as an uncompressed npz, atomically; a run's parse and --words go with it."""
     arrays = npz_arrays(trace)
     return atomic_write(Path(path), lambda handle: np.savez(handle, **arrays))  # type: ignore[arg-type]
 
@@ -159,7 +159,12 @@ def _read_members(path: Path) -> dict[str, np.ndarray]:
 
 
 def load_trace(path: Path) -> Trace:
-    """Read an npz written by ``mha explain --save-npz`` back into a Trace (no recomputation).
+    """Read an npz written by ``mha explain --save-npz`` back into a Trace (no recomputation)."""
+    return load_saved(path)[0]
+
+
+def load_saved(path: Path) -> tuple[Trace, Any, tuple[tuple[str, str, str], ...]]:
+    """A saved run: its Trace, and what its grammar model read in the sentence (the parse, or None; --words).
 
     Bounded and validated: devices and pipes refused, every member checked from its header before it is unpacked,
     every value checked against the format before use. Format 1 files (0.1.0) get the Config's defaults.
@@ -233,8 +238,9 @@ def _texts(path: Path, a: dict[str, np.ndarray], name: str, h: int) -> tuple[str
     return tuple(str(r) for r in value)
 
 
-def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
-    """Check every member against the format and the others, then build the Trace."""
+def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> tuple[Trace, Any, tuple[tuple[str, str, str], ...]]:
+    """Check every member against the format and the others, then build the Trace; with it the saved parse
+    and --words (:func:`load_saved`)."""
     version = _whole(path, a, "format_version", default=1)
     if version < 1 or version > FORMAT_VERSION:
         raise _shape_error(path, f"it is format {version}, newer than this mhacli reads "
@@ -303,14 +309,15 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
     ids = a.get("token_ids")
     if ids is not None and (ids.shape != (n,) or ids.dtype.kind not in "iu" or np.any(ids < 0)):
         raise _shape_error(path, f"token_ids must hold {n} whole numbers from 0, one per token")
-    return Trace(
+    trace = Trace(
         config=config, tokens=tokens, token_ids=vocabulary(tokens)[1] if ids is None else ids.astype(np.int64),
         model_ids=ids is not None, folds_case=_flag(path, a, "folds_case", False),
         **cast(dict[str, Any], {name: a[name] for name in ARRAY_FIELDS}),
         mask=causal_mask(n) if causal else None, source=_readable_name(path), rules=rules,
         embeddings=a.get("embeddings"), positions=a.get("position_encoding"),
-        parse=_parse(path, a, tokens, rules, mapped), word_values=word_values, mapped=mapped, **extra,
+        word_values=word_values, **extra,
     )
+    return trace, _parse(path, a, tokens, rules, mapped), mapped
 
 
 def _mapped(path: Path, a: dict[str, np.ndarray]) -> tuple[tuple[str, str, str], ...]:

@@ -491,11 +491,13 @@ def _readback(keys: Array, top: Array, picked: Array, single: Array, counted: Ar
 
 
 def analyse(trace: Trace | AttentionView, single: Trace | None = None,
-            window: int | tuple[int, int] | None = None) -> Analysis:
+            window: int | tuple[int, int] | None = None, *, parse: Any = None,
+            mapped: tuple[tuple[str, str, str], ...] = ()) -> Analysis:
     """Every measure of ``trace`` (or an attention view), once; ``single``: the same run as one head; ``window``: the
     tokens a view shows (W for the first W, or (start, stop)). Rows with one visible key are not counted; a tied or
-    spread row picks no key (:mod:`mhacli.attention.evidence`). Relations, support, share, pattern, agreement and
-    JS are defined in docs/reading-heatmaps.md ("The measures, defined").
+    spread row picks no key (:mod:`mhacli.attention.evidence`). ``parse``, ``mapped``: what a grammar model
+    read in the sentence (:meth:`~mhacli.grammar.train.TrainedModel.sentence`), kept with the measures. Relations,
+    support, share, pattern, agreement and JS are defined in docs/reading-heatmaps.md ("The measures, defined").
     """
     weights = np.asarray(trace.weights)  # (h, N, N)
     h, n, _ = weights.shape
@@ -554,10 +556,9 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
         back = _readback(keys, top, picked, np.asarray(single.weights[0]), counted)
     rules = tuple(trace.rules) if trace.rules else None
     blocked = None if (trace.mask is None and not causal) else ~visible
-    parsed = getattr(trace, "parse", None)
     return Analysis(tokens=tokens, causal=causal, kind=kind, rules=rules,
                     heads=tuple(heads), top_keys=keys, counted=counted, agreement=agreement,
                     agreement_rows=agreement_rows, js=js, window=span, readback=back, mask=blocked,
-                    reading=None if parsed is None else read(parsed, weights), picked=picked,
+                    reading=None if parse is None else read(parse, weights), picked=picked,
                     outside_rows=rows_out, average=np.asarray(weights, dtype=np.float64).mean(axis=0),
-                    mapped=tuple(getattr(trace, "mapped", ())))
+                    mapped=tuple(mapped))

@@ -151,7 +151,8 @@ def single_head(trace: Trace) -> Trace:
                  **vars(attention))
 
 
-def compare(trace: Trace, single: Trace, apart: TrainedApart | None = None) -> Comparison:
+def compare(trace: Trace, single: Trace, apart: TrainedApart | None = None, *, parse: Any = None,
+            mapped: tuple[tuple[str, str, str], ...] = ()) -> Comparison:
     """Measure ``trace`` (h heads) against ``single`` (one head of size d, same tokens).
 
     ``single`` is :func:`single_head` of ``trace`` (same X and weights), or, with ``apart``,
@@ -163,7 +164,7 @@ def compare(trace: Trace, single: Trace, apart: TrainedApart | None = None) -> C
         raise ValueError("the single-head trace was run on different tokens")
     causal = trace.config.causal
     weights = np.asarray(trace.weights)  # (h, N, N)
-    measures = analyse(trace, single)
+    measures = analyse(trace, single, parse=parse, mapped=mapped)
     return Comparison(
         tokens=trace.tokens,
         d_model=trace.d_model,

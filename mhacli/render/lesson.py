@@ -253,7 +253,7 @@ def output_table(trace: Trace, numbers: LessonNumbers, hide_rules: bool = False)
                                             "head's block: every column draws on every head."))
 
 
-def _embedding_note(trace: Trace) -> str:
+def _embedding_note(trace: Trace, mapped: Sequence[tuple[str, str, str]]) -> str:
     """Where this run's E came from, in brackets after the tokens step."""
     kind = trace.config.weights
     if kind == "designed" and trace.rules:
@@ -262,7 +262,6 @@ def _embedding_note(trace: Trace) -> str:
         return (" (The model before training brings the E its training started from: random rows, one per word of "
                 "its vocabulary, that no step has moved yet.)")
     if kind == "trained" and trace.folds_case:
-        mapped = getattr(trace, "mapped", ())
         said = (" (The grammar model brings the E it learned, one row per word of its vocabulary. It folds "
                 "capitals, so 'The' and 'the' share a row, and every word it was not trained on gets the one "
                 "row of the unknown token, which carries only its position")
@@ -338,8 +337,8 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
             f"First the text is cut into N = {_count(n, 'token')}. Each distinct token is looked up in a table E "
             f"that holds one row of d = {d} numbers per token, so the same string always gets the same "
             f"row. Stacked, the rows make an N×d = {n}×{d} matrix."
-            + _embedding_note(trace),
-            tokens_table(trace, max_tokens=24, width=width)),
+            + _embedding_note(trace, analysis.mapped),
+            tokens_table(trace, max_tokens=24, width=width, mapped=analysis.mapped)),
         LessonStep(
             "positions", "Positions",
             "Attention on its own ignores order: shuffle the rows and each head gives the same answers, "

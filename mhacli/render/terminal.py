@@ -69,7 +69,8 @@ def _token_block(trace: Trace, positions: range) -> Table:
     return table
 
 
-def tokens_table(trace: Trace, max_tokens: int, width: int = 80) -> RenderableType:
+def tokens_table(trace: Trace, max_tokens: int, width: int = 80,
+                 mapped: Sequence[tuple[str, str, str]] = ()) -> RenderableType:
     """Step 1: position, token and vocabulary id of each token, side by side when many (windowed when long)."""
     shown = min(trace.n_tokens, max_tokens)
     # Up to three blocks side by side keep a long sentence on one projector screen.
@@ -85,8 +86,8 @@ def tokens_table(trace: Trace, max_tokens: int, width: int = 80) -> RenderableTy
     if shown < trace.n_tokens:
         parts.append(_note(f"… {trace.n_tokens - shown} more tokens not listed "
                            f"(--max-tokens {max_tokens})."))
-    mapped = _mapped_ids_note(trace.tokens, trace.token_ids.tolist(), getattr(trace, "mapped", ()))
-    parts.append(_note(" ".join(filter(None, (_ids_note(trace), mapped)))))
+    said = _mapped_ids_note(trace.tokens, trace.token_ids.tolist(), mapped)
+    parts.append(_note(" ".join(filter(None, (_ids_note(trace), said)))))
     return Group(*parts)
 
 
@@ -374,7 +375,7 @@ def walkthrough(trace: Trace, analysis: Analysis, split_diff: float, *, max_toke
 
     parts: list[RenderableType | None] = [
         header(trace),
-        tokens_table(trace, max_tokens, width),
+        tokens_table(trace, max_tokens, width, analysis.mapped),
         steps_table(trace.steps, trace.num_heads, efficiency=narrate.efficiency_sentence(trace.split_cost),
                     sharing=narrate.groups_sentence(trace.n_tokens, trace.d_model, trace.num_heads,
                                                     trace.config.kv_heads)),

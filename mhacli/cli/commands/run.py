@@ -290,13 +290,14 @@ def _show(request: Request, trace_file: Path, layer: str | None, batch_index: in
     if raw_tokens:
         raise UsageError("--raw-tokens shows an attention file's tokenizer markers (Ġ, ▁, ##); a saved run of "
                          "mha explain holds its tokens as they were written (drop --raw-tokens).")
-    from mhacli.io.export import load_trace
+    from mhacli.io.export import load_saved
 
-    trace = load_trace(trace_file)
+    trace, parse, mapped = load_saved(trace_file)
     plan = plan_request(request, trace.num_heads, inputs)
     position = query_position(trace, o.query)
     open_figures(plan, trace.config, trace.n_tokens, o.max_tokens, o.fmt, o.dpi)
-    result = result_of(trace, single=plan.out is not None)  # once: the walkthrough, grids, figures, page read it
+    # once: the walkthrough, grids, figures and page read it
+    result = result_of(trace, single=plan.out is not None, parse=parse, mapped=mapped)
     if o.json:
         _print_json(result, o.json_arrays)
     else:
@@ -310,7 +311,7 @@ def _compare(request: Request) -> None:
     set_quiet(o.quiet)
     prepared = prepare_run(request.text or "", request.model.given())
     plan = plan_request(request, prepared.config.heads, read_files(request.source.file, request.model.weights),
-                    compare=True)
+                        compare=True)
     open_figures(plan, prepared.config, prepared.n_tokens, o.max_tokens, o.fmt, o.dpi)  # its JSON is a few numbers
     result = finish_run(prepared, compare=True)
     comparison = result.comparison

@@ -40,7 +40,7 @@ def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | Non
     if plan.save_npz is not None:
         from mhacli.io.export import save_npz
 
-        written.append(str(save_npz(result.trace, plan.save_npz)))
+        written.append(str(save_npz(result.trace, plan.save_npz, result.card)))  # names and card as --json
     if plan.html is not None:
         from mhacli.pipeline import paged
         from mhacli.render.html import DEFAULT_MAX_TOKENS, write_html

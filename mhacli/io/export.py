@@ -38,13 +38,16 @@ CONFIG_FIELDS = ("tokenizer", "positions", "weight_kind", "dtype", "word_values"
 BIAS_FIELDS = ("b_q", "b_k", "b_v", "b_o")
 OPTIONAL_ARRAYS = ("embeddings", "position_encoding", "token_ids", *BIAS_FIELDS)
 TEXT_LISTS = ("rules", "relations")
+#: A grammar model's report card as JSON text (one string, so np.load needs no pickle): rows, counts, rates,
+#: intervals, the baselines a name must beat and each head's name, as ``--json``'s ``card`` (Card.to_dict).
+CARD = "card"
 #: True when a grammar model read a sentence it parses: mha show parses the tokens again, so the heads keep
 #: the names they had ("verb → subject"); without it a saved run's heads are named by their top tokens.
 PARSED = "grammar_parse"
 #: --words: (m, 3) strings, each mapped word, its grammar class and the word the model read it as.
 MAPPED = "mapped_words"
 KNOWN_KEYS = frozenset((*NPZ_KEYS, "format_version", "mhacli_version", *CONFIG_FIELDS, *OPTIONAL_ARRAYS,
-                        *TEXT_LISTS, PARSED, MAPPED, "kv_heads", "rope_theta"))
+                        *TEXT_LISTS, PARSED, MAPPED, CARD, "kv_heads", "rope_theta"))
 MAX_MEMBERS = 64  # a trace has ~30 members; a zip of thousands is not one
 
 
@@ -63,8 +66,12 @@ def trace_relations(trace: Trace) -> tuple[str, ...] | None:
     return tuple(str(r) for r in found) if found else None
 
 
-def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
-    """The arrays of an npz export, by name (format :data:`FORMAT_VERSION`)."""
+def npz_arrays(trace: Trace, card: Any = None) -> dict[str, np.ndarray]:
+    """The arrays of an npz export, by name (format :data:`FORMAT_VERSION`).
+
+    ``card``: a grammar model's report card as shown (:class:`mhacli.pipeline.CardShown`): the file then holds
+    each head's name from it as ``relations`` and the card itself (with its baselines) as JSON text, as ``--json``
+    does."""
     c = trace.config
     out: dict[str, np.ndarray] = {"tokens": np.array(trace.tokens, dtype=np.str_)}
     for name in ARRAY_FIELDS:
@@ -95,9 +102,11 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
     out.update(trace_biases(trace))
     if trace.rules:
         out["rules"] = np.array(trace.rules, dtype=np.str_)
-    relations = trace_relations(trace)
+    relations = tuple(card.names) if card is not None else trace_relations(trace)
     if relations:
         out["relations"] = np.array(relations, dtype=np.str_)
+    if card is not None and card.data is not None:
+        out[CARD] = np.array(json.dumps(card.data), dtype=np.str_)
     if getattr(trace, "parse", None) is not None:
         out[PARSED] = np.array(True)
     if getattr(trace, "mapped", ()):
@@ -105,9 +114,10 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
     return out
 
 
-def save_npz(trace: Trace, path: Path) -> Path:
-    """Write the trace as an uncompressed npz, atomically."""
-    arrays = npz_arrays(trace)
+def save_npz(trace: Trace, path: Path, card: Any = None) -> Path:
+    """Write the trace (and a grammar model's report card, :func:`npz_arrays`) as an uncompressed npz,
+    atomically."""
+    arrays = npz_arrays(trace, card)
     return atomic_write(Path(path), lambda handle: np.savez(handle, **arrays))  # type: ignore[arg-type]
 
 

@@ -389,6 +389,48 @@ def test_knockout_scores_each_row_as_the_readout_answers_it(trained: TrainResult
     assert knock.cost.shape == (model.config.heads, len(names))
 
 
+def test_a_knockout_cost_carries_a_bootstrap_interval_over_whole_sentences(trained: TrainResult) -> None:
+    """Each cost's 95 % interval is the percentile bootstrap of a slow loop over resampled sentences, holds the
+    cost, and travels in to_dict; the same seed gives the same interval."""
+    from mhacli.grammar.knockout import BOOTSTRAP, bootstrap
+
+    knock = knockout(trained.model, sentences=FEW, seed=9)
+    assert knock.low is not None and knock.high is not None
+    assert (knock.low <= knock.cost + 1e-9).all() and (knock.cost <= knock.high + 1e-9).all()
+    data = knock.to_dict()
+    assert data["cost_low"] == knock.low.tolist() and data["bootstrap"] == BOOTSTRAP
+    rng = np.random.default_rng(1)
+    asked = rng.integers(0, 3, (2, 40)).astype(float)
+    full = np.minimum(asked, rng.integers(0, 3, (2, 40)))
+    without = np.minimum(asked[None], rng.integers(0, 3, (3, 2, 40)))
+    low, high = bootstrap(full, without, asked, 5)
+    times = np.random.default_rng(5).multinomial(40, np.full(40, 1 / 40), size=BOOTSTRAP)
+    slow = np.empty((BOOTSTRAP, 3, 2))
+    for b in range(BOOTSTRAP):
+        pick = np.repeat(np.arange(40), times[b])  # the resample, sentence by sentence
+        n = np.maximum(asked[:, pick].sum(axis=1), 1)
+        slow[b] = 100 * (full[:, pick].sum(axis=1) - without[:, :, pick].sum(axis=2)) / n
+    np.testing.assert_allclose(low, np.percentile(slow, 2.5, axis=0), atol=1e-9)
+    np.testing.assert_allclose(high, np.percentile(slow, 97.5, axis=0), atol=1e-9)
+
+
+def test_a_cost_whose_interval_reaches_across_the_threshold_says_so() -> None:
+    """A cost printed as worth a word (12) whose interval reaches below 10 is said to; a settled one is not."""
+    from mhacli.grammar.knockout import Knockout
+
+    names = rows()
+    card = Card(rows=names, hits=np.zeros((len(names), 1), dtype=np.int64), queries=np.full(len(names), 100),
+                sentences=100, seed=0)
+    without = np.ones((1, len(names)))
+    without[0, 0], without[0, 1] = 0.88, 0.5
+    low, high = 100 * (1 - without) - 4, 100 * (1 - without) + 4  # subject 8 to 16, object 46 to 54
+    knock = Knockout(rows=names, full=np.ones(len(names)), without=without, queries=np.full(len(names), 100),
+                     sentences=100, seed=0, low=low, high=high)
+    said = [narrate.mismatch_sentence(m) for m in mismatches(card, knock)]
+    assert "costs subject 12 points (95% interval 8 to 16, which reaches below 10)" in said[0]
+    assert "costs object 50 points (95% interval 46 to 54)," in said[1]
+
+
 def test_mismatches_are_said_where_card_and_knockout_part() -> None:
     from mhacli.grammar.knockout import Knockout
 

@@ -502,11 +502,14 @@ def mismatch_sentence(m: "Mismatch") -> str:
     from mhacli.grammar.card import short_name
 
     row = short_name(m.row)
+    across = (f", which reaches {'below' if m.cost >= evidence.KNOCKOUT_POINTS else 'above'} "
+              f"{evidence.KNOCKOUT_POINTS:.0f}") if m.unsettled else ""
+    ends = f" (95% interval {m.interval}{across})" if m.interval else ""
     if m.named:
         return (f"head {m.head + 1} is known by {row} ({_pct(m.rate)} trained), yet switching it off costs "
-                f"{row} only {evidence.points(m.cost)} points: other heads carry it too.")
-    return (f"switching off head {m.head + 1} costs {row} {evidence.points(m.cost)} points, though its card does not "
-            f"name it for {row} (it finds that noun on {_pct(m.rate)} of the queries).")
+                f"{row} only {evidence.points(m.cost)} points{ends}: other heads carry it too.")
+    return (f"switching off head {m.head + 1} costs {row} {evidence.points(m.cost)} points{ends}, though its card "
+            f"does not name it for {row} (it finds that noun on {_pct(m.rate)} of the queries).")
 
 
 def sweep_sentence(s: "Sweep") -> str:
@@ -558,8 +561,12 @@ def card_outline_note() -> str:
 
 def knockout_rule_sentence() -> str:
     """What the knockout columns mean."""
+    from mhacli.grammar.knockout import BOOTSTRAP
+
     return ("Off: points of held-out accuracy the relation loses when that head's output is zeroed before W_o "
-            f"(its whole contribution to O); {evidence.KNOCKOUT_POINTS:.0f} points or more is a cost worth a word.")
+            f"(its whole contribution to O); {evidence.KNOCKOUT_POINTS:.0f} points or more is a cost worth a word. "
+            f"Under each cost worth a word, or whose interval reaches {evidence.KNOCKOUT_POINTS:.0f}: its 95% "
+            f"interval in points lost (the held-out sentences resampled {BOOTSTRAP:,} times).")
 
 
 def knockout_sentences(card: "Card", knock: "Knockout") -> list[str]:

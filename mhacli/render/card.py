@@ -95,7 +95,10 @@ def knockout_table(card: CardShown, knock: Knockout) -> RenderableType:
             cells.append(Text(_pct(card.rate[r, i]), style=theme.head_style(i) if card.named[r, i] else ""))
             shown = knock.points[i][r]  # the digits that keep it on its verdict's side
             said = "0" if float(shown) == 0 else f"+{shown[1:]}" if shown.startswith("-") else f"−{shown}"
-            cells.append(Text(said, style=theme.STYLE_BAD if knock.matters[i, r] else theme.STYLE_DIM))
+            cell = Text(said, style=theme.STYLE_BAD if knock.matters[i, r] else theme.STYLE_DIM)
+            if knock.at_stake(i, r):  # a cost worth a word, or one whose interval reaches 10: its interval
+                cell.append(f"\n{knock.interval(i, r).replace('-', '−').replace(' to ', '–')}", style=theme.STYLE_DIM)
+            cells.append(cell)
         table.add_row(*cells)
     return fitted_table(table)
 

@@ -522,6 +522,31 @@ def test_the_card_figure_shows_the_card_at_a_readable_size(trained: TrainResult,
     assert (tmp_path / "card.png").stat().st_size > 5000
 
 
+def test_each_card_cell_shows_the_baselines_its_name_must_beat(trained: TrainResult) -> None:
+    """Beside each cell's rate and interval, in the terminal table and card.png: ``vs A/O``, the head's always-looks-
+    there baseline and the row's best offset, in whole percent rounded down like the rates and the labels."""
+    from mhacli.pipeline import card_shown
+    from mhacli.render.card import card_table
+    from mhacli.render.figures.card import card_figure
+
+    card = trained.model.card
+    assert card is not None and card.always is not None and card.offset is not None
+    shown = card_shown(card)
+    console = Console(file=__import__("io").StringIO(), width=200, color_system=None)
+    console.print(card_table(shown))
+    table = console.file.getvalue()  # type: ignore[attr-defined]
+    cells = [t.get_text() for t in card_figure(shown).axes[0].texts]
+    for r in range(len(card.rows)):
+        for i in range(card.heads):
+            said = f"vs {math.floor(100 * card.always[r, i] + 1e-9)}/{math.floor(100 * card.offset[r] + 1e-9)}"
+            assert shown.bases[r][i] == said and said in table
+            assert cells[r * card.heads + i].splitlines()[-1] == said
+    assert "always looks there / best offset" in shown.outline and "always looks there / best offset" in shown.rule
+    assert "always looks there" in card.label(0)  # and the label says them in words, the same digits
+    low = card.evidence(0, 0)
+    assert f"always looks there {math.floor(100 * card.always[0, 0] + 1e-9)}%" in low
+
+
 # ----------------------------------------------------------------------------- the saved model carries its card
 
 

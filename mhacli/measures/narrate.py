@@ -534,7 +534,8 @@ def card_rule_sentence(card: "Card") -> str:
     return (f"A cell is the share of a relation's queries whose top key, clear of chance, is the relation's noun "
             f"per the grammar's parse, over its 95% interval; {card.caption()}. A head is named from "
             f"{_pct(evidence.CARD_NAME_RATE)} with the interval's lower end at {_pct(evidence.NAME_SHARE)} or "
-            f"more, \"partly\" from {_pct(evidence.NAME_SHARE)}, unnamed below" + _baseline_rule(card) + ".")
+            f"more, \"partly\" from {_pct(evidence.NAME_SHARE)}, unnamed below" + _baseline_rule(card) + "."
+            + ("" if card.always is None else f" In each cell, {CARD_BASES_KEY}."))
 
 
 def _baseline_rule(card: "Card") -> str:
@@ -553,10 +554,28 @@ def _baseline_rule(card: "Card") -> str:
     return said
 
 
-def card_outline_note() -> str:
-    """What the card figure's outlines mean."""
-    return (f"outlined: named ({_pct(evidence.CARD_NAME_RATE)} and over, the interval's lower end at "
-            f"{_pct(evidence.NAME_SHARE)} or more)")
+def card_outline_note(card: "Card | None" = None) -> str:
+    """What the card figure's outlines mean, and its cells' baselines when the card measured them."""
+    said = (f"outlined: named ({_pct(evidence.CARD_NAME_RATE)} and over, the interval's lower end at "
+            f"{_pct(evidence.NAME_SHARE)} or more")
+    if card is None or card.always is None or card.offset is None:
+        return said + ")"
+    return said + (f" and {_pct(evidence.PICK_LIFT)} of the way from each baseline to certain); " + CARD_BASES_KEY)
+
+
+#: What a card cell's third line says (the table's and card.png's): the two baselines its name must beat.
+CARD_BASES_KEY = "under each interval, vs always looks there / best offset (%)"
+
+
+def card_bases(card: "Card") -> tuple[tuple[str, ...], ...]:
+    """(R, h) each card cell's baselines as its third line prints them, ``vs 98/41`` (whole percent, rounded down
+    as the rates are), or "" for a card that did not measure them."""
+    from mhacli.grammar.card import whole_percent
+
+    if card.always is None or card.offset is None:
+        return tuple(("",) * card.heads for _ in card.rows)
+    return tuple(tuple(f"vs {whole_percent(card.always[r, i])}/{whole_percent(card.offset[r])}"
+                       for i in range(card.heads)) for r in range(len(card.rows)))
 
 
 def knockout_rule_sentence() -> str:

@@ -45,6 +45,8 @@ def _cell(card: CardShown, r: int, i: int) -> Text:
     style = theme.head_style(i) if card.named[r, i] else ""
     text = Text(_pct(card.rate[r, i]), style=style)
     text.append(f"\n{_pct(card.low[r, i])}–{_pct(card.high[r, i])}", style=theme.STYLE_DIM)
+    if card.bases and card.bases[r][i]:  # the baselines its name must beat: why it is, or is not, named
+        text.append(f"\n{card.bases[r][i]}", style=theme.STYLE_DIM)
     return text
 
 

@@ -12,7 +12,8 @@ import math
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -21,7 +22,7 @@ from mhacli.grammar.knockout import Knockout
 from mhacli.grammar.score import percent
 from mhacli.grammar.sweep import Sweep
 from mhacli.render import theme
-from mhacli.render.fit import fitted_table
+from mhacli.render.fit import Fitted, fitted_table
 
 if TYPE_CHECKING:
     from mhacli.pipeline import CardShown
@@ -59,7 +60,22 @@ def card_table(card: CardShown) -> RenderableType:
         table.add_column(Text(f"head {i + 1}", style=theme.head_style(i)), justify="right")
     for r, row in enumerate(card.rows):
         table.add_row(row, f"{card.queries[r]:,}", *(_cell(card, r, i) for i in range(card.heads)))
-    return fitted_table(table)
+    return Fitted(table, lambda console: _card_records(card))
+
+
+def _card_records(card: CardShown) -> RenderableType:
+    """The card at a narrow width: a record per row, each head's rate, interval and baselines on one labelled
+    line (``head 4: 92%, 91%–93%, vs 90/69``), in the order the rule sentence names them."""
+    parts: list[RenderableType] = []
+    for r, row in enumerate(card.rows):
+        parts += [Text(row), Padding(Text(f"queries: {card.queries[r]:,}"), (0, 0, 0, 2))]
+        for i in range(card.heads):
+            line = Text(f"head {i + 1}: ")
+            line.append(_pct(card.rate[r, i]), style=theme.head_style(i) if card.named[r, i] else "")
+            base = f", {card.bases[r][i]}" if card.bases and card.bases[r][i] else ""
+            line.append(f", {_pct(card.low[r, i])}–{_pct(card.high[r, i])}{base}", style=theme.STYLE_DIM)
+            parts.append(Padding(line, (0, 0, 0, 2)))
+    return Group(*parts)
 
 
 def card_lines(card: CardShown) -> list[str]:

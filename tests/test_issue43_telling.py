@@ -1,0 +1,113 @@
+"""Issue 43's smaller defects, each seen once on a grammar run: what a surface says is what the run did.
+
+§4 says where the values come from; split.png too; the quiz's --seed help says what the seed does there; at 40
+columns no formula is broken mid-expression and no card interval stands on an unlabelled line; a command to copy
+is one line at 80 columns, quoted as a person types it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from mhacli.cli.app import app
+
+HEADLINE = "The animal didn't cross the street because it was too tired"
+
+
+def _run(*args: str, columns: int = 80) -> str:
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def grammar40() -> str:
+    return _run("explain", HEADLINE, "--weights", "grammar", "--no-plots", columns=40)
+
+
+def test_step_4_says_the_values_of_a_grammar_model_come_from_e() -> None:
+    """The split check cuts V from E for a model whose values read the word embeddings alone (trace.X_v): §4 says
+    so, and says "K and V too" only where V comes from X."""
+    grammar = " ".join(_run("explain", HEADLINE, "--weights", "grammar", "--no-plots", columns=200).split())
+    assert "for K too, and for V from E, the word embeddings alone (V^i = E W_v^i" in grammar
+    assert "for K and V too" not in grammar
+    random = " ".join(_run("explain", "the cat sat", "--no-plots", columns=200).split())
+    assert "for every head and for K and V too." in random
+
+
+def test_split_png_says_which_input_the_values_read() -> None:
+    from mhacli import run
+    from mhacli.render.figures.split import split_figure
+
+    def texts(trace: object) -> str:
+        from matplotlib.text import Text
+
+        fig = split_figure(trace)  # type: ignore[arg-type]
+        return " ".join(" ".join(t.get_text() for t in fig.findobj(Text)).split())
+
+    grammar = texts(run(HEADLINE, weights="grammar"))
+    assert "every head's Q and K read all of X; its V reads E, the words alone" in grammar
+    assert "V^i = E W_v^i" in grammar and "likewise K^i and V^i" not in grammar
+    plain = texts(run("the cat sat", heads=2, d_model=8))
+    assert "every head reads all of X" in plain and "likewise K^i and V^i" in plain
+
+
+def test_the_quiz_says_its_seed_picks_the_questions() -> None:
+    helped = " ".join(_run("quiz", "--help", columns=200).split())
+    seed = helped[helped.index("│ --seed"):]
+    assert "Seed for the questions" in seed[:400] and "picks the questions only" in seed[:500]
+    explained = " ".join(_run("explain", "--help", columns=200).split())
+    assert "Seed for the embedding and the weights" in explained  # the other commands keep theirs
+
+
+def test_no_formula_is_broken_at_40_columns(grammar40: str) -> None:
+    """Every line of the parameters' arithmetic is one whole step (``3 · d · d``, ``= 3 · 32 · 32``, ``= 3,072``)."""
+    part = grammar40[grammar40.index("3. Parameters"):grammar40.index("4. Split or direct?")]
+    assert max(len(line) for line in grammar40.splitlines()) <= 40
+    steps = [line.strip() for line in part.splitlines() if "·" in line]
+    assert "3 · d · d" in steps and "= 3 · 32 · 32" in steps and "h · 3 · d · d/h" in steps
+    assert "= 4 · 3 · 32 · 8" in steps
+    assert all(not line.endswith("·") and not line.startswith("·") for line in steps)
+
+
+def test_every_card_interval_at_40_columns_is_on_a_labelled_line(grammar40: str) -> None:
+    card = grammar40[grammar40.index("The model's report card"):grammar40.index("The model's held-out accuracy")]
+    with_interval = [line.strip() for line in card.splitlines() if re.search(r"\d+%–\d+%", line)]
+    assert with_interval and all(re.match(r"head \d+: \d+%, \d+%–\d+%, vs \d+/\d+$", line)
+                                 for line in with_interval), with_interval
+
+
+@pytest.mark.parametrize("command", [("quiz", HEADLINE, "--weights", "grammar"),
+                                     ("demo", HEADLINE, "--weights", "grammar", "--no-pause", "--step", "15")])
+def test_a_command_to_copy_is_one_line_at_80_columns(command: tuple[str, ...]) -> None:
+    """Quoted as typed ("didn't", not 'didn'"'"'t'), and never broken: each copied line runs as it is."""
+    text = _run(*command, columns=80)
+    lines = [line for line in text.splitlines() if line.lstrip().startswith("mha ") and "didn" in line]
+    assert lines, text[-2000:]
+    for line in lines:
+        assert '"The animal didn\'t cross the street because it was too tired"' in line
+        assert line.rstrip().endswith(("--weights grammar", "--weights designed")), line
+    assert "'\"'\"'" not in text
+
+
+@pytest.mark.parametrize("width", [40, 30, 60])
+def test_below_80_columns_a_command_is_continued_lines_a_shell_joins_again(width: int) -> None:
+    """Narrower than 80, a command breaks only where a shell continuation joins it again, no line wider than the
+    console where a break is possible, and the joined lines are the same arguments."""
+    import io
+    import shlex
+
+    from rich.console import Console
+
+    from mhacli.cli.common import typed_quote
+    from mhacli.render.terminal import Command
+
+    command = f"mha explain {typed_quote(HEADLINE)} --d-model 32 --weights grammar --words 'owl=animal'"
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(Command(command), crop=False)
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert max(len(line) for line in shown.splitlines()) <= width
+    assert shlex.split(shown.replace("\\\n", "")) == shlex.split(command)

@@ -111,3 +111,47 @@ def test_below_80_columns_a_command_is_continued_lines_a_shell_joins_again(width
     shown = console.file.getvalue()  # type: ignore[attr-defined]
     assert max(len(line) for line in shown.splitlines()) <= width
     assert shlex.split(shown.replace("\\\n", "")) == shlex.split(command)
+
+
+# ----------------------------------------------------------------------------- the cause shown: the control
+
+
+def test_the_control_is_shown_beside_the_pair_it_was_measured_with() -> None:
+    """compare, demo step 15 and one-vs-many.png print the control (positions in the values) from its one record,
+    beside the shipped pair's own held-out accuracies; a pair it was not measured beside gets none."""
+    from mhacli.grammar.score import control
+    from mhacli.measures.narrate import cause_line, control_sentence
+    from mhacli.models.trained import shipped_apart
+
+    _, apart = shipped_apart("grammar")
+    c = apart.control
+    assert c is not None and c.to_dict() == control(apart.single_accuracy, apart.heads_accuracy).to_dict()  # type: ignore[union-attr]
+    assert control(apart.single_accuracy + 0.001, apart.heads_accuracy) is None  # a retrained pair: none
+    gap = 100 * (apart.heads_accuracy - apart.single_accuracy)
+    said = control_sentence(c, gap)
+    assert f"a gap of {c.gap:.1f} points against {gap:.1f}" in said
+    compared = " ".join(_run("compare", HEADLINE, "--weights", "grammar", "--no-plots", columns=200).split())
+    assert said in compared
+    step = " ".join(_run("demo", HEADLINE, "--weights", "grammar", "--no-pause", "--step", "15",
+                         columns=200).split()).replace("│", " ")
+    assert " ".join(said.split()[:12]) in " ".join(step.split())
+    from mhacli.cli.commands.classroom import shipped_pairs  # the lesson's and one-vs-many.png's pairs
+
+    grammar = [p for p in shipped_pairs() if p.task == "grammar"][0]
+    assert grammar.control is not None and grammar.control.to_dict() == c.to_dict()
+    assert f"gap {c.gap:.1f} points" in cause_line(grammar)
+
+
+def test_the_control_word_is_decided_on_the_printed_gaps() -> None:
+    import numpy as np
+
+    from mhacli.grammar.score import Control, Crowd
+    from mhacli.measures.narrate import control_sentence
+
+    def ctrl(single: float, heads: float) -> Control:
+        return Control(single=single, heads=heads, head_count=4, crowd=Crowd(np.ones(3), np.ones(3)), seed=0,
+                       command="", measured="", beside=(0.0, 0.0))
+
+    assert "Most of the gap" in control_sentence(ctrl(0.90, 0.99), 30.0)  # 9.0 < 15.0
+    assert "Most of the gap" not in control_sentence(ctrl(0.80, 0.95), 30.0)  # 15.0 is not under 15.0
+    assert "Most of the gap" not in control_sentence(ctrl(0.84999, 0.99999), 30.0)  # printed 15.0

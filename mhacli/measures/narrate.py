@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from mhacli.grammar.knockout import Knockout, Mismatch
     from mhacli.grammar.sweep import Sweep
     from mhacli.measures.lesson import TrainedPair
-    from mhacli.grammar.score import Crowd
+    from mhacli.grammar.score import Control, Crowd
 
 RANDOM, DESIGNED, TRAINED, UNTRAINED = "random", "designed", "trained", "untrained"
 RANDOM_LABEL = "random weights: these patterns mean nothing yet"
@@ -318,6 +318,8 @@ def apart_sentence(apart: TrainedApart, heads: int) -> str:
             text += (f" It falls shortest on {name}: {alone:.1%} against {together:.1%}.")
     if apart.crowds is not None and apart.heads_accuracy > apart.single_accuracy:
         text += " " + crowd_sentence(apart.crowds, heads)
+    if apart.control is not None:
+        text += " " + control_sentence(apart.control, 100 * (apart.heads_accuracy - apart.single_accuracy))
     # a head below the naming share learned none; one its card names only "partly" is not one of its own either
     named = [r for r in apart.heads_relations if r != NO_RELATION and not r.startswith("partly ")]
     distinct = len(set(named)) == len(named) == heads > 1
@@ -426,7 +428,37 @@ def pair_sentence(pair: TrainedPair) -> str:
                  f"({100 * (worst[2] - worst[1]):.1f} points).")
     else:
         said += f" The gap is {pair.gap:.1f} points."
-    return said + (f" {crowd_sentence(pair.crowds, h)}" if pair.crowds is not None else "")
+    said += f" {crowd_sentence(pair.crowds, h)}" if pair.crowds is not None else ""
+    return said + (f" {control_sentence(pair.control, pair.gap)}" if pair.control is not None else "")
+
+
+def control_sentence(control: "Control", gap: float) -> str:
+    """The control beside a one-vs-many result: the same training with positions in the values, its gap and its
+    lone head's verb accuracy by nouns of a class (``gap``: the shown pair's, in points)."""
+    split = ", ".join(f"{c} {percent(a)}" for c, a, n in zip(("one", "two", "three"), control.crowd.accuracy,
+                                                             control.crowd.queries) if n)
+    return (f"The control, the same training (seed {control.seed}) with positions put back into the values "
+            f"(V from X = E + P, not E): one head {percent(control.single)}, {control.head_count} heads "
+            f"{percent(control.heads)}, a gap of {control.gap:.1f} points against {gap:.1f}; its lone head at the "
+            f"verb: {split} with one, two and three nouns of the class."
+            + (" Most of the gap, then, comes from values without positions, in this grammar and this training."
+               if round(control.gap, 1) < round(gap, 1) / 2 else ""))  # decided on the two gaps as printed
+
+
+def cause_line(pair: "TrainedPair") -> str:
+    """One-vs-many.png's line under a grammar pair's numbers: the lone head by nouns of a class, and the control
+    ("" for a pair without them)."""
+    if pair.crowds is None:
+        return ""
+    alone = pair.crowds[0]
+    split = ", ".join(f"{c} {percent(a)}" for c, a, n in zip(("one", "two", "three"), alone.accuracy, alone.queries)
+                      if n)
+    said = f"1 head at the verb, by nouns of the asked noun's class: {split}"
+    c = pair.control
+    if c is not None:
+        said += (f"\nwith positions in the values (the control): 1 head {percent(c.single)} → {percent(c.heads)}, "
+                 f"gap {c.gap:.1f} points (here {pair.gap:.1f})")
+    return said
 
 
 def magnifier_limit(pairs: "Sequence[TrainedPair]") -> str | None:

@@ -44,7 +44,11 @@ def row_title(pair: TrainedPair) -> str:
               else f"{pair.single_parameters:,} and {pair.heads_parameters:,} parameters")
     pairs = [*pair.by_relation, ("mean", pair.single_accuracy, pair.heads_accuracy)]
     numbers = ", ".join(f"{r} {percent(single)} → {percent(heads)}" for r, single, heads in pairs)
-    return f"'{pair.task}' task, {params} · {DEFINITION}, 1 head → {pair.heads} heads:\n{numbers}"
+    from mhacli.measures.narrate import cause_line
+
+    cause = cause_line(pair)  # why, measured: the lone head by nouns of a class, and the control
+    return f"'{pair.task}' task, {params} · {DEFINITION}, 1 head → {pair.heads} heads:\n{numbers}" + (
+        f"\n{cause}" if cause else "")
 
 
 TITLE_PAD = 6.0  # points between a panel and its title (matplotlib's default)

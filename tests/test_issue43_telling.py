@@ -155,3 +155,23 @@ def test_the_control_word_is_decided_on_the_printed_gaps() -> None:
     assert "Most of the gap" in control_sentence(ctrl(0.90, 0.99), 30.0)  # 9.0 < 15.0
     assert "Most of the gap" not in control_sentence(ctrl(0.80, 0.95), 30.0)  # 15.0 is not under 15.0
     assert "Most of the gap" not in control_sentence(ctrl(0.84999, 0.99999), 30.0)  # printed 15.0
+
+
+def test_a_knockout_sentence_gives_a_card_rate_as_the_card_prints_it() -> None:
+    """The card prints 92.7 % as 92% (never rounded up into a threshold); the sentence beside it said 93%."""
+    import numpy as np
+
+    from mhacli.grammar.card import Card, rows
+    from mhacli.grammar.knockout import Knockout, mismatches
+    from mhacli.measures.narrate import mismatch_sentence
+
+    names = rows()
+    hits = np.zeros((len(names), 1), dtype=np.int64)
+    hits[0, 0] = 927
+    card = Card(rows=names, hits=hits, queries=np.full(len(names), 1000), sentences=1000, seed=0)
+    without = np.ones((1, len(names)))
+    without[0, 0] = 0.99  # the named head costs its row 1 point: said, with its card rate
+    knock = Knockout(rows=names, full=np.ones(len(names)), without=without, queries=np.full(len(names), 1000),
+                     sentences=1000, seed=0)
+    said = [mismatch_sentence(m) for m in mismatches(card, knock)]
+    assert any("head 1 is known by subject (92% trained)" in s for s in said), said

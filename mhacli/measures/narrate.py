@@ -531,17 +531,17 @@ def trained_names_note(analysis: Analysis) -> str | None:
 
 def mismatch_sentence(m: "Mismatch") -> str:
     """Where the card and the knockout part, in one sentence, both numbers given."""
-    from mhacli.grammar.card import short_name
+    from mhacli.grammar.card import short_name, whole_percent
 
     row = short_name(m.row)
     across = (f", which reaches {'below' if m.cost >= evidence.KNOCKOUT_POINTS else 'above'} "
               f"{evidence.KNOCKOUT_POINTS:.0f}") if m.unsettled else ""
     ends = f" (95% interval {m.interval}{across})" if m.interval else ""
     if m.named:
-        return (f"head {m.head + 1} is known by {row} ({_pct(m.rate)} trained), yet switching it off costs "
+        return (f"head {m.head + 1} is known by {row} ({whole_percent(m.rate)}% trained), yet switching it off costs "
                 f"{row} only {evidence.points(m.cost)} points{ends}: other heads carry it too.")
     return (f"switching off head {m.head + 1} costs {row} {evidence.points(m.cost)} points{ends}, though its card "
-            f"does not name it for {row} (it finds that noun on {_pct(m.rate)} of the queries).")
+            f"does not name it for {row} (it finds that noun on {whole_percent(m.rate)}% of the queries).")
 
 
 def sweep_sentence(s: "Sweep") -> str:

@@ -175,3 +175,24 @@ def test_a_knockout_sentence_gives_a_card_rate_as_the_card_prints_it() -> None:
                      sentences=1000, seed=0)
     said = [mismatch_sentence(m) for m in mismatches(card, knock)]
     assert any("head 1 is known by subject (92% trained)" in s for s in said), said
+
+
+@pytest.mark.slow
+def test_the_control_record_is_what_its_training_gives_today() -> None:
+    """The control's record is retrained bit for bit by the training functions as they are (the shipped pair's
+    config with positions in the values): a change to the training shows here, and the record is measured again
+    with scripts/measure_control.py."""
+    import json
+    from importlib import resources
+
+    from mhacli.grammar.score import CONTROL_FILE, crowd, score
+    from mhacli.grammar.train import TrainConfig, train
+
+    record = json.loads((resources.files("mhacli.data") / CONTROL_FILE).read_text(encoding="utf-8"))
+    alone = train(TrainConfig.for_task("grammar", heads=1, seed=record["seed"], word_values=False)).model
+    heads = train(TrainConfig.for_task("grammar", heads=4, seed=record["seed"], word_values=False)).model
+    assert score(alone).accuracy == pytest.approx(record["single"], abs=1e-12)
+    assert score(heads).accuracy == pytest.approx(record["heads"], abs=1e-12)
+    split = crowd(alone).to_dict()
+    assert split["queries"] == record["by_nouns_of_a_class"]["queries"]
+    assert split["accuracy"] == pytest.approx(record["by_nouns_of_a_class"]["accuracy"], abs=1e-12)

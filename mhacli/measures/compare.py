@@ -52,7 +52,8 @@ class Spread:
 class TrainedApart:
     """The single head trained ALONE on the h heads' task, with as many parameters: what each reached.
 
-    Read from the two models' own training records (held-out accuracy, parameter count), so
+    The held-out accuracies are :func:`mhacli.grammar.score.score`'s (the card's sentences), the parameter counts the
+    training records', so
     ``mha compare --weights trained`` can say how one head fares where h heads share the work.
     """
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, Sequence
 
+from mhacli.grammar.card import CARD_SEED, CARD_SENTENCES  # the held-out set every accuracy is scored on
 from mhacli.grammar.score import DEFINITION, percent
 from mhacli.render.theme import HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
 
@@ -30,9 +31,9 @@ ROW_POINTS = 12.0
 
 
 #: Where the numbers come from, and what is not known about the texts (said, never claimed).
-CAPTION = ("Rows: queries; columns: keys; one colour scale. Accuracies: each model's own training record, "
-           "measured on fresh held-out sequences "
-           "(mhacli/data/*.npz). The texts shown were not checked against the training batches.")
+CAPTION = ("Rows: queries; columns: keys; one colour scale. Accuracies: the shipped models (mhacli/data/*.npz) on "
+           f"the card's {CARD_SENTENCES:,} held-out sequences (seed {CARD_SEED}); the texts shown may have been in "
+           "training.")
 
 
 ROW_CHARS = 160  # a row title's longest line

@@ -77,6 +77,7 @@ class CardShown:
     accuracy: str | None = None  # the model's held-out accuracy (core.score.Score.caption), on the card's sentences
     names: tuple[str, ...] = ()  # (h,) each head's name (Card.name): the one wording every surface prints
     data: Any = None  # the card as JSON (Card.to_dict, with the held-out accuracy): explain --json carries it
+    bases: tuple[tuple[str, ...], ...] = ()  # (R, h) each cell's baselines as printed (narrate.card_bases)
 
     @property
     def heads(self) -> int:
@@ -103,7 +104,8 @@ def card_shown(card: Card, *, heading: str | None = None, figure_title: str | No
         rate=read_only(card.rate), low=read_only(low), high=read_only(high), named=read_only(named),
         heading=heading or f"Report card: held-out hit rate per relation and head ({card.sentences:,} sentences)",
         figure_title=figure_title or "Report card: held-out hit rate (95% interval)", caption=card.caption(),
-        rule=narrate.card_rule_sentence(card), outline=narrate.card_outline_note(), labels=card.labels,
+        rule=narrate.card_rule_sentence(card), outline=narrate.card_outline_note(card), labels=card.labels,
+        bases=narrate.card_bases(card),
         sentence=sentence, chosen=chosen,
         knockout=() if knock is None else tuple(narrate.knockout_sentences(card, knock)),
         accuracy=None if score is None else score.caption(), names=tuple(card.name(i) for i in range(card.heads)),

@@ -174,7 +174,18 @@ def source_args(text: str | None, file: Path | None, sample: str | None) -> str:
     shown = text or ""
     if len(shown) > 60:  # a long text is recalled, not reprinted
         shown = shown[:59] + "…"
-    return printable(shlex.quote(shown))
+    return printable(typed_quote(shown))
+
+
+def typed_quote(text: str) -> str:
+    """``text`` quoted for a POSIX shell as a person would type it: in double quotes when it holds an apostrophe
+    and nothing a shell expands inside them ("The animal didn't …"), else as shlex.quote does
+    ('didn'"'"'t' is correct but no one types it)."""
+    import shlex
+
+    if "'" in text and not any(ch in text for ch in '"$`\\!'):
+        return f'"{text}"'
+    return shlex.quote(text)
 
 
 def config_args(config: Config, skip: tuple[str, ...] = ()) -> str:

@@ -267,10 +267,21 @@ def unless_given(alias: Any, default: object = None) -> Any:
     return Annotated[Optional[base], info]
 
 
-def model_block(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+#: The quiz's --seed: with a trained model it picks the questions only (the model brings its own weights).
+QUIZ_SEED = _not_given(Annotated[int, typer.Option(
+    "--seed", "-s", help="Seed for the questions; with random or designed weights, for the embedding and the "
+                         "weights too (a trained model or a file brings its own, and the seed picks the questions "
+                         "only).", metavar="N", rich_help_panel=MODEL, parser=seed_option)], DEFAULT.seed,
+    decided=False)
+
+
+def model_block(*names: str, helps: dict[str, Any] | None = None) -> Callable[[Callable[..., None]],
+                                                                             Callable[..., None]]:
     """A command takes the model options ``names`` (all of :data:`MODEL_BLOCK` when none are named) in place of
-    its parameter ``model``, and receives them as one :class:`~mhacli.request.ModelOptions`."""
+    its parameter ``model``, and receives them as one :class:`~mhacli.request.ModelOptions`; ``helps`` gives an
+    option a command's own declaration where it means something else there (the quiz's ``--seed``)."""
     chosen = names or tuple(MODEL_BLOCK)
+    declared = {**MODEL_BLOCK, **(helps or {})}
 
     def decorate(command: Callable[..., None]) -> Callable[..., None]:
         hints = typing.get_type_hints(command, localns={"ModelOptions": ModelOptions}, include_extras=True)
@@ -278,7 +289,7 @@ def model_block(*names: str) -> Callable[[Callable[..., None]], Callable[..., No
                   for p in inspect.signature(command).parameters.values()]
         at = next(i for i, p in enumerate(params) if p.name == "model")
         block = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-                                   annotation=MODEL_BLOCK[name]) for name in chosen]
+                                   annotation=declared[name]) for name in chosen]
         params[at:at + 1] = block
 
         @functools.wraps(command)

@@ -103,7 +103,7 @@ def set_quiet(quiet: bool) -> None:
 
 def print_all(*renderables: Any) -> None:
     for r in renderables:
-        console.print(r)
+        console.print(r, crop=not getattr(r, "uncropped", False))  # a command to copy stays one line
 
 
 def write_stdout(text: str) -> None:

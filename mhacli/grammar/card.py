@@ -94,9 +94,14 @@ def read_only(a: Array, dtype: type | None = None) -> Array:
     return out
 
 
+def whole_percent(x: float) -> int:
+    """A share in whole percent, never rounded up into a threshold it did not reach: 84.7 % is 84 (every card
+    number is printed so: cells, intervals, baselines)."""
+    return math.floor(100 * x + 1e-9)
+
+
 def _pct(x: float) -> str:
-    """A share in whole percent, never rounded up into a threshold it did not reach: 84.7 % is '84%'."""
-    return f"{math.floor(100 * x + 1e-9)}%"
+    return f"{whole_percent(x)}%"
 
 
 @dataclass(frozen=True)

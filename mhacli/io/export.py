@@ -38,13 +38,16 @@ CONFIG_FIELDS = ("tokenizer", "positions", "weight_kind", "dtype", "word_values"
 BIAS_FIELDS = ("b_q", "b_k", "b_v", "b_o")
 OPTIONAL_ARRAYS = ("embeddings", "position_encoding", "token_ids", *BIAS_FIELDS)
 TEXT_LISTS = ("rules", "relations")
+#: A grammar model's report card as JSON text (one string, so np.load needs no pickle): rows, counts, rates,
+#: intervals, the baselines a name must beat and each head's name, as ``--json``'s ``card`` (Card.to_dict).
+CARD = "card"
 #: True when a grammar model read a sentence it parses: mha show parses the tokens again, so the heads keep
 #: the names they had ("verb → subject"); without it a saved run's heads are named by their top tokens.
 PARSED = "grammar_parse"
 #: --words: (m, 3) strings, each mapped word, its grammar class and the word the model read it as.
 MAPPED = "mapped_words"
 KNOWN_KEYS = frozenset((*NPZ_KEYS, "format_version", "mhacli_version", *CONFIG_FIELDS, *OPTIONAL_ARRAYS,
-                        *TEXT_LISTS, PARSED, MAPPED, "kv_heads", "rope_theta"))
+                        *TEXT_LISTS, PARSED, MAPPED, CARD, "kv_heads", "rope_theta"))
 MAX_MEMBERS = 64  # a trace has ~30 members; a zip of thousands is not one
 
 
@@ -63,8 +66,12 @@ def trace_relations(trace: Trace) -> tuple[str, ...] | None:
     return tuple(str(r) for r in found) if found else None
 
 
-def npz_arrays(trace: Any) -> dict[str, np.ndarray]:
-    """The arrays of an npz export of a run (or a bare trace), by name (format :data:`FORMAT_VERSION`)."""
+def npz_arrays(run: Any) -> dict[str, np.ndarray]:
+    """The arrays of an npz export of a run (or a bare trace), by name (format :data:`FORMAT_VERSION`).
+
+    A run's grammar model adds each head's name from its report card as ``relations`` and the card itself (with
+    its baselines) as JSON text, as ``--json`` does; and the sentence's parse and --words."""
+    trace, card = run, getattr(run, "card", None)
     c = trace.config
     out: dict[str, np.ndarray] = {"tokens": np.array(trace.tokens, dtype=np.str_)}
     for name in ARRAY_FIELDS:
@@ -95,9 +102,11 @@ def npz_arrays(trace: Any) -> dict[str, np.ndarray]:
     out.update(trace_biases(trace))
     if trace.rules:
         out["rules"] = np.array(trace.rules, dtype=np.str_)
-    relations = trace_relations(trace)
+    relations = tuple(card.names) if card is not None else trace_relations(trace)
     if relations:
         out["relations"] = np.array(relations, dtype=np.str_)
+    if card is not None and card.data is not None:
+        out[CARD] = np.array(json.dumps(card.data), dtype=np.str_)
     if getattr(trace, "parse", None) is not None:
         out[PARSED] = np.array(True)
     if getattr(trace, "mapped", ()):
@@ -105,9 +114,9 @@ def npz_arrays(trace: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def save_npz(trace: Any, path: Path) -> Path:
-    """Write a run (or a bare trace) as an uncompressed npz, atomically; a run's parse and --words go with it."""
-    arrays = npz_arrays(trace)
+def save_npz(run: Any, path: Path) -> Path:
+    """Write a run (or a bare trace) as an uncompressed npz, atomically (:func:`npz_arrays`)."""
+    arrays = npz_arrays(run)
     return atomic_write(Path(path), lambda handle: np.savez(handle, **arrays))  # type: ignore[arg-type]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from mhacli.measures.analysis import Analysis, ReadBack, analyse, focus, max_row_entropy, mean_pairwise_js, row_entropy
 
 if TYPE_CHECKING:
-    from mhacli.grammar.score import Crowd
+    from mhacli.grammar.score import Control, Crowd
     from mhacli.attention.trace import Trace
 
 
@@ -44,7 +44,8 @@ class Spread:
 class TrainedApart:
     """The single head trained ALONE on the h heads' task, with as many parameters: what each reached.
 
-    Read from the two models' own training records (held-out accuracy, parameter count), so
+    The held-out accuracies are :func:`mhacli.grammar.score.score`'s (the card's sentences), the parameter counts the
+    training records', so
     ``mha compare --weights trained`` can say how one head fares where h heads share the work.
     """
 
@@ -58,6 +59,7 @@ class TrainedApart:
     # Per relation the task reads out: (name, the lone head's held-out accuracy, the h heads'), when recorded.
     by_relation: tuple[tuple[str, float, float], ...] = ()
     crowds: tuple[Crowd, Crowd] | None = None  # a grammar pair's verb accuracy by nouns of a class (lone, h heads)
+    control: Control | None = None  # the same training with positions in the values (score.control), if measured
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "single_accuracy": self.single_accuracy, "heads_accuracy": self.heads_accuracy,
@@ -66,7 +68,8 @@ class TrainedApart:
                 "by_relation": [{"relation": r, "single_accuracy": a, "heads_accuracy": b}
                                 for r, a, b in self.by_relation],
                 "by_nouns_of_a_class": None if self.crowds is None else {"single": self.crowds[0].to_dict(),
-                                                                         "heads": self.crowds[1].to_dict()}}
+                                                                         "heads": self.crowds[1].to_dict()},
+                "control": None if self.control is None else self.control.to_dict()}
 
 
 @dataclass(frozen=True)

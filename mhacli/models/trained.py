@@ -303,7 +303,7 @@ def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
     trained alone beside the heads trained together.
     """
     from mhacli.measures.compare import TrainedApart
-    from mhacli.grammar.score import by_relation, crowd, score
+    from mhacli.grammar.score import by_relation, control, crowd, score
     from mhacli.models.shipped import shipped_model_path
 
     alone, alone_metrics = load_trained(shipped_model_path(alone=True, name=name))
@@ -315,5 +315,6 @@ def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
                          single_relations=tuple(name for name, _ in alone.relations),
                          heads_relations=tuple(name for name, _ in heads.relations),
                          by_relation=by_relation(single, many),
-                         crowds=(crowd(alone), crowd(heads)) if alone.sentences else None)
+                         crowds=(crowd(alone), crowd(heads)) if alone.sentences else None,
+                         control=control(single.accuracy, many.accuracy) if alone.sentences else None)
     return alone, apart

@@ -21,7 +21,7 @@ from mhacli.grammar.score import percent
 from mhacli.attention.tokenize import label
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table, titled_panel
-from mhacli.render.terminal import parameters_panel, steps_table
+from mhacli.render.terminal import Command, parameters_panel, steps_table
 
 if TYPE_CHECKING:
     from mhacli.measures.analysis import Analysis
@@ -541,7 +541,7 @@ def present(console: Console, steps: Sequence[LessonStep], pause: bool, start: i
                 return
         console.print()
     if closing is not None:
-        console.print(closing)
+        console.print(closing, crop=False)  # its commands are whole lines (Command); the rest wraps to the width
 
 
 def next_steps(trace: Trace, source: str, options: str, weights_name: str | None = None) -> RenderableType:
@@ -555,7 +555,7 @@ def next_steps(trace: Trace, source: str, options: str, weights_name: str | None
     shapes = f"mha shapes --tokens {trace.n_tokens} --d-model {c.d_model} --heads {c.heads}" + (
         " --causal" if c.causal else "")
     same = f"{source} {options}".strip()
-    text = Text("What next\n", style=theme.STYLE_TITLE)
+    lines: list[RenderableType] = [Text("What next", style=theme.STYLE_TITLE)]
     for cmd, why in (
         (f"mha explain {same} --weights {weights}", "the same run as one walkthrough; heat maps in mha-output/"),
         (f"mha compare {same} --weights {weights}", "one wide head against these narrow ones"),
@@ -563,6 +563,6 @@ def next_steps(trace: Trace, source: str, options: str, weights_name: str | None
         (f"mha quiz {same} --weights {weights}", "homework about this run (--answers prints the answers)"),
         (shapes, "the shapes table for a slide, no text needed"),
     ):
-        text.append(f"  {cmd}", style=theme.STYLE_FORMULA)
-        text.append(f"\n      {why}\n", style=theme.STYLE_DIM)
-    return text
+        # a command to copy is one line, never wrapped by us (the terminal may fold it; a copy keeps it whole)
+        lines += [Command(cmd), Text(f"      {why}", style=theme.STYLE_DIM)]
+    return Group(*lines, Text(""))

@@ -13,7 +13,7 @@ from mhacli.cli.options import (DEFAULT, DPI, MAX_TOKENS, AnswersOpt, CausalOpt,
                                 HideRulesOpt, LessonOutOpt, LessonQueryOpt, ListJsonOpt, MarkdownOpt, NumbersJsonOpt,
                                 PauseOpt, QuestionsOpt, SampleNameArg, SampleOpt, StepOpt, TextArg, TokenizerOpt,
                                 TokensOpt, FileOpt, CacheDtypeOpt, KvHeadsOpt, LayersOpt, ModelConfigOpt, model_block,
-                                unless_given)
+                                QUIZ_SEED, unless_given)
 from mhacli.cli.output import console, json_document, print_all, report_written, write_stdout
 from mhacli.attention.errors import UsageError
 from mhacli.request import ModelOptions  # the type of the model-option block, read by model_block at import
@@ -294,7 +294,7 @@ def _save_one_vs_many(pairs: Sequence[TrainedPair], out: Path, fmt: str, dpi: in
     return str(atomic_write_bytes(Path(out) / f"{ONE_VS_MANY}.{fmt}", drawn_one_vs_many(pairs, fmt, dpi, hide_rules)))
 
 
-@model_block("seed", "weights", "layer", "words", "heads", "d_model", "causal", "kv_heads")
+@model_block("seed", "weights", "layer", "words", "heads", "d_model", "causal", "kv_heads", helps={"seed": QUIZ_SEED})
 def quiz(
     text: TextArg = None,
     file: FileOpt = None,

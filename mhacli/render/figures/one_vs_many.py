@@ -10,6 +10,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, Sequence
 
+from mhacli.grammar.card import CARD_SEED, CARD_SENTENCES  # the held-out set every accuracy is scored on
 from mhacli.grammar.score import DEFINITION, percent
 from mhacli.render.theme import HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
 
@@ -25,9 +26,9 @@ ROW_POINTS = 12.0
 
 
 #: Where the numbers come from, and what is not known about the texts (said, never claimed).
-CAPTION = ("Rows: queries; columns: keys; one colour scale. Accuracies: each model's own training record, "
-           "measured on fresh held-out sequences "
-           "(mhacli/data/*.npz). The texts shown were not checked against the training batches.")
+CAPTION = ("Rows: queries; columns: keys; one colour scale. Accuracies: the shipped models (mhacli/data/*.npz) on "
+           f"the card's {CARD_SENTENCES:,} held-out sequences (seed {CARD_SEED}); the texts shown may have been in "
+           "training.")
 
 
 ROW_CHARS = 160  # a row title's longest line
@@ -39,7 +40,11 @@ def row_title(pair: TrainedPair) -> str:
               else f"{pair.single_parameters:,} and {pair.heads_parameters:,} parameters")
     pairs = [*pair.by_relation, ("mean", pair.single_accuracy, pair.heads_accuracy)]
     numbers = ", ".join(f"{r} {percent(single)} → {percent(heads)}" for r, single, heads in pairs)
-    return f"'{pair.task}' task, {params} · {DEFINITION}, 1 head → {pair.heads} heads:\n{numbers}"
+    from mhacli.measures.narrate import cause_line
+
+    cause = cause_line(pair)  # why, measured: the lone head by nouns of a class, and the control
+    return f"'{pair.task}' task, {params} · {DEFINITION}, 1 head → {pair.heads} heads:\n{numbers}" + (
+        f"\n{cause}" if cause else "")
 
 
 TITLE_PAD = 6.0  # points between a panel and its title (matplotlib's default)

@@ -312,17 +312,14 @@ def test_the_magnifier_slide_says_its_queries_come_from_the_parse() -> None:
     from mhacli.measures.narrate import parse_queries_sentence
     from mhacli.notebook import magnifiers_figure
 
-    trace = mhacli.run(HEADLINE, weights="grammar")
-    trace = getattr(trace, "trace", trace)  # mhacli.run's result, or the trace itself
-    from mhacli.measures.analysis import analyse
-
-    analysis = analyse(trace)
+    result = mhacli.run(HEADLINE, weights="grammar")  # the Run holds what the grammar read, and its measures
+    analysis = result.analysis
     assert analysis.reading is not None and analysis.showcase_queries(1) == (10,)  # "tired" first
     said = parse_queries_sentence(analysis.reading, (10,))
     assert said == ("Queries chosen from the grammar's parse of this sentence: “tired” (position 10): describes "
                     "“animal”. Give --query to pick another.")
     assert parse_queries_sentence(analysis.reading, (0,)) is None  # "The" is no query of the parse
-    fig = magnifiers_figure(trace)
+    fig = magnifiers_figure(result)
     texts = " ".join(" ".join(t.get_text().split()) for t in fig.findobj(matplotlib.text.Text))
     assert "of the grammar's parse" in texts and "“tired” (position 10): describes “animal”" in texts
 

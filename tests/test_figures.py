@@ -163,11 +163,15 @@ def test_images_are_not_blank_and_heads_differ(cat_pngs):
 
 def test_one_figure_updated_per_head_gives_the_same_pixels_as_a_new_figure(cat, cat_pngs, tmp_path):
     """save_figures reuses one head figure for every head, laid out by its first save only; each PNG must equal
-    a figure built (and laid out) for that head."""
+    a figure built (and laid out) for that head, at the dpi it is saved at, as save_figures builds its PNGs' figures."""
+    import matplotlib
+
     saved = cat_pngs[0]
     for i in (0, 2, 3):
         fresh = tmp_path / f"fresh-{i}.png"
-        figures.save(notebook.head_figure(cat, i), fresh, "png", FAST_DPI)
+        with matplotlib.rc_context({"figure.dpi": FAST_DPI}):
+            built = notebook.head_figure(cat, i)
+        figures.save(built, fresh, "png", FAST_DPI)
         assert np.array_equal(pixels(saved[i]), pixels(fresh)), i
 
 

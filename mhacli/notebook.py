@@ -1,10 +1,8 @@
 """What a notebook or a script calls: a run, a trace or a view in, a page or figures out.
 
-The layer above the pipeline and the renderers: each function makes the result
-(:func:`mhacli.pipeline.result_of`, once) when it is handed a bare trace or view,
-chooses its windows (:func:`mhacli.pipeline.shown`, :func:`mhacli.pipeline.paged`),
-then hands it to a renderer, which only draws.  ``import mhacli`` registers
-:func:`display_page` as what Jupyter shows for a run, a trace or a view.
+Each function makes the result once when handed a bare trace or view (:func:`mhacli.pipeline.result_of`), chooses
+its windows, then hands it to a renderer, which only draws. ``import mhacli`` registers :func:`display_page` as what
+Jupyter shows for a run, a trace or a view.
 """
 
 from __future__ import annotations
@@ -87,9 +85,8 @@ def html_page(trace: Any, max_tokens: int | None = None, *, hide_rules: bool = F
 def display_page(shown_object: Any) -> str:
     """What Jupyter shows for a run, a trace or a view: its page, packed, in an isolated frame.
 
-    A view's display holds its shown layer only, so that ``display(view.at_layer(L))`` embeds one layer, not
-    every layer again each time (12 × 12 heads over 40 tokens: 671 kB with every layer, about 114 kB with one);
-    :func:`model_figure` shows every layer and head at once.
+    A view's display holds its shown layer only, so ``display(view.at_layer(L))`` embeds one layer, not every layer
+    again (sizes in docs/notebooks.md); :func:`model_figure` shows every layer and head at once.
     """
     from mhacli.render.html import render_html
     from mhacli.render.notebook import html_frame
@@ -166,9 +163,8 @@ def compare_figure(trace: Any, single: Any = None, comparison: Any = None, *, ma
                    pen: Pen | None = None, hide_rules: bool = False) -> Figure:
     """One head of size d beside h heads of size d/h, and how spread and how different they are.
 
-    ``single``: the one head to compare with (a one-head run or trace). Left out: the run's own when it has one
-    (a run made with ``single`` or ``compare``: for the shipped grammar model, its twin trained alone, as
-    ``mha compare`` shows it), else one head of size d made from the same matrices.
+    ``single``: the one head to compare with (a one-head run or trace); else the run's own (the shipped grammar
+    model's twin trained alone, as ``mha compare`` shows it), else one head of size d from the same matrices.
     """
     from mhacli.measures.compare import compare
     from mhacli.render.figures import build_compare
@@ -203,7 +199,9 @@ def model_figure(trace: Any) -> Figure:
     where = "your model" if isinstance(found, AttentionView) else "this run"
     title = f"Attention of {where}: {layers_range(n_layers)} × {h} head{'s' if h != 1 else ''}, {len(found.tokens)} " \
         "tokens, on one scale from 0 to 1"
-    return model_view(layers, tuple(label(n, 16) for n in names), found.mask, title)
+    shared = found.kv_heads != h  # heads that share keys and values: each thumbnail's head names its group
+    return model_view(layers, tuple(label(n, 16) for n in names), found.mask, title,
+                      found.head_groups if shared else None)
 
 
 def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "png", dpi: int = 150,

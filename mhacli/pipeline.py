@@ -1,16 +1,9 @@
 """One run, assembled in one place: text (or tokens), options and weights in, one immutable :class:`Run` out.
 
-The layer between the command line (or a notebook, or a test) and the core: it
-resolves ``--weights`` once (a name or a path through :func:`mhacli.models.weights.resolve_weights`,
-an in-memory state dict or a trained model as given), builds the :class:`~mhacli.attention.config.Config`
-once, refuses what would not fit before any array exists, then computes the
-trace and every measure the renderers read (:class:`~mhacli.measures.analysis.Analysis`,
-the single-head contrast, the comparison).  Renderers and writers take the
-result's parts as arguments and compute nothing; nothing else assembles a run.
-
-Two steps, because a command decides its outputs between them: :func:`prepare`
-(weights, config, tokens, size checks; cheap) and :meth:`Prepared.run` (the
-arrays).  :func:`run` does both, and is ``mhacli.run``.
+Between the command line (or a notebook, a test) and the core: it resolves ``--weights`` once, builds the
+:class:`~mhacli.attention.config.Config` once, refuses what would not fit before any array exists, then computes the
+trace and every measure the renderers read, so renderers and writers compute nothing. Two steps, because a
+command decides its outputs between them: :func:`prepare` (cheap checks) and :meth:`Prepared.run` (the arrays).
 """
 
 from __future__ import annotations
@@ -30,7 +23,8 @@ if TYPE_CHECKING:
     from mhacli.grammar.knockout import Knockout
     from mhacli.measures.lesson import LessonNumbers
     from mhacli.grammar.score import Score
-    from mhacli.attention.trace import Trace, TrainedModel
+    from mhacli.attention.trace import Trace
+    from mhacli.grammar.train import TrainedModel
     from mhacli.measures.view import AttentionView
     from mhacli.models.state_dict import AttentionWeights
     from mhacli.measures.window import View
@@ -83,6 +77,7 @@ class CardShown:
     accuracy: str | None = None  # the model's held-out accuracy (core.score.Score.caption), on the card's sentences
     names: tuple[str, ...] = ()  # (h,) each head's name (Card.name): the one wording every surface prints
     data: Any = None  # the card as JSON (Card.to_dict, with the held-out accuracy): explain --json carries it
+    bases: tuple[tuple[str, ...], ...] = ()  # (R, h) each cell's baselines as printed (narrate.card_bases)
 
     @property
     def heads(self) -> int:
@@ -109,7 +104,8 @@ def card_shown(card: Card, *, heading: str | None = None, figure_title: str | No
         rate=read_only(card.rate), low=read_only(low), high=read_only(high), named=read_only(named),
         heading=heading or f"Report card: held-out hit rate per relation and head ({card.sentences:,} sentences)",
         figure_title=figure_title or "Report card: held-out hit rate (95% interval)", caption=card.caption(),
-        rule=narrate.card_rule_sentence(card), outline=narrate.card_outline_note(), labels=card.labels,
+        rule=narrate.card_rule_sentence(card), outline=narrate.card_outline_note(card), labels=card.labels,
+        bases=narrate.card_bases(card),
         sentence=sentence, chosen=chosen,
         knockout=() if knock is None else tuple(narrate.knockout_sentences(card, knock)),
         accuracy=None if score is None else score.caption(), names=tuple(card.name(i) for i in range(card.heads)),
@@ -120,16 +116,9 @@ def card_shown(card: Card, *, heading: str | None = None, figure_title: str | No
 class Run:
     """One run's result, read-only: the config, the trace, and every measure of it, computed once.
 
-    ``trace`` is a :class:`~mhacli.attention.trace.Trace`, or an attention view for ``mha show`` of your
-    model's attention (``config`` is then None).  ``single``: the same run as one head of size d
-    (the magnifiers' and ``mha compare``'s contrast), when asked for; ``comparison`` with it for compare.
-    ``layers``: the analysis of every layer of a view, when the page's layer picker needs them.
-    ``lesson``: the numbers ``mha demo`` shows for its query (:func:`with_lesson`).
-    ``parse``: the grammar's parse of the sentence (:mod:`mhacli.grammar.grammar`, the trace's own), when a
-    grammar model read a sentence it can parse; None otherwise.
-
-    For ``trace = mhacli.run(...)`` written before the result existed, every attribute of the
-    trace also reads through the result (``mhacli.run(text).weights`` is the trace's weights).
+    ``trace``: a Trace or an attention view (``config`` None), whose attributes also read through the result;
+    ``single``, ``comparison``: the one-head contrast; ``layers``: a view's every layer; ``lesson``; ``parse`` and
+    ``mapped``: what a grammar model read in the sentence (its parse; each --words word and the word it reads as).
     """
 
     config: Config | None
@@ -140,7 +129,8 @@ class Run:
     comparison: Comparison | None = None
     layers: tuple[Analysis, ...] | None = None
     lesson: LessonNumbers | None = None
-    parse: object | None = None
+    parse: Any = None  # the grammar's Parse of the sentence (mhacli.grammar.grammar), when a grammar model read one
+    mapped: tuple[tuple[str, str, str], ...] = ()  # --words: (word, grammar class, the word it is read as)
     split_diff: float | None = None  # the split check (Trace.split_equals_direct), once; None for a view
     figures: Window | None = None  # the figures' window (--max-tokens, --query), when they are drawn
     magnified: Window | None = None  # the magnifiers' window (at most core.window.MAGNIFIER_MAX_TOKENS tokens)
@@ -185,24 +175,27 @@ class Prepared:
         from mhacli.attention.trace import run_tokens
 
         trace = run_tokens(self.tokens, self.config, self.own, self.model)
-        card = self._card(trace)
+        parse, mapped = self.model.sentence(trace.tokens) if self.model is not None else (None, ())
+        card = self._card(trace, parse)
         if not (single or compare):
-            return Run(config=self.config, trace=trace, analysis=self._cautioned(analyse(trace)), notes=self.notes,
-                       parse=trace.parse, split_diff=trace.split_equals_direct(), card=card)
+            analysis = self._cautioned(analyse(trace, parse=parse, mapped=mapped))
+            return Run(config=self.config, trace=trace, analysis=analysis, notes=self.notes,
+                       split_diff=trace.split_equals_direct(), card=card, parse=parse, mapped=mapped)
         one, apart = self._single(trace)
         comparison = None
         if compare:
             from mhacli.measures.compare import compare as measure
 
-            comparison = measure(trace, one, apart)
+            comparison = measure(trace, one, apart, parse=parse, mapped=mapped)
             if comparison.analysis is not None and self.caution is not None:
                 comparison = replace(comparison, analysis=self._cautioned(comparison.analysis))
         analysis = comparison.analysis if comparison is not None and comparison.analysis is not None else \
-            self._cautioned(analyse(trace))
+            self._cautioned(analyse(trace, parse=parse, mapped=mapped))
         return Run(config=self.config, trace=trace, analysis=analysis, notes=self.notes, single=one,
-                   comparison=comparison, parse=trace.parse, split_diff=trace.split_equals_direct(), card=card)
+                   comparison=comparison, split_diff=trace.split_equals_direct(), card=card, parse=parse,
+                   mapped=mapped)
 
-    def _card(self, trace: Trace) -> CardShown | None:
+    def _card(self, trace: Trace, parse: Any) -> CardShown | None:
         """A model's report card as shown under a run: labelled as measured in training, then this sentence."""
         card = getattr(self.model, "card", None)
         if card is None:
@@ -211,7 +204,7 @@ class Prepared:
         from mhacli.models.shipped import chosen_note
 
         return card_shown(card, heading=f"The model's report card, {card.caption()}, not on this sentence",
-                          parse=trace.parse, weights=trace.weights, causal=bool(self.config.causal),
+                          parse=parse, weights=trace.weights, causal=bool(self.config.causal),
                           chosen=chosen_note(self.shipped, self.config.seed), score=score(self.model))  # type: ignore[arg-type]
 
     def _cautioned(self, analysis: Analysis) -> Analysis:
@@ -232,10 +225,8 @@ class Prepared:
 
 def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights | None, TrainedModel | None]:
     """``options`` with the weights resolved once: a name or path read through io, an object taken as given.
-
-    ``layer`` (a number from 0, or a name) picks one layer of a state dict holding several; your own weights need
-    ``heads`` unless their file records it.  Whole numbers and flags are checked as the Python API gives them
-    (numpy's scalars included).
+    ``layer`` (a number from 0, or a name) picks a layer of a state dict holding several; your own weights need
+    ``heads`` unless their file records it. Numbers and flags are checked as the Python API gives them.
     """
     from mhacli.attention.checks import flag, whole_number
     from mhacli.models.state_dict import AttentionWeights as Weights
@@ -320,9 +311,8 @@ def _tokens(text: str, config: Config, json: bool, limit: int) -> tuple[str, ...
 def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, **options: Any) -> Prepared:
     """Resolve the weights, build the Config and count the tokens of one run; compute nothing yet.
 
-    ``options`` are :class:`~mhacli.attention.config.Config` fields; those not given are taken from the
-    weights (a file's d, a trained model's heads, width and mask) or are Config's defaults.  ``json``:
-    the run will also print every array as JSON, which the memory check counts.
+    ``options`` are Config fields; those not given come from the weights (a file's d, a trained model's heads) or
+    Config's defaults. ``json``: the run will also print every array as JSON, which the memory check counts.
     """
     from mhacli.io.memory import memory_limit_bytes
 
@@ -385,17 +375,8 @@ def prepare(text: str | None = None, *, tokens: Any = None, json: bool = False, 
 def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any) -> Run:
     """Run multi-head attention over ``text`` (or ``tokens``) and measure it: one immutable :class:`Run`.
 
-    ``text`` may be a :class:`~mhacli.request.Request` (what a command asks for): its model options, text
-    and tokens are run.  Otherwise the keyword options build one: ``weights`` is a kind ("random",
-    "designed"), "trained" (the model shipped in the package), the path of a weights file (your
-    nn.MultiheadAttention's, or one from ``mha train --save``), or weights themselves: a state dict,
-    :class:`~mhacli.models.state_dict.AttentionWeights`, a trained model.  ``words`` (a grammar model only)
-    maps new words to grammar classes, ``{"park": "place"}`` or ``"park=place lion=animal"``
-    (:mod:`mhacli.grammar.words`).  Other options are :class:`~mhacli.attention.config.Config` fields.
-
-    >>> result = run("the cat sat on the mat", heads=4)
-    >>> result.trace.weights.shape, result.analysis.num_heads
-    ((4, 6, 6), 4)
+    ``text`` may be a :class:`~mhacli.request.Request`; else keyword options build one: ``weights`` is a kind, a
+    file's path or weights themselves; ``words`` maps new words to grammar classes; the rest are Config fields.
     """
     if not isinstance(text, Request):  # the API's keywords, checked as given (causal=None is refused, not "not given")
         if text is None and tokens is None:
@@ -413,9 +394,11 @@ def run(text: str | Request | None = None, *, tokens: Any = None, **options: Any
                    **text.model.given()).run()
 
 
-def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Run:
-    """The result of a run made elsewhere: a saved trace (``mha show``), the worked example, or an attention
-    view (its shown layer; ``layers``: every layer's analysis too, for the page's layer picker)."""
+def result_of(shown: Shown, *, single: bool = False, layers: bool = False, parse: Any = None,
+              mapped: tuple[tuple[str, str, str], ...] = ()) -> Run:
+    """The result of a run made elsewhere: a saved trace (``mha show``, with what its grammar model read:
+    ``parse``, ``mapped``), the worked example, or an attention view (its shown layer; ``layers``: every
+    layer's analysis too, for the page's layer picker)."""
     from mhacli.measures.analysis import analyse
 
     config = getattr(shown, "config", None)
@@ -426,14 +409,14 @@ def result_of(shown: Shown, *, single: bool = False, layers: bool = False) -> Ru
         one = single_head(shown)  # type: ignore[arg-type]
     def measured(seen: Shown) -> Analysis:  # a view's note (causal=False on causal weights) said with its measures
         note = getattr(seen, "note", None)
-        return analyse(seen) if note is None else replace(analyse(seen), caution=note)
+        measures = analyse(seen, parse=parse, mapped=mapped)
+        return measures if note is None else replace(measures, caution=note)
 
     every = None
     if layers and config is None and shown.n_layers > 1:  # type: ignore[union-attr]
         every = tuple(measured(shown.at_layer(k)) for k in range(shown.n_layers))  # type: ignore[union-attr]
-    return Run(config=config, trace=shown, analysis=measured(shown), single=one, layers=every,
-               parse=getattr(shown, "parse", None),
-               split_diff=None if config is None else shown.split_equals_direct())  # type: ignore[union-attr]
+    return Run(config=config, trace=shown, analysis=measured(shown), single=one, layers=every, parse=parse,
+               mapped=mapped, split_diff=None if config is None else shown.split_equals_direct())  # type: ignore[union-attr]
 
 
 def with_lesson(result: Run, query: int | None = None) -> Run:

@@ -1,13 +1,9 @@
 """What one command asks for, frozen: the model options, the text or tokens, and the outputs.
 
-A :class:`Request` is built once from a command's options (:func:`mhacli.cli.build.request`) and
-checked there once; :func:`mhacli.run` takes one (or builds one from keyword options), and the
-command line's publisher writes exactly the outputs it names.  ``None`` means "not given": the
-weights decide it (a trained model's heads, a file's d) or Config's default applies, so no code
-asks the command line how an option was set.
-
-A new model option (``--words`` …) is one field of :class:`ModelOptions` and one entry of
-``MODEL_BLOCK`` in :mod:`mhacli.cli.options`; every command with model options then takes it.
+Built and checked once from a command's options (:func:`mhacli.cli.flow.request`); :func:`mhacli.run` takes one,
+and the publisher writes exactly the outputs it names. ``None`` means "not given": the weights or Config's default
+decide, so no code asks how an option was set. A new model option is one field of :class:`ModelOptions` and one
+entry of ``MODEL_BLOCK`` in :mod:`mhacli.cli.options`.
 """
 
 from __future__ import annotations

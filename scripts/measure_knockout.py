@@ -63,7 +63,9 @@ def main() -> None:
             line["rows"] = list(knock.rows)
             line["cost"] = np.round(knock.cost, 1).tolist()
             line["clean"] = [{"head": c.head + 1, "row": c.row, "own": round(c.own, 1), "other": c.other,
-                              "other_cost": round(c.other_cost, 1), "met": c.met} for c in clean(model.card, knock)]
+                              "other_cost": round(c.other_cost, 1), "met": c.met, "settled": c.settled,
+                              "own_interval": c.own_interval, "other_interval": c.other_interval}
+                             for c in clean(model.card, knock)]
         print(json.dumps(line), flush=True)
 
 

@@ -315,9 +315,10 @@ def test_each_rows_mass_outside_a_window_and_the_average_over_heads_equal_the_sl
 @pytest.mark.parametrize("weights", ["random", "designed"])
 def test_the_json_patterns_and_agreement_agree_with_the_weights(sample, weights):
     from mhacli.io.export import trace_document
+    from mhacli.pipeline import result_of
 
     trace = run(load_sample(sample).text, weights=weights)
-    doc = trace_document(trace)
+    doc = trace_document(result_of(trace))
     w = np.asarray(doc["arrays"]["weights"], dtype=np.float64)  # read back from the document itself
     heads, agree, js, total, _ = reference(w, doc["tokens"], doc["config"]["causal"])
     assert doc["counted_rows"] == total

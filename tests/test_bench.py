@@ -603,7 +603,8 @@ def timed_result(medians: list[float], repeats: list[tuple[float, ...]], heads: 
 
 
 def test_the_split_note_is_the_step_tables_counts_and_the_runs_two_times():
-    from mhacli.bench.notes import ARTICLE_CLAIM, split_note
+    from mhacli.bench.notes import ARTICLE_CLAIM
+    from mhacli.bench.runner import split_note
     from mhacli.attention.steps import split_cost
 
     result = timed_result([1e-3, 2e-3, 3e-3], [(1e-3,)] * 2 + [(3e-3,)], one_head=2e-3)

@@ -389,6 +389,48 @@ def test_knockout_scores_each_row_as_the_readout_answers_it(trained: TrainResult
     assert knock.cost.shape == (model.config.heads, len(names))
 
 
+def test_a_knockout_cost_carries_a_bootstrap_interval_over_whole_sentences(trained: TrainResult) -> None:
+    """Each cost's 95 % interval is the percentile bootstrap of a slow loop over resampled sentences, holds the
+    cost, and travels in to_dict; the same seed gives the same interval."""
+    from mhacli.grammar.knockout import BOOTSTRAP, bootstrap
+
+    knock = knockout(trained.model, sentences=FEW, seed=9)
+    assert knock.low is not None and knock.high is not None
+    assert (knock.low <= knock.cost + 1e-9).all() and (knock.cost <= knock.high + 1e-9).all()
+    data = knock.to_dict()
+    assert data["cost_low"] == knock.low.tolist() and data["bootstrap"] == BOOTSTRAP
+    rng = np.random.default_rng(1)
+    asked = rng.integers(0, 3, (2, 40)).astype(float)
+    full = np.minimum(asked, rng.integers(0, 3, (2, 40)))
+    without = np.minimum(asked[None], rng.integers(0, 3, (3, 2, 40)))
+    low, high = bootstrap(full, without, asked, 5)
+    times = np.random.default_rng(5).multinomial(40, np.full(40, 1 / 40), size=BOOTSTRAP)
+    slow = np.empty((BOOTSTRAP, 3, 2))
+    for b in range(BOOTSTRAP):
+        pick = np.repeat(np.arange(40), times[b])  # the resample, sentence by sentence
+        n = np.maximum(asked[:, pick].sum(axis=1), 1)
+        slow[b] = 100 * (full[:, pick].sum(axis=1) - without[:, :, pick].sum(axis=2)) / n
+    np.testing.assert_allclose(low, np.percentile(slow, 2.5, axis=0), atol=1e-9)
+    np.testing.assert_allclose(high, np.percentile(slow, 97.5, axis=0), atol=1e-9)
+
+
+def test_a_cost_whose_interval_reaches_across_the_threshold_says_so() -> None:
+    """A cost printed as worth a word (12) whose interval reaches below 10 is said to; a settled one is not."""
+    from mhacli.grammar.knockout import Knockout
+
+    names = rows()
+    card = Card(rows=names, hits=np.zeros((len(names), 1), dtype=np.int64), queries=np.full(len(names), 100),
+                sentences=100, seed=0)
+    without = np.ones((1, len(names)))
+    without[0, 0], without[0, 1] = 0.88, 0.5
+    low, high = 100 * (1 - without) - 4, 100 * (1 - without) + 4  # subject 8 to 16, object 46 to 54
+    knock = Knockout(rows=names, full=np.ones(len(names)), without=without, queries=np.full(len(names), 100),
+                     sentences=100, seed=0, low=low, high=high)
+    said = [narrate.mismatch_sentence(m) for m in mismatches(card, knock)]
+    assert "costs subject 12 points (95% interval 8 to 16, which reaches below 10)" in said[0]
+    assert "costs object 50 points (95% interval 46 to 54)," in said[1]
+
+
 def test_mismatches_are_said_where_card_and_knockout_part() -> None:
     from mhacli.grammar.knockout import Knockout
 
@@ -478,6 +520,31 @@ def test_the_card_figure_shows_the_card_at_a_readable_size(trained: TrainResult,
     np.testing.assert_allclose([b.get_height() for b in bars], swept.gap)
     fig.savefig(tmp_path / "card.png")
     assert (tmp_path / "card.png").stat().st_size > 5000
+
+
+def test_each_card_cell_shows_the_baselines_its_name_must_beat(trained: TrainResult) -> None:
+    """Beside each cell's rate and interval, in the terminal table and card.png: ``vs A/O``, the head's always-looks-
+    there baseline and the row's best offset, in whole percent rounded down like the rates and the labels."""
+    from mhacli.pipeline import card_shown
+    from mhacli.render.card import card_table
+    from mhacli.render.figures.card import card_figure
+
+    card = trained.model.card
+    assert card is not None and card.always is not None and card.offset is not None
+    shown = card_shown(card)
+    console = Console(file=__import__("io").StringIO(), width=200, color_system=None)
+    console.print(card_table(shown))
+    table = console.file.getvalue()  # type: ignore[attr-defined]
+    cells = [t.get_text() for t in card_figure(shown).axes[0].texts]
+    for r in range(len(card.rows)):
+        for i in range(card.heads):
+            said = f"vs {math.floor(100 * card.always[r, i] + 1e-9)}/{math.floor(100 * card.offset[r] + 1e-9)}"
+            assert shown.bases[r][i] == said and said in table
+            assert cells[r * card.heads + i].splitlines()[-1] == said
+    assert "always looks there / best offset" in shown.outline and "always looks there / best offset" in shown.rule
+    assert "always looks there" in card.label(0)  # and the label says them in words, the same digits
+    low = card.evidence(0, 0)
+    assert f"always looks there {math.floor(100 * card.always[0, 0] + 1e-9)}%" in low
 
 
 # ----------------------------------------------------------------------------- the saved model carries its card

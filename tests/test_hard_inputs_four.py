@@ -887,8 +887,12 @@ def test_a_saved_grammar_run_is_shown_with_the_names_it_was_saved_with(tmp_path)
     assert code == 0, err
     before, after = json.loads(explained), json.loads(shown)
     assert after["rules"] == before["rules"] and any("verb →" in r for r in after["rules"])
-    # The same document: the names, the parse's reading and every measure. The model's report card (and the
-    # relations read from it) is the model's, not the run's: a saved run does not carry it (docs/changelog.md).
+    # The file carries the model's card (with its baselines) and each head's name from it, as --json does
+    with np.load(tmp_path / "g.npz") as saved:
+        assert [str(r) for r in saved["relations"]] == before["relations"]
+        assert json.loads(str(saved["card"])) == before["card"] and "always" in before["card"]
+    # The same document: the names, the parse's reading and every measure. mha show re-renders the run's arrays;
+    # the card stays in the file for a reader of it (np.load), as the model's, not the run's.
     card_keys = {"card", "relations"}
     assert {k: v for k, v in after.items() if k not in card_keys} == \
         {k: v for k, v in before.items() if k not in card_keys}

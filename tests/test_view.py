@@ -252,7 +252,7 @@ def test_layer_of_a_saved_run_is_refused(runner, tmp_path):
 
 def test_show_of_a_view_plans_no_split_figure(attention_npz):
     # The plan (what is checked and counted before any work) names exactly what a view writes.
-    from mhacli.cli.common import plan_outputs
+    from mhacli.cli.flow import plan_outputs
 
     path, _, _ = attention_npz
     plan = plan_outputs(plots=True, out=path.parent / "figs", fmt="png", heads=4, split=False)

@@ -132,7 +132,7 @@ def test_a_mapped_word_is_read_exactly_as_its_stand_in():
     plain = _run("the animal crossed the street because it was too tired", None)
     np.testing.assert_array_equal(mapped.trace.weights, plain.trace.weights)
     np.testing.assert_array_equal(mapped.trace.token_ids, plain.trace.token_ids)
-    assert mapped.trace.mapped == (("lion", "animal", "animal"), ("park", "place", "street"))
+    assert mapped.mapped == mapped.analysis.mapped == (("lion", "animal", "animal"), ("park", "place", "street"))
     assert mapped.parse.describe() == ("subject: lion · object: park · tired describes: lion "
                                        "(lion as an animal, park as a place)")
     assert _grammar_model().unknown(mapped.tokens) == ("lion", "park")  # the model itself still lacks them
@@ -146,7 +146,7 @@ def test_any_mapped_word_is_read_as_its_stand_in_and_the_parse_is_the_stand_ins(
     at, cls = classed[pick % len(classed)]
     new = tokens[:at] + (fresh,) + tokens[at + 1:]
     mapped = _run(None, {fresh: cls}, tokens=new)
-    (word, of, read_as), = mapped.trace.mapped
+    (word, of, read_as), = mapped.mapped
     assert (word, of) == (fresh, cls) and read_as in CLASSES[cls] and read_as not in new
     plain = _run(None, None, tokens=new[:at] + (read_as,) + new[at + 1:])
     np.testing.assert_array_equal(mapped.trace.weights, plain.trace.weights)

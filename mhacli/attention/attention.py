@@ -126,11 +126,10 @@ def multi_head_attention(query: Array, key: Array, value: Array, w_q: Array, w_k
                          w_o: Array, heads: int, causal: bool = False,
                          biases: dict[str, Array] | None = None, kv_heads: int | None = None,
                          rope_theta: float | None = None) -> Attention:
-    """The article's multi-head attention. Like PyTorch's ``MultiheadAttention.forward(query, key, value)``,
-    it takes what Q, K and V are made from: in self-attention all three are X; the grammar model makes V from
-    the word embeddings E alone (it says so where it builds its inputs).  ``kv_heads`` g < h shares keys and
-    values: W_k and W_v are (g·d/h, d) and query head i reads group ⌊i / (h/g)⌋ (Ainslie et al. 2023);
-    ``rope_theta`` turns Q and K by position (a Llama-style layer's rotary positions), never V."""
+    """The article's multi-head attention, taking what Q, K and V are made from (as PyTorch's
+    ``forward(query, key, value)``): X for all three in self-attention; the grammar model makes V from E alone.
+    ``kv_heads`` g < h shares keys and values (W_k, W_v are (g·d/h, d); query head i reads group ⌊i / (h/g)⌋);
+    ``rope_theta`` turns Q and K by position (Llama-style), never V."""
     b, g = biases or {}, heads if kv_heads is None else kv_heads
     if g < 1 or heads % g:
         raise ValueError(f"kv_heads {g} must divide heads {heads}")

@@ -90,10 +90,8 @@ def recorded_heads(count: int, d_model: int, where: str) -> int:
 def strings(name: str, value: object, what: str = "one per head", *, ids: bool = True) -> tuple[str, ...] | None:
     """A list of names (``names``, ``layer_names``, ``tokens``) as strings, or None; one string is refused.
 
-    ``names="head"`` would name four heads 'h', 'e', 'a', 'd': a string where a list is expected is a
-    mistake to say, never a sequence of letters to take. ``ids=False`` (the tokens) refuses a list of whole
-    numbers, a tokenizer's ids (``inputs["input_ids"][0]``): their numbers would label every row and column, a
-    picture right in its weights and wrong in every word.
+    ``names="head"`` is a mistake to report, not four heads 'h', 'e', 'a', 'd'. ``ids=False`` (the tokens) also
+    refuses a list of whole numbers, a tokenizer's ids: they would label every row and column with numbers.
     """
     if value is None:
         return None
@@ -153,9 +151,8 @@ def chosen(value: object, choices: Sequence[str]) -> object:
 def layer_index(layer: object, names: Sequence[str]) -> int | None:
     """The 0-based index of the layer ``layer`` names among ``names``, or None when it names none.
 
-    A whole number from 0, as the model's own objects count layers (``outputs.attentions[0]``, ``layers.0``;
-    numpy's too, or its digits 0-9 as text), else its name: exactly as written first, then by :func:`chosen`
-    (spaces and letter case do not count): ``--layer`` reads the same in ``mha explain`` and ``mha show``.
+    A whole number counts from 0, as the model's own objects do (``outputs.attentions[0]``, ``layers.0``); else a name,
+    exact first, then by :func:`chosen` (spaces and case ignored), so ``--layer`` reads the same in every command.
     """
     from mhacli.attention.numbers import whole_number as typed_number
 
@@ -212,11 +209,9 @@ TRAINED_DECIDES = ("heads", "d_model", "causal", "seed", "positions")
 
 
 def trained_options(options: dict[str, object], trained: object, source: str = "trained") -> dict[str, object]:
-    """``options`` with every setting a trained model decides taken from it (``trained`` is its TrainConfig;
-    ``source`` the run's weight source: "trained", or "untrained" for its layer before the first step).
-
-    A setting given that differs from the model's is refused with the reason, never reported while the
-    model's own runs: ``--no-positions`` cannot take out the positions the model was trained with.
+    """``options`` with every setting a trained model decides taken from it (``trained``: its TrainConfig; ``source``:
+    "trained", or "untrained" for its layer before the first step). A given setting that differs from the
+    model's is refused with the reason: ``--no-positions`` cannot take out the positions the model was trained with.
     """
     decided: dict[str, object] = {name: getattr(trained, name) for name in TRAINED_DECIDES if name != "positions"}
     decided["positions"] = True  # learned or sinusoidal, the model adds the positions it was trained with

@@ -42,8 +42,12 @@ _JSON_BYTES_PER_NUMBER = 150
 BASELINE_BYTES = 256 * 2**20  # Python, numpy, Rich and matplotlib themselves
 
 
-def human_bytes(n: int | float) -> str:
-    """A size for people: ``3.9 GiB``, ``512 MiB``; astronomically large sizes say so."""
+def human_bytes(n: int | float, digits: int | None = None) -> str:
+    """A size for people: ``3.9 GiB``, ``512 MiB``; astronomically large sizes say so.
+
+    ``digits``: that many significant digits below 100 of a unit instead of one decimal (``1.25 GiB``, ``320 KiB``,
+    ``10 GiB``: the cache sizes ``mha shapes`` prints, as the papers give them), and bytes with a thousands comma.
+    """
     units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
     value = float(n)
     for unit in units:
@@ -51,10 +55,12 @@ def human_bytes(n: int | float) -> str:
             break
         value /= 1024
     if unit == "bytes":
-        return f"{int(n)} bytes"
+        return f"{int(n)} bytes" if digits is None else f"{int(n):,} bytes"
     if unit == units[-1] and value >= 1024:
         return "over 1,000 EiB"
-    return f"{value:.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
+    if value >= 100:
+        return f"{value:,.0f} {unit}"
+    return f"{value:.1f} {unit}" if digits is None else f"{value:.{digits}g} {unit}"
 
 
 def _n(value: object) -> str:

@@ -1,33 +1,9 @@
-"""Weights built by hand, so that every head follows a rule a student can name.
+"""Weights built by hand, so that every head follows a rule a student can name (``--weights designed``).
 
-``--weights designed`` replaces the random toy embedding and weights with a
-construction (explained with the math in ``docs/designed-heads.md``):
-
-* **X has labelled parts.**  Four columns hold the position as two waves,
-  ``sin/cos(ω_f·p)`` (fast) and ``sin/cos(ω_s·p)`` (slow); one column is a
-  constant 1 (a "bias" feature every token carries); three columns hold a unit
-  vector ``u(t)`` naming the token string (points spread over a sphere, one per
-  distinct token).  Any further columns are zero.
-* **Moving one step along the sequence is a rotation** of each wave, so a
-  query can be made to "look for position p − 1" with a fixed rotation matrix.
-* **Each head gets four query/key numbers** (d/h ≥ 4) and one rule:
-
-  ``previous token``      q = R(−1)·pos(p), k = pos(k)
-  ``first copy of word``  q = [u(t_p), 1], k = [u(t_k), slowly falling f(k)]
-  ``first token``         q = pos(0) (from the bias column), k = pos(k)
-  ``itself``              q = pos(p), k = pos(k)
-  ``next token``          q = R(+1)·pos(p), k = pos(k)
-
-* **Scales are set from the worst case**, so the rule's key beats every
-  other key by at least ``MARGIN`` in score units (after the 1/√(d/h)), for
-  every text up to the length class ``L``: the softmax is then one-hot to
-  within e^-MARGIN.
-* **Values copy the token code** ``u(t)`` into each head's block and
-  ``W^O`` is the identity, so block i of a token's output names the word
-  head i found.
-
-Rules are given to heads in the order of :data:`RULE_ORDER`; with more heads
-than rules they repeat.  The module is pure numpy and never prints.
+X has labelled parts: position as a fast and a slow wave, a constant bias column and a unit vector naming the
+token. A step along the sequence is a rotation of the waves, so a head can "look for position p − 1"; scales are
+set from the worst case so the rule's key wins by ``MARGIN`` score units up to length ``L``. Values copy the
+token code and W^O is the identity. The math is in docs/designed-heads.md. Pure numpy, never prints.
 """
 
 from __future__ import annotations
@@ -179,11 +155,8 @@ def bump(offsets: Array, waves: Waves) -> Array:
 
 
 def position_margin(waves: Waves) -> float:
-    """Smallest gap the position heads must overcome, over every offset a text of length L can have.
-
-    ``g(0) − g(m)`` for 1 ≤ m ≤ L+1 (itself, previous, first, next) and
-    ``g(1) − g(m)`` for 2 ≤ m ≤ L+2 (the fall-backs: the first token's
-    "previous", the last token's "next", every causal "next").
+    """Smallest gap the position heads must overcome, over every offset a text of length L can have:
+    ``g(0) − g(m)`` for 1 ≤ m ≤ L+1 and ``g(1) − g(m)`` for 2 ≤ m ≤ L+2 (the fall-backs at the text's edges).
     """
     m = np.arange(waves.length + 3)
     g = bump(m, waves)

@@ -1,37 +1,9 @@
-"""The one evidence rule: how far above chance a weight must be before the tool puts a word on it.
+"""The one evidence rule: every word the tool puts on heads ("sharp", "mostly", a relation…) is decided here.
 
-Every qualitative word the tool prints about heads — a named relation, "sharp", "focused",
-"mostly", "learned", "agree", "different", "answers" — is decided here, and nowhere else.
-
-**Chance** for a query row is the weight a uniform row gives each key it may see, ``1 / v`` for
-``v`` visible keys.  A row's **lift** is how far its largest weight ``w`` goes from chance towards
-certainty, ``(w − 1/v) / (1 − 1/v)``: 0 for a uniform row, 1 for a one-hot row, whatever ``v`` is.
-(A raw weight cannot be the rule: 20 % is five times chance over 25 keys and a coin toss over 2.)
-
-* A row **picks** its top key when its lift is at least :data:`PICK_LIFT` (a quarter of the way from
-  chance to certain: over 6 keys, 37.5 %; over 13, 30.8 %; over 2, 62.5 %) and no other key ties it.
-  Two keys **tie** when the runner-up comes within :data:`TIE_MARGIN` of the top weight (5 points of
-  the row): a row split 51 / 49 between two copies of "the" is a coin toss, not a pick of either.
-  A row that does not is **spread**: it follows no relation, agrees with no head and brings back
-  nothing "different", though it stays counted.
-* A head **follows a relation** when at least :data:`NAME_SHARE` of the rows where the relation is
-  defined pick its key; below that it has **no clear relation**.
-* A head is **near chance** when fewer than half its counted rows pick a key and its focus is no more
-  than "spread" (at most :data:`FOCUSED`): a head that splits its rows between two keys is focused,
-  not uniform, though it picks neither.  A run whose heads are all near chance says
-  :data:`CLOSE_TO_UNIFORM`, whatever made the weights.
-* **Mostly**: a weight is most of its row from :data:`MOSTLY` (half) on.
-* A head **answers** a query of a grammar parse when it gives the true key at least
-  :data:`ANSWER_SHARE` (half its row) — over the 10 to 13 words of a grammar sentence, several
-  times chance.
-* A trained head is **named** on its report card (:mod:`mhacli.grammar.card`) for a relation whose held-out
-  hit rate is at least :data:`CARD_NAME_RATE` with the lower end of its 95 % interval at least NAME_SHARE;
-  "partly" from NAME_SHARE up; below, unnamed (:func:`card_word`).
-* A card names a head for a row only when the lower end of its interval also **beats** the row's baselines, a
-  lookup that needs no query (:func:`beats`): a quarter of the way from each baseline to certain.
-* Switching a head off **costs** a relation when its held-out accuracy falls by :data:`KNOCKOUT_POINTS` or more.
-* **Sharp / focused / spread / nearly uniform** describe a head's mean focus, 1 − entropy / its
-  uniform maximum (0 = chance, 1 = one-hot), cut at :data:`FOCUS_WORDS`.
+A row's lift is how far its top weight w goes from chance 1/v (v visible keys) to certain, (w − 1/v) / (1 − 1/v):
+20 % means more over 25 keys than over 2. A row picks its top key from :data:`PICK_LIFT` unless a runner-up
+ties it (:data:`TIE_MARGIN`); a head follows a relation when :data:`NAME_SHARE` of its rows pick its key. The other
+thresholds (mostly, answers, card names, knockout costs, focus words) are the constants below, each with its reason.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Sizes of attention whose query heads share keys and values, and of the key/value cache a model keeps.
 
-h query heads read g key/value heads: g = h is the article's multi-head attention,
-1 < g < h grouped-query attention (Ainslie et al. 2023), g = 1 multi-query attention
-(Shazeer 2019).  Query head i reads group ⌊i / (h/g)⌋.  W_q and W_o keep their
-size; W_k and W_v shrink from d×d to d×(g·d_h), and so does the cache of keys and
-values a model keeps for every token it has read.  A latent (MLA) model (DeepSeek-V2)
-caches one compressed vector of d_c numbers plus one shared rotary key of d_r per
-token and layer instead.  Counts only, no arrays: the sizes of real models are free.
+h query heads read g key/value heads: g = h is the article's attention, 1 < g < h grouped-query (Ainslie et al.
+2023), g = 1 multi-query (Shazeer 2019); query head i reads group ⌊i / (h/g)⌋. W_k, W_v and the cache shrink
+to d×(g·d_h); a latent (MLA) model caches d_c + d_r numbers per token and layer. Counts only, no arrays.
 """
 
 from __future__ import annotations
@@ -46,10 +42,11 @@ class Sharing:
     def __post_init__(self) -> None:
         for name in ("d_model", "heads", "kv_heads", "head_dim", "layers"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            # g below 1 is told what g must be, as explain's --kv-heads is: a divisor of h (not "at least 1")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1 and name != "kv_heads":
                 raise UsageError(f"{{{name}:name}} must be a whole number of at least 1, got {value!r}.",
                                  **{name: value})
-        if self.kv_heads > self.heads or self.heads % self.kv_heads:
+        if not 1 <= self.kv_heads <= self.heads or self.heads % self.kv_heads:
             raise UsageError(f"{{kv_heads:name}} {self.kv_heads:,} must divide {{heads:name}} {self.heads:,} (each "
                              f"key/value head serves the same number of query heads); choose one of "
                              f"{', '.join(str(g) for g in divisors(self.heads))}.",

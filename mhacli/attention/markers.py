@@ -1,11 +1,8 @@
 """Tokens as a reader reads them: a tokenizer's markers turned back into the text they stand for.
 
-A tokenizer's own tokens carry its bookkeeping: GPT-2's byte-level BPE writes a
-space as ``Ġ`` and a line break as ``Ċ`` (every byte drawn as a printable
-character), SentencePiece writes a space as ``▁``, WordPiece starts a piece that
-continues a word with ``##``, and some BPE vocabularies end a word with ``</w>``.
-BertViz cleans them before drawing; so does :func:`readable`, which
-:func:`mhacli.measures.view.from_attention` applies unless asked for the raw tokens.
+GPT-2 writes a space as ``Ġ`` and a line break as ``Ċ``, SentencePiece a space as ``▁``, WordPiece a word's
+continuation as ``##``, some BPEs a word's end as ``</w>``. :func:`readable` cleans them, as BertViz does;
+:func:`mhacli.measures.view.from_attention` applies it unless asked for the raw tokens.
 """
 
 from __future__ import annotations

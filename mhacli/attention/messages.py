@@ -1,10 +1,6 @@
-"""Plain strings for messages: one line, no control characters, a user's value quoted and shortened.
-
-Every message is flattened to one line with no control characters, so nothing
-the user typed can reach the terminal as an escape sequence.  The command
-line's own wording of Typer's parse errors lives in :mod:`mhacli.cli.messages`.
-
-Pure Python; imported on every start, so it stays light.
+"""Plain strings for messages: one line, no control characters, a user's value quoted and shortened,
+so nothing the user typed reaches the terminal as an escape sequence. The command line's wording of
+Typer's parse errors lives in :mod:`mhacli.cli.messages`. Pure Python and imported on every start: keep it light.
 """
 
 from __future__ import annotations
@@ -33,9 +29,8 @@ def _keep(ch: str) -> bool:
 def printable(text: object) -> str:
     """``text`` with every control, bidi, surrogate or unassigned character spelled out (ESC becomes ``\\x1b``).
 
-    THE escaping function: every string the tool shows that it did not write
-    itself (a path, a token, a value the user typed, a note that quotes one)
-    passes through here, so nothing can act on the terminal or reorder a line.
+    Every string the tool shows that it did not write itself (a path, a token, a value typed) passes through here,
+    so nothing can act on the terminal or reorder a line.
     """
     return "".join(ch if _keep(ch) else _escape_char(ch) for ch in str(text))
 

@@ -125,11 +125,8 @@ def steps_for(n_tokens: int, d_model: int, heads: int, causal: bool = False, *,
               kv_heads: int | None = None, rotary: bool = False) -> list[Step]:
     """The step table for N tokens, width d and h heads (masking only when causal).
 
-    ``positions=False`` drops P from the embedding; ``biases=True`` (your own
-    PyTorch weights) adds each projection's bias to its formula; ``word_values=True``
-    (a model trained so) makes the values from the word embeddings E alone; ``kv_heads`` g < h
-    makes K^j and V^j once per key/value group, read by query head i when j = ⌊i/(h/g)⌋; ``rotary=True``
-    (a Llama-style layer) turns Q and K by position, as a step of its own, instead of adding P to X.
+    Flags change the formulas: ``positions=False`` drops P; ``biases`` adds each projection's bias; ``word_values``
+    makes V from E alone; ``kv_heads`` g < h makes K^j, V^j once per group; ``rotary`` turns Q and K by position.
     """
     n, d, h = n_tokens, d_model, heads
     dk = d // h

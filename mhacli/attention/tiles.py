@@ -1,11 +1,8 @@
 """Attention in tiles: softmax(Q Kᵀ / √d_k) V computed one block of B keys at a time, never holding N×N.
 
-Fast kernels (FlashAttention, Dao et al. 2022) never build the N×N weights.  The
-online softmax makes that exact: each query row keeps the largest score seen so
-far m, the sum l of exp(score − m) over the keys seen, and the weighted sum of
-their values.  When a block brings a larger maximum, what was summed under the old
-one is rescaled by exp(m_old − m_new), so after the last block sum / l is the
-softmax's output to round-off, while only N×B scores were ever held.
+As in FlashAttention (Dao et al. 2022), each query row keeps its running maximum m, the sum l of exp(score − m)
+and the weighted sum of values; a block with a larger maximum rescales them by exp(m_old − m_new). After the
+last block, sum / l is the softmax's output to round-off, with only N×B scores ever held.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""Split text into tokens: ``word``, ``char`` or ``whitespace``; Unicode-aware.
+"""Split text into tokens: ``word``, ``char`` or ``whitespace``; Unicode-aware, pure Python.
 
-``word`` tokens are runs of letters and digits; each other visible character
-stands alone, except an apostrophe between two letters, which stays inside
-its word: ``didn't``, ``cat's`` and ``O'Brien`` are one token each (not
-``didn`` ``'`` ``t``), so a contraction or a possessive reads as written.
-An apostrophe at a word's edge (``dogs'``, ``'tis``, quotes) stands alone.
-
-Pure Python. The text is first cleaned (NFC, control and invisible format
-characters dropped) so that nothing from the input can reach a terminal as an
-escape sequence or reorder it with bidi controls, then cut into grapheme
-clusters so that an emoji with a skin tone, a flag or a letter with a
-combining accent stays one unit.
+``word`` tokens are runs of letters and digits; other visible characters stand alone, except an apostrophe
+between two letters (``didn't``, ``O'Brien`` stay one token). The text is cleaned first (NFC, controls and
+invisible format characters dropped), so nothing in it can act on a terminal, then cut into grapheme
+clusters, so an emoji with a skin tone or a letter with a combining accent stays one unit.
 """
 
 from __future__ import annotations
@@ -56,9 +49,8 @@ def _is_mark(ch: str) -> bool:
 def clean(text: str) -> str:
     """NFC-normalise; control characters and blank fillers become spaces; invisible format characters go.
 
-    After this no character can act on a terminal: C0/C1 controls (ESC, BEL,
-    CR…) are spaces, bidi overrides and isolates are gone, and unpaired
-    surrogates or private-use code points are U+FFFD.
+    After this no character can act on a terminal: controls become spaces, bidi overrides and isolates are gone,
+    unpaired surrogates and private-use code points become U+FFFD.
     """
     out = []
     for ch in unicodedata.normalize("NFC", text):
@@ -119,12 +111,8 @@ _JAMO_NEXT = {"L": {"L", "V", "LV", "LVT"}, "V": {"V", "T"}, "LV": {"V", "T"}, "
 def graphemes(text: str) -> list[str]:
     """Cut text into user-perceived characters: UAX #29's extended grapheme clusters, in pure Python.
 
-    Covers marks, emoji sequences (modifiers, ZWJ, flags, tags), Hangul jamo,
-    spacing letters (Thai and Lao AM) and Indic conjuncts (consonant + virama +
-    consonant, GB9c), so ``--tokenizer char`` splits Devanagari and Thai where
-    a reader would.  Measured against the ``regex`` package's ``\\X`` (tests/
-    test_unicode.py): the same clusters on those scripts, without a compiled
-    dependency in the core (which stays numpy + standard library).
+    Covers marks, emoji sequences, Hangul jamo and Indic conjuncts (GB9c), so ``--tokenizer char`` splits
+    Devanagari and Thai where a reader would; tested against the ``regex`` package's ``\\X``.
     """
     clusters: list[str] = []
     i, n = 0, len(text)
@@ -218,9 +206,8 @@ def tokenize(text: str, tokenizer: str = "word") -> list[str]:
 def printable(text: str) -> str:
     """``text`` with everything that could act on a terminal written as an escape (``\\x1b``).
 
-    For any string shown to a person (tokens, file names): control characters,
-    bidi controls, surrogates and other invisible code points are spelled out;
-    joiners and tag characters stay (they belong to emoji).
+    For any string shown to a person: controls, bidi controls, surrogates and other invisible code points are
+    spelled out; joiners and tag characters stay (they belong to emoji).
     """
     out = []
     for ch in text:

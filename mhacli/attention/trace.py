@@ -8,7 +8,7 @@ reads files or touches global random state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -57,11 +57,9 @@ class Trace:
     b_k: Array | None = None  # (d,)
     b_v: Array | None = None  # (d,)
     b_o: Array | None = None  # (d,) out_proj.bias
-    parse: Any = None  # the grammar's Parse of the sentence (mhacli.grammar.grammar), when a grammar model read one
     folds_case: bool = False  # the model reads "The" as "the" (one id, one embedding row): a grammar model
     model_ids: bool = False  # token_ids are rows of a trained model's vocabulary, not the order of first appearance
     word_values: bool = False  # V = E W_v (a model trained with positions in Q and K only), not X W_v
-    mapped: tuple[tuple[str, str, str], ...] = ()  # (word, grammar class, the word it is read as): --words
     rope_theta: float | None = None  # rotary positions' base θ: Q and K turned by position (a Llama-style layer)
 
     @property
@@ -186,12 +184,10 @@ class Inputs:
     w_v: Array  # (d, d)
     w_o: Array  # (d, d)
     rules: tuple[str, ...] | None = None
-    parse: Any = None  # the grammar's Parse of the sentence, from a grammar model (TrainedModel.run_inputs)
     biases: Mapping[str, Array] | None = None
     ids: Array | None = None  # (N,) rows of a trained model's own vocabulary (else the order of first appearance)
     folds_case: bool = False  # the model reads "The" as "the" (a grammar model)
     word_values: bool = False  # V = E W_v: a model trained with positions in Q and K only
-    mapped: tuple[tuple[str, str, str], ...] = ()  # (word, class, read as) of a grammar model's mapped words
     rope_theta: float | None = None  # rotary positions in Q and K (a Llama-style layer), P then zeros
 
 
@@ -307,11 +303,9 @@ def source_for(config: Config, weights: OwnAttention | None = None,
 
 def run_tokens(tokens: Sequence[str], config: Config, weights: OwnAttention | None = None,
                model: TrainedModel | None = None) -> Trace:
-    """Run multi-head attention over given tokens under ``config``.
-
-    ``weights``: your own nn.MultiheadAttention weights (the toy embedding makes X);
-    ``model``: a trained model (its own embedding, positions and weights); neither: the kind
-    ``config.weights`` names (:func:`source_for`).
+    """Run multi-head attention over given tokens under ``config``: with ``weights`` (your own nn.MultiheadAttention
+    weights, the toy embedding making X), with ``model`` (a trained model, its own embedding and weights), or
+    with the kind ``config.weights`` names (:func:`source_for`).
     """
     tokens = tuple(tokens)
     if not tokens:
@@ -333,7 +327,7 @@ def run_tokens(tokens: Sequence[str], config: Config, weights: OwnAttention | No
         if array is not None:
             array.setflags(write=False)
     return Trace(config=config, tokens=tokens, token_ids=ids, embeddings=e, positions=p, X=x,
-                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=got.rules, parse=got.parse, folds_case=got.folds_case,
-                 model_ids=got.ids is not None, word_values=got.word_values, mapped=got.mapped,
+                 W_q=w_q, W_k=w_k, W_v=w_v, W_o=w_o, rules=got.rules, folds_case=got.folds_case,
+                 model_ids=got.ids is not None, word_values=got.word_values,
                  b_q=biases.get("b_q"), b_k=biases.get("b_k"), b_v=biases.get("b_v"), b_o=biases.get("b_o"),
                  rope_theta=got.rope_theta, **vars(attention))

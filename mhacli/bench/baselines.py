@@ -1,16 +1,9 @@
 """What ``mha bench`` times the core against, kept here, apart from the product.
 
-* :func:`core_attention`: what :func:`mhacli.attention.trace.run_tokens` computes, every
-  intermediate kept (:func:`~mhacli.attention.attention.multi_head_attention`);
-* :func:`output_only_blocked` (``--blocked``): the same step functions on the same
-  blocks, each block's scores and weights dropped once its output rows are made, so
-  memory grows with N instead of N²;
-* :func:`matmuls_only`: the core's own matrix products on the same blocks and
-  threads, with no mask and no softmax: the floor the core cannot go below;
-* :func:`numpy_per_head`: the straightforward numpy version, one head at a time on
-  whole (N, N) arrays (stands in for ``mha verify``'s pure-Python loop at large N);
-* :func:`torch_calls`: PyTorch's ``multi_head_attention_forward`` on the same X and
-  weights, when PyTorch happens to be installed.
+:func:`core_attention` (the trace's computation, every intermediate kept); :func:`output_only_blocked`
+(``--blocked``: memory grows with N, not N²); :func:`matmuls_only` (the core's matrix products alone: its floor);
+:func:`numpy_per_head` (one head at a time on whole (N, N) arrays, for ``mha verify``'s loop at large N);
+:func:`torch_calls` (PyTorch's ``multi_head_attention_forward``, when installed).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Where the time of ``mha explain "the cat sat on the mat"`` with its figures goes, phase by phase.
 
-``python -m mhacli.bench.figure_costs [ROUNDS]`` runs ROUNDS fresh processes; each
-imports what ``mha explain`` draws with (typer and the command line aside: the
-bench stays below the CLI), runs the trace and calls
-:func:`mhacli.render.figures.save_figures` as ``mha explain`` does, timing each
-phase (each import, the trace, then each file from the end of the previous one
-to its own ``on_saved``) in CPU
-seconds (``time.process_time``: steadier than wall time on a shared machine) and
-wall seconds.  It prints the medians as JSON.
-This is the measurement behind the breakdown in docs/performance.md; ``mha
-bench --startup`` measures the ratios themselves.
+``python -m mhacli.bench.figure_costs [ROUNDS]`` runs ROUNDS fresh processes that import, trace and save the
+figures as ``mha explain`` does (below the CLI), timing each phase in CPU seconds (steadier than wall time on a
+shared machine) and wall seconds, and prints the medians as JSON: the breakdown in docs/performance.md.
+``mha bench --startup`` measures the ratios themselves.
 """
 
 from __future__ import annotations

@@ -1,29 +1,19 @@
-"""What a bench run's numbers say, in words computed from them: the cost of splitting d into heads, and noise.
+"""A bench run's rows, and what their numbers say in words: the cost of splitting d into heads, and noise.
 
-Two notes, each a small frozen record of the numbers it rests on plus the
-sentence made from them, so the table, the figure and ``--json`` say the same:
-
-* :func:`split_note`: the article says splitting d into h heads "helps with the
-  computational efficiency".  The bench counts the multiply-adds of h heads and
-  of one head of width d (the same, :func:`mhacli.attention.steps.split_cost`) and
-  times both on the same X and weights; what the split changes is that the h
-  products are independent and that h · N² weights are made instead of N².
-* :func:`noise_note`: how far the repeats of the core's time spread, and whether
-  its medians grow with N, as the work does.  A busy machine shows up here
-  (measured under load: N = 16 at 187 ms and N = 64 at 3 ms) instead of passing
-  for a property of attention.
+Each note is a frozen record of its numbers plus the sentence made from them, so table, figure and ``--json``
+agree. :func:`split_sentence` (the runner's ``split_note`` fills it): h heads do the multiply-adds of one head of
+width d, timed on the same X and W.
+:func:`noise_note`: how far the repeats spread and whether the medians grow with N as the work does, so a busy
+machine is said, not passed off as a property of attention.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-from mhacli.attention.steps import split_cost
 
-if TYPE_CHECKING:
-    from mhacli.bench.runner import Result, Row
 
 ARTICLE_CLAIM = "helps with the computational efficiency"
 #: Repeats whose fastest and slowest differ by more than this share of their median are called noisy.
@@ -85,18 +75,39 @@ def split_sentence(n: int, d: int, h: int, madds: int, madds_one: int, weights: 
             f"{weights_one:,}.")
 
 
-def split_note(result: Result) -> SplitNote | None:
-    """The split's note at the largest N (None for one head, or when one head was not timed)."""
-    s, row = result.settings, result.rows[-1]
-    if s.heads == 1 or row.one_head_seconds is None:
-        return None
-    cost = split_cost(row.n, s.d_model, s.heads, s.causal)
-    cores = int(result.machine.get("cores", 1) or 1)  # type: ignore[call-overload]
-    sentence = split_sentence(row.n, s.d_model, s.heads, cost.madds, cost.madds_one_head, cost.weights,
-                              cost.weights_one_head, row.seconds, row.one_head_seconds, cores, not s.blocked)
-    return SplitNote(n=row.n, heads=s.heads, d_model=s.d_model, madds=cost.madds, madds_one_head=cost.madds_one_head,
-                     weights=cost.weights, weights_one_head=cost.weights_one_head, seconds=row.seconds,
-                     one_head_seconds=row.one_head_seconds, cores=cores, kept=not s.blocked, sentence=sentence)
+@dataclass(frozen=True)
+class Row:
+    """Times (median seconds) and sizes for one N."""
+
+    n: int
+    seconds: float
+    madds: int  # multiply-adds of the whole layer (mha shapes' table)
+    quadratic_madds: int  # the part that grows with N²: scores and weighted values
+    weights_bytes: int  # h · N² floats: what keeping every head's weights costs
+    peak_bytes: int  # most memory the core held at once during a call (tracemalloc)
+    matmul_seconds: float  # the core's own matrix products alone
+    loop_seconds: float
+    loop_kind: str  # "python" (verify.reference_loop) or "numpy" (a numpy loop over heads)
+    torch_seconds: float | None = None  # need_weights=False
+    torch_weights_seconds: float | None = None  # need_weights=True, average_attn_weights=False
+    one_head_seconds: float | None = None  # the core with one head of width d, same X and weights
+    repeat_seconds: tuple[float, ...] = ()  # the core's own repeats, of which ``seconds`` is the median
+
+    @property
+    def gflops(self) -> float:
+        """Achieved billions of floating-point operations per second (one multiply-add = 2)."""
+        return 2 * self.madds / self.seconds / 1e9
+
+    def ratios(self) -> dict[str, float | None]:
+        """The core's time divided by each contender's (below 1: the core is faster)."""
+        def over(other: float | None) -> float | None:
+            return self.seconds / other if other else None
+
+        return {"loop": over(self.loop_seconds), "matmuls": over(self.matmul_seconds),
+                "torch": over(self.torch_seconds), "torch_weights": over(self.torch_weights_seconds)}
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "gflops": self.gflops, "ratios": self.ratios()}
 
 
 @dataclass(frozen=True)

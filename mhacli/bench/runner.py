@@ -1,17 +1,9 @@
 """``mha bench``: how the cost of attention grows with the number of tokens, measured live.
 
-The article says the score matrix is N×N per head; this module lets a class
-watch what that means on the machine in front of it.  For N = 16, 32, …
-it times the core (:func:`mhacli.bench.baselines.core_attention`, every head's weights
-kept as a trace needs them, or :func:`~mhacli.bench.baselines.output_only_blocked` with ``--blocked``)
-against the same core's matrix products alone, the plain per-head loop of
-``mha verify`` and, when PyTorch happens to be installed, PyTorch's own
-``multi_head_attention_forward``.  Every contender runs once to warm up, then
-``repeats`` rounds in turn (so a busy neighbour slows them all alike), and the
-median of each is kept.
-
-``--startup`` times whole commands instead (:mod:`mhacli.bench.startup`); the
-machine the numbers come from is described by :mod:`mhacli.bench.machine`.
+For N = 16, 32, … it times the core (or ``--blocked``) against its matrix products alone, ``mha verify``'s
+per-head loop and, when installed, PyTorch's ``multi_head_attention_forward``: one warm-up each, then
+``repeats`` rounds in turn, so a busy neighbour slows them all alike; the median of each is kept.
+``--startup`` times whole commands (:mod:`mhacli.bench.startup`).
 """
 
 from __future__ import annotations
@@ -36,7 +28,7 @@ from rich.text import Text
 from mhacli.bench.baselines import (Weights, core_attention, matmuls_only, numpy_per_head, output_only_blocked,
                                     torch_available, torch_calls)
 from mhacli.bench.machine import machine_info, machine_line
-from mhacli.bench.notes import human_seconds, noise_note, split_note
+from mhacli.bench.notes import Row, SplitNote, human_seconds, noise_note, split_sentence
 from mhacli.attention.embed import init_weights
 from mhacli.attention.schedule import rows_per_block
 from mhacli.io.host import cpu_count
@@ -47,7 +39,7 @@ from mhacli.io import memory
 from mhacli.attention.config import human_bytes as human_size
 from mhacli.attention.errors import UsageError
 from mhacli.io.files import atomic_write
-from mhacli.attention.steps import steps_for, total_madds
+from mhacli.attention.steps import split_cost, steps_for, total_madds
 from mhacli.measures.verify import reference_loop
 
 MIN_TOKENS = 16
@@ -108,41 +100,6 @@ class Settings:
 
 
 @dataclass(frozen=True)
-class Row:
-    """Times (median seconds) and sizes for one N."""
-
-    n: int
-    seconds: float
-    madds: int  # multiply-adds of the whole layer (mha shapes' table)
-    quadratic_madds: int  # the part that grows with N²: scores and weighted values
-    weights_bytes: int  # h · N² floats: what keeping every head's weights costs
-    peak_bytes: int  # most memory the core held at once during a call (tracemalloc)
-    matmul_seconds: float  # the core's own matrix products alone
-    loop_seconds: float
-    loop_kind: str  # "python" (verify.reference_loop) or "numpy" (a numpy loop over heads)
-    torch_seconds: float | None = None  # need_weights=False
-    torch_weights_seconds: float | None = None  # need_weights=True, average_attn_weights=False
-    one_head_seconds: float | None = None  # the core with one head of width d, same X and weights
-    repeat_seconds: tuple[float, ...] = ()  # the core's own repeats, of which ``seconds`` is the median
-
-    @property
-    def gflops(self) -> float:
-        """Achieved billions of floating-point operations per second (one multiply-add = 2)."""
-        return 2 * self.madds / self.seconds / 1e9
-
-    def ratios(self) -> dict[str, float | None]:
-        """The core's time divided by each contender's (below 1: the core is faster)."""
-        def over(other: float | None) -> float | None:
-            return self.seconds / other if other else None
-
-        return {"loop": over(self.loop_seconds), "matmuls": over(self.matmul_seconds),
-                "torch": over(self.torch_seconds), "torch_weights": over(self.torch_weights_seconds)}
-
-    def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "gflops": self.gflops, "ratios": self.ratios()}
-
-
-@dataclass(frozen=True)
 class Result:
     settings: Settings
     machine: dict[str, object]
@@ -158,6 +115,20 @@ class Result:
                 "rows": [r.to_dict() for r in self.rows],
                 "split": split.to_dict() if split is not None else None,
                 "noise": noise_note(self.rows, self.settings.repeats).to_dict()}
+
+
+def split_note(result: Result) -> SplitNote | None:
+    """The split's note at the largest N (None for one head, or when one head was not timed)."""
+    s, row = result.settings, result.rows[-1]
+    if s.heads == 1 or row.one_head_seconds is None:
+        return None
+    cost = split_cost(row.n, s.d_model, s.heads, s.causal)
+    cores = int(result.machine.get("cores", 1) or 1)  # type: ignore[call-overload]
+    sentence = split_sentence(row.n, s.d_model, s.heads, cost.madds, cost.madds_one_head, cost.weights,
+                              cost.weights_one_head, row.seconds, row.one_head_seconds, cores, not s.blocked)
+    return SplitNote(n=row.n, heads=s.heads, d_model=s.d_model, madds=cost.madds, madds_one_head=cost.madds_one_head,
+                     weights=cost.weights, weights_one_head=cost.weights_one_head, seconds=row.seconds,
+                     one_head_seconds=row.one_head_seconds, cores=cores, kept=not s.blocked, sentence=sentence)
 
 
 def token_counts(max_tokens: int) -> list[int]:
@@ -213,12 +184,9 @@ def contenders(n: int, settings: Settings) -> tuple[dict[str, Callable[[], objec
 
 
 def warm_memory(nbytes: int) -> None:
-    """Touch, then free, ``nbytes`` of memory, so that the next call starts from memory the machine has at hand.
-
-    Virtual machines (this one included) hand memory that stays free for a
-    second or so back to their host; getting it back costs about a second per
-    GiB.  Without this, whichever contender follows a long one would pay that
-    and the others not.
+    """Touch, then free, ``nbytes`` of memory, so that the next call starts from memory the machine has at hand:
+    a virtual machine hands free memory back to its host and getting it back costs time, which the contender
+    after a long one would pay alone (docs/performance.md).
     """
     if nbytes >= WARM_MIN_BYTES:
         buffer = np.empty(nbytes, dtype=np.uint8)
@@ -238,9 +206,8 @@ def repeat_seconds(calls: dict[str, Callable[[], object]], repeats: int, tick: T
     for _ in range(repeats):
         for name, call in calls.items():
             warm_memory(warm_bytes)
-            # Worker threads keep spinning after a call (OpenBLAS's for ~0.1 s, PyTorch's OpenMP for a
-            # few ms) and take the cores from whatever runs next: measured at N = 64, PyTorch took 47 ms
-            # instead of 2.6 right after a numpy call. Let them fall asleep first.
+            # Worker threads keep spinning after a call and take the cores from whatever runs next
+            # (docs/performance.md): let them fall asleep first.
             time.sleep(SETTLE_SECONDS)
             start = time.perf_counter()
             result = call()
@@ -419,11 +386,8 @@ def tick_seconds(t: float) -> str:
 def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
     """Log-log figure of time against N, the N² region and an N² slope marked; written atomically.
 
-    One line per contender; a contender whose method changes with N (the plain
-    loop: pure Python up to 128 tokens, numpy above) is two series, never joined.
-    Tick labels are thinned so that none touches its neighbour, the seconds are
-    written as times (1 ms, 2 ms, 5 ms), not powers of ten, and the legend sits
-    beside the axes, where it hides no point.
+    A contender whose method changes with N (the plain loop) is two series, never joined; tick labels never touch,
+    seconds read as times (1 ms, 2 ms), and the legend sits beside the axes.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -1,29 +1,9 @@
 """``mha bench --startup``: the two start-up ratios of issues 10 and 18, measured side by side.
 
-* **first line**: wall time until the first line of ``mha explain "the cat sat on
-  the mat"`` (figures on) appears on stdout, read through a pipe, divided by the
-  whole ``--no-plots`` run.  Target ≤ 1.0 (issue 18; 1.1 in issue 10): drawing must not keep the class waiting
-  for the walkthrough.
-* **figures**: the whole ``mha explain "the cat sat on the mat"`` with all its
-  figures (written into a temporary folder) divided by a Python process that only
-  imports numpy, matplotlib, rich and typer.  Target ≤ 2.2.
-
-  For matplotlib the baseline imports ``matplotlib.figure``: the module every
-  figure of mhacli is built from (``Figure`` objects, never pyplot), and the
-  baseline 0.1.0's 1.7× was measured against.  ``import matplotlib`` alone loads
-  none of the drawing code, so a ratio over it would mostly count importing
-  matplotlib; ``matplotlib.pyplot`` loads more than the tool ever does (its
-  backend switching and figure manager).  The pyplot baseline is timed too and
-  shown beside, for whoever prefers it.
-
-Every command runs in a fresh process (the installed ``mha`` script, as a class
-runs it, in an environment without ``PYTHONDONTWRITEBYTECODE``); one round runs
-each command once, in an order that rotates from round to round, after one
-warm-up round that fills the disk, font and bytecode caches.  Each ratio is taken
-within each round (a busy moment of the machine hits both of its commands) and
-reported as the median and range over the rounds; a verdict is "met" only when
-every round's ratio is within the target (for (b), in CPU seconds too), "NOT
-met" when none is, and otherwise says how many were.
+**first line**: wall time to the first line of ``mha explain "the cat sat on the mat"`` over the ``--no-plots``
+run (target ≤ 1.0); **figures**: the whole run with its figures over importing numpy, matplotlib.figure, rich and
+typer (target ≤ 2.2). Fresh processes in rotating order after a warm-up round; each ratio taken within a round,
+reported as median and range. The baselines and the verdicts are explained in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -90,11 +70,9 @@ def child_env() -> dict[str, str]:
 
 
 def run_timed(argv: list[str]) -> tuple[float, float, float]:
-    """Seconds until the first line on stdout, until the process has ended, and the CPU seconds it used.
-
-    Raises :class:`~mhacli.attention.errors.RunError` when the command fails.  The CPU
-    seconds (user + system, from the kernel's account of finished children, theirs
-    included) hardly move when other jobs share the cores; wall time does.
+    """Seconds until the first line on stdout, until the process has ended, and the CPU seconds it used
+    (user + system of the finished children, steadier than wall time when others share the cores).
+    Raises :class:`~mhacli.attention.errors.RunError` when the command fails.
     """
     import resource
 

@@ -1,10 +1,8 @@
 """``mha bench --tiles``: the memory attention holds against N, computed whole (N×N) and in tiles of keys (N×B).
 
-Fast kernels never build the N×N matrix (FlashAttention, Dao et al. 2022); this
-measures what that saves.  For N = 256, 512, … both ways run one head of width
-d_k on the same X and weights: the straightforward numpy version of ``mha bench``
-(whole N×N scores and their temporaries) and :func:`mhacli.attention.tiles.tiled_attention`
-(N×B at a time).  The peak is what tracemalloc saw (numpy reports its arrays to it).
+Fast kernels never build the N×N matrix (FlashAttention, Dao et al. 2022); this measures what that saves: one
+head, the same X and weights, ``mha bench``'s whole-matrix numpy against :func:`mhacli.attention.tiles.tiled_attention`,
+the peak as tracemalloc saw it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """``mha bench --train``: the training step ``mha train`` runs, beside the fastest fair PyTorch step.
 
-numpy runs mha train's own step (:mod:`mhacli.grammar.stacked`, one model, in
-:data:`mhacli.grammar.train.STEP_DTYPE`).  PyTorch, when installed, runs the same
-model four ways: ``nn.MultiheadAttention`` and a hand-written layer, each in
-float32 and float64.  Every side gets the same sizes, batches and one thread;
-one round times a block of each, in an order that rotates, so a busy moment
-hits a round's sides alike.  Each ratio is numpy ÷ a PyTorch side within each
-round (below 1: numpy is faster), reported as the median and range over the
-rounds; the headline ratio is against the PyTorch side with the smallest median.
+numpy runs mha train's own step (:mod:`mhacli.grammar.stacked`); PyTorch, when installed, the same model as
+``nn.MultiheadAttention`` and by hand, in float32 and float64. Same sizes, batches, one thread, rotating order;
+each ratio numpy ÷ PyTorch within a round (below 1: numpy is faster), headline against the fastest PyTorch side.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import typer
 from typer.completion import completion_init, install_callback, show_callback
 from typer.core import TyperCommand, TyperGroup
 
-from mhacli import __version__
+from mhacli.version import __version__
 from mhacli.cli.commands.bench import bench
 from mhacli.cli.commands.classroom import demo, quiz, samples, shapes
 from mhacli.cli.commands.run import compare, explain, show, verify
@@ -181,10 +181,8 @@ class MhaCommand(_OwnHelp, TyperCommand):
 class MhaGroup(_OwnHelp, TyperGroup):
     """The ``mha`` group: runs a command and sends whatever it raises through :func:`report_error`.
 
-    The one way out of a run, however it ends (success, an error, Ctrl-C,
-    SIGTERM, SIGHUP, a closed pipe): every temporary file or folder still
-    registered with :mod:`mhacli.io.cleanup` is removed here, and the exit
-    code says how the run ended (0, 1, 2, or 128 + the signal's number).
+    The one way out of a run, however it ends: every temporary file still registered with :mod:`mhacli.io.cleanup`
+    is removed here, and the exit code says how the run ended (0, 1, 2, or 128 + the signal's number).
     """
 
     typer_class = TyperGroup
@@ -194,9 +192,8 @@ class MhaGroup(_OwnHelp, TyperGroup):
              process: bool = False, **extra: Any) -> Any:
         """The one way out of a run, as httpie's ``raw_main``: the run, then its exit code, said once.
 
-        ``process=True`` (the ``mha`` script, :func:`main`): the streams, the signal handlers and matplotlib's
-        config folder are made safe first, and once the run has ended every signal is ignored and every
-        temporary file removed, so a late signal has nothing left to interrupt.
+        ``process=True`` (the ``mha`` script): streams, signal handlers and matplotlib's config folder are made safe
+        first, and after the run every signal is ignored and every temporary file removed.
         """
         if process:
             from mhacli.io.environment import prepare_process

@@ -178,9 +178,10 @@ def click_message(exc: Any, command_path: str | None = None, group: Any = None,
         extra = found.group(1) if found else message
         ctx = getattr(exc, "ctx", None)
         takes_text = any(getattr(p, "name", "") == "text" for p in getattr(getattr(ctx, "command", None), "params", []))
-        if takes_text:
+        if takes_text:  # the example names the command that was typed: 'mha compare the cat' is shown compare's
+            typed = getattr(ctx, "info_name", None) or "explain"
             return (f"unexpected extra text {shown(extra)}: put the whole sentence in quotes, "
-                    f"e.g. mha explain \"the cat sat on the mat\".")
+                    f"e.g. mha {typed} \"the cat sat on the mat\".")
         return f"unexpected extra argument {shown(extra)}{see}."
     if message.startswith("No such command"):
         message = message.replace(". Did you mean", "; did you mean")

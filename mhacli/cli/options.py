@@ -1,9 +1,7 @@
 """Every option and argument of ``mha``, declared once and shared by the commands.
 
-Each alias carries its help, its help panel and a short metavar, so ``--heads``
-reads the same in every command's help.  Typer takes a default only after ``=``
-in the command's signature, so the model defaults are read from
-:class:`~mhacli.attention.config.Config` (``heads: HeadsOpt = DEFAULT.heads``) and
+Each alias carries its help, panel and metavar, so ``--heads`` reads the same in every command's help. The
+model defaults are read from :class:`~mhacli.attention.config.Config` (``heads: HeadsOpt = DEFAULT.heads``),
 never restated.
 """
 
@@ -269,10 +267,21 @@ def unless_given(alias: Any, default: object = None) -> Any:
     return Annotated[Optional[base], info]
 
 
-def model_block(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+#: The quiz's --seed: with a trained model it picks the questions only (the model brings its own weights).
+QUIZ_SEED = _not_given(Annotated[int, typer.Option(
+    "--seed", "-s", help="Seed for the questions; with random or designed weights, for the embedding and the "
+                         "weights too (a trained model or a file brings its own, and the seed picks the questions "
+                         "only).", metavar="N", rich_help_panel=MODEL, parser=seed_option)], DEFAULT.seed,
+    decided=False)
+
+
+def model_block(*names: str, helps: dict[str, Any] | None = None) -> Callable[[Callable[..., None]],
+                                                                             Callable[..., None]]:
     """A command takes the model options ``names`` (all of :data:`MODEL_BLOCK` when none are named) in place of
-    its parameter ``model``, and receives them as one :class:`~mhacli.request.ModelOptions`."""
+    its parameter ``model``, and receives them as one :class:`~mhacli.request.ModelOptions`; ``helps`` gives an
+    option a command's own declaration where it means something else there (the quiz's ``--seed``)."""
     chosen = names or tuple(MODEL_BLOCK)
+    declared = {**MODEL_BLOCK, **(helps or {})}
 
     def decorate(command: Callable[..., None]) -> Callable[..., None]:
         hints = typing.get_type_hints(command, localns={"ModelOptions": ModelOptions}, include_extras=True)
@@ -280,7 +289,7 @@ def model_block(*names: str) -> Callable[[Callable[..., None]], Callable[..., No
                   for p in inspect.signature(command).parameters.values()]
         at = next(i for i, p in enumerate(params) if p.name == "model")
         block = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-                                   annotation=MODEL_BLOCK[name]) for name in chosen]
+                                   annotation=declared[name]) for name in chosen]
         params[at:at + 1] = block
 
         @functools.wraps(command)
@@ -381,6 +390,10 @@ LayerOpt = Annotated[Optional[str], typer.Option(
     "--layer", show_default=False, metavar="TEXT", rich_help_panel=FIGURES,
     help="Which layer of an attention file to draw: its number, counted from 0 as outputs.attentions[0] is the "
          "first, or its name (default: layer 0).")]
+RawTokensOpt = Annotated[bool, typer.Option(
+    "--raw-tokens", metavar=FLAG, rich_help_panel=FIGURES,
+    help="Show an attention file's tokens as its tokenizer wrote them (Ġcat, ▁the, ##ing, Ċ); by default the "
+    "markers are read as text (cat, the, -ing, ↵).")]
 BatchIndexOpt = Annotated[Optional[int], typer.Option(
     "--batch-index", show_default=False, metavar="N", rich_help_panel=FIGURES,
     help="Which sequence of an attention file holding a batch (batch, heads, N, N) to draw (0 = first).",

@@ -39,9 +39,8 @@ HEIGHTS = (5, 10_000)
 def sane_size(environ: dict[str, str] | None = None) -> None:
     """Clamp COLUMNS and LINES into :data:`WIDTHS` and :data:`HEIGHTS`, as every console here reads them.
 
-    Rich (and Typer's help, and :func:`shutil.get_terminal_size`) take COLUMNS as it is: 0 gave an empty
-    stdout, a width past any index an OverflowError, 5,000 digits a ValueError at import.  A value that is
-    no count at all (``abc``, ``-3``, ``0``) is dropped, so the terminal's own size is asked instead.
+    Rich, Typer and :func:`shutil.get_terminal_size` take COLUMNS as it is (0, a huge number or 5,000 digits break
+    them); a value that is no count at all (``abc``, ``-3``, ``0``) is dropped, so the terminal's size is asked.
     """
     from mhacli.attention.numbers import whole_number
 
@@ -104,7 +103,7 @@ def set_quiet(quiet: bool) -> None:
 
 def print_all(*renderables: Any) -> None:
     for r in renderables:
-        console.print(r)
+        console.print(r, crop=not getattr(r, "uncropped", False))  # a command to copy stays one line
 
 
 def write_stdout(text: str) -> None:
@@ -174,11 +173,9 @@ def _json_escape(found: re.Match[str]) -> str:
 
 
 def json_text(document: Any, **options: Any) -> str:
-    """``document`` as strict JSON (no NaN) with every control, bidi or invisible character as its ``\\u`` escape.
-
-    The same JSON value (a reader decodes the escape back), but a token or a file
-    name holding ESC, U+009B or U+202E cannot act on the terminal the document is
-    shown on.  Inside strings json.dumps escapes only what is below U+0020.
+    """``document`` as strict JSON (no NaN) with every control, bidi or invisible character as its ``\\u`` escape:
+    the same JSON value, but a token or file name holding ESC or U+202E cannot act on the terminal
+    (json.dumps alone escapes only what is below U+0020).
     """
     import json
 
@@ -206,10 +203,8 @@ def spinner(message: str) -> AbstractContextManager[Any]:
 
 @contextmanager
 def figure_progress(total: int) -> Iterator[Callable[[Path], None]]:
-    """The "drawing figures…" spinner, counting the files as they are written; yields the callback.
-
-    ``drawing figures… 3 of 7 written``: on a long text each figure takes seconds, and a count says
-    the run is moving (no file name: the line stays within 40 columns). Nothing is shown when quiet
+    """The "drawing figures… 3 of 7 written" spinner, counting files as they are written; yields the callback.
+    On a long text each figure takes seconds, and a count says the run is moving. Nothing is shown when quiet
     or not on a terminal.
     """
     written: list[Path] = []

@@ -1,24 +1,9 @@
 """A trained grammar model's report card: how often each head finds each relation's noun on fresh sentences.
 
-The card is a relation × head matrix of held-out **hit rates**: over a stated number of sentences drawn with
-a fixed ``np.random.default_rng(seed)`` (not the training seed), the share of a relation's queries whose top
-key is clear of chance (:mod:`mhacli.attention.evidence`, the one rule) *and* is the noun the grammar's parse
-(:func:`mhacli.grammar.grammar.parse`) says the relation points to.  Each cell carries its 95 % Wilson interval,
-so a name measured on 300 queries is not read like one measured on 3.
-
-Rows: the grammar's relations (subject, object, referent …) and, beside the referent, its three kinds of
-query as rows of their own, because trained heads split the referent along those lines:
-
-* **he/she → noun**: *he*/*she* when gender alone decides the noun;
-* **feeling adjective → animate noun**: *tired*, *hungry*, *scared*, *angry*;
-* **place adjective → place**: *wide*, *busy*, *long*, *dark*.
-
-A head earns a name from its card only (:func:`mhacli.attention.evidence.card_word`): named from 85 % with the
-interval's lower end clear of the naming share, "partly subject" between, unnamed below; and only where that lower
-end also beats the row's baselines (:func:`baselines`, :func:`mhacli.attention.evidence.beats`), lookups that need no
-query (Clark et al. 2019).  Its name (:meth:`Card.name`, ``subject · he/she``) is the one wording every surface
-prints.  The weights come from the model's own :meth:`~mhacli.grammar.train.TrainedModel.attention`, never from a
-copy of its forward.
+A relation × head matrix of held-out hit rates (top key clear of chance, :mod:`mhacli.attention.evidence`, and the
+noun the parse names), each with its 95 % Wilson interval; the referent also gets a row per kind of query (he/she,
+feeling adjective, place adjective). A head is named only from its card, and only where it beats lookups that need
+no query (Clark et al. 2019); :meth:`Card.name` is the one wording every surface prints.
 """
 
 from __future__ import annotations
@@ -109,9 +94,14 @@ def read_only(a: Array, dtype: type | None = None) -> Array:
     return out
 
 
+def whole_percent(x: float) -> int:
+    """A share in whole percent, never rounded up into a threshold it did not reach: 84.7 % is 84 (every card
+    number is printed so: cells, intervals, baselines)."""
+    return math.floor(100 * x + 1e-9)
+
+
 def _pct(x: float) -> str:
-    """A share in whole percent, never rounded up into a threshold it did not reach: 84.7 % is '84%'."""
-    return f"{math.floor(100 * x + 1e-9)}%"
+    return f"{whole_percent(x)}%"
 
 
 @dataclass(frozen=True)
@@ -274,9 +264,7 @@ class Card:
 def picked_keys(weights: Array) -> Array:
     """(B, h, N): each query's most-weighted key where its weight clears chance (:mod:`evidence`), else −1.
 
-    Chance is over the keys a query could see: a masked key (padding, a later key under a causal mask) has
-    weight exactly 0 after the −∞ mask.  An unmasked key underflows to 0 only when another takes all but
-    ~1e-300 of the row, and that row picks its top key over any count of keys."""
+    Chance is over the keys a query could see: a masked key has weight exactly 0 after the −∞ mask."""
     looked = weights.argmax(axis=-1)  # (B, h, N)
     top = np.take_along_axis(weights, looked[..., None], axis=-1)[..., 0]  # (B, h, N)
     seen = (weights > 0).sum(axis=-1)  # (B, h, N)
@@ -345,11 +333,8 @@ def baselines(looked: Array, keys: Array, names: tuple[str, ...],
               real: Array) -> tuple[Array, Array, tuple[str | None, ...]]:
     """Per card row, what a lookup that needs no query would score (Clark et al. 2019, "What does BERT look at?").
 
-    ``looked`` (S, h, N): each query's picked key (-1: spread); ``keys`` (R, S, N): each row's true keys;
-    ``real`` (S, N): the sentences' words.  Returns (R, h) **always looks there**: for each role noun (subject,
-    object, recipient), how often the head picks it from *every* word of a sentence, weighted by how often the
-    row's noun is that role's; (R,) the **best fixed offset**'s rate (the share of a row's queries whose noun sits
-    at the commonest key − query distance); (R,) the role a row always points to, when it is another row's.
+    ``looked`` (S, h, N) picked keys (-1: spread); ``keys`` (R, S, N) true keys; ``real`` (S, N) the words. Returns
+    (R, h) "always looks there" rates for the role nouns, (R,) the best fixed offset's rate, (R,) each row's fixed role.
     """
     roles = np.stack([keys[names.index(r)].max(axis=-1) for r in ROLES])  # (3, S): each role's noun, -1 if none
     there = (looked[None] == roles[:, :, None, None]) & real[None, :, None, :] & (roles >= 0)[:, :, None, None]
@@ -422,11 +407,8 @@ class Elsewhere:
 
 
 def elsewhere(card: Card, parse: grammar.Parse, weights: Array, causal: bool = False) -> tuple[Elsewhere, ...]:
-    """Named heads whose own row this sentence does not ask, seen finding another row's noun instead.
-
-    For each such head and each query of the sentence's parse, the first row (in the card's order) whose noun
-    its top key is, clear of chance (:func:`mhacli.attention.evidence.picks`): ``head 2, recipient in training,
-    finds the object “street” here``.
+    """Named heads whose own row this sentence does not ask, seen finding another row's noun instead
+    (the first row, in the card's order, whose noun its top key is): ``head 2 … finds the object “street” here``.
     """
     n = _sized(card, weights)
     out = []

@@ -1,29 +1,9 @@
 """A small grammar of real English words: sentences, their relations, and a parser that finds them again.
 
-Every sentence has one of two shapes, with optional words so that no relation
-sits at a fixed position::
-
-    det [adj] NOUN  (VERBED | didn't VERB)  det [adj] NOUN                  [because PRONOUN was too PREDICATE]
-    the  old  king   met                    the      man                     because  he     was too tired
-    det [adj] NOUN  (GAVE | didn't GIVE)    det [adj] THING to det [adj] NOUN [because PRONOUN was too PREDICATE]
-    the       girl   gave                   the      ball   to the      dog
-
-Four relations are read out, each at the words that have it:
-
-- **subject** and **object**, at the verb (``met``; ``cross`` in ``didn't cross``;
-  the thing given in ``gave the ball to the dog``);
-- **recipient**, at a verb of giving: the noun after *to* (``dog``), so the verb
-  must bring back three nouns at once, two of them animate;
-- **referent**, at the predicate adjective when its meaning alone decides which
-  noun it describes (``tired`` needs someone animate, ``wide`` a place: in
-  "the animal didn't cross the street because it was too tired" only *animal*
-  can be tired), and at ``he``/``she`` when gender alone decides (``he`` in
-  "the queen saw the boy because he was too scared").
-
-Many sentences have a subject and an object of the same class ("the king met
-the man"), so a word's class alone cannot tell them apart: the heads need the
-word order too.  Random numbers come only from the ``np.random.Generator``
-passed in; a whole batch is drawn at once, as arrays.
+Shapes: ``det [adj] NOUN (VERBED | didn't VERB) det [adj] NOUN [because PRONOUN was too PREDICATE]``, or a verb of
+giving with ``… THING to det [adj] NOUN``. Relations: subject and object (at the verb), recipient (at a verb of
+giving), referent (at a predicate adjective or he/she whose meaning alone decides the noun). Subject and object are
+often of one class, so heads need word order too. Randomness only from the ``np.random.Generator`` passed in.
 """
 
 from __future__ import annotations

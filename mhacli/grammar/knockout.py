@@ -1,17 +1,9 @@
 """Head knockout: switch one head off and score the model against the grammar, relation by relation.
 
-Head k is switched off by **zeroing its output before W_o**: H = [head_1 … 0 … head_h], O = H W_oᵀ.  O is a
-sum over heads, O = Σ_i head_i (W_o^i)ᵀ with W_o^i the d/h columns of W_o that read head i, so zeroing head_k
-removes exactly head k's contribution to O and leaves every other head's as it was.  Replacing head k's
-weights by a uniform row instead would not switch it off: a uniform head still passes the mean of V, a
-contribution the readout may have learned to use.
-
-Where the card (:mod:`mhacli.grammar.card`) says where a head *looks*, the knockout says what the model loses
-without it: evidence of what the head *does*.  The held-out sentences are the card's (same count, same seed),
-scored on the card's rows: for a referent kind (he/she, feeling, place) the referent readout at its queries, or,
-in a model trained with the referent split by kind (``TrainConfig.split_referent``), the kind's own readout, and
-for the referent row each query's kind's readout.
-The forward pass is :func:`mhacli.grammar.passes.forward`'s own (its cache of head outputs) and its ``readout``.
+Head k is switched off by zeroing its output before W_o; O = Σ_i head_i (W_o^i)ᵀ, so that removes exactly its
+contribution (a uniform head would still pass the mean of V). The card says where a head looks; the knockout says
+what the model loses without it, on the card's held-out sentences and rows, through
+:func:`mhacli.grammar.passes.forward`'s own pass.
 """
 
 from __future__ import annotations
@@ -21,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mhacli.attention import evidence
 from mhacli.attention.attention import merge_heads, project
 from mhacli.grammar.card import CARD_SEED, CARD_SENTENCES, held_out, read_only
 
@@ -42,6 +35,10 @@ class Knockout:
     queries: Array  # (R,) queries scored per row
     sentences: int
     seed: int
+    # (h, R) each cost's 95 % bootstrap interval in points (:func:`bootstrap`: the held-out sentences resampled
+    # with replacement, BOOTSTRAP times); None where not measured (a knockout built from its accuracies alone).
+    low: Array | None = None
+    high: Array | None = None
 
     # Derived once, when the knockout is made, so every surface reads the same numbers and words: (h, R) points of
     # accuracy each row loses without each head (negative: it gains), and where that is enough to say so
@@ -55,6 +52,14 @@ class Knockout:
 
         for name in ("full", "without", "queries"):
             object.__setattr__(self, name, read_only(getattr(self, name), np.float64))
+        if (self.low is None) != (self.high is None):
+            raise ValueError("a knockout's interval needs both ends")
+        if self.low is not None and self.high is not None:
+            for name in ("low", "high"):
+                end = read_only(getattr(self, name), np.float64)
+                if end.shape != self.without.shape:
+                    raise ValueError(f"a knockout's {name} must be (h, R) {self.without.shape}, got {end.shape}")
+                object.__setattr__(self, name, end)
         cost = 100.0 * (self.full[None, :] - self.without)  # (h, R)
         object.__setattr__(self, "cost", read_only(cost, np.float64))
         object.__setattr__(self, "matters", read_only(cost >= evidence.KNOCKOUT_POINTS, bool))  # (h, R)
@@ -68,7 +73,41 @@ class Knockout:
     def to_dict(self) -> dict[str, Any]:
         return {"sentences": self.sentences, "seed": self.seed, "rows": list(self.rows),
                 "queries": [int(n) for n in self.queries], "full": self.full.tolist(),
-                "without": self.without.tolist()}
+                "without": self.without.tolist(),
+                **({} if self.low is None or self.high is None else
+                   {"cost_low": self.low.tolist(), "cost_high": self.high.tolist(), "bootstrap": BOOTSTRAP})}
+
+    def at_stake(self, head: int, row: int) -> bool:
+        """Is a cost's verdict at stake: worth a word (evidence.matters), or its interval reaching the threshold?"""
+        reaches = self.high is not None and self.high[head, row] >= evidence.KNOCKOUT_POINTS
+        return self.high is not None and bool(self.matters[head, row] or reaches)
+
+    def interval(self, head: int, row: int) -> str:
+        """A cost's 95 % bootstrap interval in the digits of :func:`evidence.points` (``8.1 to 11.0``), or ""."""
+        if self.low is None or self.high is None:
+            return ""
+        return f"{evidence.points(float(self.low[head, row]))} to {evidence.points(float(self.high[head, row]))}"
+
+
+BOOTSTRAP = 1000  # resamples of the held-out sentences behind a cost's interval: ~0.05 CPU s on 2,000 sentences
+
+
+def bootstrap(full: Array, without: Array, asked: Array, seed: int) -> tuple[Array, Array]:
+    """The 95 % percentile bootstrap interval of each knockout cost, in points: ((h, R), (h, R)).
+
+    ``full`` (R, S) right answers per row and sentence with every head, ``without`` (h, R, S) with each head off,
+    ``asked`` (R, S) the row's queries per sentence.  Whole sentences are resampled (a sentence's queries are not
+    independent of each other), BOOTSTRAP times with ``np.random.default_rng(seed)``; a cost is
+    100 · (Σ full − Σ without) / Σ asked over each resample."""
+    s = asked.shape[1]
+    rng = np.random.default_rng(seed)
+    times = rng.multinomial(s, np.full(s, 1.0 / s), size=BOOTSTRAP).astype(np.float64)  # (B, S)
+    n = np.maximum(times @ asked.T, 1.0)  # (B, R)
+    kept = times @ full.T  # (B, R)
+    lost = (times @ without.reshape(-1, s).T).reshape(BOOTSTRAP, *without.shape[:2])  # (B, h·R) -> (B, h, R)
+    cost = 100.0 * (kept[:, None, :] - lost) / n[:, None, :]  # (B, h, R)
+    low, high = np.percentile(cost, [2.5, 97.5], axis=0)  # (h, R) each
+    return low, high
 
 
 def row_targets(targets: tuple[str, ...], rows: tuple[str, ...]) -> tuple[int, ...]:
@@ -104,17 +143,24 @@ def logits_without(params: "Params", heads_out: Array, head: int | None) -> Arra
 def row_accuracy(logits: Array, ids: Array, keys: Array, targets: tuple[Array, ...]) -> Array:
     """(R,) share of each row's queries whose readout (``targets[r]``, (S, N)) names the token at the row's true
     key."""
+    right, asked = row_counts(logits, ids, keys, targets)  # (R, S) each
+    total = asked.sum(axis=1)  # (R,)
+    return np.where(total > 0, right.sum(axis=1) / np.maximum(total, 1), 0.0)
+
+
+def row_counts(logits: Array, ids: Array, keys: Array, targets: tuple[Array, ...]) -> tuple[Array, Array]:
+    """Per row and sentence, (R, S) each: the queries whose readout (``targets[r]``, (S, N)) names the token at
+    the row's true key, and the queries asked."""
     # Every readout's answer once, then each row picks its readout's: the same answers (argmax of a picked
-    # readout is the picked argmax) for one pass over the logits instead of a gather of them per row (0.16 -> 0.01 s
-    # a call on the grammar's 2,000 held-out sentences, five calls a knockout).
+    # readout is the picked argmax) for one pass over the logits instead of a gather of them per row.
     answers = logits.argmax(axis=-1)  # (S, N, T, V) -> (S, N, T)
-    acc = np.zeros(len(targets))
+    right = np.zeros((len(targets), ids.shape[0]))  # (R, S)
     for r, t in enumerate(targets):
         asked = keys[r] >= 0  # (S, N)
         truth = np.take_along_axis(ids, keys[r].clip(0), axis=-1)  # (S, N): the noun at each true key
         said = np.take_along_axis(answers, t[..., None], axis=-1)[..., 0]  # (S, N, T) -> (S, N)
-        acc[r] = float((said == truth)[asked].mean()) if asked.any() else 0.0
-    return acc
+        right[r] = ((said == truth) & asked).sum(axis=-1)
+    return right, (keys >= 0).sum(axis=-1).astype(np.float64)  # (R, S), (R, S)
 
 
 def knockout(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Knockout:
@@ -123,11 +169,13 @@ def knockout(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int =
     params = dict(model.params)
     cache = model.forward(ids)  # the model's own forward: values from E alone where it was so trained
     targets = query_targets(model.targets, names, model.vocabulary, ids)  # R × (S, N)
-    full = row_accuracy(cache["logits"], ids, keys, targets)  # (R,)
-    without = np.stack([row_accuracy(logits_without(params, cache["heads"], k), ids, keys, targets)
-                        for k in range(model.config.heads)])  # (h, R)
-    return Knockout(rows=names, full=full, without=without, queries=(keys >= 0).sum(axis=(1, 2)),
-                    sentences=int(sentences), seed=seed)
+    right, asked = row_counts(cache["logits"], ids, keys, targets)  # (R, S) each
+    off = np.stack([row_counts(logits_without(params, cache["heads"], k), ids, keys, targets)[0]
+                    for k in range(model.config.heads)])  # (h, R, S)
+    total = np.maximum(asked.sum(axis=1), 1)  # (R,)
+    low, high = bootstrap(right, off, asked, seed)  # (h, R) each: the costs' 95 % intervals
+    return Knockout(rows=names, full=right.sum(axis=1) / total, without=off.sum(axis=2) / total,
+                    queries=asked.sum(axis=1), sentences=int(sentences), seed=seed, low=low, high=high)
 
 
 @dataclass(frozen=True)
@@ -139,6 +187,8 @@ class Mismatch:
     named: bool  # True: the card names (or partly names) the head for the row, yet switching it off costs little
     rate: float  # the head's card hit rate on the row
     cost: float  # points the row loses without the head
+    interval: str = ""  # its 95 % bootstrap interval as printed (Knockout.interval), "" when not measured
+    unsettled: bool = False  # the interval reaches across evidence.KNOCKOUT_POINTS: the verdict rests on the draw
 
 
 def _costs(card: "Card", knock: Knockout) -> Array:
@@ -162,7 +212,10 @@ def mismatches(card: "Card", knock: Knockout) -> tuple[Mismatch, ...]:
             repeated = card.repeats[r] in card.rows and card.named(card.rows.index(card.repeats[r]), i)
             if (known != evidence.matters(float(cost[i, r])) and (known or card.word(r, i) == evidence.UNNAMED)
                     and not repeated):  # a row that only repeats a role the head is named for is that role's
-                out.append(Mismatch(i, row, known, float(card.rate[r, i]), float(cost[i, r])))
+                across = (knock.low is not None and knock.high is not None
+                          and evidence.matters(float(knock.low[i, r])) != evidence.matters(float(knock.high[i, r])))
+                out.append(Mismatch(i, row, known, float(card.rate[r, i]), float(cost[i, r]), knock.interval(i, r),
+                                    across))
     return tuple(out)
 
 
@@ -182,10 +235,23 @@ class Clean:
     own: float  # points its row loses without it
     other: str  # the row not named for it that loses most ("" when every row is named for it)
     other_cost: float  # points that row loses
+    # the two costs' 95 % bootstrap intervals (low, high) in points; None where the knockout has none
+    own_interval: tuple[float, float] | None = None
+    other_interval: tuple[float, float] | None = None
 
     @property
     def met(self) -> bool:
         return self.own >= OWN_POINTS and self.other_cost <= OTHER_POINTS
+
+    @property
+    def settled(self) -> bool | None:
+        """Does the verdict hold over both intervals (met at their worst ends, or missed at their best), or None
+        where there are no intervals: a verdict that flips inside them rests on the sentences drawn."""
+        if self.own_interval is None or self.other_interval is None:
+            return None
+        if self.met:
+            return self.own_interval[0] >= OWN_POINTS and self.other_interval[1] <= OTHER_POINTS
+        return self.own_interval[1] < OWN_POINTS or self.other_interval[0] > OTHER_POINTS
 
 
 def clean(card: "Card", knock: Knockout) -> tuple[Clean, ...]:
@@ -207,6 +273,10 @@ def clean(card: "Card", knock: Knockout) -> tuple[Clean, ...]:
         own |= {whole for whole, parts in PARTS_OF.items() if own & set(parts)}
         others = [r for r, row in enumerate(card.rows) if row not in own]
         worst = max(others, key=lambda r: (cost[i, r], -r)) if others else -1
+        ends = None if knock.low is None or knock.high is None else (knock.low[i], knock.high[i])  # (R,) each
         out.append(Clean(i, card.rows[best], float(cost[i, best]), card.rows[worst] if worst >= 0 else "",
-                         float(cost[i, worst]) if worst >= 0 else 0.0))
+                         float(cost[i, worst]) if worst >= 0 else 0.0,
+                         None if ends is None else (float(ends[0][best]), float(ends[1][best])),
+                         None if ends is None else ((float(ends[0][worst]), float(ends[1][worst])) if worst >= 0
+                                                    else (0.0, 0.0))))
     return tuple(out)

@@ -1,14 +1,8 @@
 """The trained layer's two passes: forward, backward, the losses and the head penalties, in numpy.
 
-The model (:mod:`mhacli.grammar.train` trains it) is the article's layer and nothing else::
-
-    ids (B, N) -> X = E[ids] + P (B, N, d) -> Q, K, V (B, h, N, d/h) -> A (B, h, N, N)
-        -> heads (B, h, N, d/h) -> H (B, N, d) -> O = H W_oᵀ (B, N, d) -> logits_t = O R_tᵀ (B, N, V)
-
-The forward pass reuses the step functions of :mod:`mhacli.attention.attention` on a batch (they broadcast over
-leading axes).  The backward pass is the forward pass run in reverse, one function per step, named after the
-step it differentiates (``softmax_backward`` is softmax's vector-Jacobian product), with the forward code's
-shape comments.  ``tests/test_train.py`` checks every gradient against finite differences and PyTorch.
+ids (B, N) → X = E[ids] + P → Q, K, V (B, h, N, d/h) → A (B, h, N, N) → heads → H (B, N, d) → O = H W_oᵀ → O R_tᵀ.
+The forward reuses :mod:`mhacli.attention.attention`'s step functions; the backward runs it in reverse, one
+function per step, named after it (``softmax_backward``). tests/test_train.py checks every gradient.
 """
 
 from __future__ import annotations
@@ -56,9 +50,8 @@ def forward(params: Params, ids: Array, heads: int, causal: bool, pad: int | Non
             word_values: bool = False, logits: bool = True, kept: Array | None = None) -> dict[str, Array]:
     """The model on a batch of id sequences; every intermediate by name (the backward pass needs them).
 
-    ``logits=False`` stops at O: a loss over the asked positions only reads them out itself
-    (:func:`scored_readout`).  ``kept`` (B, h): 1 for a head that speaks in that sequence, 0 for one dropped
-    (head dropout in training; None: every head)."""
+    ``logits=False`` stops at O (:func:`scored_readout` reads out only the asked positions); ``kept`` (B, h):
+    1 for a head that speaks in that sequence, 0 for one dropped (None: every head)."""
     x = embed_ids(params["embedding"], params["positions"], ids)  # (B, N, d)
     x_v = value_inputs(params, ids, x, word_values)  # (B, N, d): X, or E[ids] alone
     q = split_heads(project(x, params["W_q"]), heads)  # (B, N, d) -> (B, h, N, d/h)
@@ -281,9 +274,7 @@ def _through_blocks(g: Array, w_r: Array, w_o: Array) -> tuple[Array, Array]:
 def head_sparsity(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[float, Array, Array]:
     """The group-lasso penalty λ Σ_t Σ_i ||R_t W_o^i||_F and its gradients for R and W_o.
 
-    A sum of norms (not of squares) drives whole blocks to zero: a readout pays for every head it reads at
-    all, so it learns to read the fewest heads, and switching a head off then costs only the relations whose
-    readouts read it.
+    A sum of norms drives whole blocks to zero, so each readout learns to read the fewest heads.
     """
     p = head_readouts(w_r, w_o, heads)  # (T, V, h, d/h)
     norm = np.sqrt((p * p).sum(axis=(1, 3), keepdims=True))  # (T, 1, h, 1)
@@ -295,9 +286,8 @@ def head_sparsity(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[
 def head_concentration(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[float, Array, Array]:
     """The penalty λ Σ_t ‖n_t‖₁ / ‖n_t‖₂ over n_ti = ||R_t W_o^i||_F, and its gradients for R and W_o.
 
-    ‖n‖₁/‖n‖₂ is 1 when readout t reads one head and √h when it reads all alike, whatever the readout's size:
-    unlike the group lasso it asks a readout to read few heads without asking its logits to be small.  One
-    head has nothing to choose: the penalty is λ·T and its gradient exactly 0 (not rounding noise).
+    1 when readout t reads one head, √h when it reads all alike, whatever its size: few heads without small logits.
+    One head has nothing to choose: the penalty is λ·T and its gradient exactly 0.
     """
     if heads == 1:
         return strength * w_r.shape[0], np.zeros_like(w_r), np.zeros_like(w_o)
@@ -329,10 +319,8 @@ def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int, causa
                    concentration: float = 0.0, overlap: float = 0.0) -> tuple[float, Params, Array]:
     """One forward and backward pass: the loss, every gradient, and which predictions were right.
 
-    ``scored`` (T, B, N): the loss is over those answers only (None: every position and target);
-    ``sparsity``: the strength λ of :func:`head_sparsity`, added to the loss (0: none); ``kept`` (B, h): which
-    heads speak in each sequence (:func:`dropped_heads`; None: all); ``concentration``: λ of
-    :func:`head_concentration` (0: none); ``overlap``: λ of :func:`head_overlap` (0: none).
+    ``scored`` (T, B, N): the answers the loss is over (None: all); ``kept`` (B, h): heads that speak; ``sparsity``,
+    ``concentration``, ``overlap``: the λ of :func:`head_sparsity`, :func:`head_concentration`, :func:`head_overlap`.
     """
     cache = forward(params, ids, heads, causal, pad, word_values, logits=scored is None, kept=kept)
     penalty, d_weights = head_overlap(cache["weights"], overlap) if overlap else (0.0, None)

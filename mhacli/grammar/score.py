@@ -1,15 +1,8 @@
-"""A model's held-out accuracy: the one number every surface prints for it (train, the seed sweep, compare,
-demo, the card, the figures, the page and the lesson plan).
+"""A model's held-out accuracy: the one number every surface prints for it.
 
-**Held-out accuracy** is the *mean over the relations the model reads out* of each relation's share of right
-answers, on the report card's held-out sentences (:data:`~mhacli.grammar.card.CARD_SENTENCES` of them, drawn with
-``np.random.default_rng(CARD_SEED)``; the knockout scores the same ones).  Over relations, not over answers:
-every grammar sentence asks the subject and the object, but only a verb of giving asks a recipient and only a
-clause that decides it a referent, so a mean over answers lets the common relations hide a rare one a model
-fails (the lone head's recipient).  Each relation weighs the same, whatever its count of queries.
-
-The training loop's own accuracy (its progress bar) is another number, on another draw: it is never shown as
-the model's.
+The mean over the relations the model reads out of each relation's share of right answers, on the card's
+held-out sentences. Over relations, not answers, so a common relation cannot hide a rare one the model fails.
+The training loop's own accuracy (its progress bar) is another number, never shown as the model's.
 """
 
 from __future__ import annotations
@@ -139,3 +132,55 @@ def crowd(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CA
             right[c - 1] += (said == truth)[at].sum()
             asked_at[c - 1] += at.sum()
     return Crowd(accuracy=right / np.maximum(asked_at, 1), queries=asked_at)
+
+
+CONTROL_FILE = "grammar-control.json"  # in mhacli/data, written by scripts/measure_control.py
+
+
+@dataclass(frozen=True)
+class Control:
+    """The one-vs-many control: the shipped grammar pair's training (same config, same seed) with positions put
+    back into the values (``word_values=False``: V = X W_v, X = E + P), measured as the shipped pair is (the one
+    held-out accuracy and the verb's split by nouns of a class), and kept only beside the pair it was measured
+    with (``beside``: the shipped pair's accuracies when it was measured)."""
+
+    single: float  # held-out accuracy of the lone head, values from X
+    heads: float  # of the h heads, values from X
+    head_count: int
+    crowd: Crowd  # the lone head's verb accuracy by nouns of a class, values from X
+    seed: int
+    command: str  # how it was measured
+    measured: str  # when (UTC date)
+    beside: tuple[float, float]  # the shipped pair's (lone, h heads) accuracies it was measured beside
+
+    @property
+    def gap(self) -> float:
+        """Points the h heads gain over the lone head with positions in the values."""
+        return 100 * (self.heads - self.single)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"values": "X = E + P (positions in the values)", "single": self.single, "heads": self.heads,
+                "head_count": self.head_count, "gap_points": self.gap, "by_nouns_of_a_class": self.crowd.to_dict(),
+                "seed": self.seed, "command": self.command, "measured": self.measured,
+                "beside": list(self.beside)}
+
+
+def control(single: float, heads: float) -> Control | None:
+    """The shipped grammar pair's control (:class:`Control`), when it was measured beside a pair of exactly these
+    held-out accuracies (``single``, ``heads``: :func:`score`'s); else None, so a retrained pair is never shown
+    beside an older pair's control."""
+    import json
+    from importlib import resources
+
+    try:
+        data = json.loads((resources.files("mhacli.data") / CONTROL_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    beside = (float(data["beside"][0]), float(data["beside"][1]))
+    if abs(beside[0] - single) > 1e-12 or abs(beside[1] - heads) > 1e-12:
+        return None
+    split = data["by_nouns_of_a_class"]
+    return Control(single=float(data["single"]), heads=float(data["heads"]), head_count=int(data["head_count"]),
+                   crowd=Crowd(accuracy=np.array(split["accuracy"]), queries=np.array(split["queries"])),
+                   seed=int(data["seed"]), command=str(data["command"]), measured=str(data["measured"]),
+                   beside=beside)

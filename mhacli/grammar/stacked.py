@@ -1,11 +1,7 @@
 """One training step for a stack of models: the passes of :mod:`mhacli.grammar.passes` with a leading model axis.
 
-The seeds and head counts of one ``mha train`` differ only in their numbers, so their parameters stack as
-(M, …) arrays and one batched forward and backward serves them all: numpy pays its per-call cost once per
-step instead of once per model.  Every model keeps its own batch (its own seed's sentences), so each model's
-numbers are the ones it gets trained alone; ``tests/test_stacked.py`` checks the step against
-:func:`mhacli.grammar.passes.loss_and_grads` model by model, and the training against training alone.
-
+The seeds and head counts of one ``mha train`` stack as (M, …) arrays, so numpy pays its per-call cost once per
+step, not once per model; each model keeps its own batch, so its numbers are those it gets trained alone.
 Shapes: M models, B sequences of N tokens, h heads of d/h, T readouts over V words, R asked rows per readout.
 """
 

@@ -1,10 +1,7 @@
 """A seed sweep: the same head counts trained on several seeds, and how far one seed's gap is from another's.
 
-One seed's "one head loses by 16 points" is an anecdote; the sweep trains every head count of ``--compare``
-once per seed (the seeds of a head count as one stack, :func:`mhacli.grammar.train.train_stack`: each model as
-trained alone) and reports, per seed, each head count's
-held-out accuracy as the **mean over relations** (so a rare relation weighs as much as a common one) and the
-**gap**: the most heads' mean minus the fewest heads', in points; then the gap's spread over the seeds.
+One seed's gap is an anecdote: the sweep trains every head count once per seed (as one stack) and reports each
+one's held-out accuracy, the gap between the most and the fewest heads in points, and its spread over seeds.
 """
 
 from __future__ import annotations

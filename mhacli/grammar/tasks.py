@@ -1,18 +1,9 @@
 """Training tasks: random token sequences and, at every position, the tokens a model must name.
 
-Each task is a set of *relations*: "the token one place back", "the token one
-place ahead", ... A relation that points outside the sequence names the
-boundary token ``·`` instead.  The attention layer is the model's only way to
-move information between positions, so a task with r relations needs each
-query to look at r places at once: one head has to average them, r heads can
-each take one.  That is the Transformer paper's argument for many heads, made
-measurable.
-
-The task ``grammar`` draws real English sentences from :mod:`mhacli.grammar.grammar`
-instead, and reads out each sentence's subject, object, recipient and referent at
-the words that have them.
-
-Random numbers come only from the ``np.random.Generator`` passed in.
+A task is a set of relations ("one place back", "one place ahead" …; outside the sequence, the boundary ``·``).
+Attention is the only way between positions, so r relations need each query to look at r places: one head must
+average them, r heads can each take one, the Transformer paper's argument for many heads made measurable.
+``grammar`` reads out real English sentences instead. Randomness only from the Generator passed in.
 """
 
 from __future__ import annotations

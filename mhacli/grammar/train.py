@@ -267,9 +267,8 @@ def _picked_argmax(weights: Array, blocked: Array | None = None) -> Array:
 def head_relations(weights: Array, blocked: Array | None = None) -> tuple[tuple[str, float], ...]:
     """Each head's relation: the named place its per-query argmax hits most often, and how often.
 
-    ``weights`` is (B, h, N, N); a query counts for a relation only where that place exists.  Below
-    :data:`NAMED_SHARE` of the queries the head learned no clear relation (its best share is kept): a head
-    whose argmax lands on "itself" 23 % of the time has learned nothing worth a name.
+    ``weights`` is (B, h, N, N); a query counts only where that place exists. Below :data:`NAMED_SHARE` of the
+    queries the head learned no clear relation (its best share is kept).
     """
     n = weights.shape[-1]
     looked = _picked_argmax(weights, blocked)  # (B, h, N): the key each query looks at most, if clear of chance
@@ -346,10 +345,8 @@ class TrainedModel:
     def stand_ins(self, tokens: Sequence[str]) -> dict[str, str]:
         """Each token outside the trained vocabulary, and the trained word that stands in for it.
 
-        The heads learned relations of position (previous token, first token …), not
-        of meaning, so any text can go through them: a word the model never saw is
-        read as one of its words, picked by a stable hash (SHA-256, the same on every
-        machine), and the relations still show.
+        The heads learned relations of position, not meaning, so an unknown word is read as one of the model's
+        words, picked by a stable hash (SHA-256, the same on every machine).
         """
         import hashlib
 
@@ -393,18 +390,17 @@ class TrainedModel:
 
     def run_inputs(self, tokens: Sequence[str]) -> Inputs:
         """What a run of this model over ``tokens`` reads (:func:`mhacli.attention.trace.run_tokens`): its own
-        embedding rows, positions and weights; for a grammar model also the sentence's parse (its heads are named
-        only on a sentence the grammar parses) and the words read as others (``--words``)."""
+        embedding rows, positions and weights; a grammar model's heads are named only on a sentence it parses."""
         e, p, w_q, w_k, w_v, w_o = self.inputs(tokens)
-        rules: tuple[str, ...] | None = tuple(self.labels)
-        parse = None
-        if self.sentences:
-            parse = words_parse(tokens, self.words)
-            if parse is None:  # names measured on sentences of the grammar say nothing about this text
-                rules = None
-        mapped = tuple((w, str(self.words.class_of(w)), r) for w, r in stand_ins(tokens, self.words).items())
-        return Inputs(e, p, w_q, w_k, w_v, w_o, rules=rules, parse=parse, ids=self.ids(tokens),
-                      folds_case=self.sentences, word_values=self.config.word_values, mapped=mapped)
+        named = not self.sentences or self.sentence(tokens)[0] is not None  # else its names say nothing here
+        return Inputs(e, p, w_q, w_k, w_v, w_o, rules=tuple(self.labels) if named else None, ids=self.ids(tokens),
+                      folds_case=self.sentences, word_values=self.config.word_values)
+
+    def sentence(self, tokens: Sequence[str]) -> tuple[Any, tuple[tuple[str, str, str], ...]]:
+        """What the grammar reads in ``tokens``, for the run's measures and words (not its attention): the parse
+        (None unless a grammar model parses them) and each --words word as (word, class, the word it is read as)."""
+        parse = words_parse(tokens, self.words) if self.sentences else None
+        return parse, tuple((w, str(self.words.class_of(w)), r) for w, r in stand_ins(tokens, self.words).items())
 
     def forward(self, ids: Array) -> dict[str, Array]:
         """The model's own forward on id sequences (its heads, mask, padding and values), every intermediate."""
@@ -555,10 +551,8 @@ def train_stack(configs: Sequence[TrainConfig],
                 on_step: Callable[[int, Array, Array], None] | None = None) -> list[TrainResult]:
     """Train configs that differ only in their seed as one stack; ``on_step(step, losses, accuracies)`` (M,) each.
 
-    Deterministic: each model's ``np.random.default_rng(seed)`` draws its initial parameters (whose shapes
-    do not depend on the number of heads, so every head count starts from the same numbers), then its held-out
-    set, then its training sentences.  Each model's numbers are those it gets trained alone: one step of
-    :mod:`mhacli.grammar.stacked` computes every model's loss and gradients on its own batch."""
+    Deterministic: each model's ``default_rng(seed)`` draws its parameters (the same for every head count), then
+    its held-out set, then its sentences, so each model's numbers are those it gets trained alone."""
     from mhacli.grammar.stacked import stack_batch
     from mhacli.grammar.stacked import step as stacked_step
 

@@ -1,9 +1,7 @@
 """A trained model's layer before its first training step: "the same sentence before training".
 
-The same task, architecture, width, heads, positions and vocabulary as the trained model, with the
-parameters :func:`~mhacli.grammar.train.init_params` draws at the trained model's own seed (the ones its
-training started from), and each head's relation measured the way training measures it, on held-out
-sentences drawn after the parameters.  Nothing was learned, and every surface says so
+Same task, shape and vocabulary as the trained model, with the parameters its training started from (its own
+seed) and each head's relation measured as training measures it. Nothing was learned, and every surface says so
 (:attr:`Untrained.caution`).
 """
 

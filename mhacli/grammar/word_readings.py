@@ -85,10 +85,8 @@ def _free_stand_ins(ids: Array, at: Array, cls: Array, vocabulary: Sequence[str]
 
 def mapped_scores(model: "TrainedModel", sentences: int = 2000, seed: int = 2017) -> MappedScores:
     """Replace one noun per held-out sentence by its class's centroid, or by the class's stand-in word
-    (:data:`STAND_INS`), and score the card's rule and the readout on each.
-
-    An answer about the replaced noun counts when the readout names a word of its class that is not another
-    noun of the sentence (the model has no word of its own to name); every other answer as the card's."""
+    (:data:`STAND_INS`), and score the card's rule and the readout on each; an answer about the replaced noun
+    counts when the readout names a word of its class not elsewhere in the sentence."""
     from mhacli.grammar.card import card_hits, held_out
     from mhacli.grammar.knockout import row_targets
     from mhacli.grammar.passes import forward

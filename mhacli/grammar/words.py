@@ -1,18 +1,8 @@
 """Students' own words: a new word mapped to a class of the grammar, so their sentence parses and is read.
 
-``park=place`` says *park* is a place of the grammar (:mod:`mhacli.grammar.grammar`): the parser takes it where
-a place may stand, and a trained grammar model, which has no embedding of its own for *park*, reads it as a
-**stand-in**: the first word of the class that the sentence does not hold and no other mapped word took
-(*street*; *river* when the sentence already holds *street*).  The classes are the
-grammar's word classes a sentence can grow new words in without new rules: the nouns by what the relations
-ask of them (male and female for *he*/*she*, animal, place, thing) and the adjective before a noun.
-
-The reading was chosen by measurement (:func:`mhacli.grammar.word_readings.mapped_scores`,
-``scripts/measure_words.py``, numbers in docs/training.md): on the report card's held-out sentences with one
-noun per sentence replaced, the mean of the class's embeddings (the centroid) is no word, and costs the card a
-named cell or the readout its answers (on the shipped model, 9 points of the verb's subject and object); one
-fixed stand-in per class repeats a noun the sentence already has (2–3 points lost on the verb's relations); a
-free stand-in keeps both.
+``park=place`` lets the parser take *park* where a place may stand; a trained model, with no embedding for it,
+reads it as a stand-in: the first word of the class the sentence does not already hold (*street*, else *river*).
+Chosen by measurement over a centroid or a fixed stand-in, which lose named cells or answers (docs/training.md).
 """
 
 from __future__ import annotations
@@ -104,9 +94,8 @@ def _items(words: object) -> list[tuple[str, str]]:
 def word_map(words: object, vocabulary: Sequence[str] = grammar.WORDS) -> WordMap:
     """The checked map of ``words`` (None or empty: none): each a new word of letters, to one of :data:`CLASSES`.
 
-    Refused in one line: a pair without ``=``, an unknown class, a word that is not one word (punctuation,
-    spaces, several tokens), a word the grammar already has, one word mapped to two classes, too many.
-    The same pair twice is one pair.
+    Refused in one line: no ``=``, an unknown class, not one word, a word the grammar has, one word in two classes,
+    too many. The same pair twice is one pair.
     """
     from mhacli.attention.messages import shown
     from mhacli.attention.tokenize import tokenize

@@ -1,17 +1,9 @@
 """The one bounded reader for every file mha is given to read: traces, attention files, weights, trained models.
 
-Other people's files are data.  Two checks stand between a file and memory:
-
-* :func:`open_regular` opens a regular file of a bounded size, or refuses at once
-  (a device would be read forever, a FIFO would block the open);
-* :func:`read_npz` refuses an npz from what its zip *declares* before a byte is
-  inflated: too many members, members that would unpack beyond the caller's cap
-  or this machine's memory, a member whose ``.npy`` header promises more than
-  the zip declares.  :mod:`zipfile` stops each member at its declared size, so a
-  member that inflates beyond what it declares is cut there, never expanded.
-
-Arrays are read with ``allow_pickle=False`` and only plain dtypes: nothing here
-ever unpickles.  Each caller words the refusal in its own terms (``bad``).
+Other people's files are data. :func:`open_regular` opens only a regular file of a bounded size (a device would
+be read forever, a FIFO would block); :func:`read_npz` refuses an npz from what its zip declares before a byte is
+inflated (too many members, too large, a header promising more than declared). Arrays are read with
+``allow_pickle=False`` and plain dtypes only; each caller words the refusal in its own terms (``bad``).
 """
 
 from __future__ import annotations
@@ -37,10 +29,8 @@ def open_regular(path: Path, *, noun: str, hint: str, max_bytes: int | None = No
                  too_big: str = "what mha reads") -> tuple[IO[bytes], int]:
     """Open ``path`` for reading if it is a regular file of at most ``max_bytes``; refuse anything else at once.
 
-    The check is made on the opened file (``fstat``), so a name swapped for a
-    device between a check and the open cannot make the read endless;
-    ``O_NONBLOCK`` keeps a FIFO with no writer from blocking the open itself.
-    Messages read ``{noun} FILE does not exist; {hint}.``
+    The check is made on the opened file (``fstat``), so a name swapped for a device cannot make the read endless;
+    ``O_NONBLOCK`` keeps a FIFO with no writer from blocking. Messages: ``{noun} FILE does not exist; {hint}.``
     """
     where = f"{noun} {shown_path(path)}"
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -133,10 +123,8 @@ def read_npz(path: Path, *, noun: str, hint: str, bad: Refusal, cap: int | None,
              wanted: Callable[[str], bool] | None = None, kinds: str = PLAIN_KINDS) -> dict[str, np.ndarray]:
     """Every wanted member of the npz at ``path``, each checked from the zip and its header before it is read.
 
-    ``cap`` bounds both the file and what it unpacks to (and so does this
-    machine's memory); ``names_check`` sees the member names (without
-    ``.npy``) before any member is read; ``wanted`` picks the members to read
-    (another program's extra members are never unpacked).
+    ``cap`` bounds the file and what it unpacks to (and so does the memory); ``names_check`` sees the member
+    names before any is read; only the ``wanted`` members are unpacked.
     """
     handle, _ = open_regular(path, noun=noun, hint=hint, max_bytes=cap,
                              too_big="such a file needs (a teaching run is far smaller)")

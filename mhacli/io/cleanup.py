@@ -1,20 +1,9 @@
 """One cleanup path for every way a run ends: Ctrl-C, SIGTERM, SIGHUP, a broken pipe, an exception.
 
-Every temporary file or folder the tool makes is *registered* here for as
-long as it exists (:func:`atomic_write` registers its temporary sibling
-before creating it; :func:`temporary_folder` its folder).  Whatever ends the
-run, :func:`remove_all` deletes what is still registered:
-
-- an exception unwinds through the writers, which remove their own file, and
-  :meth:`mhacli.cli.app.MhaGroup.main` calls :func:`remove_all` last, in ``finally``;
-- a signal runs :func:`on_signal`, which removes what is registered *at once*
-  (the exception it then raises may land somewhere that swallows it), and
-  raises :class:`Terminated` (SIGTERM, SIGHUP) or ``KeyboardInterrupt`` (SIGINT)
-  so that the run unwinds as it does for Ctrl-C.
-
-Exit codes follow the shell's convention, 128 + the signal's number: 130
-for Ctrl-C (SIGINT), 129 for SIGHUP, 143 for SIGTERM (see
-:class:`mhacli.attention.errors.ExitCode`).
+Every temporary file or folder is registered here while it exists, and :func:`remove_all` deletes what is left:
+after an exception, from :meth:`mhacli.cli.app.MhaGroup.main`'s ``finally``; on a signal, at once in
+:func:`on_signal`, which then raises :class:`Terminated` or ``KeyboardInterrupt`` so the run unwinds as for
+Ctrl-C. Exit codes are 128 + the signal's number: 130 SIGINT, 129 SIGHUP, 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -164,14 +153,9 @@ def on_signal(signum: int, frame: Any = None) -> None:
 
 
 def is_noise(unraisable: Any) -> bool:
-    """Whether Python's "Exception ignored in …" report for ``unraisable`` says nothing the run has not said.
-
-    A signal landing in a ``__del__`` or weakref callback cannot propagate; it is
-    recorded in ``_received`` and decides the exit code.  And once a signal has
-    ended the run, a destructor failing on what the signal cut short is its echo:
-    a ``zipfile.ZipFile`` left open inside ``np.savez`` closes itself when
-    collected, onto the temporary file :func:`atomic_write` already closed and
-    removed ("ValueError: seek of closed file").
+    """Whether Python's "Exception ignored in …" report for ``unraisable`` says nothing the run has not said:
+    a signal landing in a ``__del__`` (recorded, it decides the exit code), or a destructor failing on what a
+    signal cut short (``np.savez``'s zip closing onto a temporary file already removed).
     """
     if isinstance(unraisable.exc_type, type) and issubclass(unraisable.exc_type, Terminated):
         return True

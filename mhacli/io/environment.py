@@ -1,14 +1,9 @@
 """The process's surroundings made safe before a run: closed standard streams, an unusable MPLCONFIGDIR.
 
-- ``mha explain … >&-`` starts with file descriptor 1 closed: Python sets
-  ``sys.stdout`` to None (printing would crash), and the next file the tool
-  opens would *become* descriptor 1, so a stray print would land in the middle
-  of an npz.  :func:`ensure_std_streams` puts ``/dev/null`` on every closed
-  standard descriptor first: output to a closed stream is simply dropped.
-- matplotlib, given an ``MPLCONFIGDIR`` it cannot write (or a home folder it
-  cannot write), prints two lines of its own on stderr and uses a temporary
-  folder.  :func:`usable_mplconfigdir` makes that choice quietly, before
-  matplotlib is imported, with a temporary folder registered for cleanup.
+With descriptor 1 closed (``>&-``) the next file opened would become stdout and a stray print would land in an
+npz: :func:`ensure_std_streams` puts ``/dev/null`` on every closed standard descriptor. Given an MPLCONFIGDIR it
+cannot write, matplotlib prints two lines and uses a temporary folder: :func:`usable_mplconfigdir` does so
+quietly, before matplotlib is imported, the folder registered for cleanup.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from mhacli import __version__
+from mhacli.version import __version__
 from mhacli.attention.config import Config
 from mhacli.attention.embed import vocabulary
 from mhacli.attention.trace import Trace
@@ -38,13 +38,16 @@ CONFIG_FIELDS = ("tokenizer", "positions", "weight_kind", "dtype", "word_values"
 BIAS_FIELDS = ("b_q", "b_k", "b_v", "b_o")
 OPTIONAL_ARRAYS = ("embeddings", "position_encoding", "token_ids", *BIAS_FIELDS)
 TEXT_LISTS = ("rules", "relations")
+#: A grammar model's report card as JSON text (one string, so np.load needs no pickle): rows, counts, rates,
+#: intervals, the baselines a name must beat and each head's name, as ``--json``'s ``card`` (Card.to_dict).
+CARD = "card"
 #: True when a grammar model read a sentence it parses: mha show parses the tokens again, so the heads keep
 #: the names they had ("verb → subject"); without it a saved run's heads are named by their top tokens.
 PARSED = "grammar_parse"
 #: --words: (m, 3) strings, each mapped word, its grammar class and the word the model read it as.
 MAPPED = "mapped_words"
 KNOWN_KEYS = frozenset((*NPZ_KEYS, "format_version", "mhacli_version", *CONFIG_FIELDS, *OPTIONAL_ARRAYS,
-                        *TEXT_LISTS, PARSED, MAPPED, "kv_heads", "rope_theta"))
+                        *TEXT_LISTS, PARSED, MAPPED, CARD, "kv_heads", "rope_theta"))
 MAX_MEMBERS = 64  # a trace has ~30 members; a zip of thousands is not one
 
 
@@ -63,8 +66,12 @@ def trace_relations(trace: Trace) -> tuple[str, ...] | None:
     return tuple(str(r) for r in found) if found else None
 
 
-def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
-    """The arrays of an npz export, by name (format :data:`FORMAT_VERSION`)."""
+def npz_arrays(run: Any) -> dict[str, np.ndarray]:
+    """The arrays of an npz export of a run (or a bare trace), by name (format :data:`FORMAT_VERSION`).
+
+    A run's grammar model adds each head's name from its report card as ``relations`` and the card itself (with
+    its baselines) as JSON text, as ``--json`` does; and the sentence's parse and --words."""
+    trace, card = run, getattr(run, "card", None)
     c = trace.config
     out: dict[str, np.ndarray] = {"tokens": np.array(trace.tokens, dtype=np.str_)}
     for name in ARRAY_FIELDS:
@@ -95,9 +102,11 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
     out.update(trace_biases(trace))
     if trace.rules:
         out["rules"] = np.array(trace.rules, dtype=np.str_)
-    relations = trace_relations(trace)
+    relations = tuple(card.names) if card is not None else trace_relations(trace)
     if relations:
         out["relations"] = np.array(relations, dtype=np.str_)
+    if card is not None and card.data is not None:
+        out[CARD] = np.array(json.dumps(card.data), dtype=np.str_)
     if getattr(trace, "parse", None) is not None:
         out[PARSED] = np.array(True)
     if getattr(trace, "mapped", ()):
@@ -105,9 +114,9 @@ def npz_arrays(trace: Trace) -> dict[str, np.ndarray]:
     return out
 
 
-def save_npz(trace: Trace, path: Path) -> Path:
-    """Write the trace as an uncompressed npz, atomically."""
-    arrays = npz_arrays(trace)
+def save_npz(run: Any, path: Path) -> Path:
+    """Write a run (or a bare trace) as an uncompressed npz, atomically (:func:`npz_arrays`)."""
+    arrays = npz_arrays(run)
     return atomic_write(Path(path), lambda handle: np.savez(handle, **arrays))  # type: ignore[arg-type]
 
 
@@ -159,14 +168,15 @@ def _read_members(path: Path) -> dict[str, np.ndarray]:
 
 
 def load_trace(path: Path) -> Trace:
-    """Read an npz written by ``mha explain --save-npz`` back into a Trace (no recomputation).
+    """Read an npz written by ``mha explain --save-npz`` back into a Trace (no recomputation)."""
+    return load_saved(path)[0]
 
-    Bounded and validated: a device or a pipe is refused before a byte is
-    read; every member is checked from its header (real .npy data, a plain
-    dtype, a size that fits) before it is unpacked; every value is checked
-    against the format (shapes, whole numbers, finite floats) before use.
-    Format 1 files (mhacli 0.1.0) load with the Config's defaults for what
-    they did not store.
+
+def load_saved(path: Path) -> tuple[Trace, Any, tuple[tuple[str, str, str], ...]]:
+    """A saved run: its Trace, and what its grammar model read in the sentence (the parse, or None; --words).
+
+    Bounded and validated: devices and pipes refused, every member checked from its header before it is unpacked,
+    every value checked against the format before use. Format 1 files (0.1.0) get the Config's defaults.
     """
     if isinstance(path, str) and path == "":  # Path('') is '.': "'.' is a folder" would name nothing given
         raise UsageError("the trace file's name is empty (''); give the .npz 'mha explain TEXT --save-npz FILE' "
@@ -237,8 +247,9 @@ def _texts(path: Path, a: dict[str, np.ndarray], name: str, h: int) -> tuple[str
     return tuple(str(r) for r in value)
 
 
-def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
-    """Check every member against the format and the others, then build the Trace."""
+def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> tuple[Trace, Any, tuple[tuple[str, str, str], ...]]:
+    """Check every member against the format and the others, then build the Trace; with it the saved parse
+    and --words (:func:`load_saved`)."""
     version = _whole(path, a, "format_version", default=1)
     if version < 1 or version > FORMAT_VERSION:
         raise _shape_error(path, f"it is format {version}, newer than this mhacli reads "
@@ -307,14 +318,15 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> Trace:
     ids = a.get("token_ids")
     if ids is not None and (ids.shape != (n,) or ids.dtype.kind not in "iu" or np.any(ids < 0)):
         raise _shape_error(path, f"token_ids must hold {n} whole numbers from 0, one per token")
-    return Trace(
+    trace = Trace(
         config=config, tokens=tokens, token_ids=vocabulary(tokens)[1] if ids is None else ids.astype(np.int64),
         model_ids=ids is not None, folds_case=_flag(path, a, "folds_case", False),
         **cast(dict[str, Any], {name: a[name] for name in ARRAY_FIELDS}),
         mask=causal_mask(n) if causal else None, source=_readable_name(path), rules=rules,
         embeddings=a.get("embeddings"), positions=a.get("position_encoding"),
-        parse=_parse(path, a, tokens, rules, mapped), word_values=word_values, mapped=mapped, **extra,
+        word_values=word_values, **extra,
     )
+    return trace, _parse(path, a, tokens, rules, mapped), mapped
 
 
 def _mapped(path: Path, a: dict[str, np.ndarray]) -> tuple[tuple[str, str, str], ...]:
@@ -358,18 +370,14 @@ def _jsonable(a: np.ndarray) -> Any:
     return a.tolist()
 
 
-def trace_document(trace: Trace, arrays: bool = True, analysis: Analysis | None = None,
-                   card: Any = None) -> dict[str, Any]:
-    """Everything a student needs to check the run, as one JSON-ready dict.
+def trace_document(result: Any, arrays: bool = True) -> dict[str, Any]:
+    """Everything a student needs to check a run (:class:`mhacli.pipeline.Run`), as one JSON-ready dict.
 
-    ``card``: a grammar model's report card as shown (:class:`mhacli.pipeline.CardShown`): the document then
-    carries it (rates, intervals, baselines, the held-out accuracy) and each head's name as ``relations``.
-
-    ``arrays=False`` (``--no-json-arrays``) leaves the (h, N, N) and (N, d)
-    arrays out (``"arrays": null``): the document then grows with the steps,
-    not with N².  The biases are kept either way: they are d numbers each.
+    It writes what the run holds and computes nothing: its measures, its split check, and a grammar
+    model's report card as shown (then each head's name is ``relations``).  ``arrays=False``
+    (``--no-json-arrays``) leaves the (h, N, N) and (N, d) arrays out (``"arrays": null``).
     """
-    params = trace.parameters
+    trace, card = result.trace, result.card
     biases = trace_biases(trace)
     return {
         "format_version": FORMAT_VERSION,
@@ -380,13 +388,13 @@ def trace_document(trace: Trace, arrays: bool = True, analysis: Analysis | None 
         "token_ids": trace.token_ids.tolist(),
         "steps": [s.to_dict() for s in trace.steps],
         "total_madds": sum(s.madds for s in trace.steps),
-        "parameters": params.to_dict(),
-        "split_equals_direct_max_diff": trace.split_equals_direct(),
+        "parameters": trace.parameters.to_dict(),
+        "split_equals_direct_max_diff": result.split_diff,
         "rules": list(trace.rules) if trace.rules else None,
         "relations": list(card.names) if card is not None else list(trace_relations(trace) or ()) or None,
         **({} if card is None else {"card": card.data}),
         "biases": {k: _jsonable(v) for k, v in biases.items()} or None,
-        **head_measures(trace, analysis),
+        **head_measures(trace, result.analysis),
         "notes": {
             "layout": "PyTorch nn.MultiheadAttention: Q = X @ W_q.T; head i uses rows i*d_k:(i+1)*d_k of W_q.",
             "masked_scores": "Masked scores are -inf in the npz and null here (JSON has no infinity).",
@@ -398,22 +406,17 @@ def trace_document(trace: Trace, arrays: bool = True, analysis: Analysis | None 
     }
 
 
-def head_measures(trace: Trace, analysis: Analysis | None = None) -> dict[str, Any]:
-    """The per-query measures of :func:`~mhacli.measures.analysis.analyse`: ``head_summaries`` (each head's
-    pattern and pattern_share), ``agreement`` (h×h), ``js_divergence_bits`` (h×h) and ``counted_rows``.
+def head_measures(shown: Any, measures: Analysis) -> dict[str, Any]:
+    """The run's per-query measures as JSON: ``head_summaries`` (each head's pattern and pattern_share),
+    ``agreement`` (h×h), ``js_divergence_bits`` (h×h), ``counted_rows``, the cautions, the parse and --words."""
+    from mhacli.measures.narrate import cautions
 
-    ``analysis``: the run's measures when the caller has them already (else computed here)."""
-    from mhacli.measures.analysis import analyse
-
-    measures = analysis if analysis is not None else analyse(trace)
     heads = []
     for s in measures.heads:
         entry = s.to_dict()
-        entry["pattern_token"] = None if s.pattern_key is None else trace.tokens[s.pattern_key]
+        entry["pattern_token"] = None if s.pattern_key is None else shown.tokens[s.pattern_key]
         del entry["outside_window"]  # the document shows every token: nothing is outside
         heads.append(entry)
-    from mhacli.measures.narrate import cautions
-
     out = {"head_summaries": heads, "agreement": measures.agreement.tolist(),
            "js_divergence_bits": measures.js.tolist(), "counted_rows": measures.counted_rows,
            "close_to_uniform": measures.close_to_uniform, "cautions": cautions(measures)}

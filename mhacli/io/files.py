@@ -1,14 +1,8 @@
 """Writing files so that nothing is ever half-written or clobbered by accident.
 
-Every file the tool writes goes through :func:`atomic_write`: the bytes go to
-a temporary file in the same folder, are flushed to disk, and only then
-renamed over the target, so a crash or Ctrl-C leaves either the old file or
-the new one, never a broken mix, and no temporary file behind.
-
-Targets are checked before any work (:func:`check_target`,
-:func:`prepare_out_dir`): a folder, a missing folder, a device such as
-``/dev/null`` or a file name the file system refuses is a usage error, said
-before the run rather than after it.
+:func:`atomic_write` writes to a temporary file in the same folder, flushes it and renames it over the target,
+so a crash or Ctrl-C leaves the old file or the new one, never a mix. Targets are checked before any work
+(:func:`check_target`, :func:`prepare_out_dir`): a bad target is a usage error before the run, not after it.
 """
 
 from __future__ import annotations
@@ -213,16 +207,9 @@ _paused: set[int] = set()  # the processes that have paused already (once each)
 
 
 def _test_pause(target: Path) -> Callable[[], None] | None:
-    """A pause point for tests, mid-write: the first bytes are on their way into the temporary file.
-
-    With ``MHACLI_TEST_PAUSE`` naming a folder of two FIFOs (and ``MHACLI_TEST_PAUSE_AT``
-    a file name, when given), the first such write of this process stops at its
-    first non-empty ``write`` call (inside ``np.savez``'s open archive, inside
-    ``savefig``): it writes the target's path and a newline into ``announce``,
-    then waits until ``resume`` has a byte.  The test reads ``announce``, so it
-    knows the writer is there, signals the process exactly then, and never polls
-    for a file or waits on a timer.  FIFOs, not inherited descriptors, so the
-    commands a bench times pause too.  Returns the pause, or None (the usual case).
+    """A pause point for tests, mid-write: with ``MHACLI_TEST_PAUSE`` naming a folder of two FIFOs, the first write
+    writes the target's path into ``announce`` and waits for a byte on ``resume``, so a test can signal the process
+    exactly then, without polling or timers. Returns the pause, or None (the usual case).
     """
     folder = os.environ.get(PAUSE_ENV)
     if not folder or os.getpid() in _paused:
@@ -266,12 +253,8 @@ class _PausingHandle:
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
     """Write ``path`` through ``write(fileobj)`` into a temporary sibling, then rename it into place.
 
-    The target is replaced only as a whole; on any failure (an error, Ctrl-C,
-    SIGTERM, SIGHUP) the temporary file is removed and the target is left
-    exactly as it was.  A symbolic link named by the user (``--html link``) is
-    followed, so the file it points to is the one replaced; a link inside a
-    folder given to :func:`confine` (``--out``) is replaced itself, never
-    followed out of that folder.
+    On any failure (an error, Ctrl-C, SIGTERM, SIGHUP) the temporary file goes and the target is left as it was.
+    A link the user names is followed; a link inside a folder given to :func:`confine` is replaced itself.
     """
     from mhacli.io import cleanup
 

@@ -126,10 +126,8 @@ def read_stream(stream: BinaryIO, where: str = "standard input") -> str:
 def argv_text(text: str) -> str:
     """A text argument as the user typed it, when a C locale (no UTF-8 mode) decoded argv as ASCII.
 
-    Python then keeps each byte past ASCII as a lone surrogate (U+DC80-U+DCFF), one replacement character
-    per byte on screen; :func:`os.fsencode` gives the bytes back, and a terminal sends UTF-8.  Bytes that
-    are not UTF-8 stay as they were (spelled \\xNN when shown).  Only text is recovered, never a path:
-    a path must stay in the file system's own encoding to be opened.
+    Each byte past ASCII then is a lone surrogate; :func:`os.fsencode` gives the bytes back to decode as UTF-8
+    (non-UTF-8 bytes stay as they were). Only text is recovered, never a path: a path keeps the file system's encoding.
     """
     if not any("\udc80" <= ch <= "\udcff" for ch in text):
         return text

@@ -1,25 +1,9 @@
 """Where every output of a run goes, decided once, before any work starts.
 
-A command names its outputs in several ways: a folder (``--out``) and the
-figure names the tool writes into it, files (``--save-npz``, ``--html``,
-``--save``), and it reads inputs (``--file``, a trace).  :func:`plan_outputs`
-resolves all of them together and refuses, with a usage error (exit 2)
-before the run, whatever would lose or clobber data:
-
-- **A trailing slash names a folder.** ``--save-npz keep.txt/`` and
-  ``--html newdir/`` are refused (the tool never guesses a file name inside
-  a folder the user may have meant as a file); the message shows the fix.
-- **Links in --out are never followed out of it.** A symbolic link sitting
-  in ``--out`` under one of the names the tool writes is refused (it may
-  point anywhere: ``heads.png -> ~/.bashrc``), and the folder is
-  :func:`~mhacli.io.files.confine`-d so that a link planted during the run
-  is replaced itself, never followed.
-- **A link the user names as a file** (``--html page.html`` where
-  ``page.html`` is a link) is followed, as editors do; a dangling link whose
-  target cannot be created is refused now rather than after the run.
-- **No output equals an input or another output**, compared by real path
-  (``mha show figs/heads.png --out figs``, ``--html figs/heads.png --out figs``),
-  and no file output is --out itself or a folder --out lies in (``--save m.npz --out m.npz``).
+:func:`plan_outputs` resolves the folder (``--out``), its figure names, the files (``--save-npz``, ``--html``,
+``--save``) and the inputs together, and refuses with a usage error (exit 2) whatever would lose or clobber data:
+a trailing slash on a file output, a link in --out under a name the tool writes (the folder is then confined),
+a dangling link that cannot be created, an output equal to an input or to another output (by real path).
 """
 
 from __future__ import annotations
@@ -166,10 +150,8 @@ def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_n
                  inputs: Sequence[tuple[str, object]] = ()) -> OutputPlan:
     """Resolve every output of a run once; refuse collisions, links out of --out and folder-like names.
 
-    ``out`` is the figures' folder (used only when ``figure_names`` is not
-    empty); ``inputs`` are ``(what, path)`` pairs the run reads (``--file``,
-    the trace), ``-`` and None skipped.  Nothing is created: the caller makes
-    ``--out`` (:func:`~mhacli.io.files.prepare_out_dir`) when figures are on.
+    ``out`` is the figures' folder (used only with ``figure_names``); ``inputs`` are ``(what, path)`` pairs the run
+    reads (``-`` and None skipped). Nothing is created: the caller makes --out when figures are on.
     """
     named: list[tuple[str, Path]] = []
     figures: list[Path] = []

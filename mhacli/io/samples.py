@@ -1,11 +1,7 @@
 """The ready-made texts of ``--sample NAME``, chosen to teach one thing each.
 
-The texts live in ``sample_texts/`` (one UTF-8 file each, listed with a
-one-line description in ``index.json``).  A wheel carries them inside the
-package as ``mhacli/sample_texts``; a source checkout or an editable install
-keeps them next to the package.  Both are looked for, in that order.
-
-Pure Python (no numpy): ``mha samples`` must start fast.
+One UTF-8 file each in ``sample_texts/``, described in ``index.json``; looked for inside the package (a wheel)
+and then next to it (a checkout). Pure Python, no numpy: ``mha samples`` must start fast.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The JSON documents ``--json`` prints, and the JSON Schema shipped beside each (``mhacli/io/*.schema.json``).
 
-Every document carries ``format_version``; a reader checks it, and the schema
-says what that version holds.  A run of the tool (``explain``, ``show`` of a
-saved run) is the trace document (:data:`mhacli.io.export.FORMAT_VERSION`,
-``trace.schema.json``); every other command's document is named here.  Change a
+Every document carries ``format_version``, and its schema says what that version holds. A run's document is
+the trace document (:data:`mhacli.io.export.FORMAT_VERSION`); every other command's is named here. Change a
 document's shape: raise its version and its schema together.
 """
 

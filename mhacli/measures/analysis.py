@@ -171,10 +171,8 @@ class HeadAnalysis:
 class ReadBack:
     """What each of the h heads brings back to each token, against the single head (same X and W).
 
-    Every query row of a head is one blend of value rows; the key it weights
-    most is what it mostly brings back.  h heads make h blends per token, the
-    single head one: a softmax row sums to 1, so one head cannot put most of
-    its weight on two places at once.  Arrays are (h, N) or (N,), read-only.
+    A query row blends value rows and mostly brings back its top key; a softmax row sums to 1, so one head cannot
+    put most of its weight on two places, h heads can. Arrays are (h, N) or (N,), read-only.
     """
 
     head_keys: Array  # (h, N) int: each head's top key per query; −1 for a tied row
@@ -493,47 +491,13 @@ def _readback(keys: Array, top: Array, picked: Array, single: Array, counted: Ar
 
 
 def analyse(trace: Trace | AttentionView, single: Trace | None = None,
-            window: int | tuple[int, int] | None = None) -> Analysis:
-    """Every measure of ``trace``, once.  ``single``: the same run as one head (:func:`compare.single_head`).
-
-    ``trace`` may also be an attention view (:func:`mhacli.measures.view.from_attention`): its shown
-    layer's weights, tokens and causal flag are all the measures read.
-
-    ``window``: the tokens a view shows — W for the first W, or (start, stop).
-
-    Definitions (row = query position, key = attended position, N tokens):
-
-    * **Counted rows** are the rows with at least two visible keys.  In a
-      causal run row 0 sees only itself (= the first token) and its weight is
-      1 there whatever the weights are, so it says nothing about the head: it
-      is left out of every share and of the agreement.  (A one-token text has
-      no counted rows: every head's pattern is "none".)
-    * **A row's top key** is its argmax.  If two or more keys are within
-      ``TIE_TOLERANCE`` (:data:`evidence.TIE_MARGIN`, 5 points of the row) of the maximum — a uniform
-      row, two tokens with identical rows of X, a row split 51 / 49 — the row picks no key: it follows no relation
-      and agrees with no head, but stays counted.  So does a **spread** row, whose
-      top weight is too close to chance (the uniform weight over the keys it sees)
-      to count: the one evidence rule of :mod:`mhacli.attention.evidence`.
-    * **A relation** names, for each row, the key(s) a head following it would
-      pick: itself (p), previous token (p−1), next token (p+1), first token (0),
-      earlier copy (any k < p holding the same token string), fixed token (one
-      key k ≥ 1, the same for every row).  Its **support** is the counted rows
-      where it names a visible key (the previous token is undefined on row 0,
-      the next token on the last row and everywhere in a causal run, an earlier
-      copy on a word's first appearance).  Its **share** is the rows whose top
-      key it names, over its support.  Rows where two relations name the same
-      key (row 1: previous = first token) count for both.
-    * **The pattern** is the relation with the highest share (then more rows,
-      then the order of RELATIONS), among those whose support is at least half
-      of the counted rows; it is named only if its share is at least
-      ``NAME_SHARE`` (50 %), else the pattern is "none" (mixed).  For the fixed
-      token, the key with the highest share (then most rows) stands for it.
-    * **Agreement** of heads a and b: counted rows on which both pick the same
-      top key (tied rows never agree), over the counted rows; the diagonal is
-      each head's untied share.  **JS**: Jensen–Shannon divergence in bits
-      between their rows, averaged over every row (as :func:`mean_pairwise_js`).
-    * **Outside the window**: for each head, the mean over the shown query rows
-      of the weight on keys that are not shown.
+            window: int | tuple[int, int] | None = None, *, parse: Any = None,
+            mapped: tuple[tuple[str, str, str], ...] = ()) -> Analysis:
+    """Every measure of ``trace`` (or an attention view), once; ``single``: the same run as one head; ``window``: the
+    tokens a view shows (W for the first W, or (start, stop)). Rows with one visible key are not counted; a tied or
+    spread row picks no key (:mod:`mhacli.attention.evidence`). ``parse``, ``mapped``: what a grammar model
+    read in the sentence (:meth:`~mhacli.grammar.train.TrainedModel.sentence`), kept with the measures. Relations,
+    support, share, pattern, agreement and JS are defined in docs/reading-heatmaps.md ("The measures, defined").
     """
     weights = np.asarray(trace.weights)  # (h, N, N)
     h, n, _ = weights.shape
@@ -592,10 +556,9 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
         back = _readback(keys, top, picked, np.asarray(single.weights[0]), counted)
     rules = tuple(trace.rules) if trace.rules else None
     blocked = None if (trace.mask is None and not causal) else ~visible
-    parsed = getattr(trace, "parse", None)
     return Analysis(tokens=tokens, causal=causal, kind=kind, rules=rules,
                     heads=tuple(heads), top_keys=keys, counted=counted, agreement=agreement,
                     agreement_rows=agreement_rows, js=js, window=span, readback=back, mask=blocked,
-                    reading=None if parsed is None else read(parsed, weights), picked=picked,
+                    reading=None if parse is None else read(parse, weights), picked=picked,
                     outside_rows=rows_out, average=np.asarray(weights, dtype=np.float64).mean(axis=0),
-                    mapped=tuple(getattr(trace, "mapped", ())))
+                    mapped=tuple(mapped))

@@ -1,16 +1,8 @@
-"""One magnifier against h: the numbers behind ``mha compare``.
+"""One magnifier against h: the numbers behind ``mha compare``, read from the attention weights only.
 
-Capacity first: for each token, what each of the h heads brings back against
-what the single head brings back (:class:`~mhacli.measures.analysis.ReadBack`,
-worded by :func:`mhacli.measures.narrate.compare_conclusion`).  Then two more numbers,
-
-both read from attention weights only (never recomputing attention):
-
-* how spread each head's attention is — the mean over queries of the row
-  entropy in bits, against the uniform maximum (every visible key equal);
-* how different the heads are from each other — the mean Jensen–Shannon
-  divergence of their rows over all pairs of heads (0 = identical heads,
-  1 bit = heads that never look at the same key).
+First what each head brings back against the single head (:class:`~mhacli.measures.analysis.ReadBack`); then
+how spread each head is (mean row entropy in bits against the uniform maximum) and how different the heads are
+(mean Jensen–Shannon divergence over pairs of heads: 0 identical, 1 bit never the same key).
 """
 
 from __future__ import annotations
@@ -23,7 +15,7 @@ import numpy as np
 from mhacli.measures.analysis import Analysis, ReadBack, analyse, focus, max_row_entropy, mean_pairwise_js, row_entropy
 
 if TYPE_CHECKING:
-    from mhacli.grammar.score import Crowd
+    from mhacli.grammar.score import Control, Crowd
     from mhacli.attention.trace import Trace
 
 
@@ -52,7 +44,8 @@ class Spread:
 class TrainedApart:
     """The single head trained ALONE on the h heads' task, with as many parameters: what each reached.
 
-    Read from the two models' own training records (held-out accuracy, parameter count), so
+    The held-out accuracies are :func:`mhacli.grammar.score.score`'s (the card's sentences), the parameter counts the
+    training records', so
     ``mha compare --weights trained`` can say how one head fares where h heads share the work.
     """
 
@@ -66,6 +59,7 @@ class TrainedApart:
     # Per relation the task reads out: (name, the lone head's held-out accuracy, the h heads'), when recorded.
     by_relation: tuple[tuple[str, float, float], ...] = ()
     crowds: tuple[Crowd, Crowd] | None = None  # a grammar pair's verb accuracy by nouns of a class (lone, h heads)
+    control: Control | None = None  # the same training with positions in the values (score.control), if measured
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "single_accuracy": self.single_accuracy, "heads_accuracy": self.heads_accuracy,
@@ -74,7 +68,8 @@ class TrainedApart:
                 "by_relation": [{"relation": r, "single_accuracy": a, "heads_accuracy": b}
                                 for r, a, b in self.by_relation],
                 "by_nouns_of_a_class": None if self.crowds is None else {"single": self.crowds[0].to_dict(),
-                                                                         "heads": self.crowds[1].to_dict()}}
+                                                                         "heads": self.crowds[1].to_dict()},
+                "control": None if self.control is None else self.control.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -159,7 +154,8 @@ def single_head(trace: Trace) -> Trace:
                  **vars(attention))
 
 
-def compare(trace: Trace, single: Trace, apart: TrainedApart | None = None) -> Comparison:
+def compare(trace: Trace, single: Trace, apart: TrainedApart | None = None, *, parse: Any = None,
+            mapped: tuple[tuple[str, str, str], ...] = ()) -> Comparison:
     """Measure ``trace`` (h heads) against ``single`` (one head of size d, same tokens).
 
     ``single`` is :func:`single_head` of ``trace`` (same X and weights), or, with ``apart``,
@@ -171,7 +167,7 @@ def compare(trace: Trace, single: Trace, apart: TrainedApart | None = None) -> C
         raise ValueError("the single-head trace was run on different tokens")
     causal = trace.config.causal
     weights = np.asarray(trace.weights)  # (h, N, N)
-    measures = analyse(trace, single)
+    measures = analyse(trace, single, parse=parse, mapped=mapped)
     return Comparison(
         tokens=trace.tokens,
         d_model=trace.d_model,

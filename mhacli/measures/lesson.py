@@ -15,7 +15,7 @@ import numpy as np
 from mhacli.measures.analysis import TIE_TOLERANCE
 
 if TYPE_CHECKING:
-    from mhacli.grammar.score import Crowd
+    from mhacli.grammar.score import Control, Crowd
     from mhacli.attention.trace import Trace
 
 Array = np.ndarray
@@ -167,6 +167,7 @@ class TrainedPair:
     heads_parameters: int
     by_relation: tuple[tuple[str, float, float], ...]  # (relation, lone head, h heads) held-out accuracy
     crowds: tuple[Crowd, Crowd] | None = None  # a grammar pair's verb accuracy by nouns of a class (lone, h heads)
+    control: Control | None = None  # the same training with positions in the values (score.control), if measured
     single_entropy: float = float("nan")  # bits, mean over the lone head's rows: how focused it is
     heads_entropy: tuple[float, ...] = ()  # bits, mean over each of the h heads' rows
 
@@ -192,7 +193,7 @@ def trained_pair(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_me
     The accuracies are :func:`mhacli.grammar.score.score`'s (the one held-out accuracy, mean over relations), the
     parameter counts the training records'; the weights are the two models' attention on this one text.
     """
-    from mhacli.grammar.score import by_relation, crowd, score
+    from mhacli.grammar.score import by_relation, control, crowd, score
     from mhacli.measures.analysis import row_entropy
 
     if alone.config.task != heads.config.task or alone.config.heads != 1:
@@ -207,6 +208,7 @@ def trained_pair(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_me
         single_parameters=int(alone_metrics["parameters"]), heads_parameters=int(heads_metrics["parameters"]),
         by_relation=by_relation(single, many),
         crowds=(crowd(alone), crowd(heads)) if getattr(alone, "sentences", False) else None,
+        control=control(single.accuracy, many.accuracy) if getattr(alone, "sentences", False) else None,
         single_entropy=float(row_entropy(single_w).mean()),
         heads_entropy=tuple(float(e) for e in row_entropy(heads_w).mean(axis=-1)))
 

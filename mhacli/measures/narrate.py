@@ -1,21 +1,9 @@
 """The sentences the tool says about a run, each computed from that run's :class:`~mhacli.measures.analysis.Analysis`.
 
-Pure functions returning plain strings (no Rich markup): the renderers place
-them.  Every number in a sentence is one of the analysis's measures, and
-every comparison ("more", "agree", "different") is decided from them, so a
-test can parse each sentence back and check it (``tests/test_narrate.py``).
-
-Wording depends on what made the weights:
-
-* ``random`` — patterns are accidents of the seed; the sentences say so and
-  never call a pattern a finding.
-* ``designed`` — each head was built to follow a rule; the sentences check the
-  rule against what the head did.
-* ``trained`` (or any other kind) — each head follows what it learned; the
-  sentences name the relation it follows, measured, not assumed.
-
-``hide_rules=True`` gives the variant for the "name what each head does"
-activity: no rule or relation name appears, only positions and numbers.
+Plain strings, no Rich markup; every number and comparison comes from the analysis, so tests/test_narrate.py can
+parse each sentence back. The wording follows what made the weights: random (accidents of the seed, never a
+finding), designed (the rule checked against the head), trained (the relation measured). ``hide_rules=True``
+names no rule, for the "name what each head does" activity.
 """
 
 from __future__ import annotations
@@ -40,7 +28,7 @@ if TYPE_CHECKING:
     from mhacli.grammar.knockout import Knockout, Mismatch
     from mhacli.grammar.sweep import Sweep
     from mhacli.measures.lesson import TrainedPair
-    from mhacli.grammar.score import Crowd
+    from mhacli.grammar.score import Control, Crowd
 
 RANDOM, DESIGNED, TRAINED, UNTRAINED = "random", "designed", "trained", "untrained"
 RANDOM_LABEL = "random weights: these patterns mean nothing yet"
@@ -173,13 +161,9 @@ def _weights_label(kind: str, rules: Sequence[str] | None, hide_rules: bool) -> 
 
 
 def head_caption(analysis: Analysis, i: int, hide_rules: bool = False, *, stand_alone: bool = True) -> str:
-    """One line under head ``i`` (0-based): what its per-query argmax follows, in the run's words.
-
-    ``head 2: previous token on 10 of 10 rows`` (designed, trained);
-    ``head 2: previous token on 4 of 10 rows (random weights: this means nothing yet)``;
-    hidden: ``head 2: its top key takes 97 % of a row on average; sharp``.
-    ``stand_alone=False`` leaves out the random-weights remark, for a figure whose own
-    weights line right above already says it.
+    """One line under head ``i`` (0-based): what its per-query argmax follows, in the run's words, e.g.
+    ``head 2: previous token on 4 of 10 rows (random weights: this means nothing yet)``. ``stand_alone=False``
+    leaves out the random-weights remark, for a figure whose weights line already says it.
     """
     s = analysis.heads[i]
     kind = kind_of(analysis)
@@ -318,6 +302,8 @@ def apart_sentence(apart: TrainedApart, heads: int) -> str:
             text += (f" It falls shortest on {name}: {alone:.1%} against {together:.1%}.")
     if apart.crowds is not None and apart.heads_accuracy > apart.single_accuracy:
         text += " " + crowd_sentence(apart.crowds, heads)
+    if apart.control is not None:
+        text += " " + control_sentence(apart.control, 100 * (apart.heads_accuracy - apart.single_accuracy))
     # a head below the naming share learned none; one its card names only "partly" is not one of its own either
     named = [r for r in apart.heads_relations if r != NO_RELATION and not r.startswith("partly ")]
     distinct = len(set(named)) == len(named) == heads > 1
@@ -426,7 +412,37 @@ def pair_sentence(pair: TrainedPair) -> str:
                  f"({100 * (worst[2] - worst[1]):.1f} points).")
     else:
         said += f" The gap is {pair.gap:.1f} points."
-    return said + (f" {crowd_sentence(pair.crowds, h)}" if pair.crowds is not None else "")
+    said += f" {crowd_sentence(pair.crowds, h)}" if pair.crowds is not None else ""
+    return said + (f" {control_sentence(pair.control, pair.gap)}" if pair.control is not None else "")
+
+
+def control_sentence(control: "Control", gap: float) -> str:
+    """The control beside a one-vs-many result: the same training with positions in the values, its gap and its
+    lone head's verb accuracy by nouns of a class (``gap``: the shown pair's, in points)."""
+    split = ", ".join(f"{c} {percent(a)}" for c, a, n in zip(("one", "two", "three"), control.crowd.accuracy,
+                                                             control.crowd.queries) if n)
+    return (f"The control, the same training (seed {control.seed}) with positions put back into the values "
+            f"(V from X = E + P, not E): one head {percent(control.single)}, {control.head_count} heads "
+            f"{percent(control.heads)}, a gap of {control.gap:.1f} points against {gap:.1f}; its lone head at the "
+            f"verb: {split} with one, two and three nouns of the class."
+            + (" Most of the gap, then, comes from values without positions, in this grammar and this training."
+               if round(control.gap, 1) < round(gap, 1) / 2 else ""))  # decided on the two gaps as printed
+
+
+def cause_line(pair: "TrainedPair") -> str:
+    """One-vs-many.png's line under a grammar pair's numbers: the lone head by nouns of a class, and the control
+    ("" for a pair without them)."""
+    if pair.crowds is None:
+        return ""
+    alone = pair.crowds[0]
+    split = ", ".join(f"{c} {percent(a)}" for c, a, n in zip(("one", "two", "three"), alone.accuracy, alone.queries)
+                      if n)
+    said = f"1 head at the verb, by nouns of the asked noun's class: {split}"
+    c = pair.control
+    if c is not None:
+        said += (f"\nwith positions in the values (the control): 1 head {percent(c.single)} → {percent(c.heads)}, "
+                 f"gap {c.gap:.1f} points (here {pair.gap:.1f})")
+    return said
 
 
 def magnifier_limit(pairs: "Sequence[TrainedPair]") -> str | None:
@@ -499,14 +515,17 @@ def trained_names_note(analysis: Analysis) -> str | None:
 
 def mismatch_sentence(m: "Mismatch") -> str:
     """Where the card and the knockout part, in one sentence, both numbers given."""
-    from mhacli.grammar.card import short_name
+    from mhacli.grammar.card import short_name, whole_percent
 
     row = short_name(m.row)
+    across = (f", which reaches {'below' if m.cost >= evidence.KNOCKOUT_POINTS else 'above'} "
+              f"{evidence.KNOCKOUT_POINTS:.0f}") if m.unsettled else ""
+    ends = f" (95% interval {m.interval}{across})" if m.interval else ""
     if m.named:
-        return (f"head {m.head + 1} is known by {row} ({_pct(m.rate)} trained), yet switching it off costs "
-                f"{row} only {evidence.points(m.cost)} points: other heads carry it too.")
-    return (f"switching off head {m.head + 1} costs {row} {evidence.points(m.cost)} points, though its card does not "
-            f"name it for {row} (it finds that noun on {_pct(m.rate)} of the queries).")
+        return (f"head {m.head + 1} is known by {row} ({whole_percent(m.rate)}% trained), yet switching it off costs "
+                f"{row} only {evidence.points(m.cost)} points{ends}: other heads carry it too.")
+    return (f"switching off head {m.head + 1} costs {row} {evidence.points(m.cost)} points{ends}, though its card "
+            f"does not name it for {row} (it finds that noun on {whole_percent(m.rate)}% of the queries).")
 
 
 def sweep_sentence(s: "Sweep") -> str:
@@ -531,7 +550,8 @@ def card_rule_sentence(card: "Card") -> str:
     return (f"A cell is the share of a relation's queries whose top key, clear of chance, is the relation's noun "
             f"per the grammar's parse, over its 95% interval; {card.caption()}. A head is named from "
             f"{_pct(evidence.CARD_NAME_RATE)} with the interval's lower end at {_pct(evidence.NAME_SHARE)} or "
-            f"more, \"partly\" from {_pct(evidence.NAME_SHARE)}, unnamed below" + _baseline_rule(card) + ".")
+            f"more, \"partly\" from {_pct(evidence.NAME_SHARE)}, unnamed below" + _baseline_rule(card) + "."
+            + ("" if card.always is None else f" In each cell, {CARD_BASES_KEY}."))
 
 
 def _baseline_rule(card: "Card") -> str:
@@ -550,16 +570,38 @@ def _baseline_rule(card: "Card") -> str:
     return said
 
 
-def card_outline_note() -> str:
-    """What the card figure's outlines mean."""
-    return (f"outlined: named ({_pct(evidence.CARD_NAME_RATE)} and over, the interval's lower end at "
-            f"{_pct(evidence.NAME_SHARE)} or more)")
+def card_outline_note(card: "Card | None" = None) -> str:
+    """What the card figure's outlines mean, and its cells' baselines when the card measured them."""
+    said = (f"outlined: named ({_pct(evidence.CARD_NAME_RATE)} and over, the interval's lower end at "
+            f"{_pct(evidence.NAME_SHARE)} or more")
+    if card is None or card.always is None or card.offset is None:
+        return said + ")"
+    return said + (f" and {_pct(evidence.PICK_LIFT)} of the way from each baseline to certain); " + CARD_BASES_KEY)
+
+
+#: What a card cell's third line says (the table's and card.png's): the two baselines its name must beat.
+CARD_BASES_KEY = "under each interval, vs always looks there / best offset (%)"
+
+
+def card_bases(card: "Card") -> tuple[tuple[str, ...], ...]:
+    """(R, h) each card cell's baselines as its third line prints them, ``vs 98/41`` (whole percent, rounded down
+    as the rates are), or "" for a card that did not measure them."""
+    from mhacli.grammar.card import whole_percent
+
+    if card.always is None or card.offset is None:
+        return tuple(("",) * card.heads for _ in card.rows)
+    return tuple(tuple(f"vs {whole_percent(card.always[r, i])}/{whole_percent(card.offset[r])}"
+                       for i in range(card.heads)) for r in range(len(card.rows)))
 
 
 def knockout_rule_sentence() -> str:
     """What the knockout columns mean."""
+    from mhacli.grammar.knockout import BOOTSTRAP
+
     return ("Off: points of held-out accuracy the relation loses when that head's output is zeroed before W_o "
-            f"(its whole contribution to O); {evidence.KNOCKOUT_POINTS:.0f} points or more is a cost worth a word.")
+            f"(its whole contribution to O); {evidence.KNOCKOUT_POINTS:.0f} points or more is a cost worth a word. "
+            f"Under each cost worth a word, or whose interval reaches {evidence.KNOCKOUT_POINTS:.0f}: its 95% "
+            f"interval in points lost (the held-out sentences resampled {BOOTSTRAP:,} times).")
 
 
 def knockout_sentences(card: "Card", knock: "Knockout") -> list[str]:

@@ -1,11 +1,8 @@
 """Homework: questions about one real run, with answers read from its trace.
 
-Every answer comes from the :class:`~mhacli.attention.trace.Trace` (its steps, parameter
-count and attention weights), never from a table of expected results, and
-every question names the command that shows the answer.  The choice of
-questions is drawn from :class:`random.Random` seeded with the quiz seed, so
-the same sample and seed always give the same quiz.  Pure logic: the terminal
-rendering lives in :mod:`mhacli.render.quiz`.
+Every answer comes from the :class:`~mhacli.attention.trace.Trace`, never a table of expected results, and every
+question names the command that shows the answer. Questions are drawn by a :class:`random.Random` seeded with the
+quiz seed, so a sample and seed always give the same quiz. The terminal rendering is :mod:`mhacli.render.quiz`.
 """
 
 from __future__ import annotations
@@ -373,11 +370,8 @@ def _shared_quiz(trace: Trace, rng: random.Random, measures: Analysis, count: in
 
 
 def make_quiz(trace: Trace, seed: int, count: int = 5, analysis: Analysis | None = None) -> list[Question]:
-    """``count`` different questions about ``trace``; the first three kinds are a shape, a
-    parameter count and a head's favourite key, then one question that needs understanding (why
-    splitting keeps the parameters, why one row cannot serve two tokens, what the average hides),
-    the rest drawn by ``seed``.
-    ``analysis``: the run's measures when the caller has them (the pipeline's result)."""
+    """``count`` different questions about ``trace``: a shape, a parameter count, a head's favourite key, one question
+    that needs understanding, the rest drawn by ``seed``. ``analysis``: the run's measures when the caller has them."""
     rng = random.Random(f"mhacli-quiz:{seed}")  # str seeds hash with SHA-512: stable everywhere
     measures = analysis if analysis is not None else analyse(trace)
     if trace.kv_heads < trace.num_heads:

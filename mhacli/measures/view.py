@@ -161,6 +161,7 @@ class AttentionView:
     source: str | None = None
     padded: Array | None = None  # (N,) True at a position attention_mask marks as padding
     note: str | None = None  # what the view was told that the weights say otherwise (causal=False on causal ones)
+    key_value_heads: int | None = None  # g key/value groups the h query heads share (from_attention's kv_heads)
     kind: str = field(default="your model", init=False)
 
     def __post_init__(self) -> None:
@@ -173,8 +174,10 @@ class AttentionView:
 
     def __repr__(self) -> str:
         words = " ".join(self.tokens[:8]) + (" …" if self.n_tokens > 8 else "")
-        return (f"<mhacli AttentionView: {self.n_layers} layer(s) × {self.num_heads} heads over {self.n_tokens} "
-                f"tokens, {'causal' if self.causal else 'bidirectional'}, showing {self.layer_names[self.layer]}\n"
+        groups = "" if self.key_value_heads is None else f" in {self.key_value_heads} key/value groups"
+        return (f"<mhacli AttentionView: {self.n_layers} layer(s) × {self.num_heads} heads{groups} over "
+                f"{self.n_tokens} tokens, {'causal' if self.causal else 'bidirectional'}, "
+                f"showing {self.layer_names[self.layer]}\n"
                 f"  tokens: {words}>")
 
     def _repr_html_(self) -> str | None:
@@ -197,6 +200,19 @@ class AttentionView:
     @property
     def n_tokens(self) -> int:
         return len(self.tokens)
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads g the query heads share (h unless ``from_attention`` was told ``kv_heads``), as a
+        trace's: the figures and the page mark the heads of one group."""
+        return self.num_heads if self.key_value_heads is None else self.key_value_heads
+
+    @property
+    def head_groups(self) -> tuple[int, ...]:
+        """The key/value group each query head reads (0-based): ⌊i / (h/g)⌋."""
+        from mhacli.attention.kv import group_of
+
+        return tuple(group_of(i, self.num_heads, self.kv_heads) for i in range(self.num_heads))
 
     @property
     def mask(self) -> Array | None:
@@ -233,20 +249,12 @@ def is_causal(layers: Array) -> bool:
 def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None,
                    names: Sequence[str] | None = None, layer_names: Sequence[str] | None = None,
                    layer: object = 0, batch_index: object = None, attention_mask: Any = None,
-                   raw_tokens: object = False) -> AttentionView:
+                   raw_tokens: object = False, kv_heads: object = None) -> AttentionView:
     """A view of your model's attention: ``weights`` (h, N, N), (layers, h, N, N) or Hugging Face's per-layer tuple.
 
-    ``causal=None`` finds out from the weights (all zero above the diagonal);
-    ``names`` names the heads; ``layer`` (0-based) picks the layer shown first;
-    ``batch_index`` (0-based) picks one sequence of a batch;
-    ``attention_mask`` (Hugging Face's: 1 for a token, 0 for padding; (N,) or (batch, N)) draws padded
-    positions as masked and leaves them out of every measure; the tokens are shown as text, a tokenizer's
-    markers read (``Ġcat`` is ``cat``, :func:`mhacli.attention.markers.readable`) unless ``raw_tokens=True``.
-
-    >>> import numpy as np
-    >>> view = from_attention(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"])
-    >>> view.num_heads, view.n_tokens, view.causal
-    (2, 3, False)
+    ``causal=None`` reads it from the weights; ``layer`` and ``batch_index`` are 0-based; ``attention_mask`` (1 token,
+    0 padding) keeps padding out of every measure; tokenizer markers are read (``Ġcat``: ``cat``) unless ``raw_tokens``.
+    ``kv_heads`` (g dividing h: ``config.num_key_value_heads``) names the key/value group each query head reads.
     """
     from mhacli.attention.checks import flag, strings, whole_number
     from mhacli.attention.markers import readable
@@ -271,14 +279,29 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None
     lnames = strings("layer_names", layer_names, "one per layer") or tuple(f"layer {i}" for i in range(n_layers))
     if len(lnames) != n_layers:
         raise UsageError(f"{len(lnames)} layer names for {n_layers} layers; give one name per layer.")
+    groups = None if kv_heads is None else _groups(kv_heads, h)
     padded = None if attention_mask is None else _padded(attention_mask, index, layers, token_tuple, precision)
     note = None
     if wanted_causal is False and found:  # the hatching would go without a word: the model never looked ahead
         note = ("causal=False, though no query gives any weight to a later key (a causal model's weights): drawn "
                 "over every key as asked, the later keys' zeros are ones the model never computed")
     view = AttentionView(token_tuple if raw else readable(token_tuple), layers, lnames, head_names,
-                         found if wanted_causal is None else wanted_causal, padded=padded, note=note)
+                         found if wanted_causal is None else wanted_causal, padded=padded, note=note,
+                         key_value_heads=groups)
     return view.at_layer(wanted_layer) if wanted_layer else view
+
+
+def _groups(kv_heads: object, h: int) -> int | None:
+    """``kv_heads`` checked against the weights' h heads: a whole number g dividing h (None when g = h)."""
+    from mhacli.attention.checks import whole_number
+    from mhacli.attention.config import divisors
+
+    g = whole_number("kv_heads", kv_heads)
+    if not 1 <= g <= h or h % g:
+        raise UsageError(f"{{kv_heads:name}} {g} must divide the {h} heads of these weights (each key/value group "
+                         f"serves the same number of query heads); choose one of "
+                         f"{', '.join(str(k) for k in divisors(h))}.", kv_heads=g)
+    return None if g == h else g
 
 
 def _padded(attention_mask: Any, batch_index: int | None, layers: Array, tokens: tuple[str, ...],

@@ -1,11 +1,8 @@
 """Your model's attention saved as an npz: ``weights`` (h, N, N), (layers, h, N, N) or (layers, batch, h, N, N),
-``tokens``, and optionally ``layer_names``, ``head_names`` and ``attention_mask`` (Hugging Face's: padding masked);
-read back as an :class:`~mhacli.measures.view.AttentionView`.
-
-The attention may also be named ``attentions`` or ``attention`` (as people save Hugging Face's
-``output_attentions``); text may be str or bytes arrays (bytes are decoded as UTF-8).  The file
-goes through the bounded reader of :mod:`mhacli.io.archive`: object arrays are refused, never
-unpickled.  docs/your-model.md shows how to write one from a Hugging Face model.
+``tokens``, optional ``layer_names``, ``head_names`` and ``attention_mask``; read back as an
+:class:`~mhacli.measures.view.AttentionView`. ``attentions`` or ``attention`` are read as ``weights``; text may be
+bytes (UTF-8). Read through :mod:`mhacli.io.archive`: object arrays are refused, never unpickled.
+docs/your-model.md shows how to write one from a Hugging Face model.
 """
 
 from __future__ import annotations
@@ -24,6 +21,7 @@ from mhacli.measures.view import AttentionView, from_attention
 MAX_ATTENTION_BYTES = 4 * 2**30  # 24 layers × 16 heads × 2,048² float32 is 6 GiB: beyond a picture
 TEXT_KEYS = ("tokens", "layer_names", "head_names")
 MASK_KEY = "attention_mask"  # Hugging Face's: 1 for a token, 0 for padding (optional)
+KV_KEY = "kv_heads"  # g key/value groups the heads share (optional; a grouped-query model's num_key_value_heads)
 _HINT = "give an .npz of 'weights' and 'tokens' (docs/your-model.md)"
 
 
@@ -54,9 +52,11 @@ def _one_attention(path: Path, arrays: dict[str, np.ndarray], keys: list[str]) -
     return first
 
 
-def load_attention(path: Path, layer: int | None = None, batch_index: int | None = None) -> AttentionView:
+def load_attention(path: Path, layer: int | None = None, batch_index: int | None = None,
+                   raw_tokens: bool = False) -> AttentionView:
     """The attention view saved in ``path``; ``layer`` (from 0, as everywhere) picks the layer shown,
-    ``batch_index`` (0-based) one sequence of a batch."""
+    ``batch_index`` (0-based) one sequence of a batch; ``raw_tokens`` keeps the tokenizer's markers; a
+    ``kv_heads`` member (g) says which heads share a key/value group."""
     from mhacli.io.archive import read_npz
 
     path = Path(path)
@@ -75,7 +75,7 @@ def load_attention(path: Path, layer: int | None = None, batch_index: int | None
 
     arrays = read_npz(path, noun="attention file", hint=_HINT, bad=bad, cap=MAX_ATTENTION_BYTES,
                       names_check=check_names,
-                      wanted=lambda name: name in TEXT_KEYS or name in chosen or name == MASK_KEY)
+                      wanted=lambda name: name in TEXT_KEYS or name in chosen or name in (MASK_KEY, KV_KEY))
     key = _one_attention(path, arrays, chosen)
     tokens = _strings(path, "tokens", arrays["tokens"])
     layer_names = _strings(path, "layer_names", arrays["layer_names"]) if "layer_names" in arrays else None
@@ -84,12 +84,29 @@ def load_attention(path: Path, layer: int | None = None, batch_index: int | None
         raise UsageError(f"{shown_path(path)}: {key!r} must hold numbers, got {arrays[key].dtype}.")
     try:
         view = from_attention(arrays[key], tokens, names=head_names, layer_names=layer_names,
-                              batch_index=batch_index, attention_mask=arrays.get(MASK_KEY))
+                              batch_index=batch_index, attention_mask=arrays.get(MASK_KEY), raw_tokens=raw_tokens,
+                              kv_heads=_kv_heads(path, arrays.get(KV_KEY), arrays[key]))
     except UsageError as exc:  # the same check as in Python, said of this file
         where = literal(shown_path(path))
         raise UsageError(f"{where}: {exc.template}", **exc.params) from None
     view = view if layer is None else view.at_layer(layer)
     return replace(view, source=str(path))
+
+
+def _kv_heads(path: Path, a: np.ndarray | None, attention: np.ndarray) -> int | None:
+    """The file's ``kv_heads`` as one whole number dividing its heads (h: the third axis from the end), or None."""
+    from mhacli.attention.config import divisors
+
+    if a is None:
+        return None
+    if a.shape != () or a.dtype.kind not in "iu":
+        raise UsageError(f"{shown_path(path)}: 'kv_heads' must be one whole number (the key/value groups g), "
+                         f"got {a.dtype} {a.shape}.")
+    g, h = int(a), attention.shape[-3] if attention.ndim >= 3 else 0
+    if h and (not 1 <= g <= h or h % g):
+        raise UsageError(f"{shown_path(path)}: its 'kv_heads' {g} must divide its {h} heads (each key/value group "
+                         f"serves the same number of query heads): one of {', '.join(map(str, divisors(h)))}.")
+    return g
 
 
 def save_attention(view: AttentionView, path: Path) -> None:
@@ -100,4 +117,6 @@ def save_attention(view: AttentionView, path: Path) -> None:
         arrays["head_names"] = np.array(view.head_names)
     if view.padded is not None:
         arrays[MASK_KEY] = (~view.padded).astype(np.int64)  # (N,): 1 for a token, 0 for padding
+    if view.key_value_heads is not None:
+        arrays[KV_KEY] = np.array(view.key_value_heads)
     np.savez(path, **arrays)

@@ -1,11 +1,9 @@
 """A Llama- or Mistral-style attention layer: ``q_proj``, ``k_proj``, ``v_proj``, ``o_proj`` and rotary positions.
 
-Such a layer (Llama 2/3, Mistral, Qwen2 with its q/k/v biases) is the article's attention with two changes:
-its h query heads share g key/value heads (``k_proj`` and ``v_proj`` are (g·d/h) × d, Ainslie et al. 2023),
-and positions enter by turning Q and K (rotary positions, Su et al. 2021), never by adding to X, and never
-to V.  The head count is the user's (``--heads``) or the state dict's ``num_attention_heads``; g is the
-state dict's ``num_key_value_heads`` or follows from ``k_proj``'s rows; the rotary base is the state dict's
-``rope_theta`` (10,000, Llama 2's, when it records none).  What cannot be read is refused by name.
+The article's attention with two changes: h query heads share g key/value heads (``k_proj``, ``v_proj`` are
+(g·d/h) × d), and positions turn Q and K (rotary, Su et al. 2021) instead of adding to X. h is ``--heads`` or
+``num_attention_heads``; g is ``num_key_value_heads`` or follows from ``k_proj``; the rotary base is ``rope_theta``
+(10,000 when unrecorded). What cannot be read is refused by name.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """Your own weights: one self-attention layer's parameters, found in a state dict and checked once.
 
-PyTorch's ``nn.MultiheadAttention`` keeps the three input projections stacked in
-one matrix, ``in_proj_weight`` (3d × d: W_q, then W_k, then W_v, each in the
-``x Wᵀ`` layout mhacli uses), their biases in ``in_proj_bias`` (3d), and the
-output projection in ``out_proj.weight`` (d × d) and ``out_proj.bias`` (d).
-
-:func:`from_state_dict` is the one validation every weights object goes
-through (a state dict from a file or from Python, or anything else passed as
-``weights``).  It reads these layouts, each mapping exactly onto the article's
-equations (head i = rows i·d/h … of W_q, scores / √(d/h), softmax, W_o):
-
-* ``nn.MultiheadAttention`` (also inside ``nn.TransformerEncoder(Layer)`` as
-  ``layers.N.self_attn.``), with ``q_proj_weight``/``k_proj_weight``/``v_proj_weight``
-  when they are d × d;
-* Hugging Face BERT-style self-attention (``encoder.layer.N.attention.self.query``,
-  ``.key``, ``.value`` and ``attention.output.dense``: BERT, RoBERTa);
-* Hugging Face GPT-2 (``h.N.attn.c_attn`` and ``c_proj``, Conv1D layout ``x W``; causal).
-
-What these layouts hold and mhacli does not model is refused by name
-(:data:`UNMODELLED`), never ignored.  A state dict does not record the number of
-heads: the caller says it (or the state dict holds ``num_heads``, as mhacli's own
-files may).
+:func:`from_state_dict` is the one validation every weights object goes through. It reads layouts that map
+exactly onto the article's equations: ``nn.MultiheadAttention`` (``in_proj_weight`` 3d × d stacking W_q, W_k, W_v;
+``out_proj``), also inside ``nn.TransformerEncoder``; Hugging Face BERT-style ``query/key/value``; GPT-2's
+``c_attn``/``c_proj`` (Conv1D, causal). What they hold and mhacli does not model is refused (:data:`UNMODELLED`).
 """
 
 from __future__ import annotations
@@ -72,10 +55,8 @@ CROSS = ("multihead_attn", "encoder_attn", "crossattention", "cross_attn")
 class AttentionWeights:
     """W_q, W_k, W_v, W_o (d × d, PyTorch layout) and their biases (d,), or None where the module had none.
 
-    ``heads`` is the head count the source recorded (None: a bare state dict does not say);
-    ``causal`` is True when the model the layer came from masks later tokens (GPT-2);
-    ``name`` says which module of a state dict holding several it is;
-    ``decoder`` is True for a decoder's self-attention (run causally: see :func:`causal_note`).
+    ``heads``: the count the source recorded (None: not recorded); ``causal``: the model masks later tokens (GPT-2);
+    ``name``: which module of the state dict; ``decoder``: a decoder's self-attention (see :func:`causal_note`).
     """
 
     w_q: Array
@@ -312,9 +293,8 @@ def from_state_dict(state: Any, heads: object = None, layer: object = None,
                     where: str = "the weights") -> AttentionWeights:
     """Find one self-attention layer in ``state`` (numpy arrays or tensors), check it and split it into W_q … b_o.
 
-    ``layer`` picks one when the state dict holds several (a number from 0, as the module names count
-    them, or its name, e.g. ``"layers.1.self_attn"``); ``heads`` is checked against a head count
-    the state dict records; ``where`` names the source in messages.
+    ``layer`` picks one of several (a number from 0 or a name such as ``"layers.1.self_attn"``); ``heads`` is
+    checked against a recorded head count; ``where`` names the source in messages.
     """
     state = _mapping(state, where)
     modules = find_modules(state)

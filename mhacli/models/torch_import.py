@@ -1,13 +1,8 @@
 """PyTorch, imported only where it is needed and under one guard.
 
-PyTorch is optional (reading ``.pt`` weights, checking a run against its own
-attention).  Importing it can fail in ways an ``except ImportError`` never sees:
-under an address-space limit (``ulimit -v`` around 550 MB) its shared libraries
-abort the whole process from C++ (``std::bad_alloc``, "cannot allocate memory
-for thread-local data"), before Python could catch anything.  So the limit is
-checked first, every exception of the import becomes one sentence, and the
-warnings PyTorch prints while loading are silenced: the caller turns the
-sentence into one note or one error line.
+PyTorch is optional, and its import can abort the whole process from C++ under an address-space limit
+(``ulimit -v``) before Python can catch anything. So the limit is checked first, every exception of the import
+becomes one sentence, and PyTorch's loading warnings are silenced.
 """
 
 from __future__ import annotations
@@ -17,9 +12,8 @@ from types import ModuleType
 
 from mhacli.io.host import address_space_left
 
-# Measured on the 2-core Linux machine (torch 2.13, CPU): importing torch after numpy grows the
-# address space by ~500 MiB (VmPeak 139 MB -> 639 MB); with 600 MB of ulimit -v it aborted, with
-# 650 MB it loaded.  Asking for 768 MiB of headroom leaves a margin for other builds.
+# Importing torch after numpy grows the address space by about 500 MiB (docs/performance.md); 768 MiB of
+# headroom leaves a margin for other builds.
 TORCH_ADDRESS_SPACE = 768 * 2**20
 
 _failure: list[str] = []  # why the import failed, once: a second import of a half-loaded torch is not safe

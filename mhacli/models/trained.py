@@ -1,17 +1,8 @@
 """A trained attention layer as an npz file, and back; and a normal Trace from it.
 
-The file holds plain arrays only (``np.load(path)`` needs no ``allow_pickle``)
-and keeps the attention weights in PyTorch's layout, so they load straight
-into ``nn.MultiheadAttention(d, h, bias=False)``::
-
-    in_proj_weight (3d, d)   W_q, W_k, W_v stacked, in that order
-    out_proj.weight (d, d)   W_o
-    embedding (V, d)         the learned token table; vocabulary (V,) its tokens
-    positions (N, d)         the positions added to it; positions_kind: learned | sinusoidal
-    readout (T, V, d)        one linear readout per target; targets (T,) their relation names
-    relations (h,)           each head's learned relation; relation_share (h,) how often its argmax follows it
-    task, config, metrics    the task name; the training config and metrics as JSON text
-    kind, format_version     what the file is ("mhacli-trained"), and which layout (1)
+Plain arrays only (no ``allow_pickle``), the attention in PyTorch's layout so ``in_proj_weight`` (3d, d) and
+``out_proj.weight`` load straight into ``nn.MultiheadAttention(d, h, bias=False)``; beside them the embedding,
+positions, readouts, each head's relation, and the config and metrics as JSON. docs/training.md lists every array.
 """
 
 from __future__ import annotations
@@ -23,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from mhacli import __version__
+from mhacli.version import __version__
 from mhacli.grammar.card import Card
 from mhacli.attention.config import Config
 from mhacli.attention.errors import UsageError
@@ -307,14 +298,12 @@ def trained_caution(model: TrainedModel, tokens: Sequence[str]) -> str | None:
 
 
 def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
-    """The shipped one-head model trained alone, and what it and the shipped h heads reached.
-
-    Both files were made by the same documented command (docs/training.md), once with
-    ``--heads 1``: same task, steps and parameter count, so ``mha compare --weights trained``
-    can set one head trained alone beside the heads trained together.
+    """The shipped one-head model trained alone, and what it and the shipped h heads reached: both made by the same
+    command (docs/training.md), once with ``--heads 1``, so ``mha compare --weights trained`` can set one head
+    trained alone beside the heads trained together.
     """
     from mhacli.measures.compare import TrainedApart
-    from mhacli.grammar.score import by_relation, crowd, score
+    from mhacli.grammar.score import by_relation, control, crowd, score
     from mhacli.models.shipped import shipped_model_path
 
     alone, alone_metrics = load_trained(shipped_model_path(alone=True, name=name))
@@ -326,5 +315,6 @@ def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
                          single_relations=tuple(name for name, _ in alone.relations),
                          heads_relations=tuple(name for name, _ in heads.relations),
                          by_relation=by_relation(single, many),
-                         crowds=(crowd(alone), crowd(heads)) if alone.sentences else None)
+                         crowds=(crowd(alone), crowd(heads)) if alone.sentences else None,
+                         control=control(single.accuracy, many.accuracy) if alone.sentences else None)
     return alone, apart

@@ -1,12 +1,8 @@
 """Reading your own attention weights from a file: an npz, a ``.pt`` state dict (with PyTorch) or ``.safetensors``.
 
-The npz holds the arrays of one ``nn.MultiheadAttention`` under PyTorch's names
-(``in_proj_weight``, ``out_proj.weight``, optional ``in_proj_bias`` and
-``out_proj.bias``), for example written by
-``np.savez("mine.npz", **{k: v.numpy() for k, v in module.state_dict().items()})``;
-or the state dict of a whole model holding several layers, one picked by ``layer``
-(:mod:`mhacli.models.state_dict` lists the layouts read).  Every file goes through the
-bounded readers of :mod:`mhacli.io.archive`; nothing is ever unpickled.
+An npz holds one ``nn.MultiheadAttention``'s arrays under PyTorch's names (``np.savez("mine.npz",
+**{k: v.numpy() for k, v in module.state_dict().items()})``), or a whole model's, one layer picked by ``layer``.
+Every file goes through the bounded readers of :mod:`mhacli.io.archive`; nothing is ever unpickled.
 """
 
 from __future__ import annotations
@@ -207,10 +203,8 @@ def _is_trained(path: Path) -> bool:
 def resolve_weights(value: str, heads: object = None, layer: object = None) -> Any:
     """``--weights VALUE`` that is not random or designed: the shipped trained model, a file, or a refusal.
 
-    Returns :class:`AttentionWeights` (your nn.MultiheadAttention, its ``heads`` set: the
-    given ``heads``, or the count the file records, else a usage error naming the file)
-    or a trained model (which records its own heads; ``layer`` is refused for one).
-    ``layer`` picks one self-attention layer of a file holding several.
+    Returns :class:`AttentionWeights` (``heads`` set: the given count, the file's, else a usage error) or a trained
+    model (which has its own heads; ``layer`` is refused for one). ``layer`` picks a layer of a file holding several.
     """
     from mhacli.attention.config import WEIGHT_KINDS
     from mhacli.attention.messages import shown

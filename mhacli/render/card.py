@@ -12,7 +12,8 @@ import math
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -21,7 +22,7 @@ from mhacli.grammar.knockout import Knockout
 from mhacli.grammar.score import percent
 from mhacli.grammar.sweep import Sweep
 from mhacli.render import theme
-from mhacli.render.fit import fitted_table
+from mhacli.render.fit import Fitted, fitted_table
 
 if TYPE_CHECKING:
     from mhacli.pipeline import CardShown
@@ -45,6 +46,8 @@ def _cell(card: CardShown, r: int, i: int) -> Text:
     style = theme.head_style(i) if card.named[r, i] else ""
     text = Text(_pct(card.rate[r, i]), style=style)
     text.append(f"\n{_pct(card.low[r, i])}–{_pct(card.high[r, i])}", style=theme.STYLE_DIM)
+    if card.bases and card.bases[r][i]:  # the baselines its name must beat: why it is, or is not, named
+        text.append(f"\n{card.bases[r][i]}", style=theme.STYLE_DIM)
     return text
 
 
@@ -57,7 +60,22 @@ def card_table(card: CardShown) -> RenderableType:
         table.add_column(Text(f"head {i + 1}", style=theme.head_style(i)), justify="right")
     for r, row in enumerate(card.rows):
         table.add_row(row, f"{card.queries[r]:,}", *(_cell(card, r, i) for i in range(card.heads)))
-    return fitted_table(table)
+    return Fitted(table, lambda console: _card_records(card))
+
+
+def _card_records(card: CardShown) -> RenderableType:
+    """The card at a narrow width: a record per row, each head's rate, interval and baselines on one labelled
+    line (``head 4: 92%, 91%–93%, vs 90/69``), in the order the rule sentence names them."""
+    parts: list[RenderableType] = []
+    for r, row in enumerate(card.rows):
+        parts += [Text(row), Padding(Text(f"queries: {card.queries[r]:,}"), (0, 0, 0, 2))]
+        for i in range(card.heads):
+            line = Text(f"head {i + 1}: ")
+            line.append(_pct(card.rate[r, i]), style=theme.head_style(i) if card.named[r, i] else "")
+            base = f", {card.bases[r][i]}" if card.bases and card.bases[r][i] else ""
+            line.append(f", {_pct(card.low[r, i])}–{_pct(card.high[r, i])}{base}", style=theme.STYLE_DIM)
+            parts.append(Padding(line, (0, 0, 0, 2)))
+    return Group(*parts)
 
 
 def card_lines(card: CardShown) -> list[str]:
@@ -95,7 +113,10 @@ def knockout_table(card: CardShown, knock: Knockout) -> RenderableType:
             cells.append(Text(_pct(card.rate[r, i]), style=theme.head_style(i) if card.named[r, i] else ""))
             shown = knock.points[i][r]  # the digits that keep it on its verdict's side
             said = "0" if float(shown) == 0 else f"+{shown[1:]}" if shown.startswith("-") else f"−{shown}"
-            cells.append(Text(said, style=theme.STYLE_BAD if knock.matters[i, r] else theme.STYLE_DIM))
+            cell = Text(said, style=theme.STYLE_BAD if knock.matters[i, r] else theme.STYLE_DIM)
+            if knock.at_stake(i, r):  # a cost worth a word, or one whose interval reaches 10: its interval
+                cell.append(f"\n{knock.interval(i, r).replace('-', '−').replace(' to ', '–')}", style=theme.STYLE_DIM)
+            cells.append(cell)
         table.add_row(*cells)
     return fitted_table(table)
 

@@ -1,18 +1,9 @@
 """One self-contained interactive page of a trace or an attention view: ``mha explain … --html PATH``.
 
-The page is a template shipped in the package (``mhacli/templates/page.html``)
-with the trace's data embedded as JSON.  A view (your model's attention) has
-weights only: its page has no steps, scores or parameter counts, and a layer
-picker when it has several layers.  Everything is inline — styles,
-script, data — so the file opens in any browser with no network, no server
-and no Python.  Like every renderer, this module only reads the trace.
-
-Safety: the data sits in ``<script type="application/json">`` with ``<``,
-``>``, ``&``, U+2028 and U+2029 written as ``\\u`` escapes, so no token can
-close the script element; the page's script then puts tokens on screen with
-``textContent`` only, so a token such as ``<script>`` is shown as text.  Every
-string of the data is :func:`escaped` first, so a control or bidi character is
-spelled out in the title and the tooltips as it is in the chips.
+The package's template (``mhacli/templates/page.html``) with the data embedded as JSON; styles, script and data
+inline, so it opens in any browser with no network, server or Python. Safety: ``<``, ``>``, ``&``, U+2028/9 are
+``\\u`` escapes, so no token closes the script element; the page shows tokens with ``textContent`` only; every
+string is :func:`escaped` first, so a control or bidi character is spelled out everywhere.
 """
 
 from __future__ import annotations
@@ -24,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from mhacli import __version__
+from mhacli.version import __version__
 from mhacli.measures.analysis import FIXED, Analysis
 from mhacli.attention.messages import printable
 from mhacli.measures import narrate
@@ -60,12 +51,9 @@ _NUMBERS = frozenset(("weights", "average", "outside", "outside_average", "score
 
 
 def escaped(value: Any) -> Any:
-    """``value`` with every string in it (at any depth) passed through :func:`~mhacli.attention.messages.printable`.
-
-    The one escaping for the page: the chips, the title, the tooltips, the table
-    cells and the labels all read their text from data that went through here, so
-    ESC, CR, U+009B or a right-to-left override in a token or a file name is shown
-    spelled out (``\\x1b``) wherever the page shows it, never obeyed.
+    """``value`` with every string in it (at any depth) passed through :func:`~mhacli.attention.messages.printable`:
+    the page's one escaping, so ESC, CR or a right-to-left override in a token or a file name is shown spelled out
+    (``\\x1b``) wherever the page shows it, never obeyed.
     """
     if isinstance(value, str):
         return printable(value)
@@ -152,6 +140,29 @@ def _layers(view: AttentionView, m: int, hide_rules: bool, shown: dict[str, Any]
             for k in range(view.n_layers)]
 
 
+MODEL_BUDGET = 400_000  # numbers of the model view's thumbnails; beyond, each averages a block of f × f weights
+
+
+def model_data(view: AttentionView, m: int) -> dict[str, Any]:
+    """Every layer × head as thumbnails (BertViz's ``model_view``), for the page's model view: the first ``m``
+    tokens' weights as whole percents (a thumbnail shows no more), deflated; when they would exceed
+    MODEL_BUDGET numbers, each thumbnail cell averages an f × f block of weights."""
+    import base64
+    import zlib
+
+    n_layers, h = view.n_layers, view.num_heads
+    f = 1
+    while n_layers * h * (-(-m // f)) ** 2 > MODEL_BUDGET:
+        f += 1
+    t = -(-m // f)
+    w = np.zeros((n_layers, h, t * f, t * f))
+    w[..., :m, :m] = view.layers[..., :m, :m]
+    pooled = w.reshape(n_layers, h, t, f, t, f).mean(axis=(3, 5))  # (L, h, m, m) -> (L, h, t, t)
+    levels = np.rint(pooled * 255).astype(np.uint8)
+    return {"u8": base64.b64encode(zlib.compress(levels.tobytes(), 6)).decode("ascii"),
+            "shape": [n_layers, h, t, t], "block": f}
+
+
 def parse_data(analysis: Analysis, m: int, hide_rules: bool) -> dict[str, Any] | None:
     """For a sentence the grammar parses: from each of the parse's words, every head's top key and its weight
     on the relation's noun (hidden: the words and top keys only, one row a word, no weight that marks the noun).
@@ -207,6 +218,9 @@ def page_data(result: Run, *, hide_rules: bool = False) -> dict[str, Any]:
         "labels": [label(t, 24) for t in trace.tokens[:m]],
         "heads": trace.num_heads,
         "colors": [theme.head_color(i) for i in range(trace.num_heads)],
+        # Heads that share keys and values (--kv-heads g, from_attention's kv_heads): the group each head reads.
+        "kv_heads": trace.kv_heads,
+        "groups": list(trace.head_groups) if trace.kv_heads != trace.num_heads else None,
         "average_color": theme.AVERAGE_COLOR,
         "mask_color": theme.MASK_COLOR,
         "hatch_color": theme.HATCH_COLOR,
@@ -225,11 +239,12 @@ def page_data(result: Run, *, hide_rules: bool = False) -> dict[str, Any]:
         "hide_rules": hide_rules,
         "config": None, "scores": None, "steps": None, "total_madds": None, "parameters": None,
         "split_equals_direct_max_diff": None,
-        "layer": None, "layer_names": None, "layers": None,
+        "layer": None, "layer_names": None, "layers": None, "model": None,
     }
     if view:
         v: AttentionView = trace  # type: ignore[assignment]
-        data.update(layer=v.layer, layer_names=list(v.layer_names), layers=_layers(v, m, hide_rules, shown, layers))
+        data.update(layer=v.layer, layer_names=list(v.layer_names), layers=_layers(v, m, hide_rules, shown, layers),
+                    model=model_data(v, m) if v.n_layers > 1 and len(layers) > 1 else None)
     else:
         data.update(_run_only(trace, m, result.split_diff))
     return escaped(data)  # type: ignore[no-any-return]
@@ -254,10 +269,8 @@ def _packed(values: Any) -> Any:
 def compact(data: dict[str, Any]) -> dict[str, Any]:
     """``page_data`` with its weight arrays packed (:func:`_packed`): the same values, a fraction of the bytes.
 
-    The page shows WEIGHT_DECIMALS decimals, so whole multiples of 10^-4 lose
-    nothing it shows; a BERT-sized view (12 layers of 12 heads over 100 tokens)
-    is 11.9 MB of JSON and well under 3 MB packed.  The exact values are in the
-    trace or view itself (``save_npz``, ``--save-npz``).
+    The page shows WEIGHT_DECIMALS decimals, so whole multiples of 10^-4 lose nothing it shows (a BERT-sized view:
+    11.9 MB of JSON, under 3 MB packed). The exact values stay in the trace or view (``--save-npz``).
     """
     def packed_layer(layer: dict[str, Any]) -> dict[str, Any]:
         return {k: _packed(v) if k in COMPACT_KEYS and v is not None else v for k, v in layer.items()}

@@ -11,19 +11,17 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from mhacli.attention.config import human_bytes
 from mhacli.attention.kv import SideBySide
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table
 
 
 def binary_size(n: int) -> str:
-    """Bytes in binary units with up to three digits: ``320 KiB``, ``1.25 GiB``, ``10 GiB``."""
-    value, unit = float(n), "bytes"
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if value < 1024 or unit == "PiB":
-            break
-        value /= 1024
-    return f"{n:,} bytes" if unit == "bytes" else f"{value:,.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+    """Bytes in binary units with up to three digits: ``320 KiB``, ``1.25 GiB``, ``10 GiB``: the one size formatter
+    of :func:`mhacli.attention.config.human_bytes`, at three significant digits (a cache's sizes as the papers give
+    them) where the memory messages print one decimal."""
+    return human_bytes(n, digits=3)
 
 
 def count(n: int) -> str:

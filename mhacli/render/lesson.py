@@ -21,7 +21,7 @@ from mhacli.grammar.score import percent
 from mhacli.attention.tokenize import label
 from mhacli.render import theme
 from mhacli.render.fit import fitted_table, titled_panel
-from mhacli.render.terminal import parameters_panel, steps_table
+from mhacli.render.terminal import Command, parameters_panel, steps_table
 
 if TYPE_CHECKING:
     from mhacli.measures.analysis import Analysis
@@ -253,7 +253,7 @@ def output_table(trace: Trace, numbers: LessonNumbers, hide_rules: bool = False)
                                             "head's block: every column draws on every head."))
 
 
-def _embedding_note(trace: Trace) -> str:
+def _embedding_note(trace: Trace, mapped: Sequence[tuple[str, str, str]]) -> str:
     """Where this run's E came from, in brackets after the tokens step."""
     kind = trace.config.weights
     if kind == "designed" and trace.rules:
@@ -262,7 +262,6 @@ def _embedding_note(trace: Trace) -> str:
         return (" (The model before training brings the E its training started from: random rows, one per word of "
                 "its vocabulary, that no step has moved yet.)")
     if kind == "trained" and trace.folds_case:
-        mapped = getattr(trace, "mapped", ())
         said = (" (The grammar model brings the E it learned, one row per word of its vocabulary. It folds "
                 "capitals, so 'The' and 'the' share a row, and every word it was not trained on gets the one "
                 "row of the unknown token, which carries only its position")
@@ -306,11 +305,8 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
            pairs: Sequence[TrainedPair] = (), *, split_diff: float) -> list[LessonStep]:
     """The article's steps, in order, each narrated in a few sentences and shown with this run's numbers.
 
-    ``figures_at``: the folder the figures are being saved to, if any, so the narration can point at them.
-    ``analysis``: the run's measures; ``numbers``: the lesson's own, for its query
-    (:func:`mhacli.measures.lesson.lesson_numbers`); ``hide_rules``: no rule or relation names.
-    ``pairs``: the shipped one-head-against-many results (:func:`mhacli.measures.lesson.trained_pair`); when
-    given, the lesson ends on them (:func:`one_vs_many_step`).  ``split_diff``: the run's split check.
+    ``figures_at``: the figures' folder, if any; ``analysis``, ``numbers``: the run's and the lesson's measures;
+    ``pairs``: the shipped one-head-against-many results, ending the lesson when given; ``split_diff``: the split check.
     """
     import numpy as np
 
@@ -341,8 +337,8 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
             f"First the text is cut into N = {_count(n, 'token')}. Each distinct token is looked up in a table E "
             f"that holds one row of d = {d} numbers per token, so the same string always gets the same "
             f"row. Stacked, the rows make an N×d = {n}×{d} matrix."
-            + _embedding_note(trace),
-            tokens_table(trace, max_tokens=24, width=width)),
+            + _embedding_note(trace, analysis.mapped),
+            tokens_table(trace, max_tokens=24, width=width, mapped=analysis.mapped)),
         LessonStep(
             "positions", "Positions",
             "Attention on its own ignores order: shuffle the rows and each head gives the same answers, "
@@ -545,7 +541,7 @@ def present(console: Console, steps: Sequence[LessonStep], pause: bool, start: i
                 return
         console.print()
     if closing is not None:
-        console.print(closing)
+        console.print(closing, crop=False)  # its commands are whole lines (Command); the rest wraps to the width
 
 
 def next_steps(trace: Trace, source: str, options: str, weights_name: str | None = None) -> RenderableType:
@@ -559,7 +555,7 @@ def next_steps(trace: Trace, source: str, options: str, weights_name: str | None
     shapes = f"mha shapes --tokens {trace.n_tokens} --d-model {c.d_model} --heads {c.heads}" + (
         " --causal" if c.causal else "")
     same = f"{source} {options}".strip()
-    text = Text("What next\n", style=theme.STYLE_TITLE)
+    lines: list[RenderableType] = [Text("What next", style=theme.STYLE_TITLE)]
     for cmd, why in (
         (f"mha explain {same} --weights {weights}", "the same run as one walkthrough; heat maps in mha-output/"),
         (f"mha compare {same} --weights {weights}", "one wide head against these narrow ones"),
@@ -567,6 +563,6 @@ def next_steps(trace: Trace, source: str, options: str, weights_name: str | None
         (f"mha quiz {same} --weights {weights}", "homework about this run (--answers prints the answers)"),
         (shapes, "the shapes table for a slide, no text needed"),
     ):
-        text.append(f"  {cmd}", style=theme.STYLE_FORMULA)
-        text.append(f"\n      {why}\n", style=theme.STYLE_DIM)
-    return text
+        # a command to copy is one line, never wrapped by us (the terminal may fold it; a copy keeps it whole)
+        lines += [Command(cmd), Text(f"      {why}", style=theme.STYLE_DIM)]
+    return Group(*lines, Text(""))

@@ -18,10 +18,8 @@ MAX_FRAME_HEIGHT = 40_000  # a page never makes its frame taller than this, what
 def html_frame(page: str, height: int = FRAME_HEIGHT) -> str:
     """``page`` (a whole HTML document) inside an isolated iframe, sized to the page: what Jupyter shows.
 
-    The page posts its height to its parent (``postMessage``) once drawn and
-    whenever it changes; the script beside the frame takes the message only
-    from this frame's own window and sets the frame's height, so the whole page
-    shows without a scroll bar inside the notebook, exported or not.
+    The page posts its height to its parent; the script beside the frame takes it only from this frame's window and
+    sets the frame's height, so the whole page shows without an inner scroll bar, exported or not.
     """
     document = html.escape(page, quote=True)
     frame_id = f"mhacli-{uuid.uuid4().hex}"

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli.render import theme
+from mhacli.render.terminal import Command
 
 if TYPE_CHECKING:
     from mhacli.measures.quiz import Question
@@ -31,13 +32,13 @@ def quiz_view(questions: Sequence[Question], answers: bool, title: str, check_co
             grid.add_row("", Text.assemble(("answer: ", theme.STYLE_OK), (q.answer, "")))
             grid.add_row("", Text(f"see it in: {q.check}", style=theme.STYLE_DIM))
         parts += [grid, Text()]
-    tail = Text("Check your answers by running ", style=theme.STYLE_DIM)
-    tail.append(check_command, style=theme.STYLE_FORMULA)
+    tail = Text("Check your answers by running this command", style=theme.STYLE_DIM)
     if not answers:
         tail.append(", or print them with ", style=theme.STYLE_DIM)
         tail.append("--answers", style=theme.STYLE_FORMULA)
-    tail.append(".", style=theme.STYLE_DIM)
-    parts.append(tail)
+    tail.append(":", style=theme.STYLE_DIM)
+    # the command on a line of its own, never wrapped by us: a copy of it runs (the terminal may fold it)
+    parts += [tail, Command(check_command)]
     return parts
 
 

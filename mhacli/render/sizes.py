@@ -24,10 +24,8 @@ _FIGURE_BYTES_PER_PIXEL = 16
 def figure_inches(heads: int, n_shown: int) -> tuple[str, float, float]:
     """The largest figure a run draws, as (name, width, height) in inches; an upper bound of the layouts.
 
-    ``n_shown`` is the number of tokens a figure shows (``min(N, --max-tokens)``).
-    Mirrors mhacli.render.figures: a head's heatmap is at most 12 inches plus its
-    labels and colour bar; the all-heads sheet has h + 1 panels of up to 3.2
-    inches (plus gaps and labels); the magnifiers a row per head.
+    ``n_shown`` is ``min(N, --max-tokens)``. Mirrors mhacli.render.figures: a heatmap at most 12 inches plus labels
+    and colour bar; the heads sheet h + 1 panels of up to 3.2 inches; the magnifiers a row per head.
     """
     n = max(1, n_shown)
     head = min(12.0, max(2.6, min(0.8, 6.4 / n) * n)) + 4.0

@@ -9,14 +9,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from mhacli.render import theme
-from mhacli.render.fit import fitted_table
+from mhacli.render.fit import Fitted, fitted_table
 from mhacli.attention.steps import ParameterCount, Step
 from mhacli.attention.tokenize import label
 
@@ -69,7 +71,8 @@ def _token_block(trace: Trace, positions: range) -> Table:
     return table
 
 
-def tokens_table(trace: Trace, max_tokens: int, width: int = 80) -> RenderableType:
+def tokens_table(trace: Trace, max_tokens: int, width: int = 80,
+                 mapped: Sequence[tuple[str, str, str]] = ()) -> RenderableType:
     """Step 1: position, token and vocabulary id of each token, side by side when many (windowed when long)."""
     shown = min(trace.n_tokens, max_tokens)
     # Up to three blocks side by side keep a long sentence on one projector screen.
@@ -85,8 +88,8 @@ def tokens_table(trace: Trace, max_tokens: int, width: int = 80) -> RenderableTy
     if shown < trace.n_tokens:
         parts.append(_note(f"… {trace.n_tokens - shown} more tokens not listed "
                            f"(--max-tokens {max_tokens})."))
-    mapped = _mapped_ids_note(trace.tokens, trace.token_ids.tolist(), getattr(trace, "mapped", ()))
-    parts.append(_note(" ".join(filter(None, (_ids_note(trace), mapped)))))
+    said = _mapped_ids_note(trace.tokens, trace.token_ids.tolist(), mapped)
+    parts.append(_note(" ".join(filter(None, (_ids_note(trace), said)))))
     return Group(*parts)
 
 
@@ -124,6 +127,69 @@ def _ids_note(trace: Trace) -> str:
             "never saw reads as one of its words, and gets that word's id.")
 
 
+#: From this width up a command to copy is one line however long (the terminal folds it; a copy is one line);
+#: below it, lines that each end in a shell continuation, so a copy of them still runs as one command.
+WHOLE_COMMAND_COLUMNS = 80
+
+
+def continued(command: str, width: int, indent: int = 0) -> list[str]:
+    """``command`` as lines of at most ``width`` where it can: broken at spaces, each line but the last ending
+    in `` \\`` (the shell joins them again), the first indented by ``indent``. Inside double quotes a
+    backslash-newline is removed too, so a break there starts its next line at the margin (an indent would enter
+    the text); inside single quotes it never breaks (a line may then be longer)."""
+    words = command.split(" ")
+    lines: list[str] = []
+    line, quote = " " * indent + words[0], _quote_after("", words[0])
+    for word in words[1:]:
+        if len(line) + 1 + len(word) + 2 <= width or quote == "'":
+            line += " " + word
+        else:
+            lines.append(line + " \\")
+            line = ("" if quote == '"' else " " * (indent + 4)) + word
+        quote = _quote_after(quote, word)
+    return [*lines, line]
+
+
+def _quote_after(quote: str, word: str) -> str:
+    """The open quote ('' none, "'" or '"') after ``word``, starting inside ``quote`` (no escapes inside single
+    quotes; a backslash escapes the next character elsewhere)."""
+    i = 0
+    while i < len(word):
+        ch = word[i]
+        if quote == "'":
+            quote = "" if ch == "'" else quote
+        elif ch == "\\":
+            i += 1
+        elif quote == '"':
+            quote = "" if ch == '"' else quote
+        elif ch in "'\"":
+            quote = ch
+        i += 1
+    return quote
+
+
+class Command:
+    """A command to copy, never broken where a copy would not run: one line from :data:`WHOLE_COMMAND_COLUMNS`
+    columns (printed with ``crop=False``, :attr:`uncropped`: the terminal may fold it, a copy is still one line),
+    and below that, lines joined by shell continuations (:func:`continued`)."""
+
+    uncropped = True  # print_all and the lesson print it uncropped
+
+    def __init__(self, command: str, indent: int = 2) -> None:
+        self.command, self.indent = command, indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        whole = self.indent + len(self.command) <= width or width >= WHOLE_COMMAND_COLUMNS
+        lines = [" " * self.indent + self.command] if whole else continued(self.command, width, self.indent)
+        for line in lines:
+            yield from Text(line, style=theme.STYLE_FORMULA).render(console)
+            yield Segment.line()
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(self.indent + len(self.command), self.indent + len(self.command))
+
+
 def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps",
                 efficiency: str | None = None, sharing: str | None = None) -> RenderableType:
     """Step 2: formula, shape in symbols and numbers, multiply-adds (``efficiency``: what splitting changes;
@@ -153,7 +219,7 @@ def parameters_panel(params: ParameterCount, title: str = "3. Parameters") -> Re
     single, multi = params.arithmetic()
     table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD, show_header=True)
     table.add_column("projections W_q, W_k, W_v", overflow="fold")
-    table.add_column("count", justify="right", overflow="fold")
+    table.add_column("count", justify="right", no_wrap=True)  # a formula is never broken mid-expression
     table.add_row(f"1 head, each d×d = {params.d_model}×{params.d_model}", single)
     g = params.groups
     shared = f" (K, V: {g} key/value head{'s' if g != 1 else ''})" if params.grouped else ""
@@ -177,7 +243,23 @@ def parameters_panel(params: ParameterCount, title: str = "3. Parameters") -> Re
     else:
         verdict.append(" — splitting into heads changes the shape of the work, not its size.",
                        style=theme.STYLE_DIM)
-    return Group(fitted_table(table), _note(verdict))
+    return Group(Fitted(table, lambda console: _formula_records(table)), _note(verdict))
+
+
+def _formula_records(table: Table) -> RenderableType:
+    """A table of formulas at a narrow width: each row's label, then its formula one ``= …`` step a line, so no
+    expression is broken inside (``3 · d · d`` / ``= 3 · 32 · 32`` / ``= 3,072``)."""
+    labels, formulas = (list(c.cells) for c in table.columns[:2])
+    parts: list[RenderableType] = [table.title] if table.title else []
+    headers = [c.header for c in table.columns[:2]]
+    if all(isinstance(h, str) and h for h in headers):
+        parts.append(Text(f"{headers[0]}: {headers[1]}", style=theme.STYLE_DIM))
+    for name, formula in zip(labels, formulas):
+        parts.append(Text(str(name)))
+        steps = str(formula).split(" = ")
+        parts.append(Padding(Text("\n".join([steps[0], *(f"= {step}" for step in steps[1:])]),
+                                  no_wrap=True, overflow="fold"), (0, 0, 0, 2)))
+    return Group(*parts)
 
 
 def claim_panel(trace: Trace, diff: float) -> RenderableType:
@@ -187,7 +269,9 @@ def claim_panel(trace: Trace, diff: float) -> RenderableType:
     text.append("Q^i = X W_q^i", style=theme.STYLE_FORMULA)
     text.append(f" (X is N×d, W_q^i is d×d/h = {d}×{dk}) against block i of ")
     text.append("Q = X W_qᵀ", style=theme.STYLE_FORMULA)
-    text.append(f" (columns i·{dk} … i·{dk}+{dk - 1}), for every head and for K and V too"
+    values = ("for K too, and for V from E, the word embeddings alone (V^i = E W_v^i against V = E W_vᵀ)"
+              if trace.word_values else "for K and V too")  # the check cuts V from the input the values read
+    text.append(f" (columns i·{dk} … i·{dk}+{dk - 1}), for every head and {values}"
                 + (f" (K^j and V^j for each of the {trace.kv_heads} key/value groups).\n"
                    if trace.kv_heads != trace.num_heads else ".\n"))
     text.append("largest difference: ")
@@ -374,7 +458,7 @@ def walkthrough(trace: Trace, analysis: Analysis, split_diff: float, *, max_toke
 
     parts: list[RenderableType | None] = [
         header(trace),
-        tokens_table(trace, max_tokens, width),
+        tokens_table(trace, max_tokens, width, analysis.mapped),
         steps_table(trace.steps, trace.num_heads, efficiency=narrate.efficiency_sentence(trace.split_cost),
                     sharing=narrate.groups_sentence(trace.n_tokens, trace.d_model, trace.num_heads,
                                                     trace.config.kv_heads)),

@@ -39,10 +39,8 @@ STYLE_BAD = "bold red"
 def head_color(i: int) -> str:
     """Colour of head i (0-based): the eight Okabe–Ito colours, then new ones, never a repeat.
 
-    No palette keeps more than eight colours apart for every kind of colour
-    blindness, so heads 9 and on get the same hues darkened, then lightened
-    (heads 9–16, 17–24), then hues spaced by the golden angle: every head keeps
-    its own colour, and every figure also names each head by its number.
+    No palette keeps more than eight colours apart for every colour blindness, so heads 9–24 get those hues darkened,
+    then lightened, then hues spaced by the golden angle; every figure also names each head by its number.
     """
     base = HEAD_COLORS[i % len(HEAD_COLORS)]
     cycle = i // len(HEAD_COLORS)

@@ -1,12 +1,8 @@
 """The one place a library's warnings, raised while a figure is drawn or saved, become one note.
 
-matplotlib (and numpy under it) report through :mod:`warnings`: printed as they
-come, they are stray lines on stderr, one per label.  :func:`recording` catches
-them for the length of a drawing, and :func:`note` says once what was caught,
-after the figures are written.  Nothing caught is re-emitted: re-emitting inside
-``catch_warnings(record=True)`` records it again, and the loop never ends.  A deprecation between two
-libraries (an older matplotlib calling a newer pyparsing's old names) says nothing about the figure and
-nothing the user can act on: it is not noted.
+:func:`recording` catches matplotlib's and numpy's warnings while drawing, instead of one stray stderr line per
+label, and :func:`note` says once what was caught, after the figures are written. Nothing is re-emitted (inside
+``catch_warnings(record=True)`` that would loop); a deprecation between two libraries is not noted.
 """
 
 from __future__ import annotations

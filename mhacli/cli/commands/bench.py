@@ -89,7 +89,7 @@ def _bench_layer(options: dict[str, Any], repeats: int, out: Path, json_out: boo
     settings.check()
     plan = None
     if plot:
-        from mhacli.cli.common import plan_outputs
+        from mhacli.cli.flow import plan_outputs
         from mhacli.io.files import prepare_out_dir
 
         plan = plan_outputs(plots=True, out=out, fmt="png", heads=1, names=["bench.png"])

@@ -6,15 +6,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from mhacli.cli import build
-from mhacli.cli.publish import publish
-from mhacli.cli.common import (config_args, finish_run, open_figures, plan_outputs, prepare_run, query_position,
-                               read_files, shown_folder, source_args)
+from mhacli.cli import flow
+from mhacli.cli.flow import (config_args, finish_run, open_figures, plan_outputs, prepare_run, publish,
+                             query_position, read_files, shown_folder, source_args)
 from mhacli.cli.options import (DEFAULT, DPI, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, DpiOpt, HeadsOpt,
                                 HideRulesOpt, LessonOutOpt, LessonQueryOpt, ListJsonOpt, MarkdownOpt, NumbersJsonOpt,
                                 PauseOpt, QuestionsOpt, SampleNameArg, SampleOpt, StepOpt, TextArg, TokenizerOpt,
                                 TokensOpt, FileOpt, CacheDtypeOpt, KvHeadsOpt, LayersOpt, ModelConfigOpt, model_block,
-                                unless_given)
+                                QUIZ_SEED, unless_given)
 from mhacli.cli.output import console, json_document, print_all, report_written, write_stdout
 from mhacli.attention.errors import UsageError
 from mhacli.request import ModelOptions  # the type of the model-option block, read by model_block at import
@@ -217,7 +216,7 @@ def demo(
     """
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
-    _demo(build.request(model=model, text=text, file=file, sample=sample, out=out, plots=out is not None, dpi=dpi,
+    _demo(flow.request(model=model, text=text, file=file, sample=sample, out=out, plots=out is not None, dpi=dpi,
                         query=query, hide_rules=hide_rules), pause, step)
 
 
@@ -295,7 +294,7 @@ def _save_one_vs_many(pairs: Sequence[TrainedPair], out: Path, fmt: str, dpi: in
     return str(atomic_write_bytes(Path(out) / f"{ONE_VS_MANY}.{fmt}", drawn_one_vs_many(pairs, fmt, dpi, hide_rules)))
 
 
-@model_block("seed", "weights", "layer", "words", "heads", "d_model", "causal", "kv_heads")
+@model_block("seed", "weights", "layer", "words", "heads", "d_model", "causal", "kv_heads", helps={"seed": QUIZ_SEED})
 def quiz(
     text: TextArg = None,
     file: FileOpt = None,
@@ -311,7 +310,12 @@ def quiz(
     its own), so the same seed gives the same quiz; --answers prints the answers,
     read from the run itself. Without a text it uses the sample 'cat'.
 
-    Example: [bold]mha quiz --sample repeated --seed 7[/bold], then the same with [bold]--answers[/bold]
+    With --kv-heads g (fewer than --heads) it opens with two questions on shared
+    keys and values: how many K^j the layer builds and which query heads read each
+    (g of them), and how many numbers per token its KV cache keeps against g = h.
+
+    Example: [bold]mha quiz --sample repeated --seed 7[/bold], then the same with [bold]--answers[/bold];
+    shared keys and values: [bold]mha quiz --heads 4 --kv-heads 2[/bold]
     """
     from mhacli.measures.quiz import MAX_QUESTIONS
 
@@ -319,7 +323,7 @@ def quiz(
         raise UsageError(f"--questions must be from 1 to {MAX_QUESTIONS}, got {questions}.")
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
-    _quiz(build.request(model=model, text=text, file=file, sample=sample, json_out=json_out), questions, answers)
+    _quiz(flow.request(model=model, text=text, file=file, sample=sample, json_out=json_out), questions, answers)
 
 
 def _quiz(request: Request, questions: int, answers: bool) -> None:

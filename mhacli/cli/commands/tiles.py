@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from mhacli.cli import build
-from mhacli.cli.common import finish_run, prepare_run, query_position
+from mhacli.cli import flow
+from mhacli.cli.flow import finish_run, prepare_run, query_position
 from mhacli.cli.options import FileOpt, NumbersJsonOpt, SampleOpt, TextArg, model_block, whole_option
 from mhacli.cli.output import json_document, print_all, write_stdout
 from mhacli.attention.errors import UsageError
@@ -52,7 +52,7 @@ def tiles(
 
     if text is None and file is None and sample is None:
         sample = DEFAULT_SAMPLE
-    _tiles(build.request(model=model, text=text, file=file, sample=sample, query=query, json_out=json_out), block,
+    _tiles(flow.request(model=model, text=text, file=file, sample=sample, query=query, json_out=json_out), block,
            head)
 
 

@@ -1,10 +1,9 @@
 """``mha train``: train the attention layer on a task, live, and compare head counts.
 
-The command only connects: it checks the options (the core's TrainConfig does),
-trains every seed of each head count as one stack (:func:`mhacli.grammar.train.train_stack`) with a progress bar,
-prints the table and a conclusion computed from its numbers, and writes the
-figures and the model through io/render.  numpy and matplotlib are imported
-inside, so ``mha --help`` stays quick.
+The command only connects: its options checked by the core's TrainConfig, every seed of a head count trained
+as one stack (:func:`mhacli.grammar.train.train_stack`) with a progress bar, the table and its conclusion
+printed, figures and model written through io/render. numpy and matplotlib are imported inside, so
+``mha --help`` stays quick.
 """
 
 from __future__ import annotations
@@ -266,7 +265,7 @@ def _checked(grid: "list[list[TrainConfig]]", knockout: bool, seeds: str | None,
 def _planned(plots: bool, out: Path, names: tuple[str, ...], save: str | None) -> Any:
     """Every output resolved before the first step: --save and the figures never land on each other,
     through a link in --out, or on a folder named with a trailing '/'."""
-    from mhacli.cli.common import plan_outputs
+    from mhacli.cli.flow import plan_outputs
 
     return plan_outputs(plots=plots, out=out, fmt="png", heads=1, names=names, save=save)
 

@@ -1,17 +1,9 @@
 """Figures that read a Trace, drawn with plain matplotlib (``Figure`` objects, never pyplot).
 
-* ``head-1 … head-h`` (:mod:`.head`): the weights A^i of one head, keys along x (top),
-  queries along y, one colour scale from 0 to 1.
-* ``heads`` (:mod:`.heads`): every head on the same scale, with the average over heads
-  that PyTorch returns by default.
-* ``magnifiers`` (:mod:`.magnifiers`): the sentence under one magnifying glass per head.
-* ``split`` (:mod:`.split`): W_q cut into the heads' row blocks, Q's and H's column blocks, W^O mixing them.
-* ``single-vs-multi`` (:mod:`.single_vs_multi`, ``mha compare``): one head against h.
-
-All of them draw their matrices with one helper, :func:`.heatmap.heatmap`, from a result whose
-windows the pipeline chose (:func:`mhacli.pipeline.shown`); the functions a notebook calls on a bare
-trace are :mod:`mhacli.notebook`'s.  matplotlib is imported only inside the functions that draw, so
-importing this package (for the option checks) does not load it.
+``head-1 … head-h`` (:mod:`.head`), ``heads`` with PyTorch's average (:mod:`.heads`), ``magnifiers``
+(:mod:`.magnifiers`), ``split`` (:mod:`.split`) and ``single-vs-multi`` (:mod:`.single_vs_multi`), all drawn with
+:func:`.heatmap.heatmap`; a notebook's calls on a bare trace are :mod:`mhacli.notebook`'s. matplotlib is
+imported only inside the functions that draw, so importing this package does not load it.
 """
 
 from mhacli.render.figures.head import HeadFigure

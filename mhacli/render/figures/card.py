@@ -37,7 +37,7 @@ def card_figure(card: "CardShown") -> "Figure":
 
     rows, heads = card.rate.shape
     width = max(2.2 + 1.5 * heads, MIN_WIDTH)  # inches: a card of one or two heads still holds its words
-    height = 1.6 + 0.75 * rows
+    height = 1.6 + (1.0 if card.bases else 0.75) * rows  # a third line per cell: its baselines
     fig = new_figure(figsize=(width, height), dpi=100)
     chars = _chars(width)
     # Placed by arithmetic from the texts around the map, each measured once on the figure's renderer
@@ -61,7 +61,8 @@ def card_figure(card: "CardShown") -> "Figure":
     for r in range(rows):
         for i in range(heads):
             ink = ink_on(_hex(cmap(float(rate[r, i]))))
-            ax.text(i, r, f"{_pct(rate[r, i])}\n{_pct(low[r, i])}–{_pct(high[r, i])}", ha="center", va="center",
+            base = f"\n{card.bases[r][i]}" if card.bases and card.bases[r][i] else ""  # the baselines it must beat
+            ax.text(i, r, f"{_pct(rate[r, i])}\n{_pct(low[r, i])}–{_pct(high[r, i])}{base}", ha="center", va="center",
                     fontsize=SMALL, color=ink, linespacing=1.1)
             if card.named[r, i]:
                 ax.add_patch(Rectangle((i - 0.47, r - 0.47), 0.94, 0.94, fill=False, lw=3, ec=head_color(i)))

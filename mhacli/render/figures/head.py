@@ -67,11 +67,8 @@ def head_title(i: int, heads: int, n: int) -> str:
 
 
 class HeadFigure:
-    """The per-head heatmap, built once and updated for each head.
-
-    Every head of a run has the same tokens, so the layout, tick labels, colour
-    bar and texts are made and placed once; :meth:`show` swaps in another head's
-    weights, frame colour and title.
+    """The per-head heatmap, built once and updated for each head: every head has the same tokens, so layout,
+    labels and colour bar are placed once, and :meth:`show` swaps in another head's weights, colour and title.
     """
 
     TITLE, NOTE, SUB, AXIS, CAPTION = 16.0, 12.0, 12.0, 12.0, 10.5

@@ -122,9 +122,8 @@ def heatmap(
 ) -> Heatmap:
     """Draw one attention matrix on ``ax``: keys along x (labelled on top), queries down y.
 
-    Values are on a fixed 0…1 scale so every head reads against the same colour
-    bar; blocked cells are masked (grey) and hatched, so "not allowed" never
-    looks like "allowed but zero". ``value_size`` > 0 writes each weight in its cell, or only in the cells
+    A fixed 0…1 scale, so every head reads against the same colour bar; blocked cells are grey and hatched, so
+    "not allowed" never looks like "zero". ``value_size`` > 0 writes each weight in its cell, or only in the cells
     ``numbered`` marks (then ``values`` holds those texts alone, and :meth:`Heatmap.update` is not for it).
     """
     from matplotlib.patches import PathPatch, Rectangle

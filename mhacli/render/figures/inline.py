@@ -76,11 +76,8 @@ def moving_class() -> Any:
     class MovingFigure(figure_class()):  # type: ignore[misc]
         """A figure saved many times with only ``moving`` changed between saves (``head-1`` … ``head-h``).
 
-        :meth:`rgba` draws the still parts once per pixel size, keeps them (``copy_from_bbox``) and then
-        restores them and draws only the moving artists, as matplotlib's blitting guide does: the same pixels
-        as a whole draw, when no still artist lies over a moving one and the still ones do not change (and every
-        save draws under the same rc settings: :data:`~mhacli.render.figures.layout.RENDER_RC`, as ``save`` does).
-        SVG and PDF are drawn whole (``savefig``).
+        :meth:`rgba` keeps the still parts drawn once per pixel size and draws only the moving artists over them
+        (matplotlib's blitting): the same pixels as a whole draw, under the same rc. SVG and PDF are drawn whole.
         """
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -1,13 +1,9 @@
 """What every figure shares: fonts with per-glyph fallback, rc settings, and texts and Axes placed once.
 
-Each figure is a designed slide. Its titles and notes are plain ``Text`` objects in the
-figure's inch coordinates, each measured once on the figure's own renderer
-(``Text.get_window_extent``) and placed at fixed coordinates from those measurements
-(:class:`Slide`, :class:`Measured`). The explain figures (head-N, heads, split, magnifiers), the training
-figures, ``mha compare``'s single-vs-multi and ``mha demo``'s one-vs-many place their Axes and colour bars the
-same way, at rectangles computed in inches (:func:`axes_at`, :func:`grid`, :func:`bar_room`), so no layout engine
-measures every tick label, and no save lays a figure out again. Token labels and cell values are
-ordinary matplotlib ``Text`` objects, so SVG keeps them as ``<text>`` and PDF text stays extractable.
+Each figure is a designed slide: titles and notes are plain ``Text`` objects measured once on the figure's own
+renderer and placed at fixed inches (:class:`Slide`, :class:`Measured`), and Axes and colour bars sit at rectangles
+computed in inches (:func:`axes_at`, :func:`grid`, :func:`bar_room`), so no layout engine runs at a save. Labels are
+ordinary ``Text``, so SVG keeps them as ``<text>`` and PDF text stays extractable.
 """
 
 from __future__ import annotations
@@ -159,8 +155,7 @@ RENDER_RC: dict[str, Any] = {
 def drawing(pen: Pen | None = None) -> Iterator[Pen]:
     """Settings every figure is built and saved under: fonts with fallback, no math parsing of tokens.
 
-    matplotlib's own "Glyph … missing" warnings are collected into the pen
-    (reported once, by the caller) instead of being printed per label; any other
+    matplotlib's "Glyph … missing" warnings are collected into the pen (reported once by the caller); any other
     warning is kept in ``pen.warned`` and becomes one note (:mod:`mhacli.render.warned`).
     """
     import matplotlib
@@ -270,11 +265,8 @@ class Measured:
 class Slide:
     """Texts hung at fixed inches from a figure's top-left (or bottom-left) corner, each measured once.
 
-    A figure is a designed slide: every text is made once as a plain ``Text`` in the figure's inch
-    coordinates (``Figure.dpi_scale_trans``), measured once (``Text.get_window_extent`` on the figure's
-    own renderer), and placed by arithmetic on those measurements when the figure's size is known
-    (:meth:`hang`). Nothing is anchored to anything else, so a draw measures no chain of texts and two
-    saves of one figure place every text at the same coordinates.
+    Each is measured once on the figure's renderer and placed by arithmetic when the size is known (:meth:`hang`):
+    nothing is anchored to anything else, so every save places every text at the same coordinates.
     """
 
     def __init__(self, fig: Figure) -> None:
@@ -293,11 +285,9 @@ class Slide:
 
     def text(self, s: str, x: float, down: float, *, measured: tuple[float, float] | None = None,
              reach: float = 0.0, from_bottom: bool = False, **props: Any) -> tuple[Text, float, float]:
-        """``s`` with its ``ha``/``va`` point at ``x`` inches from the left and ``down`` inches below the top.
-
-        ``from_bottom``: ``down`` is inches above the bottom edge instead. ``measured``: its (width,
-        height) when already known (the same label at the same size), else measured here. ``reach``:
-        points its box (``bbox``) stands out around the text. Returns the text, its width and height.
+        """``s`` with its ``ha``/``va`` point at ``x`` inches from the left and ``down`` inches below the top
+        (``from_bottom``: above the bottom). ``measured``: its (width, height) if known; ``reach``: points its box
+        stands out around the text. Returns the text, its width and height.
         """
         kw: dict[str, Any] = {"ha": "left", "va": "top", **props}
         t = self.fig.text(x, 0.0, s, transform=self.fig.dpi_scale_trans, **kw)

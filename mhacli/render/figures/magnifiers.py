@@ -1,11 +1,8 @@
 """``magnifiers``: the article's analogy drawn literally, one magnifying glass per head.
 
-For one query at a time, the sentence once per head, led by a magnifying glass
-in that head's colour, each token a box shaded by the weight that query gives
-it; above them, the same sentence under one head of size d.  Without
-``--query`` the figure shows a few queries side by side (small multiples),
-chosen from the per-query measures where the heads' top keys differ most: an
-average over all queries comes out flat and teaches nothing.
+For one query, the sentence once per head, each token a box shaded by that head's weight, under one head of
+size d above them. Without ``--query``, a few queries side by side, chosen where the heads' top keys differ
+most: an average over all queries comes out flat and teaches nothing.
 """
 
 from __future__ import annotations

@@ -42,8 +42,10 @@ def tiled(layers: np.ndarray, mask: np.ndarray | None) -> tuple[np.ma.MaskedArra
     return image, blocked
 
 
-def model_view(layers: np.ndarray, layer_names: tuple[str, ...], mask: np.ndarray | None, title: str) -> Any:
-    """(L, h, N, N) weights as an L × h grid of thumbnails; ``mask`` (N, N) True where a query may not look."""
+def model_view(layers: np.ndarray, layer_names: tuple[str, ...], mask: np.ndarray | None, title: str,
+               groups: tuple[int, ...] | None = None) -> Any:
+    """(L, h, N, N) weights as an L × h grid of thumbnails; ``mask`` (N, N) True where a query may not look;
+    ``groups``: the key/value group (0-based) each head reads, named under its label when heads share them."""
     import matplotlib.colors
 
     n_layers, h, n, _ = layers.shape
@@ -63,7 +65,8 @@ def model_view(layers: np.ndarray, layer_names: tuple[str, ...], mask: np.ndarra
         spine.set_visible(False)
     centres = (n - 1) / 2 + np.arange(max(h, n_layers)) * (n + g)
     ax.xaxis.tick_top()
-    ax.set_xticks(centres[:h], labels=[f"head {i + 1}" for i in range(h)], fontsize=7, color=theme.LABEL_COLOR)
+    ax.set_xticks(centres[:h], labels=[f"head {i + 1}" + (f"\ngroup {groups[i] + 1}" if groups else "")
+                                     for i in range(h)], fontsize=7, color=theme.LABEL_COLOR)
     ax.set_yticks(centres[:n_layers], labels=list(layer_names), fontsize=7, color=theme.LABEL_COLOR)
     ax.tick_params(length=0, pad=2)
     fig.text(LEFT / width, 1 - 0.08 / height, title, ha="left", va="top", fontsize=9, color=theme.LABEL_COLOR)

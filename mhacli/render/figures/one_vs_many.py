@@ -1,13 +1,8 @@
 """``one-vs-many.png``: one head trained alone beside h heads trained together, same parameters, one text.
 
-One row per shipped pair (:class:`~mhacli.measures.lesson.TrainedPair`): the lone head's
-weights, then each of the h heads', all on one colour scale (0 … 1), each panel
-titled with what that head learned.  The row's title gives both models' held-out
-accuracies (per relation when recorded) and parameter counts, read from the
-models' training records; this module draws them and computes nothing.
-
-Sized for a projector: 16 × 9 inches, so a PNG fitted to 1920 × 1080 is drawn at
-120 pixels per inch and the smallest text (9 pt) is 15 pixels high.
+One row per shipped pair (:class:`~mhacli.measures.lesson.TrainedPair`), every panel on one 0…1 scale and titled
+with what its head learned; the row's title gives both models' held-out accuracies and parameter counts from
+their training records. Drawn, never computed, at 16 × 9 inches: on a 1080p projector 9 pt text is 15 px high.
 """
 
 from __future__ import annotations
@@ -15,6 +10,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, Sequence
 
+from mhacli.grammar.card import CARD_SEED, CARD_SENTENCES  # the held-out set every accuracy is scored on
 from mhacli.grammar.score import DEFINITION, percent
 from mhacli.render.theme import HEATMAP_CMAP, LABEL_COLOR, SINGLE_HEAD_COLOR, head_color
 
@@ -30,9 +26,9 @@ ROW_POINTS = 12.0
 
 
 #: Where the numbers come from, and what is not known about the texts (said, never claimed).
-CAPTION = ("Rows: queries; columns: keys; one colour scale. Accuracies: each model's own training record, "
-           "measured on fresh held-out sequences "
-           "(mhacli/data/*.npz). The texts shown were not checked against the training batches.")
+CAPTION = ("Rows: queries; columns: keys; one colour scale. Accuracies: the shipped models (mhacli/data/*.npz) on "
+           f"the card's {CARD_SENTENCES:,} held-out sequences (seed {CARD_SEED}); the texts shown may have been in "
+           "training.")
 
 
 ROW_CHARS = 160  # a row title's longest line
@@ -44,7 +40,11 @@ def row_title(pair: TrainedPair) -> str:
               else f"{pair.single_parameters:,} and {pair.heads_parameters:,} parameters")
     pairs = [*pair.by_relation, ("mean", pair.single_accuracy, pair.heads_accuracy)]
     numbers = ", ".join(f"{r} {percent(single)} → {percent(heads)}" for r, single, heads in pairs)
-    return f"'{pair.task}' task, {params} · {DEFINITION}, 1 head → {pair.heads} heads:\n{numbers}"
+    from mhacli.measures.narrate import cause_line
+
+    cause = cause_line(pair)  # why, measured: the lone head by nouns of a class, and the control
+    return f"'{pair.task}' task, {params} · {DEFINITION}, 1 head → {pair.heads} heads:\n{numbers}" + (
+        f"\n{cause}" if cause else "")
 
 
 TITLE_PAD = 6.0  # points between a panel and its title (matplotlib's default)
@@ -66,14 +66,9 @@ def _titles(pair: TrainedPair, hide_rules: bool) -> list[tuple[str, str]]:
 
 
 def one_vs_many_figure(pairs: Sequence[TrainedPair], caption: str = CAPTION, hide_rules: bool = False) -> Figure:
-    """One row per pair: the lone head, then each of the h heads, on that pair's text.
-
-    ``hide_rules``: the panels say which head they are, not what it learned.
-
-    A designed slide (:mod:`~mhacli.render.figures.layout`): every title, row heading and the caption is measured
-    once on the figure's renderer, and the panels and colour bars are placed at rectangles computed from those
-    measurements; no layout engine lays the 10 panels out again at a save (constrained layout did, at every save,
-    and took most of ``mha demo``'s drawing).
+    """One row per pair: the lone head, then each of the h heads, on that pair's text; ``hide_rules``: the panels
+    say which head they are, not what it learned. Placed by arithmetic from texts measured once
+    (:mod:`~mhacli.render.figures.layout`), so no layout engine lays the panels out again at a save.
     """
     import numpy as np
 

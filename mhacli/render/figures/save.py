@@ -132,10 +132,8 @@ def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
                  on_saved: Callable[[Path], None] | None = None) -> Saved:
     """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` into ``out_dir`` (created if missing).
 
-    ``result`` is a run or an attention view's result (no ``split``: a view has no weight matrices), its
-    windows chosen (:func:`mhacli.pipeline.shown`).  ``hide_rules`` leaves rule and pattern names out (the
-    "name what each head does" activity); ``on_saved(path)`` is called as each file is written.  Returns the
-    paths written, in order, with ``.notices``: lines worth printing once (characters no font could draw).
+    ``result``: a run or a view's result (a view has no ``split``), its windows chosen; ``hide_rules``: no rule names;
+    ``on_saved(path)`` is called per file. Returns the paths written, with ``.notices`` (e.g. undrawable characters).
     """
     _window(result.figures), _window(result.magnified)  # refused before anything is drawn
     fmt, dpi = check_format(fmt), check_dpi(dpi)

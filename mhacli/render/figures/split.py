@@ -1,13 +1,10 @@
 """split.png: how X and three weight matrices become h heads, and how W^O mixes them back.
 
-Top row, the split, in the article's orientation: X (N × d), then W_q, W_k and W_v
-each as its h per-head blocks [W_q¹ | W_q² | …] (every W_q^i is d × d/h, the
-transposed row block i of PyTorch's weight), then Q = [Q¹ | Q² | …] with
-Q^i = X W_q^i. Bottom row, the merge: the heads' outputs side by side as H, W^O whose
-column block i reads head i, and O. Every block is outlined in its head's colour, the
-colours of every other figure; a legend names them and one colour bar reads every panel.
-X and O have one plain frame: every head reads all of X, and every column of O mixes all heads.
-Placed by arithmetic on a plain ``Figure`` (:func:`split_figure`).
+Top row, the split in the article's orientation: X (N × d), W_q, W_k, W_v as their per-head blocks (W_q^i is
+d × d/h, the transposed row block i of PyTorch's weight), then Q = [Q¹ | Q² | …] with Q^i = X W_q^i. Bottom row,
+the merge: H, W^O (column block i reads head i) and O. Blocks are outlined in their head's colour; X and O have
+one plain frame, since every head reads all of X (a model whose values come from E alone reads X for Q
+and K only, and says so) and every column of O mixes all heads.
 """
 
 from __future__ import annotations
@@ -99,14 +96,8 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
                  dpi: float | None = None) -> Any:
     """The split and the merge of ``trace`` as one figure (matplotlib ``Figure``, never pyplot).
 
-    ``label`` replaces the line that names the weights (by default :func:`~mhacli.render.labels.weights_note`);
-    the rows are labelled by ``pen`` (the run's, so missing glyphs are reported once), shortened as on every figure.
-    Every Axes and text is placed by arithmetic from texts measured once on the figure's renderer
-    (:class:`~mhacli.render.figures.layout.Measured`): the constrained layout with two subfigures, run twice to
-    thin the row labels, took as long as drawing the figure. ``dpi``: the dots per inch it will be saved at, when
-    known; its size is fixed, so its texts are then measured on the very renderer that draws them, and the draw
-    finds their sizes already known (the cat sentence's split.png: 86 -> 45 text measurements; in CPU seconds within
-    the noise of 40 alternating builds, docs/performance.md).
+    ``label`` replaces the line naming the weights; ``pen`` labels the rows. ``dpi``, when known, measures the texts
+    on the very renderer that draws them, so the draw finds their sizes known.
     """
     from matplotlib.patches import Patch
 
@@ -120,8 +111,9 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
     first, last = sup_index(1), sup_index(h)
     q = np.asarray(trace.Q).transpose(1, 0, 2).reshape(n, d)  # (h, N, d/h) -> (N, d)
     # X is not split: every head reads all of it (its own W_q^i makes Q^i), so X has one frame, no head's.
-    top = [Panel(np.asarray(trace.X), "X  (N × d)", "the tokens' vectors, one row each:\nevery head reads all of X",
-                 1, toks, 1.5)]
+    reads = ("every head's Q and K read all of X;\nits V reads E, the words alone" if trace.word_values
+             else "every head reads all of X")  # a grammar model's values come from the word embeddings
+    top = [Panel(np.asarray(trace.X), "X  (N × d)", f"the tokens' vectors, one row each:\n{reads}", 1, toks, 1.5)]
     g = trace.kv_heads
     for k, name in enumerate(("q", "k", "v")):
         if name != "q" and g != h:  # shared keys and values: one block per group j, read by h/g heads
@@ -171,10 +163,11 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
     sub = label if label is not None else weights_note(trace, hide_rules)
     _, _, head_h = slide.text(f"One matrix, {h} heads: d = {d} split into h = {h} blocks of d/h = {dk}\n{sub}",
                               width / 2, INSET, fontsize=15, ha="center", color=theme.LABEL_COLOR)
+    v_from = "E" if trace.word_values else "X"  # a grammar model's values read the word embeddings alone
     split_title = (f"The split: W_q, W_k and W_v cut into h = {h} blocks of d/h = {dk} columns (Q^i = X W_q^i, "
-                   "likewise K^i and V^i)" if g == h else
+                   + ("likewise K^i and V^i)" if v_from == "X" else "likewise K^i; V^i = E W_v^i)") if g == h else
                    f"The split: W_q cut into h = {h} blocks of d/h = {dk} columns (Q^i = X W_q^i); W_k and W_v into "
-                   f"g = {g} (K^j = X W_k^j, V^j = X W_v^j)")
+                   f"g = {g} (K^j = X W_k^j, V^j = {v_from} W_v^j)")
     merge_title = "The merge: the heads' outputs side by side, mixed by W^O"
     sub_h = m.tallest([split_title, merge_title], 12.0)
     legend_h = m.tallest(["head 1"], 11.0) + 1.3 * 11.0 * PT  # its text, its border pad and the pad to the edge

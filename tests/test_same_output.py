@@ -8,6 +8,7 @@ import pytest
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,15 @@ CASES = {
     "demo": (["demo", "the cat sat on the mat", "--no-pause"], True),
     "show-figures": (["show", "{npz}", "--max-tokens", "4"], True),
     "show-json": (["show", "{npz}", "--json", "--no-json-arrays", "--no-plots"], False),
+}
+
+
+#: Texts taken out of figures for speed (issue 44, each listed in docs/changelog.md): figure -> the texts that may be
+#: missing from the record. What is left must be the recorded texts in their order, less some of these.
+REMOVED_FOR_SPEED = {
+    "heads.png": re.compile(r"\d\.\d\d"),  # cell numbers: each row's largest weight alone is written
+    "magnifiers.png": re.compile(r"\d+%|0"),  # numbers under the boxes: the row's largest weight alone
+    "split.png": None,  # row labels of Q and O, level with X's and H's row for row: a text still drawn elsewhere
 }
 
 
@@ -133,7 +143,27 @@ def test_the_same_input_gives_the_same_output(tmp_path, monkeypatch):
         assert differences(got[name]["stdout"], want[name]["stdout"]) == [], name
         assert sorted(got[name]["figures"]) == sorted(want[name]["figures"]), name
         for figure, shown in want[name]["figures"].items():
-            assert differences(got[name]["figures"][figure], shown) == [], (name, figure)
+            drawn = got[name]["figures"][figure]
+            if figure in REMOVED_FOR_SPEED:
+                shown = {**shown, "texts": _kept(drawn["texts"], shown["texts"], figure)}
+            assert differences(drawn, shown) == [], (name, figure)
+
+
+def _kept(got: list[str], want: list[str], figure: str) -> list[str]:
+    """``want`` less the texts ``got`` left out, when each of those is one REMOVED_FOR_SPEED allows; else ``want``."""
+    kept, i = [], 0
+    for text in want:
+        if i < len(got) and got[i] == text:
+            kept.append(text)
+            i += 1
+            continue
+        removable = REMOVED_FOR_SPEED[figure]
+        if removable is None:  # a repeated text: still drawn in the figure
+            if text not in got:
+                return want
+        elif not removable.fullmatch(text):
+            return want
+    return kept if i == len(got) else want
 
 
 def test_the_record_covers_every_figure_kind():

@@ -43,6 +43,13 @@ def value_text(v: float) -> str:
     return f"{v:.2f}"
 
 
+def row_tops(weights: np.ndarray) -> np.ndarray:
+    """Each row's largest weight, and any weight that prints as the same number: the cells a reader reads."""
+    shown = [[value_text(v) for v in row] for row in np.asarray(weights).tolist()]
+    tops = [value_text(max(row)) for row in np.asarray(weights).tolist()]
+    return np.array([[t == top for t in row] for row, top in zip(shown, tops)], bool).reshape(np.shape(weights))
+
+
 def _mask_path(mask: np.ndarray) -> Any:
     """One compound path over every blocked cell, in the image's data units (cell (r, c) is centred at (c, r))."""
     from matplotlib.path import Path as MplPath
@@ -111,11 +118,13 @@ def heatmap(
     show_x: bool = True,
     show_y: bool = True,
     frame_width: float = 3.0,
+    numbered: np.ndarray | None = None,
 ) -> Heatmap:
     """Draw one attention matrix on ``ax``: keys along x (labelled on top), queries down y.
 
     A fixed 0…1 scale, so every head reads against the same colour bar; blocked cells are grey and hatched, so
-    "not allowed" never looks like "zero". ``value_size`` > 0 writes each weight in its cell.
+    "not allowed" never looks like "zero". ``value_size`` > 0 writes each weight in its cell, or only in the cells
+    ``numbered`` marks (then ``values`` holds those texts alone, and :meth:`Heatmap.update` is not for it).
     """
     from matplotlib.patches import PathPatch, Rectangle
 
@@ -152,6 +161,8 @@ def heatmap(
         blocked = mask if mask is not None else np.zeros(weights.shape, bool)
         for r in range(n_rows):
             for c in range(n_cols):
+                if numbered is not None and not numbered[r, c]:
+                    continue
                 v = float(weights[r, c])
                 out.values.append(ax.text(c, r, "" if blocked[r, c] else value_text(v), ha="center",
                                           va="center", fontsize=value_size, color=theme.heat_ink(v),

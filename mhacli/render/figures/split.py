@@ -51,6 +51,8 @@ class Panel:
     rows: Sequence[str] | None  # a label per row (the tokens), or None for a weight matrix
     units: float  # its width, in units of a weight matrix's side
     readers: int = 1  # heads that read each block: block j is outlined in its first reader's colour, head j·readers
+    # Whether its rows are labelled: Q and O sit level with X and H, row for row, so the tokens are written once a row.
+    labelled: bool = True
 
 
 def _draw_panel(ax: Axes, p: Panel, step: int) -> None:
@@ -63,7 +65,7 @@ def _draw_panel(ax: Axes, p: Panel, step: int) -> None:
     ax.imshow(p.m / scale, cmap=SPLIT_CMAP, vmin=-1.0, vmax=1.0, interpolation="nearest", aspect="auto")
     ax.set_title(p.title, fontsize=12, color=theme.LABEL_COLOR, y=1.0, pad=TITLE_PAD)  # y given: not moved at draw
     ax.set_xticks([])
-    if p.rows is not None and r <= MAX_TOKEN_LABELS:
+    if p.rows is not None and p.labelled and r <= MAX_TOKEN_LABELS:
         ax.set_yticks(range(0, r, step), list(p.rows)[::step], fontsize=LABEL_PT)
     else:
         ax.set_yticks([])
@@ -123,11 +125,13 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
         per_head = np.concatenate([b[k] for b in blocks], axis=1)  # h × (d, d/h) -> (d, d)
         top.append(Panel(per_head, f"W_{name}{first} … W_{name}{last}",
                          f"block i is W_{name}^i: d × d/h = {d} × {dk}", h, None, 1.0))
-    top.append(Panel(q, f"Q{first} … Q{last}", f"block i is Q^i = X W_q^i: N × d/h = {n} × {dk}", h, toks, 1.5))
+    top.append(Panel(q, f"Q{first} … Q{last}", f"block i is Q^i = X W_q^i: N × d/h = {n} × {dk}", h, toks, 1.5,
+                     labelled=False))
     bottom = [Panel(np.asarray(trace.concat), "H = [head_1 … head_h]  (N × d)", "head_i = A^i V^i, side by side",
                     h, toks, 2.0),
               Panel(np.asarray(trace.W_o), "W^O  (d × d)", "column block i reads head i", h, None, 1.0),
-              Panel(np.asarray(trace.output), "O = H W^Oᵀ  (N × d)", "every output mixes all heads", 1, toks, 2.0)]
+              Panel(np.asarray(trace.output), "O = H W^Oᵀ  (N × d)", "every output mixes all heads", 1, toks, 2.0,
+                    labelled=False)]
 
     fig = new_figure(figsize=FIG_SIZE, facecolor=theme.PAPER_COLOR, **({"dpi": dpi} if dpi else {}))
     width, height = FIG_SIZE
@@ -143,7 +147,7 @@ def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = F
         """Inches from each panel's right edge to the next one's left edge: its row labels, and room for texts
         wider than the panels (centred on them)."""
         over = [max(0.0, (wide[id(p)] - p.units * unit) / 2) for p in row]
-        return [max(GAP + (row_w if b.rows is not None else 0.0), over[k] + over[k + 1] + GAP)
+        return [max(GAP + (row_w if b.rows is not None and b.labelled else 0.0), over[k] + over[k + 1] + GAP)
                 for k, b in enumerate(row[1:])]
 
     def row_width(row: list[Panel], unit: float, extra: float) -> float:

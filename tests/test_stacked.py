@@ -17,6 +17,8 @@ STEP_TOLERANCE = 1e-12
 @pytest.mark.parametrize("task, options", [
     ("grammar", {}),  # the grammar's defaults: scored loss, values from E, concentration and overlap penalties
     ("grammar", {"heads": 1}),
+    ("grammar", {"kv_heads": 1}),  # shared keys and values: one group for the four query heads
+    ("grammar", {"kv_heads": 2, "head_dropout": 0.3}),
     ("grammar", {"scored_loss": False, "causal": True, "word_values": False, "head_dropout": 0.3}),
     ("relations", {}),
     ("neighbours", {"causal": True, "positions": "learned", "head_dropout": 0.5, "head_sparsity": 0.01}),

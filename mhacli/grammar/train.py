@@ -91,6 +91,9 @@ class TrainConfig:
     split_referent: bool = False
     held_out: int = 500  # fresh sequences for the held-out accuracy
     snapshots: int = 5  # moments of training kept for the heads figure (start … end)
+    # g key/value heads the h query heads share (grouped-query attention; 1: multi-query); None: g = h, the
+    # article's layer. W_k and W_v are then (g·d/h, d): the first g·d/h rows of the full layer's draw.
+    kv_heads: int | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -105,6 +108,19 @@ class TrainConfig:
     @property
     def d_k(self) -> int:
         return self.d_model // self.heads
+
+    @property
+    def groups(self) -> int:
+        """Key/value heads g: h unless the query heads share keys and values."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    def record(self) -> dict[str, Any]:
+        """The config as a saved model records it: kv_heads only when the heads share (g < h), so a model of the
+        article's layer records what it did before the option existed."""
+        fields = dict(vars(self))
+        if fields["kv_heads"] is None:
+            del fields["kv_heads"]
+        return fields
 
     def validate(self) -> None:
         """Raise :class:`UsageError` naming the parameter for any bad value."""
@@ -161,7 +177,7 @@ class TrainConfig:
 
     def run_config(self) -> Config:
         """The attention layer's :class:`Config` (heads, width, seed), validated by Config's one validation."""
-        return Config(heads=self.heads, d_model=self.d_model, seed=self.seed)
+        return Config(heads=self.heads, d_model=self.d_model, seed=self.seed, kv_heads=self.kv_heads)
 
     def the_task(self) -> Task:
         """The task this config trains: its own, or the grammar with the referent split by kind."""
@@ -187,6 +203,8 @@ def init_params(config: TrainConfig, task: Task, rng: np.random.Generator) -> Pa
     else:
         positions = positional_encoding(n, d)  # (N, d)
     w_q, w_k, w_v, w_o = init_weights(d, rng)  # each (d, d), PyTorch layout
+    kv_rows = config.groups * (d // config.heads)  # g·d/h: shared keys and values keep the first g heads' rows
+    w_k, w_v = w_k[:kv_rows], w_v[:kv_rows]  # (g·d/h, d): the same draw whatever g, so every g starts alike
     readout = rng.standard_normal((n_targets, n_vocab, d)) / math.sqrt(d)  # (T, V, d)
     params = {"embedding": embedding, "positions": positions, "W_q": w_q, "W_k": w_k, "W_v": w_v, "W_o": w_o,
               "readout": readout}
@@ -200,11 +218,13 @@ def trainable(config: TrainConfig) -> tuple[str, ...]:
 
 
 def count_parameters(config: TrainConfig) -> int:
-    """Number of trained numbers: V·d + (N·d) + 4·d² + T·V·d, the same for every head count."""
+    """Number of trained numbers: V·d + (N·d) + 4·d² + T·V·d, the same for every head count; with g shared
+    key/value heads 2·d² + 2·d·g·d/h instead of 4·d²."""
     task = config.the_task()
     d, n_vocab = config.d_model, len(task.vocabulary)
     positions = config.length * d if config.positions == "learned" else 0
-    return n_vocab * d + positions + 4 * d * d + len(task.targets) * n_vocab * d
+    attention = 2 * d * d + 2 * d * config.groups * config.d_k
+    return n_vocab * d + positions + attention + len(task.targets) * n_vocab * d
 
 
 # ----------------------------------------------------------------------------- Adam

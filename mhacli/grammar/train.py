@@ -263,11 +263,20 @@ class Adam:
             g = grads[name]
             m = self.m.setdefault(name, np.zeros_like(g))
             v = self.v.setdefault(name, np.zeros_like(g))
+            # The same operations in the same order as m += (1 − β1) g, v += (1 − β2) g g and
+            # p −= step m / (√v + ε), written into two scratch arrays instead of five new ones a parameter a step.
+            scratch = np.multiply(g, 1 - self.beta1)
             m *= self.beta1
-            m += (1 - self.beta1) * g
+            m += scratch
+            np.multiply(g, 1 - self.beta2, out=scratch)
+            scratch *= g
             v *= self.beta2
-            v += (1 - self.beta2) * g * g
-            params[name] -= step * m / (np.sqrt(v) + self.eps)
+            v += scratch
+            root = np.sqrt(v)
+            root += self.eps
+            np.multiply(m, step, out=scratch)
+            scratch /= root
+            params[name] -= scratch
 
 
 # ----------------------------------------------------------------------------- results

@@ -7,8 +7,8 @@ alternating from round to round, and reads the CPU seconds (user + system, the k
 finished child) and the wall seconds; ``--sweep`` adds ``--seeds 0-4 --compare 1,4 --no-plots`` and
 ``--knockout`` adds ``--knockout`` (figures on, as the plain training), each from the same trees in the same rounds.  Prints per-round ratios
 (new ÷ old, and each command ÷ the plain training of its own tree), their medians and ranges, and the BLAS
-kernel (threadpoolctl).  ``--extras-new-only`` runs the sweep and the knockout from the new tree alone (each
-round still times both trees' plain training): the ratios to one training are then the new tree's only.  Not a test: the numbers depend on the machine.
+kernel (threadpoolctl).  ``--extras-new-only`` runs the sweep and the knockout from the new tree alone
+(each round still times both trees' plain training): the ratios to one training are then the new tree's.  Not a test: the numbers depend on the machine.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def main() -> None:
         for label in ran:
             print(f"  {label}: CPU s {summary(cpu[label][name])}; wall s {summary(wall[label][name])}")
         if len(ran) == 2:
-            print(f"  new ÷ old, per round, CPU: {summary([n / o for n, o in zip(cpu['new'][name], cpu['old'][name])])}")
+            ratios = [n / o for n, o in zip(cpu["new"][name], cpu["old"][name])]
+            print(f"  new ÷ old, per round, CPU: {summary(ratios)}")
         if name != "train":
             for label in ran:
                 per = [c / t for c, t in zip(cpu[label][name], cpu[label]["train"])]

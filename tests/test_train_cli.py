@@ -168,10 +168,7 @@ def test_kv_heads_is_refused_in_one_line_where_it_cannot_be_measured(args: list[
 
 
 def test_kv_heads_prints_each_g_s_accuracy_and_spread_over_the_seeds(tmp_path: Path) -> None:
-    """Each g is the same layer with shared keys and values; g = h is the article's layer, exactly as trained
-    without the option (its accuracy is the plain run's)."""
-    import json
-
+    """Each g is the same layer with shared keys and values, its attention parameters 2d² + 2·d·g·d/h."""
     result = runner.invoke(app, ["train", "--task", "grammar", "--kv-heads", "1,2,4", "--seeds", "0-1", *FAST,
                                  "--out", str(tmp_path / "figs")], env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
@@ -181,6 +178,13 @@ def test_kv_heads_prints_each_g_s_accuracy_and_spread_over_the_seeds(tmp_path: P
     assert [rows[g][2] for g in ("1", "2", "4")] == ["2,560", "3,072", "4,096"]  # 2d² + 2·d·g·d/h at d = 32
     assert "instead of 4" in result.output and "over the seeds" in result.output
     assert not (tmp_path / "figs").exists()  # no figures
+
+
+@pytest.mark.slow
+def test_kv_heads_json_holds_each_run_and_g_equal_to_h_is_the_plain_run() -> None:
+    """g = h is the article's layer, exactly as trained without the option (its accuracy is the plain run's)."""
+    import json
+
     doc = json.loads(runner.invoke(app, ["train", "--task", "grammar", "--kv-heads", "1,4", "--seeds", "0-1",
                                          *FAST, "--json"]).output)
     kv = doc["kv_sweep"]

@@ -7,7 +7,8 @@ alternating from round to round, and reads the CPU seconds (user + system, the k
 finished child) and the wall seconds; ``--sweep`` adds ``--seeds 0-4 --compare 1,4 --no-plots`` and
 ``--knockout`` adds ``--knockout`` (figures on, as the plain training), each from the same trees in the same rounds.  Prints per-round ratios
 (new ÷ old, and each command ÷ the plain training of its own tree), their medians and ranges, and the BLAS
-kernel (threadpoolctl).  Not a test: the numbers depend on the machine.
+kernel (threadpoolctl).  ``--extras-new-only`` runs the sweep and the knockout from the new tree alone
+(each round still times both trees' plain training): the ratios to one training are then the new tree's.  Not a test: the numbers depend on the machine.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def main() -> None:
         order = [("old", old), ("new", new)] if r % 2 == 0 else [("new", new), ("old", old)]
         for name in names:
             for label, tree in order:
+                if name != "train" and label == "old" and "--extras-new-only" in sys.argv:
+                    continue
                 c, w = run(tree, COMMANDS[name])
                 cpu[label][name].append(c)
                 wall[label][name].append(w)
@@ -66,11 +69,14 @@ def main() -> None:
     print(f"BLAS: {'; '.join(blas)}; load average {os.getloadavg()[0]:.1f}")
     for name in names:
         print(f"{name}: mha {' '.join(COMMANDS[name])}")
-        for label in ("old", "new"):
+        ran = [label for label in ("old", "new") if cpu[label][name]]
+        for label in ran:
             print(f"  {label}: CPU s {summary(cpu[label][name])}; wall s {summary(wall[label][name])}")
-        print(f"  new ÷ old, per round, CPU: {summary([n / o for n, o in zip(cpu['new'][name], cpu['old'][name])])}")
+        if len(ran) == 2:
+            ratios = [n / o for n, o in zip(cpu["new"][name], cpu["old"][name])]
+            print(f"  new ÷ old, per round, CPU: {summary(ratios)}")
         if name != "train":
-            for label in ("old", "new"):
+            for label in ran:
                 per = [c / t for c, t in zip(cpu[label][name], cpu[label]["train"])]
                 print(f"  {label}: ÷ its own train, per round, CPU: {summary(per)}")
     print(json.dumps({"blas": blas, "cpu": cpu, "wall": wall}))

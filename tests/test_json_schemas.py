@@ -43,6 +43,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("train", ["train", "--task", "grammar", "--steps", "3", "--json", "--no-plots", "--knockout"]),
     ("train", ["train", "--task", "grammar", "--steps", "3", "--json", "--no-plots", "--seeds", "0-1",
                "--compare", "1,2"]),
+    ("train", ["train", "--task", "grammar", "--steps", "3", "--json", "--kv-heads", "1,4", "--seeds", "0-1"]),
     ("samples", ["samples", "--json"]),
     ("samples", ["samples", "cat", "--json"]),
     ("shapes", ["shapes", "--json"]),

@@ -17,6 +17,8 @@ STEP_TOLERANCE = 1e-12
 @pytest.mark.parametrize("task, options", [
     ("grammar", {}),  # the grammar's defaults: scored loss, values from E, concentration and overlap penalties
     ("grammar", {"heads": 1}),
+    ("grammar", {"kv_heads": 1}),  # shared keys and values: one group for the four query heads
+    ("grammar", {"kv_heads": 2, "head_dropout": 0.3}),
     ("grammar", {"scored_loss": False, "causal": True, "word_values": False, "head_dropout": 0.3}),
     ("relations", {}),
     ("neighbours", {"causal": True, "positions": "learned", "head_dropout": 0.5, "head_sparsity": 0.01}),
@@ -108,3 +110,22 @@ def test_mha_train_s_seed_sweep_reports_each_model_as_trained_alone() -> None:
         alone = measured(train(TrainConfig.for_task("neighbours", heads=run["heads"], seed=run["seed"], steps=20)))
         assert run["relation_accuracy"] == dict(zip(alone.model.targets, alone.relation_accuracy))
         assert run["loss"] == alone.loss
+
+
+def test_models_that_stop_on_a_plateau_in_a_stack_stop_where_they_stop_alone() -> None:
+    """A held-out plateau stops each model at its own step; the others train on as one smaller stack, each still
+    the model trained alone, to the last bit (its stop, parameters, history and snapshots)."""
+    small = dict(steps=60, batch=8, held_out=20, patience=1, check_every=10)
+    configs = [TrainConfig.for_task("grammar", seed=seed, heads=1, **small) for seed in (0, 3, 5)]
+    together = train_many(configs)
+    assert any(r.stopped is not None for r in together)  # the rule fired: a run stopped before the cap
+    for stacked, alone in zip(together, (train(c) for c in configs)):
+        assert stacked.stopped == alone.stopped
+        ran = stacked.stopped or stacked.config.steps
+        assert len(stacked.history_loss) == ran and stacked.snapshot_steps[-1] == ran
+        assert len(stacked.snapshots) == len(stacked.snapshot_steps) == len(stacked.snapshot_accuracy)
+        for name, value in alone.model.params.items():
+            assert np.array_equal(stacked.model.params[name], value), name
+        assert np.array_equal(stacked.history_loss, alone.history_loss)
+        assert np.array_equal(stacked.snapshots, alone.snapshots)
+        assert stacked.relation_accuracy == alone.relation_accuracy

@@ -473,3 +473,83 @@ def test_a_penalty_s_strength_outside_0_to_1_is_refused_in_its_own_name(name: st
     said = caught.value.worded(lambda n: n, "=")
     assert said.startswith(f"{name} must be a number from 0 to 1") and repr(bad) in said
     assert getattr(TrainConfig.for_task("grammar", **{name: 0.0}), name) == 0.0
+
+
+def _grouped_batch(heads: int, kv_heads: int):
+    task = get_task("grammar")
+    config = TrainConfig(task="grammar", heads=heads, kv_heads=kv_heads, d_model=8, length=LONGEST, batch=2,
+                         positions="learned", word_values=True)
+    rng = np.random.default_rng(11)
+    params = init_params(config, task, rng)
+    ids, targets, keys = task.sample(rng, config.batch, config.length)
+    return task, config, params, ids, targets, task.scored(keys)
+
+
+@pytest.mark.parametrize("heads, kv_heads", [(4, 1), (4, 2), (2, 1)])
+def test_shared_keys_and_values_have_gradients_that_match_finite_differences(heads: int, kv_heads: int) -> None:
+    """Query head i reads key/value group i // (h/g): each group's W_k and W_v rows collect the gradients of every
+    query head that reads them (with the overlap penalty, whose gradient passes through the shared keys too)."""
+    task, config, params, ids, targets, scored = _grouped_batch(heads, kv_heads)
+    d_kv = kv_heads * config.d_k
+    assert params["W_k"].shape == params["W_v"].shape == (d_kv, config.d_model)
+    loss = lambda: loss_and_grads(params, ids, targets, heads, False, task.pad, True, scored,  # noqa: E731
+                                  overlap=0.1, concentration=0.05)[0]
+    _, grads, _ = loss_and_grads(params, ids, targets, heads, False, task.pad, True, scored, overlap=0.1,
+                                 concentration=0.05)
+    for name in ("W_q", "W_k", "W_v", "W_o", "embedding", "positions"):
+        value = params[name]
+        assert grads[name].shape == value.shape, name
+        numeric = central_differences(loss, value, 1e-6)
+        assert np.abs(numeric).max() > 0, name
+        np.testing.assert_allclose(grads[name], numeric, atol=1e-8, rtol=1e-6, err_msg=name)
+
+
+def test_shared_keys_are_each_group_s_own_keys_and_the_full_layer_s_first_rows() -> None:
+    """The forward pass: query heads of one group see the same keys and values, and g = h draws what the
+    article's layer draws (so g changes how the first rows are shared, not where training starts)."""
+    task, config, params, ids, _, _ = _grouped_batch(4, 2)
+    cache = train_forward(params, ids, 4, False, task.pad, True)
+    for head in range(4):
+        np.testing.assert_array_equal(cache["k"][:, head], cache["k"][:, 2 * (head // 2)])
+        np.testing.assert_array_equal(cache["v"][:, head], cache["v"][:, 2 * (head // 2)])
+    full = init_params(replace(config, kv_heads=None), task, np.random.default_rng(11))
+    for name in ("W_k", "W_v"):
+        np.testing.assert_array_equal(params[name], full[name][:2 * config.d_k])
+    assert count_parameters(config) == count_parameters(replace(config, kv_heads=None)) - 2 * 8 * 4
+    assert count_parameters(replace(config, kv_heads=4)) == count_parameters(replace(config, kv_heads=None))
+
+
+def test_kv_heads_must_divide_the_heads() -> None:
+    with pytest.raises(UsageError, match="must divide"):
+        TrainConfig.for_task("grammar", heads=4, kv_heads=3)
+
+
+@pytest.mark.torch
+def test_shared_keys_and_values_match_torch_autograd() -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed: the autograd comparison needs it")
+    heads, g = 4, 2
+    task, config, params, ids, targets, scored = _grouped_batch(heads, g)
+    loss, grads, _ = loss_and_grads(params, ids, targets, heads, False, task.pad, True, scored)
+    t = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in params.items()}
+    ids_t = torch.as_tensor(ids)
+    words = t["embedding"][ids_t]
+    x = words + t["positions"][: ids.shape[1]]
+    b, n, d, d_k = ids.shape[0], ids.shape[1], config.d_model, config.d_k
+    q = (x @ t["W_q"].T).reshape(b, n, heads, d_k).transpose(1, 2)
+    k = (x @ t["W_k"].T).reshape(b, n, g, d_k).transpose(1, 2)
+    v = (words @ t["W_v"].T).reshape(b, n, g, d_k).transpose(1, 2)
+    mask = ~torch.as_tensor(ids == task.pad)[:, None, None, :]  # True: may look
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    o = out.transpose(1, 2).reshape(b, n, d) @ t["W_o"].T  # (B, N, d)
+    total, count = 0.0, 0
+    for r in range(targets.shape[0]):
+        rows = torch.as_tensor(np.flatnonzero(scored[r]))
+        logits = o.reshape(b * n, d)[rows] @ t["readout"][r].T
+        total = total + torch.nn.functional.cross_entropy(logits, torch.as_tensor(targets[r].reshape(-1)[
+            np.flatnonzero(scored[r])]), reduction="sum")
+        count += len(rows)
+    torch_loss = total / count
+    torch_loss.backward()
+    assert math.isclose(loss, torch_loss.item(), rel_tol=1e-12)
+    for name in ("W_q", "W_k", "W_v", "W_o", "embedding", "readout"):
+        np.testing.assert_allclose(grads[name], t[name].grad.numpy(), atol=1e-12, rtol=1e-9, err_msg=name)

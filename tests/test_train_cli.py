@@ -150,3 +150,47 @@ def test_training_heads_png_texts_are_10_px_at_the_saved_size_and_its_rows_close
         w, h = fig.get_size_inches()
         first, below, right = (maps[0].get_position(), maps[moments].get_position(), maps[1].get_position())
         assert (first.y0 - below.y1) * h <= (right.x0 - first.x1) * w + 0.02
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--task", "grammar", "--kv-heads", "3"], "--kv-heads 3 must divide --heads 4"),
+    (["--kv-heads", "1,2"], "add --task grammar"),
+    (["--task", "grammar", "--kv-heads", "1,2", "--compare", "1,4"], "leave one of them out"),
+    (["--task", "grammar", "--kv-heads", "1", "--save", "m.npz"], "leave one of them out"),
+    (["--task", "grammar", "--kv-heads", "1", "--knockout"], "leave one of them out"),
+    (["--task", "grammar", "--kv-heads", "0"], "at least 1"),
+])
+def test_kv_heads_is_refused_in_one_line_where_it_cannot_be_measured(args: list[str], words: str) -> None:
+    result = runner.invoke(app, ["train", *args, *FAST])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and words in lines[0], result.output
+
+
+def test_kv_heads_prints_each_g_s_accuracy_and_spread_over_the_seeds(tmp_path: Path) -> None:
+    """Each g is the same layer with shared keys and values, its attention parameters 2d² + 2·d·g·d/h."""
+    result = runner.invoke(app, ["train", "--task", "grammar", "--kv-heads", "1,2,4", "--seeds", "0-1", *FAST,
+                                 "--out", str(tmp_path / "figs")], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line.split() for line in result.output.splitlines()
+            if line.split() and line.split()[0] in ("1", "2", "4")}
+    assert [rows[g][1] for g in ("1", "2", "4")] == ["MQA", "GQA", "MHA"]
+    assert [rows[g][2] for g in ("1", "2", "4")] == ["2,560", "3,072", "4,096"]  # 2d² + 2·d·g·d/h at d = 32
+    assert "instead of 4" in result.output and "over the seeds" in result.output
+    assert not (tmp_path / "figs").exists()  # no figures
+
+
+@pytest.mark.slow
+def test_kv_heads_json_holds_each_run_and_g_equal_to_h_is_the_plain_run() -> None:
+    """g = h is the article's layer, exactly as trained without the option (its accuracy is the plain run's)."""
+    import json
+
+    doc = json.loads(runner.invoke(app, ["train", "--task", "grammar", "--kv-heads", "1,4", "--seeds", "0-1",
+                                         *FAST, "--json"]).output)
+    kv = doc["kv_sweep"]
+    assert kv["kv_heads"] == [1, 4] and kv["seeds"] == [0, 1] and len(doc["runs"]) == 4
+    assert [r.get("kv_heads") for r in doc["runs"]] == [1, None, 1, None]
+    plain = json.loads(runner.invoke(app, ["train", "--task", "grammar", "--seed", "1", *FAST, "--json",
+                                           "--no-plots"]).output)
+    assert doc["runs"][3]["accuracy"] == plain["runs"][0]["accuracy"]
+    assert kv["mean_accuracy"][1][1] == pytest.approx(plain["runs"][0]["accuracy"])

@@ -41,6 +41,27 @@ def key_mask(ids: Array, causal: bool, pad: int | None) -> Array | None:
     return padding if blocked is None else padding | blocked  # (B, 1, N, N)
 
 
+def kv_heads(params: Params, heads: int) -> int:
+    """g, the key/value heads the h query heads share, read from W_k's shape: (g·d/h, d); g = h is the article's."""
+    w_q, w_k = params["W_q"], params["W_k"]
+    return heads * w_k.shape[-2] // w_q.shape[-2]
+
+
+def shared(grouped: Array, heads: int) -> Array:
+    """Each query head's keys or values: query head i reads group i // (h/g), (…, g, N, d/h) -> (…, h, N, d/h)."""
+    g = grouped.shape[-3]
+    return grouped if g == heads else np.repeat(grouped, heads // g, axis=-3)
+
+
+def shared_backward(d_per_head: Array, kv: int) -> Array:
+    """A group's gradient is the sum of its query heads': (…, h, N, d/h) -> (…, g, N, d/h)."""
+    h = d_per_head.shape[-3]
+    if kv == h:
+        return d_per_head
+    lead, (n, d_k) = d_per_head.shape[:-3], d_per_head.shape[-2:]
+    return d_per_head.reshape(*lead, kv, h // kv, n, d_k).sum(axis=-3)
+
+
 def value_inputs(params: Params, ids: Array, x: Array, word_values: bool) -> Array:
     """What the values are made from: X = E[ids] + P, or the word embeddings E[ids] alone."""
     return params["embedding"][ids] if word_values else x  # (B, N, d)
@@ -54,9 +75,10 @@ def forward(params: Params, ids: Array, heads: int, causal: bool, pad: int | Non
     1 for a head that speaks in that sequence, 0 for one dropped (None: every head)."""
     x = embed_ids(params["embedding"], params["positions"], ids)  # (B, N, d)
     x_v = value_inputs(params, ids, x, word_values)  # (B, N, d): X, or E[ids] alone
+    g = kv_heads(params, heads)
     q = split_heads(project(x, params["W_q"]), heads)  # (B, N, d) -> (B, h, N, d/h)
-    k = split_heads(project(x, params["W_k"]), heads)  # (B, N, d) -> (B, h, N, d/h)
-    v = split_heads(project(x_v, params["W_v"]), heads)  # (B, N, d) -> (B, h, N, d/h)
+    k = shared(split_heads(project(x, params["W_k"]), g), heads)  # (B, N, g·d/h) -> (B, g, N, d/h) -> (B, h, N, d/h)
+    v = shared(split_heads(project(x_v, params["W_v"]), g), heads)  # (B, N, g·d/h) -> (B, h, N, d/h)
     _, weights, heads_out = attend(q, k, v, key_mask(ids, causal, pad))  # (B, h, N, N), (B, h, N, d/h)
     spoken = heads_out if kept is None else heads_out * kept[:, :, None, None]  # (B, h, N, d/h)
     concat = merge_heads(spoken)  # (B, h, N, d/h) -> (B, N, d)
@@ -244,6 +266,8 @@ def layer_backward(params: Params, cache: dict[str, Array], ids: Array, d_out: A
         d_weights = d_weights + d_weights_more  # (B, h, N, N)
     d_scores = softmax_backward(d_weights, cache["weights"])  # (B, h, N, N)
     d_q, d_k = attention_scores_backward(d_scores, cache["q"], cache["k"])  # 2 × (B, h, N, d/h)
+    g = kv_heads(params, heads)  # shared keys and values: each group collects its query heads' gradients
+    d_k, d_v = shared_backward(d_k, g), shared_backward(d_v, g)  # 2 × (B, g, N, d/h)
     d_q, d_k, d_v = (split_heads_backward(g) for g in (d_q, d_k, d_v))  # 3 × (B, N, d)
     d_x, d_x_v, d_w_q, d_w_k, d_w_v = projections_backward(d_q, d_k, d_v, cache["x"], cache["x_v"],
                                                            params)  # 2 × (B, N, d), 3 × (d, d)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mhacli.grammar.passes import Array, Params, head_concentration, head_sparsity
+from mhacli.grammar.passes import Array, Params, head_concentration, head_sparsity, kv_heads, shared, shared_backward
 
 
 @dataclass(frozen=True)
@@ -62,18 +62,21 @@ def step(params: Params, batch: Batch, heads: int, causal: bool, pad: int | None
     e, p = params["embedding"], params["positions"]  # (M, V, d), (M, N, d)
     n_vocab, d = e.shape[1:]
     d_k = d // heads
+    g = kv_heads(params, heads)  # key/value heads: g = h is the article's layer, g < h shared keys and values
+    d_kv = g * d_k  # the width of K and V
     # ---- forward
     cells = ids + (np.arange(m) * n_vocab)[:, None, None]  # (M, B, N): row of the stacked table E
     words = e.reshape(m * n_vocab, d)[cells]  # (M, B, N, d): E[ids]
     x = words + p[:, None, :n]  # (M, B, N, d)
     x2 = x.reshape(m, b * n, d)  # (M, B·N, d)
     xv2 = words.reshape(m, b * n, d) if word_values else x2  # (M, B·N, d): what the values are made of
-    w_qk = np.concatenate([params["W_q"], params["W_k"]], axis=1)  # (M, 2d, d): Q and K in one product
-    qk = x2 @ _t(w_qk)  # (M, B·N, d) @ (M, d, 2d) -> (M, B·N, 2d)
-    v2 = xv2 @ _t(params["W_v"])  # (M, B·N, d) @ (M, d, d) -> (M, B·N, d)
+    w_qk = np.concatenate([params["W_q"], params["W_k"]], axis=1)  # (M, d + g·d/h, d): Q and K in one product
+    qk = x2 @ _t(w_qk)  # (M, B·N, d) @ (M, d, d + g·d/h) -> (M, B·N, d + g·d/h)
+    v2 = xv2 @ _t(params["W_v"])  # (M, B·N, d) @ (M, d, g·d/h) -> (M, B·N, g·d/h)
     q = qk[..., :d].reshape(m, b, n, heads, d_k).transpose(0, 1, 3, 2, 4)  # (M, B, h, N, d/h)
-    k = qk[..., d:].reshape(m, b, n, heads, d_k).transpose(0, 1, 3, 2, 4)  # (M, B, h, N, d/h)
-    v = v2.reshape(m, b, n, heads, d_k).transpose(0, 1, 3, 2, 4)  # (M, B, h, N, d/h)
+    # Query head i reads key/value group i // (h/g) (passes.shared): (M, B, g, N, d/h) -> (M, B, h, N, d/h).
+    k = shared(qk[..., d:].reshape(m, b, n, g, d_k).transpose(0, 1, 3, 2, 4), heads)  # (M, B, h, N, d/h)
+    v = shared(v2.reshape(m, b, n, g, d_k).transpose(0, 1, 3, 2, 4), heads)  # (M, B, h, N, d/h)
     scale = 1.0 / math.sqrt(d_k)
     qk[..., :d] *= scale  # Q/√(d/h) once, on the (B·N, d) queries rather than the (h, N, N) scores
     scores = q @ _t(k)  # (M, B, h, N, d/h) @ (M, B, h, d/h, N) -> (M, B, h, N, N)
@@ -130,16 +133,22 @@ def step(params: Params, batch: Batch, heads: int, causal: bool, pad: int | None
         d_weights += (2.0 * overlap / (b * n)) * (together - weights)
     d_scores = weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))  # (M, B, h, N, N)
     # S = (Q/√(d/h)) Kᵀ with q holding Q/√(d/h): dQ = (dS K)/√(d/h), dK = dSᵀ (Q/√(d/h)).
-    d_qk = np.empty((m, b, n, 2, heads, d_k), dtype=out.dtype)  # dQ beside dK, merged straight into (B·N, 2d)
-    np.matmul(d_scores, k, out=d_qk[:, :, :, 0].transpose(0, 1, 3, 2, 4))  # (M, B, h, N, N) @ (…, N, d/h)
-    np.matmul(_t(d_scores), q, out=d_qk[:, :, :, 1].transpose(0, 1, 3, 2, 4))  # (M, B, h, N, N) @ (…, N, d/h)
-    d_qk = d_qk.reshape(m, b * n, 2 * d)  # (M, B, N, 2, h, d/h) -> (M, B·N, 2d)
+    if g == heads:
+        d_qk = np.empty((m, b, n, 2, heads, d_k), dtype=out.dtype)  # dQ beside dK, merged straight into (B·N, 2d)
+        np.matmul(d_scores, k, out=d_qk[:, :, :, 0].transpose(0, 1, 3, 2, 4))  # (M, B, h, N, N) @ (…, N, d/h)
+        np.matmul(_t(d_scores), q, out=d_qk[:, :, :, 1].transpose(0, 1, 3, 2, 4))  # (M, B, h, N, N) @ (…, N, d/h)
+        d_qk = d_qk.reshape(m, b * n, 2 * d)  # (M, B, N, 2, h, d/h) -> (M, B·N, 2d)
+    else:  # each group's dK is the sum of its query heads' (passes.shared_backward), and so is its dV
+        d_k_groups = shared_backward(_t(d_scores) @ q, g)  # (M, B, h, N, d/h) -> (M, B, g, N, d/h)
+        d_qk = np.concatenate([(d_scores @ k).transpose(0, 1, 3, 2, 4).reshape(m, b * n, d),
+                               d_k_groups.transpose(0, 1, 3, 2, 4).reshape(m, b * n, d_kv)], axis=-1)
+        d_v = shared_backward(d_v, g)  # (M, B, g, N, d/h)
     d_qk[..., :d] *= scale
-    d_v2 = d_v.transpose(0, 1, 3, 2, 4).reshape(m, b * n, d)  # (M, B, h, N, d/h) -> (M, B·N, d)
-    d_w_qk = _t(d_qk) @ x2  # (M, 2d, B·N) @ (M, B·N, d) -> (M, 2d, d)
-    d_w_v = _t(d_v2) @ xv2  # (M, d, B·N) @ (M, B·N, d) -> (M, d, d)
-    d_x = d_qk @ w_qk  # (M, B·N, 2d) @ (M, 2d, d) -> (M, B·N, d): X feeds Q and K, so their gradients add
-    d_xv = d_v2 @ params["W_v"]  # (M, B·N, d) @ (M, d, d) -> (M, B·N, d)
+    d_v2 = d_v.transpose(0, 1, 3, 2, 4).reshape(m, b * n, d_kv)  # (M, B, g, N, d/h) -> (M, B·N, g·d/h)
+    d_w_qk = _t(d_qk) @ x2  # (M, d + g·d/h, B·N) @ (M, B·N, d) -> (M, d + g·d/h, d)
+    d_w_v = _t(d_v2) @ xv2  # (M, g·d/h, B·N) @ (M, B·N, d) -> (M, g·d/h, d)
+    d_x = d_qk @ w_qk  # (M, B·N, d + g·d/h) @ (M, d + g·d/h, d) -> (M, B·N, d): X feeds Q and K, their gradients add
+    d_xv = d_v2 @ params["W_v"]  # (M, B·N, g·d/h) @ (M, g·d/h, d) -> (M, B·N, d)
     d_words = d_x + d_xv  # (M, B·N, d): E[ids] is read by X, and by the values (as X or alone)
     if not word_values:
         d_x = d_words  # the values read X: a third use of it

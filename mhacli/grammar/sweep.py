@@ -73,3 +73,62 @@ def sweep(runs: Sequence[Sequence["TrainResult"]]) -> Sweep:
     acc = np.array([[r.relation_accuracy for r in seed] for seed in runs])  # (S, H, T)
     return Sweep(task=first[0].config.task, seeds=tuple(seed[0].config.seed for seed in runs), heads=heads,
                  targets=first[0].model.targets, relation_accuracy=acc)
+
+
+@dataclass(frozen=True)
+class KvSweep:
+    """Held-out accuracy (the card's 2,000 sentences) per seed and key/value head count g, relation by relation:
+    does sharing keys and values cost the layer anything?"""
+
+    task: str
+    heads: int  # h query heads, the same for every g
+    d_model: int
+    seeds: tuple[int, ...]  # (S,)
+    kv_heads: tuple[int, ...]  # (G,) g key/value heads, in the order asked
+    parameters: tuple[int, ...]  # (G,) trained numbers of each g's model
+    targets: tuple[str, ...]  # (T,)
+    relation_accuracy: Array  # (S, G, T)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "relation_accuracy", read_only(self.relation_accuracy, np.float64))
+
+    @property
+    def accuracy(self) -> Array:
+        """(S, G) mean over relations."""
+        return self.relation_accuracy.mean(axis=-1)
+
+    @property
+    def spread(self) -> dict[str, Array]:
+        """Each g's accuracy over the seeds: mean, standard deviation (0 for one seed), smallest, largest; (G,) each."""
+        a = self.accuracy  # (S, G)
+        sd = a.std(axis=0, ddof=1) if a.shape[0] > 1 else np.zeros(a.shape[1])
+        return {"mean": a.mean(axis=0), "sd": sd, "min": a.min(axis=0), "max": a.max(axis=0)}
+
+    def attention_parameters(self, g: int) -> int:
+        """W_q, W_k, W_v, W_o with g key/value heads: 2d² + 2·d·g·d/h (4d² when g = h)."""
+        d = self.d_model
+        return 2 * d * d + 2 * d * g * (d // self.heads)
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.spread
+        return {"task": self.task, "heads": self.heads, "seeds": list(self.seeds), "kv_heads": list(self.kv_heads),
+                "parameters": list(self.parameters),
+                "attention_parameters": [self.attention_parameters(g) for g in self.kv_heads],
+                "targets": list(self.targets), "mean_accuracy": self.accuracy.tolist(),
+                "relation_accuracy": self.relation_accuracy.tolist(),
+                "spread": {k: v.tolist() for k, v in s.items()}}
+
+
+def kv_sweep(runs: Sequence[Sequence["TrainResult"]]) -> KvSweep:
+    """The key/value sweep of ``runs[s][j]``: seed s's run with the j-th key/value head count (same h, same task)."""
+    from mhacli.grammar.train import count_parameters
+
+    if not runs or not runs[0]:
+        raise ValueError("a key/value sweep needs at least one seed and one g")
+    first = runs[0]
+    acc = np.array([[r.relation_accuracy for r in seed] for seed in runs])  # (S, G, T)
+    return KvSweep(task=first[0].config.task, heads=first[0].config.heads, d_model=first[0].config.d_model,
+                   seeds=tuple(seed[0].config.seed for seed in runs),
+                   kv_heads=tuple(r.config.groups for r in first),
+                   parameters=tuple(count_parameters(r.config) for r in first),
+                   targets=first[0].model.targets, relation_accuracy=acc)

@@ -91,6 +91,14 @@ class TrainConfig:
     split_referent: bool = False
     held_out: int = 500  # fresh sequences for the held-out accuracy
     snapshots: int = 5  # moments of training kept for the heads figure (start … end)
+    # g key/value heads the h query heads share (grouped-query attention; 1: multi-query); None: g = h, the
+    # article's layer. W_k and W_v are then (g·d/h, d): the first g·d/h rows of the full layer's draw.
+    kv_heads: int | None = None
+    # Stop on a held-out plateau: every `check_every` steps the held-out accuracy (mean over the relations, on
+    # the run's own held-out set) is measured, and a model whose best has not risen for `patience` checks in a
+    # row stops there (steps stays the cap). 0: every step is trained, as before the option.
+    patience: int = 0
+    check_every: int = 100
 
     def __post_init__(self) -> None:
         self.validate()
@@ -106,6 +114,21 @@ class TrainConfig:
     def d_k(self) -> int:
         return self.d_model // self.heads
 
+    @property
+    def groups(self) -> int:
+        """Key/value heads g: h unless the query heads share keys and values."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    def record(self) -> dict[str, Any]:
+        """The config as a saved model records it: kv_heads only when the heads share (g < h), the plateau rule
+        only when it is on, so a model trained without them records what it did before the options existed."""
+        fields = dict(vars(self))
+        if fields["kv_heads"] is None:
+            del fields["kv_heads"]
+        if not fields["patience"]:
+            del fields["patience"], fields["check_every"]
+        return fields
+
     def validate(self) -> None:
         """Raise :class:`UsageError` naming the parameter for any bad value."""
         get_task(self.task)
@@ -120,6 +143,11 @@ class TrainConfig:
             if value > most:
                 raise UsageError(f"{{{name}:name}} must be at most {most:,}, got {value:,} "
                                  f"({TRAIN_LIMIT_REASONS[name]}).", **{name: value})
+        for name, least, most in (("patience", 0, 1_000), ("check_every", 1, TRAIN_LIMITS["steps"])):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+                raise UsageError(f"{{{name}:name}} must be a whole number from {least} to {most:,}, got {value!r}.",
+                                 **{name: value})
         lr = self.lr
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or not 0 < lr <= LR_MAX:
             raise UsageError(f"{{lr:name}} must be a finite number above 0 and at most {LR_MAX:g} "
@@ -161,7 +189,7 @@ class TrainConfig:
 
     def run_config(self) -> Config:
         """The attention layer's :class:`Config` (heads, width, seed), validated by Config's one validation."""
-        return Config(heads=self.heads, d_model=self.d_model, seed=self.seed)
+        return Config(heads=self.heads, d_model=self.d_model, seed=self.seed, kv_heads=self.kv_heads)
 
     def the_task(self) -> Task:
         """The task this config trains: its own, or the grammar with the referent split by kind."""
@@ -187,6 +215,8 @@ def init_params(config: TrainConfig, task: Task, rng: np.random.Generator) -> Pa
     else:
         positions = positional_encoding(n, d)  # (N, d)
     w_q, w_k, w_v, w_o = init_weights(d, rng)  # each (d, d), PyTorch layout
+    kv_rows = config.groups * (d // config.heads)  # g·d/h: shared keys and values keep the first g heads' rows
+    w_k, w_v = w_k[:kv_rows], w_v[:kv_rows]  # (g·d/h, d): the same draw whatever g, so every g starts alike
     readout = rng.standard_normal((n_targets, n_vocab, d)) / math.sqrt(d)  # (T, V, d)
     params = {"embedding": embedding, "positions": positions, "W_q": w_q, "W_k": w_k, "W_v": w_v, "W_o": w_o,
               "readout": readout}
@@ -200,11 +230,13 @@ def trainable(config: TrainConfig) -> tuple[str, ...]:
 
 
 def count_parameters(config: TrainConfig) -> int:
-    """Number of trained numbers: V·d + (N·d) + 4·d² + T·V·d, the same for every head count."""
+    """Number of trained numbers: V·d + (N·d) + 4·d² + T·V·d, the same for every head count; with g shared
+    key/value heads 2·d² + 2·d·g·d/h instead of 4·d²."""
     task = config.the_task()
     d, n_vocab = config.d_model, len(task.vocabulary)
     positions = config.length * d if config.positions == "learned" else 0
-    return n_vocab * d + positions + 4 * d * d + len(task.targets) * n_vocab * d
+    attention = 2 * d * d + 2 * d * config.groups * config.d_k
+    return n_vocab * d + positions + attention + len(task.targets) * n_vocab * d
 
 
 # ----------------------------------------------------------------------------- Adam
@@ -231,11 +263,20 @@ class Adam:
             g = grads[name]
             m = self.m.setdefault(name, np.zeros_like(g))
             v = self.v.setdefault(name, np.zeros_like(g))
+            # The same operations in the same order as m += (1 − β1) g, v += (1 − β2) g g and
+            # p −= step m / (√v + ε), written into two scratch arrays instead of five new ones a parameter a step.
+            scratch = np.multiply(g, 1 - self.beta1)
             m *= self.beta1
-            m += (1 - self.beta1) * g
+            m += scratch
+            np.multiply(g, 1 - self.beta2, out=scratch)
+            scratch *= g
             v *= self.beta2
-            v += (1 - self.beta2) * g * g
-            params[name] -= step * m / (np.sqrt(v) + self.eps)
+            v += scratch
+            root = np.sqrt(v)
+            root += self.eps
+            np.multiply(m, step, out=scratch)
+            scratch /= root
+            params[name] -= scratch
 
 
 # ----------------------------------------------------------------------------- results
@@ -429,6 +470,7 @@ class TrainResult:
     snapshots: Array  # (moments, h, N, N): each head's weights on one held-out sequence
     snapshot_tokens: tuple[str, ...]  # that sequence
     model: TrainedModel
+    stopped: int | None = None  # the step a held-out plateau stopped it at (config.patience); None: every step
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -585,54 +627,100 @@ def train_stack(configs: Sequence[TrainConfig],
     history_loss = np.empty((m, config.steps))
     history_accuracy = np.empty((m, config.steps))
 
-    def one(i: int) -> Params:
-        return {name: value[i].astype(np.float64) for name, value in params.items()}
+    def one(row: int) -> Params:
+        """The parameters of the stack's row ``row`` (a live model), in float64."""
+        return {name: value[row].astype(np.float64) for name, value in params.items()}
+
+    def _snapshot_one(row: int, i: int) -> None:
+        _, overall, _, weights = _evaluate(one(row), helds[i], config)
+        snaps[i].append(weights[0, :, :shown[i], :shown[i]].copy())  # (h, N, N) on the first held-out sequence
+        snap_acc[i].append(overall)
 
     def snapshot() -> None:
-        for i in range(m):
-            _, overall, _, weights = _evaluate(one(i), helds[i], config)
-            snaps[i].append(weights[0, :, :shown[i], :shown[i]].copy())  # (h, N, N) on the first held-out sequence
-            snap_acc[i].append(overall)
+        for row, i in enumerate(live):
+            _snapshot_one(row, i)
 
     start = time.perf_counter()
+    live = list(range(m))  # the models still training: params, Adam's moments and the batch hold these rows
+    final: dict[int, Params] = {}  # a model stopped on a plateau: its parameters where it stopped
+    stopped: dict[int, int] = {}
+    best = [-1.0] * m
+    flat = [0] * m  # checks in a row without a new best held-out accuracy
+
+    def plateaued(step: int) -> list[int]:
+        """The live models whose held-out accuracy has not risen for ``patience`` checks (row numbers)."""
+        out = []
+        for row, i in enumerate(live):
+            _, _, per, _ = _evaluate(one(row), helds[i], config)
+            accuracy = sum(per) / len(per)  # the mean over relations: a rare relation counts as much
+            if accuracy > best[i]:
+                best[i], flat[i] = accuracy, 0
+            else:
+                flat[i] += 1
+            if flat[i] >= config.patience:
+                out.append(row)
+        return out
+
     # The matrices are small (a batch of 64 × 17 tokens, d = 32): a second BLAS thread only waits for the first.
     # A diverging run overflows on its way to NaN: it is refused below (diverged), not printed as numpy's warnings.
     with single_threaded_blas(), np.errstate(all="ignore"):
         snapshot()
         for step in range(1, config.steps + 1):
-            drawn = {seed: s.batch(task, config, step) for seed, s in streams.items()}
-            ids = np.stack([drawn[c.seed][0] for c in configs])  # (M, B, N)
-            targets = np.stack([drawn[c.seed][1] for c in configs])  # (M, T, B, N)
-            asked = task.scored(np.stack([drawn[c.seed][2] for c in configs]))  # (M, T, B, N)
-            kept = (np.stack([dropped_heads(dropping[i], c) for i, c in enumerate(configs)])
+            drawn = {seed: s.batch(task, config, step) for seed, s in streams.items()
+                     if any(configs[i].seed == seed for i in live)}
+            ids = np.stack([drawn[configs[i].seed][0] for i in live])  # (M, B, N)
+            targets = np.stack([drawn[configs[i].seed][1] for i in live])  # (M, T, B, N)
+            asked = task.scored(np.stack([drawn[configs[i].seed][2] for i in live]))  # (M, T, B, N)
+            kept = (np.stack([dropped_heads(dropping[i], configs[i]) for i in live])
                     if config.head_dropout else None)  # (M, B, h)
             adam.lr = learning_rate(config, step)
             loss, grads, acc = stacked_step(params, stack_batch(ids, targets, asked, config.scored_loss, kept),
                                             config.heads, config.causal, task.pad, config.word_values,
                                             config.head_sparsity, config.head_concentration, config.head_overlap)
             adam.step(params, grads, names)
-            history_loss[:, step - 1] = loss
-            history_accuracy[:, step - 1] = acc
+            history_loss[live, step - 1] = loss
+            history_accuracy[live, step - 1] = acc
             if not np.isfinite(loss).all():
-                raise diverged(configs[int(np.argmin(np.isfinite(loss)))], step)
+                raise diverged(configs[live[int(np.argmin(np.isfinite(loss)))]], step)
             if step in moments:
                 snapshot()
             if on_step is not None:
                 on_step(step, loss, acc)
+            if config.patience and step % config.check_every == 0 and step < config.steps:
+                done = plateaued(step)
+                if done:
+                    for row in done:
+                        final[live[row]], stopped[live[row]] = one(row), step
+                        if step not in moments:  # the figure's last column: where it stopped
+                            _snapshot_one(row, live[row])
+                    keep = [row for row in range(len(live)) if row not in done]
+                    live = [live[row] for row in keep]
+                    if not live:
+                        break
+                    for store in (params, adam.m, adam.v):
+                        for name in list(store):
+                            store[name] = store[name][keep]
         seconds = time.perf_counter() - start
-        ends = [_evaluate(one(i), helds[i], config) for i in range(m)]
-    return [_result(c, one(i), helds[i], ends[i], history_loss[i], history_accuracy[i], seconds, moments,
-                    snaps[i], snap_acc[i], shown[i]) for i, c in enumerate(configs)]
+        for row, i in enumerate(live):
+            final[i] = one(row)
+        ends = [_evaluate(final[i], helds[i], config) for i in range(m)]
+    results = []
+    for i, c in enumerate(configs):
+        ran = stopped.get(i, config.steps)
+        steps_shown = tuple(mo for mo in moments if mo <= ran) + (() if ran in moments else (ran,))
+        results.append(_result(c, final[i], helds[i], ends[i], history_loss[i, :ran], history_accuracy[i, :ran],
+                               seconds, steps_shown, snaps[i], snap_acc[i], shown[i], stopped.get(i)))
+    return results
 
 
 def _result(config: TrainConfig, params: Params, held: HeldOut, end: tuple[float, float, tuple[float, ...], Array],
             history_loss: Array, history_accuracy: Array, seconds: float, moments: tuple[int, ...],
-            snaps: list[Array], snap_acc: list[float], shown: int) -> TrainResult:
+            snaps: list[Array], snap_acc: list[float], shown: int, stopped: int | None = None) -> TrainResult:
     """One model's result: refused when not finite, its heads named against the held-out set."""
     task = config.the_task()
     loss, accuracy, per, weights = end
     if not (math.isfinite(loss) and all(np.isfinite(p).all() for p in params.values())):
-        raise diverged(config, config.steps)  # a model that is not finite is never saved nor reported
+        raise diverged(config, stopped or config.steps)  # a model that is not finite is never saved nor reported
     blocked = key_mask(held.ids, config.causal, task.pad)  # what each held-out query could see: chance
     if task.sentences:
         from mhacli.grammar.grammar import HEAD_RELATIONS, head_keys
@@ -647,5 +735,5 @@ def _result(config: TrainConfig, params: Params, held: HeldOut, end: tuple[float
         config=config, loss=loss, accuracy=accuracy, relation_accuracy=per,
         history_loss=history_loss, history_accuracy=history_accuracy, parameters=count_parameters(config),
         seconds=seconds, snapshot_steps=moments, snapshot_accuracy=tuple(snap_acc), snapshots=np.stack(snaps),
-        snapshot_tokens=tuple(task.vocabulary[i] for i in held.ids[0][:shown]), model=model,
+        snapshot_tokens=tuple(task.vocabulary[i] for i in held.ids[0][:shown]), model=model, stopped=stopped,
     )

@@ -47,7 +47,7 @@ def trained_arrays(result: TrainResult) -> dict[str, Any]:
         "format_version": np.array(FORMAT_VERSION, dtype=np.int64),
         "mhacli_version": np.array(__version__),
         "task": np.array(result.config.task),
-        "config": np.array(json.dumps(vars(result.config), sort_keys=True)),
+        "config": np.array(json.dumps(result.config.record(), sort_keys=True)),
         "metrics": np.array(json.dumps(metrics, sort_keys=True)),
         "in_proj_weight": np.concatenate([p["W_q"], p["W_k"], p["W_v"]]),  # (3d, d): q, k, v
         "out_proj.weight": np.asarray(p["W_o"]),  # (d, d)

@@ -32,10 +32,15 @@ SeedsOpt = Annotated[Optional[str], typer.Option(
     help="Train every head count once per seed (e.g. 0-4, or 0,2,7) and print each seed's accuracy and gap, "
     "the spread over seeds, and sweep.png (the gap per seed).")]
 MAX_SEEDS = 20  # a sweep of 20 seeds × 3 head counts of the grammar is minutes already
+TrainKvHeadsOpt = Annotated[Optional[str], typer.Option(
+    "--kv-heads", metavar="G,G,…", rich_help_panel=TRAINING, show_default=False,
+    help="With --task grammar: train the same layer with g shared key/value heads for each g (each dividing "
+    "--heads; g = --heads is multi-head attention, 1 multi-query) and print each g's held-out accuracy and its "
+    "spread over --seeds. Writes no figures.")]
 
 if TYPE_CHECKING:
     from mhacli.grammar.knockout import Knockout
-    from mhacli.grammar.sweep import Sweep
+    from mhacli.grammar.sweep import KvSweep, Sweep
     from mhacli.grammar.train import TrainConfig, TrainResult
 
 
@@ -97,7 +102,7 @@ def conclusion(results: "list[TrainResult]") -> str:
 
 
 def results_json(results: "list[TrainResult]", knockouts: "list[Knockout] | None" = None,
-                 swept: "Sweep | None" = None) -> str:
+                 swept: "Sweep | None" = None, kv: "KvSweep | None" = None) -> str:
     """One JSON document: the task, and per run its configuration and measurements (a grammar model's report
     card, its knockout when asked); after --seeds, the sweep."""
     from mhacli.measures import narrate
@@ -112,6 +117,8 @@ def results_json(results: "list[TrainResult]", knockouts: "list[Knockout] | None
                      "steps": c.steps, "seconds": r.seconds,
                      "batch": c.batch, "length": c.length, "lr": c.lr, "seed": c.seed, "positions": c.positions,
                      "relations": [{"relation": n, "share": s} for n, s in r.model.relations]})
+        if c.kv_heads is not None:
+            runs[-1]["kv_heads"] = c.kv_heads
         card = r.model.card
         if card is not None:
             runs[-1]["card"] = card.to_dict()
@@ -121,6 +128,8 @@ def results_json(results: "list[TrainResult]", knockouts: "list[Knockout] | None
     document: dict[str, Any] = {"task": results[0].config.task, "runs": runs}
     if swept is not None:
         document["sweep"] = {**swept.to_dict(), "sentence": narrate.sweep_sentence(swept)}
+    if kv is not None:
+        document["kv_sweep"] = {**kv.to_dict(), "sentence": kv_sentence(kv)}
     return json_document("train", document, indent=2)
 
 
@@ -162,6 +171,8 @@ def _train_with_bar(configs: "list[TrainConfig]", quiet: bool) -> "list[TrainRes
 
     first = configs[0]
     label = f"{first.heads} head{'s' if first.heads > 1 else ''}"
+    if first.kv_heads is not None:
+        label += f", {first.kv_heads} key/value"
     if len(configs) > 1:
         label += f" × {len(configs)} seeds (mean)"
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -194,6 +205,7 @@ def train(
     compare: CompareOpt = None,
     knockout: KnockoutOpt = False,
     seeds: SeedsOpt = None,
+    kv_heads: TrainKvHeadsOpt = None,
 ) -> None:
     """Train one attention layer on a task and show whether one head is enough.
 
@@ -202,6 +214,10 @@ def train(
     Example: mha train --task grammar --seeds 0-4 --compare 1,4
     """
     seed_list = parse_seeds(seeds) if seeds is not None else [seed]
+    if kv_heads is not None:
+        _train_kv(kv_heads, seed_list, task, dict(heads=heads, d_model=d_model, steps=steps, batch=batch, lr=lr),
+                  compare=compare, save=save, knockout=knockout, json_out=json_out)
+        return
     grid = [train_configs(compare, task, heads=heads, d_model=d_model, steps=steps, batch=batch, lr=lr, seed=s)
             for s in seed_list]
     _train_and_publish(grid, _checked(grid, knockout, seeds, compare, save), knockout, seeds is not None,
@@ -391,3 +407,91 @@ def _save_sweep(swept: "Sweep", out: Path) -> list[str]:
 
 def _save_png(fig: Any, handle: IO[bytes]) -> None:
     fig.savefig(handle, format="png")
+
+
+def _train_kv(text: str, seeds: list[int], task: str, fields: dict[str, Any], *, compare: str | None,
+              save: str | None, knockout: bool, json_out: bool) -> None:
+    """``--kv-heads G,G,…``: the same layer with g shared key/value heads for each g, on every seed; each g's
+    held-out accuracy (the card's 2,000 sentences) and its spread over the seeds."""
+    from mhacli.attention.numbers import head_counts
+    from mhacli.grammar.sweep import kv_sweep
+    from mhacli.grammar.tasks import get_task, task_name
+
+    groups = head_counts(text, "--kv-heads")
+    name = task_name(task)
+    if not get_task(name).sentences:
+        raise UsageError("{kv_heads:name} measures what sharing keys and values costs the grammar: add --task "
+                         "grammar.", kv_heads=text)
+    for other, given, why in (("compare", compare, "compares head counts"), ("save", save, "keeps one model"),
+                              ("knockout", knockout or None, "switches off heads of one model")):
+        if given is not None:
+            raise UsageError("{kv_heads:name} compares key/value head counts and {" + other + ":name} " + why
+                             + ": leave one of them out.", kv_heads=text, **{other: given})
+    grid = [[_with_kv(train_configs(None, name, **fields, seed=s)[0], g) for g in groups] for s in seeds]
+    by_seed = _trained(grid, None, quiet=json_out)
+    swept = kv_sweep(by_seed)
+    if json_out:
+        write_stdout(results_json([r for runs in by_seed for r in runs], kv=swept) + "\n")
+    else:
+        _print_kv(swept)
+
+
+def _with_kv(config: "TrainConfig", g: int) -> "TrainConfig":
+    """``config`` with g key/value heads (None for g = h: the article's layer, exactly as without the option)."""
+    from dataclasses import replace
+
+    return replace(config, kv_heads=None if g == config.heads else g)
+
+
+def kv_sentence(kv: "KvSweep") -> str:
+    """What sharing cost, every number from the sweep: the fewest key/value heads against the most."""
+    s = kv.spread
+    most, fewest = kv.kv_heads.index(max(kv.kv_heads)), kv.kv_heads.index(min(kv.kv_heads))
+    if most == fewest:
+        g = kv.kv_heads[most]
+        return (f"g = {g}: {s['mean'][most]:.1%} held-out accuracy over {len(kv.seeds)} seed"
+                f"{'s' if len(kv.seeds) > 1 else ''} ({s['min'][most]:.1%} to {s['max'][most]:.1%}).")
+    gap = 100 * (kv.accuracy[:, most] - kv.accuracy[:, fewest])  # (S,) points
+    saved = kv.attention_parameters(kv.kv_heads[most]) - kv.attention_parameters(kv.kv_heads[fewest])
+    text = (f"With {kv.kv_heads[fewest]} key/value head{'s' if kv.kv_heads[fewest] > 1 else ''} instead of "
+            f"{kv.kv_heads[most]} ({saved:,} fewer attention parameters), the {kv.heads} query heads reached "
+            f"{s['mean'][fewest]:.1%} against {s['mean'][most]:.1%} (mean of {len(kv.seeds)} seed"
+            f"{'s' if len(kv.seeds) > 1 else ''}): {gap.mean():+.1f} points")
+    if len(kv.seeds) > 1:
+        text += f" for the most key/value heads, from {gap.min():+.1f} to {gap.max():+.1f} over the seeds"
+    return text + "."
+
+
+def _print_kv(kv: "KvSweep") -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from mhacli.render import theme
+
+    groups = ", ".join(map(str, kv.kv_heads))
+    console.print(Text(f"mha train --task {kv.task} --heads {kv.heads}, key/value heads {groups}, "
+                       f"{len(kv.seeds)} seed{'s' if len(kv.seeds) > 1 else ''}: held-out accuracy (the card's "
+                       "sentences), mean over relations", style=theme.STYLE_TITLE))
+    table = Table(box=None, pad_edge=False)
+    table.add_column("g", justify="right")
+    table.add_column("layer")
+    table.add_column("W_q,k,v,o", justify="right")
+    for seed in kv.seeds:
+        table.add_column(f"seed {seed}", justify="right")
+    table.add_column("mean", justify="right")
+    if len(kv.seeds) > 1:
+        table.add_column("sd", justify="right")
+        table.add_column("min–max", justify="right")
+    s = kv.spread
+    for j, g in enumerate(kv.kv_heads):
+        kind = "MHA" if g == kv.heads else "MQA" if g == 1 else "GQA"
+        row = [str(g), kind, f"{kv.attention_parameters(g):,}", *(f"{a:.1%}" for a in kv.accuracy[:, j]),
+               f"{s['mean'][j]:.1%}"]
+        if len(kv.seeds) > 1:
+            row += [f"{100 * s['sd'][j]:.1f}", f"{s['min'][j]:.1%}–{s['max'][j]:.1%}"]
+        table.add_row(*row)
+    console.print(table)
+    by = kv.relation_accuracy.mean(axis=0)  # (G, T): each relation's mean over the seeds
+    for j, g in enumerate(kv.kv_heads):
+        console.print(f"g = {g}: " + ", ".join(f"{t} {a:.1%}" for t, a in zip(kv.targets, by[j])), highlight=False)
+    console.print(kv_sentence(kv), highlight=False)

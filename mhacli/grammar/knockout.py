@@ -15,7 +15,8 @@ import numpy as np
 
 from mhacli.attention import evidence
 from mhacli.attention.attention import merge_heads, project
-from mhacli.grammar.card import CARD_SEED, CARD_SENTENCES, held_out, read_only
+from mhacli.grammar.card import CARD_SEED, CARD_SENTENCES, read_only
+from mhacli.grammar.heldout import held_out
 
 if TYPE_CHECKING:
     from mhacli.grammar.card import Card
@@ -46,10 +47,12 @@ class Knockout:
     cost: Array = field(init=False, repr=False, compare=False)
     matters: Array = field(init=False, repr=False, compare=False)
     points: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)  # (h, R) cost as printed
+    # (h, R) whether a cost's verdict is at stake (worth a word, or its interval reaching the threshold), and its
+    # 95 % bootstrap interval in the digits of evidence.points ("8.1 to 11.0"; "" where not measured)
+    at_stake: Array = field(init=False, repr=False, compare=False)
+    intervals: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        from mhacli.attention import evidence
-
         for name in ("full", "without", "queries"):
             object.__setattr__(self, name, read_only(getattr(self, name), np.float64))
         if (self.low is None) != (self.high is None):
@@ -65,6 +68,13 @@ class Knockout:
         object.__setattr__(self, "matters", read_only(cost >= evidence.KNOCKOUT_POINTS, bool))  # (h, R)
         # the digits that keep each printed cost on its verdict's side (9.64 is '9.6', never '10')
         object.__setattr__(self, "points", tuple(tuple(evidence.points(float(c)) for c in row) for row in cost))
+        low, high = self.low, self.high
+        reaches = np.zeros(cost.shape, bool) if high is None else high >= evidence.KNOCKOUT_POINTS  # (h, R)
+        object.__setattr__(self, "at_stake", read_only((high is not None) & (self.matters | reaches), bool))
+        object.__setattr__(self, "intervals", tuple(
+            tuple("" if low is None or high is None else
+                  f"{evidence.points(float(low[i, r]))} to {evidence.points(float(high[i, r]))}"
+                  for r in range(cost.shape[1])) for i in range(cost.shape[0])))
 
     @property
     def heads(self) -> int:
@@ -76,17 +86,6 @@ class Knockout:
                 "without": self.without.tolist(),
                 **({} if self.low is None or self.high is None else
                    {"cost_low": self.low.tolist(), "cost_high": self.high.tolist(), "bootstrap": BOOTSTRAP})}
-
-    def at_stake(self, head: int, row: int) -> bool:
-        """Is a cost's verdict at stake: worth a word (evidence.matters), or its interval reaching the threshold?"""
-        reaches = self.high is not None and self.high[head, row] >= evidence.KNOCKOUT_POINTS
-        return self.high is not None and bool(self.matters[head, row] or reaches)
-
-    def interval(self, head: int, row: int) -> str:
-        """A cost's 95 % bootstrap interval in the digits of :func:`evidence.points` (``8.1 to 11.0``), or ""."""
-        if self.low is None or self.high is None:
-            return ""
-        return f"{evidence.points(float(self.low[head, row]))} to {evidence.points(float(self.high[head, row]))}"
 
 
 BOOTSTRAP = 1000  # resamples of the held-out sentences behind a cost's interval: ~0.05 CPU s on 2,000 sentences
@@ -201,8 +200,6 @@ def _costs(card: "Card", knock: Knockout) -> Array:
 def mismatches(card: "Card", knock: Knockout) -> tuple[Mismatch, ...]:
     """Each head the card names for a row whose knockout costs it under evidence.KNOCKOUT_POINTS, and each row
     a head's knockout costs that much though the card does not name the head for it."""
-    from mhacli.attention import evidence
-
     cost = _costs(card, knock)  # (h, R)
     out = []
     for i in range(card.heads):
@@ -214,7 +211,7 @@ def mismatches(card: "Card", knock: Knockout) -> tuple[Mismatch, ...]:
                     and not repeated):  # a row that only repeats a role the head is named for is that role's
                 across = (knock.low is not None and knock.high is not None
                           and evidence.matters(float(knock.low[i, r])) != evidence.matters(float(knock.high[i, r])))
-                out.append(Mismatch(i, row, known, float(card.rate[r, i]), float(cost[i, r]), knock.interval(i, r),
+                out.append(Mismatch(i, row, known, float(card.rate[r, i]), float(cost[i, r]), knock.intervals[i][r],
                                     across))
     return tuple(out)
 
@@ -260,8 +257,6 @@ def clean(card: "Card", knock: Knockout) -> tuple[Clean, ...]:
     A row the card also names the head for is its own too; so is a row holding one of those (the referent,
     which holds he/she, feeling and place: it loses their queries).
     """
-    from mhacli.attention import evidence
-
     cost = _costs(card, knock)  # (h, R)
     out = []
     for i in range(card.heads):

@@ -114,8 +114,8 @@ def knockout_table(card: CardShown, knock: Knockout) -> RenderableType:
             shown = knock.points[i][r]  # the digits that keep it on its verdict's side
             said = "0" if float(shown) == 0 else f"+{shown[1:]}" if shown.startswith("-") else f"−{shown}"
             cell = Text(said, style=theme.STYLE_BAD if knock.matters[i, r] else theme.STYLE_DIM)
-            if knock.at_stake(i, r):  # a cost worth a word, or one whose interval reaches 10: its interval
-                cell.append(f"\n{knock.interval(i, r).replace('-', '−').replace(' to ', '–')}", style=theme.STYLE_DIM)
+            if knock.at_stake[i, r]:  # a cost worth a word, or one whose interval reaches 10: its interval
+                cell.append(f"\n{knock.intervals[i][r].replace('-', '−').replace(' to ', '–')}", style=theme.STYLE_DIM)
             cells.append(cell)
         table.add_row(*cells)
     return fitted_table(table)

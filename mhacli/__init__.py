@@ -27,7 +27,7 @@ _PUBLIC = {
     "AttentionView": "mhacli.measures.view",
     "AttentionWeights": "mhacli.models.state_dict",
     # A trained grammar model's report card and head knockout (issue 28): numbers, no pictures.
-    "report_card": "mhacli.grammar.card",
+    "report_card": "mhacli.grammar.heldout",
     "Card": "mhacli.grammar.card",
     "knockout": "mhacli.grammar.knockout",
     "Knockout": "mhacli.grammar.knockout",
@@ -52,7 +52,8 @@ __all__ = ["__version__", "run", "Run", "Request", "ModelOptions", "Config", "Tr
            "html_page", "save_figures", "model_figure"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mhacli.grammar.card import Card, report_card
+    from mhacli.grammar.card import Card
+    from mhacli.grammar.heldout import report_card
     from mhacli.attention.config import Config
     from mhacli.grammar.knockout import Knockout, knockout
     from mhacli.attention.tiles import attention_in_tiles, tiled_attention

@@ -281,7 +281,7 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
 def _with_words(model: Any, words: object) -> Any:
     """``model`` reading ``words`` (``{"park": "place"}``, ``"park=place"``) by their grammar class; refused
     without a grammar model (the words are checked first, so a bad pair is said as such)."""
-    from mhacli.grammar.words import with_words, word_map
+    from mhacli.grammar.words import word_map
 
     mapped = word_map(words)
     if not mapped:
@@ -290,7 +290,7 @@ def _with_words(model: Any, words: object) -> Any:
         raise UsageError("{words:name} maps new words to classes of the grammar, so it needs a grammar model: "
                          "add {weights} (or a model trained with {task}).", words="", weights="grammar",
                          task="grammar")
-    return with_words(model, mapped)
+    return model.with_words(mapped)
 
 
 def _tokens(text: str, config: Config, json: bool, limit: int) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ import json
 
 import numpy as np
 
-from mhacli.grammar.card import carded
+from mhacli.grammar.heldout import carded
 from mhacli.grammar.knockout import clean, knockout
 from mhacli.grammar.train import TrainConfig, train
 

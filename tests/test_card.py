@@ -24,7 +24,8 @@ from mhacli.cli.app import app
 from mhacli.attention import evidence
 from mhacli.grammar import grammar
 from mhacli.measures import narrate
-from mhacli.grammar.card import (CARD_SEED, Card, carded, disagreements, held_out, report_card, row_keys, rows,
+from mhacli.grammar.heldout import carded, held_out, report_card
+from mhacli.grammar.card import (CARD_SEED, Card, disagreements, row_keys, rows,
                                  short_name, wilson)
 from mhacli.grammar.knockout import knockout, logits_without, mismatches
 from mhacli.grammar.sweep import sweep

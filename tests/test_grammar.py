@@ -146,7 +146,7 @@ def test_the_shipped_grammar_model_is_the_documented_command_s_result(retrained)
         for name, value in shipped.params.items():
             np.testing.assert_allclose(again.params[name], value, atol=1e-6, err_msg=name)
         if shipped.card is not None:  # the card the file carries is the retrained model's, count for count
-            from mhacli.grammar.card import report_card
+            from mhacli.grammar.heldout import report_card
 
             card = report_card(again, shipped.card.sentences, shipped.card.seed)
             assert card.rows == shipped.card.rows and (card.hits == shipped.card.hits).all()

@@ -248,7 +248,7 @@ def test_every_surface_of_one_run_gives_each_head_the_cards_one_name(tmp_path):
 def test_the_cause_of_the_gap_is_shown_beside_it():
     """compare and demo step 15 show, beside the one-against-many result, the lone head's verb accuracy split by
     how many nouns share the asked noun's class (core.score.crowd): every verb query counted once."""
-    from mhacli.grammar.card import report_card
+    from mhacli.grammar.heldout import report_card
     from mhacli.grammar.score import crowd, percent
     from mhacli.models.shipped import shipped_model_path
     from mhacli.models.trained import load_trained

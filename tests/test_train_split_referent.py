@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mhacli.grammar.card import SUB_RELATIONS, held_out
+from mhacli.grammar.card import SUB_RELATIONS
+from mhacli.grammar.heldout import held_out
 from mhacli.attention.errors import UsageError
 from mhacli.grammar.grammar import LONGEST, RELATIONS
 from mhacli.grammar.knockout import knockout, query_targets, row_accuracy

@@ -190,13 +190,12 @@ def test_the_api_words_its_refusals_in_python_and_the_cli_in_options():
 def test_a_model_without_a_word_of_the_class_cannot_read_the_mapping():
     from dataclasses import replace
 
-    from mhacli.grammar.words import with_words
 
     model = _grammar_model()
     edited = replace(model, vocabulary=tuple("plaza" if w == "square" else w for w in model.vocabulary))
     with pytest.raises(UsageError, match="this model has no embedding for square"):
-        with_words(edited, "park=place")
-    assert with_words(edited, "lion=animal").words.pairs == (("lion", "animal"),)
+        edited.with_words("park=place")
+    assert edited.with_words("lion=animal").words.pairs == (("lion", "animal"),)
 
 
 def test_the_lines_every_surface_shows_are_made_from_the_mapping():

@@ -71,10 +71,10 @@ def score(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CA
 
 def measured(result: "TrainResult") -> "TrainResult":
     """A training run as every surface reports it: a grammar model named by its report card
-    (:func:`mhacli.grammar.card.carded`), and the run's accuracy (and each relation's) its :func:`score`."""
+    (:func:`mhacli.grammar.heldout.carded`), and the run's accuracy (and each relation's) its :func:`score`."""
     from dataclasses import replace
 
-    from mhacli.grammar.card import carded
+    from mhacli.grammar.heldout import carded
 
     result = carded(result)
     s = score(result.model)
@@ -110,7 +110,8 @@ class Crowd:
 def crowd(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Crowd:
     """``model``'s verb accuracy on the card's held-out sentences, by nouns of the asked noun's class (1, 2, 3)."""
     from mhacli.grammar import grammar
-    from mhacli.grammar.card import ROLES, held_out
+    from mhacli.grammar.card import ROLES
+    from mhacli.grammar.heldout import held_out
     from mhacli.grammar.knockout import query_targets
 
     ids, keys, names = held_out(model, sentences, seed)  # (S, N), (R, S, N)

@@ -18,12 +18,13 @@ from mhacli.attention import evidence
 from mhacli.attention.config import Config
 from mhacli.attention.embed import init_weights, positional_encoding
 from mhacli.attention.errors import RunError, UsageError
+from mhacli.attention.messages import literal
 from mhacli.grammar.passes import (Array, Params, cross_entropy, forward, key_mask, scored_cross_entropy,
                                  scored_readout)
 from mhacli.attention.schedule import single_threaded_blas
 from mhacli.grammar.grammar import LONGEST, NO_RELATION, RELATION_NAMES
 from mhacli.grammar.tasks import BOUNDARY, RELATION_KEYS, TASKS, UNKNOWN, Task, get_task
-from mhacli.grammar.words import WordMap, stand_ins
+from mhacli.grammar.words import CLASSES, WordMap, stand_ins, word_map
 from mhacli.grammar.words import parse as words_parse
 from mhacli.attention.trace import Inputs
 
@@ -356,7 +357,7 @@ class TrainedModel:
     targets: tuple[str, ...]
     relations: tuple[tuple[str, float], ...]  # per head: (relation name, share of queries following it)
     card: Card | None = None  # a grammar model's report card: its heads' names follow it
-    words: WordMap = WordMap()  # new words, each read as a word of its grammar class (core.words.with_words)
+    words: WordMap = WordMap()  # new words, each read as a word of its grammar class (TrainedModel.with_words)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", {k: _frozen(v) for k, v in self.params.items()})
@@ -428,6 +429,23 @@ class TrainedModel:
         ids = self.ids(tokens)
         p = self.params
         return (p["embedding"][ids], self.positions_for(len(ids)), p["W_q"], p["W_k"], p["W_v"], p["W_o"])
+
+    def with_words(self, words: object) -> TrainedModel:
+        """This model reading ``words`` (:func:`~mhacli.grammar.words.word_map`) each as its stand-in
+        (:func:`~mhacli.grammar.words.stand_ins`); refused for a model that is not of the grammar."""
+        mapped = words if isinstance(words, WordMap) else word_map(words)
+        if not mapped:
+            return self
+        if not self.sentences:
+            raise UsageError(f"{{words:name}} maps new words to classes of the grammar, so it needs a grammar "
+                             f"model ({{weights}}, or one trained with {{task}}); this model learned "
+                             f"{literal(self.config.task)}.", words="", weights="grammar", task="grammar")
+        known = set(self.vocabulary)
+        missing = [w for ws in (CLASSES[c] for _, c in mapped.pairs) for w in ws if w not in known]
+        if missing:
+            raise UsageError(f"this model has no embedding for {literal(missing[0])}, so {{words:name}} cannot "
+                             "read a word of its class.", words="")
+        return replace(self, words=mapped)
 
     def run_inputs(self, tokens: Sequence[str]) -> Inputs:
         """What a run of this model over ``tokens`` reads (:func:`mhacli.attention.trace.run_tokens`): its own

@@ -42,7 +42,7 @@ class MappedScores:
 
     rows: tuple[str, ...]  # (R,) the card's rows
     readings: tuple[str, ...]  # ("words", "centroid", "stand-in"): the sentences as drawn, then each reading
-    rate: Array  # (K, R, h) hit rates (card.report_card's rule)
+    rate: Array  # (K, R, h) hit rates (heldout.report_card's rule)
     accuracy: Array  # (K, R) readout accuracy per row
     replaced: Array  # (R,) queries of each row that point at the replaced noun
     sentences: int
@@ -87,7 +87,8 @@ def mapped_scores(model: "TrainedModel", sentences: int = 2000, seed: int = 2017
     """Replace one noun per held-out sentence by its class's centroid, or by the class's stand-in word
     (:data:`STAND_INS`), and score the card's rule and the readout on each; an answer about the replaced noun
     counts when the readout names a word of its class not elsewhere in the sentence."""
-    from mhacli.grammar.card import card_hits, held_out
+    from mhacli.grammar.card import card_hits
+    from mhacli.grammar.heldout import held_out
     from mhacli.grammar.knockout import row_targets
     from mhacli.grammar.passes import forward
 

@@ -7,8 +7,8 @@ Chosen by measurement over a centroid or a fixed stand-in, which lose named cell
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -16,8 +16,6 @@ from mhacli.grammar import grammar
 from mhacli.attention.errors import UsageError
 from mhacli.attention.messages import literal
 
-if TYPE_CHECKING:
-    from mhacli.grammar.train import TrainedModel
 
 Array = np.ndarray
 
@@ -199,24 +197,6 @@ def reading_note(tokens: Sequence[str], words: WordMap) -> str | None:
             "does not use" for w in proxy]
     own = ", ".join(proxy)
     return "; ".join(said) + f" (the model has no embedding of its own for {own})"
-
-
-def with_words(model: "TrainedModel", words: object) -> "TrainedModel":
-    """``model`` reading ``words`` (:func:`word_map`) each as its stand-in (:func:`stand_ins`); refused for a
-    model that is not of the grammar."""
-    mapped = words if isinstance(words, WordMap) else word_map(words)
-    if not mapped:
-        return model
-    if not model.sentences:
-        raise UsageError(f"{{words:name}} maps new words to classes of the grammar, so it needs a grammar model "
-                         f"({{weights}}, or one trained with {{task}}); this model learned "
-                         f"{literal(model.config.task)}.", words="", weights="grammar", task="grammar")
-    known = set(model.vocabulary)
-    missing = [w for ws in (CLASSES[c] for _, c in mapped.pairs) for w in ws if w not in known]
-    if missing:
-        raise UsageError(f"this model has no embedding for {literal(missing[0])}, so {{words:name}} cannot read a "
-                         "word of its class.", words="")
-    return replace(model, words=mapped)
 
 
 def mapped_words(mapped: Sequence[tuple[str, str, str]]) -> str | None:

@@ -175,7 +175,7 @@ def load_trained(path: Path) -> tuple[TrainedModel, dict[str, Any]]:
     if model.card is not None and model.card.always is None:  # a card saved before its baselines: measured again
         from dataclasses import replace
 
-        from mhacli.grammar.card import report_card
+        from mhacli.grammar.heldout import report_card
 
         model = replace(model, card=report_card(model, model.card.sentences, model.card.seed))
     return model, metrics

@@ -406,4 +406,4 @@ def test_every_integer_option_parses_with_the_one_rule():
                 ints[name] = info.parser
     parsers = (options.whole_option, options.positive_option, options.seed_option)  # seed_option: whole_option's
     assert len(ints) >= 15 and all(p in parsers for p in ints.values()), ints  # rule, the seed's range told
-    assert {n for n, p in ints.items() if p is options.seed_option} == {"SeedOpt", "TrainSeedOpt"}
+    assert {n for n, p in ints.items() if p is options.seed_option} == {"SeedOpt", "TrainSeedOpt", "QUIZ_SEED"}

@@ -19,6 +19,42 @@ settings.register_profile("ci", parent=settings.get_profile("untimed"), derandom
 settings.load_profile("ci" if os.environ.get("CI") else "untimed")
 
 
+# --- hypothesis properties in both tiers (issue 46.5) --------------------------------------------------
+# Every property (@given) runs twice: in the default tier with a fifth of its examples (at least one), as
+# ``test[examples=fifth]``, and in the slow tier (`pytest -m slow`, .ci/run) with the full count its settings
+# give, as ``test[examples=full]``. The property, its strategies and its assertions are the same object both
+# times; only ``max_examples`` differs. A property already marked slow runs once, in full.
+EXAMPLES_IN_THE_DEFAULT_TIER = 5  # the divisor
+
+
+def _is_property(function: object) -> bool:
+    return bool(getattr(function, "is_hypothesis_test", False))
+
+
+def pytest_generate_tests(metafunc):
+    if not _is_property(metafunc.function) or metafunc.definition.get_closest_marker("slow") is not None:
+        return
+    metafunc.fixturenames.append("_examples")
+    metafunc.parametrize("_examples", ["fifth", pytest.param("full", marks=pytest.mark.slow)],
+                         ids=lambda v: f"examples={v}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or callspec.params.get("_examples") != "fifth":
+        yield
+        return
+    wrapper = item.obj
+    full = wrapper._hypothesis_internal_use_settings
+    wrapper._hypothesis_internal_use_settings = settings(
+        full, max_examples=max(1, -(-full.max_examples // EXAMPLES_IN_THE_DEFAULT_TIER)))
+    try:
+        yield
+    finally:
+        wrapper._hypothesis_internal_use_settings = full
+
+
 @pytest.fixture()
 def runner():
     from typer.testing import CliRunner

@@ -81,6 +81,46 @@ def app_built_once():
         yield built
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shipped_pairs_scored_once():
+    """``mha demo`` scores the four shipped models on their held-out sentences at every run
+    (``classroom.shipped_pairs``: about two thirds of a demo's CPU in process, measured with cProfile), and
+    the suite runs demo dozens of times. The pairs are a function of the shipped files alone, so each worker
+    scores them once per version of those files (path, size and mtime: a test that points the package at
+    other files gets those files' pairs), and hands every caller the same pairs with their arrays made
+    read-only: a run that changed them would fail, not feed another test changed numbers."""
+    import numpy as np
+
+    from mhacli.cli.commands import classroom
+    from mhacli.models.shipped import shipped_model_path
+
+    scored = classroom.shipped_pairs
+    memo: dict[tuple, tuple] = {}
+
+    def files() -> tuple:
+        paths = [shipped_model_path(alone=alone, name=name) for name in ("trained", "grammar") for alone in (1, 0)]
+        return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
+
+    def once():
+        try:
+            key = files()
+        except OSError:
+            return scored()  # a missing file: the product's own error
+        if key not in memo:
+            pairs = scored()
+            for pair in pairs:
+                for value in vars(pair).values():
+                    if isinstance(value, np.ndarray):
+                        value.flags.writeable = False
+            memo[key] = pairs
+        return memo[key]
+
+    once.__doc__ = scored.__doc__
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(classroom, "shipped_pairs", once)
+        yield
+
+
 # What a missing PyTorch (or transformers) skips: a test that skips for want of them must say so with the
 # `torch` marker, so .ci/run's second leg (`pytest -m "torch or torch_aware"`, PyTorch installed) runs it.
 _TORCH_REASON = re.compile(r"\b(torch|pytorch|transformers)\b", re.I)

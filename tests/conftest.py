@@ -121,6 +121,37 @@ def shipped_pairs_scored_once():
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def held_out_scored_once():
+    """Every run with a grammar model prints its held-out accuracy (``grammar.score.score``: 2,000 fresh
+    sentences through the model, 0.8 of explain's 1.9 CPU s with ``--weights grammar``), and the suite runs
+    the shipped models hundreds of times. A score is a function of the model's configuration, readouts and
+    parameters and of the sentences drawn, so each worker scores each such model once (keyed on a hash of its
+    parameters' bytes) and hands back the same read-only Score; a different model is scored afresh."""
+    import hashlib
+
+    from mhacli.grammar import score as scoring
+
+    scored = scoring.score
+    memo: dict[tuple, object] = {}
+
+    def once(model, sentences=scoring.CARD_SENTENCES, seed=scoring.CARD_SEED):
+        digest = hashlib.sha1()
+        for name in sorted(model.params):
+            value = model.params[name]
+            digest.update(f"{name}{value.dtype}{value.shape}".encode())
+            digest.update(value.tobytes())
+        key = (repr(model.config), tuple(model.targets), digest.hexdigest(), sentences, seed)
+        if key not in memo:
+            memo[key] = scored(model, sentences, seed)
+        return memo[key]
+
+    once.__doc__ = scored.__doc__
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scoring, "score", once)
+        yield
+
+
 # What a missing PyTorch (or transformers) skips: a test that skips for want of them must say so with the
 # `torch` marker, so .ci/run's second leg (`pytest -m "torch or torch_aware"`, PyTorch installed) runs it.
 _TORCH_REASON = re.compile(r"\b(torch|pytorch|transformers)\b", re.I)

@@ -121,34 +121,51 @@ def shipped_pairs_scored_once():
         yield
 
 
-@pytest.fixture(scope="session", autouse=True)
-def held_out_scored_once():
-    """Every run with a grammar model prints its held-out accuracy (``grammar.score.score``: 2,000 fresh
-    sentences through the model, 0.8 of explain's 1.9 CPU s with ``--weights grammar``), and the suite runs
-    the shipped models hundreds of times. A score is a function of the model's configuration, readouts and
-    parameters and of the sentences drawn, so each worker scores each such model once (keyed on a hash of its
-    parameters' bytes) and hands back the same read-only Score; a different model is scored afresh."""
+def _model_key(model) -> tuple:
+    """A trained model as its held-out measures see it: configuration, readouts and the parameters' bytes."""
     import hashlib
 
+    digest = hashlib.sha1()
+    for name in sorted(model.params):
+        value = model.params[name]
+        digest.update(f"{name}{value.dtype}{value.shape}".encode())
+        digest.update(value.tobytes())
+    return repr(model.config), tuple(model.targets), digest.hexdigest()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def held_out_measured_once():
+    """Every run with a grammar model prints its held-out accuracy (``grammar.score.score``: 2,000 fresh
+    sentences through the model, 0.8 of explain's 1.9 CPU s with ``--weights grammar``) and names its heads by
+    their report card (``grammar.card.report_card``: 2,000 more), and the suite runs the shipped models, and
+    the same short trainings, hundreds of times. Both are functions of the model's configuration, readouts
+    and parameters and of the sentences drawn, so each worker measures each such model once (keyed on a hash
+    of its parameters' bytes) and hands back the same result, its arrays read-only; a different model is
+    measured afresh."""
+    import numpy as np
+
+    from mhacli.grammar import card as carding
     from mhacli.grammar import score as scoring
 
-    scored = scoring.score
-    memo: dict[tuple, object] = {}
+    def once(measure):
+        memo: dict[tuple, object] = {}
 
-    def once(model, sentences=scoring.CARD_SENTENCES, seed=scoring.CARD_SEED):
-        digest = hashlib.sha1()
-        for name in sorted(model.params):
-            value = model.params[name]
-            digest.update(f"{name}{value.dtype}{value.shape}".encode())
-            digest.update(value.tobytes())
-        key = (repr(model.config), tuple(model.targets), digest.hexdigest(), sentences, seed)
-        if key not in memo:
-            memo[key] = scored(model, sentences, seed)
-        return memo[key]
+        def measured(model, sentences=scoring.CARD_SENTENCES, seed=scoring.CARD_SEED):
+            key = (*_model_key(model), sentences, seed)
+            if key not in memo:
+                result = measure(model, sentences, seed)
+                for value in vars(result).values():
+                    if isinstance(value, np.ndarray):
+                        value.flags.writeable = False
+                memo[key] = result
+            return memo[key]
 
-    once.__doc__ = scored.__doc__
+        measured.__doc__ = measure.__doc__
+        return measured
+
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scoring, "score", once)
+        mp.setattr(scoring, "score", once(scoring.score))
+        mp.setattr(carding, "report_card", once(carding.report_card))
         yield
 
 

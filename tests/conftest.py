@@ -131,18 +131,19 @@ def _model_key(model) -> tuple:
         value = model.params[name]
         digest.update(f"{name}{value.dtype}{value.shape}".encode())
         digest.update(value.tobytes())
-    return repr(model.config), tuple(model.targets), digest.hexdigest()
+    return repr(model.config), tuple(model.targets), tuple(model.vocabulary), digest.hexdigest()
 
 
 @pytest.fixture(scope="session", autouse=True)
 def held_out_measured_once():
     """Every run with a grammar model prints its held-out accuracy (``grammar.score.score``: 2,000 fresh
     sentences through the model, 0.8 of explain's 1.9 CPU s with ``--weights grammar``) and names its heads by
-    their report card (``grammar.card.report_card``: 2,000 more), and the suite runs the shipped models, and
-    the same short trainings, hundreds of times. Both are functions of the model's configuration, readouts
-    and parameters and of the sentences drawn, so each worker measures each such model once (keyed on a hash
-    of its parameters' bytes) and hands back the same result, its arrays read-only; a different model is
-    measured afresh."""
+    their report card (``grammar.card.report_card``: 2,000 more), compare and demo split the lone head's verb
+    accuracy by crowd (``grammar.score.crowd``, 3.5 of compare's 8 profiled seconds), and the suite runs the
+    shipped models, and the same short trainings, hundreds of times. All three are functions of the model's
+    configuration, vocabulary, readouts and parameters and of the sentences drawn, so each worker measures
+    each such model once (keyed on a hash of its parameters' bytes) and hands back the same result, its arrays
+    read-only; a different model is measured afresh."""
     import numpy as np
 
     from mhacli.grammar import card as carding
@@ -170,6 +171,7 @@ def held_out_measured_once():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(scoring, "score", once(scoring.score))
         mp.setattr(carding, "report_card", once(carding.report_card))
+        mp.setattr(scoring, "crowd", once(scoring.crowd))
         yield
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from pathlib import Path
@@ -17,6 +18,42 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 settings.register_profile("untimed", deadline=None)
 settings.register_profile("ci", parent=settings.get_profile("untimed"), derandomize=True, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "untimed")
+
+
+# --- hypothesis properties in both tiers (issue 46.5) --------------------------------------------------
+# Every property (@given) runs twice: in the default tier with a fifth of its examples (at least one), as
+# ``test[examples=fifth]``, and in the slow tier (`pytest -m slow`, .ci/run) with the full count its settings
+# give, as ``test[examples=full]``. The property, its strategies and its assertions are the same object both
+# times; only ``max_examples`` differs. A property already marked slow runs once, in full.
+EXAMPLES_IN_THE_DEFAULT_TIER = 5  # the divisor
+
+
+def _is_property(function: object) -> bool:
+    return bool(getattr(function, "is_hypothesis_test", False))
+
+
+def pytest_generate_tests(metafunc):
+    if not _is_property(metafunc.function) or metafunc.definition.get_closest_marker("slow") is not None:
+        return
+    metafunc.fixturenames.append("_examples")
+    metafunc.parametrize("_examples", ["fifth", pytest.param("full", marks=pytest.mark.slow)],
+                         ids=lambda v: f"examples={v}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or callspec.params.get("_examples") != "fifth":
+        yield
+        return
+    wrapper = item.obj
+    full = wrapper._hypothesis_internal_use_settings
+    wrapper._hypothesis_internal_use_settings = settings(
+        full, max_examples=max(1, -(-full.max_examples // EXAMPLES_IN_THE_DEFAULT_TIER)))
+    try:
+        yield
+    finally:
+        wrapper._hypothesis_internal_use_settings = full
 
 
 @pytest.fixture()
@@ -43,6 +80,99 @@ def app_built_once():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(typer.testing, "_get_command", lambda a: built if a is app else get_command(a))
         yield built
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shipped_pairs_scored_once():
+    """``mha demo`` scores the four shipped models on their held-out sentences at every run
+    (``classroom.shipped_pairs``: about two thirds of a demo's CPU in process, measured with cProfile), and
+    the suite runs demo dozens of times. The pairs are a function of the shipped files alone, so each worker
+    scores them once per version of those files (path, size and mtime: a test that points the package at
+    other files gets those files' pairs), and hands every caller the same pairs with their arrays made
+    read-only: a run that changed them would fail, not feed another test changed numbers."""
+    import numpy as np
+
+    from mhacli.cli.commands import classroom
+    from mhacli.models.shipped import shipped_model_path
+
+    scored = classroom.shipped_pairs
+    memo: dict[tuple, tuple] = {}
+
+    def files() -> tuple:
+        paths = [shipped_model_path(alone=alone, name=name) for name in ("trained", "grammar") for alone in (1, 0)]
+        return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
+
+    @functools.wraps(scored)
+    def once():
+        try:
+            key = files()
+        except OSError:
+            return scored()  # a missing file: the product's own error
+        if key not in memo:
+            pairs = scored()
+            for pair in pairs:
+                for value in vars(pair).values():
+                    if isinstance(value, np.ndarray):
+                        value.flags.writeable = False
+            memo[key] = pairs
+        return memo[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(classroom, "shipped_pairs", once)
+        yield
+
+
+def _model_key(model) -> tuple:
+    """A trained model as its held-out measures see it: configuration, readouts and the parameters' bytes."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    for name in sorted(model.params):
+        value = model.params[name]
+        digest.update(f"{name}{value.dtype}{value.shape}".encode())
+        digest.update(value.tobytes())
+    return repr(model.config), tuple(model.targets), tuple(model.vocabulary), digest.hexdigest()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def held_out_measured_once():
+    """Every run with a grammar model prints its held-out accuracy (``grammar.score.score``: 2,000 fresh
+    sentences through the model, 0.8 of explain's 1.9 CPU s with ``--weights grammar``) and names its heads by
+    their report card (``grammar.card.report_card``: 2,000 more), compare and demo split the lone head's verb
+    accuracy by crowd (``grammar.score.crowd``, 3.5 of compare's 8 profiled seconds), and the suite runs the
+    shipped models, and the same short trainings, hundreds of times. All three are functions of the model's
+    configuration, vocabulary, readouts and parameters and of the sentences drawn, so each worker measures
+    each such model once (keyed on a hash of its parameters' bytes) and hands back the same result, its arrays
+    read-only; a different model is measured afresh."""
+    import numpy as np
+
+    from mhacli.grammar import card as carding
+    from mhacli.grammar import score as scoring
+
+    def once(measure):
+        memo: dict[tuple, object] = {}
+
+        @functools.wraps(measure)  # the same name and docs: mhacli's public names are checked by them
+        def measured(model, sentences=scoring.CARD_SENTENCES, seed=scoring.CARD_SEED):
+            try:
+                key = (*_model_key(model), sentences, seed)
+            except (AttributeError, TypeError):
+                return measure(model, sentences, seed)  # not a model: the product's own refusal
+            if key not in memo:
+                result = measure(model, sentences, seed)
+                for value in vars(result).values():
+                    if isinstance(value, np.ndarray):
+                        value.flags.writeable = False
+                memo[key] = result
+            return memo[key]
+
+        return measured
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scoring, "score", once(scoring.score))
+        mp.setattr(carding, "report_card", once(carding.report_card))
+        mp.setattr(scoring, "crowd", once(scoring.crowd))
+        yield
 
 
 # What a missing PyTorch (or transformers) skips: a test that skips for want of them must say so with the

@@ -73,7 +73,11 @@ def temporaries(folder: Path) -> list[Path]:
 # Family 1: signals other than Ctrl-C
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
+# One signal in the default tier; the same check for the other two in the slow tier (issue 46.5: a real-process
+# family beyond one test per behaviour).
+@pytest.mark.parametrize(("sig", "code"), [
+    (signal.SIGTERM, 143), pytest.param(signal.SIGHUP, 129, marks=pytest.mark.slow),
+    pytest.param(signal.SIGINT, 130, marks=pytest.mark.slow)])
 def test_a_signal_during_save_npz_leaves_no_temporary_file(tmp_path, sig, code):
     from pause import paused
 
@@ -283,7 +287,9 @@ def test_the_schema_ships_in_the_wheel_listing():
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("command", ["show", "verify"])
-@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "fifo", "folder"])
+# /dev/urandom is the slow tier's: an endless device like /dev/zero, the same refusal (issue 46.5)
+@pytest.mark.parametrize("device", ["/dev/zero", pytest.param("/dev/urandom", marks=pytest.mark.slow), "fifo",
+                                    "folder"])
 def test_devices_pipes_and_folders_are_refused_before_a_byte_is_read(tmp_path, command, device):
     os.mkfifo(tmp_path / "fifo")  # no writer: an open() that waited would hang the test
     (tmp_path / "folder").mkdir()
@@ -532,8 +538,10 @@ def test_a_trace_whose_name_is_not_utf8_still_gets_a_page(tmp_path):
     assert "tr\\\\xe9\\\\xff.npz" in page  # the name's bytes spelled out in the page's JSON
 
 
+# explain, which writes a file, in the default tier; the other commands' closed stdout in the slow tier (issue 46.5)
 @pytest.mark.parametrize("args", [["explain", "the cat sat", "--no-plots", "--save-npz", "c.npz"],
-                                  ["show", "c.npz", "--no-plots"], ["samples"], ["shapes"]])
+                                  *(pytest.param(a, marks=pytest.mark.slow)
+                                    for a in (["show", "c.npz", "--no-plots"], ["samples"], ["shapes"]))])
 def test_a_closed_stdout_does_not_crash_and_files_are_still_whole(tmp_path, args):
     if args[0] == "show":  # a trace to show, as `mha explain --save-npz` writes it (that run is the first case)
         from mhacli import run

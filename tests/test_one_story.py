@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -14,6 +15,13 @@ from typer.testing import CliRunner
 from mhacli.cli.app import app
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
+
+
+@functools.cache
+def _said(*argv: str):
+    """One in-process run per command line in this module: these runs write nothing (no --out), and several
+    tests read the same run's words (explain, compare and demo step 15 of the sentence), so they share it."""
+    return CliRunner().invoke(app, list(argv))
 
 
 def _flat(text: str) -> str:
@@ -60,7 +68,7 @@ def test_the_grammar_model_before_training_never_says_its_weights_are_trained():
     figures = _figure_texts(prepare(SENTENCE, weights="grammar-untrained").run(single=True))
     assert "untrained weights (before training)" in figures["heads"]
     assert not any(re.search(r"\btrained weights", t) for t in figures.values()), figures
-    trained = _flat(runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
+    trained = _flat(_said("explain", SENTENCE, "--weights", "grammar", "--no-plots").stdout)
     assert "weights trained" in trained and "Measured in training" in trained  # the trained model as before
 
 
@@ -123,17 +131,16 @@ def test_compare_demo_the_figure_and_explain_print_the_shipped_models_one_held_o
     alone = score(load_trained(shipped_model_path(alone=True, name="grammar"))[0])
     heads = score(load_trained(shipped_model_path(name="grammar"))[0])
     one, four = percent(alone.accuracy), percent(heads.accuracy)
-    runner = CliRunner()
-    compared = _flat(runner.invoke(app, ["compare", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
+    compared = _flat(_said("compare", SENTENCE, "--weights", "grammar", "--no-plots").stdout)
     assert f"one head alone reached {one} (held-out accuracy, mean over relations), the 4 heads together {four}" \
         in compared
-    demo = _flat(runner.invoke(app, ["demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "15"]).stdout)
+    demo = _flat(_said("demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "15").stdout)
     assert f"one head alone reached {one} (held-out accuracy, mean over relations), 4 heads together {four}" in demo
     assert f"The gap is {100 * (heads.accuracy - alone.accuracy):.1f} points" in demo
     figure = _flat(" ".join(ax.get_title() for ax in one_vs_many_figure(shipped_pairs()).get_axes()))
     figure += " " + _flat(" ".join(t.get_text() for t in one_vs_many_figure(shipped_pairs()).texts))
     assert f"mean {one} → {four}" in figure, figure
-    explained = _flat(runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
+    explained = _flat(_said("explain", SENTENCE, "--weights", "grammar", "--no-plots").stdout)
     assert f"The model's {heads.caption()}." in explained
 
 
@@ -219,7 +226,7 @@ def test_every_surface_of_one_run_gives_each_head_the_cards_one_name(tmp_path):
     # beat its own always-looks-there baseline, and its card names it for he/she alone.
     assert names[3] == "he/she" and names[0] == "object"
     runner = CliRunner()
-    terminal = _flat(runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
+    terminal = _flat(_said("explain", SENTENCE, "--weights", "grammar", "--no-plots").stdout)
     doc = json.loads(runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar", "--no-plots", "--json",
                                          "--no-json-arrays"]).stdout)
     assert doc["relations"] == list(names) and [h["relation"] for h in doc["card"]["heads"]] == list(names)
@@ -229,8 +236,8 @@ def test_every_surface_of_one_run_gives_each_head_the_cards_one_name(tmp_path):
                                str(tmp_path / "page.html")])
     assert made.exit_code == 0, made.output
     page = (tmp_path / "page.html").read_text(encoding="utf-8")
-    compared = _flat(runner.invoke(app, ["compare", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
-    demo = _flat(runner.invoke(app, ["demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "15"]).stdout)
+    compared = _flat(_said("compare", SENTENCE, "--weights", "grammar", "--no-plots").stdout)
+    demo = _flat(_said("demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "15").stdout)
     pairs = one_vs_many_figure(shipped_pairs())
     titles = [_flat(ax.get_title()) for ax in pairs.get_axes() if ax.get_title()][-4:]  # the grammar pair's heads
     for i, name in enumerate(names):
@@ -262,23 +269,22 @@ def test_the_cause_of_the_gap_is_shown_beside_it():
     said = (f"one {percent(lone.accuracy[0])} ({lone.queries[0]:,} queries), two {percent(lone.accuracy[1])} "
             f"({lone.queries[1]:,} queries), three {percent(lone.accuracy[2])} ({lone.queries[2]:,} queries); "
             f"the 4 heads {', '.join(percent(a) for a in many.accuracy)}")
-    runner = CliRunner()
     for argv in (["compare", SENTENCE, "--weights", "grammar", "--no-plots"],
                  ["demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "15"]):
-        assert said in _flat(runner.invoke(app, argv).stdout), argv
+        assert said in _flat(_said(*argv).stdout), argv
 
 
 def test_small_defects_of_the_telling(tmp_path):
     """Issue 43's smaller defects: §5 says a head fixed on one token follows no relation of its own; demo step 3
     indexes E by the word's id; step 10's sentence is whole."""
     runner = CliRunner()
-    explained = _flat(runner.invoke(app, ["explain", SENTENCE, "--weights", "grammar", "--no-plots"]).stdout)
+    explained = _flat(_said("explain", SENTENCE, "--weights", "grammar", "--no-plots").stdout)
     assert "each head looks at one token of its own from every row" in explained
     assert "each head follows a relation of its own" not in explained
     step3 = _flat(runner.invoke(app, ["demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "3"]).stdout)
     assert "E[id, " in step3.split("Step 4 of")[0] and "E[pos" not in step3
     step10 = _flat(runner.invoke(app, ["demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "10",
-                                       "--out", str(tmp_path / "figs")]).stdout).split("Step 11 of")[0]
+                                       "--out", str(tmp_path / "figs"), "--dpi", "30"]).stdout).split("Step 11 of")[0]
     assert "The same query 'tired' (10):" in step10 and ": (" not in step10, step10
 
 
@@ -332,8 +338,7 @@ def test_the_letters_task_has_one_name_on_the_lessons_surfaces():
     from mhacli.render.figures.one_vs_many import row_title
     from test_lesson_plan import TEXT
 
-    demo = _flat(CliRunner().invoke(app, ["demo", SENTENCE, "--weights", "grammar", "--no-pause",
-                                          "--step", "15"]).stdout)
+    demo = _flat(_said("demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "15").stdout)
     title = row_title(shipped_pairs()[0])
     row = next(line for line in TEXT.splitlines() if "One against many" in line)
     assert "Task 'relations'" in demo and title.startswith("'relations' task") and "'relations' task" in row

@@ -136,17 +136,16 @@ def _model_key(model) -> tuple:
 
 @pytest.fixture(scope="session", autouse=True)
 def held_out_measured_once():
-    """Every run with a grammar model prints its held-out accuracy (``grammar.score.score``: 2,000 fresh
-    sentences through the model, 0.8 of explain's 1.9 CPU s with ``--weights grammar``) and names its heads by
-    their report card (``grammar.card.report_card``: 2,000 more), compare and demo split the lone head's verb
-    accuracy by crowd (``grammar.score.crowd``, 3.5 of compare's 8 profiled seconds), and the suite runs the
-    shipped models, and the same short trainings, hundreds of times. All three are functions of the model's
-    configuration, vocabulary, readouts and parameters and of the sentences drawn, so each worker measures
-    each such model once (keyed on a hash of its parameters' bytes) and hands back the same result, its arrays
-    read-only; a different model is measured afresh."""
+    """A saved model keeps its held-out accuracy and crowd split (``metrics.held_out``, read back by the product),
+    but the models the suite trains in memory, often the same short training hundreds of times, are measured on
+    2,000 sentences each time: their score (``grammar.score.score``), report card (``grammar.heldout.report_card``)
+    and crowd split (``grammar.score.crowd``). All three are functions of the model's configuration, vocabulary,
+    readouts and parameters and of the sentences drawn, so each worker measures each such model once (keyed on a
+    hash of its parameters' bytes) and hands back the same result, its arrays read-only; a different model is
+    measured afresh. tests/test_recorded.py checks the product's records against the unwrapped functions."""
     import numpy as np
 
-    from mhacli.grammar import card as carding
+    from mhacli.grammar import heldout as carding
     from mhacli.grammar import score as scoring
 
     def once(measure):

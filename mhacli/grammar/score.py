@@ -7,8 +7,9 @@ The training loop's own accuracy (its progress bar) is another number, never sho
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -56,8 +57,61 @@ class Score:
                 "queries": dict(zip(self.relations, (int(n) for n in self.queries)))}
 
 
+def params_digest(params: Mapping[str, Array]) -> str:
+    """The parameters' fingerprint that a model's recorded measures are kept for (names, shapes, float64 bytes)."""
+    digest = hashlib.sha256()
+    for name in sorted(params):
+        value = np.asarray(params[name], dtype=np.float64)
+        digest.update(f"{name}{value.shape}".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
+def _kept(model: "TrainedModel", name: str, sentences: int, seed: int) -> Any:
+    """``model``'s recorded measure ``name`` if it was made on these sentences (None: measure it)."""
+    entry = getattr(model, "recorded", {}).get(name)
+    return entry if isinstance(entry, dict) and (entry.get("sentences"), entry.get("seed")) == (sentences, seed) \
+        else None
+
+
+def kept_score(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Score | None:
+    """The :func:`score` ``model`` recorded for these sentences, or None (an edited record raises)."""
+    kept = _kept(model, "score", sentences, seed)
+    if kept is None:
+        return None
+    return Score(relations=tuple(model.targets), by_relation=np.array([float(kept["relation_accuracy"][r])
+                                                                      for r in model.targets]),
+                 queries=np.array([int(kept["queries"][r]) for r in model.targets]), sentences=sentences, seed=seed)
+
+
+def kept_crowd(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Crowd | None:
+    """The :func:`crowd` ``model`` recorded for these sentences, or None (an edited record raises)."""
+    kept = _kept(model, "crowd", sentences, seed)
+    if kept is None:
+        return None
+    found = Crowd(accuracy=np.array(kept["accuracy"], dtype=np.float64), queries=np.array(kept["queries"],
+                                                                                          dtype=np.int64))
+    if found.accuracy.shape != (3,) or found.queries.shape != (3,):
+        raise ValueError("a crowd is three accuracies and three counts")
+    return found
+
+
+def record(model: "TrainedModel") -> dict[str, Any]:
+    """``model``'s held-out measures as a file keeps them: its :func:`score` (and :func:`crowd`, for a grammar
+    model), for the parameters its digest names (:func:`mhacli.models.trained.load_trained` checks it)."""
+    out: dict[str, Any] = {"params": params_digest(model.params), "score": score(model).to_dict()}
+    if model.sentences:
+        c = crowd(model)
+        out["crowd"] = {"sentences": CARD_SENTENCES, "seed": CARD_SEED, **c.to_dict()}
+    return out
+
+
 def score(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Score:
-    """``model``'s held-out accuracy over ``sentences`` fresh sequences drawn with ``seed`` (the card's)."""
+    """``model``'s held-out accuracy over ``sentences`` fresh sequences drawn with ``seed`` (the card's); read
+    from the model's record when it has one for these sentences."""
+    kept = kept_score(model, sentences, seed)
+    if kept is not None:
+        return kept
     task = model.config.the_task()
     rng = np.random.default_rng(seed)
     ids, targets, keys = task.sample(rng, sentences, model.config.length)  # (S, N), (T, S, N), (T, S, N)
@@ -78,7 +132,8 @@ def measured(result: "TrainResult") -> "TrainResult":
 
     result = carded(result)
     s = score(result.model)
-    return replace(result, accuracy=s.accuracy, relation_accuracy=tuple(float(a) for a in s.by_relation))
+    model = replace(result.model, recorded={"params": params_digest(result.model.params), "score": s.to_dict()})
+    return replace(result, model=model, accuracy=s.accuracy, relation_accuracy=tuple(float(a) for a in s.by_relation))
 
 
 def by_relation(single: Score, heads: Score) -> tuple[tuple[str, float, float], ...]:
@@ -108,7 +163,11 @@ class Crowd:
 
 
 def crowd(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Crowd:
-    """``model``'s verb accuracy on the card's held-out sentences, by nouns of the asked noun's class (1, 2, 3)."""
+    """``model``'s verb accuracy on the card's held-out sentences, by nouns of the asked noun's class (1, 2, 3);
+    read from the model's record when it has one for these sentences."""
+    kept = kept_crowd(model, sentences, seed)
+    if kept is not None:
+        return kept
     from mhacli.grammar import grammar
     from mhacli.grammar.card import ROLES
     from mhacli.grammar.heldout import held_out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -358,6 +358,9 @@ class TrainedModel:
     relations: tuple[tuple[str, float], ...]  # per head: (relation name, share of queries following it)
     card: Card | None = None  # a grammar model's report card: its heads' names follow it
     words: WordMap = WordMap()  # new words, each read as a word of its grammar class (TrainedModel.with_words)
+    # its held-out measures as JSON, for exactly these parameters (mhacli.grammar.score.record): measured once,
+    # when trained, and saved with it, so a run of the model does not draw and run 2,000 sentences again
+    recorded: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", {k: _frozen(v) for k, v in self.params.items()})

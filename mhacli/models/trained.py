@@ -42,6 +42,9 @@ def trained_arrays(result: TrainResult) -> dict[str, Any]:
                "blas": blas_kernel()}  # the bits of a long run depend on it: tests retrain exactly only on it
     if model.card is not None:  # additive: a grammar model carries its report card, and its names follow it
         metrics["card"] = model.card.to_dict()
+    from mhacli.grammar.score import record
+
+    metrics["held_out"] = record(model)  # its held-out measures, for these parameters: runs read them, not redo them
     return {
         "kind": np.array(KIND),
         "format_version": np.array(FORMAT_VERSION, dtype=np.int64),
@@ -172,12 +175,24 @@ def load_trained(path: Path) -> tuple[TrainedModel, dict[str, Any]]:
               "embedding": embedding, "positions": positions, "readout": readout}
     model = TrainedModel(config=config, params=params, vocabulary=vocabulary, targets=targets,
                          relations=tuple(zip(relations, (float(s) for s in share))), card=_card(metrics, h, path))
-    if model.card is not None and model.card.always is None:  # a card saved before its baselines: measured again
-        from dataclasses import replace
+    from dataclasses import replace
 
+    if model.card is not None and model.card.always is None:  # a card saved before its baselines: measured again
         from mhacli.grammar.heldout import report_card
 
         model = replace(model, card=report_card(model, model.card.sentences, model.card.seed))
+    kept = metrics.get("held_out") if isinstance(metrics, dict) else None
+    if isinstance(kept, dict):
+        from mhacli.grammar.score import kept_crowd, kept_score, params_digest
+
+        if kept.get("params") == params_digest(model.params):  # measured on exactly these weights: else again
+            recorded = replace(model, recorded=kept)
+            try:  # read back as every run will read it; an edited record is measured again instead
+                kept_score(recorded)
+                kept_crowd(recorded)
+                model = recorded
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+                pass
     return model, metrics
 
 
@@ -308,7 +323,7 @@ def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
 
     alone, alone_metrics = load_trained(shipped_model_path(alone=True, name=name))
     heads, heads_metrics = load_trained(shipped_model_path(name=name))
-    single, many = score(alone), score(heads)  # the one held-out accuracy (core.score), never a file's record
+    single, many = score(alone), score(heads)  # the one held-out accuracy (grammar.score)
     apart = TrainedApart(task=heads.config.task, single_accuracy=single.accuracy, heads_accuracy=many.accuracy,
                          single_parameters=int(alone_metrics["parameters"]),
                          heads_parameters=int(heads_metrics["parameters"]),

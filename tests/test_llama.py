@@ -136,7 +136,7 @@ def test_a_transformers_llama_layer_gives_the_same_attention():
     state = {f"layers.0.self_attn.{k}": v.detach().numpy().astype(np.float64)
              for k, v in attn.state_dict().items()}
     t = mhacli.run(TEXT, weights=state, heads=4, dtype="float32").trace
-    x = torch.from_numpy(np.asarray(t.X, dtype=np.float32))[None]
+    x = torch.from_numpy(np.array(t.X, dtype=np.float32))[None]
     pos = torch.arange(t.n_tokens)[None]
     cos_sin = model.rotary_emb(x, pos)
     mask = torch.triu(torch.full((t.n_tokens, t.n_tokens), float("-inf")), 1)[None, None]

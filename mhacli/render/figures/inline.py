@@ -19,28 +19,12 @@ def figure_class() -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    class KeptCanvas(FigureCanvasAgg):
-        """Agg's canvas, whose renderer is resized in place when only the figure's size changed.
-
-        matplotlib keeps a text's measured size per renderer object; a figure measures its texts, then takes the
-        size they need, and Agg would make a new renderer for that size and measure every text again while drawing
-        (the cat sentence: about 160 texts). Resized in place, the renderer is the same object, its sizes known.
-        """
-
-        def get_renderer(self, *args: Any, **kwargs: Any) -> Any:
-            kept = getattr(self, "renderer", None)
-            key: Any = (*self.get_width_height(physical=True), self.figure.dpi)
-            if kept is not None and kept.dpi == self.figure.dpi and self._lastKey != key:
-                kept.__init__(*key)  # a new pixel buffer of the new size, the same renderer
-                self._lastKey = key
-            return super().get_renderer(*args, **kwargs)
-
     class InlineFigure(Figure):
         """A Figure that IPython shows as a PNG (``_repr_png_``)."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            KeptCanvas(self)  # no pyplot, no global state: the Agg canvas draws PNGs and measures text
+            FigureCanvasAgg(self)  # no pyplot, no global state: the Agg canvas draws PNGs and measures text
 
         def _repr_png_(self) -> bytes:
             from mhacli.render.figures.layout import RENDER_RC

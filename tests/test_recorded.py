@@ -92,3 +92,15 @@ def test_a_training_records_its_score_and_saving_adds_the_crowd(tmp_path):
     back, _ = load_trained(path)
     assert set(back.recorded) == {"params", "score", "crowd"}
     np.testing.assert_array_equal(crowd(back).accuracy, crowd(_fresh(back)).accuracy)
+
+
+def test_a_model_with_shared_keys_and_values_is_refused_before_a_file_is_written(tmp_path):
+    """The file format holds one key and one value matrix per head; a grouped model would be written unreadable."""
+    from mhacli.attention.errors import UsageError
+    from mhacli.grammar.train import TrainConfig, train
+    from mhacli.models.trained import save_trained
+
+    result = train(TrainConfig(task="grammar", heads=2, kv_heads=1, steps=5, seed=1, length=17))
+    with pytest.raises(UsageError, match="share 1 key/value heads cannot be saved"):
+        save_trained(result, tmp_path / "g.npz")
+    assert list(tmp_path.iterdir()) == []

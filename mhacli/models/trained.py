@@ -67,6 +67,11 @@ def trained_arrays(result: TrainResult) -> dict[str, Any]:
 
 def save_trained(result: TrainResult, path: Path) -> Path:
     """Write the trained model as an npz, atomically (an interrupted save leaves no file)."""
+    c = result.config
+    if c.kv_heads is not None and c.kv_heads != c.heads:  # the file holds (d, d) keys and values, one per head
+        raise UsageError(f"a model whose {c.heads} heads share {c.kv_heads} key/value heads cannot be saved: a "
+                         "trained-model file holds one key and one value matrix per head; train it without "
+                         "kv_heads to save it.")
     arrays = trained_arrays(result)
     return atomic_write(Path(path), lambda handle: np.savez(handle, **arrays))
 

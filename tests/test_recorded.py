@@ -104,3 +104,12 @@ def test_a_model_with_shared_keys_and_values_is_refused_before_a_file_is_written
     with pytest.raises(UsageError, match="share 1 key/value heads cannot be saved"):
         save_trained(result, tmp_path / "g.npz")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_given_other_parameters_in_memory_keeps_no_stale_record():
+    shipped, _ = load_trained(shipped_model_path(name="grammar"))
+    params = dict(shipped.params)
+    params["readout"] = np.ascontiguousarray(params["readout"][:, ::-1])
+    other = replace(shipped, params=params)  # the record still rides along, for the old weights
+    assert other.recorded and scoring.kept_score(other) is None and scoring.kept_crowd(other) is None
+    assert scoring.score(other).accuracy == score(_fresh(other)).accuracy != scoring.score(shipped).accuracy

@@ -68,10 +68,13 @@ def params_digest(params: Mapping[str, Array]) -> str:
 
 
 def _kept(model: "TrainedModel", name: str, sentences: int, seed: int) -> Any:
-    """``model``'s recorded measure ``name`` if it was made on these sentences (None: measure it)."""
-    entry = getattr(model, "recorded", {}).get(name)
-    return entry if isinstance(entry, dict) and (entry.get("sentences"), entry.get("seed")) == (sentences, seed) \
-        else None
+    """``model``'s recorded measure ``name`` if it was made on these sentences and on these very parameters
+    (None: measure it; a model given other parameters keeps no stale record)."""
+    recorded = getattr(model, "recorded", {})
+    entry = recorded.get(name)
+    if not isinstance(entry, dict) or (entry.get("sentences"), entry.get("seed")) != (sentences, seed):
+        return None
+    return entry if recorded.get("params") == params_digest(model.params) else None
 
 
 def kept_score(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> Score | None:

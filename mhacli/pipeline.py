@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from mhacli.measures.lesson import LessonNumbers
     from mhacli.grammar.score import Score
     from mhacli.attention.trace import Trace
-    from mhacli.grammar.train import TrainedModel
+    from mhacli.grammar.model import TrainedModel
     from mhacli.measures.view import AttentionView
     from mhacli.models.state_dict import AttentionWeights
     from mhacli.measures.window import View

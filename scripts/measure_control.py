@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 
 from mhacli.grammar.score import CONTROL_FILE, crowd, score
-from mhacli.grammar.train import TrainConfig, train
+from mhacli.grammar.model import TrainConfig
+from mhacli.grammar.train import train
 from mhacli.models.shipped import shipped_model_path
 from mhacli.models.trained import load_trained
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from mhacli.grammar.heldout import carded
 from mhacli.grammar.knockout import clean, knockout
-from mhacli.grammar.train import TrainConfig, train
+from mhacli.grammar.model import TrainConfig
+from mhacli.grammar.train import train
 
 
 def seeds_of(text: str) -> list[int]:

@@ -27,7 +27,8 @@ def cpu() -> float:
 
 def run(seeds: list[int], patience: int, check_every: int) -> tuple[list[list], float]:
     from mhacli.grammar.score import measured
-    from mhacli.grammar.train import TrainConfig, train_many
+    from mhacli.grammar.model import TrainConfig
+    from mhacli.grammar.train import train_many
 
     configs = [TrainConfig.for_task("grammar", seed=s, heads=h, patience=patience, check_every=check_every)
                for s in seeds for h in (1, 4)]

@@ -17,7 +17,8 @@ import numpy as np
 from mhacli.grammar import grammar
 from mhacli.grammar.tasks import get_task
 from mhacli.grammar.passes import key_mask
-from mhacli.grammar.train import TrainConfig, TrainResult, _picked_argmax, train
+from mhacli.grammar.model import TrainConfig, _picked_argmax
+from mhacli.grammar.train import TrainResult, train
 
 NAMED = 0.85  # a head named for a relation on the card (issue 28)
 

@@ -495,7 +495,7 @@ def test_mha_bench_startup_prints_the_json(monkeypatch):
 def quick_train(monkeypatch):
     from mhacli.bench import train as timing
     from mhacli.grammar.grammar import LONGEST
-    from mhacli.grammar.train import TrainConfig
+    from mhacli.grammar.model import TrainConfig
 
     real = timing.bench_train
     monkeypatch.setattr(timing, "bench_train", lambda repeats, config, tick: real(

@@ -31,7 +31,8 @@ from mhacli.grammar.knockout import knockout, logits_without, mismatches
 from mhacli.grammar.sweep import sweep
 from mhacli.grammar.tasks import get_task
 from mhacli.grammar.passes import forward
-from mhacli.grammar.train import TrainConfig, TrainResult, train
+from mhacli.grammar.model import TrainConfig
+from mhacli.grammar.train import TrainResult, train
 
 runner = CliRunner()
 FEW = 60  # sentences for the slow references

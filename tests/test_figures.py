@@ -1130,7 +1130,8 @@ def test_token_labels_at_40_tokens_are_10_px_on_a_1080p_screen(paragraph, tmp_pa
 @pytest.mark.parametrize("heads, length", [(4, 12), (4, 40), (8, 40)])
 @pytest.mark.slow
 def test_training_heads_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp_path, heads, length):
-    from mhacli.grammar.train import TrainConfig, train
+    from mhacli.grammar.model import TrainConfig
+    from mhacli.grammar.train import train
     from mhacli.render.figures.training import training_heads_figure
 
     result = train(TrainConfig(heads=heads, length=length, steps=2, batch=2, held_out=4, snapshots=5))
@@ -1147,7 +1148,8 @@ def test_training_heads_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp
 @pytest.mark.slow
 def test_training_runs_labels_are_10_px_on_a_1080p_screen_and_never_overlap(tmp_path, length):
     """After --compare, training-heads.png shows every run: its labels too stay readable at 40 tokens."""
-    from mhacli.grammar.train import TrainConfig, train
+    from mhacli.grammar.model import TrainConfig
+    from mhacli.grammar.train import train
     from mhacli.render.figures.training import training_runs_figure
 
     results = [train(TrainConfig(heads=h, length=length, steps=2, batch=2, held_out=4)) for h in (1, 2, 4)]

@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 from mhacli.grammar import grammar
 from mhacli.io.host import blas_kernel
 from mhacli.grammar.tasks import BOUNDARY, UNKNOWN, get_task
-from mhacli.grammar.train import NO_RELATION, TrainConfig, sentence_relations, train
+from mhacli.grammar.grammar import NO_RELATION
+from mhacli.grammar.model import TrainConfig, sentence_relations
+from mhacli.grammar.train import train
 
 TASK = get_task("grammar")
 HEADLINE = "The animal didn't cross the street because it was too tired"

@@ -186,7 +186,8 @@ def test_the_control_record_is_what_its_training_gives_today() -> None:
     from importlib import resources
 
     from mhacli.grammar.score import CONTROL_FILE, crowd, score
-    from mhacli.grammar.train import TrainConfig, train
+    from mhacli.grammar.model import TrainConfig
+    from mhacli.grammar.train import train
 
     record = json.loads((resources.files("mhacli.data") / CONTROL_FILE).read_text(encoding="utf-8"))
     alone = train(TrainConfig.for_task("grammar", heads=1, seed=record["seed"], word_values=False)).model

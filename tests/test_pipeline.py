@@ -198,7 +198,7 @@ def test_explain_train_and_bench_share_one_validation_of_their_fields(fields):
     from mhacli.bench.runner import Settings
     from mhacli.attention.config import Config
     from mhacli.attention.errors import UsageError
-    from mhacli.grammar.train import TrainConfig
+    from mhacli.grammar.model import TrainConfig
 
     messages = set()
     for make in (Config, TrainConfig, lambda **given: Settings(**given).check()):

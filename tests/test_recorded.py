@@ -82,7 +82,8 @@ def test_an_edited_record_is_measured_again_never_a_traceback(tmp_path, edit):
 
 def test_a_training_records_its_score_and_saving_adds_the_crowd(tmp_path):
     from mhacli.grammar.score import measured
-    from mhacli.grammar.train import TrainConfig, train
+    from mhacli.grammar.model import TrainConfig
+    from mhacli.grammar.train import train
     from mhacli.models.trained import save_trained
 
     result = measured(train(TrainConfig(task="grammar", heads=2, steps=20, seed=3, length=17)))
@@ -97,7 +98,8 @@ def test_a_training_records_its_score_and_saving_adds_the_crowd(tmp_path):
 def test_a_model_with_shared_keys_and_values_is_refused_before_a_file_is_written(tmp_path):
     """The file format holds one key and one value matrix per head; a grouped model would be written unreadable."""
     from mhacli.attention.errors import UsageError
-    from mhacli.grammar.train import TrainConfig, train
+    from mhacli.grammar.model import TrainConfig
+    from mhacli.grammar.train import train
     from mhacli.models.trained import save_trained
 
     result = train(TrainConfig(task="grammar", heads=2, kv_heads=1, steps=5, seed=1, length=17))

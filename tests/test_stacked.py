@@ -8,7 +8,8 @@ import pytest
 
 from mhacli.grammar.passes import loss_and_grads
 from mhacli.grammar.stacked import stack_batch, step
-from mhacli.grammar.train import TrainConfig, dropped_heads, init_params, stacks, train, train_many
+from mhacli.grammar.model import TrainConfig
+from mhacli.grammar.train import dropped_heads, init_params, stacks, train, train_many
 
 # The stacked step and passes.loss_and_grads add the same numbers in other orders: they agree to rounding.
 STEP_TOLERANCE = 1e-12

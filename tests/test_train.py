@@ -14,7 +14,8 @@ from mhacli.grammar.grammar import LONGEST
 from mhacli.grammar.tasks import BOUNDARY, TASKS, VOCABULARY, get_task
 from mhacli.grammar.passes import forward as train_forward
 from mhacli.grammar.passes import loss_and_grads
-from mhacli.grammar.train import TrainConfig, count_parameters, head_relations, init_params, snapshot_steps, train
+from mhacli.grammar.model import TrainConfig, head_relations
+from mhacli.grammar.train import count_parameters, init_params, snapshot_steps, train
 
 from gradients import central_differences
 

@@ -14,7 +14,7 @@ from mhacli.cli.commands import train as train_cli
 from mhacli.cli.app import app
 from mhacli.cli import options
 from mhacli.grammar.tasks import TASKS
-from mhacli.grammar.train import TrainConfig
+from mhacli.grammar.model import TrainConfig
 from mhacli.models.trained import load_trained
 
 runner = CliRunner()
@@ -31,7 +31,7 @@ def test_cli_defaults_and_task_names_are_the_cores() -> None:
     grammar = TrainConfig.for_task("grammar")
     assert all(getattr(grammar, name) == value for name, value in options.GRAMMAR_DEFAULTS.items())
     assert options.TASK_NAMES == tuple(TASKS)
-    from mhacli.grammar.train import TRAIN_LIMITS
+    from mhacli.grammar.model import TRAIN_LIMITS
 
     assert all(TRAIN_LIMITS[name] == most for name, most in options.TRAIN_MOST.items())
 
@@ -56,7 +56,8 @@ def test_compare_prints_the_table_and_a_conclusion_from_its_numbers(tmp_path: Pa
 def test_the_results_show_every_number_whole_at_80_and_40_columns(task: str) -> None:
     """A table at 80 columns (every task's), a record per run at 40: never a number cut to "…"."""
     from mhacli.render.train import fitted_results
-    from mhacli.grammar.train import TrainConfig, train
+    from mhacli.grammar.model import TrainConfig
+    from mhacli.grammar.train import train
     from rich.console import Console
 
     results = [train(TrainConfig.for_task(task, heads=h, steps=2)) for h in (1, 4)]

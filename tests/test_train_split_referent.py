@@ -12,7 +12,8 @@ from mhacli.grammar.grammar import LONGEST, RELATIONS
 from mhacli.grammar.knockout import knockout, query_targets, row_accuracy
 from mhacli.grammar.tasks import SPLIT_TARGETS, get_task
 from mhacli.grammar.passes import loss_and_grads
-from mhacli.grammar.train import TrainConfig, count_parameters, init_params, train
+from mhacli.grammar.model import TrainConfig
+from mhacli.grammar.train import count_parameters, init_params, train
 from gradients import central_differences
 
 

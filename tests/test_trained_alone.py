@@ -17,7 +17,7 @@ from mhacli.cli.app import app
 from mhacli.measures import narrate
 from mhacli.measures.analysis import analyse
 from mhacli.measures.compare import TrainedApart, compare, spread
-from mhacli.grammar.train import TrainConfig
+from mhacli.grammar.model import TrainConfig
 from mhacli.models.trained import load_trained, shipped_apart, trained_arrays, trained_run, trained_trace
 from mhacli.models.weights import shipped_model_path
 

@@ -10,7 +10,8 @@ import pytest
 from mhacli.attention.errors import UsageError
 from mhacli.attention.trace import run_tokens
 from mhacli.attention.config import Config
-from mhacli.grammar.train import TrainConfig, train
+from mhacli.grammar.model import TrainConfig
+from mhacli.grammar.train import train
 from mhacli.models.trained import load_trained, save_trained, trained_arrays, trained_run, trained_trace
 
 

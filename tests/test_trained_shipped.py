@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 import mhacli
 from mhacli.cli.app import app
 from mhacli.measures.analysis import FIRST, NEXT, PREVIOUS, TWO_BACK, analyse
-from mhacli.grammar.train import TrainConfig, train
+from mhacli.grammar.model import TrainConfig
+from mhacli.grammar.train import train
 from mhacli.models.trained import trained_arrays
 from mhacli.models.weights import shipped_model_path
 

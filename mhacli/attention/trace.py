@@ -192,7 +192,7 @@ class Inputs:
 
 
 class TrainedModel(Protocol):
-    """A trained model (mhacli.grammar.train.TrainedModel): what a run of it over some tokens reads."""
+    """A trained model (mhacli.grammar.model.TrainedModel): what a run of it over some tokens reads."""
 
     def run_inputs(self, tokens: Sequence[str]) -> Inputs:
         ...

@@ -17,7 +17,8 @@ from mhacli.bench.machine import machine_info, machine_line
 from mhacli.attention.schedule import single_threaded_blas
 from mhacli.grammar.tasks import get_task
 from mhacli.grammar.stacked import stack_batch, step
-from mhacli.grammar.train import STEP_DTYPE, Adam, TrainConfig, init_params, trainable
+from mhacli.grammar.model import TrainConfig
+from mhacli.grammar.train import STEP_DTYPE, Adam, init_params, trainable
 
 # The PyTorch sides: (name, hand-written or nn.MultiheadAttention, dtype name).
 TORCH_SIDES = (("nn.MultiheadAttention float64", False, "float64"), ("nn.MultiheadAttention float32", False, "float32"),

@@ -17,7 +17,8 @@ from mhacli.grammar.card import (CARD_SEED, CARD_SENTENCES, Array, Card, baselin
                                  rows)
 
 if TYPE_CHECKING:
-    from mhacli.grammar.train import TrainedModel, TrainResult
+    from mhacli.grammar.model import TrainedModel
+    from mhacli.grammar.train import TrainResult
 
 
 def held_out(model: "TrainedModel", sentences: int,

@@ -21,7 +21,7 @@ from mhacli.grammar.heldout import held_out
 if TYPE_CHECKING:
     from mhacli.grammar.card import Card
     from mhacli.grammar.passes import Params
-    from mhacli.grammar.train import TrainedModel
+    from mhacli.grammar.model import TrainedModel
 
 Array = np.ndarray
 

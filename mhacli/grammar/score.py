@@ -16,7 +16,8 @@ import numpy as np
 from mhacli.grammar.card import CARD_SEED, CARD_SENTENCES, read_only
 
 if TYPE_CHECKING:
-    from mhacli.grammar.train import TrainedModel, TrainResult
+    from mhacli.grammar.model import TrainedModel
+    from mhacli.grammar.train import TrainResult
 
 Array = np.ndarray
 

@@ -13,7 +13,8 @@ import numpy as np
 
 from mhacli.grammar.tasks import get_task
 from mhacli.grammar.passes import forward, key_mask
-from mhacli.grammar.train import TrainedModel, head_relations, init_params, sentence_relations
+from mhacli.grammar.model import TrainedModel, head_relations, sentence_relations
+from mhacli.grammar.train import init_params
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import numpy as np
 from mhacli.grammar.words import CLASSES, NOUN_CLASSES, STAND_INS, WordMap
 
 if TYPE_CHECKING:
-    from mhacli.grammar.train import TrainedModel
+    from mhacli.grammar.model import TrainedModel
 
 Array = np.ndarray
 

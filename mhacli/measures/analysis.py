@@ -496,7 +496,7 @@ def analyse(trace: Trace | AttentionView, single: Trace | None = None,
     """Every measure of ``trace`` (or an attention view), once; ``single``: the same run as one head; ``window``: the
     tokens a view shows (W for the first W, or (start, stop)). Rows with one visible key are not counted; a tied or
     spread row picks no key (:mod:`mhacli.attention.evidence`). ``parse``, ``mapped``: what a grammar model
-    read in the sentence (:meth:`~mhacli.grammar.train.TrainedModel.sentence`), kept with the measures. Relations,
+    read in the sentence (:meth:`~mhacli.grammar.model.TrainedModel.sentence`), kept with the measures. Relations,
     support, share, pattern, agreement and JS are defined in docs/reading-heatmaps.md ("The measures, defined").
     """
     weights = np.asarray(trace.weights)  # (h, N, N)

@@ -20,7 +20,8 @@ from mhacli.attention.config import Config
 from mhacli.attention.errors import UsageError
 from mhacli.attention.tokenize import tokenize
 from mhacli.attention.trace import Trace, run_tokens
-from mhacli.grammar.train import TrainConfig, TrainedModel, TrainResult
+from mhacli.grammar.model import TrainConfig, TrainedModel
+from mhacli.grammar.train import TrainResult
 from mhacli.io.files import atomic_write
 from mhacli.io.host import blas_kernel
 

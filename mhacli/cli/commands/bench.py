@@ -141,7 +141,7 @@ def _bench_startup(repeats: int, json_out: bool) -> None:
 def _bench_train(repeats: int, json_out: bool, task: str) -> None:
     from mhacli.bench import runner
     from mhacli.bench import train as timing
-    from mhacli.grammar.train import TrainConfig
+    from mhacli.grammar.model import TrainConfig
 
     config = TrainConfig.for_task(task)  # the model 'mha train --task TASK' trains, with its defaults
     with runner.progress_bar(repeats + 1) as tick:

@@ -41,7 +41,8 @@ TrainKvHeadsOpt = Annotated[Optional[str], typer.Option(
 if TYPE_CHECKING:
     from mhacli.grammar.knockout import Knockout
     from mhacli.grammar.sweep import KvSweep, Sweep
-    from mhacli.grammar.train import TrainConfig, TrainResult
+    from mhacli.grammar.model import TrainConfig
+    from mhacli.grammar.train import TrainResult
 
 
 
@@ -136,7 +137,7 @@ def results_json(results: "list[TrainResult]", knockouts: "list[Knockout] | None
 def train_configs(compare: str | None, task: str, **fields: Any) -> "list[TrainConfig]":
     """One TrainConfig per head count (``--compare``, else ``--heads``), every option checked before any training
     (None: the task's own default), and each layer's weights checked against this machine's memory."""
-    from mhacli.grammar.train import TrainConfig
+    from mhacli.grammar.model import TrainConfig
     from mhacli.io.memory import memory_limit_bytes
 
     from mhacli.grammar.tasks import task_name

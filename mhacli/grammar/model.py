@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -19,14 +19,12 @@ from mhacli.attention.embed import positional_encoding
 from mhacli.attention.errors import UsageError
 from mhacli.attention.messages import literal
 from mhacli.attention.trace import Inputs
+from mhacli.grammar.card import Card, read_only
 from mhacli.grammar.grammar import LONGEST, NO_RELATION, RELATION_NAMES
 from mhacli.grammar.passes import Array, forward
 from mhacli.grammar.tasks import BOUNDARY, RELATION_KEYS, TASKS, UNKNOWN, Task, get_task
 from mhacli.grammar.words import CLASSES, WordMap, stand_ins, word_map
 from mhacli.grammar.words import parse as words_parse
-
-if TYPE_CHECKING:
-    from mhacli.grammar.card import Card
 
 POSITION_KINDS = ("learned", "sinusoidal")
 SCHEDULES = ("constant", "cosine")
@@ -193,12 +191,6 @@ class TrainConfig:
         self.run_config().check_fits(1, limit=limit)
 
 
-def _frozen(a: Array) -> Array:
-    a = np.array(a, copy=True)
-    a.setflags(write=False)
-    return a
-
-
 # A head is named for a relation only when its most-weighted key is the relation's key, clear of chance, on at
 # least this share of the queries that have the relation (the one evidence rule: mhacli.attention.evidence).
 NAMED_SHARE = evidence.NAME_SHARE
@@ -273,7 +265,7 @@ class TrainedModel:
     recorded: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "params", {k: _frozen(v) for k, v in self.params.items()})
+        object.__setattr__(self, "params", {k: read_only(v) for k, v in self.params.items()})
         if self.card is not None:  # one naming rule for every surface: the card's
             object.__setattr__(self, "relations", tuple(self.card.relation(i) for i in range(self.card.heads)))
 

@@ -21,7 +21,8 @@ from mhacli.grammar.passes import (Array, Params, cross_entropy, forward, key_ma
                                  scored_readout)
 from mhacli.attention.schedule import single_threaded_blas
 from mhacli.grammar.tasks import UNKNOWN, Task, get_task
-from mhacli.grammar.model import TrainConfig, TrainedModel, _frozen, head_relations, sentence_relations
+from mhacli.grammar.card import read_only
+from mhacli.grammar.model import TrainConfig, TrainedModel, head_relations, sentence_relations
 
 
 # The numbers a step computes in: float32 halves the memory each pass streams through and lets numpy's exp use
@@ -134,7 +135,7 @@ class TrainResult:
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
             if isinstance(value, np.ndarray) and value.flags.writeable:
-                object.__setattr__(self, name, _frozen(value))
+                object.__setattr__(self, name, read_only(value))
 
     @property
     def heads(self) -> int:

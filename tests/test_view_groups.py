@@ -244,6 +244,14 @@ def test_raw_tokens_on_a_saved_run_is_one_line_naming_what_it_is_for(tmp_path):
     assert got.exit_code == 2 and "--raw-tokens" in got.stderr and len(got.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("option", [["--raw-tokens"], ["--layer", "1"], ["--batch-index", "0"]])
+def test_an_attention_file_s_option_on_a_missing_file_says_the_file_is_missing(tmp_path, option):
+    """The file's kind is known only once it is read: a missing file is said as such, not called a saved run."""
+    got = _mha("show", str(tmp_path / "missing.npz"), *option, "--no-plots")
+    assert got.exit_code == 2 and "does not exist" in got.stderr and "saved run" not in got.stderr
+    assert len(got.stderr.strip().splitlines()) == 1
+
+
 def test_a_grouped_views_file_keeps_its_groups(tmp_path):
     from mhacli.models.attention_file import load_attention, save_attention
 

@@ -281,6 +281,9 @@ def _show(request: Request, trace_file: Path, layer: str | None, batch_index: in
     plan_outputs(plots=False, out=None, fmt=o.fmt, heads=1, html=o.html, inputs=inputs)
     if is_attention_file(trace_file):
         return _show_attention(request, trace_file, layer, batch_index, raw_tokens)
+    from mhacli.io.export import load_saved
+
+    trace, parse, mapped = load_saved(trace_file)  # a missing or unreadable file is said as such first
     if batch_index is not None:
         raise UsageError("--batch-index picks one sequence of an attention file holding a batch; "
                          "a saved run of mha explain has one (drop --batch-index).")
@@ -290,9 +293,6 @@ def _show(request: Request, trace_file: Path, layer: str | None, batch_index: in
     if raw_tokens:
         raise UsageError("--raw-tokens shows an attention file's tokenizer markers (Ġ, ▁, ##); a saved run of "
                          "mha explain holds its tokens as they were written (drop --raw-tokens).")
-    from mhacli.io.export import load_saved
-
-    trace, parse, mapped = load_saved(trace_file)
     plan = plan_request(request, trace.num_heads, inputs)
     position = query_position(trace, o.query)
     open_figures(plan, trace.config, trace.n_tokens, o.max_tokens, o.fmt, o.dpi)

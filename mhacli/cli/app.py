@@ -1,9 +1,7 @@
 """The ``mha`` command line: the Typer app, its root options, and the one place every error becomes an exit code.
 
-The commands themselves live in :mod:`mhacli.cli.commands`; a new command is a
-function there, added to ``COMMANDS`` below.  Nothing here computes attention
-or draws, and nothing heavy is imported before a command needs it, so
-``mha --help`` is quick.
+A new command is a function in :mod:`mhacli.cli.commands`, added to ``COMMANDS``. Nothing heavy is imported
+before a command needs it, so ``mha --help`` is quick.
 """
 
 from __future__ import annotations
@@ -52,11 +50,8 @@ def _os_error_line(exc: OSError) -> str:
 
 
 def report_error(exc: BaseException, group: Any, argv: list[str], interrupted: bool) -> ExitCode:
-    """Say what went wrong as one ``mha: error: …`` line on stderr, and name the exit code.
-
-    Exit codes: 0 ok, 1 a failure at run time, 2 a usage error (fix the command),
-    130 interrupted.  ``mha --debug …`` prints the traceback first.
-    """
+    """Say what went wrong as one ``mha: error: …`` line on stderr (after the traceback with ``--debug``), and
+    name the exit code: 0 ok, 1 a failure at run time, 2 a usage error, 130 interrupted."""
     if is_click(exc, "NoArgsIsHelpError"):
         return ExitCode.USAGE  # Typer has printed the help already; as in click, a bare command is a usage error
     if is_click(exc, "ClickException"):
@@ -99,9 +94,8 @@ def debug_command(argv: list[str], group: Any) -> str:
 
 @contextmanager
 def _noting_swallowed_interrupts() -> Iterator[list[bool]]:
-    """Ctrl-C landing inside a weakref callback or __del__ cannot propagate: Python would print
-    "Exception ignored in …" with a traceback. Note it in the list instead (SIGTERM and SIGHUP
-    are noted by :mod:`mhacli.io.cleanup` itself)."""
+    """Note in the list a Ctrl-C that landed in a ``__del__`` (Python would print "Exception ignored in …");
+    SIGTERM and SIGHUP are noted by :mod:`mhacli.io.cleanup` itself."""
     swallowed: list[bool] = []
     previous_hook = sys.unraisablehook
 
@@ -133,11 +127,8 @@ def _help_placeholder(
 
 @cache
 def _help_option() -> Any:
-    """-h/--help declared as our own flags are (``metavar=FLAG``), built by Typer from :func:`_help_placeholder`.
-
-    Click's own help option shows Typer's type label, ``<bool>``, in the help; its metavar is not ours
-    to rewrite. One object for every command: click orders the eager callbacks by identity.
-    """
+    """-h/--help with ``metavar=FLAG`` (click's own shows ``<bool>``), built by Typer from :func:`_help_placeholder`;
+    one object for every command, since click orders the eager callbacks by identity."""
     holder = typer.Typer(add_completion=False, add_help_option=False)
     holder.command()(_help_placeholder)
     return typer.main.get_command(holder).params[0]
@@ -148,9 +139,8 @@ _MARKUP = re.compile(r"\[/?(?:bold|dim|italic)\]")  # the only markup our help t
 
 
 class _OwnHelp:
-    """A command whose -h/--help is :func:`_help_option` rather than click's, and whose help stays whole on
-    a narrow terminal: below :data:`NARROW_HELP` columns, click's own layout (it wraps between words and puts
-    an option's help under its name) instead of Typer's boxes, with the bold markup taken out."""
+    """A command with :func:`_help_option` as -h/--help, whose help stays whole on a narrow terminal: below
+    :data:`NARROW_HELP` columns, click's own layout instead of Typer's boxes, without the markup."""
 
     add_help_option: bool
     typer_class: type  # the Typer class this is mixed into (click's own class is its base)
@@ -179,22 +169,16 @@ class MhaCommand(_OwnHelp, TyperCommand):
 
 
 class MhaGroup(_OwnHelp, TyperGroup):
-    """The ``mha`` group: runs a command and sends whatever it raises through :func:`report_error`.
-
-    The one way out of a run, however it ends: every temporary file still registered with :mod:`mhacli.io.cleanup`
-    is removed here, and the exit code says how the run ended (0, 1, 2, or 128 + the signal's number).
-    """
+    """The ``mha`` group: the one way out of a run, as httpie's ``raw_main``. Whatever a command raises goes through
+    :func:`report_error`, every temporary file still registered is removed, and the exit code says how it ended."""
 
     typer_class = TyperGroup
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
              process: bool = False, **extra: Any) -> Any:
-        """The one way out of a run, as httpie's ``raw_main``: the run, then its exit code, said once.
-
-        ``process=True`` (the ``mha`` script): streams, signal handlers and matplotlib's config folder are made safe
-        first, and after the run every signal is ignored and every temporary file removed.
-        """
+        """The run, then its exit code; ``process=True`` (the ``mha`` script): the process made safe first (streams,
+        signal handlers, matplotlib's config folder) and ended after (signals ignored, temporary files removed)."""
         if process:
             from mhacli.io.environment import prepare_process
 

@@ -129,33 +129,22 @@ def query_position(trace: Trace, query: str | None) -> int | None:
     return resolve_query(trace.tokens, query)
 
 
-def write_figures(result: Run, out: Path, fmt: str, dpi: int, query: int | None, max_tokens: int,
-                  hide_rules: bool = False) -> list[str]:
-    """Draw head-1 … head-h, heads, magnifiers and split into ``out`` (after the walkthrough is on screen).
-
-    The one call of the figures' per-run API: matplotlib is imported here, after the first line has appeared.
-    An attention view has no single-head contrast and no split figure.
-    """
+def draw(result: Run, out: Path, outputs: Outputs, query: int | None) -> list[str]:
+    """Draw the run's figures into ``out`` once the terminal has its text (matplotlib is imported here): a
+    comparison's single-vs-multi (every query: its window has none), else head-1 … head-h, heads, magnifiers and
+    split (no split for an attention view)."""
     from mhacli.io.outputs import figure_names
     from mhacli.pipeline import shown
-    from mhacli.render.figures import save_figures
+    from mhacli.render.figures import save_compare, save_figures
 
-    view = result.config is None
-    with figure_progress(len(figure_names(result.trace.num_heads, fmt, split=not view))) as progress:
-        saved = save_figures(shown(result, max_tokens, query), out, fmt=fmt, dpi=dpi, hide_rules=hide_rules,
-                             on_saved=progress)
-    notes(list(getattr(saved, "notices", [])))
-    return [str(p) for p in saved]
-
-
-def write_compare(result: Run, out: Path, fmt: str, dpi: int, max_tokens: int, hide_rules: bool = False) -> list[str]:
-    """Draw single-vs-multi into ``out`` (every query compared: the window has no query)."""
-    from mhacli.pipeline import shown
-    from mhacli.render.figures import save_compare
-
-    with figure_progress(1) as progress:
-        saved = save_compare(shown(result, max_tokens), out, fmt=fmt, dpi=dpi, hide_rules=hide_rules,
-                             on_saved=progress)
+    if result.comparison is not None:
+        count, save, window = 1, save_compare, shown(result, outputs.max_tokens)
+    else:
+        count = len(figure_names(result.trace.num_heads, outputs.fmt, split=result.config is not None))
+        save, window = save_figures, shown(result, outputs.max_tokens, query)
+    with figure_progress(count) as progress:
+        saved = save(window, out, fmt=outputs.fmt, dpi=outputs.dpi, hide_rules=outputs.hide_rules,
+                     on_saved=progress)
     notes(list(getattr(saved, "notices", [])))
     return [str(p) for p in saved]
 
@@ -210,12 +199,7 @@ def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | Non
     A comparison's figure is single-vs-multi; any other run's are head-1 … head-h, heads, magnifiers and split.
     ``report=False``: the list is returned unsaid (compare's JSON carries it, demo adds one figure).
     """
-    written: list[str] = []
-    if plan.out is not None and result.comparison is not None:
-        written = write_compare(result, plan.out, outputs.fmt, outputs.dpi, outputs.max_tokens, outputs.hide_rules)
-    elif plan.out is not None:
-        written = write_figures(result, plan.out, outputs.fmt, outputs.dpi, position, outputs.max_tokens,
-                                outputs.hide_rules)
+    written = draw(result, plan.out, outputs, position) if plan.out is not None else []
     if plan.save_npz is not None:
         from mhacli.io.export import save_npz
 
@@ -239,4 +223,4 @@ def plan_request(request: Request, heads: int, inputs: list[tuple[str, object]],
 
 
 __all__ = ["config_args", "finish_run", "open_figures", "plan_outputs", "prepare_run", "publish", "query_position",
-           "read_files", "request", "shown_folder", "source_args", "write_compare", "write_figures", "plan_request"]
+           "read_files", "request", "shown_folder", "source_args", "draw", "plan_request"]

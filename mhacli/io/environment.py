@@ -1,10 +1,5 @@
-"""The process's surroundings made safe before a run: closed standard streams, an unusable MPLCONFIGDIR.
-
-With descriptor 1 closed (``>&-``) the next file opened would become stdout and a stray print would land in an
-npz: :func:`ensure_std_streams` puts ``/dev/null`` on every closed standard descriptor. Given an MPLCONFIGDIR it
-cannot write, matplotlib prints two lines and uses a temporary folder: :func:`usable_mplconfigdir` does so
-quietly, before matplotlib is imported, the folder registered for cleanup.
-"""
+"""The process's surroundings made safe before a run (closed standard streams, an unusable MPLCONFIGDIR) and
+ended after it."""
 
 from __future__ import annotations
 
@@ -17,7 +12,8 @@ _NAMES = {0: "stdin", 1: "stdout", 2: "stderr"}
 
 
 def ensure_std_streams() -> list[str]:
-    """Open ``/dev/null`` on each closed standard descriptor (0, 1, 2); returns the names of those fixed."""
+    """Open ``/dev/null`` on each closed standard descriptor (0, 1, 2), so that with 1 closed (``>&-``) no file
+    opened later becomes stdout; returns the names of those fixed."""
     fixed = []
     for fd in (0, 1, 2):
         try:
@@ -55,11 +51,8 @@ def _default_config_dir() -> Path:
 
 
 def usable_mplconfigdir() -> Path | None:
-    """Point ``MPLCONFIGDIR`` at a writable folder if the one matplotlib would use is not; the folder, or None.
-
-    Call before importing matplotlib.  The temporary folder (when one is
-    needed) is removed when the run ends, however it ends.
-    """
+    """Point ``MPLCONFIGDIR`` at a temporary folder (removed however the run ends) if the one matplotlib would use is
+    not writable, before matplotlib is imported and prints two lines about it; that folder, or None."""
     given = os.environ.get("MPLCONFIGDIR")
     try:
         wanted = Path(given) if given else _default_config_dir()
@@ -76,10 +69,8 @@ def usable_mplconfigdir() -> Path | None:
 
 
 def prepare_process() -> None:
-    """What an ``mha`` run does first (the script's entry, then each run; doing it again changes nothing): standard
-    descriptors that exist (``>&-``: output to a closed stream is dropped, and no file becomes descriptor 1), the
-    signal handlers of :mod:`mhacli.io.cleanup`, and a usable matplotlib config folder (before matplotlib is
-    imported: it would print its own two lines)."""
+    """What an ``mha`` run does first (doing it again changes nothing): standard descriptors that exist, the signal
+    handlers of :mod:`mhacli.io.cleanup`, a usable matplotlib config folder."""
     from mhacli.io import cleanup
 
     ensure_std_streams()
@@ -88,9 +79,8 @@ def prepare_process() -> None:
 
 
 def end_process() -> None:
-    """What an ``mha`` run does last, however it ended (:meth:`mhacli.cli.app.MhaGroup.main`, or the script's entry
-    when a signal came while the command's modules loaded): every signal ignored from here on, so a late one has
-    nothing left to interrupt; every temporary removed."""
+    """What an ``mha`` run does last, however it ended: every signal ignored from here on (a late one has nothing
+    left to interrupt), every temporary removed."""
     import signal
 
     from mhacli.io import cleanup

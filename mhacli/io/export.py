@@ -53,17 +53,7 @@ MAX_MEMBERS = 64  # a trace has ~30 members; a zip of thousands is not one
 
 def trace_biases(trace: Trace) -> dict[str, np.ndarray]:
     """The trace's biases b_q, b_k, b_v, b_o (those it has), by name; empty without biases."""
-    found = getattr(trace, "biases", None)
-    if found is None:
-        return {}
-    get = found.get if isinstance(found, dict) else (lambda k: getattr(found, k, None))
-    return {k: np.asarray(get(k)) for k in BIAS_FIELDS if get(k) is not None}
-
-
-def trace_relations(trace: Trace) -> tuple[str, ...] | None:
-    """Per-head names of what a trained head learned (set by training), or None."""
-    found = getattr(trace, "relations", None)
-    return tuple(str(r) for r in found) if found else None
+    return {k: np.asarray(v) for k, v in trace.biases.items()}
 
 
 def npz_arrays(run: Any) -> dict[str, np.ndarray]:
@@ -102,9 +92,8 @@ def npz_arrays(run: Any) -> dict[str, np.ndarray]:
     out.update(trace_biases(trace))
     if trace.rules:
         out["rules"] = np.array(trace.rules, dtype=np.str_)
-    relations = tuple(card.names) if card is not None else trace_relations(trace)
-    if relations:
-        out["relations"] = np.array(relations, dtype=np.str_)
+    if card is not None and card.names:
+        out["relations"] = np.array(tuple(card.names), dtype=np.str_)
     if card is not None and card.data is not None:
         out[CARD] = np.array(json.dumps(card.data), dtype=np.str_)
     if getattr(trace, "parse", None) is not None:
@@ -296,13 +285,10 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> tuple[Trace, Any
         raise _shape_error(path, str(exc).rstrip(".")) from None
     tokens = tuple(str(t) for t in a["tokens"])
     rules = _texts(path, a, "rules", h)
-    relations = _texts(path, a, "relations", h)
+    _texts(path, a, "relations", h)  # checked; the names come again from the model's card
     biases = {b: a[b] for b in BIAS_FIELDS if b in a}
-    from dataclasses import fields
-
     from mhacli.attention.attention import causal_mask
 
-    known = {f.name for f in fields(Trace)}
     word_values = _flag(path, a, "word_values", False)
     if word_values and "embeddings" not in a:
         raise _shape_error(path, "its values come from the embeddings, which it lacks")
@@ -312,8 +298,6 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> tuple[Trace, Any
         if theta.shape != () or theta.dtype.kind != "f" or not np.isfinite(theta) or float(theta) <= 0:
             raise _shape_error(path, "rope_theta must be one positive number")
         extra["rope_theta"] = float(theta)
-    if relations is not None and "relations" in known:
-        extra["relations"] = relations
     mapped = _mapped(path, a)
     ids = a.get("token_ids")
     if ids is not None and (ids.shape != (n,) or ids.dtype.kind not in "iu" or np.any(ids < 0)):
@@ -391,7 +375,7 @@ def trace_document(result: Any, arrays: bool = True) -> dict[str, Any]:
         "parameters": trace.parameters.to_dict(),
         "split_equals_direct_max_diff": result.split_diff,
         "rules": list(trace.rules) if trace.rules else None,
-        "relations": list(card.names) if card is not None else list(trace_relations(trace) or ()) or None,
+        "relations": list(card.names) if card is not None else None,
         **({} if card is None else {"card": card.data}),
         "biases": {k: _jsonable(v) for k, v in biases.items()} or None,
         **head_measures(trace, result.analysis),

@@ -7,6 +7,7 @@ so a crash or Ctrl-C leaves the old file or the new one, never a mix. Targets ar
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -92,14 +93,14 @@ def _unchangeable(path: Path) -> bool:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return False
-    try:
-        flags = array.array("l", [0])
+    flags = array.array("l", [0])
+    try:  # fails on a file system without attributes (tmpfs on old kernels, network mounts)
         fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
-        return bool(flags[0] & _UNCHANGEABLE)
-    except OSError:  # a file system without attributes (tmpfs on old kernels, network mounts)
+    except OSError:
         return False
     finally:
         os.close(fd)
+    return bool(flags[0] & _UNCHANGEABLE)
 
 
 #: The end of every "interrupted" line (mhacli.cli.app, mhacli.io.cleanup): what this module knows follows it.
@@ -250,7 +251,7 @@ class _PausingHandle:
         return getattr(self._handle, name)
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> Path:
     """Write ``path`` through ``write(fileobj)`` into a temporary sibling, then rename it into place.
 
     On any failure (an error, Ctrl-C, SIGTERM, SIGHUP) the temporary file goes and the target is left as it was.
@@ -299,24 +300,17 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
 
 def _sync_folder(folder: Path) -> None:
     """Make the rename itself durable (best effort: not every system can fsync a folder)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
     """:func:`atomic_write` for bytes made already (a figure encoded in memory)."""
-    def write(handle: IO[bytes]) -> None:
-        handle.write(data)
-
-    return atomic_write(path, write)
+    return atomic_write(path, lambda handle: handle.write(data))
 
 
 def atomic_write_text(path: Path, text: str) -> Path:

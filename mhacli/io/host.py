@@ -1,8 +1,5 @@
-"""What this process may use of the machine: cores, address space, the BLAS numpy loaded.
-
-Read here, in io, and handed to the core as numbers: the core computes from its
-arguments and never asks the host itself.
-"""
+"""What this process may use of the machine (cores, address space, the BLAS numpy loaded), read here and handed
+to the core as numbers."""
 
 from __future__ import annotations
 

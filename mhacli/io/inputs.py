@@ -1,8 +1,5 @@
-"""Where the text comes from: the argument, ``--file``, standard input or a sample.
-
-Every way a file can be wrong becomes one :class:`UsageError` line, and a
-text too long for this machine is refused before any array is made.
-"""
+"""Where the text comes from: the argument, ``--file``, standard input or a sample; every way a file can be
+wrong becomes one :class:`UsageError` line."""
 
 from __future__ import annotations
 
@@ -12,10 +9,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from mhacli.attention.errors import UsageError
+from mhacli.attention.messages import shown_path
 
-# 1 MiB is ~180,000 English words: far more than attention over N x N fits in
-# memory (~10,000 tokens at 4 heads), yet small enough that the tokenizer
-# counts it in a few seconds before the size is refused.
+# ~180,000 English words: far more than N x N attention fits in memory, yet counted in seconds.
 MAX_INPUT_BYTES = 2**20
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
@@ -57,7 +53,7 @@ def read_file(path: Path, option: str = "--file") -> str:
     """Text of ``--file PATH`` (``--file -`` reads standard input); ``option`` names the file in errors."""
     if str(path) == "-":
         return read_stream(_stdin(), "standard input")
-    where = f"{option} {_quoted(path)}"
+    where = f"{option} {shown_path(path)}"
     try:
         exists, is_dir = path.exists(), path.is_dir()
     except PermissionError:  # a folder on the way may not be entered
@@ -83,12 +79,6 @@ def read_file(path: Path, option: str = "--file") -> str:
     return decode(data, where)
 
 
-def _quoted(path: Path | str) -> str:
-    from mhacli.attention.messages import shown_path
-
-    return shown_path(path)
-
-
 def _did_you_mean(path: Path) -> str:
     """``(did you mean 'notes.txt'?)`` when a file with a close name sits in the same folder."""
     import difflib
@@ -99,7 +89,7 @@ def _did_you_mean(path: Path) -> str:
     except OSError:
         return ""
     close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.75)
-    return f" (did you mean {_quoted(folder / close[0])}?)" if close else ""
+    return f" (did you mean {shown_path(folder / close[0])}?)" if close else ""
 
 
 def _stdin() -> BinaryIO:
@@ -124,11 +114,8 @@ def read_stream(stream: BinaryIO, where: str = "standard input") -> str:
 
 
 def argv_text(text: str) -> str:
-    """A text argument as the user typed it, when a C locale (no UTF-8 mode) decoded argv as ASCII.
-
-    Each byte past ASCII then is a lone surrogate; :func:`os.fsencode` gives the bytes back to decode as UTF-8
-    (non-UTF-8 bytes stay as they were). Only text is recovered, never a path: a path keeps the file system's encoding.
-    """
+    """A text argument as typed, when a C locale decoded argv as ASCII (each byte past ASCII a lone surrogate):
+    decoded again as UTF-8. Never a path: a path keeps the file system's encoding."""
     if not any("\udc80" <= ch <= "\udcff" for ch in text):
         return text
     try:
@@ -160,7 +147,7 @@ def resolve_text(text: str | None, file: Path | None, sample: str | None = None)
         if len(body.encode("utf-8", "surrogatepass")) > MAX_INPUT_BYTES:
             raise _too_big("the text")
     if not body.strip():
-        source = {"TEXT": "the text", "--file": f"--file {_quoted(file or '')}", "--sample": "the sample"}[given[0]]
+        source = {"TEXT": "the text", "--file": f"--file {shown_path(file or '')}", "--sample": "the sample"}[given[0]]
         if from_stdin:
             source = "standard input"
         raise UsageError(f"{source} is empty or only white space; give at least one word.")

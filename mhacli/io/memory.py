@@ -1,9 +1,5 @@
-"""How much memory this machine can spare for one run: the host read once, here, not in the core.
-
-Linux overcommits memory, so a run that does not fit is often killed without a
-word rather than given a MemoryError; refusing up front (with the plans in
-:mod:`mhacli.attention.config` and :mod:`mhacli.render.sizes`) is the only way to answer with a message.
-"""
+"""How much memory this machine can spare for one run. Linux overcommits, so a run that does not fit is often
+killed without a word: refusing up front, by plan, is the only way to answer with a message."""
 
 from __future__ import annotations
 

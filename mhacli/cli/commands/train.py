@@ -1,17 +1,14 @@
 """``mha train``: train the attention layer on a task, live, and compare head counts.
 
-The command only connects: its options checked by the core's TrainConfig, every seed of a head count trained
-as one stack (:func:`mhacli.grammar.train.train_stack`) with a progress bar, the table and its conclusion
-printed, figures and model written through io/render. numpy and matplotlib are imported inside, so
-``mha --help`` stays quick.
+Options are checked by the core's TrainConfig; every seed of a head count trains as one stack with a progress
+bar; numpy and matplotlib are imported inside, so ``mha --help`` stays quick.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -44,13 +41,6 @@ if TYPE_CHECKING:
     from mhacli.grammar.model import TrainConfig
     from mhacli.grammar.train import TrainResult
 
-
-
-def parse_compare(text: str) -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]``; anything else is a usage error."""
-    from mhacli.attention.numbers import head_counts
-
-    return head_counts(text)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -137,13 +127,13 @@ def results_json(results: "list[TrainResult]", knockouts: "list[Knockout] | None
 def train_configs(compare: str | None, task: str, **fields: Any) -> "list[TrainConfig]":
     """One TrainConfig per head count (``--compare``, else ``--heads``), every option checked before any training
     (None: the task's own default), and each layer's weights checked against this machine's memory."""
+    from mhacli.attention.numbers import head_counts as parse_counts
     from mhacli.grammar.model import TrainConfig
+    from mhacli.grammar.tasks import task_name
     from mhacli.io.memory import memory_limit_bytes
 
-    from mhacli.grammar.tasks import task_name
-
     task = task_name(task)  # " Grammar" is grammar: the one rule for names (issue 31)
-    head_counts = parse_compare(compare) if compare is not None else [fields["heads"]]
+    head_counts = parse_counts(compare) if compare is not None else [fields["heads"]]
     configs = []
     limit = memory_limit_bytes()
     for h in head_counts:
@@ -242,8 +232,11 @@ def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout:
     plan = _planned(asked.plots, asked.out, names, asked.save)
     by_seed = _trained(grid, plan.out, quiet=asked.json_out)
     results = [r for runs in by_seed for r in runs]
-    knocked = _knockouts(results) if knockout else None
-    swept = _sweep(by_seed) if sweeping else None
+    from mhacli.grammar.knockout import knockout as knock_out
+    from mhacli.grammar.sweep import sweep
+
+    knocked = [knock_out(r.model) for r in results] if knockout else None
+    swept = sweep(by_seed) if sweeping else None
     written: list[str] = []
     if plan.save is not None:
         from mhacli.models.trained import save_trained
@@ -314,18 +307,6 @@ def _print_written(written: list[str], where: Any) -> None:
         where.print(f"wrote {printable(path)}", highlight=False, markup=False)
 
 
-def _knockouts(results: "list[TrainResult]") -> "list[Knockout]":
-    from mhacli.grammar.knockout import knockout as knock_out
-
-    return [knock_out(r.model) for r in results]
-
-
-def _sweep(by_seed: "list[list[TrainResult]]") -> "Sweep":
-    from mhacli.grammar.sweep import sweep
-
-    return sweep(by_seed)
-
-
 def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") -> None:
     """The results table, what each head learned, each grammar run's card (beside its knockout), the conclusion."""
     from mhacli.grammar.score import score
@@ -365,49 +346,45 @@ SWEEP_FIGURE_NAMES = ("sweep.png",)  # what --out receives after --seeds: the ga
 
 
 def _save_figures(results: "list[TrainResult]", out: Path) -> list[str]:
-    """training.png (every run) and training-heads.png, written atomically: one run's heads during training, or
-    after --compare every run's heads at the end, the lone head included, on the same held-out sequence; and a
-    grammar model's card.png."""
-    from mhacli.io.files import atomic_write
+    """training.png (every run) and training-heads.png (one run's heads during training, or after --compare every
+    run's heads at the end, on the same held-out sequence), and a grammar model's card.png."""
     from mhacli.render.figures.training import training_figure, training_heads_figure, training_runs_figure
-    from mhacli.render.warned import note, recording
 
-    warned: dict[str, None] = {}
-    paths = []
-    with recording(warned):  # a library's warning while drawing is one note, never stray lines
-        figures = {"training.png": training_figure(results),
-                   "training-heads.png": (training_heads_figure(results[0]) if len(results) == 1
-                                          else training_runs_figure(results))}
-        card = results[-1].model.card
-        if card is not None:
-            from mhacli.grammar.score import score
-            from mhacli.pipeline import card_shown
-            from mhacli.render.figures.card import card_figure
+    figures = {"training.png": lambda: training_figure(results),
+               "training-heads.png": lambda: (training_heads_figure(results[0]) if len(results) == 1
+                                              else training_runs_figure(results))}
+    card = results[-1].model.card
+    if card is not None:
+        from mhacli.grammar.score import score
+        from mhacli.pipeline import card_shown
+        from mhacli.render.figures.card import card_figure
 
-            title = f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)"
-            figures[CARD_FIGURE] = card_figure(card_shown(card, figure_title=title, score=score(results[-1].model)))
-        for name in (*FIGURE_NAMES, CARD_FIGURE):
-            if name in figures:
-                paths.append(str(atomic_write(out / name, partial(_save_png, figures[name]))))
-    notes([line for line in (note(warned),) if line])
-    return paths
+        title = f"{_heads_word(results[-1].heads)}: report card, held-out hit rate (95% interval)"
+        figures[CARD_FIGURE] = lambda: card_figure(card_shown(card, figure_title=title,
+                                                              score=score(results[-1].model)))
+    return _write_pngs(figures, out)
 
 
 def _save_sweep(swept: "Sweep", out: Path) -> list[str]:
-    """sweep.png: the gap per seed, written atomically."""
-    from mhacli.io.files import atomic_write
+    """sweep.png: the gap per seed."""
     from mhacli.render.figures.card import sweep_figure
+
+    return _write_pngs({SWEEP_FIGURE_NAMES[0]: lambda: sweep_figure(swept)}, out)
+
+
+def _write_pngs(figures: dict[str, Any], out: Path) -> list[str]:
+    """Each figure drawn (``name -> draw()``) and written atomically into ``out``; a library's warning while
+    drawing is one note, never stray lines."""
+    from mhacli.io.files import atomic_write
     from mhacli.render.warned import note, recording
 
     warned: dict[str, None] = {}
     with recording(warned):
-        path = str(atomic_write(out / SWEEP_FIGURE_NAMES[0], partial(_save_png, sweep_figure(swept))))
+        drawn = {name: draw() for name, draw in figures.items()}
+        paths = [str(atomic_write(out / name, lambda handle, fig=fig: fig.savefig(handle, format="png")))
+                 for name, fig in drawn.items()]
     notes([line for line in (note(warned),) if line])
-    return [path]
-
-
-def _save_png(fig: Any, handle: IO[bytes]) -> None:
-    fig.savefig(handle, format="png")
+    return paths
 
 
 def _train_kv(text: str, seeds: list[int], task: str, fields: dict[str, Any], *, compare: str | None,

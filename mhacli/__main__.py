@@ -25,11 +25,14 @@ def main() -> None:
 
 
 def _end(signum: int) -> None:
-    """One line and the shell's exit code for a signal that came before the command's own exit path was set up."""
+    """One line and the shell's exit code for a signal that came before the command's own exit path was set up (not
+    through :func:`mhacli.io.environment.end_process`: that module's import may be the one the signal cut short)."""
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):  # first: a second signal has nothing left to interrupt
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     from mhacli.io import cleanup
-    from mhacli.io.environment import end_process
 
-    end_process()  # first: a second signal has nothing left to interrupt
+    cleanup.remove_all()
     try:
         sys.stderr.write(f"mha: error: {cleanup.message_for(signum)}\n")
         sys.stderr.flush()

@@ -1,9 +1,5 @@
-"""What one command asks for, frozen: the model options, the text or tokens, and the outputs.
-
-Built and checked once from a command's options (:func:`mhacli.cli.flow.request`); :func:`mhacli.run` takes one,
-and the publisher writes exactly the outputs it names. ``None`` means "not given": the weights or Config's default
-decide, so no code asks how an option was set. A new model option is one field of :class:`ModelOptions` and one
-entry of ``MODEL_BLOCK`` in :mod:`mhacli.cli.options`.
+"""What one command asks for, frozen: the model options, the text or tokens, and the outputs. Built and checked
+once (:func:`mhacli.cli.flow.request`); ``None`` means "not given", so the weights or Config's default decide.
 """
 
 from __future__ import annotations
@@ -15,10 +11,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ModelOptions:
-    """The model options of a run, by Config's field names (``layer``: one layer of a weights file).
-
-    Each is None when not given.
-    """
+    """The model options of a run by Config's field names, each None when not given (``layer``: of a weights file);
+    a new one is a field here and an entry of ``MODEL_BLOCK`` in :mod:`mhacli.cli.options`."""
 
     heads: int | None = None
     d_model: int | None = None
@@ -48,11 +42,8 @@ class Source:
 
 @dataclass(frozen=True)
 class Outputs:
-    """Every output asked for: the terminal, the figures, the page, the JSON document, the arrays' file.
-
-    ``out`` is the figures' folder (None: no figures); ``fmt`` and ``dpi`` are checked when built.
-    ``page_max_tokens`` is None unless --max-tokens was given (the page then shows its own default).
-    """
+    """Every output asked for: the terminal, the figures (``out``: their folder, None for none), the page
+    (``page_max_tokens``: None unless --max-tokens was given), the JSON document, the arrays' file."""
 
     quiet: bool = False
     max_tokens: int = 40

@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 
-
 ARTICLE_CLAIM = "helps with the computational efficiency"
 #: Repeats whose fastest and slowest differ by more than this share of their median are called noisy.
 NOISY_SPREAD = 0.25

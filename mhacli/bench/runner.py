@@ -1,9 +1,6 @@
-"""``mha bench``: how the cost of attention grows with the number of tokens, measured live.
-
-For N = 16, 32, … it times the core (or ``--blocked``) against its matrix products alone, ``mha verify``'s
-per-head loop and, when installed, PyTorch's ``multi_head_attention_forward``: one warm-up each, then
-``repeats`` rounds in turn, so a busy neighbour slows them all alike; the median of each is kept.
-``--startup`` times whole commands (:mod:`mhacli.bench.startup`).
+"""``mha bench``: how the cost of attention grows with N, measured live: the core (or ``--blocked``) against its
+matrix products alone, ``mha verify``'s loop and PyTorch when installed; one warm-up each, then ``repeats``
+rounds in turn (a busy neighbour slows them all alike), the median of each kept.
 """
 
 from __future__ import annotations
@@ -49,11 +46,6 @@ SETTLE_SECONDS = 0.15
 WARM_MIN_BYTES = 64 * 2**20  # below this, fresh memory costs too little to matter
 
 Tick = Callable[[str], None]
-
-
-# ---------------------------------------------------------------------------
-# What is measured
-# ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -142,22 +134,12 @@ def token_counts(max_tokens: int) -> list[int]:
     return sizes
 
 
-# ---------------------------------------------------------------------------
-# The contenders
-# ---------------------------------------------------------------------------
-
-def bench_inputs(n: int, settings: Settings) -> tuple[np.ndarray, Weights]:
-    """X (N, d) and W_q, W_k, W_v, W_o in the bench's float type, from the seed."""
-    rng = np.random.default_rng(settings.seed)
-    dtype = np.dtype(settings.dtype)
-    weights = tuple(w.astype(dtype) for w in init_weights(settings.d_model, rng))
-    x = rng.standard_normal((n, settings.d_model)).astype(dtype)  # (N, d)
-    return x, weights  # type: ignore[return-value]
-
-
 def contenders(n: int, settings: Settings) -> tuple[dict[str, Callable[[], object]], str]:
-    """Name → zero-argument call for one N, and which plain loop stands in ("python" or "numpy")."""
-    x, w = bench_inputs(n, settings)
+    """Name → zero-argument call for one N, and which plain loop stands in ("python" or "numpy"), on X (N, d) and
+    W_q, W_k, W_v, W_o in the bench's float type, from the seed."""
+    rng, dtype = np.random.default_rng(settings.seed), np.dtype(settings.dtype)
+    w: Weights = tuple(w.astype(dtype) for w in init_weights(settings.d_model, rng))  # type: ignore[assignment]
+    x = rng.standard_normal((n, settings.d_model)).astype(dtype)  # (N, d)
     h, causal = settings.heads, settings.causal
     core = output_only_blocked if settings.blocked else core_attention
 
@@ -178,16 +160,9 @@ def contenders(n: int, settings: Settings) -> tuple[dict[str, Callable[[], objec
     return calls, kind
 
 
-# ---------------------------------------------------------------------------
-# Timing
-# ---------------------------------------------------------------------------
-
-
 def warm_memory(nbytes: int) -> None:
-    """Touch, then free, ``nbytes`` of memory, so that the next call starts from memory the machine has at hand:
-    a virtual machine hands free memory back to its host and getting it back costs time, which the contender
-    after a long one would pay alone (docs/performance.md).
-    """
+    """Touch, then free, ``nbytes`` of memory: a virtual machine hands free memory back to its host, and the
+    contender after a long one would pay alone to get it back (docs/performance.md)."""
     if nbytes >= WARM_MIN_BYTES:
         buffer = np.empty(nbytes, dtype=np.uint8)
         buffer.fill(0)
@@ -273,11 +248,6 @@ def progress_bar(total: int, stream: IO[str] | None = None) -> Iterator[Tick]:
         yield tick
 
 
-# ---------------------------------------------------------------------------
-# Rendering: table, JSON, figure
-# ---------------------------------------------------------------------------
-
-
 def human_bytes(b: float) -> str:
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if b >= size:
@@ -337,11 +307,6 @@ def bench_table(result: Result) -> Group:
     return Group(title, fitted_table(table, "N = {}".format), *(Text(n, style=theme.STYLE_DIM) for n in notes), *said)
 
 
-def quadratic_from(d_model: int) -> int:
-    """N beyond which the N² multiply-adds (2·N²·d) outnumber the linear ones (4·N·d²): N = 2d."""
-    return 2 * d_model
-
-
 def spaced_labels(values: Sequence[float], axis_inches: float, size: float, log_span: tuple[float, float]) -> list[str]:
     """Tick labels for ``values`` on a log axis, blank where one would touch its neighbour (the last one kept)."""
     lo, hi = (math.log10(v) for v in log_span)
@@ -384,11 +349,8 @@ def tick_seconds(t: float) -> str:
 
 
 def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
-    """Log-log figure of time against N, the N² region and an N² slope marked; written atomically.
-
-    A contender whose method changes with N (the plain loop) is two series, never joined; tick labels never touch,
-    seconds read as times (1 ms, 2 ms), and the legend sits beside the axes.
-    """
+    """Log-log figure of time against N, the N² region and an N² slope marked, written atomically; the plain loop,
+    whose method changes with N, is two series, never joined."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullLocator
@@ -421,7 +383,7 @@ def save_plot(result: Result, path: Path, dpi: int = 120) -> Path:
     t_last = rows[-1].seconds
     guide = t_last * (n / n[-1]) ** 2
     ax.loglog(n, guide, color=theme.LABEL_COLOR, lw=0.8, ls=(0, (1, 3)), label="∝ N² (slope 2)")
-    start = quadratic_from(s.d_model)
+    start = 2 * s.d_model  # past N = 2d the N² multiply-adds (2·N²·d) outnumber the linear ones (4·N·d²)
     if start < n[-1]:
         ax.axvspan(max(start, n[0]), n[-1], color=theme.HEAD_COLORS[4], alpha=0.15, lw=0)
         fig.text(0.01, 0.16, f"Shaded: N > 2d = {start}, where the N×N work (scores, weighted sums) "

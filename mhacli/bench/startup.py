@@ -45,8 +45,6 @@ def startup_commands(out_dir: Path) -> dict[str, list[str]]:
     }
 
 
-
-
 LABELS = {  # short, so the table fits 40 columns; the notes under it give the full commands
     "imports": "imports (matplotlib.figure)",
     "imports_pyplot": "imports (matplotlib.pyplot)",

@@ -1,9 +1,5 @@
-"""The one flow of a command: build its request, plan every output, run once, then publish the files.
-
-A command builds a :class:`~mhacli.request.Request` (:func:`request`), plans every path before any work
-(:func:`plan_outputs`, :func:`open_figures`), runs the pipeline once (:func:`prepare_run`,
-:func:`finish_run`), prints, and ends in :func:`publish`, which writes the files the request names and
-lists them.  Heavy modules are imported inside the functions, so ``mha --help`` stays quick.
+"""The one flow of a command: build its request (:func:`request`), plan every output before any work, run the
+pipeline once, print, then :func:`publish` the files. Heavy modules are imported inside, so ``mha --help`` is quick.
 """
 
 from __future__ import annotations
@@ -29,11 +25,9 @@ def request(*, model: ModelOptions | None = None, text: str | None = None, file:
             out: Path | None = None, plots: bool = True, fmt: str | None = None, dpi: int = DPI,
             query: str | None = None, html: str | None = None, json_out: bool = False, json_arrays: bool | None = None,
             save_npz: str | None = None, figures: bool = False) -> Request:
-    """The request of one command: the text read (unless ``read_text`` is False: a saved run, --worked), every
-    output option checked (--json-arrays without --json is a usage error, not a no-op; --format, --dpi, --query).
-    ``None`` means "not given" throughout. ``figures``: drawn into --out (default mha-output), except with --json
-    when neither --out nor --format was typed.
-    """
+    """The request of one command: the text read (unless ``read_text`` is False), every output option checked;
+    None means "not given". ``figures``: drawn into --out (default mha-output), except with --json when neither
+    --out nor --format was typed."""
     from mhacli.io.inputs import check_query, resolve_text
     from mhacli.render.figures import check_dpi, check_format
 
@@ -75,11 +69,9 @@ def finish_run(prepared: Prepared, *, single: bool = False, compare: bool = Fals
 def plan_outputs(*, plots: bool, out: Path | None, fmt: str, heads: int, compare: bool = False, split: bool = True,
                  names: Sequence[str] | None = None, inputs: Sequence[tuple[str, object]] = (),
                  **files: object) -> OutputPlan:
-    """Resolve every output of the run once, before any work (``fmt``: a format the request has checked), through
-    :func:`mhacli.io.outputs.plan_outputs`, so a clobbered file is a usage error now, not a loss later. ``names``
-    overrides the figure names (train's, bench's); ``split=False`` for a view. Nothing is created:
-    :func:`open_figures` makes --out once the memory plan agrees.
-    """
+    """Every output of the run resolved once, before any work (:func:`mhacli.io.outputs.plan_outputs`): a clobbered
+    file is a usage error now, not a loss later. ``names`` overrides the figure names (train's, bench's);
+    ``split=False`` for a view. Nothing is created (:func:`open_figures` makes --out)."""
     from mhacli.io.outputs import figure_names
     from mhacli.io.outputs import plan_outputs as plan
 
@@ -115,8 +107,7 @@ def read_files(file: Path | None, weights: str | None = None) -> list[tuple[str,
 
 
 def shown_folder(folder: Path | None) -> str | None:
-    """A folder named in the renderers' notes ('the heatmaps are in …'), escaped: an --out name may hold
-    escape sequences, which are spelled out, never obeyed."""
+    """A folder named in the renderers' notes ('the heatmaps are in …'), its escape sequences spelled out."""
     from mhacli.attention.messages import printable
 
     return printable(folder) if folder is not None else None
@@ -167,9 +158,8 @@ def source_args(text: str | None, file: Path | None, sample: str | None) -> str:
 
 
 def typed_quote(text: str) -> str:
-    """``text`` quoted for a POSIX shell as a person would type it: in double quotes when it holds an apostrophe
-    and nothing a shell expands inside them ("The animal didn't …"), else as shlex.quote does
-    ('didn'"'"'t' is correct but no one types it)."""
+    """``text`` quoted for a POSIX shell as a person types it: "The animal didn't …" in double quotes when nothing
+    in it expands there, else as shlex.quote does."""
     import shlex
 
     if "'" in text and not any(ch in text for ch in '"$`\\!'):
@@ -194,11 +184,8 @@ def config_args(config: Config, skip: tuple[str, ...] = ()) -> str:
 
 
 def publish(result: Run, outputs: Outputs, plan: OutputPlan, position: int | None, report: bool = True) -> list[str]:
-    """Every file of a run, in order (its figures, --save-npz, --html), then the list of what was written.
-
-    A comparison's figure is single-vs-multi; any other run's are head-1 … head-h, heads, magnifiers and split.
-    ``report=False``: the list is returned unsaid (compare's JSON carries it, demo adds one figure).
-    """
+    """Every file of a run, in order (its figures, --save-npz, --html), then the list of what was written
+    (``report=False``: returned unsaid; compare's JSON carries it, demo adds one figure)."""
     written = draw(result, plan.out, outputs, position) if plan.out is not None else []
     if plan.save_npz is not None:
         from mhacli.io.export import save_npz

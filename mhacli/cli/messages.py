@@ -1,9 +1,5 @@
-"""Typer's parse errors in the tool's voice, as one line.
-
-Typer says "Invalid value for '--heads' / '-H': Input should be a valid
-integer, unable to parse string as an integer"; the tool says "--heads must be
-a whole number, got 'abc' (for example --heads 4)."  Click's exception classes
-are recognised by name, so nothing here imports Typer's private modules.
+"""Typer's parse errors in the tool's voice, as one line ("--heads must be a whole number, got 'abc' (for example
+--heads 4)."); Click's exceptions are recognised by name, so nothing here imports Typer's private modules.
 """
 
 from __future__ import annotations

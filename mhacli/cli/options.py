@@ -1,8 +1,5 @@
-"""Every option and argument of ``mha``, declared once and shared by the commands.
-
-Each alias carries its help, panel and metavar, so ``--heads`` reads the same in every command's help. The
-model defaults are read from :class:`~mhacli.attention.config.Config` (``heads: HeadsOpt = DEFAULT.heads``),
-never restated.
+"""Every option and argument of ``mha``, declared once as an ``Annotated`` alias with its help, panel and metavar,
+so ``--heads`` reads the same in every command's help; the model defaults come from Config, never restated.
 """
 
 from __future__ import annotations
@@ -44,11 +41,8 @@ class NotWholeNumber(typer.BadParameter):
 
 
 def whole_option(value: str | int | None, low: int = -BOUND) -> int | None:
-    """The parser of every integer option: :func:`mhacli.attention.numbers.whole_number`, then ``value >= low``.
-
-    Each option's own range (heads divide d, seeds are not negative) is checked
-    by the core, in its own words; this is the rule every number shares.
-    """
+    """The parser of every integer option: the rule every number shares (:func:`~mhacli.attention.numbers.
+    whole_number`), then ``value >= low``; each option's own range is checked by the core, in its own words."""
     if value is None or isinstance(value, int) and not isinstance(value, bool):  # a default: None or a number
         return value
     number = whole_number(str(value))
@@ -64,8 +58,7 @@ def whole_option(value: str | int | None, low: int = -BOUND) -> int | None:
 
 
 class EmptyName(typer.BadParameter):
-    """A path option given as '' (an unset shell variable, ``--out "$DIR"``): Path('') would be '.', the
-    current folder, so the figures would land among the user's files unasked."""
+    """A path option given as '' (an unset ``--out "$DIR"``): Path('') is '.', so files would land there unasked."""
 
     def __init__(self, folder: bool) -> None:
         super().__init__("empty")
@@ -85,8 +78,8 @@ def folder_option(value: str | Path | None) -> Path | None:
 
 
 def file_option(value: str | Path | None) -> Path | None:
-    """``--file``: a file's name; '' is refused, not read as '.'. (The saved-run arguments keep Typer's Path: a
-    parser would print their type as <Path> in --help; '' reaches them as '.', which is then called a folder.)"""
+    """``--file``: a file's name; '' is refused, not read as '.' (the saved-run arguments keep Typer's Path, whose
+    '' reaches them as '.', then called a folder: a parser would show <Path> in their --help)."""
     _named(value, folder=False)
     return None if value is None else Path(value)
 
@@ -223,14 +216,11 @@ WeightsLayerOpt = Annotated[Optional[str], typer.Option(
          "is 0), or its name.")]
 
 # --- the model-option block ----------------------------------------------------------------------
-# The options of every command that runs a model (explain, compare, demo, quiz), declared once.  Each is
-# None unless given, so the weights decide it (a trained model's heads, a file's d) or Config's default
-# applies; the help names that default.  A new model option is one entry of MODEL_BLOCK and one field of
-# mhacli.request.ModelOptions.
+# The options of every command that runs a model, each None unless given (then the weights or Config's default
+# decide, as the help says). A new one is an entry here and a field of mhacli.request.ModelOptions.
 
 def _not_given(alias: Any, default: object, decided: bool = True) -> Any:
-    """``alias`` as a model option: None unless given, its help naming ``default`` and, when a trained model or a
-    weights file may decide it instead, saying so."""
+    """``alias`` as a model option: None unless given, its help naming ``default`` (``decided``: or the weights')."""
     import copy
 
     base, info = typing.get_args(alias)
@@ -257,8 +247,7 @@ assert set(MODEL_BLOCK) == {f.name for f in fields(ModelOptions)}, "one field of
 
 
 def unless_given(alias: Any, default: object = None) -> Any:
-    """``alias`` whose value is None when the option is not given, its help still showing ``default``
-    (None: a flag that is off unless given, whose help shows no default)."""
+    """``alias``, None unless given, its help showing ``default`` (None: a flag whose help shows no default)."""
     import copy
 
     base, info = typing.get_args(alias)
@@ -277,9 +266,8 @@ QUIZ_SEED = _not_given(Annotated[int, typer.Option(
 
 def model_block(*names: str, helps: dict[str, Any] | None = None) -> Callable[[Callable[..., None]],
                                                                              Callable[..., None]]:
-    """A command takes the model options ``names`` (all of :data:`MODEL_BLOCK` when none are named) in place of
-    its parameter ``model``, and receives them as one :class:`~mhacli.request.ModelOptions`; ``helps`` gives an
-    option a command's own declaration where it means something else there (the quiz's ``--seed``)."""
+    """The command's parameter ``model`` becomes the options ``names`` (default: all of :data:`MODEL_BLOCK`), handed
+    to it as one ModelOptions; ``helps`` declares an option that means something else there (the quiz's --seed)."""
     chosen = names or tuple(MODEL_BLOCK)
     declared = {**MODEL_BLOCK, **(helps or {})}
 

@@ -1,8 +1,5 @@
-"""Where the command line writes: one console for stdout, one for stderr (as rich-cli does).
-
-Stdout may go away early (``mha explain … | head -1``): the run then carries on
-silently, so every file asked for is still written, and exits 0.  ``--quiet``
-silences everything but errors and a ``--json`` document.
+"""Where the command line writes: one console for stdout, one for stderr (as rich-cli does). When stdout goes
+away early (``| head -1``) the run carries on silently, writes every file asked for and exits 0.
 """
 
 from __future__ import annotations
@@ -30,18 +27,14 @@ def silence_stdout() -> None:
         pass
 
 
-#: The terminal widths mha lays out for: its output stays whole at 40 columns, and past 1,000 a line is
-#: only padding (COLUMNS=4294967296 would print gigabytes of it).  LINES is bounded the same way.
+#: The widths mha lays out for: whole at 40 columns; past 1,000 a line is only padding. LINES likewise.
 WIDTHS = (40, 1000)
 HEIGHTS = (5, 10_000)
 
 
 def sane_size(environ: dict[str, str] | None = None) -> None:
-    """Clamp COLUMNS and LINES into :data:`WIDTHS` and :data:`HEIGHTS`, as every console here reads them.
-
-    Rich, Typer and :func:`shutil.get_terminal_size` take COLUMNS as it is (0, a huge number or 5,000 digits break
-    them); a value that is no count at all (``abc``, ``-3``, ``0``) is dropped, so the terminal's size is asked.
-    """
+    """Clamp COLUMNS and LINES into :data:`WIDTHS` and :data:`HEIGHTS` (Rich and Typer break on 0 or 5,000
+    digits); a value that is no count (``abc``, ``-3``) is dropped, so the terminal's size is asked."""
     from mhacli.attention.numbers import whole_number
 
     env = os.environ if environ is None else environ
@@ -88,9 +81,8 @@ def reset() -> None:
     reset_replaced()
     sane_size()
     for c in (console, err_console):
-        # Rich fixes a console's width for good when COLUMNS is set as it is made (here: when this module
-        # is first imported); size it as a console made now would be, so a long-lived process (a test
-        # runner, a notebook kernel) that runs several commands gets each one's COLUMNS and LINES.
+        # Rich fixes a console's size when it is made: a long-lived process (tests, a notebook) running several
+        # commands gets each one's COLUMNS and LINES.
         c.size = Console(file=c.file, stderr=c.stderr).size
 
 
@@ -131,10 +123,8 @@ def error_line(message: str, hint: str | None = None) -> None:
 
 
 def notes(notices: list[str]) -> None:
-    """Things worth knowing that are not errors (a missing glyph, leftover files): once each, on stderr.
-
-    A note may quote --out or a token, which may hold escape sequences: each is one printable line.
-    """
+    """Things worth knowing that are not errors (a missing glyph, leftover files), on stderr, each one printable
+    line (a note may quote --out or a token)."""
     from mhacli.attention.messages import one_line
 
     if _quiet:
@@ -173,10 +163,8 @@ def _json_escape(found: re.Match[str]) -> str:
 
 
 def json_text(document: Any, **options: Any) -> str:
-    """``document`` as strict JSON (no NaN) with every control, bidi or invisible character as its ``\\u`` escape:
-    the same JSON value, but a token or file name holding ESC or U+202E cannot act on the terminal
-    (json.dumps alone escapes only what is below U+0020).
-    """
+    """``document`` as strict JSON (no NaN), every control, bidi or invisible character as its ``\\u`` escape, so
+    that a token holding ESC or U+202E cannot act on the terminal (json.dumps escapes only what is below U+0020)."""
     import json
 
     # allow_nan=False: NaN and Infinity are not JSON; a document holding one is a bug to see, never to print.
@@ -203,10 +191,8 @@ def spinner(message: str) -> AbstractContextManager[Any]:
 
 @contextmanager
 def figure_progress(total: int) -> Iterator[Callable[[Path], None]]:
-    """The "drawing figures… 3 of 7 written" spinner, counting files as they are written; yields the callback.
-    On a long text each figure takes seconds, and a count says the run is moving. Nothing is shown when quiet
-    or not on a terminal.
-    """
+    """The "drawing figures… 3 of 7 written" spinner (nothing when quiet or not a terminal); yields the callback
+    that counts a file written."""
     written: list[Path] = []
     with spinner(f"drawing figures… 0 of {total} written") as status:
         def saved(path: Path) -> None:

@@ -1,9 +1,6 @@
-"""The one bounded reader for every file mha is given to read: traces, attention files, weights, trained models.
-
-Other people's files are data. :func:`open_regular` opens only a regular file of a bounded size (a device would
-be read forever, a FIFO would block); :func:`read_npz` refuses an npz from what its zip declares before a byte is
-inflated (too many members, too large, a header promising more than declared). Arrays are read with
-``allow_pickle=False`` and plain dtypes only; each caller words the refusal in its own terms (``bad``).
+"""The one bounded reader for every file mha reads (traces, attention files, weights, trained models): only a
+regular file of bounded size (:func:`open_regular`), an npz refused from what its zip declares before a byte is
+inflated (:func:`read_npz`), plain dtypes, never unpickled; each caller words the refusal (``bad``).
 """
 
 from __future__ import annotations
@@ -12,7 +9,7 @@ import os
 import stat
 import zipfile
 from pathlib import Path
-from typing import IO, Callable, Iterable
+from typing import IO, Callable
 
 import numpy as np
 
@@ -27,11 +24,8 @@ Refusal = Callable[[str], UsageError]
 
 def open_regular(path: Path, *, noun: str, hint: str, max_bytes: int | None = None,
                  too_big: str = "what mha reads") -> tuple[IO[bytes], int]:
-    """Open ``path`` for reading if it is a regular file of at most ``max_bytes``; refuse anything else at once.
-
-    The check is made on the opened file (``fstat``), so a name swapped for a device cannot make the read endless;
-    ``O_NONBLOCK`` keeps a FIFO with no writer from blocking. Messages: ``{noun} FILE does not exist; {hint}.``
-    """
+    """Open ``path`` if it is a regular file of at most ``max_bytes``, checked on the opened file (a name swapped
+    for a device cannot make the read endless; ``O_NONBLOCK``: a FIFO cannot block); refuse anything else at once."""
     where = f"{noun} {shown_path(path)}"
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
@@ -121,11 +115,8 @@ DAMAGED = "it is truncated or damaged (was it copied before it was fully written
 def read_npz(path: Path, *, noun: str, hint: str, bad: Refusal, cap: int | None,
              max_members: int = MAX_MEMBERS, names_check: Callable[[list[str]], None] | None = None,
              wanted: Callable[[str], bool] | None = None, kinds: str = PLAIN_KINDS) -> dict[str, np.ndarray]:
-    """Every wanted member of the npz at ``path``, each checked from the zip and its header before it is read.
-
-    ``cap`` bounds the file and what it unpacks to (and so does the memory); ``names_check`` sees the member
-    names before any is read; only the ``wanted`` members are unpacked.
-    """
+    """Every ``wanted`` member of the npz at ``path``, each checked from the zip and its header before it is read;
+    ``cap`` bounds the file and what it unpacks to; ``names_check`` sees the member names first."""
     handle, _ = open_regular(path, noun=noun, hint=hint, max_bytes=cap,
                              too_big="such a file needs (a teaching run is far smaller)")
     try:
@@ -199,12 +190,6 @@ def torch_pickle(path: Path) -> bytes | None:
             return archive.read(pickles[0]) if pickles else None
     except (zipfile.BadZipFile, OSError, ValueError, EOFError):
         return None  # not a zip (PyTorch's legacy format): torch.load says what it is
-
-
-def members(names: Iterable[str]) -> str:
-    """A few member names for a message: ``a, b, c`` (or ``nothing``)."""
-    found = sorted(names)
-    return ", ".join(shown(n) for n in found[:6]) + (", …" if len(found) > 6 else "") if found else "nothing"
 
 
 #: The names an attention file (your model's weights after softmax) may give its attention: the first one present.

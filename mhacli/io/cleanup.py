@@ -1,13 +1,11 @@
-"""One cleanup path for every way a run ends: Ctrl-C, SIGTERM, SIGHUP, a broken pipe, an exception.
-
-Every temporary file or folder is registered here while it exists, and :func:`remove_all` deletes what is left:
-after an exception, from :meth:`mhacli.cli.app.MhaGroup.main`'s ``finally``; on a signal, at once in
-:func:`on_signal`, which then raises :class:`Terminated` or ``KeyboardInterrupt`` so the run unwinds as for
-Ctrl-C. Exit codes are 128 + the signal's number: 130 SIGINT, 129 SIGHUP, 143 SIGTERM.
+"""One cleanup path for every way a run ends: every temporary file or folder is registered here while it exists,
+and :func:`remove_all` deletes what is left, after an exception or at once on a signal (:func:`on_signal`, which
+then unwinds the run as Ctrl-C does). Exit codes are 128 + the signal's number.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -33,11 +31,8 @@ _WHY = {"SIGINT": "interrupted (Ctrl-C)", "SIGTERM": "terminated (SIGTERM)",
 
 
 class Terminated(BaseException):
-    """The run was ended by a signal other than Ctrl-C; unwinds like ``KeyboardInterrupt``.
-
-    A ``BaseException`` (not ``Exception``) so that no ``except Exception`` on
-    the way mistakes it for an error of the run and carries on.
-    """
+    """The run was ended by a signal other than Ctrl-C; a BaseException, so that it unwinds like
+    ``KeyboardInterrupt`` and no ``except Exception`` on the way mistakes it for an error of the run."""
 
     def __init__(self, signum: int) -> None:
         self.signum = signum
@@ -80,24 +75,21 @@ def register(path: Path | str, folder: bool = False) -> None:
 
 
 def register_made(folders: list[Path]) -> None:
-    """Folders the run created (deepest first): any exit removes each one still empty, so a run that fails
-    after making ``--out`` (a usage error found later, a signal) leaves no empty folder behind, while a
-    folder holding a written file stays."""
+    """Folders the run created (deepest first): any exit removes each one still empty, so a run that fails after
+    making ``--out`` leaves no empty folder behind."""
     with _lock:
         for path in folders:
             _registered[os.fspath(path)] = EMPTY
 
 
 def settle_made(folders: list[Path], failed: bool) -> None:
-    """End the registration of ``folders`` (:func:`register_made`) outside a command: when ``failed``, each still
-    empty is removed first (the API's :func:`mhacli.notebook.save_figures`, which no command's exit cleans up)."""
+    """End the registration of ``folders`` outside a command (the API's save_figures), removing each still empty
+    when ``failed``."""
     for path in folders:
         unregister(path)
         if failed:
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(path)
-            except OSError:
-                pass
 
 
 def unregister(path: Path | str) -> None:
@@ -118,15 +110,13 @@ def remove_all() -> None:
         mine = list(_registered.items())
         _registered.clear()
     for path, folder in mine:
-        try:
+        with contextlib.suppress(OSError):
             if folder == EMPTY:
                 os.rmdir(path)
             elif folder:
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 os.unlink(path)
-        except OSError:
-            pass
 
 
 @contextmanager
@@ -153,10 +143,8 @@ def on_signal(signum: int, frame: Any = None) -> None:
 
 
 def is_noise(unraisable: Any) -> bool:
-    """Whether Python's "Exception ignored in …" report for ``unraisable`` says nothing the run has not said:
-    a signal landing in a ``__del__`` (recorded, it decides the exit code), or a destructor failing on what a
-    signal cut short (``np.savez``'s zip closing onto a temporary file already removed).
-    """
+    """Whether Python's "Exception ignored in …" report says nothing the run has not said: a signal landing in a
+    ``__del__``, or a destructor failing on what a signal cut short (a zip closing onto a removed file)."""
     if isinstance(unraisable.exc_type, type) and issubclass(unraisable.exc_type, Terminated):
         return True
     return bool(_received)

@@ -1,8 +1,5 @@
-"""Exports a student can check: the trace as ``.npz`` and as JSON, and back.
-
-The npz holds exactly the arrays the issue promises, plain dtypes only, so
-``np.load(path)`` works without ``allow_pickle``.  :func:`load_trace` reads
-one back into a :class:`~mhacli.attention.trace.Trace` without recomputing anything.
+"""Exports a student can check: a run as ``.npz`` (plain dtypes: ``np.load`` needs no ``allow_pickle``) and as
+JSON, and the npz read back into a Trace without recomputing anything (:func:`load_trace`).
 """
 
 from __future__ import annotations
@@ -57,10 +54,8 @@ def trace_biases(trace: Trace) -> dict[str, np.ndarray]:
 
 
 def npz_arrays(run: Any) -> dict[str, np.ndarray]:
-    """The arrays of an npz export of a run (or a bare trace), by name (format :data:`FORMAT_VERSION`).
-
-    A run's grammar model adds each head's name from its report card as ``relations`` and the card itself (with
-    its baselines) as JSON text, as ``--json`` does; and the sentence's parse and --words."""
+    """The arrays of an npz export of a run (or a bare trace), by name (format :data:`FORMAT_VERSION`); a grammar
+    model's run adds each head's name (``relations``), its card as JSON text, the parse and --words."""
     trace, card = run, getattr(run, "card", None)
     c = trace.config
     out: dict[str, np.ndarray] = {"tokens": np.array(trace.tokens, dtype=np.str_)}
@@ -162,11 +157,8 @@ def load_trace(path: Path) -> Trace:
 
 
 def load_saved(path: Path) -> tuple[Trace, Any, tuple[tuple[str, str, str], ...]]:
-    """A saved run: its Trace, and what its grammar model read in the sentence (the parse, or None; --words).
-
-    Bounded and validated: devices and pipes refused, every member checked from its header before it is unpacked,
-    every value checked against the format before use. Format 1 files (0.1.0) get the Config's defaults.
-    """
+    """A saved run: its Trace, and what its grammar model read in the sentence (the parse, or None; --words); every
+    member bounded and checked against the format before use (format 1 files get the Config's defaults)."""
     if isinstance(path, str) and path == "":  # Path('') is '.': "'.' is a folder" would name nothing given
         raise UsageError("the trace file's name is empty (''); give the .npz 'mha explain TEXT --save-npz FILE' "
                          "wrote.")
@@ -355,12 +347,8 @@ def _jsonable(a: np.ndarray) -> Any:
 
 
 def trace_document(result: Any, arrays: bool = True) -> dict[str, Any]:
-    """Everything a student needs to check a run (:class:`mhacli.pipeline.Run`), as one JSON-ready dict.
-
-    It writes what the run holds and computes nothing: its measures, its split check, and a grammar
-    model's report card as shown (then each head's name is ``relations``).  ``arrays=False``
-    (``--no-json-arrays``) leaves the (h, N, N) and (N, d) arrays out (``"arrays": null``).
-    """
+    """Everything a student needs to check a run, as one JSON-ready dict of what the run holds (nothing computed);
+    ``arrays=False`` (``--no-json-arrays``) leaves the (h, N, N) and (N, d) arrays out (``"arrays": null``)."""
     trace, card = result.trace, result.card
     biases = trace_biases(trace)
     return {

@@ -1,16 +1,13 @@
-"""Where every output of a run goes, decided once, before any work starts.
-
-:func:`plan_outputs` resolves the folder (``--out``), its figure names, the files (``--save-npz``, ``--html``,
-``--save``) and the inputs together, and refuses with a usage error (exit 2) whatever would lose or clobber data:
-a trailing slash on a file output, a link in --out under a name the tool writes (the folder is then confined),
-a dangling link that cannot be created, an output equal to an input or to another output (by real path).
+"""Where every output of a run goes, decided once before any work (:func:`plan_outputs`): a usage error for
+whatever would lose or clobber data (a trailing slash on a file, a link in --out, an output equal to an input or
+to another output by real path).
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -30,10 +27,8 @@ def _shown(path: object) -> str:
 
 
 def figure_names(heads: int, fmt: str = "png", *, compare: bool = False, split: bool = True) -> list[str]:
-    """The file names one run writes into ``--out``: a heatmap per head, the sheets (or compare's figure).
-
-    ``split=False`` for an attention view: it has no weight matrices to split, so no ``split`` figure.
-    """
+    """The file names one run writes into ``--out``: a heatmap per head, the sheets (or compare's figure); no
+    ``split`` for an attention view (``split=False``), which has no weight matrices to split."""
     if compare:
         return [name.format(fmt=fmt) for name in COMPARE]
     sheets = [s.format(fmt=fmt) for s in SHEETS if split or not s.startswith("split.")]
@@ -49,19 +44,11 @@ class OutputPlan:
     save_npz: Path | None = None
     html: Path | None = None
     save: Path | None = None
-    named: tuple[tuple[str, Path], ...] = field(default=(), repr=False)  # (option, path), in order
-
-    def paths(self) -> list[Path]:
-        """Every path that will be written."""
-        return [path for _, path in self.named]
 
 
 def _as_file_target(what: str, value: object, made: Path | None = None) -> Path | None:
-    """A file option as typed: refuse a trailing slash (a folder), then the checks of :func:`check_target`.
-
-    ``made`` is --out when the run creates it before writing (figures on): a file
-    inside it (``--save figs/model.npz --out figs``) needs no folder that exists yet.
-    """
+    """A file option as typed: refuse a trailing slash, then :func:`check_target`; ``made`` is an --out the run
+    creates first, so a file inside it (``--save figs/model.npz --out figs``) needs no folder yet."""
     if value is None:
         return None
     raw = os.fspath(value)  # type: ignore[call-overload]
@@ -117,11 +104,8 @@ def _key(path: Path) -> str:
 
 
 def _refuse_file_over_out(out: Path, files: dict[str, Path | None]) -> None:
-    """A file output named like --out (or like a folder --out lies in) would become a folder, or stop one.
-
-    ``--save m.npz --out m.npz``: the run would make the folder m.npz for the
-    figures, then fail to write the file m.npz, after all the work.
-    """
+    """Refuse a file output named like --out or a folder --out lies in (``--save m.npz --out m.npz`` would make the
+    folder m.npz, then fail to write the file after all the work)."""
     out_key = _key(out)
     for what, path in files.items():
         if path is None:
@@ -148,11 +132,8 @@ def _check_model_name(path: Path) -> None:
 def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_npz: object = None,
                  html: object = None, save: object = None,
                  inputs: Sequence[tuple[str, object]] = ()) -> OutputPlan:
-    """Resolve every output of a run once; refuse collisions, links out of --out and folder-like names.
-
-    ``out`` is the figures' folder (used only with ``figure_names``); ``inputs`` are ``(what, path)`` pairs the run
-    reads (``-`` and None skipped). Nothing is created: the caller makes --out when figures are on.
-    """
+    """Resolve every output of a run once, creating nothing; ``out`` is the figures' folder (used only with
+    ``figure_names``); ``inputs`` are the ``(what, path)`` pairs the run reads (``-`` and None skipped)."""
     named: list[tuple[str, Path]] = []
     figures: list[Path] = []
     out_path = Path(os.fspath(out)) if out is not None and figure_names else None  # type: ignore[call-overload]
@@ -174,7 +155,7 @@ def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_n
         if value is None or os.fspath(value) == "-":  # type: ignore[call-overload]
             continue
         read[_key(Path(os.fspath(value)))] = (what, value)  # type: ignore[call-overload]
-    seen: dict[str, tuple[str, Path]] = {}
+    seen: dict[str, str] = {}
     for what, path in named:
         key = _key(path)
         if key in read:
@@ -185,15 +166,15 @@ def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_n
             raise UsageError(f"{what} {_shown(path)} is also the input ({source}); mha never writes over its "
                              f"input: give {what} another name.")
         if key in seen:
-            first, first_path = seen[key]
+            first = seen[key]
             if first == what == "--out":  # pragma: no cover - figure names are distinct
                 continue
             where = f"{_shown(path)}, a figure --out writes" if first == "--out" else _shown(path)
             raise UsageError(f"{first} and {what} name the same file {where}; give {what} another name.")
-        seen[key] = (what, path)
+        seen[key] = what
     if files["--save"] is not None:  # after the collisions: "the same file as a figure" says more
         _check_model_name(files["--save"])
     if out_path is not None:
         confine(out_path)  # also when it is created later: the real path is what atomic_write compares
     return OutputPlan(out=out_path, figures=tuple(figures), save_npz=files["--save-npz"], html=files["--html"],
-                      save=files["--save"], named=tuple(named))
+                      save=files["--save"])

@@ -1,8 +1,6 @@
-"""Your model's attention saved as an npz: ``weights`` (h, N, N), (layers, h, N, N) or (layers, batch, h, N, N),
-``tokens``, optional ``layer_names``, ``head_names`` and ``attention_mask``; read back as an
-:class:`~mhacli.measures.view.AttentionView`. ``attentions`` or ``attention`` are read as ``weights``; text may be
-bytes (UTF-8). Read through :mod:`mhacli.io.archive`: object arrays are refused, never unpickled.
-docs/your-model.md shows how to write one from a Hugging Face model.
+"""Your model's attention as an npz (docs/your-model.md): ``weights`` (or ``attentions``, ``attention``) of shape
+(h, N, N), (layers, h, N, N) or (layers, batch, h, N, N), ``tokens``, optional ``layer_names``, ``head_names``,
+``attention_mask`` and ``kv_heads``, read through :mod:`mhacli.io.archive` as an AttentionView.
 """
 
 from __future__ import annotations

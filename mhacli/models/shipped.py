@@ -5,10 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SHIPPED_MODEL = "trained.npz"  # in mhacli/data/, made by the command in docs/training.md
-SHIPPED_ALONE = "trained-1-head.npz"  # the same task and command with --heads 1: mha compare's lone head
-SHIPPED_GRAMMAR = "grammar.npz"  # the grammar model (--weights grammar), by the command in docs/training.md
-SHIPPED_GRAMMAR_ALONE = "grammar-1-head.npz"  # the same command with --heads 1
 #: The --weights names of the models shipped in the package.
 SHIPPED_NAMES = ("trained", "grammar")
 #: The seeds the shipped grammar model was chosen among (docs/training.md: the seed whose knockout is cleanest).
@@ -18,13 +14,11 @@ UNTRAINED_GRAMMAR = "grammar-untrained"
 
 
 def shipped_model_path(alone: bool = False, name: str = "trained") -> Path:
-    """A model that ships in the package (``--weights trained`` or ``grammar``), or its one-head twin."""
+    """A model that ships in mhacli/data/ (``--weights trained`` or ``grammar``, made by the commands in
+    docs/training.md), or its one-head twin (the same command with ``--heads 1``)."""
     from importlib import resources
 
-    if name == "grammar":
-        file = SHIPPED_GRAMMAR_ALONE if alone else SHIPPED_GRAMMAR
-    else:
-        file = SHIPPED_ALONE if alone else SHIPPED_MODEL
+    file = f"{'grammar' if name == 'grammar' else 'trained'}{'-1-head' if alone else ''}.npz"
     return Path(str(resources.files("mhacli") / "data" / file))
 
 

@@ -1,9 +1,7 @@
-"""Your own weights: one self-attention layer's parameters, found in a state dict and checked once.
+"""Your own weights: one self-attention layer found in a state dict and checked once (:func:`from_state_dict`).
 
-:func:`from_state_dict` is the one validation every weights object goes through. It reads layouts that map
-exactly onto the article's equations: ``nn.MultiheadAttention`` (``in_proj_weight`` 3d × d stacking W_q, W_k, W_v;
-``out_proj``), also inside ``nn.TransformerEncoder``; Hugging Face BERT-style ``query/key/value``; GPT-2's
-``c_attn``/``c_proj`` (Conv1D, causal). What they hold and mhacli does not model is refused (:data:`UNMODELLED`).
+Layouts that map exactly onto the article's equations: ``nn.MultiheadAttention`` (alone or in a TransformerEncoder),
+BERT's ``query/key/value``, GPT-2's ``c_attn``/``c_proj``; what mhacli does not model is refused (:data:`UNMODELLED`).
 """
 
 from __future__ import annotations
@@ -21,9 +19,6 @@ from mhacli.attention.numbers import whole_number
 
 Array = np.ndarray
 
-REQUIRED = ("in_proj_weight", "out_proj.weight")
-OPTIONAL = ("in_proj_bias", "out_proj.bias")
-KNOWN = REQUIRED + OPTIONAL
 HEADS_KEY = "num_heads"  # a whole number beside the arrays: the head count, when a file records it
 
 # The largest |weight| taken: a trained layer's weights are within a few tens; at 1e6 the scores of a
@@ -78,25 +73,10 @@ class AttentionWeights:
     def d_model(self) -> int:
         return int(self.w_q.shape[0])
 
-    @property
-    def has_biases(self) -> bool:
-        return any(b is not None for b in (self.b_q, self.b_k, self.b_v, self.b_o))
-
     def biases(self) -> dict[str, Array]:
         """The biases present, by the name :func:`mhacli.attention.attention.multi_head_attention` takes."""
         named = {"b_q": self.b_q, "b_k": self.b_k, "b_v": self.b_v, "b_o": self.b_o}
         return {k: v for k, v in named.items() if v is not None}
-
-    def astype(self, dtype: Any) -> "AttentionWeights":
-        def cast(a: Array | None) -> Array | None:
-            return None if a is None else np.asarray(a, dtype=dtype)
-
-        from dataclasses import replace
-
-        names = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
-        cast_arrays: dict[str, Any] = {f: cast(getattr(self, f)) for f in names}
-        return replace(self, **cast_arrays)
-
 
 
 def _kind(value: Any) -> str:
@@ -387,7 +367,7 @@ def to_state_dict(weights: AttentionWeights) -> dict[str, Array]:
     """The same weights under PyTorch's names, ready for ``module.load_state_dict`` after ``torch.from_numpy``."""
     out = {"in_proj_weight": np.concatenate([weights.w_q, weights.w_k, weights.w_v]),  # (3d, d)
            "out_proj.weight": np.asarray(weights.w_o)}
-    if weights.has_biases:
+    if weights.biases():
         d = weights.d_model
         zero = np.zeros(d)
         out["in_proj_bias"] = np.concatenate([zero if b is None else b

@@ -1,9 +1,5 @@
-"""PyTorch, imported only where it is needed and under one guard.
-
-PyTorch is optional, and its import can abort the whole process from C++ under an address-space limit
-(``ulimit -v``) before Python can catch anything. So the limit is checked first, every exception of the import
-becomes one sentence, and PyTorch's loading warnings are silenced.
-"""
+"""PyTorch, optional, imported only where needed under one guard: its import can abort the process from C++ under
+``ulimit -v``, so the limit is checked first; every failure becomes one sentence, its warnings are silenced."""
 
 from __future__ import annotations
 

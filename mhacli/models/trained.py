@@ -32,6 +32,10 @@ KIND = "mhacli-trained"
 MAX_TRAINED_BYTES = 2**30  # the shipped model is ~50 KB; a d = 512 model with a large vocabulary is a few MB
 FORMAT_VERSION = 1
 _HINT = "make one with 'mha train --save model.npz'"
+#: Every member a trained-model file must have.
+TRAINED_KEYS = ("kind", "format_version", "mhacli_version", "task", "config", "metrics", "in_proj_weight",
+                "out_proj.weight", "embedding", "vocabulary", "positions", "positions_kind", "readout", "targets",
+                "relations", "relation_share")
 
 
 def trained_arrays(result: TrainResult) -> dict[str, Any]:
@@ -135,35 +139,33 @@ def _recorded_config(recorded: dict[str, Any], path: Path) -> TrainConfig:
 
 def load_trained(path: Path) -> tuple[TrainedModel, dict[str, Any]]:
     """Read a file written by :func:`save_trained`: the model and its metrics, every member validated."""
-    from contextlib import nullcontext
-
     from mhacli.io.archive import read_npz
 
     path = Path(path)
     try:
         # The one bounded reader: a regular file, refused from the zip's declared sizes, never unpickled.
-        with nullcontext(read_npz(path, noun="trained model", hint=_HINT, bad=lambda detail: _bad(path, detail),
-                                  cap=MAX_TRAINED_BYTES, wanted=lambda name: name in trained_arrays_keys())) as data:
-            missing = [k for k in trained_arrays_keys() if k not in data]
-            if "kind" in missing or (not missing and _text(data, "kind", path) != KIND):
-                raise _bad(path, "it has no 'kind' member saying mhacli-trained")
-            if missing:
-                raise _bad(path, f"it lacks {', '.join(missing)}")
-            version = data["format_version"]
-            if version.shape != () or version.dtype.kind not in "iu" or int(version) != FORMAT_VERSION:
-                said = version.item() if version.shape == () else f"an array of shape {version.shape}"
-                raise _bad(path, f"format_version is {said!r}, this mha reads {FORMAT_VERSION}")
-            config = _recorded_config(_json(data, "config", path), path)
-            metrics = _json(data, "metrics", path)
-            in_proj = _floats(data, "in_proj_weight", path, 2)
-            w_o = _floats(data, "out_proj.weight", path, 2)
-            embedding = _floats(data, "embedding", path, 2)
-            positions = _floats(data, "positions", path, 2)
-            readout = _floats(data, "readout", path, 3)
-            share = _floats(data, "relation_share", path, 1)
-            vocabulary = tuple(str(t) for t in data["vocabulary"])
-            targets = tuple(str(t) for t in data["targets"])
-            relations = tuple(str(t) for t in data["relations"])
+        data = read_npz(path, noun="trained model", hint=_HINT, bad=lambda detail: _bad(path, detail),
+                        cap=MAX_TRAINED_BYTES, wanted=lambda name: name in TRAINED_KEYS)
+        missing = [k for k in TRAINED_KEYS if k not in data]
+        if "kind" in missing or (not missing and _text(data, "kind", path) != KIND):
+            raise _bad(path, "it has no 'kind' member saying mhacli-trained")
+        if missing:
+            raise _bad(path, f"it lacks {', '.join(missing)}")
+        version = data["format_version"]
+        if version.shape != () or version.dtype.kind not in "iu" or int(version) != FORMAT_VERSION:
+            said = version.item() if version.shape == () else f"an array of shape {version.shape}"
+            raise _bad(path, f"format_version is {said!r}, this mha reads {FORMAT_VERSION}")
+        config = _recorded_config(_json(data, "config", path), path)
+        metrics = _json(data, "metrics", path)
+        in_proj = _floats(data, "in_proj_weight", path, 2)
+        w_o = _floats(data, "out_proj.weight", path, 2)
+        embedding = _floats(data, "embedding", path, 2)
+        positions = _floats(data, "positions", path, 2)
+        readout = _floats(data, "readout", path, 3)
+        share = _floats(data, "relation_share", path, 1)
+        vocabulary = tuple(str(t) for t in data["vocabulary"])
+        targets = tuple(str(t) for t in data["targets"])
+        relations = tuple(str(t) for t in data["relations"])
     except UsageError:
         raise
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
@@ -240,13 +242,6 @@ def _card_rows(found: tuple[str, ...], path: Path) -> None:
                f"({', '.join(expected)})")
 
 
-def trained_arrays_keys() -> tuple[str, ...]:
-    """Every member a trained-model file must have."""
-    return ("kind", "format_version", "mhacli_version", "task", "config", "metrics", "in_proj_weight",
-            "out_proj.weight", "embedding", "vocabulary", "positions", "positions_kind", "readout", "targets",
-            "relations", "relation_share")
-
-
 def trained_config(model: TrainedModel) -> Config:
     """The run configuration of a trace made with ``model``'s weights."""
     c = model.config
@@ -317,12 +312,9 @@ def trained_caution(model: TrainedModel, tokens: Sequence[str]) -> str | None:
     return "outside what the model saw (" + "; ".join(parts) + "): its heads may not follow what they learned"
 
 
-
 def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
-    """The shipped one-head model trained alone, and what it and the shipped h heads reached: both made by the same
-    command (docs/training.md), once with ``--heads 1``, so ``mha compare --weights trained`` can set one head
-    trained alone beside the heads trained together.
-    """
+    """The shipped one-head model trained alone (the same command with ``--heads 1``, docs/training.md), and what it
+    and the shipped h heads reached: ``mha compare --weights trained`` sets them side by side."""
     from mhacli.measures.compare import TrainedApart
     from mhacli.grammar.score import by_relation, control, crowd, score
     from mhacli.models.shipped import shipped_model_path

@@ -1,8 +1,5 @@
-"""Reading your own attention weights from a file: an npz, a ``.pt`` state dict (with PyTorch) or ``.safetensors``.
-
-An npz holds one ``nn.MultiheadAttention``'s arrays under PyTorch's names (``np.savez("mine.npz",
-**{k: v.numpy() for k, v in module.state_dict().items()})``), or a whole model's, one layer picked by ``layer``.
-Every file goes through the bounded readers of :mod:`mhacli.io.archive`; nothing is ever unpickled.
+"""Your own attention weights from a file: a state dict as npz, ``.pt`` (with PyTorch) or ``.safetensors``, one
+layer picked by ``layer``; read through the bounded readers of :mod:`mhacli.io.archive`, never unpickled.
 """
 
 from __future__ import annotations
@@ -12,12 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-
 from mhacli.attention.errors import UsageError
 from mhacli.attention.messages import shown_path
 from mhacli.models.state_dict import AttentionWeights, checked_heads, from_state_dict
-from mhacli.models.shipped import (SHIPPED_ALONE, SHIPPED_GRAMMAR, SHIPPED_GRAMMAR_ALONE,  # noqa: F401 - their old home
-                               SHIPPED_MODEL, UNTRAINED_GRAMMAR, shipped_model_path)
+from mhacli.models.shipped import UNTRAINED_GRAMMAR, shipped_model_path
 
 MAX_WEIGHT_BYTES = 2 * 2**30  # a d = 8192 layer is 1 GiB in float64; more is not a teaching run
 MAX_STATE_MEMBERS = 4096  # a 48-layer model's state dict has ~800 tensors
@@ -244,8 +239,7 @@ def load_weights(path: Path, heads: object = None, layer: object = None) -> Atte
     """Your self-attention layer's weights from an npz, .pt or .safetensors file, checked, with its head count."""
     where = _where(path)
     weights = _layer_of(read_state(path), heads=heads, layer=layer, where=where)
-    count = checked_heads(weights, heads, where)
-    return replace(weights, heads=count)  # every field the reader found (a Llama layer's g and rotary base too)
+    return replace(weights, heads=checked_heads(weights, heads, where))  # a Llama layer's g and base kept too
 
 
 def own_weights(given: Any, heads: object = None, layer: object = None) -> AttentionWeights:
@@ -256,8 +250,7 @@ def own_weights(given: Any, heads: object = None, layer: object = None) -> Atten
             no_layer(layer, "AttentionWeights")
     else:
         weights = _layer_of(given, heads=heads, layer=layer)
-    count = checked_heads(weights, heads)
-    return replace(weights, heads=count)  # every field the reader found (a Llama layer's g and rotary base too)
+    return replace(weights, heads=checked_heads(weights, heads))  # a Llama layer's g and base kept too
 
 
 def _layer_of(state: Any, heads: object, layer: object, where: str = "the weights") -> AttentionWeights:
@@ -272,8 +265,6 @@ def _layer_of(state: Any, heads: object, layer: object, where: str = "the weight
 
 def _checked(weights: AttentionWeights) -> AttentionWeights:
     """:class:`AttentionWeights` made in Python, each array checked as a file's are (finite, of sane size)."""
-    from dataclasses import replace
-
     from mhacli.models.state_dict import _array
 
     names = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")

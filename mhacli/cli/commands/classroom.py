@@ -32,11 +32,8 @@ def _json(kind: str, document: dict[str, Any]) -> None:
 
 
 def _wait_for_enter(prompt: str) -> str:
-    """Show ``prompt`` and read one line from the terminal; EOFError when standard input is closed.
-
-    Unlike input(), the wait wakes every 0.1 s: a signal (Ctrl-C, SIGTERM) that lands
-    between the prompt and the read is handled at once, not when the next key is pressed.
-    """
+    """Show ``prompt`` and read one line (EOFError when standard input is closed); unlike input(), the wait wakes
+    every 0.1 s, so a signal landing before the read is handled at once, not at the next key."""
     import os
     import select
 
@@ -269,10 +266,8 @@ def _intro(sample: str | None, hide_rules: bool) -> str:
 
 
 def shipped_pairs() -> tuple[TrainedPair, ...]:
-    """The shipped one-head-against-many pairs, each on its text: letters first (the wide gap), then grammar.
-
-    From the files only (mhacli/data/*.npz): no training in the lesson's time.
-    """
+    """The shipped one-head-against-many pairs, each on its text, read from mhacli/data (no training in the
+    lesson's time): letters first (the wide gap), then grammar."""
     from mhacli.measures.lesson import GRAMMAR_SENTENCE, LETTERS_SEQUENCE, trained_pair
     from mhacli.attention.tokenize import tokenize
     from mhacli.models.shipped import shipped_model_path

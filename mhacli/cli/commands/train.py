@@ -7,6 +7,7 @@ bar; numpy and matplotlib are imported inside, so ``mha --help`` stays quick.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -381,8 +382,7 @@ def _write_pngs(figures: dict[str, Any], out: Path) -> list[str]:
     warned: dict[str, None] = {}
     with recording(warned):
         drawn = {name: draw() for name, draw in figures.items()}
-        paths = [str(atomic_write(out / name, lambda handle, fig=fig: fig.savefig(handle, format="png")))
-                 for name, fig in drawn.items()]
+        paths = [str(atomic_write(out / name, partial(fig.savefig, format="png"))) for name, fig in drawn.items()]
     notes([line for line in (note(warned),) if line])
     return paths
 

@@ -1,8 +1,5 @@
-"""mhacli: make multi-head attention visible, one step at a time.
-
-The command line lives in :mod:`mhacli.cli.app`; the numbers come from :func:`mhacli.run` (:mod:`mhacli.pipeline`),
-which returns one immutable :class:`mhacli.pipeline.Run`: the config, the Trace and its analysis.
-``import mhacli`` stays cheap (no numpy) so that ``mha --help`` starts fast; numerical names load on first use.
+"""mhacli: make multi-head attention visible, one step at a time. :func:`mhacli.run` returns one immutable Run;
+``import mhacli`` loads no numpy (``mha --help`` starts fast): the names below load on first use (PEP 562).
 """
 
 from __future__ import annotations
@@ -12,8 +9,6 @@ from typing import TYPE_CHECKING, Any
 from mhacli.attention.display import register as register_display
 from mhacli.version import __version__
 
-# The public names and the module each lives in, loaded on first use (PEP 562): the CLI
-# imports this package on every start, and ``mha --help`` must not pay for numpy.
 _PUBLIC = {
     "run": "mhacli.pipeline",
     "Run": "mhacli.pipeline",

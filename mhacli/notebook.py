@@ -1,8 +1,4 @@
-"""What a notebook or a script calls: a run, a trace or a view in, a page or figures out.
-
-Each function makes the result once when handed a bare trace or view (:func:`mhacli.pipeline.result_of`), chooses
-its windows, then hands it to a renderer, which only draws. ``import mhacli`` registers :func:`display_page` as what
-Jupyter shows for a run, a trace or a view.
+"""What a notebook or a script calls: a run, a trace or a view in (measured once when bare), a page or figures out.
 """
 
 from __future__ import annotations
@@ -83,11 +79,8 @@ def html_page(trace: Any, max_tokens: int | None = None, *, hide_rules: bool = F
 
 
 def display_page(shown_object: Any) -> str:
-    """What Jupyter shows for a run, a trace or a view: its page, packed, in an isolated frame.
-
-    A view's display holds its shown layer only, so ``display(view.at_layer(L))`` embeds one layer, not every layer
-    again (sizes in docs/notebooks.md); :func:`model_figure` shows every layer and head at once.
-    """
+    """What Jupyter shows for a run, a trace or a view: its page, packed, in an isolated frame (a view's shown layer
+    only; :func:`model_figure` shows every layer)."""
     from mhacli.render.html import render_html
     from mhacli.render.notebook import html_frame
 

@@ -1,9 +1,5 @@
-"""What ``mha bench`` times the core against, kept here, apart from the product.
-
-:func:`core_attention` (the trace's computation, every intermediate kept); :func:`output_only_blocked`
-(``--blocked``: memory grows with N, not N²); :func:`matmuls_only` (the core's matrix products alone: its floor);
-:func:`numpy_per_head` (one head at a time on whole (N, N) arrays, for ``mha verify``'s loop at large N);
-:func:`torch_calls` (PyTorch's ``multi_head_attention_forward``, when installed).
+"""What ``mha bench`` times the core against, apart from the product: ``--blocked``'s output alone, the core's
+matrix products alone (its floor), a numpy loop over heads, PyTorch's ``multi_head_attention_forward``.
 """
 
 from __future__ import annotations
@@ -42,14 +38,17 @@ def _on_blocks(work: Callable[[slice], None], n: int, heads: int, itemsize: int)
             pass
 
 
+def _heads_qkv(x: Array, w_q: Array, w_k: Array, w_v: Array, heads: int) -> tuple[Array, Array, Array, Array]:
+    """Q, K, V split into heads, and the empty (h, N, d/h) the heads' outputs fill."""
+    q, k, v = (split_heads(project(x, w), heads) for w in (w_q, w_k, w_v))  # (N, d) -> (h, N, d/h) each
+    return q, k, v, np.empty(q.shape, dtype=q.dtype)
+
+
 def output_only_blocked(x: Array, w_q: Array, w_k: Array, w_v: Array, w_o: Array, heads: int,
                         causal: bool) -> Array:
     """The output O (N, d) alone: each block of rows' scores and weights are dropped once used."""
     n = x.shape[0]
-    q = split_heads(project(x, w_q), heads)  # (N, d) -> (h, N, d/h)
-    k = split_heads(project(x, w_k), heads)  # (N, d) -> (h, N, d/h)
-    v = split_heads(project(x, w_v), heads)  # (N, d) -> (h, N, d/h)
-    heads_out = np.empty(q.shape, dtype=q.dtype)  # (h, N, d/h)
+    q, k, v, heads_out = _heads_qkv(x, w_q, w_k, w_v, heads)
 
     def block(rows: slice) -> None:
         blocked = causal_mask(rows.stop - rows.start, n, rows.start) if causal else None  # (B, N)
@@ -62,10 +61,7 @@ def output_only_blocked(x: Array, w_q: Array, w_k: Array, w_v: Array, w_o: Array
 def matmuls_only(x: Array, w_q: Array, w_k: Array, w_v: Array, w_o: Array, heads: int, keep: bool) -> Array:
     """The core's own matrix products, same blocks and threads, with no mask and no softmax."""
     n = x.shape[0]
-    q = split_heads(project(x, w_q), heads)  # (N, d) -> (h, N, d/h)
-    k = split_heads(project(x, w_k), heads)  # (N, d) -> (h, N, d/h)
-    v = split_heads(project(x, w_v), heads)  # (N, d) -> (h, N, d/h)
-    heads_out = np.empty(q.shape, dtype=q.dtype)  # (h, N, d/h)
+    q, k, v, heads_out = _heads_qkv(x, w_q, w_k, w_v, heads)
     scores = np.empty((heads, n, n), dtype=q.dtype) if keep else None  # (h, N, N), as the trace keeps
 
     def block(rows: slice) -> None:

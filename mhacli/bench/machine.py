@@ -1,9 +1,5 @@
-"""What the numbers were measured on: processor, cores, numpy's BLAS and its kernel, the load.
-
-Timings mean little without the machine: the same layer runs twice as fast
-with another BLAS kernel, and a load average of 4 on two cores halves
-everything.  Every bench report carries :func:`machine_info`, and
-:func:`machine_line` says it in one line.
+"""What the numbers were measured on (processor, cores, numpy's BLAS and its kernel, the load): the same layer
+runs twice as fast with another BLAS kernel, and a load of 4 on two cores halves everything.
 """
 
 from __future__ import annotations
@@ -13,7 +9,7 @@ import platform
 
 import numpy as np
 
-from mhacli.io.host import cpu_count
+from mhacli.io.host import cpu_count, numpy_blas
 
 
 def cpu_model() -> str:
@@ -29,19 +25,9 @@ def cpu_model() -> str:
 
 
 def blas_info() -> list[dict[str, object]]:
-    """numpy's BLAS: library, version, kernel ("architecture"), threads (threadpoolctl).
-
-    Only the libraries numpy itself loaded: once PyTorch is imported, its own
-    BLAS appears in the same process, and it is not what the core runs on.
-    """
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:  # pragma: no cover - a declared dependency
-        return []
+    """numpy's BLAS: library, version, kernel ("architecture"), threads."""
     keep = ("internal_api", "version", "architecture", "num_threads", "threading_layer")
-    blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
-    numpy_own = [lib for lib in blas if "numpy" in str(lib.get("filepath", ""))]
-    return [{k: lib.get(k) for k in keep} for lib in (numpy_own or blas)]
+    return [{k: lib.get(k) for k in keep} for lib in numpy_blas()]
 
 
 def load_average() -> list[float] | None:
@@ -60,7 +46,6 @@ def machine_info(with_torch: bool = True) -> dict[str, object]:
     }
     if with_torch:
         from mhacli.bench.baselines import torch_available
-
         from mhacli.models.torch_import import torch_or_none
 
         torch = torch_or_none() if torch_available() else None  # guarded: under ulimit -v its import aborts

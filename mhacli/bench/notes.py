@@ -1,10 +1,6 @@
-"""A bench run's rows, and what their numbers say in words: the cost of splitting d into heads, and noise.
-
-Each note is a frozen record of its numbers plus the sentence made from them, so table, figure and ``--json``
-agree. :func:`split_sentence` (the runner's ``split_note`` fills it): h heads do the multiply-adds of one head of
-width d, timed on the same X and W.
-:func:`noise_note`: how far the repeats spread and whether the medians grow with N as the work does, so a busy
-machine is said, not passed off as a property of attention.
+"""A bench run's rows, and what their numbers say: the cost of splitting d into heads, and noise (a busy machine
+is said, not passed off as a property of attention). Each note holds its numbers and the sentence made from them,
+so table, figure and ``--json`` agree.
 """
 
 from __future__ import annotations

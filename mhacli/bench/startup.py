@@ -1,9 +1,6 @@
-"""``mha bench --startup``: the two start-up ratios of issues 10 and 18, measured side by side.
-
-**first line**: wall time to the first line of ``mha explain "the cat sat on the mat"`` over the ``--no-plots``
-run (target ≤ 1.0); **figures**: the whole run with its figures over importing numpy, matplotlib.figure, rich and
-typer (target ≤ 2.2). Fresh processes in rotating order after a warm-up round; each ratio taken within a round,
-reported as median and range. The baselines and the verdicts are explained in docs/performance.md.
+"""``mha bench --startup``: the two start-up ratios (first line over the ``--no-plots`` run; the run with its
+figures over the bare imports), each taken within a round of fresh processes in rotating order after a warm-up
+round; docs/performance.md explains the baselines and the verdicts.
 """
 
 from __future__ import annotations
@@ -56,11 +53,8 @@ LABELS = {  # short, so the table fits 40 columns; the notes under it give the f
 
 
 def child_env() -> dict[str, str]:
-    """The environment of a timed child, as a user's shell has it.
-
-    Python writes its bytecode cache (the warm-up round fills it, as pip does at install; without it
-    every run compiles mhacli anew) and buffers a piped stdout; matplotlib draws with Agg.
-    """
+    """The environment of a timed child, as a user's shell has it: bytecode cache written (the warm-up round fills
+    it, as pip does at install), a piped stdout buffered, matplotlib on Agg."""
     env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "100"}
     for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"):
         env.pop(name, None)
@@ -68,10 +62,8 @@ def child_env() -> dict[str, str]:
 
 
 def run_timed(argv: list[str]) -> tuple[float, float, float]:
-    """Seconds until the first line on stdout, until the process has ended, and the CPU seconds it used
-    (user + system of the finished children, steadier than wall time when others share the cores).
-    Raises :class:`~mhacli.attention.errors.RunError` when the command fails.
-    """
+    """Seconds until the first line on stdout, until the process has ended, and the CPU seconds it used (steadier
+    than wall time when others share the cores); a RunError when the command fails."""
     import resource
 
     env = child_env()
@@ -85,9 +77,8 @@ def run_timed(argv: list[str]) -> tuple[float, float, float]:
         first = time.perf_counter() - start
         _, err = proc.communicate()  # the rest of both streams, then the exit
     except BaseException:
-        # Ctrl-C or SIGTERM of the bench: end the timed command too, or it would draw on into (and
-        # recreate) the temporary folder the bench is removing. SIGTERM first: mha removes its own
-        # temporary files on it.
+        # The bench interrupted: end the timed command too (SIGTERM first: mha removes its own temporary files),
+        # or it would draw on into the temporary folder the bench is removing.
         proc.terminate()
         try:
             proc.wait(timeout=5)
@@ -232,8 +223,8 @@ def round_verdict(ratios: list[float], target: float) -> str:
 
 
 def shown_ratio(value: float, target: float) -> str:
-    """``value`` to two decimals, or to as many more as it takes not to read as the ``target`` it misses: a ratio of
-    2.204 against ≤ 2.2 printed as 2.20 beside "NOT met" (a reading of 2026-12-06) is 2.204."""
+    """``value`` to two decimals, or as many more as it takes not to read as the ``target`` it misses (2.204, not
+    2.20, beside "NOT met" for ≤ 2.2)."""
     for digits in range(2, 9):
         text = f"{value:.{digits}f}"
         if value <= target or float(text) > target:

@@ -1,8 +1,5 @@
-"""``mha bench --tiles``: the memory attention holds against N, computed whole (N×N) and in tiles of keys (N×B).
-
-Fast kernels never build the N×N matrix (FlashAttention, Dao et al. 2022); this measures what that saves: one
-head, the same X and weights, ``mha bench``'s whole-matrix numpy against :func:`mhacli.attention.tiles.tiled_attention`,
-the peak as tracemalloc saw it.
+"""``mha bench --tiles``: the peak memory of one head's attention against N, computed whole (N×N) and in tiles of
+keys (N×B), as fast kernels never build the N×N matrix (FlashAttention, Dao et al. 2022).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""``mha bench --train``: the training step ``mha train`` runs, beside the fastest fair PyTorch step.
-
-numpy runs mha train's own step (:mod:`mhacli.grammar.stacked`); PyTorch, when installed, the same model as
-``nn.MultiheadAttention`` and by hand, in float32 and float64. Same sizes, batches, one thread, rotating order;
-each ratio numpy ÷ PyTorch within a round (below 1: numpy is faster), headline against the fastest PyTorch side.
+"""``mha bench --train``: the step ``mha train`` runs in numpy, beside the same model in PyTorch when installed
+(nn.MultiheadAttention and by hand, float32 and float64): one thread each, rotating order, each ratio within a round.
 """
 
 from __future__ import annotations

@@ -35,18 +35,20 @@ def address_space_left() -> int | None:
     return max(0, soft - used)
 
 
-def blas_kernel() -> str:
-    """numpy's BLAS and the kernel it picked for this CPU ('openblas 0.3.31 Haswell'), or 'unknown'.
-
-    A training run's bits depend on it: another kernel rounds the last digits of each product differently,
-    and thousands of Adam steps can carry that far (a trained model file records it, for that reason)."""
+def numpy_blas() -> list[dict]:
+    """The BLAS libraries numpy loaded, as threadpoolctl sees them (PyTorch's own, once imported, are left out)."""
     try:
         from threadpoolctl import threadpool_info
     except ImportError:  # pragma: no cover - a declared dependency
-        return "unknown"
+        return []
     blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
-    own = [lib for lib in blas if "numpy" in str(lib.get("filepath", ""))] or blas
+    return [lib for lib in blas if "numpy" in str(lib.get("filepath", ""))] or blas
+
+
+def blas_kernel() -> str:
+    """numpy's BLAS and the kernel it picked for this CPU ('openblas 0.3.31 Haswell'), or 'unknown': a trained
+    model file records it, since another kernel rounds differently and thousands of Adam steps carry that far."""
+    own = numpy_blas()
     if not own:
         return "unknown"
-    lib = own[0]
-    return " ".join(str(lib[k]) for k in ("internal_api", "version", "architecture") if lib.get(k))
+    return " ".join(str(own[0][k]) for k in ("internal_api", "version", "architecture") if own[0].get(k))

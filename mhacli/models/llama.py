@@ -1,9 +1,5 @@
-"""A Llama- or Mistral-style attention layer: ``q_proj``, ``k_proj``, ``v_proj``, ``o_proj`` and rotary positions.
-
-The article's attention with two changes: h query heads share g key/value heads (``k_proj``, ``v_proj`` are
-(g·d/h) × d), and positions turn Q and K (rotary, Su et al. 2021) instead of adding to X. h is ``--heads`` or
-``num_attention_heads``; g is ``num_key_value_heads`` or follows from ``k_proj``; the rotary base is ``rope_theta``
-(10,000 when unrecorded). What cannot be read is refused by name.
+"""A Llama- or Mistral-style attention layer (``q_proj`` … ``o_proj``): the article's attention with h query heads
+sharing g key/value heads and positions turning Q and K (rotary, Su et al. 2021) instead of adding to X.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mhacli.cli.options import (OUT_DIR, BenchTaskOpt, BenchTrainOpt, BlockedOpt, CausalOpt, DModelOpt, DtypeOpt,
                                 HeadsOpt, NumbersJsonOpt, PlotOpt, RepeatsOpt, StartupOpt, TilesOpt, unless_given)
@@ -96,10 +96,7 @@ def _bench_layer(options: dict[str, Any], repeats: int, out: Path, json_out: boo
         prepare_out_dir(out)
     with runner.progress_bar(runner.calls_per_size(settings) * len(runner.token_counts(settings.max_tokens))) as tick:
         result = runner.run_bench(settings, tick)
-    if json_out:
-        write_stdout(json_document("bench", result.to_dict(), indent=2) + "\n")
-    else:
-        print_all(runner.bench_table(result))
+    _say(json_out, "bench", result.to_dict, lambda: runner.bench_table(result))
     if plan is not None:
         report_written([str(runner.save_plot(result, plan.figures[0]))], to_stderr=json_out)
 
@@ -120,10 +117,7 @@ def _bench_tiles(layer: dict[str, Any], other: bool, json_out: bool, task: str) 
     max_tokens = layer.get("max_tokens", memory.MAX_TOKENS)
     with runner.progress_bar(len(memory.token_counts(max_tokens))) as tick:
         rows = memory.memory_curve(max_tokens, tick=tick)
-    if json_out:
-        write_stdout(json_document("bench-tiles", memory.tiles_document(rows), indent=2) + "\n")
-    else:
-        print_all(memory.tiles_table(rows))
+    _say(json_out, "bench-tiles", lambda: memory.tiles_document(rows), lambda: memory.tiles_table(rows))
 
 
 def _bench_startup(repeats: int, json_out: bool) -> None:
@@ -132,10 +126,7 @@ def _bench_startup(repeats: int, json_out: bool) -> None:
 
     with runner.progress_bar(timing.rounds_ticks(repeats)) as tick:
         measured = timing.measure_startup(repeats, tick)
-    if json_out:
-        write_stdout(json_document("bench-startup", measured.to_dict(), indent=2) + "\n")
-    else:
-        print_all(timing.startup_table(measured))
+    _say(json_out, "bench-startup", measured.to_dict, lambda: timing.startup_table(measured))
 
 
 def _bench_train(repeats: int, json_out: bool, task: str) -> None:
@@ -146,7 +137,12 @@ def _bench_train(repeats: int, json_out: bool, task: str) -> None:
     config = TrainConfig.for_task(task)  # the model 'mha train --task TASK' trains, with its defaults
     with runner.progress_bar(repeats + 1) as tick:
         report = timing.bench_train(repeats, config=config, tick=tick)
+    _say(json_out, "bench-train", lambda: report, lambda: timing.train_table(report))
+
+
+def _say(json_out: bool, kind: str, document: Callable[[], dict[str, Any]], table: Callable[[], object]) -> None:
+    """The measurement as its ``--json`` document, or as a table."""
     if json_out:
-        write_stdout(json_document("bench-train", report, indent=2) + "\n")
+        write_stdout(json_document(kind, document(), indent=2) + "\n")
     else:
-        print_all(timing.train_table(report))
+        print_all(table())

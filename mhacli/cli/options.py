@@ -357,8 +357,6 @@ LessonOutOpt = Annotated[Optional[Path], typer.Option(
 PlotsOpt = Annotated[bool, typer.Option(
     "--plots/--no-plots", metavar=FLAG, help="Save the figures (heatmap per head, all heads, magnifiers) into --out.",
     rich_help_panel=FIGURES)]
-FormatOpt = Annotated[str, typer.Option("--format", help="Figure format: png, svg or pdf.", metavar="TEXT",
-                                        rich_help_panel=FIGURES)]
 # explain, show and compare: None unless typed, so that a --json run writes figures only when one of them asks.
 FiguresOutOpt = Annotated[Optional[Path], typer.Option(
     "--out", "-o", readable=False, metavar="PATH", rich_help_panel=FIGURES, show_default=False,

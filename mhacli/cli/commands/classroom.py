@@ -101,7 +101,7 @@ def shapes(
     if layer is not None and layer.heads * layer.head_dim != layer.d_model:
         # A config whose head width is not d/h: the article's step table assumes d/h, the sizes do not.
         check_shapes(tokens, layer.heads * layer.head_dim, layer.heads)  # the width attention works in
-        return _kv_only(tokens, layer, markdown, json_out)
+        return _shapes(tokens, layer.d_model, layer.heads, causal, markdown, json_out, layer, table=False)
     d_model, heads = (layer.d_model, layer.heads) if layer is not None else (d_model, heads)
     check_shapes(tokens, d_model, heads)  # no arrays are made, so no memory limit: sizes of real models work
     _shapes(tokens, d_model, heads, causal, markdown, json_out, layer)
@@ -134,60 +134,41 @@ def _sharing(tokens: int, d_model: int, heads: int, kv_heads: int | None, layers
 
 
 def _shapes(tokens: int, d_model: int, heads: int, causal: bool, markdown: bool, json_out: bool,
-            layer: Sharing | None = None) -> None:
-    """Every step's shape and cost for N, d and h, as a table, Markdown or JSON (with ``layer``'s sharing)."""
-    from mhacli.attention.steps import ParameterCount, steps_for, total_madds
-
-    steps, params = steps_for(tokens, d_model, heads, causal), ParameterCount(d_model, heads)
-    if json_out:
-        from mhacli.attention.kv import kv_document
-
-        _json("shapes", {"tokens": tokens, "d_model": d_model, "heads": heads, "d_k": d_model // heads,
-                         "causal": causal, "steps": [s.to_dict() for s in steps], "total_madds": total_madds(steps),
-                         "parameters": params.to_dict(),
-                         **({"kv": kv_document(layer, tokens)} if layer is not None else {})})
-    elif markdown:
-        from mhacli.render.shapes import shapes_markdown
-
-        text = shapes_markdown(tokens, steps, params, causal, total_madds(steps))
-        if layer is not None:
-            from mhacli.attention.kv import sized_side_by_side
-            from mhacli.render.kv import sharing_markdown
-
-            text += sharing_markdown(sized_side_by_side(layer, tokens))
-        write_stdout(text)
-    else:
-        from mhacli.render.shapes import shapes_view
-
-        from mhacli.attention.steps import efficiency_sentence, split_cost
-
-        efficiency = efficiency_sentence(split_cost(tokens, d_model, heads, causal))
-        shown = shapes_view(tokens, steps, params, causal, efficiency)
-        if layer is not None:
-            from rich.text import Text
-
-            from mhacli.attention.kv import sized_side_by_side
-            from mhacli.render.kv import sharing_view
-
-            shown += [Text(), sharing_view(sized_side_by_side(layer, tokens))]
-        print_all(*shown)
-
-
-def _kv_only(tokens: int, layer: Sharing, markdown: bool, json_out: bool) -> None:
-    """The sharing and the cache of a config whose head width is not d/h: no step table."""
+            layer: Sharing | None = None, table: bool = True) -> None:
+    """Every step's shape and cost for N, d and h, with ``layer``'s sharing and cache, as a table, Markdown or JSON;
+    ``table=False`` for a config whose head width is not d/h: the sharing alone."""
     from mhacli.attention.kv import kv_document, sized_side_by_side
+    from mhacli.attention.steps import ParameterCount, efficiency_sentence, split_cost, steps_for, total_madds
 
+    if table:
+        steps, params = steps_for(tokens, d_model, heads, causal), ParameterCount(d_model, heads)
     if json_out:
-        _json("shapes", {"tokens": tokens, "d_model": layer.d_model, "heads": layer.heads,
-                         "kv": kv_document(layer, tokens)})
+        document: dict[str, Any] = {"tokens": tokens, "d_model": d_model, "heads": heads}
+        if table:
+            document.update({"d_k": d_model // heads, "causal": causal, "steps": [s.to_dict() for s in steps],
+                             "total_madds": total_madds(steps), "parameters": params.to_dict()})
+        if layer is not None:
+            document["kv"] = kv_document(layer, tokens)
+        _json("shapes", document)
     elif markdown:
         from mhacli.render.kv import sharing_markdown
+        from mhacli.render.shapes import shapes_markdown
 
-        write_stdout(sharing_markdown(sized_side_by_side(layer, tokens)))
+        text = shapes_markdown(tokens, steps, params, causal, total_madds(steps)) if table else ""
+        write_stdout(text + (sharing_markdown(sized_side_by_side(layer, tokens)) if layer is not None else ""))
     else:
-        from mhacli.render.kv import sharing_view
+        from rich.text import Text
 
-        print_all(sharing_view(sized_side_by_side(layer, tokens)))
+        from mhacli.render.kv import sharing_view
+        from mhacli.render.shapes import shapes_view
+
+        shown: list[Any] = []
+        if table:
+            efficiency = efficiency_sentence(split_cost(tokens, d_model, heads, causal))
+            shown += shapes_view(tokens, steps, params, causal, efficiency)
+        if layer is not None:
+            shown += [Text()] * table + [sharing_view(sized_side_by_side(layer, tokens))]
+        print_all(*shown)
 
 
 @model_block("weights", "layer", "words", "heads", "d_model", "seed", "tokenizer", "positions", "causal", "kv_heads")

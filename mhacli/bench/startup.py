@@ -281,9 +281,5 @@ def startup_table(result: Startup) -> object:
                  *(Text(line) for line in lines), *(Text(n, style=theme.STYLE_DIM) for n in notes))
 
 
-def startup_json(result: Startup) -> str:
-    return json.dumps(result.to_dict(), indent=2)
-
-
 if __name__ == "__main__":  # python -m mhacli.bench.startup [REPEATS]: the JSON document alone
-    print(startup_json(measure_startup(int(sys.argv[1]) if len(sys.argv) > 1 else 5)))
+    print(json.dumps(measure_startup(int(sys.argv[1]) if len(sys.argv) > 1 else 5).to_dict(), indent=2))

@@ -182,11 +182,6 @@ def load_saved(path: Path) -> tuple[Trace, Any, tuple[tuple[str, str, str], ...]
         return _trace_from_arrays(path, arrays)
 
 
-def _readable_name(path: Path) -> str:
-    """The file name as valid Unicode: bytes that are not UTF-8 are spelled ``\\xe9`` (a page must encode it)."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
 def _whole(path: Path, a: dict[str, np.ndarray], name: str, default: int | None = None) -> int:
     """A scalar member that must be a whole number (an integer dtype; no inf, no NaN, no 2.5)."""
     if name not in a:
@@ -298,7 +293,8 @@ def _trace_from_arrays(path: Path, a: dict[str, np.ndarray]) -> tuple[Trace, Any
         config=config, tokens=tokens, token_ids=vocabulary(tokens)[1] if ids is None else ids.astype(np.int64),
         model_ids=ids is not None, folds_case=_flag(path, a, "folds_case", False),
         **cast(dict[str, Any], {name: a[name] for name in ARRAY_FIELDS}),
-        mask=causal_mask(n) if causal else None, source=_readable_name(path), rules=rules,
+        mask=causal_mask(n) if causal else None, rules=rules,
+        source=os.fsencode(path).decode("utf-8", "backslashreplace"),  # valid Unicode: a page must encode it
         embeddings=a.get("embeddings"), positions=a.get("position_encoding"),
         word_values=word_values, **extra,
     )

@@ -124,11 +124,6 @@ def _array(name: str, value: Any, where: str) -> Array:
     return a
 
 
-def _natural(text: str) -> tuple[Any, ...]:
-    """Sort key putting ``layers.2`` before ``layers.10``."""
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
-
-
 def stack(prefix: str) -> str | None:
     """``"encoder"`` or ``"decoder"``: the stack of an encoder-decoder model a module is in (the first of the two
     its name holds: a BERT2BERT decoder is ``decoder.bert.encoder.layer.N``), else None."""
@@ -138,7 +133,7 @@ def stack(prefix: str) -> str | None:
 def _model_order(prefix: str) -> tuple[Any, ...]:
     """Sort key numbering layers as the model runs them: an encoder's before a decoder's (never alphabetically,
     which put nn.Transformer's ``decoder.layers.0`` first), then ``layers.2`` before ``layers.10``."""
-    return (stack(prefix) == "decoder", _natural(prefix))
+    return (stack(prefix) == "decoder", tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", prefix)))
 
 
 def find_modules(state: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mhacli.cli import flow
 from mhacli.cli.flow import (config_args, finish_run, open_figures, plan_outputs, prepare_run, publish,
@@ -232,7 +232,11 @@ def _demo(request: Request, pause: bool, step: int) -> None:
                                weights_name=weights if weights in (*SHIPPED_NAMES, UNTRAINED_GRAMMAR) else None))
     written = publish(result, o, plan, position, report=False)
     if plan.out is not None:
-        written.append(_save_one_vs_many(pairs, plan.out, fmt, dpi, o.hide_rules))
+        from mhacli.io.files import atomic_write_bytes
+        from mhacli.render.figures.save import drawn_one_vs_many
+
+        figure = drawn_one_vs_many(pairs, fmt, dpi, o.hide_rules)
+        written.append(str(atomic_write_bytes(Path(plan.out) / f"{ONE_VS_MANY}.{fmt}", figure)))
     report_written(written)
 
 
@@ -260,14 +264,6 @@ def shipped_pairs() -> tuple[TrainedPair, ...]:
         heads, heads_metrics = load_trained(shipped_model_path(name=name))
         pairs.append(trained_pair(alone, alone_metrics, heads, heads_metrics, tuple(tokenize(text, "word"))))
     return tuple(pairs)
-
-
-def _save_one_vs_many(pairs: Sequence[TrainedPair], out: Path, fmt: str, dpi: int, hide_rules: bool) -> str:
-    """one-vs-many.FMT in ``out``, written atomically."""
-    from mhacli.io.files import atomic_write_bytes
-    from mhacli.render.figures.save import drawn_one_vs_many
-
-    return str(atomic_write_bytes(Path(out) / f"{ONE_VS_MANY}.{fmt}", drawn_one_vs_many(pairs, fmt, dpi, hide_rules)))
 
 
 @model_block("seed", "weights", "layer", "words", "heads", "d_model", "causal", "kv_heads", helps={"seed": QUIZ_SEED})

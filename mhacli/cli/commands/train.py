@@ -6,7 +6,7 @@ bar; numpy and matplotlib are imported inside, so ``mha --help`` stays quick.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -18,6 +18,7 @@ from mhacli.cli.options import (FLAG, OUT_DIR, TRAIN_DEFAULTS, TRAINING, BatchOp
                                 TrainSaveOpt, TrainSeedOpt)
 from mhacli.cli.output import console, err_console, json_document, notes, write_stdout
 from mhacli.attention.errors import UsageError
+from mhacli.attention.messages import printable
 from mhacli.io import cleanup
 
 # The report card's options (mha train only; declared here, where train's own behaviour lives).
@@ -213,29 +214,22 @@ def train(
     grid = [train_configs(compare, task, heads=heads, d_model=d_model, steps=steps, batch=batch, lr=lr, seed=s)
             for s in seed_list]
     _train_and_publish(grid, _checked(grid, knockout, seeds, compare, save), knockout, seeds is not None,
-                       _Asked(save, out, plots, json_out))
-
-
-@dataclass(frozen=True)
-class _Asked:
-    """What ``mha train`` was asked to write and print."""
-
-    save: str | None
-    out: Path
-    plots: bool
-    json_out: bool
+                       save, out, plots, json_out)
 
 
 def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout: bool, sweeping: bool,
-                       asked: _Asked) -> None:
-    """Every output planned, every run trained (and knocked out, and swept), then printed and written."""
-    names = SWEEP_FIGURE_NAMES if sweeping else FIGURE_NAMES + ((CARD_FIGURE,) if grammar else ())
-    plan = _planned(asked.plots, asked.out, names, asked.save)
-    by_seed = _trained(grid, plan.out, quiet=asked.json_out)
-    results = [r for runs in by_seed for r in runs]
+                       save: str | None, out: Path, plots: bool, json_out: bool) -> None:
+    """Every output planned (--save and the figures never land on each other, through a link in --out, or on a
+    folder named with a trailing '/'), every run trained (and knocked out, and swept), then printed and written."""
+    from mhacli.cli.flow import plan_outputs
     from mhacli.grammar.knockout import knockout as knock_out
     from mhacli.grammar.sweep import sweep
+    from mhacli.render.card import sweep_report
 
+    names = SWEEP_FIGURE_NAMES if sweeping else FIGURE_NAMES + ((CARD_FIGURE,) if grammar else ())
+    plan = plan_outputs(plots=plots, out=out, fmt="png", heads=1, names=names, save=save)
+    by_seed = _trained(grid, plan.out, quiet=json_out)
+    results = [r for runs in by_seed for r in runs]
     knocked = [knock_out(r.model) for r in results] if knockout else None
     swept = sweep(by_seed) if sweeping else None
     written: list[str] = []
@@ -243,16 +237,18 @@ def _train_and_publish(grid: "list[list[TrainConfig]]", grammar: bool, knockout:
         from mhacli.models.trained import save_trained
 
         written.append(str(save_trained(results[-1], plan.save)))
-    if swept is not None and not asked.json_out:  # the JSON document is printed once every file is written
-        _print_sweep(swept)
-    elif not asked.json_out:
+    if swept is not None and not json_out:  # the JSON document is printed once every file is written
+        for part in sweep_report(swept):
+            console.print(part, highlight=False)
+    elif not json_out:
         _print_runs(results, knocked)
     if plan.out is not None:
         written += _save_sweep(swept, plan.out) if swept is not None else _save_figures(results, plan.out)
         cleanup.unregister(plan.out)  # the folder holds the figures now: it stays
-    if asked.json_out:
+    if json_out:
         write_stdout(results_json(results, knocked, swept) + "\n")
-    _print_written(written, err_console if asked.json_out else console)
+    for path in written:
+        (err_console if json_out else console).print(f"wrote {printable(path)}", highlight=False, markup=False)
 
 
 def _checked(grid: "list[list[TrainConfig]]", knockout: bool, seeds: str | None, compare: str | None,
@@ -273,14 +269,6 @@ def _checked(grid: "list[list[TrainConfig]]", knockout: bool, seeds: str | None,
     return bool(grammar)
 
 
-def _planned(plots: bool, out: Path, names: tuple[str, ...], save: str | None) -> Any:
-    """Every output resolved before the first step: --save and the figures never land on each other,
-    through a link in --out, or on a folder named with a trailing '/'."""
-    from mhacli.cli.flow import plan_outputs
-
-    return plan_outputs(plots=plots, out=out, fmt="png", heads=1, names=names, save=save)
-
-
 def _trained(grid: "list[list[TrainConfig]]", out: Path | None, quiet: bool) -> "list[list[TrainResult]]":
     """Every run of every seed, with a progress bar; a folder made for them stays registered, so it goes again
     if the run fails or is ended before its figures are written (the caller unregisters it then)."""
@@ -299,13 +287,6 @@ def _trained(grid: "list[list[TrainConfig]]", out: Path | None, quiet: bool) -> 
         trained.update(zip(group, _train_with_bar([flat[i] for i in group], quiet=quiet)))
     width = len(grid[0])
     return [[trained[s * width + h] for h in range(width)] for s in range(len(grid))]
-
-
-def _print_written(written: list[str], where: Any) -> None:
-    from mhacli.attention.messages import printable
-
-    for path in written:
-        where.print(f"wrote {printable(path)}", highlight=False, markup=False)
 
 
 def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") -> None:
@@ -332,13 +313,6 @@ def _print_runs(results: "list[TrainResult]", knocked: "list[Knockout] | None") 
         for part in parts:
             console.print(part, highlight=False)
     console.print(conclusion(results), highlight=False)
-
-
-def _print_sweep(swept: "Sweep") -> None:
-    from mhacli.render.card import sweep_report
-
-    for part in sweep_report(swept):
-        console.print(part, highlight=False)
 
 
 FIGURE_NAMES = ("training.png", "training-heads.png")  # what --out receives
@@ -405,20 +379,15 @@ def _train_kv(text: str, seeds: list[int], task: str, fields: dict[str, Any], *,
         if given is not None:
             raise UsageError("{kv_heads:name} compares key/value head counts and {" + other + ":name} " + why
                              + ": leave one of them out.", kv_heads=text, **{other: given})
-    grid = [[_with_kv(train_configs(None, name, **fields, seed=s)[0], g) for g in groups] for s in seeds]
+    base = [train_configs(None, name, **fields, seed=s)[0] for s in seeds]
+    # g = h is the article's layer, exactly as without the option
+    grid = [[replace(c, kv_heads=None if g == c.heads else g) for g in groups] for c in base]
     by_seed = _trained(grid, None, quiet=json_out)
     swept = kv_sweep(by_seed)
     if json_out:
         write_stdout(results_json([r for runs in by_seed for r in runs], kv=swept) + "\n")
     else:
         _print_kv(swept)
-
-
-def _with_kv(config: "TrainConfig", g: int) -> "TrainConfig":
-    """``config`` with g key/value heads (None for g = h: the article's layer, exactly as without the option)."""
-    from dataclasses import replace
-
-    return replace(config, kv_heads=None if g == config.heads else g)
 
 
 def kv_sentence(kv: "KvSweep") -> str:

@@ -393,12 +393,3 @@ def head_measures(shown: Any, measures: Analysis) -> dict[str, Any]:
     if measures.mapped:  # --words: each new word, its grammar class and the word the model read it as
         out["words"] = [{"word": w, "class": c, "read_as": r} for w, c, r in measures.mapped]
     return out
-
-
-def trace_schema() -> dict[str, Any]:
-    """The JSON Schema of :func:`trace_document`, shipped in the package."""
-    from importlib import resources
-
-    return json.loads((resources.files("mhacli.io") / "trace.schema.json").read_text(encoding="utf-8"))
-
-

@@ -418,9 +418,9 @@ def test_the_plan_bounds_the_pixels_really_drawn(runner, tmp_path, monkeypatch):
 
 def test_the_schema_names_exactly_the_weight_sources():
     from mhacli.attention.config import WEIGHT_SOURCES
-    from mhacli.io import schemas
+    from mhacli.io.export import trace_schema
 
-    schema = schemas.schema("trace")
+    schema = trace_schema()
     assert schema["$defs"]["weight_source"]["enum"] == list(WEIGHT_SOURCES)
     for where in (schema["properties"]["weight_kind"], schema["properties"]["config"]["properties"]["weights"]):
         assert where["$ref"] == "#/$defs/weight_source"
@@ -429,22 +429,22 @@ def test_the_schema_names_exactly_the_weight_sources():
 @pytest.mark.parametrize("args", [["--worked"], [CAT, "--weights", "designed"], [CAT, "--weights", "trained"]])
 def test_documents_of_every_weight_source_follow_the_schema(runner, tmp_path, monkeypatch, args):
     jsonschema = pytest.importorskip("jsonschema")
-    from mhacli.io import schemas
+    from mhacli.io.export import trace_schema
 
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["explain", *args, "--json", "--no-plots"])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
-    jsonschema.validate(document, schemas.schema("trace"))
+    jsonschema.validate(document, trace_schema())
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({**document, "weight_kind": "bogus"}, schemas.schema("trace"))
+        jsonschema.validate({**document, "weight_kind": "bogus"}, trace_schema())
 
 
 def test_no_json_arrays_leaves_the_arrays_out_and_plans_memory_without_them(runner, tmp_path, monkeypatch):
     jsonschema = pytest.importorskip("jsonschema")
     import mhacli.io.memory as memory
     from mhacli.attention.config import Config
-    from mhacli.io import schemas
+    from mhacli.io.export import trace_schema
 
     monkeypatch.chdir(tmp_path)
     text = " ".join(f"w{i}" for i in range(200))
@@ -456,7 +456,7 @@ def test_no_json_arrays_leaves_the_arrays_out_and_plans_memory_without_them(runn
     assert {k: v for k, v in a.items() if k not in ("arrays", "notes")} == \
         {k: v for k, v in b.items() if k not in ("arrays", "notes")}
     assert len(small.stdout) * 20 < len(full.stdout)
-    jsonschema.validate(b, schemas.schema("trace"))
+    jsonschema.validate(b, trace_schema())
     # A machine with room for the run but not for its arrays as JSON: only --no-json-arrays runs.
     room = Config().planned_bytes(200) + 2**20
     monkeypatch.setattr(memory, "memory_limit_bytes", lambda: room)

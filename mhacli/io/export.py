@@ -166,15 +166,7 @@ def load_saved(path: Path) -> tuple[Trace, Any, tuple[tuple[str, str, str], ...]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            arrays = _read_members(path)
-    except UsageError:
-        raise
-    except PermissionError:
-        from mhacli.attention.messages import shown_path
-
-        raise UsageError(f"trace file {shown_path(path)} cannot be read (permission denied).") from None
-    except MemoryError:
-        raise _shape_error(path, "its arrays would not fit in this machine's memory") from None
+            arrays = _read_members(path)  # its refusals (a missing file, no permission, no memory) said already
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError, NotImplementedError, RuntimeError) as exc:
         raise _shape_error(path, _describe_read_error(exc)) from None
     with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -393,3 +385,10 @@ def head_measures(shown: Any, measures: Analysis) -> dict[str, Any]:
     if measures.mapped:  # --words: each new word, its grammar class and the word the model read it as
         out["words"] = [{"word": w, "class": c, "read_as": r} for w, c, r in measures.mapped]
     return out
+
+
+def trace_schema() -> dict[str, Any]:
+    """The JSON Schema of :func:`trace_document`, shipped in the package (:func:`mhacli.io.schemas.schema`)."""
+    from mhacli.io.schemas import schema
+
+    return schema("trace")

@@ -14,16 +14,11 @@ import stat
 from pathlib import Path
 from typing import IO, Callable, cast
 
+from mhacli.attention.messages import shown_path
 from mhacli.attention.errors import RunError, UsageError
 
 TEMP_SUFFIX = ".tmp"
 _EXAMPLE_NAMES = {"--save-npz": "trace.npz", "--html": "attention.html"}
-
-
-def _shown(path: Path | str) -> str:
-    from mhacli.attention.messages import shown_path
-
-    return shown_path(path)
 
 
 def _stat(path: Path, what: str) -> os.stat_result | None:
@@ -33,12 +28,12 @@ def _stat(path: Path, what: str) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     except NotADirectoryError:
-        raise UsageError(f"{what} {_shown(path)}: a part of that path is a file, not a folder.") from None
+        raise UsageError(f"{what} {shown_path(path)}: a part of that path is a file, not a folder.") from None
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
-            raise UsageError(f"{what} {_shown(path)}: the name is too long for this file system; "
+            raise UsageError(f"{what} {shown_path(path)}: the name is too long for this file system; "
                              "choose a shorter one.") from None
-        raise UsageError(f"{what} {_shown(path)} cannot be used: {exc.strerror or exc}.") from None
+        raise UsageError(f"{what} {shown_path(path)} cannot be used: {exc.strerror or exc}.") from None
 
 
 def check_target(path: Path, what: str) -> None:
@@ -47,25 +42,25 @@ def check_target(path: Path, what: str) -> None:
     info = _stat(path, what)
     if info is not None and stat.S_ISDIR(info.st_mode):
         example = _EXAMPLE_NAMES.get(what, "output")
-        raise UsageError(f"{what} {_shown(path)} is a folder; give a file name such as "
-                         f"{_shown(path / example)}.")
+        raise UsageError(f"{what} {shown_path(path)} is a folder; give a file name such as "
+                         f"{shown_path(path / example)}.")
     if info is not None and not stat.S_ISREG(info.st_mode):
         # Replacing /dev/null (as root) or a named pipe with a file would break the system.
-        raise UsageError(f"{what} {_shown(path)} is not a regular file (a device or a pipe); "
+        raise UsageError(f"{what} {shown_path(path)} is not a regular file (a device or a pipe); "
                          "give a file name.")
     if info is not None and _unchangeable(path):
         # An immutable or append-only file cannot be replaced, not even by root: say so now, not after the run.
-        raise UsageError(f"{what} {_shown(path)} is marked immutable or append-only (chattr), so it cannot be "
+        raise UsageError(f"{what} {shown_path(path)} is marked immutable or append-only (chattr), so it cannot be "
                          "replaced; give another name, or clear the mark (chattr -i).")
     parent = path.parent if str(path.parent) else Path(".")
     parent_info = _stat(parent, what)
     if parent_info is None:
-        raise UsageError(f"{what} {_shown(path)}: folder {_shown(parent)} does not exist; "
-                         f"create it first (mkdir -p {_shown(parent)}).")
+        raise UsageError(f"{what} {shown_path(path)}: folder {shown_path(parent)} does not exist; "
+                         f"create it first (mkdir -p {shown_path(parent)}).")
     if not stat.S_ISDIR(parent_info.st_mode):
-        raise UsageError(f"{what} {_shown(path)}: {_shown(parent)} is a file, not a folder.")
+        raise UsageError(f"{what} {shown_path(path)}: {shown_path(parent)} is a file, not a folder.")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{what} {_shown(path)}: folder {_shown(parent)} is not writable; "
+        raise UsageError(f"{what} {shown_path(path)}: folder {shown_path(parent)} is not writable; "
                          "choose another place.")
     try:
         name_max = os.pathconf(parent, "PC_NAME_MAX")
@@ -73,7 +68,7 @@ def check_target(path: Path, what: str) -> None:
         name_max = 255
     # The temporary sibling is longer than the name itself; both must fit.
     if len(os.fsencode(_temp_prefix(path.name))) + 8 + len(TEMP_SUFFIX) > name_max:
-        raise UsageError(f"{what} {_shown(path)}: the file name is too long for this file system; "
+        raise UsageError(f"{what} {shown_path(path)}: the file name is too long for this file system; "
                          "choose a shorter name.")
 
 
@@ -118,7 +113,7 @@ def replaced_sentence() -> str:
     if not _replaced:
         return ""
     more = f" and {len(_replaced) - 3} more" if len(_replaced) > 3 else ""
-    listed = ", ".join(_shown(p) for p in _replaced[:3]) + more
+    listed = ", ".join(shown_path(p) for p in _replaced[:3]) + more
     earlier = "the earlier file is" if len(_replaced) == 1 else "the earlier files are"
     return f" It had already replaced {listed} with this run's: {earlier} gone."
 
@@ -132,7 +127,7 @@ def prepare_out_dir(path: Path, what: str = "--out", made: list[Path] | None = N
     path = Path(path)
     info = _stat(path, what)
     if info is not None and not stat.S_ISDIR(info.st_mode):
-        raise UsageError(f"{what} {_shown(path)} is a file, not a folder; choose another {what}.")
+        raise UsageError(f"{what} {shown_path(path)} is a file, not a folder; choose another {what}.")
     from mhacli.io import cleanup
 
     # Registered before they exist (no window for a signal); any exit removes each one still empty.
@@ -143,12 +138,12 @@ def prepare_out_dir(path: Path, what: str = "--out", made: list[Path] | None = N
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise UsageError(f"{what} {_shown(path)}: a part of that path is a file, not a folder.") from None
+        raise UsageError(f"{what} {shown_path(path)}: a part of that path is a file, not a folder.") from None
     except OSError as exc:
-        raise UsageError(f"{what} {_shown(path)} cannot be created: {exc.strerror or exc}; "
+        raise UsageError(f"{what} {shown_path(path)} cannot be created: {exc.strerror or exc}; "
                          f"choose another {what}.") from None
     if not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"{what} {_shown(path)} is not writable; choose another {what}.")
+        raise UsageError(f"{what} {shown_path(path)} is not writable; choose another {what}.")
     return path
 
 
@@ -268,13 +263,13 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> Path:
     except OSError:
         existing = None
     if existing is not None and not (stat.S_ISREG(existing.st_mode) or stat.S_ISLNK(existing.st_mode)):
-        raise UsageError(f"{_shown(path)} is not a regular file; give a file name.")
+        raise UsageError(f"{shown_path(path)} is not a regular file; give a file name.")
     mode = (stat.S_IMODE(existing.st_mode) if existing is not None and stat.S_ISREG(existing.st_mode)
             else _new_file_mode())
     try:
         fd, tmp = _create_temp(path)
     except OSError as exc:
-        raise RunError(f"cannot write {_shown(path)}: {exc.strerror or exc}.") from None
+        raise RunError(f"cannot write {shown_path(path)}: {exc.strerror or exc}.") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             pause = _test_pause(path)
@@ -287,7 +282,7 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> Path:
             _replaced.append(str(given))
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise RunError(f"cannot write {_shown(path)}: {exc.strerror or exc}.") from None
+        raise RunError(f"cannot write {shown_path(path)}: {exc.strerror or exc}.") from None
     except BaseException:
         # Ctrl-C, a signal or any other failure: the temporary file goes, the target is untouched.
         tmp.unlink(missing_ok=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from mhacli.attention.messages import shown_path
 from mhacli.attention.errors import UsageError
 from mhacli.io.files import _stat, check_target, confine
 
@@ -19,11 +20,6 @@ PER_HEAD = "head-{k}.{fmt}"
 SHEETS = ("heads.{fmt}", "magnifiers.{fmt}", "split.{fmt}")
 COMPARE = ("single-vs-multi.{fmt}",)
 _EXAMPLE = {"--save-npz": "trace.npz", "--html": "attention.html", "--save": "weights.npz"}
-
-def _shown(path: object) -> str:
-    from mhacli.attention.messages import shown_path
-
-    return shown_path(path)
 
 
 def figure_names(heads: int, fmt: str = "png", *, compare: bool = False, split: bool = True) -> list[str]:
@@ -55,13 +51,13 @@ def _as_file_target(what: str, value: object, made: Path | None = None) -> Path 
     if raw.endswith(("/", os.sep)) or raw in (".", ".."):
         example = _EXAMPLE.get(what, "output")
         folder = raw.rstrip("/" + os.sep) or raw
-        raise UsageError(f"{what} {_shown(raw)} ends with '/', which names a folder; give a file name "
-                         f"such as {_shown(os.path.join(folder, example))}, or drop the '/'.")
+        raise UsageError(f"{what} {shown_path(raw)} ends with '/', which names a folder; give a file name "
+                         f"such as {shown_path(os.path.join(folder, example))}, or drop the '/'.")
     path = Path(raw)
     if _is_link(path):
         target = Path(os.path.realpath(path))
         if not target.exists() and not target.parent.is_dir():
-            raise UsageError(f"{what} {_shown(raw)} is a symbolic link to {_shown(os.readlink(path))}, "
+            raise UsageError(f"{what} {shown_path(raw)} is a symbolic link to {shown_path(os.readlink(path))}, "
                              f"whose folder does not exist; remove the link or give another name.")
         check_target(target, what)
     elif made is not None and _key(path.parent if str(path.parent) else Path(".")) == _key(made) \
@@ -87,14 +83,15 @@ def _figure_target(out: Path, name: str) -> Path:
     except FileNotFoundError:
         return path
     except OSError as exc:
-        raise UsageError(f"--out {_shown(out)}: {_shown(name)} cannot be used: {exc.strerror or exc}.") from None
+        raise UsageError(f"--out {shown_path(out)}: {shown_path(name)} cannot be used: "
+                         f"{exc.strerror or exc}.") from None
     if stat.S_ISLNK(info.st_mode):
-        raise UsageError(f"--out {_shown(out)} holds {_shown(name)}, a symbolic link (to "
-                         f"{_shown(os.readlink(path))}); mha never writes through a link in --out: "
+        raise UsageError(f"--out {shown_path(out)} holds {shown_path(name)}, a symbolic link (to "
+                         f"{shown_path(os.readlink(path))}); mha never writes through a link in --out: "
                          "remove it or choose another --out.")
     if not stat.S_ISREG(info.st_mode):
         kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise UsageError(f"--out {_shown(out)} holds {_shown(name)}, which is {kind}; "
+        raise UsageError(f"--out {shown_path(out)} holds {shown_path(name)}, which is {kind}; "
                          "move it away or choose another --out.")
     return path
 
@@ -112,10 +109,10 @@ def _refuse_file_over_out(out: Path, files: dict[str, Path | None]) -> None:
             continue
         key = _key(path)
         if out_key == key:
-            raise UsageError(f"{what} {_shown(path)} and --out name the same path: --out is the folder the "
+            raise UsageError(f"{what} {shown_path(path)} and --out name the same path: --out is the folder the "
                              f"figures go into, {what} a file; give {what} or --out another name.")
         if out_key.startswith(key.rstrip(os.sep) + os.sep):
-            raise UsageError(f"--out {_shown(out)} lies inside {_shown(path)}, which {what} writes as a file; "
+            raise UsageError(f"--out {shown_path(out)} lies inside {shown_path(path)}, which {what} writes as a file; "
                              f"give {what} or --out another name.")
 
 
@@ -124,9 +121,9 @@ def _check_model_name(path: Path) -> None:
     if path.suffix.lower() != ".npz":
         fixed = path.with_name(path.stem + ".npz") if path.suffix.lower() in (".pt", ".pth", ".safetensors") \
             else path.with_name(path.name + ".npz")
-        said = f"its suffix {_shown(path.suffix)} says another format" if path.suffix else "it has no .npz suffix"
-        raise UsageError(f"--save {_shown(path)}: mha train writes the model as an .npz, and {said}, so "
-                         f"--weights could not read it back; name it {_shown(fixed)}.")
+        said = f"its suffix {shown_path(path.suffix)} says another format" if path.suffix else "it has no .npz suffix"
+        raise UsageError(f"--save {shown_path(path)}: mha train writes the model as an .npz, and {said}, so "
+                         f"--weights could not read it back; name it {shown_path(fixed)}.")
 
 
 def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_npz: object = None,
@@ -140,7 +137,7 @@ def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_n
     if out_path is not None:
         info = _stat(out_path, "--out")
         if info is not None and not stat.S_ISDIR(info.st_mode):
-            raise UsageError(f"--out {_shown(out_path)} is a file, not a folder; choose another --out.")
+            raise UsageError(f"--out {shown_path(out_path)} is a file, not a folder; choose another --out.")
         for name in figure_names:
             figures.append(_figure_target(out_path, name))
         named += [("--out", p) for p in figures]
@@ -161,15 +158,15 @@ def plan_outputs(*, out: object = None, figure_names: Sequence[str] = (), save_n
         if key in read:
             source, value = read[key]
             if what == "--out":
-                raise UsageError(f"--out {_shown(out_path)} would write {_shown(path)}, which is the input "
+                raise UsageError(f"--out {shown_path(out_path)} would write {shown_path(path)}, which is the input "
                                  f"({source}); mha never writes over its input: choose another --out.")
-            raise UsageError(f"{what} {_shown(path)} is also the input ({source}); mha never writes over its "
+            raise UsageError(f"{what} {shown_path(path)} is also the input ({source}); mha never writes over its "
                              f"input: give {what} another name.")
         if key in seen:
             first = seen[key]
             if first == what == "--out":  # pragma: no cover - figure names are distinct
                 continue
-            where = f"{_shown(path)}, a figure --out writes" if first == "--out" else _shown(path)
+            where = f"{shown_path(path)}, a figure --out writes" if first == "--out" else shown_path(path)
             raise UsageError(f"{first} and {what} name the same file {where}; give {what} another name.")
         seen[key] = what
     if files["--save"] is not None:  # after the collisions: "the same file as a figure" says more

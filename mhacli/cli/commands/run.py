@@ -174,7 +174,6 @@ def _explain(request: Request) -> None:
     o = request.outputs
     set_quiet(o.quiet)
     inputs = read_files(request.source.file, request.model.weights)
-    prepared = None
     if request.worked:
         result, plan = _worked(request, inputs)
     else:
@@ -182,12 +181,11 @@ def _explain(request: Request) -> None:
         plan = plan_request(request, prepared.config.heads, inputs)
         # Refuse what would not fit before any array exists, the figures' pixels included.
         open_figures(plan, prepared.config, prepared.n_tokens, o.max_tokens, o.fmt, o.dpi)
-    if prepared is not None:
         result = finish_run(prepared, single=plan.out is not None)
     position = query_position(result.trace, o.query)
     if o.json:
         _print_json(result, o.json_arrays)
-    elif prepared is None:
+    elif request.worked:
         from mhacli.render.worked import worked_view
 
         print_all(*worked_view(result.trace))

@@ -24,10 +24,10 @@ def request(*, model: ModelOptions | None = None, text: str | None = None, file:
             max_tokens: int | None = None, show_values: bool = False, hide_rules: bool = False,
             out: Path | None = None, plots: bool = True, fmt: str | None = None, dpi: int = DPI,
             query: str | None = None, html: str | None = None, json_out: bool = False, json_arrays: bool | None = None,
-            save_npz: str | None = None, figures: bool = False) -> Request:
+            save_npz: str | None = None, figures: bool = False, default_sample: str | None = None) -> Request:
     """The request of one command: the text read (unless ``read_text`` is False), every output option checked;
     None means "not given". ``figures``: drawn into --out (default mha-output), except with --json when neither
-    --out nor --format was typed."""
+    --out nor --format was typed. ``default_sample``: the text when none is given (the lesson's, the quiz's)."""
     from mhacli.io.inputs import check_query, resolve_text
     from mhacli.render.figures import check_dpi, check_format
 
@@ -35,6 +35,8 @@ def request(*, model: ModelOptions | None = None, text: str | None = None, file:
         raise UsageError("--worked brings its own three tokens; drop the text, --file or --sample.")
     if worked and model is not None and model.words:
         raise UsageError("--worked brings its own three tokens and weights; drop --words.")
+    if default_sample is not None and text is None and file is None and sample is None:
+        sample = default_sample
     if json_arrays is not None and not json_out:
         raise UsageError("--json-arrays and --no-json-arrays shape the --json document; add --json or drop them.")
     if figures:

@@ -192,10 +192,8 @@ def demo(
 
     Example: [bold]mha demo --sample repeated --weights designed[/bold]
     """
-    if text is None and file is None and sample is None:
-        sample = DEFAULT_SAMPLE
     _demo(flow.request(model=model, text=text, file=file, sample=sample, out=out, plots=out is not None, dpi=dpi,
-                        query=query, hide_rules=hide_rules), pause, step)
+                        query=query, hide_rules=hide_rules, default_sample=DEFAULT_SAMPLE), pause, step)
 
 
 def _demo(request: Request, pause: bool, step: int) -> None:
@@ -293,9 +291,8 @@ def quiz(
 
     if isinstance(questions, bool) or not 1 <= questions <= MAX_QUESTIONS:
         raise UsageError(f"--questions must be from 1 to {MAX_QUESTIONS}, got {questions}.")
-    if text is None and file is None and sample is None:
-        sample = DEFAULT_SAMPLE
-    _quiz(flow.request(model=model, text=text, file=file, sample=sample, json_out=json_out), questions, answers)
+    _quiz(flow.request(model=model, text=text, file=file, sample=sample, json_out=json_out,
+                       default_sample=DEFAULT_SAMPLE), questions, answers)
 
 
 def _quiz(request: Request, questions: int, answers: bool) -> None:

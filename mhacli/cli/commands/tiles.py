@@ -50,10 +50,8 @@ def tiles(
     """
     from mhacli.cli.commands.classroom import DEFAULT_SAMPLE
 
-    if text is None and file is None and sample is None:
-        sample = DEFAULT_SAMPLE
-    _tiles(flow.request(model=model, text=text, file=file, sample=sample, query=query, json_out=json_out), block,
-           head)
+    _tiles(flow.request(model=model, text=text, file=file, sample=sample, query=query, json_out=json_out,
+                        default_sample=DEFAULT_SAMPLE), block, head)
 
 
 def _tiles(request: Request, block: int, head: int) -> None:

@@ -1,9 +1,5 @@
-"""Where the time of ``mha explain "the cat sat on the mat"`` with its figures goes, phase by phase.
-
-``python -m mhacli.bench.figure_costs [ROUNDS]`` runs ROUNDS fresh processes that import, trace and save the
-figures as ``mha explain`` does (below the CLI), timing each phase in CPU seconds (steadier than wall time on a
-shared machine) and wall seconds, and prints the medians as JSON: the breakdown in docs/performance.md.
-``mha bench --startup`` measures the ratios themselves.
+"""Where the time of ``mha explain "the cat sat on the mat"`` with its figures goes: ``python -m
+mhacli.bench.figure_costs [ROUNDS]`` prints each phase's median CPU and wall seconds over fresh processes as JSON.
 """
 
 from __future__ import annotations

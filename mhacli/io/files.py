@@ -1,8 +1,5 @@
-"""Writing files so that nothing is ever half-written or clobbered by accident.
-
-:func:`atomic_write` writes to a temporary file in the same folder, flushes it and renames it over the target,
-so a crash or Ctrl-C leaves the old file or the new one, never a mix. Targets are checked before any work
-(:func:`check_target`, :func:`prepare_out_dir`): a bad target is a usage error before the run, not after it.
+"""Writing files so that nothing is ever half-written or clobbered by accident: :func:`atomic_write` renames a
+flushed temporary sibling over the target, and targets are checked before any work (:func:`check_target`).
 """
 
 from __future__ import annotations
@@ -119,11 +116,8 @@ def replaced_sentence() -> str:
 
 
 def prepare_out_dir(path: Path, what: str = "--out", made: list[Path] | None = None) -> Path:
-    """Create the output folder if missing; refuse a file, a device or an unwritable folder.
-
-    The folders created are registered with :mod:`mhacli.io.cleanup` (any exit of a command removes each one
-    still empty) and added to ``made`` when it is given.
-    """
+    """Create the output folder if missing (each folder made registered for cleanup while empty, and added to
+    ``made``); refuse a file, a device or an unwritable folder."""
     path = Path(path)
     info = _stat(path, what)
     if info is not None and not stat.S_ISDIR(info.st_mode):
@@ -203,10 +197,8 @@ _paused: set[int] = set()  # the processes that have paused already (once each)
 
 
 def _test_pause(target: Path) -> Callable[[], None] | None:
-    """A pause point for tests, mid-write: with ``MHACLI_TEST_PAUSE`` naming a folder of two FIFOs, the first write
-    writes the target's path into ``announce`` and waits for a byte on ``resume``, so a test can signal the process
-    exactly then, without polling or timers. Returns the pause, or None (the usual case).
-    """
+    """A pause point for tests, mid-write (None, the usual case, without ``MHACLI_TEST_PAUSE``): the first write
+    announces the target's path on the ``announce`` FIFO and waits for a byte on ``resume``, so a test signals then."""
     folder = os.environ.get(PAUSE_ENV)
     if not folder or os.getpid() in _paused:
         return None
@@ -247,11 +239,8 @@ class _PausingHandle:
 
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> Path:
-    """Write ``path`` through ``write(fileobj)`` into a temporary sibling, then rename it into place.
-
-    On any failure (an error, Ctrl-C, SIGTERM, SIGHUP) the temporary file goes and the target is left as it was.
-    A link the user names is followed; a link inside a folder given to :func:`confine` is replaced itself.
-    """
+    """Write ``path`` through ``write(fileobj)`` into a temporary sibling, then rename it into place; on any failure
+    the target is left as it was. A link is followed, except inside a folder given to :func:`confine`."""
     from mhacli.io import cleanup
 
     given = path = Path(path)

@@ -1,7 +1,5 @@
-"""The ready-made texts of ``--sample NAME``, chosen to teach one thing each.
-
-One UTF-8 file each in ``sample_texts/``, described in ``index.json``; looked for inside the package (a wheel)
-and then next to it (a checkout). Pure Python, no numpy: ``mha samples`` must start fast.
+"""The ready-made texts of ``--sample NAME``, each teaching one thing: a UTF-8 file each in ``sample_texts/``,
+described in ``index.json``. Pure Python, no numpy: ``mha samples`` must start fast.
 """
 
 from __future__ import annotations

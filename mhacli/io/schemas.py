@@ -1,8 +1,5 @@
-"""The JSON documents ``--json`` prints, and the JSON Schema shipped beside each (``mhacli/io/*.schema.json``).
-
-Every document carries ``format_version``, and its schema says what that version holds. A run's document is
-the trace document (:data:`mhacli.io.export.FORMAT_VERSION`); every other command's is named here. Change a
-document's shape: raise its version and its schema together.
+"""The ``--json`` documents' ``format_version`` and the JSON Schema shipped beside each (``*.schema.json``): change
+a document's shape, raise its version and its schema together (a run's is :data:`mhacli.io.export.FORMAT_VERSION`).
 """
 
 from __future__ import annotations
@@ -11,21 +8,10 @@ import json
 from importlib import resources
 from typing import Any
 
-#: kind -> format_version of every --json document other than the trace's.
-FORMAT_VERSIONS: dict[str, int] = {
-    "view": 1,  # mha show FILE.npz of your model's attention
-    "compare": 1,
-    "verify": 1,
-    "train": 1,
-    "samples": 1,
-    "shapes": 1,
-    "tiles": 1,  # mha tiles: one head in tiles of keys, one query row's record (issue 45)
-    "quiz": 1,
-    "bench": 1,
-    "bench-startup": 1,
-    "bench-train": 1,
-    "bench-tiles": 1,  # mha bench --tiles: the memory of attention whole and in tiles (issue 45)
-}
+#: kind -> format_version of every --json document other than the trace's (``view``: mha show of your model's
+#: attention; the ``bench-*`` kinds: mha bench --startup, --train, --tiles).
+FORMAT_VERSIONS: dict[str, int] = dict.fromkeys(("view", "compare", "verify", "train", "samples", "shapes", "tiles",
+                                                 "quiz", "bench", "bench-startup", "bench-train", "bench-tiles"), 1)
 KINDS = ("trace", *FORMAT_VERSIONS)
 
 

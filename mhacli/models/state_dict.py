@@ -48,11 +48,8 @@ CROSS = ("multihead_attn", "encoder_attn", "crossattention", "cross_attn")
 
 @dataclass(frozen=True)
 class AttentionWeights:
-    """W_q, W_k, W_v, W_o (d × d, PyTorch layout) and their biases (d,), or None where the module had none.
-
-    ``heads``: the count the source recorded (None: not recorded); ``causal``: the model masks later tokens (GPT-2);
-    ``name``: which module of the state dict; ``decoder``: a decoder's self-attention (see :func:`causal_note`).
-    """
+    """W_q, W_k, W_v, W_o (d × d, PyTorch layout), their biases (d,) or None, the head count the source recorded,
+    whether the model masks later tokens, which module it is and whether a decoder's (:func:`causal_note`)."""
 
     w_q: Array
     w_k: Array
@@ -266,11 +263,8 @@ def _linear(parts: dict[str, Any], name: str, prefix: str, where: str, d: int | 
 
 def from_state_dict(state: Any, heads: object = None, layer: object = None,
                     where: str = "the weights") -> AttentionWeights:
-    """Find one self-attention layer in ``state`` (numpy arrays or tensors), check it and split it into W_q … b_o.
-
-    ``layer`` picks one of several (a number from 0 or a name such as ``"layers.1.self_attn"``); ``heads`` is
-    checked against a recorded head count; ``where`` names the source in messages.
-    """
+    """Find one self-attention layer in ``state`` (``layer``: a number from 0 or a name, among several), check it
+    (``heads`` against a recorded count) and split it into W_q … b_o; ``where`` names the source in messages."""
     state = _mapping(state, where)
     modules = find_modules(state)
     if not modules:
@@ -335,11 +329,8 @@ def causal_note(weights: AttentionWeights, causal: bool) -> str:
 
 
 def checked_heads(weights: AttentionWeights, heads: object, where: str = "the weights") -> int:
-    """The head count a run of ``weights`` uses: the one given, else the one the source recorded.
-
-    A state dict does not record it, and a wrong guess gives wrong numbers without a sign, so
-    without either it is a usage error that names the source and the option.
-    """
+    """The head count a run of ``weights`` uses: the one given, else the one the source recorded; without either,
+    a usage error (a wrong guess would give wrong numbers without a sign)."""
     from mhacli.attention.checks import whole_number
 
     if heads is None:

@@ -1,8 +1,5 @@
-"""A trained attention layer as an npz file, and back; and a normal Trace from it.
-
-Plain arrays only (no ``allow_pickle``), the attention in PyTorch's layout so ``in_proj_weight`` (3d, d) and
-``out_proj.weight`` load straight into ``nn.MultiheadAttention(d, h, bias=False)``; beside them the embedding,
-positions, readouts, each head's relation, and the config and metrics as JSON. docs/training.md lists every array.
+"""A trained attention layer as an npz file of plain arrays (docs/training.md lists them: the attention in
+PyTorch's layout, the embedding, positions, readouts, config and metrics as JSON), and back; a Trace from it.
 """
 
 from __future__ import annotations
@@ -220,11 +217,8 @@ def _card(metrics: Any, heads: int, path: Path) -> Card | None:
 
 
 def _card_rows(found: tuple[str, ...], path: Path) -> None:
-    """Refuse a card whose rows are not the grammar's, in the grammar's order, naming the first that differs.
-
-    A row is read by its place (hits[r] belongs to rows()[r]): a renamed row would reach the parse as a
-    relation it does not have, and reordered names would put one relation's hit rates under another's name.
-    """
+    """Refuse a card whose rows are not the grammar's, in its order, naming the first that differs: a row is read
+    by its place, so a renamed or moved row would put one relation's hit rates under another's name."""
     from mhacli.grammar.card import rows
     from mhacli.attention.messages import shown
 

@@ -196,11 +196,8 @@ def _is_trained(path: Path) -> bool:
 
 
 def resolve_weights(value: str, heads: object = None, layer: object = None) -> Any:
-    """``--weights VALUE`` that is not random or designed: the shipped trained model, a file, or a refusal.
-
-    Returns :class:`AttentionWeights` (``heads`` set: the given count, the file's, else a usage error) or a trained
-    model (which has its own heads; ``layer`` is refused for one). ``layer`` picks a layer of a file holding several.
-    """
+    """``--weights VALUE`` that is not random or designed: a shipped trained model (which has its own heads and one
+    layer), or AttentionWeights from a file (``layer``: one of several) with their head count; else a refusal."""
     from mhacli.attention.config import WEIGHT_KINDS
     from mhacli.attention.messages import shown
     from mhacli.models.trained import load_trained

@@ -5,7 +5,6 @@ JSON, and the npz read back into a Trace without recomputing anything (:func:`lo
 from __future__ import annotations
 
 import json
-import math
 import os
 import warnings
 import zipfile
@@ -329,8 +328,7 @@ def _parse(path: Path, a: dict[str, np.ndarray], tokens: tuple[str, ...], rules:
 def _jsonable(a: np.ndarray) -> Any:
     """Nested lists; −∞ (masked scores) becomes null, since JSON has no infinity."""
     if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
-        return [_jsonable(row) for row in a] if a.ndim > 1 else [
-            None if not math.isfinite(x) else x for x in a.tolist()]
+        return np.where(np.isfinite(a), a, None).tolist()
     return a.tolist()
 
 

@@ -328,7 +328,7 @@ def _parse(path: Path, a: dict[str, np.ndarray], tokens: tuple[str, ...], rules:
 def _jsonable(a: np.ndarray) -> Any:
     """Nested lists; −∞ (masked scores) becomes null, since JSON has no infinity."""
     if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
-        return np.where(np.isfinite(a), a, None).tolist()
+        return np.where(np.isfinite(a), a, np.array(None)).tolist()
     return a.tolist()
 
 

@@ -155,11 +155,9 @@ def _json_escape(found: re.Match[str]) -> str:
     ch = found.group()
     if printable(ch) == ch:
         return ch
-    code = ord(ch)
-    if code > 0xFFFF:  # JSON spells a character beyond the BMP as a surrogate pair
-        code -= 0x10000
-        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
-    return f"\\u{code:04x}"
+    import json  # its ASCII escape, a surrogate pair beyond the BMP; DEL is ASCII, which json leaves raw
+
+    return "\\u007f" if ch == "\x7f" else json.dumps(ch)[1:-1]
 
 
 def json_text(document: Any, **options: Any) -> str:

@@ -14,8 +14,7 @@ from mhacli.render.labels import weights_note
 from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar, heatmap, shown_mask
 from mhacli.render.figures.layout import (BAR_WIDTH, INSET, PT, Measured, Pen, Slide, axes_at, bar_room, clamp,
                                           ordinal, readable_points, sup_index, wrap)
-
-from mhacli.render.figures.inline import new_moving_figure
+from mhacli.render.figures.inline import new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -82,7 +81,7 @@ class HeadFigure:
         labels = [pen.shown(t) for t in trace.tokens[view.rows]]
         picked = labels[::step]
         matrix = n * cell
-        fig = new_moving_figure(figsize=(6.0, 6.0))
+        fig = new_figure(figsize=(6.0, 6.0))
         self.fig = fig
         m = Measured(fig)
         keys, queries = "key (the token looked at) →", "← query (the token looking)"
@@ -142,7 +141,7 @@ class HeadFigure:
         cax = axes_at(fig, x0 + matrix + _GAP, y0 + (matrix - span) / 2, BAR_WIDTH, span)
         self.colour_bar = colour_bar(fig, cax=cax)
         # What show() changes, in the order a whole draw paints it: the cells, the mask's hatch over them, the
-        # frame, the numbers, then the figure's title and subtitle. PNGs draw the rest once (MovingFigure).
+        # frame, the numbers, then the figure's title and subtitle. PNGs draw the rest once (inline.rgba).
         fig.moving = [a for a in (self.map.image, self.map.hatch, self.map.frame, *self.map.values, self.title,
                                   self.subtitle) if a is not None]
         self.head = -1

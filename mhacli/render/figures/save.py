@@ -1,4 +1,4 @@
-"""Writing the figures of a run: ``Figure.savefig`` into :func:`~mhacli.io.files.atomic_write`, in order."""
+"""Writing the figures of a run into :func:`~mhacli.io.files.atomic_write`, in order: PNGs from the canvas, SVG and PDF by savefig."""
 
 from __future__ import annotations
 
@@ -58,32 +58,14 @@ def _encode(fig: Figure, handle: IO[bytes], fmt: str, dpi: int) -> None:
 
 
 def _png(fig: Figure, handle: IO[bytes], dpi: int) -> None:
-    """``fig`` drawn by ``savefig`` into raw RGBA pixels at ``dpi``, written as an RGB PNG (see PNG_COMPRESSION)."""
-    from mhacli.render.figures.inline import blits_exactly, moving_class
+    """``fig`` drawn on its canvas at ``dpi`` (:func:`~.inline.rgba`), written as an RGB PNG (see PNG_COMPRESSION)."""
+    from mhacli.render.figures.inline import rgba
 
-    if isinstance(fig, moving_class()) and blits_exactly():  # head-N: its still parts drawn once, then what changes
-        pixels = fig.rgba(dpi)
-    else:
-        raw = io.BytesIO()
-        fig.savefig(raw, format="rgba", dpi=dpi)
-        pixels = raw.getvalue()
-    handle.write(png_bytes(pixels, *drawn_size(fig, dpi), dpi))
+    pixels, width, height = rgba(fig, dpi)
+    handle.write(png_bytes(pixels, width, height, dpi))
 
 
-def drawn_size(fig: Figure, dpi: float) -> tuple[int, int]:
-    """The pixels Agg draws ``fig`` in at ``dpi``: its canvas's size with the figure at that dpi, as savefig sets
-    it. ``int(inches * dpi)`` read 6.7 in at 100 dpi as 669 pixels where the figure's transform makes 670, and
-    every row of the PNG came out sheared (training-heads.png)."""
-    old = fig.get_dpi()
-    fig.set_dpi(dpi)
-    try:
-        width, height = fig.canvas.get_width_height(physical=True)
-    finally:
-        fig.set_dpi(old)
-    return int(width), int(height)
-
-
-def png_bytes(rgba: bytes, width: int, height: int, dpi: float) -> bytes:
+def png_bytes(rgba: bytes | memoryview, width: int, height: int, dpi: float) -> bytes:
     """RGBA pixels (row by row, top first) as an RGB PNG: unfiltered rows, zlib at :data:`PNG_COMPRESSION`, and
     the dpi in a pHYs chunk (as Pillow writes it: dots per metre, rounded)."""
     import struct
@@ -94,9 +76,10 @@ def png_bytes(rgba: bytes, width: int, height: int, dpi: float) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    # Pillow drops the alpha channel in C, 3.5 times quicker than a strided numpy copy (split.png: 8 ms against
-    # 29 ms); each row is then compressed behind its filter type (0, none) straight from those bytes.
-    rgb = memoryview(Image.frombuffer("RGBA", (width, height), rgba, "raw", "RGBA", 0, 1).convert("RGB").tobytes())
+    # Pillow drops the alpha channel in C, 3.5 times quicker than a strided numpy copy; each row is then compressed
+    # behind its filter type (0, none) straight from those bytes. Pillow reads any buffer, a memoryview too.
+    rgb = memoryview(Image.frombuffer("RGBA", (width, height), rgba, "raw", "RGBA", 0, 1)  # type: ignore[arg-type]
+                     .convert("RGB").tobytes())
     stream, stride, none = zlib.compressobj(PNG_COMPRESSION), 3 * width, b"\x00"
     data = [part for row in range(height) for part in (stream.compress(none),
                                                        stream.compress(rgb[row * stride:(row + 1) * stride]))]

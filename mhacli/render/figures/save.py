@@ -1,4 +1,4 @@
-"""Writing the figures of a run into :func:`~mhacli.io.files.atomic_write`, in order: PNGs from the canvas, SVG and PDF by savefig."""
+"""Writing the figures of a run atomically, in order: PNGs from the canvas, SVG and PDF by savefig."""
 
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ import io
 import re
 from functools import partial
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence, cast
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, cast
 
-from mhacli.io.files import atomic_write, atomic_write_bytes
+from mhacli.io.files import atomic_write
 from mhacli.render.figures.head import HeadFigure
 from mhacli.render.figures.heads import build_heads
 from mhacli.render.figures.layout import RENDER_RC, Pen, drawing
@@ -106,46 +106,55 @@ def leftovers(out_dir: Path, heads: int, fmt: str) -> str | None:
             f"{heads} head{'s' if heads != 1 else ''}, so those files are not from it (left untouched).")
 
 
-def _finish(saved: Saved, notices: Sequence[str]) -> Saved:
-    saved.notices[:0] = notices  # missing glyphs and warnings first, then leftover files
-    return saved
-
-
-def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
-                 on_saved: Callable[[Path], None] | None = None) -> Saved:
-    """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` into ``out_dir`` (created if missing).
-
-    ``result``: a run or a view's result (a view has no ``split``), its windows chosen; ``hide_rules``: no rule names;
-    ``on_saved(path)`` is called per file. Returns the paths written, with ``.notices`` (e.g. undrawable characters).
-    """
-    _window(result.figures), _window(result.magnified)  # refused before anything is drawn
+def _save_all(named: Callable[[Pen, float | None], Iterable[tuple[str, Figure]]], out_dir: Path, fmt: str, dpi: int,
+              on_saved: Callable[[Path], None] | None) -> Saved:
+    """Each (name, figure) of ``named(pen, raster_dpi)`` written into ``out_dir`` (created if missing) as it is
+    drawn; ``on_saved(path)`` per file. Returns the paths, with the notices drawing gave (undrawable characters)."""
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     saved = Saved()
     with drawing() as pen:
-        for name, fig in _figures(result, pen, hide_rules, dpi if fmt == "png" else None):
+        for name, fig in named(pen, dpi if fmt == "png" else None):
             saved.append(save(fig, out / f"{name}.{fmt}", fmt, dpi))
             if on_saved is not None:
                 on_saved(saved[-1])
-    leftover = leftovers(out, result.trace.num_heads, fmt)
+    saved.notices[:0] = pen.notices()
+    return saved
+
+
+def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
+                 on_saved: Callable[[Path], None] | None = None) -> Saved:
+    """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` (a view has none) into ``out_dir``, from a
+    result whose windows are chosen; ``hide_rules``: no rule names. A leftover head-K file is named in the notices."""
+    _window(result.figures), _window(result.magnified)  # refused before anything is drawn
+    saved = _save_all(lambda pen, raster: _figures(result, pen, hide_rules, raster), out_dir, fmt, dpi, on_saved)
+    leftover = leftovers(Path(out_dir), result.trace.num_heads, check_format(fmt))
     if leftover:
         saved.notices.append(leftover)
-    return _finish(saved, pen.notices())
+    return saved
+
+
+def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
+                 on_saved: Callable[[Path], None] | None = None) -> Saved:
+    """Write ``single-vs-multi`` into ``out_dir``, from a run with its one-head twin and their comparison."""
+    single, comparison, window = result.single, result.comparison, _window(result.figures)
+    if single is None or comparison is None:
+        raise ValueError("save_compare draws a run made with compare=True (its single head and comparison)")
+    return _save_all(lambda pen, _: [("single-vs-multi", build_compare(result.trace, single, comparison, window, pen,
+                                                                        hide_rules=hide_rules))],
+                     out_dir, fmt, dpi, on_saved)
 
 
 def _figures(result: Run, pen: Pen, hide_rules: bool,
              raster_dpi: float | None = None) -> Iterator[tuple[str, Figure]]:
-    """Each figure of the run by name, in the order the files are written, drawn as it is asked for.
-
-    ``raster_dpi``: the dpi of the PNGs they become, when they do: a figure of a fixed size (split) is then built at
-    it, so the Agg renderer that measures its texts is the one that draws them."""
+    """Each figure of the run by name, in the order the files are written, drawn as it is asked for; built at
+    ``raster_dpi``, the dpi of the PNGs they become, so the renderer that measures their texts draws them."""
     from mhacli.render.labels import is_view
 
     trace, figures, magnified = result.trace, _window(result.figures), _window(result.magnified)
 
     def at_dpi(build: Callable[[], Any]) -> Any:
-        """A figure built at the dpi it is drawn at: its texts are measured on the renderer that draws them."""
         import matplotlib
 
         with matplotlib.rc_context({"figure.dpi": raster_dpi} if raster_dpi else {}):
@@ -174,34 +183,6 @@ def drawn_one_vs_many(pairs: Sequence[Any], fmt: str, dpi: int, hide_rules: bool
     from mhacli.render.figures.one_vs_many import one_vs_many_figure
 
     return _file_bytes(one_vs_many_figure(pairs, hide_rules=hide_rules), check_format(fmt), check_dpi(dpi))
-
-
-def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
-                 on_saved: Callable[[Path], None] | None = None) -> Saved:
-    """Write ``single-vs-multi`` into ``out_dir`` (created if missing); return the path (with ``.notices``).
-
-    ``result``: a run with its one-head twin and their comparison, its window chosen.
-    """
-    if result.single is None or result.comparison is None:
-        raise ValueError("save_compare draws a run made with compare=True (its single head and comparison)")
-    fmt, dpi = check_format(fmt), check_dpi(dpi)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    data, notices = drawn_compare(result, fmt, dpi, hide_rules)
-    saved = Saved([atomic_write_bytes(out / f"single-vs-multi.{fmt}", data)])
-    if on_saved is not None:
-        on_saved(saved[-1])
-    return _finish(saved, notices)
-
-
-def drawn_compare(result: Run, fmt: str, dpi: int, hide_rules: bool) -> tuple[bytes, list[str]]:
-    """single-vs-multi as file bytes, and the notices drawing it gave."""
-    assert result.single is not None and result.comparison is not None  # checked by save_compare
-    with drawing() as pen:
-        fig = build_compare(result.trace, result.single, result.comparison, _window(result.figures), pen,
-                            hide_rules=hide_rules)
-        data = _file_bytes(fig, fmt, dpi)
-    return data, pen.notices()
 
 
 def _window(window: Window | None) -> Window:

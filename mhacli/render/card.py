@@ -1,9 +1,7 @@
 """The report card, the knockout and the seed sweep as terminal tables: they only read what they are handed.
 
-Every number and word of a card comes from a :class:`~mhacli.pipeline.CardShown` (made once by the
-pipeline), of a knockout or a sweep from :class:`~mhacli.grammar.knockout.Knockout` and
-:class:`~mhacli.grammar.sweep.Sweep`, every sentence from :mod:`mhacli.measures.narrate`; a table that does not
-fit the console becomes one record per row (:func:`mhacli.render.fit.fitted_table`).
+Numbers and words come from a :class:`~mhacli.pipeline.CardShown`, a knockout or a sweep, sentences from
+:mod:`mhacli.measures.narrate`.
 """
 
 from __future__ import annotations

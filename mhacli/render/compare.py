@@ -1,9 +1,7 @@
 """``mha compare`` in the terminal: one wide head against h narrow ones, read from a Comparison.
 
-Capacity first: for each token, what each of the h heads brings back (the key
-its row weights most) against what the single head brings back; then how
-spread each head is, and the conclusion worded by
-:func:`mhacli.measures.narrate.compare_conclusion`.
+Per token, the key each narrow head weights most against the wide head's; then how spread each head is, and
+the conclusion (:func:`mhacli.measures.narrate.compare_conclusion`).
 """
 
 from __future__ import annotations

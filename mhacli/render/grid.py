@@ -1,9 +1,7 @@
 """Each head's weights as a coloured grid in the terminal, and the ``mha compare`` table.
 
-Cells hold the weight in percent on a background from the same colour map as
-the figures (``theme.heat_cells``), so the terminal and the PNGs read alike;
-without colour (``NO_COLOR``, a pipe) the numbers alone still carry everything.
-Functions return Rich renderables and never print.
+Cells hold the weight in percent on the figures' colour map, so terminal and PNGs read alike; without colour
+(``NO_COLOR``, a pipe) the numbers alone carry everything.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``mha demo`` in the terminal: the paced lesson, every step narrated and shown with this run's numbers.
 
-Like :mod:`mhacli.render.terminal`, every function here only reads the run (its
-trace, its analysis and the lesson's numbers, :class:`mhacli.measures.lesson.LessonNumbers`)
-and returns Rich renderables; the one exception is :func:`present`, which prints
-the lesson and waits for Enter between steps.
+Functions read the run (trace, analysis, :class:`mhacli.measures.lesson.LessonNumbers`) and return Rich
+renderables; :func:`present` prints the lesson and waits for Enter between steps.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """How large the figures of a run are, and whether they fit in memory: render's sizes, planned before drawing.
 
-Pure arithmetic over the figures' layouts (no matplotlib), so a command can refuse
-figures that would not fit before it draws, or runs, anything.
+Arithmetic only (no matplotlib), so a command refuses figures that would not fit before it runs anything.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""The walkthrough in the terminal: Rich tables that only read a Trace.
-
-Every function returns renderables instead of printing, so tests can render
-them into a plain 80-column console and read the text.
-"""
+"""The walkthrough in the terminal: Rich tables that only read a Trace."""
 
 from __future__ import annotations
 

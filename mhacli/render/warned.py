@@ -1,8 +1,7 @@
 """The one place a library's warnings, raised while a figure is drawn or saved, become one note.
 
-:func:`recording` catches matplotlib's and numpy's warnings while drawing, instead of one stray stderr line per
-label, and :func:`note` says once what was caught, after the figures are written. Nothing is re-emitted (inside
-``catch_warnings(record=True)`` that would loop); a deprecation between two libraries is not noted.
+:func:`recording` catches the warnings while drawing (not one stray stderr line per label); :func:`note` says
+once what was caught. Nothing is re-emitted; a deprecation between two libraries is not noted.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The ax-first helper every figure uses: one attention matrix as an annotated heatmap.
 
-In the manner of matplotlib's gallery example ``image_annotated_heatmap.py``:
-``heatmap(ax, weights, rows, cols, ...)`` draws on an Axes it is given and
-returns its artists (image, frame, tick labels, cell texts, hatch), so a figure
-can show another head by updating them instead of building everything again.
+As matplotlib's gallery ``image_annotated_heatmap.py``: it draws on the Axes it is given and returns its artists,
+so a figure shows another head by updating them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``one-vs-many.png``: one head trained alone beside h heads trained together, same parameters, one text.
 
-One row per shipped pair (:class:`~mhacli.measures.lesson.TrainedPair`), every panel on one 0…1 scale and titled
-with what its head learned; the row's title gives both models' held-out accuracies and parameter counts from
-their training records. Drawn, never computed, at 16 × 9 inches: on a 1080p projector 9 pt text is 15 px high.
+One row per shipped pair, every panel on one 0…1 scale and titled with what its head learned; drawn from the
+training records at 16 × 9 inches (9 pt text is 15 px high on a 1080p projector).
 """
 
 from __future__ import annotations

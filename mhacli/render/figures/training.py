@@ -1,8 +1,4 @@
-"""Figures of training runs: loss and accuracy curves, and each head finding its relation.
-
-Plain functions of :class:`~mhacli.grammar.train.TrainResult` objects; they draw
-what the run recorded and compute nothing about attention.
-"""
+"""Figures of training runs: loss and accuracy curves, and each head finding its relation."""
 
 from __future__ import annotations
 

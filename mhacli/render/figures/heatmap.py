@@ -168,11 +168,8 @@ def heatmap(
     return out
 
 
-_BAR_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
-_BAR_TICK_LABELS = ("0", "0.25", "0.5", "0.75", "1")
-
-
-BAR_TICK_LABELS = _BAR_TICK_LABELS
+BAR_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
+BAR_TICK_LABELS = ("0", "0.25", "0.5", "0.75", "1")
 BAR_LABEL = "attention weight"
 
 
@@ -182,8 +179,8 @@ def colour_bar(fig: Figure, *, cax: Axes, size: float = 11.0) -> Colorbar:
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
-    bar = fig.colorbar(ScalarMappable(norm=Normalize(0.0, 1.0), cmap=cmap()), cax=cax, ticks=list(_BAR_TICKS))
-    bar.ax.set_yticklabels(_BAR_TICK_LABELS)
+    bar = fig.colorbar(ScalarMappable(norm=Normalize(0.0, 1.0), cmap=cmap()), cax=cax, ticks=list(BAR_TICKS))
+    bar.ax.set_yticklabels(BAR_TICK_LABELS)
     bar.ax.tick_params(labelsize=size, length=3, width=0.8)
     bar.set_label(BAR_LABEL, fontsize=size)
     bar.outline.set_linewidth(0.8)

@@ -192,11 +192,8 @@ def parse_data(analysis: Analysis, m: int, hide_rules: bool) -> dict[str, Any] |
 
 
 def page_data(result: Run, *, hide_rules: bool = False) -> dict[str, Any]:
-    """Everything the page shows, as one JSON-ready dict (the first ``result.page.max_tokens`` tokens).
-
-    ``result``: a run or a view's result with the page's measures (:func:`mhacli.pipeline.paged`): the shown
-    layer's, and every layer's for a view's layer picker.
-    """
+    """Everything the page shows, as one JSON-ready dict (the first ``result.page.max_tokens`` tokens), from a
+    result with the page's measures (:func:`mhacli.pipeline.paged`)."""
     if result.page is None:
         raise ValueError("the page draws a result with its page's measures: pass mhacli.pipeline.paged(result)")
     trace, max_tokens, layers = result.trace, result.page.max_tokens, result.page.layers
@@ -297,10 +294,8 @@ def render_html(result: Run, *, hide_rules: bool = False, packed: bool = False) 
 
 
 def write_html(result: Run, path: Path, *, hide_rules: bool = False) -> Path:
-    """Write the interactive page for ``trace`` to ``path``, atomically; returns the path.
-
-    ``hide_rules`` leaves rule and pattern names out of the page, data included.
-    """
+    """Write the interactive page to ``path``, atomically (``hide_rules``: no rule or pattern names, data
+    included); returns the path."""
     page = render_html(result, hide_rules=hide_rules).encode("utf-8")
 
     def write(handle: Any) -> None:

@@ -146,11 +146,8 @@ def query_table(trace: Trace, numbers: LessonNumbers, what: str) -> RenderableTy
 
 
 def mask_grid(trace: Trace, analysis: Analysis, shown: int = MASK_GRID_MAX) -> RenderableType:
-    """Which keys each query may see in THIS run (first few tokens): ✓ may look, · blocked.
-
-    A bidirectional run has no mask to draw: it gets one sentence instead of a grid of ✓.  On a narrow
-    console the grid shows fewer tokens rather than squeezing its columns.
-    """
+    """Which keys each query may see in this run (first few tokens): ✓ may look, · blocked; a bidirectional run
+    gets one sentence, a narrow console fewer tokens rather than squeezed columns."""
     from mhacli.render.fit import Fitted
 
     if analysis.mask is None:
@@ -531,10 +528,8 @@ def present(console: Console, steps: Sequence[LessonStep], pause: bool, start: i
 
 
 def next_steps(trace: Trace, source: str, options: str, weights_name: str | None = None) -> RenderableType:
-    """Where to go after the lesson: ``source`` and ``options`` as typed (without --weights).
-
-    ``weights_name``: the shipped model's name when --weights named one ('grammar' runs as 'trained').
-    """
+    """Where to go after the lesson: ``source`` and ``options`` as typed (without --weights); ``weights_name``:
+    the shipped model's name when --weights named one ('grammar' runs as 'trained')."""
     c = trace.config
     weights = weights_name or c.weights
     other = "random" if weights == "designed" else "designed"

@@ -270,11 +270,8 @@ def claim_panel(trace: Trace, diff: float) -> RenderableType:
 
 def heads_panel(trace: Trace, analysis: Analysis, title: str = "5. Each head is its own magnifier", *,
                 hide_rules: bool = False, sentence: bool = True) -> RenderableType:
-    """Step 5: per head, the relation its per-query top key follows, how sharply, and what that means here.
-
-    ``hide_rules``: no rule or relation name, for the "name what each head does" activity.
-    ``sentence``: end with the run's closing sentence (the lesson says it in its narration instead).
-    """
+    """Step 5: per head, the relation its per-query top key follows, how sharply, and what that means here;
+    ``hide_rules``: no names (the class names them); ``sentence``: end with the run's closing sentence."""
     from mhacli.measures import narrate
     from mhacli.measures.analysis import NONE
 
@@ -437,11 +434,8 @@ def values_panel(trace: Trace, width: int = 80) -> RenderableType:
 
 def walkthrough(trace: Trace, analysis: Analysis, split_diff: float, *, max_tokens: int = 40,
                 show_values: bool = False, width: int = 80, hide_rules: bool = False) -> list[RenderableType]:
-    """The whole explanation, in the issue's order, a blank line between sections.
-
-    ``analysis``, ``split_diff``: the run's measures and split check (the pipeline's
-    :class:`~mhacli.pipeline.Run` holds them).
-    """
+    """The whole explanation, in the issue's order, a blank line between sections; ``analysis`` and
+    ``split_diff`` are the run's (:class:`~mhacli.pipeline.Run`)."""
     from mhacli.measures import narrate
 
     parts: list[RenderableType | None] = [

@@ -15,11 +15,8 @@ MAX_LISTED = 3  # distinct messages quoted in the note; the rest are counted
 
 @contextlib.contextmanager
 def recording(into: dict[str, None]) -> Iterator[list[warnings.WarningMessage]]:
-    """Catch every warning raised inside; on the way out, add each message to ``into`` (an ordered set).
-
-    Yields the caught list, so a caller can take the warnings it understands
-    (matplotlib's missing glyphs) out of it before the rest is kept.
-    """
+    """Catch every warning raised inside and add each message to ``into`` on the way out; yields the caught list,
+    so a caller can take out the ones it understands (missing glyphs) first."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

@@ -32,10 +32,7 @@ _SPACE = 0.15  # inches between the texts above and below and the matrix with it
 
 
 def describe_head(analysis: Analysis, i: int, hide_rules: bool = False) -> str:
-    """Two lines under a head's title: what its per-query top key follows (narrate's caption), then how spread.
-
-    The caption leaves out the random-weights remark: the figure's weights line says it just above.
-    """
+    """Two lines under a head's title: what its per-query top key follows (narrate's caption), then how spread."""
     s = analysis.heads[i]
     caption = head_caption(analysis, i, hide_rules, stand_alone=False)
     named = "" if hide_rules or analysis.reading is None or not analysis.rules else narrate.learned_title(
@@ -57,18 +54,13 @@ def head_sizes(n: int) -> tuple[float, float, float, int]:
 
 
 def head_title(i: int, heads: int, n: int) -> str:
-    """'Head 2 of 4 · weights A⁽²⁾, 6 × 6 (queries × keys)'.
-
-    The article writes the head's index as a superscript (Wq¹ … Wqʰ); a bare A² reads as A squared,
-    so the index stands in parentheses, as superscript indices do in textbooks.
-    """
+    """'Head 2 of 4 · weights A⁽²⁾, 6 × 6 (queries × keys)': the index in parentheses, as textbooks write
+    superscript indices, since a bare A² reads as A squared."""
     return f"Head {i + 1} of {heads} · weights A{sup_index(i + 1)}, {n} × {n} (queries × keys)"
 
 
 class HeadFigure:
-    """The per-head heatmap, built once and updated for each head: every head has the same tokens, so layout,
-    labels and colour bar are placed once, and :meth:`show` swaps in another head's weights, colour and title.
-    """
+    """The per-head heatmap, laid out once (every head has the same tokens); :meth:`show` swaps in a head."""
 
     TITLE, NOTE, SUB, AXIS, CAPTION = 16.0, 12.0, 12.0, 12.0, 10.5
 

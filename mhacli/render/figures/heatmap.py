@@ -118,12 +118,9 @@ def heatmap(
     frame_width: float = 3.0,
     numbered: np.ndarray | None = None,
 ) -> Heatmap:
-    """Draw one attention matrix on ``ax``: keys along x (labelled on top), queries down y.
-
-    A fixed 0…1 scale, so every head reads against the same colour bar; blocked cells are grey and hatched, so
-    "not allowed" never looks like "zero". ``value_size`` > 0 writes each weight in its cell, or only in the cells
-    ``numbered`` marks (then ``values`` holds those texts alone, and :meth:`Heatmap.update` is not for it).
-    """
+    """One attention matrix on ``ax``, keys along the top, queries down the side, on a fixed 0…1 scale; blocked
+    cells grey and hatched ("not allowed" never looks like "zero"). ``value_size`` > 0 writes the weights in the
+    cells (only those ``numbered`` marks, if given: then :meth:`Heatmap.update` is not for it)."""
     from matplotlib.patches import PathPatch, Rectangle
 
     n_rows, n_cols = weights.shape

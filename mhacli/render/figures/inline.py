@@ -18,10 +18,8 @@ def figure_class() -> Any:
     from matplotlib.figure import Figure
 
     class InlineFigure(Figure):
-        """A Figure with an Agg canvas (no pyplot, no global state) that IPython shows as a PNG.
-
-        ``moving``: the artists that change between saves (head-N), drawn over a kept picture of the rest.
-        """
+        """A Figure with an Agg canvas (no pyplot, no global state) that IPython shows as a PNG; ``moving``: the
+        artists that change between saves (head-N)."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -56,12 +54,8 @@ def blits_exactly() -> bool:
 
 
 def rgba(fig: Any, dpi: float) -> tuple[memoryview, int, int]:
-    """``fig``'s RGBA pixels at ``dpi`` as ``savefig`` draws them (its dpi, savefig's paper colours), read from its
-    Agg canvas without a copy; with the pixels' width and height.
-
-    A figure with ``moving`` artists keeps its still parts drawn once per pixel size and draws only those over them
-    (matplotlib's blitting), where that is exact (:func:`blits_exactly`).
-    """
+    """``fig``'s RGBA pixels at ``dpi`` as ``savefig`` draws them, read from its Agg canvas, with their width and
+    height. A figure's ``moving`` artists are drawn over a kept picture of the rest where that is exact."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 

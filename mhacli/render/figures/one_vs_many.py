@@ -66,9 +66,7 @@ def _titles(pair: TrainedPair, hide_rules: bool) -> list[tuple[str, str]]:
 
 def one_vs_many_figure(pairs: Sequence[TrainedPair], caption: str = CAPTION, hide_rules: bool = False) -> Figure:
     """One row per pair: the lone head, then each of the h heads, on that pair's text; ``hide_rules``: the panels
-    say which head they are, not what it learned. Placed by arithmetic from texts measured once
-    (:mod:`~mhacli.render.figures.layout`), so no layout engine lays the panels out again at a save.
-    """
+    say which head they are, not what it learned."""
     import numpy as np
 
     from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar

@@ -125,8 +125,8 @@ def _save_all(named: Callable[[Pen, float | None], Iterable[tuple[str, Figure]]]
 
 def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
                  on_saved: Callable[[Path], None] | None = None) -> Saved:
-    """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` (a view has none) into ``out_dir``, from a
-    result whose windows are chosen; ``hide_rules``: no rule names. A leftover head-K file is named in the notices."""
+    """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` (not for a view) into ``out_dir``; a
+    leftover head-K file is named in the notices."""
     _window(result.figures), _window(result.magnified)  # refused before anything is drawn
     saved = _save_all(lambda pen, raster: _figures(result, pen, hide_rules, raster), out_dir, fmt, dpi, on_saved)
     leftover = leftovers(Path(out_dir), result.trace.num_heads, check_format(fmt))

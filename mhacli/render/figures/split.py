@@ -92,11 +92,8 @@ def _height(p: Panel, unit: float) -> float:
 
 def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = False, pen: Pen | None = None,
                  dpi: float | None = None) -> Any:
-    """The split and the merge of ``trace`` as one figure (matplotlib ``Figure``, never pyplot).
-
-    ``label`` replaces the line naming the weights; ``pen`` labels the rows. ``dpi``, when known, measures the texts
-    on the very renderer that draws them, so the draw finds their sizes known.
-    """
+    """The split and the merge of ``trace`` as one figure; ``label`` replaces the line naming the weights; ``dpi``:
+    the PNG's, so the renderer that measures the texts draws them."""
     from matplotlib.patches import Patch
 
     from mhacli.render.figures.inline import new_figure

@@ -88,11 +88,8 @@ def label_points(width_in: float, height_in: float, dpi: float = SAVED_DPI) -> f
 
 
 def heads_grid_sizes(n: int, heads: int, moments: int) -> tuple[float, tuple[float, float], float, int]:
-    """Cell (inches), figure size (inches), token label size (points) and label step for the heads grid.
-
-    The label size keeps a label readable at the saved size and once the whole figure is scaled to fit a
-    1080p screen (:func:`label_points`); the step thins the labels so that neighbours do not overlap.
-    """
+    """Cell (inches), figure size (inches), token label size (points, readable per :func:`label_points`) and the
+    label step that keeps neighbours apart, for the heads grid."""
     cell = min(max(1.9, n * 0.07), 3.2)  # 12 tokens: 1.9 in; 40 tokens: 2.8 in
     size = (1.0 + cell * moments, 1.0 + cell * heads)
     label = label_points(*size)

@@ -39,8 +39,6 @@ def card_figure(card: "CardShown") -> "Figure":
     height = 1.6 + (1.0 if card.bases else 0.75) * rows  # a third line per cell: its baselines
     fig = new_figure(figsize=(width, height), dpi=100)
     chars = _chars(width)
-    # Placed by arithmetic from the texts around the map, each measured once on the figure's renderer
-    # (constrained layout measured them all again at every save).
     from mhacli.render.figures.layout import Measured
 
     m = Measured(fig)

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from mhacli.render.labels import Shown
 
 MAX_MATRIX_INCHES = 12.0  # beyond 60 tokens cells shrink instead: the image stays a sane size
-# Placed by arithmetic from texts measured once (layout.Measured): the compressed layout measured every tick
-# label again to find the same rectangle.
 _TICK_PAD = 5.0  # points between the matrix and its token labels: half the 4-point frame, and 3 more
 _GAP = 0.2  # inches between the matrix and its colour bar
 _SPACE = 0.15  # inches between the texts above and below and the matrix with its labels

@@ -64,8 +64,7 @@ def training_figure(results: Sequence["TrainResult"]) -> "Figure":
         ax.grid(alpha=0.3)
     ax_acc.legend(loc="lower right", fontsize=9)
     fig.suptitle(suptitle, fontsize=big, color=LABEL_COLOR, y=1 - _EDGE / height, va="top")
-    # Placed by arithmetic from the texts around the panels, each measured once: the tick labels are the ones
-    # the scales chose for the curves (the loss's powers of ten are the widest).
+    # Placed around the tick labels the scales chose for the curves (the loss's powers of ten are the widest).
     m = Measured(fig)
     top = _EDGE + m.tallest([suptitle], big) + _GAP + _TITLE_PAD * PT + m.tallest(titles, big)
     under = 2 * BAR_TICK * PT + m.tallest([t.get_text() for t in ax_loss.get_xticklabels()], small)
@@ -157,9 +156,6 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
     return fig
 
 
-# The heads grids are placed by arithmetic on the figure's inches, from a few texts measured once on the
-# figure's own renderer: constrained layout measured every tick label of 56 Axes twice (two thirds of the
-# figure's time) to find the same rectangles.
 _EDGE = 0.1  # inches between the figure's edge and its outermost texts
 _GAP = 0.08  # inches between two maps, and between the grid and what stands beside it
 _TICK_PAD = 1.0  # points between a map and its token labels

@@ -185,7 +185,7 @@ def test_a_head_figures_kept_still_parts_give_the_pixels_of_a_whole_draw(cat_cau
     Where this matplotlib's blitting is not exact (3.7 blends a few edge pixels up to 4 levels apart), head-N's
     PNGs are drawn whole instead, and are then savefig's pixels by construction."""
     from mhacli.render.figures.inline import blits_exactly, rgba
-    from mhacli.render.figures.save import _png
+    from mhacli.render.figures.save import write_png
 
     with figures.drawing() as pen:
         hf = figures.HeadFigure(cat_causal, _shown(cat_causal).figures, pen)
@@ -197,7 +197,7 @@ def test_a_head_figures_kept_still_parts_give_the_pixels_of_a_whole_draw(cat_cau
                 if blits_exactly():
                     assert bytes(rgba(fig, dpi)[0]) == whole.getvalue(), (dpi, i)
                 saved = io.BytesIO()
-                _png(fig, saved, dpi)  # what a head-N file holds, blitted or whole
+                write_png(fig, saved, dpi)  # what a head-N file holds, blitted or whole
                 with Image.open(saved) as png:
                     assert np.array_equal(np.asarray(png.convert("RGB")),
                                           np.frombuffer(whole.getvalue(), np.uint8).reshape(
@@ -356,7 +356,7 @@ def test_interrupted_drawing_leaves_no_partial_file(cat, tmp_path, monkeypatch):
 
     save_module = importlib.import_module("mhacli.render.figures.save")
     calls = {"n": 0}
-    real = save_module._png
+    real = save_module.write_png
 
     def flaky(fig, handle, dpi):
         calls["n"] += 1
@@ -365,7 +365,7 @@ def test_interrupted_drawing_leaves_no_partial_file(cat, tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(fig, handle, dpi)
 
-    monkeypatch.setattr(save_module, "_png", flaky)
+    monkeypatch.setattr(save_module, "write_png", flaky)
     with pytest.raises(KeyboardInterrupt):
         notebook.save_figures(cat, tmp_path, dpi=FAST_DPI)
     names = os.listdir(tmp_path)

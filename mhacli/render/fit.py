@@ -60,11 +60,8 @@ def _ink(text: str) -> Counter[str]:
 
 
 def breaks_words(console: Console, options: ConsoleOptions, renderable: RenderableType) -> bool:
-    """Whether ``renderable`` at this width splits a word or loses a character it shows on an endless line.
-
-    Rendering is the only faithful test: Rich may fold a column below its narrowest word even when the
-    table's measured minimum fits, squeeze a column of marks to nothing, or cut a title with "…".
-    """
+    """Whether ``renderable`` at this width splits a word or loses a character it shows on an endless line; only
+    rendering tells (Rich may fold a column below its narrowest word, or cut a title with "…")."""
     whole = _shown(console, options.update(width=_UNBOUNDED, max_width=_UNBOUNDED), renderable)
     narrow = _shown(console, options, renderable)
     return not set(_WORD.findall(narrow)) <= set(_WORD.findall(whole)) or _ink(narrow) != _ink(whole)

@@ -40,10 +40,8 @@ def figure_inches(heads: int, n_shown: int) -> tuple[str, float, float]:
 
 
 def figure_bytes(heads: int, n_shown: int, dpi: int, fmt: str = "png") -> int:
-    """Peak memory of drawing the largest figure: its pixels (inches² × dpi²) times the bytes each costs.
-
-    ``fmt`` does not lower the plan: svg and pdf rasterise their heatmaps at ``dpi`` as well.
-    """
+    """Peak memory of drawing the largest figure: its pixels (inches² × dpi²) times the bytes each costs (svg
+    and pdf too: they rasterise their heatmaps at ``dpi``)."""
     _, width, height = figure_inches(heads, n_shown)
     return int(BASELINE_BYTES + width * height * dpi * dpi * _FIGURE_BYTES_PER_PIXEL)
 

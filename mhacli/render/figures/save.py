@@ -47,7 +47,7 @@ def _encode(fig: Figure, handle: IO[bytes], fmt: str, dpi: int) -> None:
 
     if fmt == "png":
         with matplotlib.rc_context(RENDER_RC):  # type: ignore[arg-type]
-            _png(fig, handle, dpi)
+            write_png(fig, handle, dpi)
         return
     options: dict[str, Any] = {  # type: ignore[assignment]
         "svg": {"metadata": {"Date": None}},  # no date inside: same figure, same bytes
@@ -57,7 +57,7 @@ def _encode(fig: Figure, handle: IO[bytes], fmt: str, dpi: int) -> None:
         fig.savefig(handle, format=fmt, dpi=dpi, **options)
 
 
-def _png(fig: Figure, handle: IO[bytes], dpi: int) -> None:
+def write_png(fig: Figure, handle: IO[bytes], dpi: int) -> None:
     """``fig`` drawn on its canvas at ``dpi`` (:func:`~.inline.rgba`), written as an RGB PNG (see PNG_COMPRESSION)."""
     from mhacli.render.figures.inline import rgba
 

@@ -127,11 +127,14 @@ def test_save_figures_writes_the_tools_names_at_figsize_times_dpi(cat, cat_pngs)
     dpi = FAST_DPI
     assert [p.name for p in saved] == expected_names(4)
     assert sorted(os.listdir(out)) == sorted(expected_names(4) + list(MINE))  # no temp files left
-    sizes = {
-        "head-1.png": notebook.head_figure(cat, 0).get_size_inches(),
-        "heads.png": notebook.heads_figure(cat).get_size_inches(),
-        "magnifiers.png": notebook.magnifiers_figure(cat, _single_head(cat)).get_size_inches(),
-    }
+    import matplotlib
+
+    with matplotlib.rc_context({"figure.dpi": dpi}):  # built at the dpi they are saved at, as save_figures builds
+        sizes = {  # them: on matplotlib 3.7 a text's size, and so the figure's, depends on the renderer's dpi
+            "head-1.png": notebook.head_figure(cat, 0).get_size_inches(),
+            "heads.png": notebook.heads_figure(cat).get_size_inches(),
+            "magnifiers.png": notebook.magnifiers_figure(cat, _single_head(cat)).get_size_inches(),
+        }
     for name, (w, h) in sizes.items():
         with Image.open(out / name) as im:
             assert im.size == (int(w * dpi), int(h * dpi)), name
@@ -181,8 +184,8 @@ def test_a_head_figures_kept_still_parts_give_the_pixels_of_a_whole_draw(cat_cau
     head, at two dpi and back, must be the very pixels savefig draws whole (the causal hatch lies over the cells).
     Where this matplotlib's blitting is not exact (3.7 blends a few edge pixels up to 4 levels apart), head-N's
     PNGs are drawn whole instead, and are then savefig's pixels by construction."""
-    from mhacli.render.figures.inline import blits_exactly
-    from mhacli.render.figures.save import _png
+    from mhacli.render.figures.inline import blits_exactly, rgba
+    from mhacli.render.figures.save import write_png
 
     with figures.drawing() as pen:
         hf = figures.HeadFigure(cat_causal, _shown(cat_causal).figures, pen)
@@ -192,9 +195,9 @@ def test_a_head_figures_kept_still_parts_give_the_pixels_of_a_whole_draw(cat_cau
                 whole = io.BytesIO()
                 fig.savefig(whole, format="rgba", dpi=dpi)
                 if blits_exactly():
-                    assert fig.rgba(dpi) == whole.getvalue(), (dpi, i)
+                    assert bytes(rgba(fig, dpi)[0]) == whole.getvalue(), (dpi, i)
                 saved = io.BytesIO()
-                _png(fig, saved, dpi)  # what a head-N file holds, blitted or whole
+                write_png(fig, saved, dpi)  # what a head-N file holds, blitted or whole
                 with Image.open(saved) as png:
                     assert np.array_equal(np.asarray(png.convert("RGB")),
                                           np.frombuffer(whole.getvalue(), np.uint8).reshape(
@@ -349,19 +352,20 @@ def test_leftover_heads_from_a_bigger_run_are_named_not_deleted(cat, tmp_path):
 
 
 def test_interrupted_drawing_leaves_no_partial_file(cat, tmp_path, monkeypatch):
-    from matplotlib.figure import Figure
+    import importlib
 
+    save_module = importlib.import_module("mhacli.render.figures.save")
     calls = {"n": 0}
-    real = Figure.savefig
+    real = save_module.write_png
 
-    def flaky(self, fname, **kwargs):
+    def flaky(fig, handle, dpi):
         calls["n"] += 1
         if calls["n"] == 3:
-            fname.write(b"\x89PNG half an image")
+            handle.write(b"\x89PNG half an image")
             raise KeyboardInterrupt
-        return real(self, fname, **kwargs)
+        return real(fig, handle, dpi)
 
-    monkeypatch.setattr(Figure, "savefig", flaky)
+    monkeypatch.setattr(save_module, "write_png", flaky)
     with pytest.raises(KeyboardInterrupt):
         notebook.save_figures(cat, tmp_path, dpi=FAST_DPI)
     names = os.listdir(tmp_path)

@@ -1,9 +1,7 @@
 """The report card, the knockout and the seed sweep as terminal tables: they only read what they are handed.
 
-Every number and word of a card comes from a :class:`~mhacli.pipeline.CardShown` (made once by the
-pipeline), of a knockout or a sweep from :class:`~mhacli.grammar.knockout.Knockout` and
-:class:`~mhacli.grammar.sweep.Sweep`, every sentence from :mod:`mhacli.measures.narrate`; a table that does not
-fit the console becomes one record per row (:func:`mhacli.render.fit.fitted_table`).
+Numbers and words come from a :class:`~mhacli.pipeline.CardShown`, a knockout or a sweep, sentences from
+:mod:`mhacli.measures.narrate`.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from mhacli.grammar.knockout import Knockout
 from mhacli.grammar.score import percent
 from mhacli.grammar.sweep import Sweep
 from mhacli.render import theme
-from mhacli.render.fit import Fitted, fitted_table
+from mhacli.render.fit import Fitted, fitted_table, heading_text
 
 if TYPE_CHECKING:
     from mhacli.pipeline import CardShown
@@ -36,9 +34,6 @@ def _table() -> Table:
     """A table without a title: its heading is a line of its own, which wraps to the console, not the table."""
     return Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0, 0, 1))
 
-
-def _heading(text: str) -> Text:
-    return Text(text, style=theme.STYLE_TITLE)
 
 
 def _cell(card: CardShown, r: int, i: int) -> Text:
@@ -86,7 +81,7 @@ def card_lines(card: CardShown) -> list[str]:
 def card_report(card: CardShown) -> list[RenderableType]:
     """The card's table under its heading, its names, and what it was measured on."""
     said = [] if card.accuracy is None else [Text(f"The model's {card.accuracy}.")]
-    return [_heading(card.heading), card_table(card), *said, *(Text(line) for line in card_lines(card))]
+    return [heading_text(card.heading), card_table(card), *said, *(Text(line) for line in card_lines(card))]
 
 
 def explain_card(card: CardShown | None) -> list[RenderableType]:
@@ -125,7 +120,7 @@ def knockout_report(card: CardShown, knock: Knockout) -> list[RenderableType]:
     """The side-by-side table, then every place the two disagree (``card.knockout``, from narrate)."""
     heading = (f"Where each head looks (report card) and what switching it off costs (knockout), "
                f"{knock.sentences:,} held-out sentences")
-    return [_heading(heading), knockout_table(card, knock), Text(card.rule),
+    return [heading_text(heading), knockout_table(card, knock), Text(card.rule),
             Text(narrate.knockout_rule_sentence()), *(Text(s) for s in card.knockout)]
 
 

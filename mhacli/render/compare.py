@@ -1,9 +1,7 @@
 """``mha compare`` in the terminal: one wide head against h narrow ones, read from a Comparison.
 
-Capacity first: for each token, what each of the h heads brings back (the key
-its row weights most) against what the single head brings back; then how
-spread each head is, and the conclusion worded by
-:func:`mhacli.measures.narrate.compare_conclusion`.
+Per token, the key each narrow head weights most against the wide head's; then how spread each head is, and
+the conclusion (:func:`mhacli.measures.narrate.compare_conclusion`).
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -20,7 +17,7 @@ from mhacli.measures import narrate
 from mhacli.measures.analysis import NONE
 from mhacli.attention.tokenize import label
 from mhacli.render import theme
-from mhacli.render.fit import fitted_table
+from mhacli.render.fit import aside, fitted_table
 
 if TYPE_CHECKING:
     from mhacli.measures.analysis import Analysis
@@ -28,9 +25,6 @@ if TYPE_CHECKING:
 
 READBACK_ROWS = 12  # tokens listed in the read-back table
 
-
-def _note(text: str | Text) -> RenderableType:
-    return Padding(text if isinstance(text, Text) else Text(text, style=theme.STYLE_DIM), (0, 0, 0, 2))
 
 
 def _brought(tokens: tuple[str, ...], key: int, weight: float) -> Text:
@@ -61,8 +55,8 @@ def readback_table(cmp: Comparison, max_rows: int = READBACK_ROWS) -> Renderable
                       _brought(cmp.tokens, int(back.single_keys[p]), float(back.single_weights[p])))
     parts: list[RenderableType] = [fitted_table(table)]
     if rows < len(cmp.tokens):
-        parts.append(_note(f"(first {rows} of {len(cmp.tokens)} tokens)"))
-    parts.append(_note(narrate.readback_note(back, rows)))
+        parts.append(aside(f"(first {rows} of {len(cmp.tokens)} tokens)"))
+    parts.append(aside(narrate.readback_note(back, rows)))
     return Group(*parts)
 
 

@@ -1,9 +1,7 @@
-"""Layouts that never break a word: at a narrow width a table becomes a list of records, a panel's title moves inside.
+"""Layouts that never break a word, and the headings and notes every terminal view shares.
 
-Rich folds a cell mid-word when the columns cannot all fit ("Querie" / "s" at
-40 columns).  :class:`Fitted` measures the wide layout at render time and, when
-its narrowest form is still wider than the console, draws the narrow one
-instead, where text wraps only between words.
+Rich folds a cell mid-word when the columns cannot all fit ("Querie" / "s" at 40 columns); :class:`Fitted` draws
+the narrow form instead when the wide one does not fit, where text wraps only between words.
 """
 
 from __future__ import annotations
@@ -22,6 +20,20 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli.render import theme
+
+def heading_text(text: str) -> Text:
+    return Text(text, style=theme.STYLE_TITLE)
+
+
+def aside(text: str | Text) -> RenderableType:
+    """A dim explanatory line, indented and wrapped as a block."""
+    return Padding(text if isinstance(text, Text) else Text(text, style=theme.STYLE_DIM), (0, 0, 0, 2))
+
+
+def plural(n: int, word: str) -> str:
+    """'1 token', '6 tokens'."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
 
 _UNBOUNDED = 10_000  # render as if the console were endless: every word whole
 _WORD = re.compile(r"\w+")
@@ -48,11 +60,8 @@ def _ink(text: str) -> Counter[str]:
 
 
 def breaks_words(console: Console, options: ConsoleOptions, renderable: RenderableType) -> bool:
-    """Whether ``renderable`` at this width splits a word or loses a character it shows on an endless line.
-
-    Rendering is the only faithful test: Rich may fold a column below its narrowest word even when the
-    table's measured minimum fits, squeeze a column of marks to nothing, or cut a title with "…".
-    """
+    """Whether ``renderable`` at this width splits a word or loses a character it shows on an endless line; only
+    rendering tells (Rich may fold a column below its narrowest word, or cut a title with "…")."""
     whole = _shown(console, options.update(width=_UNBOUNDED, max_width=_UNBOUNDED), renderable)
     narrow = _shown(console, options, renderable)
     return not set(_WORD.findall(narrow)) <= set(_WORD.findall(whole)) or _ink(narrow) != _ink(whole)

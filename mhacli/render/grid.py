@@ -1,9 +1,7 @@
 """Each head's weights as a coloured grid in the terminal, and the ``mha compare`` table.
 
-Cells hold the weight in percent on a background from the same colour map as
-the figures (``theme.heat_cells``), so the terminal and the PNGs read alike;
-without colour (``NO_COLOR``, a pipe) the numbers alone still carry everything.
-Functions return Rich renderables and never print.
+Cells hold the weight in percent on the figures' colour map, so terminal and PNGs read alike; without colour
+(``NO_COLOR``, a pipe) the numbers alone carry everything.
 """
 
 from __future__ import annotations
@@ -111,11 +109,8 @@ def fits(trace: Shown, width: int, max_tokens: int = 40) -> bool:
 
 def head_grids(trace: Shown, analysis: Analysis, *, width: int, view: View, figures_at: str | None = None,
                title: str = "Each head's weights", single: bool = False, hide_rules: bool = False) -> RenderableType:
-    """Every head of a run or a view as a coloured grid, side by side when they fit; else one line saying where.
-
-    Each grid is titled with the relation its per-query top key follows (or its rule); a line
-    above them says which weights made them.
-    """
+    """Every head of a run or a view as a coloured grid titled with its relation (or rule), side by side when
+    they fit, else one line saying where; a line above says which weights made them."""
     heading = Text(title, style=theme.STYLE_TITLE)
     start, stop, n, query = view.start, view.stop, view.n, view.query
     if grid_width(n) > width:

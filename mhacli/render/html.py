@@ -51,10 +51,8 @@ _NUMBERS = frozenset(("weights", "average", "outside", "outside_average", "score
 
 
 def escaped(value: Any) -> Any:
-    """``value`` with every string in it (at any depth) passed through :func:`~mhacli.attention.messages.printable`:
-    the page's one escaping, so ESC, CR or a right-to-left override in a token or a file name is shown spelled out
-    (``\\x1b``) wherever the page shows it, never obeyed.
-    """
+    """``value`` with every string in it (at any depth) through :func:`~mhacli.attention.messages.printable`: a
+    control or bidi character in a token or a file name is shown spelled out (``\\x1b``), never obeyed."""
     if isinstance(value, str):
         return printable(value)
     if isinstance(value, dict):  # the arrays of numbers hold no text: not walked (1.4 M numbers in a BERT view)
@@ -192,11 +190,8 @@ def parse_data(analysis: Analysis, m: int, hide_rules: bool) -> dict[str, Any] |
 
 
 def page_data(result: Run, *, hide_rules: bool = False) -> dict[str, Any]:
-    """Everything the page shows, as one JSON-ready dict (the first ``result.page.max_tokens`` tokens).
-
-    ``result``: a run or a view's result with the page's measures (:func:`mhacli.pipeline.paged`): the shown
-    layer's, and every layer's for a view's layer picker.
-    """
+    """Everything the page shows, as one JSON-ready dict (the first ``result.page.max_tokens`` tokens), from a
+    result with the page's measures (:func:`mhacli.pipeline.paged`)."""
     if result.page is None:
         raise ValueError("the page draws a result with its page's measures: pass mhacli.pipeline.paged(result)")
     trace, max_tokens, layers = result.trace, result.page.max_tokens, result.page.layers
@@ -267,11 +262,8 @@ def _packed(values: Any) -> Any:
 
 
 def compact(data: dict[str, Any]) -> dict[str, Any]:
-    """``page_data`` with its weight arrays packed (:func:`_packed`): the same values, a fraction of the bytes.
-
-    The page shows WEIGHT_DECIMALS decimals, so whole multiples of 10^-4 lose nothing it shows (a BERT-sized view:
-    11.9 MB of JSON, under 3 MB packed). The exact values stay in the trace or view (``--save-npz``).
-    """
+    """``page_data`` with its weight arrays packed (:func:`_packed`) as whole multiples of 10^-4: nothing the page
+    shows is lost, a fraction of the bytes (the exact values stay in ``--save-npz``)."""
     def packed_layer(layer: dict[str, Any]) -> dict[str, Any]:
         return {k: _packed(v) if k in COMPACT_KEYS and v is not None else v for k, v in layer.items()}
 
@@ -297,10 +289,8 @@ def render_html(result: Run, *, hide_rules: bool = False, packed: bool = False) 
 
 
 def write_html(result: Run, path: Path, *, hide_rules: bool = False) -> Path:
-    """Write the interactive page for ``trace`` to ``path``, atomically; returns the path.
-
-    ``hide_rules`` leaves rule and pattern names out of the page, data included.
-    """
+    """Write the interactive page to ``path``, atomically (``hide_rules``: no rule or pattern names, data
+    included); returns the path."""
     page = render_html(result, hide_rules=hide_rules).encode("utf-8")
 
     def write(handle: Any) -> None:

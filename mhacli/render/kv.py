@@ -1,7 +1,5 @@
-"""``mha shapes``' shared keys and values: MHA, GQA and MQA side by side, with the cache each keeps.
-
-The numbers come from :mod:`mhacli.attention.kv`; this module lays them out (a Rich table, or Markdown).
-"""
+"""``mha shapes``' shared keys and values: MHA, GQA and MQA side by side, with the cache each keeps (the numbers of
+:mod:`mhacli.attention.kv` as a Rich table or Markdown)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """What every picture says about its weights, and a few words per head, for figures, grids and the page alike.
 
-A picture of random weights must say so before anyone reads a pattern into it;
-a picture of someone's model must say whose attention it is.  The sentences
-come from :mod:`mhacli.measures.narrate` where it has them; this module picks the
-right one for a run or an attention view.  Plain strings, no Rich, no matplotlib.
+A picture of random weights says so before anyone reads a pattern into it; a picture of someone's model says
+whose attention it is. Plain strings, picked from :mod:`mhacli.measures.narrate` for a run or a view.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``mha demo`` in the terminal: the paced lesson, every step narrated and shown with this run's numbers.
 
-Like :mod:`mhacli.render.terminal`, every function here only reads the run (its
-trace, its analysis and the lesson's numbers, :class:`mhacli.measures.lesson.LessonNumbers`)
-and returns Rich renderables; the one exception is :func:`present`, which prints
-the lesson and waits for Enter between steps.
+Functions read the run (trace, analysis, :class:`mhacli.measures.lesson.LessonNumbers`) and return Rich
+renderables; :func:`present` prints the lesson and waits for Enter between steps.
 """
 
 from __future__ import annotations
@@ -13,14 +11,13 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from rich import box
 from rich.console import Console, Group, RenderableType
-from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from mhacli.grammar.score import percent
 from mhacli.attention.tokenize import label
 from mhacli.render import theme
-from mhacli.render.fit import fitted_table, titled_panel
+from mhacli.render.fit import aside, fitted_table, plural, titled_panel
 from mhacli.render.terminal import Command, parameters_panel, steps_table
 
 if TYPE_CHECKING:
@@ -31,13 +28,6 @@ if TYPE_CHECKING:
 MASK_GRID_MAX = 10  # tokens drawn in the causal-mask grid
 
 
-def _note(text: str | Text) -> RenderableType:
-    body = text if isinstance(text, Text) else Text(text, style=theme.STYLE_DIM)
-    return Padding(body, (0, 0, 0, 2))
-
-
-def _heading(text: str) -> Text:
-    return Text(text, style=theme.STYLE_TITLE)
 
 
 @dataclass(frozen=True)
@@ -49,10 +39,6 @@ class LessonStep:
     narration: str
     shows: RenderableType | None
 
-
-def _count(n: int, word: str) -> str:
-    """'1 token', '6 tokens'."""
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 def _tok(trace: Trace, p: int) -> str:
@@ -94,10 +80,10 @@ def positions_table(trace: Trace, numbers: LessonNumbers, rows: int = 6) -> Rend
             said = f"but their rows of X = E + P are {twin.x_apart:.2f} apart, thanks to P."
         else:
             said = "and so do their rows of X: without P nothing tells the two copies apart."
-        parts.append(_note(f"{_tok(trace, twin.first)} and {_tok(trace, twin.second)} are the same word: their E "
+        parts.append(aside(f"{_tok(trace, twin.first)} and {_tok(trace, twin.second)} are the same word: their E "
                            f"rows differ by {twin.e_apart:.2g}, {said}"))
     if not trace.config.positions:
-        parts.append(_note("Positions are off (--no-positions): P is zero, so X = E and word order is invisible."))
+        parts.append(aside("Positions are off (--no-positions): P is zero, so X = E and word order is invisible."))
     return Group(*parts)
 
 
@@ -121,10 +107,10 @@ def per_head_table(trace: Trace, hide_rules: bool = False) -> RenderableType:
         table.add_row(*row)
     h, g = trace.num_heads, trace.kv_heads
     if g != h:  # shared keys and values: W_k^j and W_v^j per group, read by h/g heads each
-        return Group(fitted_table(table), _note(
+        return Group(fitted_table(table), aside(
             f"W_q[a:b] is rows a … b−1, as numpy and PyTorch slice. W_k and W_v hold only g = {g} blocks: "
             f"head i reads W_k^j and W_v^j of group j = ⌊i/{h // g}⌋, {h + 2 * g} matrices of {d}×{dk} in all."))
-    return Group(fitted_table(table), _note(f"W_q[a:b] is rows a … b−1, as numpy and PyTorch slice. The same holds for "
+    return Group(fitted_table(table), aside(f"W_q[a:b] is rows a … b−1, as numpy and PyTorch slice. The same holds for "
                               f"W_k^i and W_v^i: {3 * trace.num_heads} matrices of {d}×{dk} in all."))
 
 
@@ -160,15 +146,12 @@ def query_table(trace: Trace, numbers: LessonNumbers, what: str) -> RenderableTy
 
 
 def mask_grid(trace: Trace, analysis: Analysis, shown: int = MASK_GRID_MAX) -> RenderableType:
-    """Which keys each query may see in THIS run (first few tokens): ✓ may look, · blocked.
-
-    A bidirectional run has no mask to draw: it gets one sentence instead of a grid of ✓.  On a narrow
-    console the grid shows fewer tokens rather than squeezing its columns.
-    """
+    """Which keys each query may see in this run (first few tokens): ✓ may look, · blocked; a bidirectional run
+    gets one sentence, a narrow console fewer tokens rather than squeezed columns."""
     from mhacli.render.fit import Fitted
 
     if analysis.mask is None:
-        return _note("No mask in this run: every query may see every key. With --causal the keys after each "
+        return aside("No mask in this run: every query may see every key. With --causal the keys after each "
                      "query (k > q) would be blocked.")
     n = min(trace.n_tokens, shown)
     table = Table(box=box.MINIMAL, padding=(0, 1), pad_edge=False)
@@ -181,8 +164,8 @@ def mask_grid(trace: Trace, analysis: Analysis, shown: int = MASK_GRID_MAX) -> R
                         for k in range(n)))
     parts: list[RenderableType] = [table]
     if n < trace.n_tokens:
-        parts.append(_note(f"(first {n} of {trace.n_tokens} tokens)"))
-    parts.append(_note("mask[q, k] = True (blocked) where k > q: the '·' cells, PyTorch's attn_mask polarity."))
+        parts.append(aside(f"(first {n} of {trace.n_tokens} tokens)"))
+    parts.append(aside("mask[q, k] = True (blocked) where k > q: the '·' cells, PyTorch's attn_mask polarity."))
     if n <= 2:
         return Group(*parts)
     return Fitted(Group(*parts), lambda console: mask_grid(trace, analysis, n - 1))
@@ -239,8 +222,8 @@ def output_table(trace: Trace, numbers: LessonNumbers, hide_rules: bool = False)
             table.add_row(Text(_tok(trace, p)), *(Text(label(w, 12)) for w in found[p]))
         parts: list[RenderableType] = [fitted_table(table)]
         if rows < trace.n_tokens:
-            parts.append(_note(f"(first {rows} of {trace.n_tokens} tokens)"))
-        parts.append(_note("Each cell: the word whose code is closest to that head's block of O[token]."))
+            parts.append(aside(f"(first {rows} of {trace.n_tokens} tokens)"))
+        parts.append(aside("Each cell: the word whose code is closest to that head's block of O[token]."))
         return Group(*parts)
     share = numbers.w_o_shares  # (columns, h)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
@@ -249,7 +232,7 @@ def output_table(trace: Trace, numbers: LessonNumbers, hide_rules: bool = False)
         table.add_column(Text(f"head {i + 1}", style=theme.head_style(i)), justify="right")
     for j in range(share.shape[0]):
         table.add_row(f"O[:, {j}]", *(f"{s:.0%}" for s in share[j]))
-    return Group(fitted_table(table), _note("Share of |W^O| weight that each output column takes from each "
+    return Group(fitted_table(table), aside("Share of |W^O| weight that each output column takes from each "
                                             "head's block: every column draws on every head."))
 
 
@@ -328,13 +311,13 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
             "why", "Why more than one head?",
             "Reading with one attention head is like reading through one magnifier: wherever you hold it, "
             "one part of the text comes into focus. Multi-head attention gives the model several smaller "
-            f"magnifiers at once (here h = {h}). Every head looks at the same {_count(n, 'token')}, but each "
+            f"magnifiers at once (here h = {h}). Every head looks at the same {plural(n, 'token')}, but each "
             "can look for something different, like a panel of experts who each check one thing and then "
             f"pool their notes. {intro}".rstrip() + rules + _magnifier_limit(pairs),
             header(trace)),
         LessonStep(
             "tokens", "Tokens and embeddings",
-            f"First the text is cut into N = {_count(n, 'token')}. Each distinct token is looked up in a table E "
+            f"First the text is cut into N = {plural(n, 'token')}. Each distinct token is looked up in a table E "
             f"that holds one row of d = {d} numbers per token, so the same string always gets the same "
             f"row. Stacked, the rows make an N×d = {n}×{d} matrix."
             + _embedding_note(trace, analysis.mapped),
@@ -356,7 +339,7 @@ def lesson(trace: Trace, analysis: Analysis, numbers: LessonNumbers, intro: str 
         LessonStep(
             "projections", "Each head gets its own W_q^i, W_k^i, W_v^i",
             "A single head multiplies X by three d×d matrices W_q, W_k and W_v to get queries, keys and "
-            f"values. With h = {_count(h, 'head')}, head i gets three smaller matrices W_q^i, W_k^i, W_v^i of size "
+            f"values. With h = {plural(h, 'head')}, head i gets three smaller matrices W_q^i, W_k^i, W_v^i of size "
             f"d×d/h = {d}×{dk}: {3 * h} matrices in all. Head i's queries are Q^i = X W_q^i, an N×d/h = "
             f"{n}×{dk} matrix, and likewise K^i and V^i. PyTorch stores the h small matrices stacked in "
             "one d×d weight, so W_q^i is a block of rows of W_q, transposed.",
@@ -545,10 +528,8 @@ def present(console: Console, steps: Sequence[LessonStep], pause: bool, start: i
 
 
 def next_steps(trace: Trace, source: str, options: str, weights_name: str | None = None) -> RenderableType:
-    """Where to go after the lesson: ``source`` and ``options`` as typed (without --weights).
-
-    ``weights_name``: the shipped model's name when --weights named one ('grammar' runs as 'trained').
-    """
+    """Where to go after the lesson: ``source`` and ``options`` as typed (without --weights); ``weights_name``:
+    the shipped model's name when --weights named one ('grammar' runs as 'trained')."""
     c = trace.config
     weights = weights_name or c.weights
     other = "random" if weights == "designed" else "designed"

@@ -1,9 +1,7 @@
 """mhacli in Jupyter: a page inside an isolated frame.
 
-The page is a whole HTML document with its own styles; written straight into a
-notebook it would restyle the notebook's buttons and prompts.  So it is shown
-inside an ``<iframe srcdoc=…>``: a document of its own, sandboxed so that its
-script runs but cannot reach the notebook.  Nothing here needs IPython.
+Written straight into a notebook the page's styles would restyle the notebook, so it is shown in a sandboxed
+``<iframe srcdoc=…>``: its script runs but cannot reach the notebook. Nothing here needs IPython.
 """
 
 from __future__ import annotations

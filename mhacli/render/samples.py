@@ -6,36 +6,24 @@ from typing import TYPE_CHECKING, Sequence
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from mhacli.attention.tokenize import label
 from mhacli.render import theme
-from mhacli.render.fit import fitted_table
+from mhacli.render.fit import aside, fitted_table, heading_text, plural
 
 if TYPE_CHECKING:
     from mhacli.io.samples import Sample
 
 
-def _heading(text: str) -> Text:
-    return Text(text, style=theme.STYLE_TITLE)
 
-
-def _note(text: str | Text) -> RenderableType:
-    body = text if isinstance(text, Text) else Text(text, style=theme.STYLE_DIM)
-    return Padding(body, (0, 0, 0, 2))
-
-
-def _count(n: int, word: str) -> str:
-    """'1 token', '6 tokens'."""
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 def samples_table(samples: Sequence[Sample], tokenizer: str = "word") -> RenderableType:
     """Name, token count and what each sample shows, in a table that fits 80 columns."""
-    table = Table(title=_heading("Ready-made texts"), title_justify="left", box=box.SIMPLE_HEAD,
+    table = Table(title=heading_text("Ready-made texts"), title_justify="left", box=box.SIMPLE_HEAD,
                   padding=(0, 1))
     table.add_column("name", no_wrap=True, style=theme.STYLE_FORMULA)
     table.add_column("tokens", justify="right", no_wrap=True, style=theme.STYLE_NUMBER)
@@ -44,7 +32,7 @@ def samples_table(samples: Sequence[Sample], tokenizer: str = "word") -> Rendera
     for s in samples:
         tokens = s.tokens(tokenizer)
         table.add_row(s.name, str(len(tokens)), str(len(set(tokens))), Text(s.description))
-    note = _note(Text.assemble(
+    note = aside(Text.assemble(
         ("Use one with ", theme.STYLE_DIM), ("mha explain --sample NAME", theme.STYLE_FORMULA),
         (" (also demo, quiz, compare); see its text with ", theme.STYLE_DIM),
         ("mha samples NAME", theme.STYLE_FORMULA), (". Tokens counted with the ", theme.STYLE_DIM),
@@ -58,9 +46,9 @@ def sample_view(sample: Sample, tokenizer: str = "word") -> RenderableType:
     body = Text(sample.text)
     shown = " · ".join(label(t, 16) for t in tokens)
     return Group(
-        Panel(body, title=f"{sample.name}: {_count(len(tokens), 'token')}", title_align="left", box=box.ROUNDED),
-        _note(sample.description),
-        _note(Text.assemble(("tokens: ", theme.STYLE_DIM), (shown, ""))),
+        Panel(body, title=f"{sample.name}: {plural(len(tokens), 'token')}", title_align="left", box=box.ROUNDED),
+        aside(sample.description),
+        aside(Text.assemble(("tokens: ", theme.STYLE_DIM), (shown, ""))),
     )
 
 

@@ -1,7 +1,6 @@
 """``mha shapes`` in the terminal: every step's shape and cost, and the parameter count, for N, d and h alone.
 
-The numbers come from :mod:`mhacli.attention.steps`; this module lays them out (a Rich
-table, or Markdown for slides).  No numpy: ``mha shapes`` starts quickly.
+The numbers of :mod:`mhacli.attention.steps` as a Rich table or Markdown; no numpy, so it starts quickly.
 """
 
 from __future__ import annotations

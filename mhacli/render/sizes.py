@@ -1,7 +1,6 @@
 """How large the figures of a run are, and whether they fit in memory: render's sizes, planned before drawing.
 
-Pure arithmetic over the figures' layouts (no matplotlib), so a command can refuse
-figures that would not fit before it draws, or runs, anything.
+Arithmetic only (no matplotlib), so a command refuses figures that would not fit before it runs anything.
 """
 
 from __future__ import annotations
@@ -41,10 +40,8 @@ def figure_inches(heads: int, n_shown: int) -> tuple[str, float, float]:
 
 
 def figure_bytes(heads: int, n_shown: int, dpi: int, fmt: str = "png") -> int:
-    """Peak memory of drawing the largest figure: its pixels (inches² × dpi²) times the bytes each costs.
-
-    ``fmt`` does not lower the plan: svg and pdf rasterise their heatmaps at ``dpi`` as well.
-    """
+    """Peak memory of drawing the largest figure: its pixels (inches² × dpi²) times the bytes each costs (svg
+    and pdf too: they rasterise their heatmaps at ``dpi``)."""
     _, width, height = figure_inches(heads, n_shown)
     return int(BASELINE_BYTES + width * height * dpi * dpi * _FIGURE_BYTES_PER_PIXEL)
 

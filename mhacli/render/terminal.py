@@ -1,8 +1,4 @@
-"""The walkthrough in the terminal: Rich tables that only read a Trace.
-
-Every function returns renderables instead of printing, so tests can render
-them into a plain 80-column console and read the text.
-"""
+"""The walkthrough in the terminal: Rich tables that only read a Trace."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli.render import theme
-from mhacli.render.fit import Fitted, fitted_table
+from mhacli.render.fit import Fitted, aside, fitted_table, heading_text
 from mhacli.attention.steps import ParameterCount, Step
 from mhacli.attention.tokenize import label
 
@@ -32,14 +28,6 @@ SHOW_VALUES_MAX_TOKENS = 12
 SHOW_VALUES_MAX_D = 16
 
 
-def _heading(text: str) -> Text:
-    return Text(text, style=theme.STYLE_TITLE)
-
-
-def _note(text: str | Text) -> RenderableType:
-    """A dim explanatory line, indented and wrapped as a block."""
-    body = text if isinstance(text, Text) else Text(text, style=theme.STYLE_DIM)
-    return Padding(body, (0, 0, 0, 2))
 
 
 def header(trace: Trace) -> RenderableType:
@@ -84,12 +72,12 @@ def tokens_table(trace: Trace, max_tokens: int, width: int = 80,
     for _ in tables:
         grid.add_column(vertical="top")
     grid.add_row(*tables)
-    parts: list[RenderableType] = [_heading("1. Tokens"), grid]
+    parts: list[RenderableType] = [heading_text("1. Tokens"), grid]
     if shown < trace.n_tokens:
-        parts.append(_note(f"… {trace.n_tokens - shown} more tokens not listed "
+        parts.append(aside(f"… {trace.n_tokens - shown} more tokens not listed "
                            f"(--max-tokens {max_tokens})."))
     said = _mapped_ids_note(trace.tokens, trace.token_ids.tolist(), mapped)
-    parts.append(_note(" ".join(filter(None, (_ids_note(trace), said)))))
+    parts.append(aside(" ".join(filter(None, (_ids_note(trace), said)))))
     return Group(*parts)
 
 
@@ -194,7 +182,7 @@ def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps",
                 efficiency: str | None = None, sharing: str | None = None) -> RenderableType:
     """Step 2: formula, shape in symbols and numbers, multiply-adds (``efficiency``: what splitting changes;
     ``sharing``: which query heads read which shared keys and values)."""
-    table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table = Table(title=heading_text(title), title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("step", overflow="fold", ratio=2)
     table.add_column("formula", style=theme.STYLE_FORMULA, overflow="fold", ratio=3)
     table.add_column("shape", style=theme.STYLE_SHAPE, overflow="fold", ratio=2)
@@ -209,7 +197,7 @@ def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps",
         table.add_row(Text(name), Text(s.formula), Text(f"{s.shape} = {s.shape_numeric}"), f"{s.madds:,}")
     table.add_section()
     table.add_row("total", "", "", f"{total:,}")
-    note = _note("(×h) steps run once per head; shapes are per head. Multiply-adds count all heads."
+    note = aside("(×h) steps run once per head; shapes are per head. Multiply-adds count all heads."
                  + (f" {sharing}" if sharing else "") + (f" {efficiency}" if efficiency else ""))
     return Group(fitted_table(table), note)
 
@@ -217,7 +205,7 @@ def steps_table(steps: Sequence[Step], heads: int, title: str = "2. Steps",
 def parameters_panel(params: ParameterCount, title: str = "3. Parameters") -> RenderableType:
     """Step 3: one wide head against h narrow heads, same count, plus W^O."""
     single, multi = params.arithmetic()
-    table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD, show_header=True)
+    table = Table(title=heading_text(title), title_justify="left", box=box.SIMPLE_HEAD, show_header=True)
     table.add_column("projections W_q, W_k, W_v", overflow="fold")
     table.add_column("count", justify="right", no_wrap=True)  # a formula is never broken mid-expression
     table.add_row(f"1 head, each d×d = {params.d_model}×{params.d_model}", single)
@@ -243,7 +231,7 @@ def parameters_panel(params: ParameterCount, title: str = "3. Parameters") -> Re
     else:
         verdict.append(" — splitting into heads changes the shape of the work, not its size.",
                        style=theme.STYLE_DIM)
-    return Group(Fitted(table, lambda console: _formula_records(table)), _note(verdict))
+    return Group(Fitted(table, lambda console: _formula_records(table)), aside(verdict))
 
 
 def _formula_records(table: Table) -> RenderableType:
@@ -277,22 +265,19 @@ def claim_panel(trace: Trace, diff: float) -> RenderableType:
     text.append("largest difference: ")
     text.append(f"{diff:.3g}", style=theme.STYLE_OK if diff < 1e-9 else theme.STYLE_BAD)
     text.append("  → building the heads directly is the same as splitting the full matrices.")
-    return Group(_heading("4. Split or direct?"), text)
+    return Group(heading_text("4. Split or direct?"), text)
 
 
 def heads_panel(trace: Trace, analysis: Analysis, title: str = "5. Each head is its own magnifier", *,
                 hide_rules: bool = False, sentence: bool = True) -> RenderableType:
-    """Step 5: per head, the relation its per-query top key follows, how sharply, and what that means here.
-
-    ``hide_rules``: no rule or relation name, for the "name what each head does" activity.
-    ``sentence``: end with the run's closing sentence (the lesson says it in its narration instead).
-    """
+    """Step 5: per head, the relation its per-query top key follows, how sharply, and what that means here;
+    ``hide_rules``: no names (the class names them); ``sentence``: end with the run's closing sentence."""
     from mhacli.measures import narrate
     from mhacli.measures.analysis import NONE
 
     a = analysis
     kind = narrate.kind_of(a)
-    table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(title=heading_text(title), title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("head", no_wrap=True)
     if not hide_rules:
         table.add_column("top key follows", overflow="fold")
@@ -319,16 +304,16 @@ def heads_panel(trace: Trace, analysis: Analysis, title: str = "5. Each head is 
         f"{counted} rows that can choose, the previous token has none on the first row, for example); a row "
         f"counts only when its top weight is clear of chance (a quarter of the way from a uniform row to all on "
         f"one key). ")
-    note = _note(rows + "top weight: the largest weight of a row, on average. entropy: mean per query, "
+    note = aside(rows + "top weight: the largest weight of a row, on average. entropy: mean per query, "
                  "in bits, against the uniform maximum (lower = sharper).")
     warned = [Text(f"Caution: {c}.", style=theme.STYLE_TITLE) for c in narrate.cautions(a)]
     named = None if hide_rules else narrate.trained_names_note(a)
     if named is not None:
-        note = Group(note, _note(named))
+        note = Group(note, aside(named))
     if not sentence:
         return Group(fitted_table(table), *warned, note)
     return Group(fitted_table(table), *warned, note,
-                 _note(Text(narrate.closing_sentence(a, hide_rules=hide_rules))))
+                 aside(Text(narrate.closing_sentence(a, hide_rules=hide_rules))))
 
 
 def grammar_panel(analysis: Analysis, title: str = "6. What the heads learned, on this sentence", *,
@@ -341,7 +326,7 @@ def grammar_panel(analysis: Analysis, title: str = "6. What the heads learned, o
     if reading is None:
         return None
     t = reading.parse.tokens
-    table = Table(title=_heading(title), title_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(title=heading_text(title), title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("from", no_wrap=True)
     if not hide_rules:
         table.add_column("relation → noun", overflow="fold")
@@ -365,17 +350,17 @@ def grammar_panel(analysis: Analysis, title: str = "6. What the heads learned, o
         table.add_row(*row)
     lines: list[RenderableType] = [fitted_table(table)]
     if hide_rules:
-        lines.append(_note("Each cell: the token that head looks at most from that word. Which head finds "
+        lines.append(aside("Each cell: the token that head looks at most from that word. Which head finds "
                            "which relation? (The relations are hidden: name them.)"))
         return Group(*lines)
-    lines.append(_note(narrate.parse_sentence(reading) + " Each cell: the token that head looks at most from "
+    lines.append(aside(narrate.parse_sentence(reading) + " Each cell: the token that head looks at most from "
                        "that word, with its weight when it is the noun of the relation (bold: half the row "
                        "or more)."))
     if analysis.rules:
         learned = "; ".join(f"head {i + 1}: {r}" for i, r in enumerate(analysis.rules))
-        lines.append(_note(f"Measured {narrate.measured_when(analysis)}, on held-out sentences: {learned}."))
+        lines.append(aside(f"Measured {narrate.measured_when(analysis)}, on held-out sentences: {learned}."))
     for line in narrate.reading_lines(reading):
-        lines.append(_note(line[0].upper() + line[1:]))
+        lines.append(aside(line[0].upper() + line[1:]))
     return Group(*lines)
 
 
@@ -426,7 +411,7 @@ def values_panel(trace: Trace, width: int = 80) -> RenderableType:
                     f"and --d-model {SHOW_VALUES_MAX_D}; use --save-npz or --json for the full numbers.",
                     style=theme.STYLE_DIM)
     toks = trace.tokens
-    parts: list[RenderableType] = [_heading("Values (rounded to 2 decimals)"),
+    parts: list[RenderableType] = [heading_text("Values (rounded to 2 decimals)"),
                                    _matrix("X (N×d)", np.asarray(trace.X), toks, None, width)]
     for i in range(trace.num_heads):
         style = theme.head_style(i)
@@ -449,11 +434,8 @@ def values_panel(trace: Trace, width: int = 80) -> RenderableType:
 
 def walkthrough(trace: Trace, analysis: Analysis, split_diff: float, *, max_tokens: int = 40,
                 show_values: bool = False, width: int = 80, hide_rules: bool = False) -> list[RenderableType]:
-    """The whole explanation, in the issue's order, a blank line between sections.
-
-    ``analysis``, ``split_diff``: the run's measures and split check (the pipeline's
-    :class:`~mhacli.pipeline.Run` holds them).
-    """
+    """The whole explanation, in the issue's order, a blank line between sections; ``analysis`` and
+    ``split_diff`` are the run's (:class:`~mhacli.pipeline.Run`)."""
     from mhacli.measures import narrate
 
     parts: list[RenderableType | None] = [
@@ -487,7 +469,7 @@ def files_written(paths: Iterable[str]) -> RenderableType:
 def verify_table(trace: Trace, checks: Sequence, torch_reason: str | None = None) -> RenderableType:
     """``mha verify``: one row per array and reference, with a verdict (``torch_reason``: why PyTorch was not
     compared, when it was not)."""
-    table = Table(title=_heading(f"Verify {label(trace.source, 60) if trace.source else 'trace'}"),
+    table = Table(title=heading_text(f"Verify {label(trace.source, 60) if trace.source else 'trace'}"),
                   title_justify="left",
                   box=box.SIMPLE_HEAD)
     table.add_column("reference")
@@ -506,7 +488,7 @@ def verify_table(trace: Trace, checks: Sequence, torch_reason: str | None = None
     else:
         verdict = Text(f"All {len(checks)} arrays agree within {tol:g} ({', '.join(refs)}).",
                        style=theme.STYLE_OK)
-    parts: list[RenderableType] = [fitted_table(table), _note(verdict)]
+    parts: list[RenderableType] = [fitted_table(table), aside(verdict)]
     if "PyTorch" not in refs:
-        parts.append(_note(f"{torch_reason or 'PyTorch is not installed'}, so only the plain loop was compared."))
+        parts.append(aside(f"{torch_reason or 'PyTorch is not installed'}, so only the plain loop was compared."))
     return Group(*parts)

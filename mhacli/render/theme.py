@@ -1,9 +1,7 @@
 """One palette for the whole tool: terminal, figures and the HTML page.
 
-Head colours are the Okabe–Ito set (distinguishable with the common forms of
-colour blindness), ordered so the first four stay apart on a washed-out
-projector; yellow, which vanishes on white, comes last.  Heatmaps use
-``viridis``: perceptually uniform, colour-blind-safe and readable in greyscale.
+Head colours are the Okabe–Ito set (colour-blind safe), the first four apart on a washed-out projector and
+yellow last; heat maps use ``viridis`` (perceptually uniform, colour-blind safe, readable in greyscale).
 """
 
 from __future__ import annotations

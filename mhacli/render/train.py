@@ -11,14 +11,10 @@ from rich.table import Table
 from rich.text import Text
 
 from mhacli.measures import narrate
-from mhacli.render.fit import Fitted, fitted_table
+from mhacli.render.fit import Fitted, fitted_table, plural
 
 if TYPE_CHECKING:
     from mhacli.grammar.train import TrainResult
-
-
-def _heads_word(n: int) -> str:
-    return f"{n} head{'s' if n != 1 else ''}"
 
 
 def results_table(results: "list[TrainResult]") -> Table:
@@ -44,7 +40,7 @@ def results_table(results: "list[TrainResult]") -> Table:
 def fitted_results(results: "list[TrainResult]") -> Fitted:
     """The table where it fits without cutting a number (the default task's does at 80 columns), else one
     record per run, headed "4 heads"."""
-    return fitted_table(results_table(results), lambda heads: _heads_word(int(heads)))
+    return fitted_table(results_table(results), lambda heads: plural(int(heads), "head"))
 
 
 def learned_lines(results: "list[TrainResult]") -> list[RenderableType]:
@@ -57,6 +53,6 @@ def learned_lines(results: "list[TrainResult]") -> list[RenderableType]:
         "What each head learned (the relation its most-weighted key follows, share of held-out queries):")]
     for r in results:
         said = [narrate.learned_title(label) or label for label in r.model.labels] if carded else r.model.labels
-        lines.append(Padding(Text(f"{_heads_word(r.heads)}:"), (0, 0, 0, 2)))
+        lines.append(Padding(Text(f"{plural(r.heads, 'head')}:"), (0, 0, 0, 2)))
         lines += [Padding(Text(f"head {i + 1} {label}"), (0, 0, 0, 4)) for i, label in enumerate(said)]
     return lines

@@ -1,8 +1,7 @@
 """The one place a library's warnings, raised while a figure is drawn or saved, become one note.
 
-:func:`recording` catches matplotlib's and numpy's warnings while drawing, instead of one stray stderr line per
-label, and :func:`note` says once what was caught, after the figures are written. Nothing is re-emitted (inside
-``catch_warnings(record=True)`` that would loop); a deprecation between two libraries is not noted.
+:func:`recording` catches the warnings while drawing (not one stray stderr line per label); :func:`note` says
+once what was caught. Nothing is re-emitted; a deprecation between two libraries is not noted.
 """
 
 from __future__ import annotations
@@ -16,11 +15,8 @@ MAX_LISTED = 3  # distinct messages quoted in the note; the rest are counted
 
 @contextlib.contextmanager
 def recording(into: dict[str, None]) -> Iterator[list[warnings.WarningMessage]]:
-    """Catch every warning raised inside; on the way out, add each message to ``into`` (an ordered set).
-
-    Yields the caught list, so a caller can take the warnings it understands
-    (matplotlib's missing glyphs) out of it before the rest is kept.
-    """
+    """Catch every warning raised inside and add each message to ``into`` on the way out; yields the caught list,
+    so a caller can take out the ones it understands (missing glyphs) first."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

@@ -1,9 +1,7 @@
 """``mha explain --worked``: every matrix of a hand-sized run, each under the formula that made it.
 
-The order is the article's: X, the full weights and each head's slice of them,
-then per head Q^i, K^i, V^i, S^i, A^i and head_i, then H, W^O and O.  Whole
-numbers print as whole numbers, so the products before the softmax can be redone
-exactly; the rest is rounded to 3 decimals (the page says so).
+In the article's order (X, the weights and each head's slice, per head Q^i … head_i, then H, W^O, O). Whole
+numbers print whole, so the products before the softmax can be redone exactly; the rest to 3 decimals.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Figures that read a Trace, drawn with plain matplotlib (``Figure`` objects, never pyplot).
 
-``head-1 … head-h`` (:mod:`.head`), ``heads`` with PyTorch's average (:mod:`.heads`), ``magnifiers``
-(:mod:`.magnifiers`), ``split`` (:mod:`.split`) and ``single-vs-multi`` (:mod:`.single_vs_multi`), all drawn with
-:func:`.heatmap.heatmap`; a notebook's calls on a bare trace are :mod:`mhacli.notebook`'s. matplotlib is
-imported only inside the functions that draw, so importing this package does not load it.
+One module a figure, each heat map drawn by :func:`.heatmap.heatmap`; matplotlib is imported only inside the
+functions that draw, so importing this package does not load it.
 """
 
 from mhacli.render.figures.head import HeadFigure

@@ -1,8 +1,7 @@
 """card.png: the report card as a heat map a projector can read; and the gap of a seed sweep, per seed.
 
-Plain functions of a :class:`~mhacli.pipeline.CardShown` (the card's numbers and words, made once by the
-pipeline) and a :class:`~mhacli.grammar.sweep.Sweep`: they draw what they are handed.  Every label is at least
-11 pt, 15 px at the 100 dpi they are saved at.
+They draw what they are handed (a :class:`~mhacli.pipeline.CardShown`, a :class:`~mhacli.grammar.sweep.Sweep`);
+every label is at least 11 pt, 15 px at the 100 dpi they are saved at.
 """
 
 from __future__ import annotations
@@ -40,8 +39,6 @@ def card_figure(card: "CardShown") -> "Figure":
     height = 1.6 + (1.0 if card.bases else 0.75) * rows  # a third line per cell: its baselines
     fig = new_figure(figsize=(width, height), dpi=100)
     chars = _chars(width)
-    # Placed by arithmetic from the texts around the map, each measured once on the figure's renderer
-    # (constrained layout measured them all again at every save).
     from mhacli.render.figures.layout import Measured
 
     m = Measured(fig)

@@ -14,8 +14,7 @@ from mhacli.render.labels import weights_note
 from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar, heatmap, shown_mask
 from mhacli.render.figures.layout import (BAR_WIDTH, INSET, PT, Measured, Pen, Slide, axes_at, bar_room, clamp,
                                           ordinal, readable_points, sup_index, wrap)
-
-from mhacli.render.figures.inline import new_moving_figure
+from mhacli.render.figures.inline import new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -25,18 +24,13 @@ if TYPE_CHECKING:
     from mhacli.render.labels import Shown
 
 MAX_MATRIX_INCHES = 12.0  # beyond 60 tokens cells shrink instead: the image stays a sane size
-# Placed by arithmetic from texts measured once (layout.Measured): the compressed layout measured every tick
-# label again to find the same rectangle.
 _TICK_PAD = 5.0  # points between the matrix and its token labels: half the 4-point frame, and 3 more
 _GAP = 0.2  # inches between the matrix and its colour bar
 _SPACE = 0.15  # inches between the texts above and below and the matrix with its labels
 
 
 def describe_head(analysis: Analysis, i: int, hide_rules: bool = False) -> str:
-    """Two lines under a head's title: what its per-query top key follows (narrate's caption), then how spread.
-
-    The caption leaves out the random-weights remark: the figure's weights line says it just above.
-    """
+    """Two lines under a head's title: what its per-query top key follows (narrate's caption), then how spread."""
     s = analysis.heads[i]
     caption = head_caption(analysis, i, hide_rules, stand_alone=False)
     named = "" if hide_rules or analysis.reading is None or not analysis.rules else narrate.learned_title(
@@ -58,18 +52,13 @@ def head_sizes(n: int) -> tuple[float, float, float, int]:
 
 
 def head_title(i: int, heads: int, n: int) -> str:
-    """'Head 2 of 4 · weights A⁽²⁾, 6 × 6 (queries × keys)'.
-
-    The article writes the head's index as a superscript (Wq¹ … Wqʰ); a bare A² reads as A squared,
-    so the index stands in parentheses, as superscript indices do in textbooks.
-    """
+    """'Head 2 of 4 · weights A⁽²⁾, 6 × 6 (queries × keys)': the index in parentheses, as textbooks write
+    superscript indices, since a bare A² reads as A squared."""
     return f"Head {i + 1} of {heads} · weights A{sup_index(i + 1)}, {n} × {n} (queries × keys)"
 
 
 class HeadFigure:
-    """The per-head heatmap, built once and updated for each head: every head has the same tokens, so layout,
-    labels and colour bar are placed once, and :meth:`show` swaps in another head's weights, colour and title.
-    """
+    """The per-head heatmap, laid out once (every head has the same tokens); :meth:`show` swaps in a head."""
 
     TITLE, NOTE, SUB, AXIS, CAPTION = 16.0, 12.0, 12.0, 12.0, 10.5
 
@@ -82,7 +71,7 @@ class HeadFigure:
         labels = [pen.shown(t) for t in trace.tokens[view.rows]]
         picked = labels[::step]
         matrix = n * cell
-        fig = new_moving_figure(figsize=(6.0, 6.0))
+        fig = new_figure(figsize=(6.0, 6.0))
         self.fig = fig
         m = Measured(fig)
         keys, queries = "key (the token looked at) →", "← query (the token looking)"
@@ -142,7 +131,7 @@ class HeadFigure:
         cax = axes_at(fig, x0 + matrix + _GAP, y0 + (matrix - span) / 2, BAR_WIDTH, span)
         self.colour_bar = colour_bar(fig, cax=cax)
         # What show() changes, in the order a whole draw paints it: the cells, the mask's hatch over them, the
-        # frame, the numbers, then the figure's title and subtitle. PNGs draw the rest once (MovingFigure).
+        # frame, the numbers, then the figure's title and subtitle. PNGs draw the rest once (inline.rgba).
         fig.moving = [a for a in (self.map.image, self.map.hatch, self.map.frame, *self.map.values, self.title,
                                   self.subtitle) if a is not None]
         self.head = -1

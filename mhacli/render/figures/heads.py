@@ -144,8 +144,6 @@ def _texts(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: b
                  weights_note(trace, hide_rules, analysis), view.note() if view.windowed else "", notes)
 
 
-# Placed by arithmetic from texts measured once (layout.Measured): the compressed layout measured every tick label
-# of every panel (get_tightbbox, 57 % of this figure's build) to find the same rectangles.
 _GAP_X = 0.14  # inches between two panels side by side (their frames straddle the edges)
 _GAP_Y = 0.16  # inches between a panel and the titles of the panel below it
 _TITLE_PAD = 4.0  # points between a panel's title and its key labels (or its frame)
@@ -179,8 +177,7 @@ def _draw(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: bo
     name_h, detail_h = m.tallest(names, 12.0), m.tallest(details, 10.0)
     title_h = name_h + detail_h + _TITLE_PAD * PT
     bar = _BAR_GAP + bar_room(m, BAR_TICK_LABELS, BAR_LABEL, 11.0)
-    # The panels fill the width and body the sizes were chosen for (as the compressed layout grew them), the
-    # labels keeping the size chosen for them.
+    # The panels fill the width and body the sizes were chosen for, the labels keeping their size.
     label_w, label_h = m.widest(picked, tick), m.tallest(picked, tick)
     fill_w = (sizes.width - 2 * INSET - axis_h - _AXIS_PAD * PT - label_w - tick_pad - bar) / cols - _GAP_X
     fill_h = (sizes.body - title_h - (axis_h + _AXIS_PAD * PT if keys_above else 0.0) - label_h - tick_pad
@@ -251,8 +248,7 @@ def _draw(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: bo
     matrices = [weights[i] for i in range(h)] + [average]
     mask = shown_mask(analysis, view)
     maps = []
-    # The number a reader reads in a panel is each row's largest weight (the full grid of numbers is on head-N.png):
-    # 30 texts instead of 180 for four heads of six tokens, each text about a millisecond to lay out and draw.
+    # The number a reader reads in a panel is each row's largest weight (the full grid is on head-N.png).
     tops = [row_tops(matrix) for matrix in matrices]
     for k, (x, y) in enumerate(corners):
         r, c = divmod(k, cols)

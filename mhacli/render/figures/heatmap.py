@@ -1,9 +1,7 @@
 """The ax-first helper every figure uses: one attention matrix as an annotated heatmap.
 
-In the manner of matplotlib's gallery example ``image_annotated_heatmap.py``:
-``heatmap(ax, weights, rows, cols, ...)`` draws on an Axes it is given and
-returns its artists (image, frame, tick labels, cell texts, hatch), so a figure
-can show another head by updating them instead of building everything again.
+As matplotlib's gallery ``image_annotated_heatmap.py``: it draws on the Axes it is given and returns its artists,
+so a figure shows another head by updating them.
 """
 
 from __future__ import annotations
@@ -120,12 +118,9 @@ def heatmap(
     frame_width: float = 3.0,
     numbered: np.ndarray | None = None,
 ) -> Heatmap:
-    """Draw one attention matrix on ``ax``: keys along x (labelled on top), queries down y.
-
-    A fixed 0…1 scale, so every head reads against the same colour bar; blocked cells are grey and hatched, so
-    "not allowed" never looks like "zero". ``value_size`` > 0 writes each weight in its cell, or only in the cells
-    ``numbered`` marks (then ``values`` holds those texts alone, and :meth:`Heatmap.update` is not for it).
-    """
+    """One attention matrix on ``ax``, keys along the top, queries down the side, on a fixed 0…1 scale; blocked
+    cells grey and hatched ("not allowed" never looks like "zero"). ``value_size`` > 0 writes the weights in the
+    cells (only those ``numbered`` marks, if given: then :meth:`Heatmap.update` is not for it)."""
     from matplotlib.patches import PathPatch, Rectangle
 
     n_rows, n_cols = weights.shape
@@ -170,11 +165,8 @@ def heatmap(
     return out
 
 
-_BAR_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
-_BAR_TICK_LABELS = ("0", "0.25", "0.5", "0.75", "1")
-
-
-BAR_TICK_LABELS = _BAR_TICK_LABELS
+BAR_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
+BAR_TICK_LABELS = ("0", "0.25", "0.5", "0.75", "1")
 BAR_LABEL = "attention weight"
 
 
@@ -184,8 +176,8 @@ def colour_bar(fig: Figure, *, cax: Axes, size: float = 11.0) -> Colorbar:
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
-    bar = fig.colorbar(ScalarMappable(norm=Normalize(0.0, 1.0), cmap=cmap()), cax=cax, ticks=list(_BAR_TICKS))
-    bar.ax.set_yticklabels(_BAR_TICK_LABELS)
+    bar = fig.colorbar(ScalarMappable(norm=Normalize(0.0, 1.0), cmap=cmap()), cax=cax, ticks=list(BAR_TICKS))
+    bar.ax.set_yticklabels(BAR_TICK_LABELS)
     bar.ax.tick_params(labelsize=size, length=3, width=0.8)
     bar.set_label(BAR_LABEL, fontsize=size)
     bar.outline.set_linewidth(0.8)

@@ -1,9 +1,7 @@
 """What every figure shares: fonts with per-glyph fallback, rc settings, and texts and Axes placed once.
 
-Each figure is a designed slide: titles and notes are plain ``Text`` objects measured once on the figure's own
-renderer and placed at fixed inches (:class:`Slide`, :class:`Measured`), and Axes and colour bars sit at rectangles
-computed in inches (:func:`axes_at`, :func:`grid`, :func:`bar_room`), so no layout engine runs at a save. Labels are
-ordinary ``Text``, so SVG keeps them as ``<text>`` and PDF text stays extractable.
+Texts are measured once on the figure's renderer and hung at fixed inches (:class:`Slide`); Axes sit at rectangles
+computed in inches (:func:`axes_at`), so no layout engine runs at a save.
 """
 
 from __future__ import annotations
@@ -90,7 +88,6 @@ class Pen:
     def __init__(self) -> None:
         self.faces = font_faces()
         self.families = tuple(face.family for face in self.faces)
-        self._advances: dict[tuple[str, bool], float] = {}
         self.missing: dict[str, None] = {}  # ordered set of clusters no font can draw
         self.warned: dict[str, None] = {}  # ordered set of other warnings caught while drawing
 
@@ -145,19 +142,15 @@ RENDER_RC: dict[str, Any] = {
     "text.hinting": "no_hinting",  # glyphs as wide at 30 dpi as at 600: the layout holds at any --dpi
     "svg.hashsalt": "mhacli",  # same figure, same SVG bytes
     "svg.fonttype": "none",  # text stays text: <text> elements a reader can search and copy
-    # Type 3 fonts keep each glyph's character, so pdftotext finds tokens and values; measured on a
-    # head figure, saving takes a quarter of the time of Type 42 (no TrueType subsetting).
+    # Type 3 fonts keep each glyph's character, so pdftotext finds tokens and values (and save quicker than Type 42).
     "pdf.fonttype": 3,
 }
 
 
 @contextlib.contextmanager
 def drawing(pen: Pen | None = None) -> Iterator[Pen]:
-    """Settings every figure is built and saved under: fonts with fallback, no math parsing of tokens.
-
-    matplotlib's "Glyph … missing" warnings are collected into the pen (reported once by the caller); any other
-    warning is kept in ``pen.warned`` and becomes one note (:mod:`mhacli.render.warned`).
-    """
+    """Settings every figure is built and saved under: fonts with fallback, no math parsing of tokens; missing glyphs
+    and other warnings collected into the pen, said once by the caller."""
     import matplotlib
 
     pen = pen or Pen()
@@ -190,10 +183,8 @@ LABEL_PX = 10.5  # token labels at least this tall (em height, in screen pixels)
 
 
 def readable_points(width_in: float, height_in: float) -> float:
-    """Smallest font size (points) that stays LABEL_PX tall when a figure of this size is shown fitted to the screen.
-
-    Fitted, the figure shows min(1920 / width, 1080 / height) screen pixels per inch, whatever its dpi.
-    """
+    """Smallest font size (points) that stays LABEL_PX tall when a figure of this size is shown fitted to the screen
+    (min(1920 / width, 1080 / height) screen pixels per inch, whatever its dpi)."""
     shown_ppi = min(SCREEN_PX[0] / width_in, SCREEN_PX[1] / height_in)
     return LABEL_PX * 72 / shown_ppi
 
@@ -228,10 +219,7 @@ def label_inches(labels: Sequence[str], size: float) -> float:
 
 
 def wrap(text: str, width_in: float, size: float) -> str:
-    """``text`` broken at spaces into lines of as many characters as ``width_in`` inches hold at ``size`` points.
-
-    A line break, not a layout: each text is measured once, where it is hung (:class:`Slide`).
-    """
+    """``text`` broken at spaces into lines of as many characters as ``width_in`` inches hold at ``size`` points."""
     chars = max(12, int(width_in * 72 / (size * EM)))
     return "\n".join(textwrap.fill(part, chars, break_long_words=True, break_on_hyphens=False) or ""
                      for part in text.split("\n"))
@@ -263,11 +251,8 @@ class Measured:
 
 
 class Slide:
-    """Texts hung at fixed inches from a figure's top-left (or bottom-left) corner, each measured once.
-
-    Each is measured once on the figure's renderer and placed by arithmetic when the size is known (:meth:`hang`):
-    nothing is anchored to anything else, so every save places every text at the same coordinates.
-    """
+    """Texts hung at fixed inches from a figure's top-left (or bottom-left) corner, each measured once and placed
+    when the figure's size is known (:meth:`hang`), so every save places every text at the same coordinates."""
 
     def __init__(self, fig: Figure) -> None:
         self.fig = fig
@@ -285,10 +270,8 @@ class Slide:
 
     def text(self, s: str, x: float, down: float, *, measured: tuple[float, float] | None = None,
              reach: float = 0.0, from_bottom: bool = False, **props: Any) -> tuple[Text, float, float]:
-        """``s`` with its ``ha``/``va`` point at ``x`` inches from the left and ``down`` inches below the top
-        (``from_bottom``: above the bottom). ``measured``: its (width, height) if known; ``reach``: points its box
-        stands out around the text. Returns the text, its width and height.
-        """
+        """``s`` anchored ``x`` inches from the left, ``down`` below the top (or above the bottom); ``measured``: its
+        size if known; ``reach``: points its box stands out. Returns the text, its width and height."""
         kw: dict[str, Any] = {"ha": "left", "va": "top", **props}
         t = self.fig.text(x, 0.0, s, transform=self.fig.dpi_scale_trans, **kw)
         w, h = measured if measured is not None else self.size(t)
@@ -306,10 +289,7 @@ class Slide:
         return t, w, h
 
     def box(self, artist: Any, x: float, down: float, extent: tuple[float, float, float]) -> None:
-        """An artist whose ``xy`` is in the figure's inches (an ``AnnotationBbox``), anchored ``down`` below the top.
-
-        ``extent``: (right edge, top, bottom) in inches from the left and from the top, for the figure's size.
-        """
+        """An ``AnnotationBbox`` anchored ``down`` below the top; ``extent``: its (right, top, bottom) in inches."""
         self.fig.add_artist(artist)
         self.right = max(self.right, extent[0])
         self.depth = max(self.depth, extent[2])
@@ -317,10 +297,8 @@ class Slide:
 
     def stack(self, items: Sequence[tuple[str, dict[str, Any]]], gap: float = 2.0,
               from_bottom: bool = False) -> list[Text]:
-        """Texts one under another from the top-left corner (or above one another from the bottom-left).
-
-        ``items``: (text, Text properties), in reading order; ``gap`` is in points; empty texts are left out.
-        """
+        """(text, properties) one under another from the top-left corner (or above one another from the bottom-left),
+        ``gap`` points apart; empty texts are left out."""
         texts: list[Text] = []
         shown = [(s, p) for s, p in items if s]
         edge = INSET
@@ -332,11 +310,8 @@ class Slide:
         return texts[::-1] if from_bottom else texts
 
     def hang(self, width: float, height: float) -> tuple[float, float]:
-        """Size the figure (rounded up to 1/8 inch: a whole number of pixels at any --dpi) and place everything.
-
-        ``width``, ``height``: at least this large; the texts widen it (and the caller's height already
-        holds them). Returns the figure's size in inches.
-        """
+        """Size the figure (at least ``width`` × ``height``, wider for the texts, rounded up to 1/8 inch: whole pixels
+        at any --dpi), place everything, and return the size."""
         width = math.ceil(max(width, self.right + INSET) * 8 - 1e-9) / 8
         height = math.ceil(height * 8 - 1e-9) / 8
         self.fig.set_size_inches(width, height)
@@ -355,8 +330,6 @@ def _place(artist: Any, x: float, y: float) -> None:
         artist.xy = (x, y)
 
 
-# Axes and colour bars placed by arithmetic: rectangles in inches from the figure's top-left corner, computed from
-# texts measured once (:class:`Measured`), so no layout engine measures every tick label of every Axes again.
 LABEL_PAD = 4.0  # points between tick labels and an axis label (matplotlib's default)
 BAR_WIDTH = 0.16  # inches: a colour bar's width
 TICK = 3.5  # points: a tick's length, and the pad from it to its label (matplotlib's defaults)

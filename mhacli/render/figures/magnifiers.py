@@ -63,11 +63,8 @@ class TokenRow:
 
 
 def token_rows(trace: Shown, single: Trace | None, window: Window, queries: Sequence[int]) -> list[list[TokenRow]]:
-    """One block per query: the single head's row (when given), then one row per head.
-
-    The masked keys and each row's top key are the analysis's (``mask``, ``top_keys``; the single
-    head's top keys are the window's ``single_keys``); nothing is computed here.
-    """
+    """One block per query: the single head's row (when given), then one row per head; masks and top keys are
+    the analysis's and the window's."""
     view, analysis = window.view, window.analysis
     weights = np.asarray(trace.weights)  # (h, N, N)
     blocked = None if analysis.mask is None else np.asarray(analysis.mask)
@@ -126,11 +123,7 @@ def distinct_tops(analysis: Analysis, q: int) -> int:
 
 
 def chosen_queries(window: Window, count: int) -> tuple[int, ...]:
-    """Up to ``count`` queries inside the window, where the heads' top keys differ most.
-
-    The ranking is the pipeline's (``Window.showcase``, from :meth:`Analysis.showcase_queries`: most distinct
-    top keys, then fewest tied rows, then position).
-    """
+    """Up to ``count`` queries inside the window, where the heads' top keys differ most (``Window.showcase``)."""
     return window.showcase[:max(1, count)] or (window.view.start,)
 
 
@@ -295,10 +288,8 @@ def build_magnifiers(trace: Shown, single: Trace | None, window: Window, pen: Pe
     number_size: dict[str, tuple[float, float]] = {}
 
     def draw_row(row: TokenRow, x0: float, top: float) -> None:
-        """One head's boxes for one query, wrapped like the sentence; ``top``: inches below the figure's top.
-
-        A number is written under the boxes a reader reads it from: the row's largest weight (and any weight that
-        prints the same); the shades carry the rest (each text is about a millisecond to lay out and draw)."""
+        """One head's boxes for one query, wrapped like the sentence, ``top`` inches below the figure's top; a number
+        under the row's largest weight only (and any that prints the same): the shades carry the rest."""
         largest = percent(float(row.weights[~row.masked].max(initial=0.0)))
         for li, tokens_on_line in enumerate(lines):
             x = x0 + pad * fs * PT

@@ -1,9 +1,7 @@
 """Every layer and every head of a view at once, as small multiples (BertViz's ``model_view``, as a figure).
 
-One row per layer (counted from 0, as the view counts them), one column per head, each cell the head's
-weights on the same 0…1 scale, masked cells in the mask colour: a thumbnail to find the layer and head
-worth drawing large with :func:`mhacli.head_figure` (``view.at_layer(L)``).  The thumbnails are one image
-with gaps between them (and the mask one image over it): 144 Axes took seven seconds to draw, one takes one.
+One row per layer (from 0), one column per head, all on one 0…1 scale: thumbnails to find the head worth drawing
+large with :func:`mhacli.head_figure`. They are one image with gaps (and the mask one image over it), one Axes.
 """
 
 from __future__ import annotations

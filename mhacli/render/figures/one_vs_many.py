@@ -1,8 +1,7 @@
 """``one-vs-many.png``: one head trained alone beside h heads trained together, same parameters, one text.
 
-One row per shipped pair (:class:`~mhacli.measures.lesson.TrainedPair`), every panel on one 0…1 scale and titled
-with what its head learned; the row's title gives both models' held-out accuracies and parameter counts from
-their training records. Drawn, never computed, at 16 × 9 inches: on a 1080p projector 9 pt text is 15 px high.
+One row per shipped pair, every panel on one 0…1 scale and titled with what its head learned; drawn from the
+training records at 16 × 9 inches (9 pt text is 15 px high on a 1080p projector).
 """
 
 from __future__ import annotations
@@ -67,9 +66,7 @@ def _titles(pair: TrainedPair, hide_rules: bool) -> list[tuple[str, str]]:
 
 def one_vs_many_figure(pairs: Sequence[TrainedPair], caption: str = CAPTION, hide_rules: bool = False) -> Figure:
     """One row per pair: the lone head, then each of the h heads, on that pair's text; ``hide_rules``: the panels
-    say which head they are, not what it learned. Placed by arithmetic from texts measured once
-    (:mod:`~mhacli.render.figures.layout`), so no layout engine lays the panels out again at a save.
-    """
+    say which head they are, not what it learned."""
     import numpy as np
 
     from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar

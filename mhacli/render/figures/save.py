@@ -1,4 +1,4 @@
-"""Writing the figures of a run: ``Figure.savefig`` into :func:`~mhacli.io.files.atomic_write`, in order."""
+"""Writing the figures of a run atomically, in order: PNGs from the canvas, SVG and PDF by savefig."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import io
 import re
 from functools import partial
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence, cast
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, cast
 
-from mhacli.io.files import atomic_write, atomic_write_bytes
+from mhacli.io.files import atomic_write
 from mhacli.render.figures.head import HeadFigure
 from mhacli.render.figures.heads import build_heads
 from mhacli.render.figures.layout import RENDER_RC, Pen, drawing
@@ -47,7 +47,7 @@ def _encode(fig: Figure, handle: IO[bytes], fmt: str, dpi: int) -> None:
 
     if fmt == "png":
         with matplotlib.rc_context(RENDER_RC):  # type: ignore[arg-type]
-            _png(fig, handle, dpi)
+            write_png(fig, handle, dpi)
         return
     options: dict[str, Any] = {  # type: ignore[assignment]
         "svg": {"metadata": {"Date": None}},  # no date inside: same figure, same bytes
@@ -57,33 +57,15 @@ def _encode(fig: Figure, handle: IO[bytes], fmt: str, dpi: int) -> None:
         fig.savefig(handle, format=fmt, dpi=dpi, **options)
 
 
-def _png(fig: Figure, handle: IO[bytes], dpi: int) -> None:
-    """``fig`` drawn by ``savefig`` into raw RGBA pixels at ``dpi``, written as an RGB PNG (see PNG_COMPRESSION)."""
-    from mhacli.render.figures.inline import blits_exactly, moving_class
+def write_png(fig: Figure, handle: IO[bytes], dpi: int) -> None:
+    """``fig`` drawn on its canvas at ``dpi`` (:func:`~.inline.rgba`), written as an RGB PNG (see PNG_COMPRESSION)."""
+    from mhacli.render.figures.inline import rgba
 
-    if isinstance(fig, moving_class()) and blits_exactly():  # head-N: its still parts drawn once, then what changes
-        pixels = fig.rgba(dpi)
-    else:
-        raw = io.BytesIO()
-        fig.savefig(raw, format="rgba", dpi=dpi)
-        pixels = raw.getvalue()
-    handle.write(png_bytes(pixels, *drawn_size(fig, dpi), dpi))
+    pixels, width, height = rgba(fig, dpi)
+    handle.write(png_bytes(pixels, width, height, dpi))
 
 
-def drawn_size(fig: Figure, dpi: float) -> tuple[int, int]:
-    """The pixels Agg draws ``fig`` in at ``dpi``: its canvas's size with the figure at that dpi, as savefig sets
-    it. ``int(inches * dpi)`` read 6.7 in at 100 dpi as 669 pixels where the figure's transform makes 670, and
-    every row of the PNG came out sheared (training-heads.png)."""
-    old = fig.get_dpi()
-    fig.set_dpi(dpi)
-    try:
-        width, height = fig.canvas.get_width_height(physical=True)
-    finally:
-        fig.set_dpi(old)
-    return int(width), int(height)
-
-
-def png_bytes(rgba: bytes, width: int, height: int, dpi: float) -> bytes:
+def png_bytes(rgba: bytes | memoryview, width: int, height: int, dpi: float) -> bytes:
     """RGBA pixels (row by row, top first) as an RGB PNG: unfiltered rows, zlib at :data:`PNG_COMPRESSION`, and
     the dpi in a pHYs chunk (as Pillow writes it: dots per metre, rounded)."""
     import struct
@@ -94,9 +76,10 @@ def png_bytes(rgba: bytes, width: int, height: int, dpi: float) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    # Pillow drops the alpha channel in C, 3.5 times quicker than a strided numpy copy (split.png: 8 ms against
-    # 29 ms); each row is then compressed behind its filter type (0, none) straight from those bytes.
-    rgb = memoryview(Image.frombuffer("RGBA", (width, height), rgba, "raw", "RGBA", 0, 1).convert("RGB").tobytes())
+    # Pillow drops the alpha channel in C, 3.5 times quicker than a strided numpy copy; each row is then compressed
+    # behind its filter type (0, none) straight from those bytes. Pillow reads any buffer, a memoryview too.
+    rgb = memoryview(Image.frombuffer("RGBA", (width, height), rgba, "raw", "RGBA", 0, 1)  # type: ignore[arg-type]
+                     .convert("RGB").tobytes())
     stream, stride, none = zlib.compressobj(PNG_COMPRESSION), 3 * width, b"\x00"
     data = [part for row in range(height) for part in (stream.compress(none),
                                                        stream.compress(rgb[row * stride:(row + 1) * stride]))]
@@ -123,46 +106,55 @@ def leftovers(out_dir: Path, heads: int, fmt: str) -> str | None:
             f"{heads} head{'s' if heads != 1 else ''}, so those files are not from it (left untouched).")
 
 
-def _finish(saved: Saved, notices: Sequence[str]) -> Saved:
-    saved.notices[:0] = notices  # missing glyphs and warnings first, then leftover files
-    return saved
-
-
-def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
-                 on_saved: Callable[[Path], None] | None = None) -> Saved:
-    """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` into ``out_dir`` (created if missing).
-
-    ``result``: a run or a view's result (a view has no ``split``), its windows chosen; ``hide_rules``: no rule names;
-    ``on_saved(path)`` is called per file. Returns the paths written, with ``.notices`` (e.g. undrawable characters).
-    """
-    _window(result.figures), _window(result.magnified)  # refused before anything is drawn
+def _save_all(named: Callable[[Pen, float | None], Iterable[tuple[str, Figure]]], out_dir: Path, fmt: str, dpi: int,
+              on_saved: Callable[[Path], None] | None) -> Saved:
+    """Each (name, figure) of ``named(pen, raster_dpi)`` written into ``out_dir`` (created if missing) as it is
+    drawn; ``on_saved(path)`` per file. Returns the paths, with the notices drawing gave (undrawable characters)."""
     fmt, dpi = check_format(fmt), check_dpi(dpi)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     saved = Saved()
     with drawing() as pen:
-        for name, fig in _figures(result, pen, hide_rules, dpi if fmt == "png" else None):
+        for name, fig in named(pen, dpi if fmt == "png" else None):
             saved.append(save(fig, out / f"{name}.{fmt}", fmt, dpi))
             if on_saved is not None:
                 on_saved(saved[-1])
-    leftover = leftovers(out, result.trace.num_heads, fmt)
+    saved.notices[:0] = pen.notices()
+    return saved
+
+
+def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
+                 on_saved: Callable[[Path], None] | None = None) -> Saved:
+    """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` (not for a view) into ``out_dir``; a
+    leftover head-K file is named in the notices."""
+    _window(result.figures), _window(result.magnified)  # refused before anything is drawn
+    saved = _save_all(lambda pen, raster: _figures(result, pen, hide_rules, raster), out_dir, fmt, dpi, on_saved)
+    leftover = leftovers(Path(out_dir), result.trace.num_heads, check_format(fmt))
     if leftover:
         saved.notices.append(leftover)
-    return _finish(saved, pen.notices())
+    return saved
+
+
+def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
+                 on_saved: Callable[[Path], None] | None = None) -> Saved:
+    """Write ``single-vs-multi`` into ``out_dir``, from a run with its one-head twin and their comparison."""
+    single, comparison, window = result.single, result.comparison, _window(result.figures)
+    if single is None or comparison is None:
+        raise ValueError("save_compare draws a run made with compare=True (its single head and comparison)")
+    return _save_all(lambda pen, _: [("single-vs-multi", build_compare(result.trace, single, comparison, window, pen,
+                                                                        hide_rules=hide_rules))],
+                     out_dir, fmt, dpi, on_saved)
 
 
 def _figures(result: Run, pen: Pen, hide_rules: bool,
              raster_dpi: float | None = None) -> Iterator[tuple[str, Figure]]:
-    """Each figure of the run by name, in the order the files are written, drawn as it is asked for.
-
-    ``raster_dpi``: the dpi of the PNGs they become, when they do: a figure of a fixed size (split) is then built at
-    it, so the Agg renderer that measures its texts is the one that draws them."""
+    """Each figure of the run by name, in the order the files are written, drawn as it is asked for; built at
+    ``raster_dpi``, the dpi of the PNGs they become, so the renderer that measures their texts draws them."""
     from mhacli.render.labels import is_view
 
     trace, figures, magnified = result.trace, _window(result.figures), _window(result.magnified)
 
     def at_dpi(build: Callable[[], Any]) -> Any:
-        """A figure built at the dpi it is drawn at: its texts are measured on the renderer that draws them."""
         import matplotlib
 
         with matplotlib.rc_context({"figure.dpi": raster_dpi} if raster_dpi else {}):
@@ -191,34 +183,6 @@ def drawn_one_vs_many(pairs: Sequence[Any], fmt: str, dpi: int, hide_rules: bool
     from mhacli.render.figures.one_vs_many import one_vs_many_figure
 
     return _file_bytes(one_vs_many_figure(pairs, hide_rules=hide_rules), check_format(fmt), check_dpi(dpi))
-
-
-def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
-                 on_saved: Callable[[Path], None] | None = None) -> Saved:
-    """Write ``single-vs-multi`` into ``out_dir`` (created if missing); return the path (with ``.notices``).
-
-    ``result``: a run with its one-head twin and their comparison, its window chosen.
-    """
-    if result.single is None or result.comparison is None:
-        raise ValueError("save_compare draws a run made with compare=True (its single head and comparison)")
-    fmt, dpi = check_format(fmt), check_dpi(dpi)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    data, notices = drawn_compare(result, fmt, dpi, hide_rules)
-    saved = Saved([atomic_write_bytes(out / f"single-vs-multi.{fmt}", data)])
-    if on_saved is not None:
-        on_saved(saved[-1])
-    return _finish(saved, notices)
-
-
-def drawn_compare(result: Run, fmt: str, dpi: int, hide_rules: bool) -> tuple[bytes, list[str]]:
-    """single-vs-multi as file bytes, and the notices drawing it gave."""
-    assert result.single is not None and result.comparison is not None  # checked by save_compare
-    with drawing() as pen:
-        fig = build_compare(result.trace, result.single, result.comparison, _window(result.figures), pen,
-                            hide_rules=hide_rules)
-        data = _file_bytes(fig, fmt, dpi)
-    return data, pen.notices()
 
 
 def _window(window: Window | None) -> Window:

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from mhacli.pipeline import Window
 
 
-# Placed by arithmetic from texts measured once (layout.Measured), as heads.png is: constrained layout measured
-# every tick label of the 5 to 9 Axes to find the same rectangles.
 _BLOCK_GAP = 0.5  # inches between the big panel and the small heads' labels
 _GAP_X = 0.14  # inches between two small panels side by side
 _GAP_Y = 0.3  # inches between a small panel and the title of the one below

@@ -1,10 +1,8 @@
 """split.png: how X and three weight matrices become h heads, and how W^O mixes them back.
 
-Top row, the split in the article's orientation: X (N × d), W_q, W_k, W_v as their per-head blocks (W_q^i is
-d × d/h, the transposed row block i of PyTorch's weight), then Q = [Q¹ | Q² | …] with Q^i = X W_q^i. Bottom row,
-the merge: H, W^O (column block i reads head i) and O. Blocks are outlined in their head's colour; X and O have
-one plain frame, since every head reads all of X (a model whose values come from E alone reads X for Q
-and K only, and says so) and every column of O mixes all heads.
+Top row, the split in the article's orientation: X, W_q, W_k, W_v in per-head blocks, then Q = [Q¹ | Q² | …];
+bottom row, the merge: H, W^O and O. Blocks are outlined in their head's colour; X and O have one plain frame,
+since every head reads all of X and every column of O mixes all heads.
 """
 
 from __future__ import annotations
@@ -94,11 +92,8 @@ def _height(p: Panel, unit: float) -> float:
 
 def split_figure(trace: Trace, label: str | None = None, *, hide_rules: bool = False, pen: Pen | None = None,
                  dpi: float | None = None) -> Any:
-    """The split and the merge of ``trace`` as one figure (matplotlib ``Figure``, never pyplot).
-
-    ``label`` replaces the line naming the weights; ``pen`` labels the rows. ``dpi``, when known, measures the texts
-    on the very renderer that draws them, so the draw finds their sizes known.
-    """
+    """The split and the merge of ``trace`` as one figure; ``label`` replaces the line naming the weights; ``dpi``:
+    the PNG's, so the renderer that measures the texts draws them."""
     from matplotlib.patches import Patch
 
     from mhacli.render.figures.inline import new_figure

@@ -1,8 +1,4 @@
-"""Figures of training runs: loss and accuracy curves, and each head finding its relation.
-
-Plain functions of :class:`~mhacli.grammar.train.TrainResult` objects; they draw
-what the run recorded and compute nothing about attention.
-"""
+"""Figures of training runs: loss and accuracy curves, and each head finding its relation."""
 
 from __future__ import annotations
 
@@ -64,17 +60,16 @@ def training_figure(results: Sequence["TrainResult"]) -> "Figure":
     ax_acc.set_title(titles[1], fontsize=big, color=LABEL_COLOR, pad=_TITLE_PAD)
     ax_acc.set_ylim(0, 102)
     for ax in (ax_loss, ax_acc):
-        ax.set_xlabel("training step", fontsize=small, labelpad=_LABEL_PAD)
+        ax.set_xlabel("training step", fontsize=small, labelpad=LABEL_PAD)
         ax.grid(alpha=0.3)
     ax_acc.legend(loc="lower right", fontsize=9)
     fig.suptitle(suptitle, fontsize=big, color=LABEL_COLOR, y=1 - _EDGE / height, va="top")
-    # Placed by arithmetic from the texts around the panels, each measured once: the tick labels are the ones
-    # the scales chose for the curves (the loss's powers of ten are the widest).
+    # Placed around the tick labels the scales chose for the curves (the loss's powers of ten are the widest).
     m = Measured(fig)
     top = _EDGE + m.tallest([suptitle], big) + _GAP + _TITLE_PAD * PT + m.tallest(titles, big)
-    under = 2 * _BAR_TICK * PT + m.tallest([t.get_text() for t in ax_loss.get_xticklabels()], small)
-    bottom = _EDGE + m.tallest(["training step"], small) + _LABEL_PAD * PT + under
-    ticks = [2 * _BAR_TICK * PT + m.widest([t.get_text() for t in ax.get_yticklabels()], small) for ax in axes]
+    under = 2 * BAR_TICK * PT + m.tallest([t.get_text() for t in ax_loss.get_xticklabels()], small)
+    bottom = _EDGE + m.tallest(["training step"], small) + LABEL_PAD * PT + under
+    ticks = [2 * BAR_TICK * PT + m.widest([t.get_text() for t in ax.get_yticklabels()], small) for ax in axes]
     panel = (width - 2 * _EDGE - sum(ticks) - 2 * _GAP) / 2
     x0 = _EDGE + ticks[0]
     for ax, left in zip(axes, (x0, x0 + panel + 2 * _GAP + ticks[1])):
@@ -92,11 +87,8 @@ def label_points(width_in: float, height_in: float, dpi: float = SAVED_DPI) -> f
 
 
 def heads_grid_sizes(n: int, heads: int, moments: int) -> tuple[float, tuple[float, float], float, int]:
-    """Cell (inches), figure size (inches), token label size (points) and label step for the heads grid.
-
-    The label size keeps a label readable at the saved size and once the whole figure is scaled to fit a
-    1080p screen (:func:`label_points`); the step thins the labels so that neighbours do not overlap.
-    """
+    """Cell (inches), figure size (inches), token label size (points, readable per :func:`label_points`) and the
+    label step that keeps neighbours apart, for the heads grid."""
     cell = min(max(1.9, n * 0.07), 3.2)  # 12 tokens: 1.9 in; 40 tokens: 2.8 in
     size = (1.0 + cell * moments, 1.0 + cell * heads)
     label = label_points(*size)
@@ -125,7 +117,7 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
     m = Measured(fig)
     tick = m.widest(shown, label), m.tallest(shown, label)  # a token label's (width, height)
     ylabel = m.tallest(["head 1\nquery"], big)  # turned on its side: its height is its width
-    left = _EDGE + ylabel + (_LABEL_PAD + _TICK_PAD) * PT + tick[0]
+    left = _EDGE + ylabel + (LABEL_PAD + _TICK_PAD) * PT + tick[0]
     right = m.tallest(names, big) + _bar_room(m, big)  # the names on their side, then the colour bar
     top = _EDGE + m.tallest([suptitle], big + 1) + _GAP + _TITLE_PAD * PT + m.tallest(titles, big)
     bottom = _TICK_PAD * PT + (tick[0] if rotated else tick[1]) + _EDGE
@@ -154,7 +146,7 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
             if row == 0:
                 ax.set_title(title, fontsize=big, color=LABEL_COLOR, pad=_TITLE_PAD)
             if col == 0:
-                ax.set_ylabel(f"head {row + 1}\nquery", fontsize=big, color=head_color(row), labelpad=_LABEL_PAD)
+                ax.set_ylabel(f"head {row + 1}\nquery", fontsize=big, color=head_color(row), labelpad=LABEL_PAD)
             if col == moments - 1:
                 ax.text(1 + _WORDS, 0.5, names[row], transform=ax.transAxes, fontsize=big, rotation=90,
                         va="center", ha="left", color=head_color(row))
@@ -164,16 +156,11 @@ def training_heads_figure(result: "TrainResult") -> "Figure":
     return fig
 
 
-# The heads grids are placed by arithmetic on the figure's inches, from a few texts measured once on the
-# figure's own renderer: constrained layout measured every tick label of 56 Axes twice (two thirds of the
-# figure's time) to find the same rectangles.
 _EDGE = 0.1  # inches between the figure's edge and its outermost texts
 _GAP = 0.08  # inches between two maps, and between the grid and what stands beside it
 _TICK_PAD = 1.0  # points between a map and its token labels
-_LABEL_PAD = LABEL_PAD  # points between the token labels and the axis label (matplotlib's default)
 _TITLE_PAD = 6.0  # points between a map and its title (matplotlib's default)
 _WORDS = 0.04  # of a map's width: between the last column and a head's name beside it
-_BAR_TICK = BAR_TICK  # points: the colour bar's tick length, and the pad after it (matplotlib's defaults)
 
 
 def _bar_room(m: Measured, size: float) -> float:
@@ -188,8 +175,8 @@ def _colour_bar(fig: "Figure", image: "AxesImage", x0: float, y0: float, span: f
     width, height = fig.get_size_inches()
     cax = fig.add_axes((x0 / width, (y0 + 0.1 * span) / height, BAR_WIDTH / width, 0.8 * span / height))
     bar = fig.colorbar(image, cax=cax)
-    bar.set_label("attention weight", fontsize=size, labelpad=_LABEL_PAD)
-    bar.ax.tick_params(labelsize=size, length=_BAR_TICK, pad=_BAR_TICK)
+    bar.set_label("attention weight", fontsize=size, labelpad=LABEL_PAD)
+    bar.ax.tick_params(labelsize=size, length=BAR_TICK, pad=BAR_TICK)
 
 
 def _head_words(result: "TrainResult", head: int, of: str = " of queries") -> tuple[str, str]:
@@ -245,7 +232,7 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
     side = cell
     for _ in range(2):  # the names' widths depend on the side, the side on the names: twice settles it
         rows = [_run_name(m, r, side, big) for r in results]
-        left = _EDGE + m.tallest(rows, big) + (_LABEL_PAD + _TICK_PAD) * PT + tick
+        left = _EDGE + m.tallest(rows, big) + (LABEL_PAD + _TICK_PAD) * PT + tick
         side = (size[0] - left - bar - _GAP * (widest - 1)) / widest
     titles = [[_packed(m, [f"head {col + 1}:", *(w for w in _head_words(r, col, of="") if w)], " ", side, big)
                for col in range(r.heads)] for r in results]
@@ -272,7 +259,7 @@ def training_runs_figure(results: "Sequence[TrainResult]") -> "Figure":
             ax.tick_params(length=0, pad=_TICK_PAD)
             ax.set_title(titles[row][col], fontsize=big, color=head_color(col), pad=_TITLE_PAD)
             if col == 0:
-                ax.set_ylabel(rows[row], fontsize=big, color=LABEL_COLOR, labelpad=_LABEL_PAD)
+                ax.set_ylabel(rows[row], fontsize=big, color=LABEL_COLOR, labelpad=LABEL_PAD)
     if image is not None:
         _colour_bar(fig, image, size[0] - bar + _GAP, under + _EDGE, height - top - under - _EDGE, big)
     fig.suptitle(suptitle, fontsize=big + 1, color=LABEL_COLOR, y=1 - _EDGE / height, va="top")

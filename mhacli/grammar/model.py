@@ -191,11 +191,6 @@ class TrainConfig:
         self.run_config().check_fits(1, limit=limit)
 
 
-# A head is named for a relation only when its most-weighted key is the relation's key, clear of chance, on at
-# least this share of the queries that have the relation (the one evidence rule: mhacli.attention.evidence).
-NAMED_SHARE = evidence.NAME_SHARE
-
-
 def _picked_argmax(weights: Array, blocked: Array | None = None) -> Array:
     """(B, h, N): each query's most-weighted key where its weight clears chance (:mod:`evidence`), else −1.
 
@@ -211,7 +206,7 @@ def _picked_argmax(weights: Array, blocked: Array | None = None) -> Array:
 def head_relations(weights: Array, blocked: Array | None = None) -> tuple[tuple[str, float], ...]:
     """Each head's relation: the named place its per-query argmax hits most often, and how often.
 
-    ``weights`` is (B, h, N, N); a query counts only where that place exists. Below :data:`NAMED_SHARE` of the
+    ``weights`` is (B, h, N, N); a query counts only where that place exists. Below `evidence.NAME_SHARE` of the
     queries the head learned no clear relation (its best share is kept).
     """
     n = weights.shape[-1]
@@ -234,7 +229,7 @@ def sentence_relations(weights: Array, keys: Array, names: Sequence[str],
     """Each head's relation measured against the parse: the relation whose true key its argmax hits most.
 
     ``weights`` is (B, h, N, N); ``keys`` (R, B, N) the true key of each named relation's queries (-1: none).
-    A head below :data:`NAMED_SHARE` on every relation is ``no clear relation`` with its best share.
+    A head below `evidence.NAME_SHARE` on every relation is ``no clear relation`` with its best share.
     """
     looked = _picked_argmax(weights, blocked)  # (B, h, N)
     labels = []

@@ -67,12 +67,6 @@ def focus(mean_entropy: float, max_entropy: float) -> float:
     return 1.0 if max_entropy == 0 else 1.0 - mean_entropy / max_entropy
 
 
-def _describe(f: float) -> str:
-    """A short phrase for a focus value: sharp, focused, spread or nearly uniform (:mod:`evidence`)."""
-    return evidence.focus_word(f)
-
-
-
 # --------------------------------------------------------------------------
 # The per-query measures, computed once per run: :func:`analyse`
 # --------------------------------------------------------------------------
@@ -148,7 +142,7 @@ class HeadAnalysis:
 
     def describe(self) -> str:
         """A short phrase: sharp, focused, spread or nearly uniform."""
-        return _describe(self.focus)
+        return evidence.focus_word(self.focus)
 
     def relation(self, name: str) -> Relation:
         """This head's evidence for the relation called ``name``."""

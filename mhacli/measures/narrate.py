@@ -186,15 +186,9 @@ def head_caption(analysis: Analysis, i: int, hide_rules: bool = False, *, stand_
     return f"{head}: {what}"
 
 
-def most_alike(analysis: Analysis) -> tuple[int, int] | None:
-    """The pair of heads that agree on the most queries (None with one head)."""
-    pairs = analysis.pairs()
-    return pairs[0] if pairs else None
-
-
 def agreement_sentence(analysis: Analysis) -> str:
     """How much the most alike pair of heads agrees: 'heads 2 and 3 agree on 5 of 6 queries'."""
-    pair = most_alike(analysis)
+    pair = next(iter(analysis.pairs()), None)  # the pair that agrees most
     total = analysis.counted_rows
     if pair is None:
         return "one head: nothing to agree with"
@@ -215,7 +209,7 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
     stuck = analysis.collapsed()
     unnamed = [s.head for s in analysis.heads if s.pattern == NONE]
     agree = agreement_sentence(analysis)
-    pair = most_alike(analysis)
+    pair = next(iter(analysis.pairs()), None)  # the pair that agrees most
     half = pair is not None and 2 * int(analysis.agreement_rows[pair]) > analysis.counted_rows
     found = {0: "no named pattern", 1: "1 named pattern"}.get(len(patterns), f"{len(patterns)} different patterns")
     names = ", ".join(relation_name(s, analysis.tokens) for s in _first_with_each(analysis))

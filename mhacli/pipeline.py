@@ -243,12 +243,12 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
     if isinstance(given, str) and given == "":  # Path('') is '.': "weights file '.' is a folder" named nothing given
         raise UsageError("{weights:name} is empty (''); give one of " + ", ".join(WEIGHT_KINDS) + " or a weights "
                          "file's name.", weights="")
-    is_model = hasattr(given, "inputs") and hasattr(given, "labels")  # a trained model (core.train.TrainedModel)
+    is_model = hasattr(given, "run_inputs") and hasattr(given, "labels")  # a trained model (core.train.TrainedModel)
     if isinstance(given, os.PathLike) or (isinstance(given, str) and given not in _BUILT_IN):
         from mhacli.models.weights import resolve_weights
 
         given = resolve_weights(str(os.fspath(given)), heads=options.get("heads"), layer=layer)
-        is_model = hasattr(given, "inputs") and hasattr(given, "labels")
+        is_model = hasattr(given, "run_inputs") and hasattr(given, "labels")
     elif isinstance(given, str):
         if layer is not None:
             raise UsageError("{layer:name} picks one layer of a weights file holding several ({weights:name} "

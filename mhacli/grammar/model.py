@@ -324,12 +324,6 @@ class TrainedModel:
         raise UsageError(f"the trained model learned positions for {table.shape[0]} tokens, the text has {n}; "
                          "give a shorter text (or train with sinusoidal positions).")
 
-    def inputs(self, tokens: Sequence[str]) -> tuple[Array, ...]:
-        """E[tokens], P and W_q, W_k, W_v, W_o for a trace of ``tokens`` (see ``trace.run_tokens``)."""
-        ids = self.ids(tokens)
-        p = self.params
-        return (p["embedding"][ids], self.positions_for(len(ids)), p["W_q"], p["W_k"], p["W_v"], p["W_o"])
-
     def with_words(self, words: object) -> TrainedModel:
         """This model reading ``words`` (:func:`~mhacli.grammar.words.word_map`) each as its stand-in
         (:func:`~mhacli.grammar.words.stand_ins`); refused for a model that is not of the grammar."""
@@ -350,10 +344,11 @@ class TrainedModel:
     def run_inputs(self, tokens: Sequence[str]) -> Inputs:
         """What a run of this model over ``tokens`` reads (:func:`mhacli.attention.trace.run_tokens`): its own
         embedding rows, positions and weights; a grammar model's heads are named only on a sentence it parses."""
-        e, p, w_q, w_k, w_v, w_o = self.inputs(tokens)
+        ids, p = self.ids(tokens), self.params
         named = not self.sentences or self.sentence(tokens)[0] is not None  # else its names say nothing here
-        return Inputs(e, p, w_q, w_k, w_v, w_o, rules=tuple(self.labels) if named else None, ids=self.ids(tokens),
-                      folds_case=self.sentences, word_values=self.config.word_values)
+        return Inputs(p["embedding"][ids], self.positions_for(len(ids)), p["W_q"], p["W_k"], p["W_v"], p["W_o"],
+                      rules=tuple(self.labels) if named else None, ids=ids, folds_case=self.sentences,
+                      word_values=self.config.word_values)
 
     def sentence(self, tokens: Sequence[str]) -> tuple[Any, tuple[tuple[str, str, str], ...]]:
         """What the grammar reads in ``tokens``, for the run's measures and words (not its attention): the parse

@@ -212,7 +212,8 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
     pair = next(iter(analysis.pairs()), None)  # the pair that agrees most
     half = pair is not None and 2 * int(analysis.agreement_rows[pair]) > analysis.counted_rows
     found = {0: "no named pattern", 1: "1 named pattern"}.get(len(patterns), f"{len(patterns)} different patterns")
-    names = ", ".join(relation_name(s, analysis.tokens) for s in _first_with_each(analysis))
+    first = [next(s for s in analysis.heads if (s.pattern, s.pattern_key) == p) for p in patterns]
+    names = ", ".join(relation_name(s, analysis.tokens) for s in first)
     parts = [f"{_count(h, 'head')}, {found}" + (f" ({names})" if names and not hide_rules else "")]
     if unnamed:
         parts.append(f"{_heads(unnamed)} follow{'s' if len(unnamed) == 1 else ''} no single relation")
@@ -232,19 +233,6 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
     if half:
         return text + ": those heads look at the same places on most queries."
     return text + "."
-
-
-def _first_with_each(analysis: Analysis) -> list[HeadAnalysis]:
-    """The first head with each distinct named pattern, in head order."""
-    seen: set[tuple[str, int | None]] = set()
-    out = []
-    stuck = analysis.collapsed()
-    for s in analysis.heads:
-        key = (s.pattern, s.pattern_key)
-        if s.pattern != NONE and s.head not in stuck and key not in seen:
-            seen.add(key)
-            out.append(s)
-    return out
 
 
 def compare_conclusion(analysis: Analysis) -> str:

@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from mhacli.attention.errors import UsageError
+from mhacli.attention.messages import escaped
 
 ZWJ = "\u200d"
 ZWNJ = "\u200c"
@@ -209,17 +210,7 @@ def printable(text: str) -> str:
     For any string shown to a person: controls, bidi controls, surrogates and other invisible code points are
     spelled out; joiners and tag characters stay (they belong to emoji).
     """
-    out = []
-    for ch in text:
-        if ch.isprintable() or ch in _KEEP_FORMAT or _is_tag(ch):
-            out.append(ch)
-        elif ord(ch) < 0x100:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    return "".join(out)
+    return "".join(ch if ch.isprintable() or ch in _KEEP_FORMAT or _is_tag(ch) else escaped(ch) for ch in text)
 
 
 def _tame(cluster: str) -> str:

@@ -257,7 +257,7 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None
     ``kv_heads`` (g dividing h: ``config.num_key_value_heads``) names the key/value group each query head reads.
     """
     from mhacli.attention.checks import flag, strings, whole_number
-    from mhacli.attention.markers import readable
+    from mhacli.attention.tokenize import readable
 
     wanted_layer = whole_number("layer", layer, low=0)
     wanted_causal = None if causal is None else flag("causal", causal)

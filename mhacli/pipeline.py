@@ -470,7 +470,3 @@ def _window(result: Run, view: View) -> Window:
 
     measured = windowed(result.analysis, result.trace.weights, view.start, view.stop)
     return Window(view, measured, showcase=measured.showcase_queries(view.n, view.start, view.stop))  # all, ranked
-
-
-__all__ = ["CardShown", "Page", "Prepared", "Run", "Window", "card_shown", "paged", "prepare", "result_of", "run",
-           "shown", "with_lesson"]

@@ -226,7 +226,3 @@ def from_config(config: Mapping[str, Any], dtype: str | None = None) -> Sharing:
                              "give --dtype.")
     rank = _count(config, "kv_lora_rank")
     return Sharing(d, h, g, head_dim, layers, dtype, rank, _count(config, "qk_rope_head_dim", 0) if rank else None)
-
-
-__all__ = ["BYTES", "CACHE_DTYPE", "Sharing", "from_config", "group_of", "kv_document",
-           "side_by_side"]

@@ -77,6 +77,3 @@ def report_card(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: in
     always, offset, repeats = baselines(picked_keys(weights), keys, names, real)
     return Card(rows=names, hits=hits, queries=queries, sentences=int(sentences), seed=seed, always=always,
                 offset=offset, repeats=repeats)
-
-
-__all__ = ["carded", "held_out", "report_card"]

@@ -140,9 +140,6 @@ def lesson_numbers(trace: Trace, query: int | None = None) -> LessonNumbers:
         twin=first_twin(trace), decoded=decoded)
 
 
-__all__ = ["LessonNumbers", "TopValue", "Twin", "focus_query", "lesson_numbers", "top", "top_value", "w_o_shares"]
-
-
 # --- One head against many, trained apart: the lesson's last step and one-vs-many.png -----------------------
 
 #: The grammar pair's sentence: the famous one from the attention literature, a sentence of the grammar.
@@ -211,6 +208,3 @@ def trained_pair(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_me
         control=control(single.accuracy, many.accuracy) if getattr(alone, "sentences", False) else None,
         single_entropy=float(row_entropy(single_w).mean()),
         heads_entropy=tuple(float(e) for e in row_entropy(heads_w).mean(axis=-1)))
-
-
-__all__ += ["GRAMMAR_SENTENCE", "LETTERS_SEQUENCE", "TrainedPair", "trained_pair"]

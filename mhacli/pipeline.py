@@ -421,8 +421,6 @@ def result_of(shown: Shown, *, single: bool = False, layers: bool = False, parse
 
 def with_lesson(result: Run, query: int | None = None) -> Run:
     """``result`` with the lesson's numbers for ``query`` (default: the lesson's own choice of query)."""
-    from dataclasses import replace
-
     from mhacli.measures.lesson import lesson_numbers
 
     return replace(result, lesson=lesson_numbers(result.trace, query))

@@ -177,16 +177,12 @@ class Prepared:
         trace = run_tokens(self.tokens, self.config, self.own, self.model)
         parse, mapped = self.model.sentence(trace.tokens) if self.model is not None else (None, ())
         card = self._card(trace, parse)
-        if not (single or compare):
-            analysis = self._cautioned(analyse(trace, parse=parse, mapped=mapped))
-            return Run(config=self.config, trace=trace, analysis=analysis, notes=self.notes,
-                       split_diff=trace.split_equals_direct(), card=card, parse=parse, mapped=mapped)
-        one, apart = self._single(trace)
+        one, apart = self._single(trace) if single or compare else (None, None)
         comparison = None
         if compare:
             from mhacli.measures.compare import compare as measure
 
-            comparison = measure(trace, one, apart, parse=parse, mapped=mapped)
+            comparison = measure(trace, one, apart, parse=parse, mapped=mapped)  # type: ignore[arg-type]
             if comparison.analysis is not None and self.caution is not None:
                 comparison = replace(comparison, analysis=self._cautioned(comparison.analysis))
         analysis = comparison.analysis if comparison is not None and comparison.analysis is not None else \

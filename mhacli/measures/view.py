@@ -8,7 +8,7 @@ no steps, no Q/K/V and no parameter count, and the renderers show only what it k
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -235,8 +235,6 @@ class AttentionView:
 
             raise UsageError("{layer} is out of range: this attention has " + layers_range(self.n_layers) + ".",
                              layer=layer)
-        from dataclasses import replace
-
         return replace(self, layer=layer)
 
 

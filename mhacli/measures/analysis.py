@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from mhacli.attention import evidence
+from mhacli.attention.trace import freeze
 from mhacli.grammar.grammar import Reading, read
 
 if TYPE_CHECKING:
@@ -249,11 +250,7 @@ class Analysis:
     mapped: tuple[tuple[str, str, str], ...] = ()  # a grammar model's --words: (word, class, read as), said everywhere
 
     def __post_init__(self) -> None:
-        for name, value in vars(self).items():
-            if isinstance(value, np.ndarray) and value.flags.writeable:
-                value = np.array(value, copy=True)
-                value.setflags(write=False)
-                object.__setattr__(self, name, value)
+        freeze(self)
 
     @property
     def num_heads(self) -> int:

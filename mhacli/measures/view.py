@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from mhacli.attention.display import page_of
+from mhacli.attention.trace import freeze
 from mhacli.attention.errors import UsageError
 
 Array = np.ndarray
@@ -165,12 +166,7 @@ class AttentionView:
     kind: str = field(default="your model", init=False)
 
     def __post_init__(self) -> None:
-        for name in ("layers", "padded"):
-            a = getattr(self, name)
-            if a is not None and a.flags.writeable:
-                frozen = np.array(a, copy=True)
-                frozen.setflags(write=False)
-                object.__setattr__(self, name, frozen)
+        freeze(self)
 
     def __repr__(self) -> str:
         words = " ".join(self.tokens[:8]) + (" …" if self.n_tokens > 8 else "")

@@ -239,17 +239,15 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
     if isinstance(given, str) and given == "":  # Path('') is '.': "weights file '.' is a folder" named nothing given
         raise UsageError("{weights:name} is empty (''); give one of " + ", ".join(WEIGHT_KINDS) + " or a weights "
                          "file's name.", weights="")
-    is_model = hasattr(given, "run_inputs") and hasattr(given, "labels")  # a trained model (core.train.TrainedModel)
     if isinstance(given, os.PathLike) or (isinstance(given, str) and given not in _BUILT_IN):
         from mhacli.models.weights import resolve_weights
 
         given = resolve_weights(str(os.fspath(given)), heads=options.get("heads"), layer=layer)
-        is_model = hasattr(given, "run_inputs") and hasattr(given, "labels")
     elif isinstance(given, str):
         if layer is not None:
             raise UsageError("{layer:name} picks one layer of a weights file holding several ({weights:name} "
                              "FILE); drop it, or give the file.", layer=layer, weights=given)
-    elif is_model:
+    elif hasattr(given, "run_inputs") and hasattr(given, "labels"):  # a trained model (grammar.model.TrainedModel)
         if layer is not None:
             from mhacli.models.weights import no_layer
 
@@ -260,7 +258,7 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
         given = own_weights(given, heads=options.get("heads"), layer=layer)
     if isinstance(given, str):
         return options, None, None
-    if is_model:
+    if hasattr(given, "run_inputs") and hasattr(given, "labels"):  # as given, or read from its file
         from mhacli.attention.checks import trained_options
 
         source = getattr(given, "weight_source", "trained")  # "untrained": the model's layer before training

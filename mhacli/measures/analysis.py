@@ -72,10 +72,6 @@ def focus(mean_entropy: float, max_entropy: float) -> float:
 # The per-query measures, computed once per run: :func:`analyse`
 # --------------------------------------------------------------------------
 
-TIE_TOLERANCE = evidence.TIE_MARGIN  # a row whose largest weight is shared within this by 2+ keys picks no key
-NAME_SHARE = evidence.NAME_SHARE  # a relation is named when at least this share of its rows follow it ...
-# ... and it is defined on at least half of the counted rows (see :func:`analyse`).
-
 # The relations a head's per-query argmax can follow, in the order that breaks exact ties.
 ITSELF, PREVIOUS, NEXT, TWO_BACK, FIRST, COPY, FIXED, NONE = (
     "itself", "previous token", "next token", "two back", "first token", "earlier copy", "fixed token", "none")
@@ -367,7 +363,7 @@ def visible_keys(n_tokens: int, causal: bool, mask: Array | None = None) -> Arra
     return np.ones((n_tokens, n_tokens), dtype=bool)
 
 
-def top_keys(weights: Array, tolerance: float = TIE_TOLERANCE) -> tuple[Array, Array]:
+def top_keys(weights: Array, tolerance: float = evidence.TIE_MARGIN) -> tuple[Array, Array]:
     """Each row's top key and weight, (..., N) -> (...,) each; the key is −1 where 2+ keys tie within ``tolerance``."""
     w = np.asarray(weights)
     if w.ndim == 3:  # one head at a time: no (h, N, N) temporaries
@@ -429,13 +425,13 @@ def _supported(r: Relation, counted: Array) -> bool:
 
 
 def _pick(relations: Sequence[Relation], counted: Array) -> tuple[Relation, bool]:
-    """The strongest relation (share, then rows, then RELATIONS order) and whether it is named."""
+    """The strongest relation (share, then rows, then RELATIONS order) and whether it is named (evidence.named)."""
     ranked = sorted((r for r in relations if _supported(r, counted)),
                     key=lambda r: (-r.share, -r.rows, RELATIONS.index(r.name)))
     if not ranked:
         return Relation(NONE, 0, 0), False
     best = ranked[0]
-    return best, best.rows > 0 and best.share >= NAME_SHARE
+    return best, best.rows > 0 and evidence.named(best.share)
 
 
 def outside_rows(weights: Array, start: int, stop: int) -> Array:

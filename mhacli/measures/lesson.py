@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mhacli.measures.analysis import TIE_TOLERANCE
+from mhacli.attention.evidence import TIE_MARGIN
 
 if TYPE_CHECKING:
     from mhacli.grammar.score import Control, Crowd
@@ -80,7 +80,7 @@ def top_value(row: Array) -> TopValue:
     """A weight row's top key and weight, and how many keys tie with it."""
     row = np.asarray(row, dtype=np.float64)
     j = int(np.argmax(row))
-    return TopValue(j, float(row[j]), int((row >= row[j] - TIE_TOLERANCE).sum()))
+    return TopValue(j, float(row[j]), int((row >= row[j] - TIE_MARGIN).sum()))
 
 
 def w_o_shares(w_o: Array, heads: int, columns: int = SHARE_COLUMNS) -> Array:

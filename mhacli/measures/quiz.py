@@ -165,12 +165,8 @@ def _agreement(trace: Trace, rng: random.Random, a: Analysis) -> Question | None
         "pick the same key, each giving it its largest weight, clear of chance (at least a quarter of the way "
         "from a uniform row to all on that key)?",
         f"{rows} of {total}" + (" (a query whose largest weight is shared by two keys, or too close to uniform, "
-                                "picks none)" if _unpicked(a, first) or _unpicked(a, second) else ""),
+                                "picks none)" if any(a.heads[i].picked_rows < total for i in (first, second)) else ""),
         f"heads {first + 1} and {second + 1}'s heat maps row by row, or 'agreement' in 'mha explain … --json'")
-
-
-def _unpicked(a: Analysis, i: int) -> int:
-    return a.heads[i].tied_rows + a.heads[i].spread_rows
 
 
 def _masked(trace: Trace, rng: random.Random, a: Analysis) -> Question:

@@ -35,12 +35,6 @@ def row_sum_tolerance(precision: str, n_keys: int) -> float:
     return 4 * EPSILON.get(precision, EPSILON["float32"]) + n_keys * EPSILON["float32"]
 
 
-def _precision(weights: Any) -> str:
-    """The precision the weights were stored in (bfloat16, float16, float32 or float64), from their dtype."""
-    name = str(getattr(weights, "dtype", "float64")).replace("torch.", "")
-    return next((p for p in ("bfloat16", "float16", "float32") if name == p), "float64")
-
-
 def _as_array(weights: Any) -> tuple[Array, str]:
     """Numpy arrays, or anything with ``__array__`` (a torch tensor on the CPU) — torch is never imported.
 
@@ -48,7 +42,8 @@ def _as_array(weights: Any) -> tuple[Array, str]:
     """
     if weights is None:
         raise UsageError(f"a layer's attention weights are None: {SDPA_HINT}.")
-    precision = _precision(weights)
+    name = str(getattr(weights, "dtype", "float64")).replace("torch.", "")
+    precision = name if name in ("bfloat16", "float16", "float32") else "float64"  # what they were stored in
     if hasattr(weights, "detach"):  # a tensor that may require grad: numpy() refuses those
         weights = weights.detach()
     if hasattr(weights, "cpu"):

@@ -177,16 +177,12 @@ class Prepared:
         trace = run_tokens(self.tokens, self.config, self.own, self.model)
         parse, mapped = self.model.sentence(trace.tokens) if self.model is not None else (None, ())
         card = self._card(trace, parse)
-        if not (single or compare):
-            analysis = self._cautioned(analyse(trace, parse=parse, mapped=mapped))
-            return Run(config=self.config, trace=trace, analysis=analysis, notes=self.notes,
-                       split_diff=trace.split_equals_direct(), card=card, parse=parse, mapped=mapped)
-        one, apart = self._single(trace)
+        one, apart = self._single(trace) if single or compare else (None, None)
         comparison = None
         if compare:
             from mhacli.measures.compare import compare as measure
 
-            comparison = measure(trace, one, apart, parse=parse, mapped=mapped)
+            comparison = measure(trace, one, apart, parse=parse, mapped=mapped)  # type: ignore[arg-type]
             if comparison.analysis is not None and self.caution is not None:
                 comparison = replace(comparison, analysis=self._cautioned(comparison.analysis))
         analysis = comparison.analysis if comparison is not None and comparison.analysis is not None else \
@@ -243,17 +239,15 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
     if isinstance(given, str) and given == "":  # Path('') is '.': "weights file '.' is a folder" named nothing given
         raise UsageError("{weights:name} is empty (''); give one of " + ", ".join(WEIGHT_KINDS) + " or a weights "
                          "file's name.", weights="")
-    is_model = hasattr(given, "inputs") and hasattr(given, "labels")  # a trained model (core.train.TrainedModel)
     if isinstance(given, os.PathLike) or (isinstance(given, str) and given not in _BUILT_IN):
         from mhacli.models.weights import resolve_weights
 
         given = resolve_weights(str(os.fspath(given)), heads=options.get("heads"), layer=layer)
-        is_model = hasattr(given, "inputs") and hasattr(given, "labels")
     elif isinstance(given, str):
         if layer is not None:
             raise UsageError("{layer:name} picks one layer of a weights file holding several ({weights:name} "
                              "FILE); drop it, or give the file.", layer=layer, weights=given)
-    elif is_model:
+    elif hasattr(given, "run_inputs") and hasattr(given, "labels"):  # a trained model (grammar.model.TrainedModel)
         if layer is not None:
             from mhacli.models.weights import no_layer
 
@@ -264,7 +258,7 @@ def _resolved(options: dict[str, Any]) -> tuple[dict[str, Any], AttentionWeights
         given = own_weights(given, heads=options.get("heads"), layer=layer)
     if isinstance(given, str):
         return options, None, None
-    if is_model:
+    if hasattr(given, "run_inputs") and hasattr(given, "labels"):  # as given, or read from its file
         from mhacli.attention.checks import trained_options
 
         source = getattr(given, "weight_source", "trained")  # "untrained": the model's layer before training
@@ -421,8 +415,6 @@ def result_of(shown: Shown, *, single: bool = False, layers: bool = False, parse
 
 def with_lesson(result: Run, query: int | None = None) -> Run:
     """``result`` with the lesson's numbers for ``query`` (default: the lesson's own choice of query)."""
-    from dataclasses import replace
-
     from mhacli.measures.lesson import lesson_numbers
 
     return replace(result, lesson=lesson_numbers(result.trace, query))
@@ -470,7 +462,3 @@ def _window(result: Run, view: View) -> Window:
 
     measured = windowed(result.analysis, result.trace.weights, view.start, view.stop)
     return Window(view, measured, showcase=measured.showcase_queries(view.n, view.start, view.stop))  # all, ranked
-
-
-__all__ = ["CardShown", "Page", "Prepared", "Run", "Window", "card_shown", "paged", "prepare", "result_of", "run",
-           "shown", "with_lesson"]

@@ -384,14 +384,14 @@ def test_quiz_answers_come_from_the_trace():
 def test_quiz_on_designed_weights_follows_the_rules():
     from traced import run
     from mhacli.measures.analysis import analyse
-    from mhacli.attention.designed import expected_keys
+    from test_designed import expected
     from mhacli.measures.quiz import ask
 
     trace = run("the dog saw the cat and the cat saw the dog", weights="designed")
     for seed in range(10):
         q = ask("top_key", trace, random.Random(seed), analyse(trace))
         head, pos = map(int, re.search(r"head (\d+).*\(position (\d+)\)", q.prompt).groups())
-        key = expected_keys(trace.rules[head - 1], trace.tokens, False)[pos]
+        key = expected(trace.rules[head - 1], list(trace.tokens), False)[pos]
         assert f"(position {key}), with weight 1.00" in q.answer
 
 

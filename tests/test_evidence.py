@@ -51,7 +51,6 @@ def test_a_row_that_sees_one_key_never_picks_and_lift_stays_in_0_1():
 
 
 def test_the_words_thresholds():
-    assert evidence.mostly(0.5) and not evidence.mostly(0.49)
     assert evidence.answers(0.5) and not evidence.answers(0.3)
     assert evidence.named(0.5) and not evidence.named(0.499)
     assert [evidence.focus_word(f) for f in (1.0, 0.5, 0.2, 0.1, 0.0)] == [

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import mhacli
 from mhacli.attention.errors import UsageError
-from mhacli.attention.markers import readable
+from mhacli.attention.tokenize import readable
 from mhacli.pipeline import result_of
 
 

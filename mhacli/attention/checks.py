@@ -79,11 +79,11 @@ def recorded_heads(count: int, d_model: int, where: str) -> int:
     if 1 <= count <= d_model and d_model % count == 0:
         return count
     from mhacli.attention.config import divisors
-    from mhacli.attention.errors import _shown_value
+    from mhacli.attention.errors import shown_value
 
     ok = ", ".join(str(n) for n in divisors(d_model)[:12])
     safe = literal(where)
-    raise UsageError(f"{safe} record {_shown_value(count)} heads, which cannot split their d = {d_model} (the "
+    raise UsageError(f"{safe} record {shown_value(count)} heads, which cannot split their d = {d_model} (the "
                      f"head counts that can: {ok}); the file was edited or damaged: record one of those.")
 
 

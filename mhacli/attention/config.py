@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mhacli.attention.errors import UsageError
+from mhacli.attention.errors import shown_value as _n  # a number as typed, shortened
 
 TOKENIZERS = ("word", "char", "whitespace")
 # What --weights NAME names (trained, grammar: shipped; grammar-untrained: the grammar model before training).
@@ -61,14 +62,6 @@ def human_bytes(n: int | float, digits: int | None = None) -> str:
     if value >= 100:
         return f"{value:,.0f} {unit}"
     return f"{value:.1f} {unit}" if digits is None else f"{value:.{digits}g} {unit}"
-
-
-def _n(value: object) -> str:
-    """A number as typed, shortened when absurdly long so the message stays one readable line."""
-    text = repr(value) if not isinstance(value, int) else str(value)
-    if len(text) > 24:
-        return f"{text[:12]}…({len(text)} digits)" if isinstance(value, int) else text[:23] + "…"
-    return text
 
 
 def about_bytes(n: int | float) -> str:

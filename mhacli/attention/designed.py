@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -34,51 +34,9 @@ COL_CODE = slice(5, 8)
 
 
 # --------------------------------------------------------------------------
-# The rules: name, meaning, and the key each query should pick
+# The rules, in the order heads take them (docs/designed-heads.md says what each looks at)
 # --------------------------------------------------------------------------
 
-
-def _previous(tokens: Sequence[str], causal: bool) -> list[int]:
-    return [max(p - 1, 0) for p in range(len(tokens))]
-
-
-def _first_copy(tokens: Sequence[str], causal: bool) -> list[int]:
-    first: dict[str, int] = {}
-    return [first.setdefault(t, p) for p, t in enumerate(tokens)]
-
-
-def _first_token(tokens: Sequence[str], causal: bool) -> list[int]:
-    return [0] * len(tokens)
-
-
-def _itself(tokens: Sequence[str], causal: bool) -> list[int]:
-    return list(range(len(tokens)))
-
-
-def _next(tokens: Sequence[str], causal: bool) -> list[int]:
-    n = len(tokens)
-    return [p if causal else min(p + 1, n - 1) for p in range(n)]
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One head's job, in words and as the key it picks for each query."""
-
-    name: str  # short, for tables and figure titles
-    meaning: str  # one sentence for the lesson, fallbacks included
-    expected: Callable[[Sequence[str], bool], list[int]]  # tokens, causal -> key per query
-
-
-RULES: dict[str, Rule] = {r.name: r for r in (
-    Rule("previous token", "each token looks at the token just before it; the first token, "
-         "having none, looks at itself.", _previous),
-    Rule("first copy of word", "each token looks at the first place its own word appears in the "
-         "text; for a word's first appearance, that is itself.", _first_copy),
-    Rule("first token", "every token looks at the first token of the text.", _first_token),
-    Rule("itself", "each token looks at itself.", _itself),
-    Rule("next token", "each token looks at the token just after it; the last token looks at "
-         "itself, and with --causal every token does (the future is masked).", _next),
-)}
 RULE_ORDER: tuple[str, ...] = ("previous token", "first copy of word", "first token", "itself",
                                "next token")
 
@@ -99,11 +57,6 @@ def rules_note(heads: int) -> str:
         return f"With {n} heads every one of the {n} rules is used once."
     return (f"With {heads} heads the {n} rules are used in order and then repeat: head {n + 1} follows "
             f"the rule of head 1 again.")
-
-
-def expected_keys(rule: str, tokens: Sequence[str], causal: bool) -> list[int]:
-    """The key position each query should attend to most under ``rule``."""
-    return RULES[rule].expected(tokens, causal)
 
 
 # --------------------------------------------------------------------------

@@ -50,13 +50,13 @@ class _Wording(string.Formatter):
         if isinstance(raw, bool) and self.joiner == " ":  # a flag: --positions / --no-positions
             flag = self.spell(name)
             return flag if raw else flag.replace("--", "--no-", 1)
-        text = _shown_value(raw)
+        text = shown_value(raw)
         if isinstance(raw, str) and self.joiner == " ":
             text = raw if raw.isidentifier() else text  # --weights designed, as typed
         return f"{self.spell(name)}{self.joiner}{text}"
 
 
-def _shown_value(value: object) -> str:
+def shown_value(value: object) -> str:
     """A number as typed, shortened when absurdly long, so a message stays one readable line."""
     text = str(value) if isinstance(value, int) and not isinstance(value, bool) else repr(value)
     if len(text) > 24:

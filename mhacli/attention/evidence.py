@@ -100,11 +100,6 @@ def near_chance(picked_rows: int, counted_rows: int, focus: float) -> bool:
     return counted_rows > 0 and 2 * picked_rows < counted_rows and focus <= FOCUSED
 
 
-def mostly(weight: float) -> bool:
-    """Is ``weight`` most of its row?"""
-    return weight >= MOSTLY
-
-
 def answers(weight: float) -> bool:
     """Does a head giving the true key ``weight`` answer the query?"""
     return weight >= ANSWER_SHARE

@@ -89,10 +89,6 @@ class Sharing:
         """K = X W_k and V = X W_v: 2·N·d·g·d_h (2·N·d² for MHA)."""
         return 2 * n_tokens * self.d_model * self.kv_heads * self.head_dim
 
-    def q_o_projection_madds(self, n_tokens: int) -> int:
-        """Q = X W_q and O = H W_o: 2·N·d·h·d_h, whatever g is."""
-        return 2 * n_tokens * self.d_model * self.heads * self.head_dim
-
     def attention_madds(self, n_tokens: int) -> int:
         """Q·Kᵀ and A·V: 2·h·N²·d_h, whatever g is (every query head still scores every key)."""
         return 2 * self.heads * n_tokens * n_tokens * self.head_dim
@@ -188,10 +184,6 @@ def kv_document(layer: Sharing, n_tokens: int) -> dict[str, Any]:
 
 
 # --- a Hugging Face config.json's numbers ---------------------------------------------------------
-CONFIG_KEYS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers", "head_dim",
-               "torch_dtype", "kv_lora_rank", "qk_rope_head_dim")
-
-
 def _count(config: Mapping[str, Any], key: str, default: int | None = None) -> int | None:
     """A config's whole number of at least 1 (``default`` when the key is absent or null)."""
     value = config.get(key)
@@ -234,7 +226,3 @@ def from_config(config: Mapping[str, Any], dtype: str | None = None) -> Sharing:
                              "give --dtype.")
     rank = _count(config, "kv_lora_rank")
     return Sharing(d, h, g, head_dim, layers, dtype, rank, _count(config, "qk_rope_head_dim", 0) if rank else None)
-
-
-__all__ = ["BYTES", "CACHE_DTYPE", "CONFIG_KEYS", "Sharing", "from_config", "group_of", "kv_document",
-           "side_by_side"]

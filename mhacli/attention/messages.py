@@ -12,7 +12,8 @@ MAX_SHOWN = 40  # characters of a user's value echoed back in a message
 MAX_LINE = 2000  # a message longer than this is cut: one line must stay one line
 
 
-def _escape_char(ch: str) -> str:
+def escaped(ch: str) -> str:
+    """One character as a Python escape: ``\\x1b``, ``\\u202e``, ``\\U000e0001``."""
     code = ord(ch)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
@@ -32,7 +33,7 @@ def printable(text: object) -> str:
     Every string the tool shows that it did not write itself (a path, a token, a value typed) passes through here,
     so nothing can act on the terminal or reorder a line.
     """
-    return "".join(ch if _keep(ch) else _escape_char(ch) for ch in str(text))
+    return "".join(ch if _keep(ch) else escaped(ch) for ch in str(text))
 
 
 def _flat(message: str) -> str:

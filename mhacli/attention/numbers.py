@@ -61,7 +61,3 @@ def head_counts(text: str, option: str = "--compare") -> list[int]:
     if low:
         raise UsageError(f"{option} takes head counts of at least 1 (a layer has one head or more); got {low[0]}.")
     return list(dict.fromkeys(n for n in numbers if n is not None))
-
-
-__all__ = ["BOUND", "MAX_DIGITS", "RULE", "SEED_RULE", "TOO_BIG", "TOO_SMALL", "head_counts", "looks_numeric",
-           "too_big", "whole_number"]

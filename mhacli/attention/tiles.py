@@ -101,6 +101,3 @@ def attention_in_tiles(q: Array, k: Array, v: Array, block: int, causal: bool = 
 def tiled_attention(q: Array, k: Array, v: Array, block: int, causal: bool = False) -> Array:
     """The output of :func:`attention_in_tiles` alone: (N, d_v)."""
     return attention_in_tiles(q, k, v, block, causal).output
-
-
-__all__ = ["BlockStep", "Check", "Tiled", "attention_in_tiles", "tiled_attention"]

@@ -3,7 +3,8 @@
 ``word`` tokens are runs of letters and digits; other visible characters stand alone, except an apostrophe
 between two letters (``didn't``, ``O'Brien`` stay one token). The text is cleaned first (NFC, controls and
 invisible format characters dropped), so nothing in it can act on a terminal, then cut into grapheme
-clusters, so an emoji with a skin tone or a letter with a combining accent stays one unit.
+clusters, so an emoji with a skin tone or a letter with a combining accent stays one unit. Another model's tokens
+are read back as text (:func:`readable`: GPT-2's ``Ġ``, SentencePiece's ``▁``, WordPiece's ``##``, BPE's ``</w>``).
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from functools import lru_cache
 
 from mhacli.attention.errors import UsageError
+from mhacli.attention.messages import escaped
 
 ZWJ = "\u200d"
 ZWNJ = "\u200c"
@@ -209,17 +212,7 @@ def printable(text: str) -> str:
     For any string shown to a person: controls, bidi controls, surrogates and other invisible code points are
     spelled out; joiners and tag characters stay (they belong to emoji).
     """
-    out = []
-    for ch in text:
-        if ch.isprintable() or ch in _KEEP_FORMAT or _is_tag(ch):
-            out.append(ch)
-        elif ord(ch) < 0x100:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    return "".join(out)
+    return "".join(ch if ch.isprintable() or ch in _KEEP_FORMAT or _is_tag(ch) else escaped(ch) for ch in text)
 
 
 def _tame(cluster: str) -> str:
@@ -248,3 +241,59 @@ def label(token: str, max_chars: int = 12) -> str:
 def labels(tokens: Sequence[str], max_chars: int = 12) -> list[str]:
     """:func:`label` of every token, in order (a grid's row and column labels in one call)."""
     return [label(t, max_chars) for t in tokens]
+
+
+# --- another tokenizer's tokens as the text they stand for (BertViz reads them so) ---------------------------
+
+# What a token made only of white space is drawn as: a blank label would show nothing.
+SHOWN_SPACE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "↵"}
+CONTINUES = "-"  # a WordPiece piece that continues a word (``##ing``) is drawn as ``-ing``
+
+
+@lru_cache(maxsize=1)
+def _byte_of() -> dict[str, int]:
+    """GPT-2's byte-level alphabet inverted: each of its 256 characters -> the byte it stands for.
+
+    Printable bytes stand for themselves; the 68 others (space, controls, 127-160, 173) were moved to
+    U+0100 onwards in byte order, so a space is ``Ġ`` (U+0120) and a line break ``Ċ`` (U+010A).
+    """
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    moved = [b for b in range(256) if b not in kept]
+    table = {chr(b): b for b in kept}
+    table.update({chr(256 + i): b for i, b in enumerate(moved)})
+    return table
+
+
+def _byte_level(tokens: Sequence[str]) -> bool:
+    """Tokens of a byte-level BPE (GPT-2, RoBERTa): one holds a moved character, and every character is one of its
+    256 (a text's own ``Ġ`` beside letters no byte-level vocabulary has leaves the tokens as they are)."""
+    table = _byte_of()
+    moved = any(ord(ch) >= 256 for t in tokens for ch in t if ch in table)
+    return moved and all(ch in table for t in tokens for ch in t)
+
+
+def _decoded(token: str) -> str:
+    """A byte-level token's text; a piece of a character cut between tokens stays as it was given."""
+    table = _byte_of()
+    try:
+        return bytes(table[ch] for ch in token).decode("utf-8")
+    except UnicodeDecodeError:
+        return token
+
+
+def _shown(text: str) -> str:
+    """Spaces around a word dropped (a label's edges show none); a token of white space alone made visible."""
+    if text.strip():
+        return text.strip()
+    return "".join(SHOWN_SPACE.get(ch, ch) for ch in text) if text else text
+
+
+def readable(tokens: Sequence[str]) -> tuple[str, ...]:
+    """``tokens`` with their tokenizer's markers read: ``Ġcat`` -> ``cat``, ``Ċ`` -> ``↵``, ``▁the`` -> ``the``,
+    ``##ing`` -> ``-ing``, ``cat</w>`` -> ``cat``; tokens without markers are kept as they are."""
+    out = [_decoded(t) for t in tokens] if _byte_level(tokens) else list(tokens)
+    if any("▁" in t for t in out):  # SentencePiece: U+2581 is its space
+        out = [t.replace("▁", " ") for t in out]
+    out = [CONTINUES + t[2:] if t.startswith("##") and len(t) > 2 else t for t in out]
+    out = [t[: -len("</w>")] if t.endswith("</w>") and len(t) > len("</w>") else t for t in out]
+    return tuple(_shown(t) for t in out)

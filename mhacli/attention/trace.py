@@ -22,10 +22,18 @@ from mhacli.attention.steps import ParameterCount, SplitCost, Step, split_cost, 
 Array = np.ndarray
 
 
-def _frozen(a: Array) -> Array:
-    a = np.array(a, copy=True)
-    a.setflags(write=False)
-    return a
+def read_only(a: Array, dtype: type | None = None) -> Array:
+    """A read-only copy of ``a`` (as ``dtype`` when given): what every result of the core holds."""
+    out = np.array(a, dtype=dtype, copy=True)
+    out.setflags(write=False)
+    return out
+
+
+def freeze(result: object) -> None:
+    """Every writable array field of a frozen dataclass made a read-only copy (its ``__post_init__`` calls this)."""
+    for name, value in vars(result).items():
+        if isinstance(value, np.ndarray) and value.flags.writeable:
+            object.__setattr__(result, name, read_only(value))
 
 
 @dataclass(frozen=True, repr=False)
@@ -69,9 +77,7 @@ class Trace:
         return {k: v for k, v in named.items() if v is not None}
 
     def __post_init__(self) -> None:
-        for name, value in vars(self).items():
-            if isinstance(value, np.ndarray) and value.flags.writeable:
-                object.__setattr__(self, name, _frozen(value))
+        freeze(self)
 
     def __repr__(self) -> str:
         """A few lines (the arrays would be tens of kilobytes): what ran, over what, and where the arrays are."""

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mhacli.attention import evidence
+from mhacli.attention.trace import read_only
 from mhacli.grammar import grammar
 
 Array = np.ndarray
@@ -80,13 +81,6 @@ def wilson(hits: Array, n: Array, z: float = Z_95) -> tuple[Array, Array]:
     low = np.where(m > 0, np.clip(centre - half, 0.0, 1.0), 0.0)
     high = np.where(m > 0, np.clip(centre + half, 0.0, 1.0), 1.0)
     return low, high
-
-
-def read_only(a: Array, dtype: type | None = None) -> Array:
-    """A read-only copy of ``a`` (as ``dtype`` when given): the card, the knockout and the sweep hold these."""
-    out = np.array(a, dtype=dtype, copy=True)
-    out.setflags(write=False)
-    return out
 
 
 def whole_percent(x: float) -> int:

@@ -7,6 +7,7 @@ The card itself (:class:`~mhacli.grammar.card.Card`, its rows, intervals, baseli
 from __future__ import annotations
 
 import numbers
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -57,8 +58,6 @@ def held_out(model: "TrainedModel", sentences: int,
 def carded(result: "TrainResult", sentences: int = CARD_SENTENCES, seed: int = CARD_SEED) -> "TrainResult":
     """A training run whose grammar model carries its report card (so its heads are named by it); any other
     task's run as it is."""
-    from dataclasses import replace
-
     from mhacli.grammar.tasks import get_task
 
     if not get_task(result.config.task).sentences:
@@ -77,6 +76,3 @@ def report_card(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: in
     always, offset, repeats = baselines(picked_keys(weights), keys, names, real)
     return Card(rows=names, hits=hits, queries=queries, sentences=int(sentences), seed=seed, always=always,
                 offset=offset, repeats=repeats)
-
-
-__all__ = ["carded", "held_out", "report_card"]

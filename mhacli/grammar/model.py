@@ -191,11 +191,6 @@ class TrainConfig:
         self.run_config().check_fits(1, limit=limit)
 
 
-# A head is named for a relation only when its most-weighted key is the relation's key, clear of chance, on at
-# least this share of the queries that have the relation (the one evidence rule: mhacli.attention.evidence).
-NAMED_SHARE = evidence.NAME_SHARE
-
-
 def _picked_argmax(weights: Array, blocked: Array | None = None) -> Array:
     """(B, h, N): each query's most-weighted key where its weight clears chance (:mod:`evidence`), else −1.
 
@@ -211,7 +206,7 @@ def _picked_argmax(weights: Array, blocked: Array | None = None) -> Array:
 def head_relations(weights: Array, blocked: Array | None = None) -> tuple[tuple[str, float], ...]:
     """Each head's relation: the named place its per-query argmax hits most often, and how often.
 
-    ``weights`` is (B, h, N, N); a query counts only where that place exists. Below :data:`NAMED_SHARE` of the
+    ``weights`` is (B, h, N, N); a query counts only where that place exists. Below `evidence.NAME_SHARE` of the
     queries the head learned no clear relation (its best share is kept).
     """
     n = weights.shape[-1]
@@ -234,7 +229,7 @@ def sentence_relations(weights: Array, keys: Array, names: Sequence[str],
     """Each head's relation measured against the parse: the relation whose true key its argmax hits most.
 
     ``weights`` is (B, h, N, N); ``keys`` (R, B, N) the true key of each named relation's queries (-1: none).
-    A head below :data:`NAMED_SHARE` on every relation is ``no clear relation`` with its best share.
+    A head below `evidence.NAME_SHARE` on every relation is ``no clear relation`` with its best share.
     """
     looked = _picked_argmax(weights, blocked)  # (B, h, N)
     labels = []
@@ -329,12 +324,6 @@ class TrainedModel:
         raise UsageError(f"the trained model learned positions for {table.shape[0]} tokens, the text has {n}; "
                          "give a shorter text (or train with sinusoidal positions).")
 
-    def inputs(self, tokens: Sequence[str]) -> tuple[Array, ...]:
-        """E[tokens], P and W_q, W_k, W_v, W_o for a trace of ``tokens`` (see ``trace.run_tokens``)."""
-        ids = self.ids(tokens)
-        p = self.params
-        return (p["embedding"][ids], self.positions_for(len(ids)), p["W_q"], p["W_k"], p["W_v"], p["W_o"])
-
     def with_words(self, words: object) -> TrainedModel:
         """This model reading ``words`` (:func:`~mhacli.grammar.words.word_map`) each as its stand-in
         (:func:`~mhacli.grammar.words.stand_ins`); refused for a model that is not of the grammar."""
@@ -355,10 +344,11 @@ class TrainedModel:
     def run_inputs(self, tokens: Sequence[str]) -> Inputs:
         """What a run of this model over ``tokens`` reads (:func:`mhacli.attention.trace.run_tokens`): its own
         embedding rows, positions and weights; a grammar model's heads are named only on a sentence it parses."""
-        e, p, w_q, w_k, w_v, w_o = self.inputs(tokens)
+        ids, p = self.ids(tokens), self.params
         named = not self.sentences or self.sentence(tokens)[0] is not None  # else its names say nothing here
-        return Inputs(e, p, w_q, w_k, w_v, w_o, rules=tuple(self.labels) if named else None, ids=self.ids(tokens),
-                      folds_case=self.sentences, word_values=self.config.word_values)
+        return Inputs(p["embedding"][ids], self.positions_for(len(ids)), p["W_q"], p["W_k"], p["W_v"], p["W_o"],
+                      rules=tuple(self.labels) if named else None, ids=ids, folds_case=self.sentences,
+                      word_values=self.config.word_values)
 
     def sentence(self, tokens: Sequence[str]) -> tuple[Any, tuple[tuple[str, str, str], ...]]:
         """What the grammar reads in ``tokens``, for the run's measures and words (not its attention): the parse

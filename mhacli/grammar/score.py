@@ -8,7 +8,7 @@ The training loop's own accuracy (its progress bar) is another number, never sho
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
@@ -130,8 +130,6 @@ def score(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CA
 def measured(result: "TrainResult") -> "TrainResult":
     """A training run as every surface reports it: a grammar model named by its report card
     (:func:`mhacli.grammar.heldout.carded`), and the run's accuracy (and each relation's) its :func:`score`."""
-    from dataclasses import replace
-
     from mhacli.grammar.heldout import carded
 
     result = carded(result)

@@ -10,14 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Mapping, Sequence
 
-import numpy as np
-
 from mhacli.grammar import grammar
 from mhacli.attention.errors import UsageError
 from mhacli.attention.messages import literal
-
-
-Array = np.ndarray
 
 CLASSES: dict[str, tuple[str, ...]] = {"male": grammar.MALE, "female": grammar.FEMALE, "animal": grammar.ANIMALS,
                                        "place": grammar.PLACES, "thing": grammar.THINGS,
@@ -31,7 +26,6 @@ MAX_WORDS = 16  # mapped words in one run: a sentence of the grammar has at most
 MAX_WORD_CHARS = 40
 MAX_SPEC_CHARS = 1000  # the whole --words text, refused before it is split
 READINGS = ("centroid", "stand-in", "free stand-in")
-
 
 
 def _classes() -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from mhacli.attention import evidence
+from mhacli.attention.trace import freeze
 from mhacli.grammar.grammar import Reading, read
 
 if TYPE_CHECKING:
@@ -67,19 +68,9 @@ def focus(mean_entropy: float, max_entropy: float) -> float:
     return 1.0 if max_entropy == 0 else 1.0 - mean_entropy / max_entropy
 
 
-def _describe(f: float) -> str:
-    """A short phrase for a focus value: sharp, focused, spread or nearly uniform (:mod:`evidence`)."""
-    return evidence.focus_word(f)
-
-
-
 # --------------------------------------------------------------------------
 # The per-query measures, computed once per run: :func:`analyse`
 # --------------------------------------------------------------------------
-
-TIE_TOLERANCE = evidence.TIE_MARGIN  # a row whose largest weight is shared within this by 2+ keys picks no key
-NAME_SHARE = evidence.NAME_SHARE  # a relation is named when at least this share of its rows follow it ...
-# ... and it is defined on at least half of the counted rows (see :func:`analyse`).
 
 # The relations a head's per-query argmax can follow, in the order that breaks exact ties.
 ITSELF, PREVIOUS, NEXT, TWO_BACK, FIRST, COPY, FIXED, NONE = (
@@ -148,7 +139,7 @@ class HeadAnalysis:
 
     def describe(self) -> str:
         """A short phrase: sharp, focused, spread or nearly uniform."""
-        return _describe(self.focus)
+        return evidence.focus_word(self.focus)
 
     def relation(self, name: str) -> Relation:
         """This head's evidence for the relation called ``name``."""
@@ -255,11 +246,7 @@ class Analysis:
     mapped: tuple[tuple[str, str, str], ...] = ()  # a grammar model's --words: (word, class, read as), said everywhere
 
     def __post_init__(self) -> None:
-        for name, value in vars(self).items():
-            if isinstance(value, np.ndarray) and value.flags.writeable:
-                value = np.array(value, copy=True)
-                value.setflags(write=False)
-                object.__setattr__(self, name, value)
+        freeze(self)
 
     @property
     def num_heads(self) -> int:
@@ -376,7 +363,7 @@ def visible_keys(n_tokens: int, causal: bool, mask: Array | None = None) -> Arra
     return np.ones((n_tokens, n_tokens), dtype=bool)
 
 
-def top_keys(weights: Array, tolerance: float = TIE_TOLERANCE) -> tuple[Array, Array]:
+def top_keys(weights: Array, tolerance: float = evidence.TIE_MARGIN) -> tuple[Array, Array]:
     """Each row's top key and weight, (..., N) -> (...,) each; the key is −1 where 2+ keys tie within ``tolerance``."""
     w = np.asarray(weights)
     if w.ndim == 3:  # one head at a time: no (h, N, N) temporaries
@@ -438,13 +425,13 @@ def _supported(r: Relation, counted: Array) -> bool:
 
 
 def _pick(relations: Sequence[Relation], counted: Array) -> tuple[Relation, bool]:
-    """The strongest relation (share, then rows, then RELATIONS order) and whether it is named."""
+    """The strongest relation (share, then rows, then RELATIONS order) and whether it is named (evidence.named)."""
     ranked = sorted((r for r in relations if _supported(r, counted)),
                     key=lambda r: (-r.share, -r.rows, RELATIONS.index(r.name)))
     if not ranked:
         return Relation(NONE, 0, 0), False
     best = ranked[0]
-    return best, best.rows > 0 and best.share >= NAME_SHARE
+    return best, best.rows > 0 and evidence.named(best.share)
 
 
 def outside_rows(weights: Array, start: int, stop: int) -> Array:

@@ -7,7 +7,7 @@ how spread each head is (mean row entropy in bits against the uniform maximum) a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -135,8 +135,6 @@ def spread(weights: np.ndarray, causal: bool, name: str, head: int | None, d_k: 
 
 def single_head(trace: Trace) -> Trace:
     """The same input X and weight matrices run as ONE head of size d: the single magnifier."""
-    from dataclasses import replace
-
     from mhacli.attention.attention import multi_head_attention
     from mhacli.attention.trace import Trace
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mhacli.measures.analysis import TIE_TOLERANCE
+from mhacli.attention.evidence import TIE_MARGIN
 
 if TYPE_CHECKING:
     from mhacli.grammar.score import Control, Crowd
@@ -80,7 +80,7 @@ def top_value(row: Array) -> TopValue:
     """A weight row's top key and weight, and how many keys tie with it."""
     row = np.asarray(row, dtype=np.float64)
     j = int(np.argmax(row))
-    return TopValue(j, float(row[j]), int((row >= row[j] - TIE_TOLERANCE).sum()))
+    return TopValue(j, float(row[j]), int((row >= row[j] - TIE_MARGIN).sum()))
 
 
 def w_o_shares(w_o: Array, heads: int, columns: int = SHARE_COLUMNS) -> Array:
@@ -138,9 +138,6 @@ def lesson_numbers(trace: Trace, query: int | None = None) -> LessonNumbers:
         w_o_shares=w_o_shares(np.asarray(trace.W_o), trace.num_heads),
         e_columns=nonzero_columns(e, 4), p_columns=nonzero_columns(p, 4),
         twin=first_twin(trace), decoded=decoded)
-
-
-__all__ = ["LessonNumbers", "TopValue", "Twin", "focus_query", "lesson_numbers", "top", "top_value", "w_o_shares"]
 
 
 # --- One head against many, trained apart: the lesson's last step and one-vs-many.png -----------------------
@@ -211,6 +208,3 @@ def trained_pair(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_me
         control=control(single.accuracy, many.accuracy) if getattr(alone, "sentences", False) else None,
         single_entropy=float(row_entropy(single_w).mean()),
         heads_entropy=tuple(float(e) for e in row_entropy(heads_w).mean(axis=-1)))
-
-
-__all__ += ["GRAMMAR_SENTENCE", "LETTERS_SEQUENCE", "TrainedPair", "trained_pair"]

@@ -186,15 +186,9 @@ def head_caption(analysis: Analysis, i: int, hide_rules: bool = False, *, stand_
     return f"{head}: {what}"
 
 
-def most_alike(analysis: Analysis) -> tuple[int, int] | None:
-    """The pair of heads that agree on the most queries (None with one head)."""
-    pairs = analysis.pairs()
-    return pairs[0] if pairs else None
-
-
 def agreement_sentence(analysis: Analysis) -> str:
     """How much the most alike pair of heads agrees: 'heads 2 and 3 agree on 5 of 6 queries'."""
-    pair = most_alike(analysis)
+    pair = next(iter(analysis.pairs()), None)  # the pair that agrees most
     total = analysis.counted_rows
     if pair is None:
         return "one head: nothing to agree with"
@@ -215,10 +209,11 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
     stuck = analysis.collapsed()
     unnamed = [s.head for s in analysis.heads if s.pattern == NONE]
     agree = agreement_sentence(analysis)
-    pair = most_alike(analysis)
+    pair = next(iter(analysis.pairs()), None)  # the pair that agrees most
     half = pair is not None and 2 * int(analysis.agreement_rows[pair]) > analysis.counted_rows
     found = {0: "no named pattern", 1: "1 named pattern"}.get(len(patterns), f"{len(patterns)} different patterns")
-    names = ", ".join(relation_name(s, analysis.tokens) for s in _first_with_each(analysis))
+    first = [next(s for s in analysis.heads if (s.pattern, s.pattern_key) == p) for p in patterns]
+    names = ", ".join(relation_name(s, analysis.tokens) for s in first)
     parts = [f"{_count(h, 'head')}, {found}" + (f" ({names})" if names and not hide_rules else "")]
     if unnamed:
         parts.append(f"{_heads(unnamed)} follow{'s' if len(unnamed) == 1 else ''} no single relation")
@@ -238,19 +233,6 @@ def closing_sentence(analysis: Analysis, hide_rules: bool = False) -> str:
     if half:
         return text + ": those heads look at the same places on most queries."
     return text + "."
-
-
-def _first_with_each(analysis: Analysis) -> list[HeadAnalysis]:
-    """The first head with each distinct named pattern, in head order."""
-    seen: set[tuple[str, int | None]] = set()
-    out = []
-    stuck = analysis.collapsed()
-    for s in analysis.heads:
-        key = (s.pattern, s.pattern_key)
-        if s.pattern != NONE and s.head not in stuck and key not in seen:
-            seen.add(key)
-            out.append(s)
-    return out
 
 
 def compare_conclusion(analysis: Analysis) -> str:
@@ -376,15 +358,11 @@ def parse_queries_sentence(reading: Reading, queries: Sequence[int], hide_rules:
         ". Give --query to pick another."
 
 
-# "Mostly": a row's largest weight is "most" of what it brings back only from half on (:mod:`evidence`).
-MOSTLY = evidence.MOSTLY
-
-
 def readback_note(back: ReadBack, rows: int) -> str:
     """Under the read-back table: what a cell means, and "mostly" only as far as the shown weights support it."""
     shown = np.concatenate([np.asarray(back.head_weights)[:, :rows].ravel(),
                             np.asarray(back.single_weights)[:rows]])  # every cell of the table
-    under = int((shown < MOSTLY).sum())
+    under = int((shown < evidence.MOSTLY).sum())  # "mostly" from half a row on
     what = "Each cell: the token that row weights most, and its weight."
     if under == 0:
         return (what + " Every weight shown is over half its row, so a head's output for a token is mostly that "
@@ -419,8 +397,7 @@ def pair_sentence(pair: TrainedPair) -> str:
 def control_sentence(control: "Control", gap: float) -> str:
     """The control beside a one-vs-many result: the same training with positions in the values, its gap and its
     lone head's verb accuracy by nouns of a class (``gap``: the shown pair's, in points)."""
-    split = ", ".join(f"{c} {percent(a)}" for c, a, n in zip(("one", "two", "three"), control.crowd.accuracy,
-                                                             control.crowd.queries) if n)
+    split = _by_crowd(control.crowd)
     return (f"The control, the same training (seed {control.seed}) with positions put back into the values "
             f"(V from X = E + P, not E): one head {percent(control.single)}, {control.head_count} heads "
             f"{percent(control.heads)}, a gap of {control.gap:.1f} points against {gap:.1f}; its lone head at the "
@@ -434,10 +411,7 @@ def cause_line(pair: "TrainedPair") -> str:
     ("" for a pair without them)."""
     if pair.crowds is None:
         return ""
-    alone = pair.crowds[0]
-    split = ", ".join(f"{c} {percent(a)}" for c, a, n in zip(("one", "two", "three"), alone.accuracy, alone.queries)
-                      if n)
-    said = f"1 head at the verb, by nouns of the asked noun's class: {split}"
+    said = f"1 head at the verb, by nouns of the asked noun's class: {_by_crowd(pair.crowds[0])}"
     c = pair.control
     if c is not None:
         said += (f"\nwith positions in the values (the control): 1 head {percent(c.single)} → {percent(c.heads)}, "
@@ -458,11 +432,16 @@ def magnifier_limit(pairs: "Sequence[TrainedPair]") -> str | None:
     return None
 
 
+def _by_crowd(crowd: "Crowd", counted: bool = False) -> str:
+    """'one 95%, two 34%': a lone head's verb accuracy by nouns of a class (``counted``: with the queries)."""
+    return ", ".join(f"{c} {percent(a)}" + (f" ({n:,} queries)" if counted else "")
+                     for c, a, n in zip(("one", "two", "three"), crowd.accuracy, crowd.queries) if n)
+
+
 def crowd_sentence(crowds: "tuple[Crowd, Crowd]", heads: int) -> str:
     """Where the lone head loses, measured: its verb accuracy by how many nouns share the asked noun's class."""
     alone, many = crowds
-    said = ", ".join(f"{c} {percent(a)} ({n:,} queries)" for c, a, n in zip(("one", "two", "three"), alone.accuracy,
-                                                                           alone.queries) if n)
+    said = _by_crowd(alone, counted=True)
     them = ", ".join(percent(a) for a, n in zip(many.accuracy, many.queries) if n)
     return (f"Where the lone head loses, measured at the verb by how many of the sentence's nouns share the class "
             f"of the noun asked for: {said}; the {heads} heads {them}. One softmax row has to tell apart nouns "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -165,12 +165,8 @@ def _agreement(trace: Trace, rng: random.Random, a: Analysis) -> Question | None
         "pick the same key, each giving it its largest weight, clear of chance (at least a quarter of the way "
         "from a uniform row to all on that key)?",
         f"{rows} of {total}" + (" (a query whose largest weight is shared by two keys, or too close to uniform, "
-                                "picks none)" if _unpicked(a, first) or _unpicked(a, second) else ""),
+                                "picks none)" if any(a.heads[i].picked_rows < total for i in (first, second)) else ""),
         f"heads {first + 1} and {second + 1}'s heat maps row by row, or 'agreement' in 'mha explain … --json'")
-
-
-def _unpicked(a: Analysis, i: int) -> int:
-    return a.heads[i].tied_rows + a.heads[i].spread_rows
 
 
 def _masked(trace: Trace, rng: random.Random, a: Analysis) -> Question:
@@ -351,12 +347,9 @@ def ask(kind: str, trace: Trace, rng: random.Random, analysis: Analysis) -> Ques
     return KINDS[kind](trace, rng, analysis)
 
 
-def _shared_quiz(trace: Trace, rng: random.Random, measures: Analysis, count: int) -> list[Question]:
-    """The quiz of a layer whose h query heads share g < h key/value groups: its two questions on g first."""
-    rest = list(SHARED_SAFE)
-    rng.shuffle(rest)
-    plan = [*SHARED, _shape, _top_key, *rest]
-    repeatable = [g for g in REPEATABLE if g in plan]
+def _drawn(trace: Trace, rng: random.Random, measures: Analysis, count: int, plan: list[Generator],
+           repeatable: Sequence[Generator]) -> list[Question]:
+    """Up to ``count`` different questions: the plan's generators in order, then repeatable ones drawn by ``rng``."""
     questions: list[Question] = []
     seen: set[str] = set()
     for attempt in range(50 * max(count, 1)):
@@ -371,11 +364,15 @@ def _shared_quiz(trace: Trace, rng: random.Random, measures: Analysis, count: in
 
 def make_quiz(trace: Trace, seed: int, count: int = 5, analysis: Analysis | None = None) -> list[Question]:
     """``count`` different questions about ``trace``: a shape, a parameter count, a head's favourite key, one question
-    that needs understanding, the rest drawn by ``seed``. ``analysis``: the run's measures when the caller has them."""
+    that needs understanding, the rest drawn by ``seed``. ``analysis``: the run's measures when the caller has them.
+    A layer whose h query heads share g < h key/value groups gets its two questions on g first."""
     rng = random.Random(f"mhacli-quiz:{seed}")  # str seeds hash with SHA-512: stable everywhere
     measures = analysis if analysis is not None else analyse(trace)
     if trace.kv_heads < trace.num_heads:
-        return _shared_quiz(trace, rng, measures, count)
+        rest = list(SHARED_SAFE)
+        rng.shuffle(rest)
+        plan = [*SHARED, _shape, _top_key, *rest]
+        return _drawn(trace, rng, measures, count, plan, [g for g in REPEATABLE if g in plan])
     understanding = list(UNDERSTANDING)
     rng.shuffle(understanding)
     # The first of them this run can answer comes right after the three fixed kinds (a one-head run has
@@ -384,15 +381,6 @@ def make_quiz(trace: Trace, seed: int, count: int = 5, analysis: Analysis | None
     rest = [g for g in GENERATORS[3:] if g is not why]
     rng.shuffle(rest)
     plan = list(GENERATORS[:3]) + ([why] if why is not None else []) + rest
-    questions: list[Question] = []
-    seen: set[str] = set()
-    attempts = 0
-    while len(questions) < count and attempts < 50 * max(count, 1):
-        make = plan[attempts] if attempts < len(plan) else rng.choice(REPEATABLE)
-        attempts += 1
-        q = make(trace, rng, measures)
-        if q is not None and q.prompt not in seen:
-            seen.add(q.prompt)
-            questions.append(q)
+    questions = _drawn(trace, rng, measures, count, plan, REPEATABLE)
     rng.shuffle(questions)
     return questions

@@ -8,12 +8,13 @@ no steps, no Q/K/V and no parameter count, and the renderers show only what it k
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from mhacli.attention.display import page_of
+from mhacli.attention.trace import freeze
 from mhacli.attention.errors import UsageError
 
 Array = np.ndarray
@@ -34,12 +35,6 @@ def row_sum_tolerance(precision: str, n_keys: int) -> float:
     return 4 * EPSILON.get(precision, EPSILON["float32"]) + n_keys * EPSILON["float32"]
 
 
-def _precision(weights: Any) -> str:
-    """The precision the weights were stored in (bfloat16, float16, float32 or float64), from their dtype."""
-    name = str(getattr(weights, "dtype", "float64")).replace("torch.", "")
-    return next((p for p in ("bfloat16", "float16", "float32") if name == p), "float64")
-
-
 def _as_array(weights: Any) -> tuple[Array, str]:
     """Numpy arrays, or anything with ``__array__`` (a torch tensor on the CPU) — torch is never imported.
 
@@ -47,7 +42,8 @@ def _as_array(weights: Any) -> tuple[Array, str]:
     """
     if weights is None:
         raise UsageError(f"a layer's attention weights are None: {SDPA_HINT}.")
-    precision = _precision(weights)
+    name = str(getattr(weights, "dtype", "float64")).replace("torch.", "")
+    precision = name if name in ("bfloat16", "float16", "float32") else "float64"  # what they were stored in
     if hasattr(weights, "detach"):  # a tensor that may require grad: numpy() refuses those
         weights = weights.detach()
     if hasattr(weights, "cpu"):
@@ -165,12 +161,7 @@ class AttentionView:
     kind: str = field(default="your model", init=False)
 
     def __post_init__(self) -> None:
-        for name in ("layers", "padded"):
-            a = getattr(self, name)
-            if a is not None and a.flags.writeable:
-                frozen = np.array(a, copy=True)
-                frozen.setflags(write=False)
-                object.__setattr__(self, name, frozen)
+        freeze(self)
 
     def __repr__(self) -> str:
         words = " ".join(self.tokens[:8]) + (" …" if self.n_tokens > 8 else "")
@@ -235,8 +226,6 @@ class AttentionView:
 
             raise UsageError("{layer} is out of range: this attention has " + layers_range(self.n_layers) + ".",
                              layer=layer)
-        from dataclasses import replace
-
         return replace(self, layer=layer)
 
 
@@ -257,7 +246,7 @@ def from_attention(weights: Any, tokens: Sequence[str], *, causal: object = None
     ``kv_heads`` (g dividing h: ``config.num_key_value_heads``) names the key/value group each query head reads.
     """
     from mhacli.attention.checks import flag, strings, whole_number
-    from mhacli.attention.markers import readable
+    from mhacli.attention.tokenize import readable
 
     wanted_layer = whole_number("layer", layer, low=0)
     wanted_causal = None if causal is None else flag("causal", causal)

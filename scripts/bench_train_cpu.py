@@ -1,13 +1,14 @@
 """CPU seconds of whole ``mha train`` processes, two code trees side by side, in interleaved rounds.
 
-    python scripts/bench_train_cpu.py OLD_TREE NEW_TREE [ROUNDS] [--sweep] [--knockout]
+    python scripts/bench_train_cpu.py OLD_TREE NEW_TREE [ROUNDS] [--sweep] [--knockout] [--sweep-plots]
 
 Each round runs ``mha train --task grammar`` (with its figures) from each tree in a fresh process, the order
 alternating from round to round, and reads the CPU seconds (user + system, the kernel's account of the
 finished child) and the wall seconds; ``--sweep`` adds ``--seeds 0-4 --compare 1,4 --no-plots`` and
 ``--knockout`` adds ``--knockout`` (figures on, as the plain training), each from the same trees in the same rounds.  Prints per-round ratios
 (new ÷ old, and each command ÷ the plain training of its own tree), their medians and ranges, and the BLAS
-kernel (threadpoolctl).  ``--extras-new-only`` runs the sweep and the knockout from the new tree alone
+kernel (threadpoolctl).  ``--sweep-plots`` runs the sweep with its figures (into a temporary ``--out``), as a
+teacher runs it.  ``--extras-new-only`` runs the sweep and the knockout from the new tree alone
 (each round still times both trees' plain training): the ratios to one training are then the new tree's.  Not a test: the numbers depend on the machine.
 """
 
@@ -50,6 +51,8 @@ def main() -> None:
     old, new = args[0], args[1]
     rounds = int(args[2]) if len(args) > 2 else 5
     names = ["train"] + [n for n in ("sweep", "knockout") if f"--{n}" in sys.argv]
+    if "--sweep-plots" in sys.argv:
+        COMMANDS["sweep"] = [a for a in COMMANDS["sweep"] if a != "--no-plots"]
     import numpy  # noqa: F401  (threadpoolctl names the BLAS numpy loaded)
     from threadpoolctl import threadpool_info
 

@@ -35,7 +35,9 @@ def run(tree: str, argv: list[str]) -> tuple[float, float]:
         extra = [] if "--no-plots" in argv else ["--out", out]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "mhacli", *argv, *extra], env=env, check=True,
+        # cwd: `python -m` puts the working directory ahead of PYTHONPATH, so started from inside a tree, both
+        # sides would run that tree's code; the child starts in its own empty folder.
+        subprocess.run([sys.executable, "-m", "mhacli", *argv, *extra], env=env, check=True, cwd=out,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -1,13 +1,14 @@
 """CPU seconds of whole ``mha train`` processes, two code trees side by side, in interleaved rounds.
 
-    python scripts/bench_train_cpu.py OLD_TREE NEW_TREE [ROUNDS] [--sweep] [--knockout]
+    python scripts/bench_train_cpu.py OLD_TREE NEW_TREE [ROUNDS] [--sweep] [--knockout] [--sweep-plots]
 
 Each round runs ``mha train --task grammar`` (with its figures) from each tree in a fresh process, the order
 alternating from round to round, and reads the CPU seconds (user + system, the kernel's account of the
 finished child) and the wall seconds; ``--sweep`` adds ``--seeds 0-4 --compare 1,4 --no-plots`` and
 ``--knockout`` adds ``--knockout`` (figures on, as the plain training), each from the same trees in the same rounds.  Prints per-round ratios
 (new ÷ old, and each command ÷ the plain training of its own tree), their medians and ranges, and the BLAS
-kernel (threadpoolctl).  ``--extras-new-only`` runs the sweep and the knockout from the new tree alone
+kernel (threadpoolctl).  ``--sweep-plots`` runs the sweep with its figures (into a temporary ``--out``), as a
+teacher runs it.  ``--extras-new-only`` runs the sweep and the knockout from the new tree alone
 (each round still times both trees' plain training): the ratios to one training are then the new tree's.  Not a test: the numbers depend on the machine.
 """
 
@@ -34,7 +35,9 @@ def run(tree: str, argv: list[str]) -> tuple[float, float]:
         extra = [] if "--no-plots" in argv else ["--out", out]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "mhacli", *argv, *extra], env=env, check=True,
+        # cwd: `python -m` puts the working directory ahead of PYTHONPATH, so started from inside a tree, both
+        # sides would run that tree's code; the child starts in its own empty folder.
+        subprocess.run([sys.executable, "-m", "mhacli", *argv, *extra], env=env, check=True, cwd=out,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -50,6 +53,8 @@ def main() -> None:
     old, new = args[0], args[1]
     rounds = int(args[2]) if len(args) > 2 else 5
     names = ["train"] + [n for n in ("sweep", "knockout") if f"--{n}" in sys.argv]
+    if "--sweep-plots" in sys.argv:
+        COMMANDS["sweep"] = [a for a in COMMANDS["sweep"] if a != "--no-plots"]
     import numpy  # noqa: F401  (threadpoolctl names the BLAS numpy loaded)
     from threadpoolctl import threadpool_info
 

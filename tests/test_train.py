@@ -383,6 +383,15 @@ def test_the_overlap_penalty_is_the_sum_over_pairs_of_heads_and_its_gradient_mat
     np.testing.assert_allclose(d_weights, numeric, atol=1e-8)
     alone, d_alone = head_overlap(weights[:, :1], 0.4)  # one head has no other head to share a key with
     assert alone == 0.0 and not d_alone.any()
+    # Only the rows of a sentence's words are queries: padding rows weigh nothing, and the mean is over the others.
+    queries = np.array([[True, True, True, False, False], [True, True, True, True, False]])  # (B, N)
+    counted = sum(float(weights[b, i, q] @ weights[b, j, q]) for b in range(2) for q in range(5) if queries[b, q]
+                  for i in range(3) for j in range(3) if i != j) / queries.sum()
+    masked, d_masked = head_overlap(weights, 0.4, queries)
+    assert math.isclose(masked, 0.4 * counted, rel_tol=1e-12)
+    np.testing.assert_allclose(d_masked, central_differences(lambda: head_overlap(weights, 0.4, queries)[0], weights),
+                               atol=1e-8)
+    assert not d_masked[~np.broadcast_to(queries[:, None, :, None], d_masked.shape)].any()
     task, params, ids, targets, scored = _grammar_batch(heads=2)
 
     def loss() -> float:
@@ -421,8 +430,9 @@ def test_the_scored_loss_and_penalty_match_torch_autograd(penalty: str) -> None:
     labels = torch.cat([torch.as_tensor(targets[r][scored[r]]) for r in range(scored.shape[0])])
     norms = torch.stack([torch.stack([torch.linalg.norm(t["readout"][r] @ t["W_o"][:, 2 * i:2 * i + 2])
                                       for i in range(2)]) for r in range(scored.shape[0])])  # (T, h)
-    if penalty == "overlap":  # Σ_{i≠j} ⟨A_i[q], A_j[q]⟩ over the query rows, their mean
-        term = 2 * (a[:, 0] * a[:, 1]).sum() / (b * n)
+    if penalty == "overlap":  # Σ_{i≠j} ⟨A_i[q], A_j[q]⟩ over the query rows of the sentences' words, their mean
+        real = torch.as_tensor(ids != task.pad, dtype=torch.float64)  # (B, N): padding is no query
+        term = 2 * ((a[:, 0] * a[:, 1]).sum(-1) * real).sum() / real.sum()
     elif penalty == "sparsity":
         term = norms.sum()
     else:

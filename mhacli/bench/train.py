@@ -116,10 +116,11 @@ def _torch_model(config: TrainConfig, params: dict, hand: bool = False,
                 loss = loss + config.head_concentration * (norms.sum(1) / norms.pow(2).sum(1).sqrt()).sum()
             elif config.head_concentration:  # one head: λ·T, nothing to learn from
                 loss = loss + config.head_concentration * t
-            if config.head_overlap:  # λ × mean over query rows of Σ_{i≠j} ⟨A_i[q], A_j[q]⟩
+            if config.head_overlap:  # λ × mean over query rows of Σ_{i≠j} ⟨A_i[q], A_j[q]⟩ (padding is no query)
                 total = weights.sum(dim=1)  # (B, N, N)
-                rows = weights.shape[0] * weights.shape[2]
-                loss = loss + config.head_overlap * ((total * total).sum() - (weights * weights).sum()) / rows
+                per_row = (total * total).sum(-1) - (weights * weights).sum(dim=(1, 3))  # (B, N)
+                real = torch.ones_like(per_row) if pad is None else (ids != pad).to(per_row.dtype)  # (B, N)
+                loss = loss + config.head_overlap * (per_row * real).sum() / real.sum()
             return loss
 
     pad = get_task(config.task).pad

@@ -356,11 +356,12 @@ class TrainedModel:
         parse = words_parse(tokens, self.words) if self.sentences else None
         return parse, tuple((w, str(self.words.class_of(w)), r) for w, r in stand_ins(tokens, self.words).items())
 
-    def forward(self, ids: Array) -> dict[str, Array]:
-        """The model's own forward on id sequences (its heads, mask, padding and values), every intermediate."""
+    def forward(self, ids: Array, logits: bool = True) -> dict[str, Array]:
+        """The model's own forward on id sequences (its heads, mask, padding and values), every intermediate;
+        ``logits=False`` stops at the layer's output O (no readout of every word at every position)."""
         c = self.config
-        return forward(dict(self.params), ids, c.heads, c.causal, get_task(c.task).pad, c.word_values)
+        return forward(dict(self.params), ids, c.heads, c.causal, get_task(c.task).pad, c.word_values, logits=logits)
 
     def attention(self, ids: Array) -> Array:
         """Each head's weights on id sequences: (B, N) -> (B, h, N, N)."""
-        return self.forward(ids)["weights"]
+        return self.forward(ids, logits=False)["weights"]

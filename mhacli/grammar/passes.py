@@ -325,16 +325,23 @@ def head_concentration(w_r: Array, w_o: Array, heads: int, strength: float) -> t
     return strength * float((l1 / l2).sum()), d_w_r, d_w_o
 
 
-def head_overlap(weights: Array, strength: float) -> tuple[float, Array]:
+def head_overlap(weights: Array, strength: float, queries: Array | None = None) -> tuple[float, Array]:
     """λ × the mean over query rows of Σ_{i≠j} ⟨A_i[q], A_j[q]⟩: two heads that look at one key from one query
     pay for it (disagreement regularisation, Li et al. 2018), so a relation is found by one head, not two.
 
+    ``queries`` (B, N): the rows that count, a sentence's own words (None: every row). The padding after a
+    sentence's end is no query: counting it would make the penalty depend on how far a batch is padded.
     With S = Σ_i A_i the sum is ⟨S, S⟩ − Σ_i ⟨A_i, A_i⟩, whose gradient on A_i is 2 (S − A_i)."""
     b, _, n, _ = weights.shape
     total = weights.sum(axis=1, keepdims=True)  # (B, 1, N, N)
-    rows = b * n
-    value = float(((total * total).sum() - (weights * weights).sum()) / rows)
-    return strength * value, (2.0 * strength / rows) * (total - weights)  # (B, h, N, N)
+    if queries is None:
+        rows = b * n
+        value = float(((total * total).sum() - (weights * weights).sum()) / rows)
+        return strength * value, (2.0 * strength / rows) * (total - weights)  # (B, h, N, N)
+    counted = queries[:, None, :, None]  # (B, 1, N, 1)
+    rows = max(int(queries.sum()), 1)
+    value = float((((total * total).sum(axis=1) - (weights * weights).sum(axis=1)) * counted[:, 0]).sum() / rows)
+    return strength * value, (2.0 * strength / rows) * (total - weights) * counted  # (B, h, N, N)
 
 
 def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int, causal: bool, pad: int | None = None,
@@ -347,7 +354,8 @@ def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int, causa
     ``concentration``, ``overlap``: the λ of :func:`head_sparsity`, :func:`head_concentration`, :func:`head_overlap`.
     """
     cache = forward(params, ids, heads, causal, pad, word_values, logits=scored is None, kept=kept)
-    penalty, d_weights = head_overlap(cache["weights"], overlap) if overlap else (0.0, None)
+    queries = None if pad is None else ids != pad  # (B, N): a sentence's own words, not its padding
+    penalty, d_weights = head_overlap(cache["weights"], overlap, queries) if overlap else (0.0, None)
     if scored is None:
         loss, d_logits, correct = cross_entropy(cache["logits"], targets)
         grads = backward(params, cache, ids, d_logits, heads, word_values, d_weights)

@@ -120,9 +120,13 @@ def score(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CA
     rng = np.random.default_rng(seed)
     ids, targets, keys = task.sample(rng, sentences, model.config.length)  # (S, N), (T, S, N), (T, S, N)
     asked = task.scored(keys)  # (T, S, N): the answers that count
-    answers = model.forward(ids)["logits"].argmax(axis=-1)  # (S, N, T, V) -> (S, N, T)
-    right = np.moveaxis(answers, -1, 0) == targets  # (T, S, N)
-    by_relation = np.array([right[t][asked[t]].mean() if asked[t].any() else 0.0 for t in range(len(right))])
+    from mhacli.grammar.passes import scored_readout
+
+    # Each readout at the positions it is asked at only (the same logits, row by row, as reading out every word
+    # at every position), so a relation's accuracy is over its asked answers.
+    logits = scored_readout(model.forward(ids, logits=False)["out"], model.params["readout"], asked)  # T × (M_t, V)
+    by_relation = np.array([(said.argmax(axis=-1) == targets[t][asked[t]]).mean() if asked[t].any() else 0.0
+                            for t, said in enumerate(logits)])
     return Score(relations=tuple(model.targets), by_relation=by_relation, queries=asked.sum(axis=(1, 2)),
                  sentences=sentences, seed=seed)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mhacli.grammar.passes import Array, Params, head_concentration, head_sparsity, kv_heads, shared, shared_backward
+from mhacli.grammar.passes import Array, Params, head_sparsity, kv_heads, shared, shared_backward
 
 
 @dataclass(frozen=True)
@@ -34,16 +34,23 @@ def stack_batch(ids: Array, targets: Array, scored: Array, scored_loss: bool, ke
     the loss over the scored answers (``scored_loss``) or over every answer, the accuracy over the scored ones."""
     m, t, b, n = scored.shape
     flat = scored.reshape(m, t, b * n) if scored_loss else np.ones((m, t, b * n), dtype=bool)  # (M, T, B·N)
-    width = max(int(flat.sum(axis=-1).max()), 1)  # R: the most asked rows of any model and readout
-    # Stable sort puts each readout's asked positions first, in order: the rows a model alone would gather.
-    order = np.argsort(~flat, axis=-1, kind="stable")[..., :width]  # (M, T, R)
-    asked = np.take_along_axis(flat, order, axis=-1)  # (M, T, R)
-    labels = np.take_along_axis(targets.reshape(m, t, b * n), order, axis=-1)  # (M, T, R)
-    rows = np.where(asked, order, 0)  # (M, T, R): a spare row reads position 0; its answer is never counted
-    count = np.maximum(flat.sum(axis=(1, 2)), 1)  # (M,)
-    counted = np.take_along_axis(scored.reshape(m, t, b * n), order, axis=-1) & asked  # (M, T, R)
-    return Batch(ids, rows, np.where(asked, labels, 0), asked, count, counted,
-                 np.maximum(scored.sum(axis=(1, 2, 3)), 1), kept)
+    per = flat.sum(axis=-1)  # (M, T): asked rows of each model and readout
+    width = max(int(per.max()), 1)  # R: the most asked rows of any model and readout
+    # Each readout's asked positions, in order, first: the rows a model alone would gather. np.nonzero lists them
+    # model by model, readout by readout; each one's column is its place after its readout's first.
+    at_m, at_t, at_row = np.nonzero(flat)  # (A,) each
+    first = np.concatenate(([0], np.cumsum(per.reshape(-1))[:-1]))  # (M·T,): where each readout's run starts
+    column = np.arange(len(at_row)) - first[at_m * t + at_t]  # (A,)
+    rows = np.zeros((m, t, width), dtype=np.int64)  # (M, T, R): a spare row reads position 0, never counted
+    rows[at_m, at_t, column] = at_row
+    asked = np.zeros((m, t, width), dtype=bool)  # (M, T, R)
+    asked[at_m, at_t, column] = True
+    labels = np.zeros((m, t, width), dtype=targets.dtype)  # (M, T, R): 0 on spare rows
+    labels[at_m, at_t, column] = targets.reshape(m, t, b * n)[at_m, at_t, at_row]
+    counted = np.zeros((m, t, width), dtype=bool)  # (M, T, R)
+    counted[at_m, at_t, column] = scored.reshape(m, t, b * n)[at_m, at_t, at_row]
+    count = np.maximum(per.sum(axis=1), 1)  # (M,)
+    return Batch(ids, rows, labels, asked, count, counted, np.maximum(scored.sum(axis=(1, 2, 3)), 1), kept)
 
 
 def _t(a: Array) -> Array:
@@ -85,37 +92,48 @@ def step(params: Params, batch: Batch, heads: int, causal: bool, pad: int | None
         blocked = blocked | (np.arange(n)[None, :] > np.arange(n)[:, None])  # (M, B, 1, N, N)
     if pad is not None or causal:
         np.copyto(scores, -np.inf, where=blocked)  # masked keys get exactly zero weight
-    # Stable softmax: the row max keeps exp() ≤ 1; every row sees at least its first token, so no row is empty.
-    weights = scores - scores.max(axis=-1, keepdims=True)  # (M, B, h, N, N)
+    # Stable softmax: every row sees at least its first token, so no row is empty. Each sentence's head takes off
+    # the largest of its N × N scores (one reduction over N² numbers; a max over each row is a reduction over N,
+    # several times slower here): exp() ≤ 1 and the weights are the same up to rounding. The rows whose own
+    # scores all lie so far below that their sum nears underflow (a trained head's sharp rows) take their own max.
+    weights = scores - scores.reshape(m, b, heads, n * n).max(axis=-1)[..., None, None]  # (M, B, h, N, N)
     np.exp(weights, out=weights)
-    weights *= 1.0 / weights.sum(axis=-1, keepdims=True)
+    total = weights @ np.ones((n, 1), dtype=weights.dtype)  # (M, B, h, N, 1): the rows' sums, as one product
+    low = np.nonzero(total[..., 0] < math.sqrt(np.finfo(weights.dtype).tiny))  # the rows near underflow
+    if len(low[0]):
+        rows = scores[low]  # (K, N)
+        rows = np.exp(rows - rows.max(axis=-1, keepdims=True))  # (K, N)
+        weights[low] = rows
+        total[low] = rows.sum(axis=-1, keepdims=True)
+    weights *= 1.0 / total
     heads_out = weights @ v  # (M, B, h, N, N) @ (M, B, h, N, d/h) -> (M, B, h, N, d/h)
     if batch.kept is not None:
         heads_out = heads_out * batch.kept[..., None, None]  # a dropped head says nothing
     concat = heads_out.transpose(0, 1, 3, 2, 4).reshape(m, b * n, d)  # (M, B, h, N, d/h) -> (M, B·N, d)
     out = concat @ _t(params["W_o"])  # (M, B·N, d) @ (M, d, d) -> (M, B·N, d)
     t_count, r = batch.rows.shape[1:]
-    picked = np.take_along_axis(out, batch.rows.reshape(m, t_count * r, 1), axis=1)  # (M, T·R, d)
-    picked = picked.reshape(m, t_count, r, d)  # (M, T, R, d)
+    # Plain indexing with each asked row's number in the stacked (M·B·N, d) O: take_along_axis costs more here.
+    flat_rows = (batch.rows + (np.arange(m) * (b * n))[:, None, None]).reshape(-1)  # (M·T·R,)
+    picked = out.reshape(m * b * n, d)[flat_rows].reshape(m, t_count, r, d)  # (M, T, R, d)
     w_r = params["readout"]  # (M, T, V, d)
     logits = picked @ _t(w_r)  # (M, T, R, d) @ (M, T, d, V) -> (M, T, R, V)
     right = (logits.argmax(axis=-1) == batch.labels) & batch.scored  # (M, T, R)
     prob = logits - logits.max(axis=-1, keepdims=True)  # (M, T, R, V)
-    chosen = np.take_along_axis(prob, batch.labels[..., None], axis=-1)[..., 0]  # (M, T, R)
+    flat_prob = prob.reshape(-1, prob.shape[-1])  # (M·T·R, V), a view
+    answer = (np.arange(len(flat_prob)), batch.labels.reshape(-1))  # each row's right word
+    chosen = flat_prob[answer].reshape(m, t_count, r)  # (M, T, R)
     np.exp(prob, out=prob)
     total = prob.sum(axis=-1)  # (M, T, R)
     loss = np.where(batch.asked, np.log(total) - chosen, 0.0).sum(axis=(1, 2)) / batch.count  # (M,)
     # ---- backward, in reverse order
     prob *= (batch.asked / batch.count[:, None, None] / total)[..., None]  # (M, T, R, V): softmax / count
-    np.put_along_axis(prob, batch.labels[..., None],
-                      np.take_along_axis(prob, batch.labels[..., None], axis=-1)
-                      - (batch.asked / batch.count[:, None, None])[..., None], axis=-1)
+    flat_prob[answer] -= (batch.asked / batch.count[:, None, None]).reshape(-1)  # minus one-hot / count
     d_logits = prob  # (M, T, R, V): zero on spare rows
     d_w_r = _t(d_logits) @ picked  # (M, T, V, R) @ (M, T, R, d) -> (M, T, V, d)
     d_picked = d_logits @ w_r  # (M, T, R, V) @ (M, T, V, d) -> (M, T, R, d): zero on spare rows
     # Row b·N + n of O collects every readout's gradient there (a verb is asked its subject and its object):
     # one bincount over (row, column) cells sums them, duplicates included.
-    into = ((batch.rows + (np.arange(m) * (b * n))[:, None, None])[..., None] * d + np.arange(d)).reshape(-1)
+    into = (flat_rows[:, None] * d + np.arange(d)).reshape(-1)  # (M·T·R·d,)
     d_out = np.bincount(into, weights=d_picked.reshape(-1), minlength=m * b * n * d)  # (M·B·N·d,)
     d_out = d_out.reshape(m, b * n, d).astype(out.dtype, copy=False)  # (M, B·N, d)
     d_w_o = _t(d_out) @ concat  # (M, d, B·N) @ (M, B·N, d) -> (M, d, d)
@@ -127,11 +145,22 @@ def step(params: Params, batch: Batch, heads: int, causal: bool, pad: int | None
     d_v = _t(weights) @ d_heads  # (M, B, h, N, N) @ (M, B, h, N, d/h) -> (M, B, h, N, d/h)
     if overlap:  # passes.head_overlap on every model: λ mean_q Σ_{i≠j} ⟨A_i[q], A_j[q]⟩, gradient 2λ(S − A_i)
         together = weights.sum(axis=2, keepdims=True)  # (M, B, 1, N, N)
-        s_flat, a_flat = together.reshape(m, -1), weights.reshape(m, -1)  # (M, B·N·N), (M, B·h·N·N)
-        pairs = np.einsum("ij,ij->i", s_flat, s_flat) - np.einsum("ij,ij->i", a_flat, a_flat)  # (M,)
-        loss = loss + overlap * pairs / (b * n)
-        d_weights += (2.0 * overlap / (b * n)) * (together - weights)
-    d_scores = weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))  # (M, B, h, N, N)
+        spread = together - weights  # (M, B, h, N, N): S − A_i
+        # Σ_i ⟨S − A_i, A_i⟩ = ⟨S, S⟩ − Σ_i ⟨A_i, A_i⟩, the sum over pairs, in one pass.
+        if pad is None:  # every row is a query
+            pairs = np.einsum("ij,ij->i", spread.reshape(m, -1), weights.reshape(m, -1))  # (M,)
+            rows = np.full(m, float(b * n))  # (M,)
+            spread *= (2.0 * overlap / rows).astype(weights.dtype)[:, None, None, None, None]
+        else:  # the rows of a sentence's own words: the padding after its end is no query
+            real = ids != pad  # (M, B, N)
+            per_row = np.einsum("mbiqk,mbiqk->mbq", spread, weights)  # (M, B, N)
+            pairs = np.einsum("mbq,mbq->m", per_row, real.astype(per_row.dtype))  # (M,)
+            rows = np.maximum(real.sum(axis=(1, 2)), 1).astype(np.float64)  # (M,)
+            spread *= ((2.0 * overlap / rows)[:, None, None] * real).astype(weights.dtype)[:, :, None, :, None]
+        loss = loss + overlap * pairs / rows
+        d_weights += spread  # 2λ (S − A_i) / rows on the counted rows, 0 on padding rows
+    # Σ_k dA_k A_k of each row by einsum: a product and a short sum over the last axis take several times longer.
+    d_scores = weights * (d_weights - np.einsum("...qk,...qk->...q", d_weights, weights)[..., None])  # (M, B, h, N, N)
     # S = (Q/√(d/h)) Kᵀ with q holding Q/√(d/h): dQ = (dS K)/√(d/h), dK = dSᵀ (Q/√(d/h)).
     if g == heads:
         d_qk = np.empty((m, b, n, 2, heads, d_k), dtype=out.dtype)  # dQ beside dK, merged straight into (B·N, 2d)
@@ -152,18 +181,47 @@ def step(params: Params, batch: Batch, heads: int, causal: bool, pad: int | None
     d_words = d_x + d_xv  # (M, B·N, d): E[ids] is read by X, and by the values (as X or alone)
     if not word_values:
         d_x = d_words  # the values read X: a third use of it
-    # Row ids[m, b, n] of the stacked E collects d_words[m, b·N + n]: one bincount over (row, column) cells.
-    at = (cells.reshape(-1, 1) * d + np.arange(d)).reshape(-1)  # (M·B·N·d,)
-    d_e = np.bincount(at, weights=d_words.reshape(-1), minlength=m * n_vocab * d).reshape(m, n_vocab, d).astype(e.dtype)
+    # Row ids[m, b, n] of the stacked E collects d_words[m, b·N + n]: the rows in order of their word, each
+    # word's run summed by one reduceat (a bincount over every (row, column) cell takes several times longer).
+    flat_cells = cells.reshape(-1)  # (M·B·N,)
+    by_word = np.argsort(flat_cells, kind="stable")  # (M·B·N,)
+    sorted_cells = flat_cells[by_word]
+    starts = np.flatnonzero(np.concatenate(([True], sorted_cells[1:] != sorted_cells[:-1])))  # (U,): each word's run
+    d_e = np.zeros((m * n_vocab, d), dtype=e.dtype)  # (M·V, d)
+    d_e[sorted_cells[starts]] = np.add.reduceat(d_words.reshape(-1, d)[by_word], starts, axis=0)  # (U, d)
+    d_e = d_e.reshape(m, n_vocab, d)
     d_p = np.zeros_like(p)  # (M, N_table, d)
     d_p[:, :n] = d_x.reshape(m, b, n, d).sum(axis=1)  # (M, B, N, d) -> (M, N, d)
     grads = {"embedding": d_e, "positions": d_p, "W_q": d_w_qk[:, :d], "W_k": d_w_qk[:, d:], "W_v": d_w_v,
              "W_o": d_w_o, "readout": d_w_r}
-    for strength, penalty in ((sparsity, head_sparsity), (concentration, head_concentration)):
-        if strength:  # small (T, V, d) matrices: model by model
-            for i in range(m):
-                value, g_r, g_o = penalty(w_r[i], params["W_o"][i], heads, strength)
-                loss[i] += value
-                grads["readout"][i] += g_r
-                grads["W_o"][i] += g_o
+    if sparsity:  # small (T, V, d) matrices: model by model
+        for i in range(m):
+            value, g_r, g_o = head_sparsity(w_r[i], params["W_o"][i], heads, sparsity)
+            loss[i] += value
+            grads["readout"][i] += g_r
+            grads["W_o"][i] += g_o
+    if concentration and heads == 1:  # passes.head_concentration: λ·T, nothing to choose, gradient 0
+        loss = loss + concentration * t_count
+    elif concentration:
+        values, g_r, g_o = _concentration(w_r, params["W_o"], heads, concentration)
+        loss = loss + values
+        grads["readout"] += g_r
+        grads["W_o"] += g_o
     return loss, grads, right.sum(axis=(1, 2)) / batch.scored_count
+
+
+def _concentration(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[Array, Array, Array]:
+    """passes.head_concentration on every model at once: λ Σ_t ‖n_t‖₁ / ‖n_t‖₂, n_ti = ‖R_t W_o^i‖_F, (M,), and
+    its gradients for R (M, T, V, d) and W_o (M, d, d)."""
+    m, t, v, d = w_r.shape
+    blocks = w_r @ w_o[:, None]  # (M, T, V, d) @ (M, 1, d, d) -> (M, T, V, d): R_t W_o, every head's block side by side
+    split = blocks.reshape(m, t, v, heads, d // heads)  # (M, T, V, h, d/h)
+    # Σ over the words first (a reduction over the outer axis, fast), then over each head's d/h columns.
+    norm = np.sqrt((blocks * blocks).sum(axis=2).reshape(m, t, heads, d // heads).sum(axis=-1))  # (M, T, h): n_ti
+    l1 = norm.sum(axis=-1, keepdims=True)  # (M, T, 1)
+    l2 = np.sqrt((norm * norm).sum(axis=-1, keepdims=True))  # (M, T, 1)
+    d_norm = strength * (1.0 / l2 - l1 * norm / l2 ** 3)  # (M, T, h): ∂(λ l1/l2)/∂n_ti
+    g = (split * (d_norm / np.maximum(norm, 1e-12))[:, :, None, :, None]).reshape(m, t, v, d)  # (M, T, V, d)
+    d_w_r = g @ _t(w_o)[:, None]  # (M, T, V, d) @ (M, 1, d, d) -> (M, T, V, d)
+    d_w_o = _t(w_r.reshape(m, t * v, d)) @ g.reshape(m, t * v, d)  # (M, d, T·V) @ (M, T·V, d) -> (M, d, d)
+    return strength * (l1 / l2).sum(axis=(1, 2)), d_w_r, d_w_o

@@ -206,6 +206,9 @@ def diverged(config: TrainConfig, step: int) -> RunError:
 # Sentences are drawn for this many steps at once (one call per block, not per step): the same sentences
 # whether a model trains alone or in a stack, since each model's seed draws its own blocks.
 BLOCK_STEPS = 100
+# Seeds the order in which a block's length buckets are read (with the step the block starts at): shared by
+# every model of a stack, so the k-th step of every model reads the same length quantile of its own sentences.
+BUCKET_SEED = 46
 
 
 def stacks(configs: Sequence[TrainConfig]) -> list[list[int]]:
@@ -232,21 +235,74 @@ def train(config: TrainConfig, on_step: Callable[[int, float, float], None] | No
 
 @dataclass
 class _Stream:
-    """One seed's training sentences, drawn a block of steps at a time from the generator that drew its held-out set."""
+    """One seed's training sentences, drawn a block of steps at a time from the generator that drew its held-out set.
+
+    Sentences (a task with padding, and a loss over the asked answers only) are put in length buckets: the
+    block's sentences in order of length, cut into batches, so a batch holds sentences of about one length and
+    is padded only to its own longest, not to ``config.length``. The batches are read in an order drawn afresh
+    for each block (from :data:`BUCKET_SEED` and the block's first step, not the model's seed), so training sees
+    no curriculum from short to long and every model of a stack reads the same length quantile at the same step."""
 
     rng: np.random.Generator
     block: tuple[Array, Array, Array] = (np.empty(0), np.empty(0), np.empty(0))
+    lengths: Array = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # (block,) of the sorted block
+    order: Array = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # (steps,) the bucket each step reads
     first: int = 0  # the step the block starts at
 
     def batch(self, task: Task, config: TrainConfig, step: int) -> tuple[Array, Array, Array]:
-        """Step ``step``'s (1 …) ids (B, N), targets (T, B, N) and keys (T, B, N)."""
+        """Step ``step``'s (1 …) ids (B, n), targets (T, B, n) and keys (T, B, n); n ≤ N is the batch's longest
+        sentence (N for a task without padding)."""
         b = config.batch
         at = step - self.first
-        if not self.first or at >= len(self.block[0]) // b:
+        if not self.first or at >= len(self.order):
             size = min(BLOCK_STEPS, config.steps - step + 1)
-            self.block, self.first, at = task.sample(self.rng, size * b, config.length), step, 0
+            ids, targets, keys = task.sample(self.rng, size * b, config.length)  # (S, N), (T, S, N), (T, S, N)
+            if task.pad is None or not config.scored_loss:  # no padding, or a loss that reads the padding too
+                lengths, order = np.full(len(ids), config.length), np.arange(size)
+            else:  # a stable sort: sentences of one length stay in the order drawn
+                lengths = (ids != task.pad).sum(axis=1)  # (S,): padding only follows a sentence's end
+                by_length = np.argsort(lengths, kind="stable")  # (S,)
+                ids, targets, keys = ids[by_length], targets[:, by_length], keys[:, by_length]
+                lengths = lengths[by_length]
+                order = np.random.default_rng((BUCKET_SEED, step)).permutation(size)  # (size,)
+            self.block, self.lengths, self.order, self.first = (ids, targets, keys), lengths, order, step
+            at = 0
+        k = int(self.order[at])
+        n = int(self.lengths[(k + 1) * b - 1])  # the bucket's longest: the block is sorted by length
         ids, targets, keys = self.block
-        return ids[at * b:(at + 1) * b], targets[:, at * b:(at + 1) * b], keys[:, at * b:(at + 1) * b]
+        return ids[k * b:(k + 1) * b, :n], targets[:, k * b:(k + 1) * b, :n], keys[:, k * b:(k + 1) * b, :n]
+
+
+# The key of the (M, P) array that holds every trained parameter of a stack (see _packed).
+TRAINED = "trained"
+
+
+def _packed(params: Params, names: Sequence[str]) -> Params:
+    """``params`` with the ``names`` (M, …) each as views of one (M, P) array, kept under :data:`TRAINED`: Adam
+    updates them all in one pass of each of its operations instead of one pass per parameter."""
+    m = len(params[names[0]])
+    flat = np.concatenate([params[name].reshape(m, -1) for name in names], axis=1)  # (M, P)
+    out = {name: value for name, value in params.items() if name not in names and name != TRAINED}
+    at = 0
+    for name in names:
+        shape = params[name].shape
+        size = int(np.prod(shape[1:]))
+        out[name] = flat[:, at:at + size].reshape(shape)  # a view: its rows are whole runs of flat's rows
+        if not np.shares_memory(out[name], flat):  # numpy made a copy: Adam's updates would not reach the step
+            raise AssertionError(f"{name} is not a view of the packed parameters")
+        at += size
+    out[TRAINED] = flat
+    return out
+
+
+def _padded(arrays: list[Array], n: int, fill: int) -> Array:
+    """Arrays (…, n_i) stacked as (M, …, n), each filled with ``fill`` after its own n_i."""
+    if all(a.shape[-1] == n for a in arrays):
+        return np.stack(arrays)
+    out = np.full((len(arrays), *arrays[0].shape[:-1], n), fill, dtype=arrays[0].dtype)
+    for i, a in enumerate(arrays):
+        out[i, ..., :a.shape[-1]] = a
+    return out
 
 
 def train_stack(configs: Sequence[TrainConfig],
@@ -276,10 +332,10 @@ def train_stack(configs: Sequence[TrainConfig],
     # the same generator on the numpy 1.23 pyproject allows.
     dropping = [np.random.default_rng(np.random.SeedSequence(c.seed).spawn(1)[0]) for c in configs]
     m = len(configs)
-    params = {name: np.stack([p[name] for p in inits]).astype(STEP_DTYPE) for name in inits[0]}  # (M, …) each
+    names = trainable(config)
+    params = _packed({name: np.stack([p[name] for p in inits]).astype(STEP_DTYPE) for name in inits[0]}, names)
     # The snapshots show the first held-out sequence; a sentence without its padding.
     shown = [int(np.sum(h.ids[0] != task.pad)) if task.pad is not None else config.length for h in helds]
-    names = trainable(config)
     adam = Adam(config.lr)
     moments = snapshot_steps(config.steps, config.snapshots)
     snaps: list[list[Array]] = [[] for _ in configs]
@@ -289,7 +345,7 @@ def train_stack(configs: Sequence[TrainConfig],
 
     def one(row: int) -> Params:
         """The parameters of the stack's row ``row`` (a live model), in float64."""
-        return {name: value[row].astype(np.float64) for name, value in params.items()}
+        return {name: value[row].astype(np.float64) for name, value in params.items() if name != TRAINED}
 
     def _snapshot_one(row: int, i: int) -> None:
         _, overall, _, weights = _evaluate(one(row), helds[i], config)
@@ -328,16 +384,22 @@ def train_stack(configs: Sequence[TrainConfig],
         for step in range(1, config.steps + 1):
             drawn = {seed: s.batch(task, config, step) for seed, s in streams.items()
                      if any(configs[i].seed == seed for i in live)}
-            ids = np.stack([drawn[configs[i].seed][0] for i in live])  # (M, B, N)
-            targets = np.stack([drawn[configs[i].seed][1] for i in live])  # (M, T, B, N)
-            asked = task.scored(np.stack([drawn[configs[i].seed][2] for i in live]))  # (M, T, B, N)
+            seeds = [configs[i].seed for i in live]
+            # A step is padded to the longest batch of its models (masked keys weigh exactly 0; padding is no query).
+            n = max(drawn[seed][0].shape[-1] for seed in seeds)
+            fill = task.pad if task.pad is not None else 0
+            ids = _padded([drawn[seed][0] for seed in seeds], n, fill)  # (M, B, n)
+            targets = _padded([drawn[seed][1] for seed in seeds], n, fill)  # (M, T, B, n)
+            asked = task.scored(_padded([drawn[seed][2] for seed in seeds], n, -1))  # (M, T, B, n)
             kept = (np.stack([dropped_heads(dropping[i], configs[i]) for i in live])
                     if config.head_dropout else None)  # (M, B, h)
             adam.lr = learning_rate(config, step)
             loss, grads, acc = stacked_step(params, stack_batch(ids, targets, asked, config.scored_loss, kept),
                                             config.heads, config.causal, task.pad, config.word_values,
                                             config.head_sparsity, config.head_concentration, config.head_overlap)
-            adam.step(params, grads, names)
+            # One Adam update over every trained number at once: the parameters are views of one (M, P) array.
+            adam.step(params, {TRAINED: np.concatenate([grads[name].reshape(len(live), -1) for name in names],
+                                                       axis=1)}, (TRAINED,))
             history_loss[live, step - 1] = loss
             history_accuracy[live, step - 1] = acc
             if not np.isfinite(loss).all():
@@ -360,6 +422,7 @@ def train_stack(configs: Sequence[TrainConfig],
                     for store in (params, adam.m, adam.v):
                         for name in list(store):
                             store[name] = store[name][keep]
+                    params = _packed(params, names)  # the views again, of the smaller (M, P) array
         seconds = time.perf_counter() - start
         for row, i in enumerate(live):
             final[i] = one(row)

@@ -124,7 +124,10 @@ def step(params: Params, batch: Batch, heads: int, causal: bool, pad: int | None
     chosen = flat_prob[answer].reshape(m, t_count, r)  # (M, T, R)
     np.exp(prob, out=prob)
     total = prob.sum(axis=-1)  # (M, T, R)
-    loss = np.where(batch.asked, np.log(total) - chosen, 0.0).sum(axis=(1, 2)) / batch.count  # (M,)
+    # Summed in float64: a stack pads R to its models' most asked rows, and a float32 sum would group the extra
+    # zeros otherwise than the model alone does; in float64 these terms' sum is (almost always) not rounded at all.
+    losses = np.where(batch.asked, np.log(total) - chosen, 0.0)  # (M, T, R)
+    loss = losses.sum(axis=(1, 2), dtype=np.float64) / batch.count  # (M,)
     # ---- backward, in reverse order
     prob *= (batch.asked / batch.count[:, None, None] / total)[..., None]  # (M, T, R, V): softmax / count
     flat_prob[answer] -= (batch.asked / batch.count[:, None, None]).reshape(-1)  # minus one-hot / count

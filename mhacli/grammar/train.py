@@ -207,7 +207,8 @@ def diverged(config: TrainConfig, step: int) -> RunError:
 # whether a model trains alone or in a stack, since each model's seed draws its own blocks.
 BLOCK_STEPS = 100
 # Seeds the order in which a block's length buckets are read (with the step the block starts at): shared by
-# every model of a stack, so the k-th step of every model reads the same length quantile of its own sentences.
+# every model of a stack, so the k-th step of every model reads the same length quantile of its own sentences
+# (mostly the same length, so the models step together: train_stack groups them by length).
 BUCKET_SEED = 46
 
 
@@ -295,14 +296,13 @@ def _packed(params: Params, names: Sequence[str]) -> Params:
     return out
 
 
-def _padded(arrays: list[Array], n: int, fill: int) -> Array:
-    """Arrays (…, n_i) stacked as (M, …, n), each filled with ``fill`` after its own n_i."""
-    if all(a.shape[-1] == n for a in arrays):
-        return np.stack(arrays)
-    out = np.full((len(arrays), *arrays[0].shape[:-1], n), fill, dtype=arrays[0].dtype)
-    for i, a in enumerate(arrays):
-        out[i, ..., :a.shape[-1]] = a
-    return out
+def _same_length(lengths: Sequence[int]) -> list[list[int]]:
+    """The rows of a stack grouped by their batch's length, in order of first appearance: ``[9, 10, 9]`` →
+    ``[[0, 2], [1]]``."""
+    groups: dict[int, list[int]] = {}
+    for row, n in enumerate(lengths):
+        groups.setdefault(n, []).append(row)
+    return list(groups.values())
 
 
 def train_stack(configs: Sequence[TrainConfig],
@@ -384,22 +384,26 @@ def train_stack(configs: Sequence[TrainConfig],
         for step in range(1, config.steps + 1):
             drawn = {seed: s.batch(task, config, step) for seed, s in streams.items()
                      if any(configs[i].seed == seed for i in live)}
-            seeds = [configs[i].seed for i in live]
-            # A step is padded to the longest batch of its models (masked keys weigh exactly 0; padding is no query).
-            n = max(drawn[seed][0].shape[-1] for seed in seeds)
-            fill = task.pad if task.pad is not None else 0
-            ids = _padded([drawn[seed][0] for seed in seeds], n, fill)  # (M, B, n)
-            targets = _padded([drawn[seed][1] for seed in seeds], n, fill)  # (M, T, B, n)
-            asked = task.scored(_padded([drawn[seed][2] for seed in seeds], n, -1))  # (M, T, B, n)
             kept = (np.stack([dropped_heads(dropping[i], configs[i]) for i in live])
                     if config.head_dropout else None)  # (M, B, h)
             adam.lr = learning_rate(config, step)
-            loss, grads, acc = stacked_step(params, stack_batch(ids, targets, asked, config.scored_loss, kept),
-                                            config.heads, config.causal, task.pad, config.word_values,
-                                            config.head_sparsity, config.head_concentration, config.head_overlap)
+            # Models whose batches have one length step together; no model is padded past its own batch, so each
+            # computes exactly what it computes alone (a stack's rows are independent products, bit for bit).
+            loss, acc = np.empty(len(live)), np.empty(len(live))
+            grads = np.empty_like(params[TRAINED])  # (M, P): every trained number's gradient, packed as params
+            for rows in _same_length([drawn[configs[i].seed][0].shape[-1] for i in live]):
+                batches = [drawn[configs[live[row]].seed] for row in rows]
+                ids, targets = np.stack([b[0] for b in batches]), np.stack([b[1] for b in batches])  # (M', B, n)…
+                asked = task.scored(np.stack([b[2] for b in batches]))  # (M', T, B, n)
+                whole = len(rows) == len(live)
+                own = params if whole else {name: value[rows] for name, value in params.items() if name != TRAINED}
+                loss[rows], grad, acc[rows] = stacked_step(
+                    own, stack_batch(ids, targets, asked, config.scored_loss, None if kept is None else kept[rows]),
+                    config.heads, config.causal, task.pad, config.word_values,
+                    config.head_sparsity, config.head_concentration, config.head_overlap)
+                grads[rows] = np.concatenate([grad[name].reshape(len(rows), -1) for name in names], axis=1)
             # One Adam update over every trained number at once: the parameters are views of one (M, P) array.
-            adam.step(params, {TRAINED: np.concatenate([grads[name].reshape(len(live), -1) for name in names],
-                                                       axis=1)}, (TRAINED,))
+            adam.step(params, {TRAINED: grads}, (TRAINED,))
             history_loss[live, step - 1] = loss
             history_accuracy[live, step - 1] = acc
             if not np.isfinite(loss).all():

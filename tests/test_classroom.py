@@ -723,4 +723,7 @@ def test_step_14_reveals_what_the_heads_do_from_the_parse_and_hides_it_with_hide
     table = hidden.split("From the words of the parse", 1)[1]
     assert not re.search(r"\d+%", table.split("Each cell")[0])  # no weight on the answer's noun
     assert [n for n in grammar.RELATION_NAMES if re.search(rf"\b{n}\b", hidden)] == []
-    assert table.count("cross") == 1  # one row per word of the parse: its two relations would repeat it
+    # One row per word of the parse (cross, tired), each its word and four heads' looks: cross's two relations
+    # would repeat its row (a head may look at "cross" itself, so the word alone is no count of rows).
+    cells = table.split("Each cell")[0].split("─")[-1].split()
+    assert len(cells) == 2 * 5 and cells[0] == "cross" and cells[5] == "tired", cells

@@ -7,7 +7,8 @@ from pathlib import Path
 
 #: The --weights names of the models shipped in the package.
 SHIPPED_NAMES = ("trained", "grammar")
-#: The seeds the shipped grammar model was chosen among (docs/training.md: the seed whose knockout is cleanest).
+#: The seeds the shipped grammar model was chosen among (docs/training.md: the one seed whose card names a head
+#: for each of the verb's three roles).
 GRAMMAR_CHOSEN_AMONG = range(5)
 #: The grammar model's layer before training (grammar/untrained.py): built from grammar.npz's config, not a file.
 UNTRAINED_GRAMMAR = "grammar-untrained"
@@ -29,5 +30,5 @@ def chosen_note(name: str | None, seed: int) -> str | None:
         return None
     among = GRAMMAR_CHOSEN_AMONG
     return (f"The shipped model is seed {seed} of seeds {among.start}–{among.stop - 1}, chosen as the one whose "
-            f"knockout is cleanest (docs/training.md gives all {len(among)}; mha train --task grammar --seeds "
-            f"{among.start}-{among.stop - 1} trains them).")
+            f"card names a head for each of the verb's three roles, subject, object and recipient (docs/training.md "
+            f"gives all {len(among)}; mha train --task grammar --seeds {among.start}-{among.stop - 1} trains them).")

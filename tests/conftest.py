@@ -385,8 +385,9 @@ def one_vs_many_drawn():
 
 # --- one headless Chromium per worker ------------------------------------------------------------------
 # Starting Chromium under Playwright costs about 1.5 CPU s (the browser and Playwright's driver); the page tests
-# (test_html_browser), the escaped tooltips (test_hard_inputs_three) and the exported notebook (test_notebook)
-# each started their own. Each test opens its own context (its own cookies, storage and viewport) and closes it.
+# (test_html_browser), the notebook displays (test_view_groups), the escaped tooltips (test_hard_inputs_three) and
+# the exported notebook (test_notebook) each started their own. Each test opens its own context (its own cookies,
+# storage and viewport) and closes it.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-default-apps", "--mute-audio"]
 

@@ -365,6 +365,64 @@ def demo_drawn(tmp_path_factory) -> Drawn:
                                                    "designed"])
 
 
+@pytest.fixture(scope="session")
+def one_vs_many_drawn():
+    """``one_vs_many_drawn(hide_rules=False)``: ``one_vs_many_figure(shipped_pairs(), hide_rules=...)``, the demo's
+    slide from the shipped pairs, built once per session for each ``hide_rules`` (about 1.5 CPU s a build: its
+    56 panels and their texts). The tests that read its titles and texts share it; none draws on it."""
+    from mhacli.cli.commands.classroom import shipped_pairs
+    from mhacli.render.figures.one_vs_many import one_vs_many_figure
+
+    built: dict[bool, object] = {}
+
+    def drawn(hide_rules: bool = False):
+        if hide_rules not in built:
+            built[hide_rules] = one_vs_many_figure(shipped_pairs(), hide_rules=hide_rules)
+        return built[hide_rules]
+
+    return drawn
+
+
+# --- one headless Chromium per worker ------------------------------------------------------------------
+# Starting Chromium under Playwright costs about 1.5 CPU s (the browser and Playwright's driver); the page tests
+# (test_html_browser), the notebook displays (test_view_groups), the escaped tooltips (test_hard_inputs_three) and
+# the exported notebook (test_notebook) each started their own. Each test opens its own context (its own cookies,
+# storage and viewport) and closes it.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-default-apps", "--mute-audio"]
+
+
+def chromium_path() -> str | None:
+    """Debian's chromium, or the one ``MHA_CHROMIUM`` names."""
+    import shutil
+
+    for candidate in (os.environ.get("MHA_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
+                      shutil.which("chromium-browser")):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A headless Chromium driven by Playwright, started once per worker; SKIPPED with the reason without it."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("Playwright's Python package is not installed (pip install playwright; no browser download "
+                    "is needed, the system chromium is used)")
+    path = chromium_path()
+    if path is None:
+        pytest.skip("no Chromium found at /usr/bin/chromium or on PATH (apt-get install -y chromium, "
+                    "or set MHA_CHROMIUM)")
+    with sync_playwright() as pw:
+        try:
+            b = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        except Exception as exc:  # noqa: BLE001 - any launch failure is a reason to skip, stated
+            pytest.skip(f"Chromium at {path} would not start under Playwright: {str(exc).splitlines()[0]}")
+        yield b
+        b.close()
+
 # ------------------------------------------------------------------ retrained shipped models (helper "heads")
 # The tests that retrain a shipped model with its documented command (test_grammar, test_trained_shipped,
 # test_trained_alone) each took a full training run; a TrainConfig is frozen and hashable and a TrainResult

@@ -236,15 +236,15 @@ def test_demo_hide_rules_hides_what_the_trained_heads_learned(runner):
     assert percent(lone.accuracy) in out and "learned" not in out
 
 
-def test_one_vs_many_figure_titles_each_panel_and_reads_the_records():
+def test_one_vs_many_figure_titles_each_panel_and_reads_the_records(one_vs_many_drawn):
     from mhacli.cli.commands.classroom import shipped_pairs
     from mhacli.grammar.score import percent, score
     from mhacli.models.shipped import shipped_model_path
     from mhacli.models.trained import load_trained
-    from mhacli.render.figures.one_vs_many import one_vs_many_figure, row_title
+    from mhacli.render.figures.one_vs_many import row_title
 
     pairs = shipped_pairs()
-    fig = one_vs_many_figure(pairs)
+    fig = one_vs_many_drawn()  # one_vs_many_figure(pairs), built once per session
     titles = [ax.get_title() for ax in fig.get_axes() if ax.get_title()]
     assert titles[0] == "1 head alone\nlearned: first token" and "head 4 of 4\nlearned: two back" in titles
     assert len(titles) == 10  # 1 + 4 panels per pair
@@ -256,7 +256,7 @@ def test_one_vs_many_figure_titles_each_panel_and_reads_the_records():
     recipient = alone.by_relation[alone.relations.index("recipient")]  # the one held-out accuracy (grammar.score)
     theirs = many.by_relation[many.relations.index("recipient")]
     assert f"recipient {percent(recipient)} → {percent(theirs)}" in grammar and "16,096 parameters each" in grammar
-    hidden = one_vs_many_figure(pairs, hide_rules=True)
+    hidden = one_vs_many_drawn(hide_rules=True)  # one_vs_many_figure(pairs, hide_rules=True)
     assert not any("learned" in ax.get_title() for ax in hidden.get_axes())
 
 

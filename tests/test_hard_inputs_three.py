@@ -361,28 +361,20 @@ def test_mha_show_html_writes_no_raw_control_or_bidi_character(tmp_path):
     assert "\\\\x1b[31mred" in page  # the JSON string of the spelled-out ESC
 
 
-def test_in_chromium_the_title_and_every_tooltip_are_escaped(tmp_path):
-    pytest.importorskip("playwright.sync_api", reason="Playwright's Python package is not installed")
-    chromium = next((c for c in (os.environ.get("MHA_CHROMIUM"), "/usr/bin/chromium") if c and os.path.exists(c)),
-                    None)
-    if chromium is None:
-        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install -y chromium, or set MHA_CHROMIUM)")
-    from playwright.sync_api import sync_playwright
-
+def test_in_chromium_the_title_and_every_tooltip_are_escaped(tmp_path, browser):
     _hostile_attention(tmp_path)
     proc = mha_in_process("show", "h.npz", "--html", "p.html", "--no-plots", "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_context(offline=True).new_page()
-            page.goto((tmp_path / "p.html").as_uri())
-            page.wait_for_selector("html[data-ready=true]", timeout=15000)
-            shown = [page.title(), page.inner_text("body"),
-                     *page.eval_on_selector_all("[title]", "els => els.map(e => e.title)"),
-                     *page.eval_on_selector_all("[aria-label]", "els => els.map(e => e.getAttribute('aria-label'))")]
-        finally:
-            browser.close()
+    context = browser.new_context(offline=True)  # `browser`: the worker's Chromium (tests/conftest.py)
+    try:
+        page = context.new_page()
+        page.goto((tmp_path / "p.html").as_uri())
+        page.wait_for_selector("html[data-ready=true]", timeout=15000)
+        shown = [page.title(), page.inner_text("body"),
+                 *page.eval_on_selector_all("[title]", "els => els.map(e => e.title)"),
+                 *page.eval_on_selector_all("[aria-label]", "els => els.map(e => e.getAttribute('aria-label'))")]
+    finally:
+        context.close()
     assert "\\x1b[31mred" in page_title_and_chips(shown)
     assert not [s for s in shown if any(ch in s for ch in RAW)], [s for s in shown if any(ch in s for ch in RAW)]
 

@@ -9,9 +9,7 @@ with the reason, never passed.  Set ``MHA_CHROMIUM`` to use another Chromium bin
 from __future__ import annotations
 
 import io
-import os
 import re
-import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -31,37 +29,7 @@ def _paged(shown, max_tokens=None):
 
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-default-apps", "--mute-audio"]
-
-
-def _chromium() -> str | None:
-    for candidate in (os.environ.get("MHA_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
-                      shutil.which("chromium-browser")):
-
-        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("Playwright's Python package is not installed (pip install playwright; no browser download "
-                    "is needed, the system chromium is used)")
-    path = _chromium()
-    if path is None:
-        pytest.skip("no Chromium found at /usr/bin/chromium or on PATH (apt-get install -y chromium, "
-                    "or set MHA_CHROMIUM)")
-    with sync_playwright() as pw:
-        try:
-            b = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        except Exception as exc:  # noqa: BLE001 - any launch failure is a reason to skip, stated
-            pytest.skip(f"Chromium at {path} would not start under Playwright: {str(exc).splitlines()[0]}")
-        yield b
-        b.close()
+# `browser`: one headless Chromium per worker (tests/conftest.py), shared with the other files that open a page.
 
 
 @dataclass

@@ -58,9 +58,22 @@ COMPUTING_ROOMS = ("attention", "grammar", "measures")
 SINGLE_FILE_LAYERS = {"notebook", "pipeline", "request", "version"}
 
 
+def _parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once per worker per version of the file (its size and mtime): each of the
+    280 checks here read and parsed the modules it looks at again (every renderer five times, the whole package
+    for the import graph). The checks only read a tree, never change one."""
+    stat = path.stat()
+    return _parsed_at(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed_at(path: str, mtime_ns: int, size: int) -> ast.Module:
+    return ast.parse(Path(path).read_text(encoding="utf-8"), filename=path)
+
+
 def imported_modules(path: Path) -> set[str]:
     """Every module an import statement in ``path`` names (absolute; relative imports resolved)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _parsed(path)
     package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -143,7 +156,7 @@ COMPUTING = (*(f"mhacli.{room}" for room in COMPUTING_ROOMS), "mhacli.pipeline")
 
 def _imported_names(path: Path) -> list[tuple[str, str]]:
     """(module, name) for every ``from <a computing room or the pipeline> import name`` in ``path``, lazy ones too."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _parsed(path)
     return [(node.module, alias.name) for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(COMPUTING)
             for alias in node.names] + [
@@ -166,7 +179,7 @@ WORD_FORMATTERS = {"short_name", "long_name", "relation_words"}
 def measuring_words() -> frozenset[str]:
     """narrate's functions that measure before they speak: each calls a computation of the core (the card's
     disagreements, the knockout's mismatches), or another such function.  The pipeline calls them, never render."""
-    tree = ast.parse((PACKAGE / "measures" / "narrate.py").read_text(encoding="utf-8"))
+    tree = _parsed(PACKAGE / "measures" / "narrate.py")
     functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
     measuring = {name for name, f in functions.items() for node in ast.walk(f)
                  if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(COMPUTING[:-1])
@@ -189,7 +202,7 @@ def core_methods() -> frozenset[str]:
     """The names of every method (not property) defined on a class of the computing rooms."""
     names = set()
     for path in _computing_files():
-        for cls in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for cls in ast.walk(_parsed(path)):
             if isinstance(cls, ast.ClassDef):
                 names.update(f.name for f in cls.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("_")
                              and not any(getattr(d, "id", None) == "property" for d in f.decorator_list))
@@ -206,7 +219,7 @@ def computations_called(path: Path) -> list[str]:
             continue
         bad.append(f"{module}.{name}")
     methods = core_methods() - RENDER_MAY_CALL
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _parsed(path)
     bad += [f".{n.func.attr}()" for n in ast.walk(tree) if isinstance(n, ast.Call)
             and isinstance(n.func, ast.Attribute) and n.func.attr in methods]
     words = measuring_words()
@@ -224,7 +237,7 @@ def deciding_properties() -> frozenset[str]:
     read from a field, never worked out in a renderer's reach (``Knockout.matters`` was one)."""
     bodies: dict[str, list[ast.FunctionDef]] = {}
     for path in _computing_files():
-        for cls in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for cls in ast.walk(_parsed(path)):
             if isinstance(cls, ast.ClassDef):
                 for f in cls.body:
                     if isinstance(f, ast.FunctionDef) and any(getattr(d, "id", None) == "property"
@@ -245,7 +258,7 @@ def deciding_properties() -> frozenset[str]:
 def properties_deciding(path: Path) -> list[str]:
     """Which of :func:`deciding_properties` ``path`` reads (by name: a field of the same name elsewhere would be
     caught too, and renamed)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _parsed(path)
     return sorted({f".{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                    and n.attr in deciding_properties()})
 
@@ -261,7 +274,7 @@ def evidence_thresholds() -> frozenset[str]:
 def thresholds_read(path: Path) -> list[str]:
     """Which of the evidence rule's numbers ``path`` names (as ``evidence.X``, ``narrate.X`` or imported): a
     renderer that compares against one decides a word itself; the verdict belongs in the run."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _parsed(path)
     names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     return sorted(names & evidence_thresholds())
@@ -363,7 +376,7 @@ def import_graph(package: Path | None = None) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
         targets = set()
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = _parsed(path)
         typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
                        and getattr(block.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(block)}
         here = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -447,7 +460,7 @@ HOST_READS = {"sched_getaffinity", "getrlimit", "cpu_count", "environ", "getenv"
 
 def host_reads(path: Path) -> list[str]:
     """Every read of the host in ``path``: the calls above, ``import resource``, a '/proc' path."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _parsed(path)
     found = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in HOST_READS]
     found += ["resource" for n in ast.walk(tree) if isinstance(n, ast.Import)
               for a in n.names if a.name == "resource"]

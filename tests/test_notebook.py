@@ -135,41 +135,34 @@ def test_the_packed_weights_are_the_shown_values():
 
 
 @pytest.mark.slow
-def test_the_exported_notebook_shows_the_whole_page_in_chromium(bert_notebook, tmp_path):
+def test_the_exported_notebook_shows_the_whole_page_in_chromium(bert_notebook, tmp_path, browser):
     pytest.importorskip("nbconvert", reason="nbconvert is not installed (pip install nbconvert)")
-    pytest.importorskip("playwright.sync_api", reason="Playwright's Python package is not installed")
     import os
 
-    chromium = next((c for c in (os.environ.get("MHA_CHROMIUM"), "/usr/bin/chromium") if c and os.path.exists(c)),
-                    None)
-    if chromium is None:
-        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install -y chromium, or set MHA_CHROMIUM)")
     from nbconvert import HTMLExporter
-    from playwright.sync_api import sync_playwright
 
     nb, _ = bert_notebook
     body, _ = HTMLExporter().from_notebook_node(nb)
     exported = tmp_path / "bert.html"
     exported.write_text(body, encoding="utf-8")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-            page.goto(exported.as_uri())
-            frame_el = page.wait_for_selector("iframe[id^=mhacli-]")
-            inner = frame_el.content_frame()
-            inner.wait_for_selector("html[data-ready=true]", timeout=60000)
-            wanted = inner.evaluate("document.documentElement.scrollHeight")
-            page.wait_for_function("h => document.querySelector('iframe[id^=mhacli-]').offsetHeight >= h", arg=wanted,
-                                   timeout=30000)
-            box = frame_el.bounding_box()
-            # the whole display, no scroll bar inside the frame, and it fits one 1080p screen (issue 47)
-            assert 500 < wanted <= 950 and box["height"] >= wanted
-            shown = inner.eval_on_selector_all('#qtable tbody td.v[data-head="0"]:not(.outside)',
-                                               "els => els.map(e => e.textContent)")
-            assert len(shown) == 100 and all(re.fullmatch(r"0\.\d{4}", s) for s in shown)
-            page.screenshot(path=str(Path(__file__).resolve().parent.parent / "notebook-export.png"
-                                     if os.environ.get("MHA_KEEP_SCREENSHOT") else tmp_path / "export.png"),
-                            full_page=True)
-        finally:
-            browser.close()
+    context = browser.new_context(viewport={"width": 1280, "height": 900})  # the worker's Chromium (conftest)
+    try:
+        page = context.new_page()
+        page.goto(exported.as_uri())
+        frame_el = page.wait_for_selector("iframe[id^=mhacli-]")
+        inner = frame_el.content_frame()
+        inner.wait_for_selector("html[data-ready=true]", timeout=60000)
+        wanted = inner.evaluate("document.documentElement.scrollHeight")
+        page.wait_for_function("h => document.querySelector('iframe[id^=mhacli-]').offsetHeight >= h", arg=wanted,
+                               timeout=30000)
+        box = frame_el.bounding_box()
+        # the whole display, no scroll bar inside the frame, and it fits one 1080p screen (issue 47)
+        assert 500 < wanted <= 950 and box["height"] >= wanted
+        shown = inner.eval_on_selector_all('#qtable tbody td.v[data-head="0"]:not(.outside)',
+                                           "els => els.map(e => e.textContent)")
+        assert len(shown) == 100 and all(re.fullmatch(r"0\.\d{4}", s) for s in shown)
+        page.screenshot(path=str(Path(__file__).resolve().parent.parent / "notebook-export.png"
+                                 if os.environ.get("MHA_KEEP_SCREENSHOT") else tmp_path / "export.png"),
+                        full_page=True)
+    finally:
+        context.close()

@@ -119,14 +119,12 @@ def test_train_its_sweep_and_its_knockout_print_each_models_one_held_out_accurac
     assert f"The model's {s.caption()}." in carded
 
 
-def test_compare_demo_the_figure_and_explain_print_the_shipped_models_one_held_out_accuracy():
+def test_compare_demo_the_figure_and_explain_print_the_shipped_models_one_held_out_accuracy(one_vs_many_drawn):
     """The shipped grammar pair: compare, demo step 15, one-vs-many.png's row title and explain's card line print
     core.score's accuracy of each model, and the gap between them, with the same digits."""
-    from mhacli.cli.commands.classroom import shipped_pairs
     from mhacli.grammar.score import percent, score
     from mhacli.models.shipped import shipped_model_path
     from mhacli.models.trained import load_trained
-    from mhacli.render.figures.one_vs_many import one_vs_many_figure
 
     alone = score(load_trained(shipped_model_path(alone=True, name="grammar"))[0])
     heads = score(load_trained(shipped_model_path(name="grammar"))[0])
@@ -137,8 +135,8 @@ def test_compare_demo_the_figure_and_explain_print_the_shipped_models_one_held_o
     demo = _flat(_said("demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "15").stdout)
     assert f"one head alone reached {one} (held-out accuracy, mean over relations), 4 heads together {four}" in demo
     assert f"The gap is {100 * (heads.accuracy - alone.accuracy):.1f} points" in demo
-    figure = _flat(" ".join(ax.get_title() for ax in one_vs_many_figure(shipped_pairs()).get_axes()))
-    figure += " " + _flat(" ".join(t.get_text() for t in one_vs_many_figure(shipped_pairs()).texts))
+    figure = _flat(" ".join(ax.get_title() for ax in one_vs_many_drawn().get_axes()))  # one_vs_many_figure(
+    figure += " " + _flat(" ".join(t.get_text() for t in one_vs_many_drawn().texts))  # shipped_pairs()), shared
     assert f"mean {one} → {four}" in figure, figure
     explained = _flat(_said("explain", SENTENCE, "--weights", "grammar", "--no-plots").stdout)
     assert f"The model's {heads.caption()}." in explained
@@ -212,13 +210,11 @@ def test_a_card_word_agrees_with_the_rates_it_prints(counts):
         assert label.startswith(evidence.NO_RELATION)
 
 
-def test_every_surface_of_one_run_gives_each_head_the_cards_one_name(tmp_path):
+def test_every_surface_of_one_run_gives_each_head_the_cards_one_name(tmp_path, one_vs_many_drawn):
     """The grammar model on the headline sentence: the walkthrough (sections 5 and 6, the head grids), --json,
     head-N.png, heads.png, magnifiers.png, the page, compare, demo and one-vs-many.png call each head by its
     card's name (Card.name), and no surface calls it by another wording (a rate in its title, a row's long name)."""
-    from mhacli.cli.commands.classroom import shipped_pairs
     from mhacli.pipeline import prepare
-    from mhacli.render.figures.one_vs_many import one_vs_many_figure
 
     result = prepare(SENTENCE, weights="grammar").run(single=True)
     names = result.card.names
@@ -238,7 +234,7 @@ def test_every_surface_of_one_run_gives_each_head_the_cards_one_name(tmp_path):
     page = (tmp_path / "page.html").read_text(encoding="utf-8")
     compared = _flat(_said("compare", SENTENCE, "--weights", "grammar", "--no-plots").stdout)
     demo = _flat(_said("demo", SENTENCE, "--weights", "grammar", "--no-pause", "--step", "15").stdout)
-    pairs = one_vs_many_figure(shipped_pairs())
+    pairs = one_vs_many_drawn()  # one_vs_many_figure(shipped_pairs()), built once per session
     titles = [_flat(ax.get_title()) for ax in pairs.get_axes() if ax.get_title()][-4:]  # the grammar pair's heads
     for i, name in enumerate(names):
         assert f"head {i + 1}: {name}" in terminal and f"head {i + 1} {name}" in terminal, name

@@ -130,6 +130,9 @@ def test_colour_on_a_real_terminal_but_not_with_no_color(cwd):
     assert colours == set(), f"NO_COLOR must turn colour off, got SGR {sorted(colours)}"
 
 
+# Colour and TERM on a real terminal: test_colour_on_a_real_terminal_but_not_with_no_color keeps the family in the
+# default tier; the error line under NO_COLOR and TERM=dumb are the slow tier's (issue 46.5).
+@pytest.mark.slow
 def test_no_color_also_covers_errors_on_a_terminal(cwd):
     code, screen = _in_pty(["explain", "hi", "--heads", "0", "--no-plots"], cwd, TERM="xterm-256color",
                            NO_COLOR="1")
@@ -138,6 +141,7 @@ def test_no_color_also_covers_errors_on_a_terminal(cwd):
     assert _visible(screen).strip() == "mha: error: --heads must be at least 1, got 0."
 
 
+@pytest.mark.slow
 def test_term_dumb_gets_plain_text(cwd):
     code, screen = _in_pty(["explain", SENTENCE, "--no-plots"], cwd, TERM="dumb")
     assert code == 0
@@ -173,12 +177,19 @@ def test_forty_columns_on_a_terminal(cwd):
     assert max(cell_len(line) for line in lines) <= 40
 
 
-def test_an_error_line_is_never_wrapped_even_at_forty_columns(cwd):
-    p = _piped(["explain", "hi", "--d-model", "360", "--heads", "7", "--no-plots"], cwd, COLUMNS="40")
+# The error console takes COLUMNS as every console does (mhacli.cli.output.reset): in-process in the default tier,
+# the installed script's run in the slow tier (issue 46.5).
+@pytest.mark.parametrize("run", [_in_process, pytest.param(_piped, marks=pytest.mark.slow)],
+                         ids=["in-process", "installed"])
+def test_an_error_line_is_never_wrapped_even_at_forty_columns(cwd, run):
+    p = run(["explain", "hi", "--d-model", "360", "--heads", "7", "--no-plots"], cwd, COLUMNS="40")
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1 and len(p.stderr) > 40
 
 
+# The reader gone mid-output: test_cli_conventions.py's closed stdout (every file still written) keeps the family in
+# the default tier, this 2 MB JSON in the slow tier (issue 46.5).
+@pytest.mark.slow
 def test_json_to_a_closed_pipe_is_quiet(cwd):
     # 100 words print 2 MB of JSON, 30 pipe buffers: the reader is gone long before the last write
     # (300 words, 16 MB, took three times as long to compute and check the same thing).

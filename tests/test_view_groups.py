@@ -11,9 +11,8 @@ from mhacli.attention.errors import UsageError
 from mhacli.measures.view import from_attention
 from mhacli.pipeline import paged, result_of
 from mhacli.render.html import page_data
-import test_html_browser
 
-browser = test_html_browser.browser  # the system Chromium under Playwright (a stated skip without it)
+# `browser`: the worker's headless Chromium (tests/conftest.py; a stated skip without it)
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 

@@ -351,12 +351,15 @@ def _write_pngs(figures: dict[str, Any], out: Path) -> list[str]:
     """Each figure drawn (``name -> draw()``) and written atomically into ``out``; a library's warning while
     drawing is one note, never stray lines."""
     from mhacli.io.files import atomic_write
+    from mhacli.render.figures.save import write_png
+    from mhacli.render.figures.training import SAVED_DPI
     from mhacli.render.warned import note, recording
 
     warned: dict[str, None] = {}
     with recording(warned):
         drawn = {name: draw() for name, draw in figures.items()}
-        paths = [str(atomic_write(out / name, partial(fig.savefig, format="png"))) for name, fig in drawn.items()]
+        # The PNG writer explain's figures use: the same pixels as savefig at the figures' own dpi.
+        paths = [str(atomic_write(out / name, partial(write_png, fig, dpi=SAVED_DPI))) for name, fig in drawn.items()]
     notes([line for line in (note(warned),) if line])
     return paths
 

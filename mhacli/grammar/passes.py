@@ -307,22 +307,27 @@ def head_sparsity(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[
     return strength * float(norm.sum()), d_w_r, d_w_o
 
 
-def head_concentration(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[float, Array, Array]:
+def head_concentration(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[Array, Array, Array]:
     """The penalty λ Σ_t ‖n_t‖₁ / ‖n_t‖₂ over n_ti = ||R_t W_o^i||_F, and its gradients for R and W_o.
 
     1 when readout t reads one head, √h when it reads all alike, whatever its size: few heads without small logits.
-    One head has nothing to choose: the penalty is λ·T and its gradient exactly 0.
+    One head has nothing to choose: the penalty is λ·T and its gradient exactly 0. One model, R (T, V, d) and W_o
+    (d, d), or a stack of them (M, …) as the stacked step has: the penalty has the leading shape, () or (M,).
     """
+    *lead, t, v, d = w_r.shape
     if heads == 1:
-        return strength * w_r.shape[0], np.zeros_like(w_r), np.zeros_like(w_o)
-    p = head_readouts(w_r, w_o, heads)  # (T, V, h, d/h)
-    norm = np.sqrt((p * p).sum(axis=(1, 3)))  # (T, h): n_ti
-    l1 = norm.sum(axis=1, keepdims=True)  # (T, 1)
-    l2 = np.sqrt((norm * norm).sum(axis=1, keepdims=True))  # (T, 1)
-    d_norm = strength * (1.0 / l2 - l1 * norm / l2 ** 3)  # (T, h): ∂(λ l1/l2)/∂n_ti
-    g = (d_norm / np.maximum(norm, 1e-12))[:, None, :, None] * p  # (T, V, h, d/h): through n_ti = ||P_ti||
-    d_w_r, d_w_o = _through_blocks(g, w_r, w_o)  # (T, V, d), (d, d)
-    return strength * float((l1 / l2).sum()), d_w_r, d_w_o
+        return np.full(lead, strength * t), np.zeros_like(w_r), np.zeros_like(w_o)
+    blocks = w_r @ w_o[..., None, :, :]  # (…, T, V, d) @ (…, 1, d, d) -> (…, T, V, d): R_t W_o, each head's block
+    split = blocks.reshape(*lead, t, v, heads, d // heads)  # (…, T, V, h, d/h)
+    # Σ over the words first (a reduction over the outer axis, fast), then over each head's d/h columns.
+    norm = np.sqrt((blocks * blocks).sum(axis=-2).reshape(*lead, t, heads, d // heads).sum(axis=-1))  # (…, T, h)
+    l1 = norm.sum(axis=-1, keepdims=True)  # (…, T, 1)
+    l2 = np.sqrt((norm * norm).sum(axis=-1, keepdims=True))  # (…, T, 1)
+    d_norm = strength * (1.0 / l2 - l1 * norm / l2 ** 3)  # (…, T, h): ∂(λ l1/l2)/∂n_ti
+    g = (split * (d_norm / np.maximum(norm, 1e-12))[..., None, :, None]).reshape(*lead, t, v, d)  # (…, T, V, d)
+    d_w_r = g @ np.swapaxes(w_o, -1, -2)[..., None, :, :]  # (…, T, V, d) @ (…, 1, d, d) -> (…, T, V, d)
+    d_w_o = np.swapaxes(w_r.reshape(*lead, t * v, d), -1, -2) @ g.reshape(*lead, t * v, d)  # (…, d, d)
+    return strength * (l1 / l2).sum(axis=(-2, -1)), d_w_r, d_w_o
 
 
 def head_overlap(weights: Array, strength: float, queries: Array | None = None) -> tuple[float, Array]:
@@ -371,8 +376,8 @@ def loss_and_grads(params: Params, ids: Array, targets: Array, heads: int, causa
         grads["readout"] = grads["readout"] + d_w_r
         grads["W_o"] = grads["W_o"] + d_w_o
     if concentration:
-        penalty, d_w_r, d_w_o = head_concentration(params["readout"], params["W_o"], heads, concentration)
-        loss += penalty
+        value, d_w_r, d_w_o = head_concentration(params["readout"], params["W_o"], heads, concentration)
+        loss += float(value)
         grads["readout"] = grads["readout"] + d_w_r
         grads["W_o"] = grads["W_o"] + d_w_o
     return loss, grads, correct

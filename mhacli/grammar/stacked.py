@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mhacli.grammar.passes import Array, Params, head_sparsity, kv_heads, shared, shared_backward
+from mhacli.grammar.passes import (Array, Params, head_concentration, head_sparsity, kv_heads, shared,
+                                   shared_backward)
 
 
 @dataclass(frozen=True)
@@ -203,28 +204,10 @@ def step(params: Params, batch: Batch, heads: int, causal: bool, pad: int | None
             loss[i] += value
             grads["readout"][i] += g_r
             grads["W_o"][i] += g_o
-    if concentration and heads == 1:  # passes.head_concentration: λ·T, nothing to choose, gradient 0
-        loss = loss + concentration * t_count
-    elif concentration:
-        values, g_r, g_o = _concentration(w_r, params["W_o"], heads, concentration)
+    if concentration:  # on every model at once (one head: λ·T, gradient 0)
+        values, g_r, g_o = head_concentration(w_r, params["W_o"], heads, concentration)
         loss = loss + values
         grads["readout"] += g_r
         grads["W_o"] += g_o
     return loss, grads, right.sum(axis=(1, 2)) / batch.scored_count
 
-
-def _concentration(w_r: Array, w_o: Array, heads: int, strength: float) -> tuple[Array, Array, Array]:
-    """passes.head_concentration on every model at once: λ Σ_t ‖n_t‖₁ / ‖n_t‖₂, n_ti = ‖R_t W_o^i‖_F, (M,), and
-    its gradients for R (M, T, V, d) and W_o (M, d, d)."""
-    m, t, v, d = w_r.shape
-    blocks = w_r @ w_o[:, None]  # (M, T, V, d) @ (M, 1, d, d) -> (M, T, V, d): R_t W_o, every head's block side by side
-    split = blocks.reshape(m, t, v, heads, d // heads)  # (M, T, V, h, d/h)
-    # Σ over the words first (a reduction over the outer axis, fast), then over each head's d/h columns.
-    norm = np.sqrt((blocks * blocks).sum(axis=2).reshape(m, t, heads, d // heads).sum(axis=-1))  # (M, T, h): n_ti
-    l1 = norm.sum(axis=-1, keepdims=True)  # (M, T, 1)
-    l2 = np.sqrt((norm * norm).sum(axis=-1, keepdims=True))  # (M, T, 1)
-    d_norm = strength * (1.0 / l2 - l1 * norm / l2 ** 3)  # (M, T, h): ∂(λ l1/l2)/∂n_ti
-    g = (split * (d_norm / np.maximum(norm, 1e-12))[:, :, None, :, None]).reshape(m, t, v, d)  # (M, T, V, d)
-    d_w_r = g @ _t(w_o)[:, None]  # (M, T, V, d) @ (M, 1, d, d) -> (M, T, V, d)
-    d_w_o = _t(w_r.reshape(m, t * v, d)) @ g.reshape(m, t * v, d)  # (M, d, T·V) @ (M, T·V, d) -> (M, d, d)
-    return strength * (l1 / l2).sum(axis=(1, 2)), d_w_r, d_w_o

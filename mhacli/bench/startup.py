@@ -19,7 +19,7 @@ SENTENCE = "the cat sat on the mat"  # 6 tokens: the issue's benchmark
 IMPORTS = "import numpy, matplotlib.figure, rich.console, typer"
 IMPORTS_PYPLOT = "import numpy, matplotlib.pyplot, rich.console, typer"
 FIRST_LINE_TARGET = 1.0
-FIGURES_TARGET = 2.2
+FIGURES_TARGET = 2.5  # issue 44's target for a run that forks nothing (issue 29's 2.2 counted forked drawers)
 
 Tick = Callable[[str], None]
 
@@ -224,7 +224,7 @@ def round_verdict(ratios: list[float], target: float) -> str:
 
 def shown_ratio(value: float, target: float) -> str:
     """``value`` to two decimals, or as many more as it takes not to read as the ``target`` it misses (2.204, not
-    2.20, beside "NOT met" for ≤ 2.2)."""
+    2.50, beside "NOT met" for ≤ 2.5)."""
     for digits in range(2, 9):
         text = f"{value:.{digits}f}"
         if value <= target or float(text) > target:

@@ -638,14 +638,15 @@ def test_hide_rules_leaves_out_every_rule_and_relation_name(runner):
 def test_pair_sentence_says_what_the_records_say_even_when_the_heads_gain_nothing():
     import numpy as np
 
+    from mhacli.measures.compare import TrainedApart
     from mhacli.measures.lesson import TrainedPair
     from mhacli.measures.narrate import pair_sentence
 
     def pair(single: float, heads: float, by_relation=()) -> TrainedPair:
-        return TrainedPair(task="t", tokens=("a", "b"), single_weights=np.eye(2),
-                           heads_weights=np.stack([np.eye(2)] * 2),
-                           single_relation="x", heads_relations=("x", "y"), single_accuracy=single,
-                           heads_accuracy=heads, single_parameters=10, heads_parameters=12, by_relation=by_relation)
+        apart = TrainedApart(task="t", single_accuracy=single, heads_accuracy=heads, single_parameters=10,
+                             heads_parameters=12, single_relations=("x",), heads_relations=("x", "y"),
+                             by_relation=by_relation)
+        return TrainedPair(apart, tokens=("a", "b"), single_weights=np.eye(2), heads_weights=np.stack([np.eye(2)] * 2))
 
     said = pair_sentence(pair(0.9, 0.9))
     assert "10 and 12 parameters" in said and "gain nothing" in said and "gap" not in said

@@ -137,8 +137,8 @@ def test_the_control_is_shown_beside_the_pair_it_was_measured_with() -> None:
     assert " ".join(said.split()[:12]) in " ".join(step.split())
     from mhacli.cli.commands.classroom import shipped_pairs  # the lesson's and one-vs-many.png's pairs
 
-    grammar = [p for p in shipped_pairs() if p.task == "grammar"][0]
-    assert grammar.control is not None and grammar.control.to_dict() == c.to_dict()
+    grammar = [p for p in shipped_pairs() if p.apart.task == "grammar"][0]
+    assert grammar.apart.control is not None and grammar.apart.control.to_dict() == c.to_dict()
     assert f"gap {c.gap:.1f} points" in cause_line(grammar)
 
 

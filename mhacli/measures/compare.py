@@ -61,6 +61,16 @@ class TrainedApart:
     crowds: tuple[Crowd, Crowd] | None = None  # a grammar pair's verb accuracy by nouns of a class (lone, h heads)
     control: Control | None = None  # the same training with positions in the values (score.control), if measured
 
+    @property
+    def gap(self) -> float:
+        """How many points of held-out accuracy the h heads gain over the lone head (0 … 100)."""
+        return 100 * (self.heads_accuracy - self.single_accuracy)
+
+    @property
+    def worst(self) -> tuple[str, float, float] | None:
+        """The relation where the lone head falls furthest behind, if the records hold any per relation."""
+        return max(self.by_relation, key=lambda r: r[2] - r[1]) if self.by_relation else None
+
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "single_accuracy": self.single_accuracy, "heads_accuracy": self.heads_accuracy,
                 "single_parameters": self.single_parameters, "heads_parameters": self.heads_parameters,
@@ -70,6 +80,24 @@ class TrainedApart:
                 "by_nouns_of_a_class": None if self.crowds is None else {"single": self.crowds[0].to_dict(),
                                                                          "heads": self.crowds[1].to_dict()},
                 "control": None if self.control is None else self.control.to_dict()}
+
+
+def trained_apart(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_metrics: dict[str, Any]) -> TrainedApart:
+    """What ``alone`` (one head) and ``heads`` (h heads), trained apart on one task, reached: the accuracies are
+    :func:`mhacli.grammar.score.score`'s (the card's sentences), the parameter counts the training records'."""
+    from mhacli.grammar.score import by_relation, control, crowd, score
+
+    if alone.config.task != heads.config.task or alone.config.heads != 1:
+        raise ValueError("a trained pair is one head and h heads trained on one task")
+    single, many = score(alone), score(heads)
+    return TrainedApart(task=str(heads.config.task), single_accuracy=single.accuracy, heads_accuracy=many.accuracy,
+                        single_parameters=int(alone_metrics["parameters"]),
+                        heads_parameters=int(heads_metrics["parameters"]),
+                        single_relations=tuple(str(name) for name, _ in alone.relations),
+                        heads_relations=tuple(str(name) for name, _ in heads.relations),
+                        by_relation=by_relation(single, many),
+                        crowds=(crowd(alone), crowd(heads)) if alone.sentences else None,
+                        control=control(single.accuracy, many.accuracy) if alone.sentences else None)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import numpy as np
 from mhacli.attention.evidence import TIE_MARGIN
 
 if TYPE_CHECKING:
-    from mhacli.grammar.score import Control, Crowd
     from mhacli.attention.trace import Trace
+    from mhacli.measures.compare import TrainedApart
 
 Array = np.ndarray
 
@@ -150,61 +150,39 @@ LETTERS_SEQUENCE = "d a c f b e h a j g i c"
 
 @dataclass(frozen=True)
 class TrainedPair:
-    """One shipped pair (one head trained alone, h heads trained together) on one text: weights and records."""
+    """One shipped pair (one head trained alone, h heads trained together) on one text: what the two reached
+    (:class:`~mhacli.measures.compare.TrainedApart`, as ``mha compare`` reads it) and their weights on the text."""
 
-    task: str  # the task both were trained on ('grammar', 'relations')
+    apart: TrainedApart
     tokens: tuple[str, ...]
     single_weights: Array  # (N, N): the lone head's weights on ``tokens``
     heads_weights: Array  # (h, N, N): each of the h heads' weights on ``tokens``
-    single_relation: str  # what the lone head learned to follow
-    heads_relations: tuple[str, ...]  # what each of the h heads learned to follow
-    single_accuracy: float  # held-out accuracy, mean over the relations the task reads out (core.score), 0 … 1
-    heads_accuracy: float
-    single_parameters: int
-    heads_parameters: int
-    by_relation: tuple[tuple[str, float, float], ...]  # (relation, lone head, h heads) held-out accuracy
-    crowds: tuple[Crowd, Crowd] | None = None  # a grammar pair's verb accuracy by nouns of a class (lone, h heads)
-    control: Control | None = None  # the same training with positions in the values (score.control), if measured
-    single_entropy: float = float("nan")  # bits, mean over the lone head's rows: how focused it is
-    heads_entropy: tuple[float, ...] = ()  # bits, mean over each of the h heads' rows
 
     @property
     def heads(self) -> int:
         return int(self.heads_weights.shape[0])
 
     @property
-    def gap(self) -> float:
-        """How many points of held-out accuracy the h heads gain over the lone head (0 … 100)."""
-        return 100 * (self.heads_accuracy - self.single_accuracy)
+    def single_entropy(self) -> float:
+        """Bits, mean over the lone head's rows: how focused it is."""
+        from mhacli.measures.analysis import row_entropy
+
+        return float(row_entropy(self.single_weights).mean())
 
     @property
-    def worst(self) -> tuple[str, float, float] | None:
-        """The relation where the lone head falls furthest behind, if the records hold any per relation."""
-        return max(self.by_relation, key=lambda r: r[2] - r[1]) if self.by_relation else None
+    def heads_entropy(self) -> tuple[float, ...]:
+        """Bits, mean over each of the h heads' rows."""
+        from mhacli.measures.analysis import row_entropy
+
+        return tuple(float(e) for e in row_entropy(self.heads_weights).mean(axis=-1))
 
 
 def trained_pair(alone: Any, alone_metrics: dict[str, Any], heads: Any, heads_metrics: dict[str, Any],
                  tokens: tuple[str, ...]) -> TrainedPair:
-    """``alone`` and ``heads`` (trained models, 1 and h heads, one task) on ``tokens``, with their records.
+    """``alone`` and ``heads`` (trained models, 1 and h heads, one task) on ``tokens``, with their records."""
+    from mhacli.measures.compare import trained_apart
 
-    The accuracies are :func:`mhacli.grammar.score.score`'s (the one held-out accuracy, mean over relations), the
-    parameter counts the training records'; the weights are the two models' attention on this one text.
-    """
-    from mhacli.grammar.score import by_relation, control, crowd, score
-    from mhacli.measures.analysis import row_entropy
-
-    if alone.config.task != heads.config.task or alone.config.heads != 1:
-        raise ValueError("a trained pair is one head and h heads trained on one task")
+    apart = trained_apart(alone, alone_metrics, heads, heads_metrics)
     single_w = np.asarray(alone.attention(alone.ids(tokens)[None]), dtype=np.float64)[0, 0]  # (N, N)
     heads_w = np.asarray(heads.attention(heads.ids(tokens)[None]), dtype=np.float64)[0]  # (h, N, N)
-    single, many = score(alone), score(heads)
-    return TrainedPair(
-        task=str(heads.config.task), tokens=tuple(tokens), single_weights=single_w, heads_weights=heads_w,
-        single_relation=str(alone.relations[0][0]), heads_relations=tuple(str(r) for r, _ in heads.relations),
-        single_accuracy=single.accuracy, heads_accuracy=many.accuracy,
-        single_parameters=int(alone_metrics["parameters"]), heads_parameters=int(heads_metrics["parameters"]),
-        by_relation=by_relation(single, many),
-        crowds=(crowd(alone), crowd(heads)) if getattr(alone, "sentences", False) else None,
-        control=control(single.accuracy, many.accuracy) if getattr(alone, "sentences", False) else None,
-        single_entropy=float(row_entropy(single_w).mean()),
-        heads_entropy=tuple(float(e) for e in row_entropy(heads_w).mean(axis=-1)))
+    return TrainedPair(apart, tuple(tokens), single_w, heads_w)

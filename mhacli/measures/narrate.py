@@ -278,14 +278,14 @@ def apart_sentence(apart: TrainedApart, heads: int) -> str:
     if apart.single_relations and apart.heads_relations:
         text += (f" The lone head learned to follow {_learned(apart.single_relations)}; the "
                  f"{_count(heads, 'head')} learned {_learned(apart.heads_relations)}.")
-    if apart.by_relation:  # where the lone head falls shortest, relation by relation
-        name, alone, together = max(apart.by_relation, key=lambda r: r[2] - r[1])
+    if apart.worst is not None:  # where the lone head falls shortest, relation by relation
+        name, alone, together = apart.worst
         if together - alone >= 0.01:
             text += (f" It falls shortest on {name}: {alone:.1%} against {together:.1%}.")
     if apart.crowds is not None and apart.heads_accuracy > apart.single_accuracy:
         text += " " + crowd_sentence(apart.crowds, heads)
     if apart.control is not None:
-        text += " " + control_sentence(apart.control, 100 * (apart.heads_accuracy - apart.single_accuracy))
+        text += " " + control_sentence(apart.control, apart.gap)
     # a head below the naming share learned none; one its card names only "partly" is not one of its own either
     named = [r for r in apart.heads_relations if r != NO_RELATION and not r.startswith("partly ")]
     distinct = len(set(named)) == len(named) == heads > 1
@@ -374,24 +374,24 @@ def readback_note(back: ReadBack, rows: int) -> str:
 
 def pair_sentence(pair: TrainedPair) -> str:
     """The lesson's sentence for one pair, every number from the two training records."""
-    h = pair.heads
-    same = (f"{pair.heads_parameters:,} parameters each" if pair.single_parameters == pair.heads_parameters
-            else f"{pair.single_parameters:,} and {pair.heads_parameters:,} parameters")
-    said = (f"Task '{pair.task}', {same}: one head alone reached "
-            f"{percent(pair.single_accuracy)} ({DEFINITION}), {h} heads together {percent(pair.heads_accuracy)}")
-    if pair.by_relation:
-        said += " (" + ", ".join(f"{r} {s:.1%} against {m:.1%}" for r, s, m in pair.by_relation) + ")"
+    h, apart = pair.heads, pair.apart
+    same = (f"{apart.heads_parameters:,} parameters each" if apart.single_parameters == apart.heads_parameters
+            else f"{apart.single_parameters:,} and {apart.heads_parameters:,} parameters")
+    said = (f"Task '{apart.task}', {same}: one head alone reached "
+            f"{percent(apart.single_accuracy)} ({DEFINITION}), {h} heads together {percent(apart.heads_accuracy)}")
+    if apart.by_relation:
+        said += " (" + ", ".join(f"{r} {s:.1%} against {m:.1%}" for r, s, m in apart.by_relation) + ")"
     said += "."
-    if pair.gap <= 0:
+    if apart.gap <= 0:
         return said + " Here the heads gain nothing over the lone head."
-    worst = pair.worst
+    worst = apart.worst
     if worst is not None and worst[2] - worst[1] > 0:
-        said += (f" The gap is {pair.gap:.1f} points overall, widest on {worst[0]} "
+        said += (f" The gap is {apart.gap:.1f} points overall, widest on {worst[0]} "
                  f"({100 * (worst[2] - worst[1]):.1f} points).")
     else:
-        said += f" The gap is {pair.gap:.1f} points."
-    said += f" {crowd_sentence(pair.crowds, h)}" if pair.crowds is not None else ""
-    return said + (f" {control_sentence(pair.control, pair.gap)}" if pair.control is not None else "")
+        said += f" The gap is {apart.gap:.1f} points."
+    said += f" {crowd_sentence(apart.crowds, h)}" if apart.crowds is not None else ""
+    return said + (f" {control_sentence(apart.control, apart.gap)}" if apart.control is not None else "")
 
 
 def control_sentence(control: "Control", gap: float) -> str:
@@ -409,13 +409,14 @@ def control_sentence(control: "Control", gap: float) -> str:
 def cause_line(pair: "TrainedPair") -> str:
     """One-vs-many.png's line under a grammar pair's numbers: the lone head by nouns of a class, and the control
     ("" for a pair without them)."""
-    if pair.crowds is None:
+    apart = pair.apart
+    if apart.crowds is None:
         return ""
-    said = f"1 head at the verb, by nouns of the asked noun's class: {_by_crowd(pair.crowds[0])}"
-    c = pair.control
+    said = f"1 head at the verb, by nouns of the asked noun's class: {_by_crowd(apart.crowds[0])}"
+    c = apart.control
     if c is not None:
         said += (f"\nwith positions in the values (the control): 1 head {percent(c.single)} → {percent(c.heads)}, "
-                 f"gap {c.gap:.1f} points (here {pair.gap:.1f})")
+                 f"gap {c.gap:.1f} points (here {apart.gap:.1f})")
     return said
 
 
@@ -426,7 +427,7 @@ def magnifier_limit(pairs: "Sequence[TrainedPair]") -> str | None:
         alone, each = pair.single_entropy, pair.heads_entropy  # bits, mean over rows
         if each and alone > max(each):
             return (f"The analogy has a limit: a trained head need not be focused. Trained alone on the "
-                    f"{pair.task} task, the lone head of step 15 spreads its rows over its text (mean entropy "
+                    f"{pair.apart.task} task, the lone head of step 15 spreads its rows over its text (mean entropy "
                     f"{alone:.2f} bits) where each of its {pair.heads} heads is sharper ({min(each):.2f}–"
                     f"{max(each):.2f} bits).")
     return None

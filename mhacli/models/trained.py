@@ -309,19 +309,10 @@ def trained_caution(model: TrainedModel, tokens: Sequence[str]) -> str | None:
 def shipped_apart(name: str = "trained") -> tuple[TrainedModel, TrainedApart]:
     """The shipped one-head model trained alone (the same command with ``--heads 1``, docs/training.md), and what it
     and the shipped h heads reached: ``mha compare --weights trained`` sets them side by side."""
-    from mhacli.measures.compare import TrainedApart
-    from mhacli.grammar.score import by_relation, control, crowd, score
+    from mhacli.measures.compare import trained_apart
     from mhacli.models.shipped import shipped_model_path
 
     alone, alone_metrics = load_trained(shipped_model_path(alone=True, name=name))
     heads, heads_metrics = load_trained(shipped_model_path(name=name))
-    single, many = score(alone), score(heads)  # the one held-out accuracy (grammar.score)
-    apart = TrainedApart(task=heads.config.task, single_accuracy=single.accuracy, heads_accuracy=many.accuracy,
-                         single_parameters=int(alone_metrics["parameters"]),
-                         heads_parameters=int(heads_metrics["parameters"]),
-                         single_relations=tuple(name for name, _ in alone.relations),
-                         heads_relations=tuple(name for name, _ in heads.relations),
-                         by_relation=by_relation(single, many),
-                         crowds=(crowd(alone), crowd(heads)) if alone.sentences else None,
-                         control=control(single.accuracy, many.accuracy) if alone.sentences else None)
+    apart = trained_apart(alone, alone_metrics, heads, heads_metrics)
     return alone, apart

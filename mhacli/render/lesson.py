@@ -464,12 +464,13 @@ def one_vs_many_table(pairs: Sequence[TrainedPair]) -> RenderableType:
     table.add_column("h heads", justify="right", style=theme.STYLE_NUMBER)
     table.add_column("parameters", justify="right")
     for pair in pairs:
-        rows = list(pair.by_relation) or [("mean", pair.single_accuracy, pair.heads_accuracy)]
-        if pair.by_relation:
-            rows.append(("mean", pair.single_accuracy, pair.heads_accuracy))
+        apart = pair.apart
+        rows = list(apart.by_relation) or [("mean", apart.single_accuracy, apart.heads_accuracy)]
+        if apart.by_relation:
+            rows.append(("mean", apart.single_accuracy, apart.heads_accuracy))
         for k, (relation, single, heads) in enumerate(rows):
-            table.add_row(pair.task if k == 0 else "", relation, percent(single), f"{percent(heads)} ({pair.heads})",
-                          f"{pair.heads_parameters:,}" if k == 0 else "",
+            table.add_row(apart.task if k == 0 else "", relation, percent(single), f"{percent(heads)} ({pair.heads})",
+                          f"{apart.heads_parameters:,}" if k == 0 else "",
                           end_section=k == len(rows) - 1)
     return fitted_table(table)
 
@@ -482,12 +483,12 @@ def one_vs_many_step(pairs: Sequence[TrainedPair], figures_at: str | None = None
     from mhacli.measures.narrate import pair_sentence
 
     if hide_rules:  # the letters task's relations are the names the class is asked to find: overall only
-        pairs = [replace(p, by_relation=()) for p in pairs]
+        pairs = [replace(p, apart=replace(p.apart, by_relation=())) for p in pairs]
     said = " ".join(pair_sentence(p) for p in pairs)
     if not hide_rules:
         said += " " + " ".join(
-            f"On '{p.task}' the lone head learned {p.single_relation}; the {p.heads} heads learned "
-            f"{', '.join(p.heads_relations)}." for p in pairs)
+            f"On '{p.apart.task}' the lone head learned {p.apart.single_relations[0]}; the {p.heads} heads learned "
+            f"{', '.join(p.apart.heads_relations)}." for p in pairs)
     return LessonStep(
         "one-vs-many", "One head against many, trained apart",
         "Does splitting pay off? The package ships models trained twice by the same command, once with one "

@@ -35,14 +35,15 @@ ROW_CHARS = 160  # a row title's longest line
 
 def row_title(pair: TrainedPair) -> str:
     """Both held-out accuracies and parameter counts, as the training records hold them."""
-    params = (f"{pair.heads_parameters:,} parameters each" if pair.single_parameters == pair.heads_parameters
-              else f"{pair.single_parameters:,} and {pair.heads_parameters:,} parameters")
-    pairs = [*pair.by_relation, ("mean", pair.single_accuracy, pair.heads_accuracy)]
+    apart = pair.apart
+    params = (f"{apart.heads_parameters:,} parameters each" if apart.single_parameters == apart.heads_parameters
+              else f"{apart.single_parameters:,} and {apart.heads_parameters:,} parameters")
+    pairs = [*apart.by_relation, ("mean", apart.single_accuracy, apart.heads_accuracy)]
     numbers = ", ".join(f"{r} {percent(single)} → {percent(heads)}" for r, single, heads in pairs)
     from mhacli.measures.narrate import cause_line
 
     cause = cause_line(pair)  # why, measured: the lone head by nouns of a class, and the control
-    return f"'{pair.task}' task, {params} · {DEFINITION}, 1 head → {pair.heads} heads:\n{numbers}" + (
+    return f"'{apart.task}' task, {params} · {DEFINITION}, 1 head → {pair.heads} heads:\n{numbers}" + (
         f"\n{cause}" if cause else "")
 
 
@@ -60,8 +61,8 @@ def _titles(pair: TrainedPair, hide_rules: bool) -> list[tuple[str, str]]:
         return "" if hide_rules else f"\nlearned: {relation}"
 
     h = pair.heads
-    return ([("1 head alone" + learned(pair.single_relation), SINGLE_HEAD_COLOR)]
-            + [(f"head {i + 1} of {h}" + learned(pair.heads_relations[i]), head_color(i)) for i in range(h)])
+    return ([("1 head alone" + learned(pair.apart.single_relations[0]), SINGLE_HEAD_COLOR)]
+            + [(f"head {i + 1} of {h}" + learned(pair.apart.heads_relations[i]), head_color(i)) for i in range(h)])
 
 
 def one_vs_many_figure(pairs: Sequence[TrainedPair], caption: str = CAPTION, hide_rules: bool = False) -> Figure:

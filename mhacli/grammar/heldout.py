@@ -6,6 +6,7 @@ The card itself (:class:`~mhacli.grammar.card.Card`, its rows, intervals, baseli
 
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from mhacli.grammar.card import (CARD_SEED, CARD_SENTENCES, Array, Card, baselin
 
 if TYPE_CHECKING:
     from mhacli.grammar.model import TrainedModel
+    from mhacli.grammar.tasks import Task
     from mhacli.grammar.train import TrainResult
 
 
@@ -39,11 +41,19 @@ def held_out(model: "TrainedModel", sentences: int,
     if isinstance(sentences, bool) or not isinstance(sentences, numbers.Integral) or sentences < 1:
         raise UsageError(f"a report card needs at least 1 sentence, got {sentences!r}.")
     sentences = int(sentences)  # numpy's whole numbers too (np.int64(5)), as every other count of the API
-    rng = np.random.default_rng(seed)
-    ids, _, _ = task.sample(rng, sentences, model.config.length)  # (S, N)
+    return _parsed(task, model.vocabulary, sentences, model.config.length, seed)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(task: "Task", vocabulary: tuple[str, ...], sentences: int, length: int,
+            seed: int) -> tuple[Array, Array, tuple[str, ...]]:
+    """:func:`held_out`'s sentences and keys, drawn and parsed once per process and read-only: the card, the
+    score, the knockout and ``--words`` of every model of a sweep read the same sentences (the card's seed)."""
+    from mhacli.grammar.tasks import fresh
+
+    ids = fresh(task, sentences, length, seed)[0]  # (S, N)
     names = rows()
     keys = np.full((len(names), *ids.shape), -1, dtype=np.int64)  # (R, S, N)
-    vocabulary = model.vocabulary
     for b, row_ids in enumerate(ids):
         tokens = [vocabulary[i] for i in row_ids if i != task.pad]
         parse = grammar.parse(tokens)
@@ -52,6 +62,7 @@ def held_out(model: "TrainedModel", sentences: int,
         for r, name in enumerate(names):
             for q, k in row_keys(parse, name).items():
                 keys[r, b, q] = k
+    keys.flags.writeable = False
     return ids, keys, names
 
 

@@ -116,11 +116,12 @@ def score(model: "TrainedModel", sentences: int = CARD_SENTENCES, seed: int = CA
     kept = kept_score(model, sentences, seed)
     if kept is not None:
         return kept
-    task = model.config.the_task()
-    rng = np.random.default_rng(seed)
-    ids, targets, keys = task.sample(rng, sentences, model.config.length)  # (S, N), (T, S, N), (T, S, N)
-    asked = task.scored(keys)  # (T, S, N): the answers that count
     from mhacli.grammar.passes import scored_readout
+    from mhacli.grammar.tasks import fresh
+
+    task = model.config.the_task()
+    ids, targets, keys = fresh(task, sentences, model.config.length, seed)  # (S, N), (T, S, N), (T, S, N)
+    asked = task.scored(keys)  # (T, S, N): the answers that count
 
     # Each readout at the positions it is asked at only (the same logits, row by row, as reading out every word
     # at every position), so a relation's accuracy is over its asked answers.

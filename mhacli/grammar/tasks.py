@@ -8,6 +8,8 @@ average them, r heads can each take one, the Transformer paper's argument for ma
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -129,6 +131,16 @@ class Task:
     def scored(self, keys: Array) -> Array:
         """Which answers count for accuracy: (T, B, N) booleans."""
         return keys >= 0 if self.sentences else np.ones(keys.shape, dtype=bool)
+
+
+@functools.lru_cache(maxsize=8)
+def fresh(task: Task, size: int, length: int, seed: int) -> tuple[Array, Array, Array]:
+    """:meth:`Task.sample` from ``default_rng(seed)``, drawn once per process and read-only: the held-out
+    sentences of the card's seed, which every model of a sweep (its card, score and knockout) reads alike."""
+    drawn = task.sample(np.random.default_rng(seed), size, length)  # (S, N), (T, S, N), (T, S, N)
+    for array in drawn:
+        array.flags.writeable = False
+    return drawn
 
 
 # The readouts of a split referent, named as the report card's rows for the referent's kinds of query

@@ -167,6 +167,21 @@ def test_the_card_counts_what_a_slow_per_sentence_reading_counts(trained: TrainR
     assert card.sentences == FEW and card.seed == 5
 
 
+def test_the_held_out_sentences_are_drawn_once_and_no_reader_can_change_them(trained: TrainResult) -> None:
+    """Every model of a sweep reads the card's sentences: held_out and tasks.fresh give every caller the same
+    read-only arrays, equal to a fresh draw from the seed."""
+    from mhacli.grammar.tasks import fresh
+
+    model, task = trained.model, get_task("grammar")
+    ids, keys, _ = held_out(model, FEW, 5)
+    again = held_out(model, FEW, 5)
+    assert again[0] is ids and again[1] is keys
+    assert np.array_equal(ids, task.sample(np.random.default_rng(5), FEW, model.config.length)[0])
+    for array in (ids, keys, *fresh(task, FEW, model.config.length, 5)):
+        with pytest.raises(ValueError):
+            array[(0,) * array.ndim] = 1
+
+
 def test_the_card_rows_are_the_parse_and_the_word_classes() -> None:
     parse = grammar.parse("the queen saw the street because it was too wide".split())
     assert parse is not None

@@ -16,10 +16,12 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.measure import Measurement
 from rich.padding import Padding
 from rich.panel import Panel
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from mhacli.render import theme
+
 
 def heading_text(text: str) -> Text:
     return Text(text, style=theme.STYLE_TITLE)
@@ -59,11 +61,13 @@ def _ink(text: str) -> Counter[str]:
     return Counter(ch for ch in text if not ch.isspace() and not "\u2500" <= ch <= "\u257f")
 
 
-def breaks_words(console: Console, options: ConsoleOptions, renderable: RenderableType) -> bool:
+def breaks_words(console: Console, options: ConsoleOptions, renderable: RenderableType,
+                 narrow: str | None = None) -> bool:
     """Whether ``renderable`` at this width splits a word or loses a character it shows on an endless line; only
-    rendering tells (Rich may fold a column below its narrowest word, or cut a title with "…")."""
+    rendering tells (Rich may fold a column below its narrowest word, or cut a title with "…"). ``narrow``: what
+    it shows at this width, when already rendered."""
     whole = _shown(console, options.update(width=_UNBOUNDED, max_width=_UNBOUNDED), renderable)
-    narrow = _shown(console, options, renderable)
+    narrow = _shown(console, options, renderable) if narrow is None else narrow
     return not set(_WORD.findall(narrow)) <= set(_WORD.findall(whole)) or _ink(narrow) != _ink(whole)
 
 
@@ -81,7 +85,15 @@ class Fitted:
         return self.wide
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self._choice(console, options)
+        if self.need > options.max_width:
+            yield self.narrow(console)
+            return
+        drawn = list(console.render(self.wide, options))  # the wide form as it prints: checked, then printed
+        lines = Segment.split_and_crop_lines(drawn, options.max_width, include_new_lines=False, pad=False)
+        if breaks_words(console, options, self.wide, "\n".join("".join(s.text for s in line) for line in lines)):
+            yield self.narrow(console)
+        else:
+            yield from drawn
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement.get(console, options, self._choice(console, options))

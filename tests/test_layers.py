@@ -71,12 +71,20 @@ def _parsed_at(path: str, mtime_ns: int, size: int) -> ast.Module:
     return ast.parse(Path(path).read_text(encoding="utf-8"), filename=path)
 
 
+@functools.lru_cache(maxsize=None)
+def _walked(node: ast.AST) -> tuple[ast.AST, ...]:
+    """``ast.walk(node)``, listed once per tree (a node is its own key): the checks walk the same parsed trees
+    again and again (each module's for the import graph, each renderer's for every rule), about half of this
+    file's CPU when each walk went through ``ast.walk``'s queue. A tree here is never changed."""
+    return tuple(ast.walk(node))
+
+
 def imported_modules(path: Path) -> set[str]:
     """Every module an import statement in ``path`` names (absolute; relative imports resolved)."""
     tree = _parsed(path)
     package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _walked(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -157,10 +165,10 @@ COMPUTING = (*(f"mhacli.{room}" for room in COMPUTING_ROOMS), "mhacli.pipeline")
 def _imported_names(path: Path) -> list[tuple[str, str]]:
     """(module, name) for every ``from <a computing room or the pipeline> import name`` in ``path``, lazy ones too."""
     tree = _parsed(path)
-    return [(node.module, alias.name) for node in ast.walk(tree)
+    return [(node.module, alias.name) for node in _walked(tree)
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(COMPUTING)
             for alias in node.names] + [
-        (alias.name, "*") for node in ast.walk(tree) if isinstance(node, ast.Import)
+        (alias.name, "*") for node in _walked(tree) if isinstance(node, ast.Import)
         for alias in node.names if alias.name.startswith(COMPUTING)]
 
 
@@ -181,13 +189,13 @@ def measuring_words() -> frozenset[str]:
     disagreements, the knockout's mismatches), or another such function.  The pipeline calls them, never render."""
     tree = _parsed(PACKAGE / "measures" / "narrate.py")
     functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
-    measuring = {name for name, f in functions.items() for node in ast.walk(f)
+    measuring = {name for name, f in functions.items() for node in _walked(f)
                  if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(COMPUTING[:-1])
                  for alias in node.names if alias.name not in WORD_FORMATTERS
                  and not _is_type_or_constant(node.module, alias.name)}
     while True:
         calling = {name for name, f in functions.items() if name not in measuring and any(
-            isinstance(n, ast.Name) and n.id in measuring for n in ast.walk(f))}
+            isinstance(n, ast.Name) and n.id in measuring for n in _walked(f))}
         if not calling:
             return frozenset(measuring)
         measuring |= calling
@@ -202,7 +210,7 @@ def core_methods() -> frozenset[str]:
     """The names of every method (not property) defined on a class of the computing rooms."""
     names = set()
     for path in _computing_files():
-        for cls in ast.walk(_parsed(path)):
+        for cls in _walked(_parsed(path)):
             if isinstance(cls, ast.ClassDef):
                 names.update(f.name for f in cls.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("_")
                              and not any(getattr(d, "id", None) == "property" for d in f.decorator_list))
@@ -220,12 +228,12 @@ def computations_called(path: Path) -> list[str]:
         bad.append(f"{module}.{name}")
     methods = core_methods() - RENDER_MAY_CALL
     tree = _parsed(path)
-    bad += [f".{n.func.attr}()" for n in ast.walk(tree) if isinstance(n, ast.Call)
+    bad += [f".{n.func.attr}()" for n in _walked(tree) if isinstance(n, ast.Call)
             and isinstance(n.func, ast.Attribute) and n.func.attr in methods]
     words = measuring_words()
     bad += [f"narrate.{name}" for module, name in _imported_names(path)
             if module == "mhacli.measures.narrate" and name in words]
-    bad += [f"narrate.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in words
+    bad += [f"narrate.{n.attr}" for n in _walked(tree) if isinstance(n, ast.Attribute) and n.attr in words
             and getattr(n.value, "id", None) == "narrate"]
     return bad
 
@@ -237,18 +245,18 @@ def deciding_properties() -> frozenset[str]:
     read from a field, never worked out in a renderer's reach (``Knockout.matters`` was one)."""
     bodies: dict[str, list[ast.FunctionDef]] = {}
     for path in _computing_files():
-        for cls in ast.walk(_parsed(path)):
+        for cls in _walked(_parsed(path)):
             if isinstance(cls, ast.ClassDef):
                 for f in cls.body:
                     if isinstance(f, ast.FunctionDef) and any(getattr(d, "id", None) == "property"
                                                               for d in f.decorator_list):
                         bodies.setdefault(f.name, []).append(f)
-    deciding = {name for name, fs in bodies.items() for f in fs for n in ast.walk(f)
+    deciding = {name for name, fs in bodies.items() for f in fs for n in _walked(f)
                 if isinstance(n, ast.Name) and n.id == "evidence"
                 or isinstance(n, ast.ImportFrom) and n.module == "mhacli.attention" and any(a.name == "evidence"
                                                                                        for a in n.names)}
     while True:
-        reading = {name for name, fs in bodies.items() if name not in deciding for f in fs for n in ast.walk(f)
+        reading = {name for name, fs in bodies.items() if name not in deciding for f in fs for n in _walked(f)
                    if isinstance(n, ast.Attribute) and n.attr in deciding}
         if not reading:
             return frozenset(deciding)
@@ -259,7 +267,7 @@ def properties_deciding(path: Path) -> list[str]:
     """Which of :func:`deciding_properties` ``path`` reads (by name: a field of the same name elsewhere would be
     caught too, and renamed)."""
     tree = _parsed(path)
-    return sorted({f".{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    return sorted({f".{n.attr}" for n in _walked(tree) if isinstance(n, ast.Attribute)
                    and n.attr in deciding_properties()})
 
 
@@ -275,8 +283,8 @@ def thresholds_read(path: Path) -> list[str]:
     """Which of the evidence rule's numbers ``path`` names (as ``evidence.X``, ``narrate.X`` or imported): a
     renderer that compares against one decides a word itself; the verdict belongs in the run."""
     tree = _parsed(path)
-    names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-    names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names = {n.attr for n in _walked(tree) if isinstance(n, ast.Attribute)}
+    names |= {n.id for n in _walked(tree) if isinstance(n, ast.Name)}
     return sorted(names & evidence_thresholds())
 
 
@@ -377,10 +385,10 @@ def import_graph(package: Path | None = None) -> dict[str, set[str]]:
     for name, path in paths.items():
         targets = set()
         tree = _parsed(path)
-        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
-                       and getattr(block.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(block)}
+        typing_only = {id(n) for block in _walked(tree) if isinstance(block, ast.If)
+                       and getattr(block.test, "id", None) == "TYPE_CHECKING" for n in _walked(block)}
         here = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(tree):
+        for node in _walked(tree):
             if id(node) in typing_only:
                 continue
             if isinstance(node, ast.Import):
@@ -461,10 +469,10 @@ HOST_READS = {"sched_getaffinity", "getrlimit", "cpu_count", "environ", "getenv"
 def host_reads(path: Path) -> list[str]:
     """Every read of the host in ``path``: the calls above, ``import resource``, a '/proc' path."""
     tree = _parsed(path)
-    found = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in HOST_READS]
-    found += ["resource" for n in ast.walk(tree) if isinstance(n, ast.Import)
+    found = [n.attr for n in _walked(tree) if isinstance(n, ast.Attribute) and n.attr in HOST_READS]
+    found += ["resource" for n in _walked(tree) if isinstance(n, ast.Import)
               for a in n.names if a.name == "resource"]
-    found += [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    found += [n.value for n in _walked(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
               and n.value.startswith("/proc")]
     return found
 

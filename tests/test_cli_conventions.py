@@ -160,14 +160,15 @@ def _quote(word: str) -> str:
 
 # --- --quiet ------------------------------------------------------------------------------------
 
-def test_quiet_prints_nothing_but_still_writes_the_files(runner, tmp_path):
-    figures = tmp_path / "figs"
-    r = runner.invoke(app, ["explain", CAT, "--quiet", "--heads", "2", "--dpi", "30", "--out", str(figures),
-                            "--save-npz", str(tmp_path / "q.npz")])
-    assert r.exit_code == 0 and r.stdout == "" and r.stderr == ""
-    assert (figures / "heads.png").exists() and (tmp_path / "q.npz").exists()
-    loud = runner.invoke(app, ["verify", str(tmp_path / "q.npz")])
-    quiet = runner.invoke(app, ["verify", str(tmp_path / "q.npz"), "--quiet"])
+def test_quiet_prints_nothing_but_still_writes_the_files(runner, quiet_drawn):
+    # conftest: the session's one `explain CAT --save-npz new/run.npz --quiet --out new --dpi 30` (test_wiring reads
+    # it too): figures and a trace written, nothing printed
+    assert quiet_drawn.argv == ("explain", CAT, "--save-npz", "new/run.npz", "--quiet")
+    assert quiet_drawn.exit_code == 0 and quiet_drawn.stdout == "" and quiet_drawn.stderr == ""
+    trace = quiet_drawn.out / "run.npz"
+    assert (quiet_drawn.out / "heads.png").exists() and trace.exists()
+    loud = runner.invoke(app, ["verify", str(trace)])
+    quiet = runner.invoke(app, ["verify", str(trace), "--quiet"])
     assert loud.stdout.strip() and (quiet.exit_code, quiet.stdout) == (0, "")
 
 

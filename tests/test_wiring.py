@@ -130,12 +130,13 @@ def test_the_planned_figure_names_are_exactly_the_files_written(runner, tmp_path
     assert _files(tmp_path / "svg") == set(figure_names(2, "svg"))
 
 
-def test_a_file_inside_an_out_folder_yet_to_be_made_is_fine(runner, tmp_path, monkeypatch):
+def test_a_file_inside_an_out_folder_yet_to_be_made_is_fine(runner, tmp_path, monkeypatch, quiet_drawn):
+    # conftest: the session's one `explain CAT --save-npz new/run.npz --quiet --out new --dpi 30`, run in an
+    # empty folder of its own (test_cli_conventions' --quiet reads it too)
+    assert quiet_drawn.argv == ("explain", CAT, "--save-npz", "new/run.npz", "--quiet") and quiet_drawn.shown == "new"
+    assert quiet_drawn.exit_code == 0, quiet_drawn.output
+    assert (quiet_drawn.out / "run.npz").is_file() and (quiet_drawn.out / "heads.png").is_file()
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["explain", CAT, "--out", "new", "--save-npz", "new/run.npz", "--quiet",
-                                 "--dpi", "30"])
-    assert result.exit_code == 0, result.output
-    assert (tmp_path / "new" / "run.npz").is_file() and (tmp_path / "new" / "heads.png").is_file()
     result = runner.invoke(app, ["explain", CAT, "--no-plots", "--save-npz", "absent/run.npz"])
     assert "folder 'absent' does not exist" in _one_error(result)  # without figures, nothing makes the folder
 

@@ -11,13 +11,10 @@ import io
 from typing import Any
 
 
-#: Text sizes measured by Agg, shared by every figure's renderers: (text, font, dpi, hinting) -> (w, h, descent).
-_TEXT_SIZES: dict[tuple[Any, ...], tuple[float, float, float]] = {}
-_TEXT_SIZES_MAX = 8192  # a notebook drawing for hours keeps at most this many
-
-
-def _text_size(renderer: Any, s: str, prop: Any, ismath: Any) -> tuple[float, float, float]:
-    """Agg's size of text ``s`` in font ``prop``, measured once per font, size, dpi and hinting."""
+def _text_size(renderer: Any, sizes: dict[tuple[Any, ...], Any], s: str, prop: Any,
+               ismath: Any) -> tuple[float, float, float]:
+    """Agg's size of text ``s`` in font ``prop`` (width, height, descent), kept in ``sizes`` by font, dpi and
+    hinting."""
     import matplotlib
 
     measure = type(renderer).get_text_width_height_descent
@@ -27,12 +24,10 @@ def _text_size(renderer: Any, s: str, prop: Any, ismath: Any) -> tuple[float, fl
     key = (s, tuple(prop.get_family()), prop.get_style(), prop.get_variant(), prop.get_weight(), prop.get_stretch(),
            prop.get_size_in_points(), prop.get_file(), float(renderer.dpi), rc["text.hinting"],
            rc["text.hinting_factor"], rc["text.kerning_factor"])
-    size = _TEXT_SIZES.get(key)
+    size = sizes.get(key)
     if size is None:
-        if len(_TEXT_SIZES) >= _TEXT_SIZES_MAX:
-            _TEXT_SIZES.clear()
-        size = _TEXT_SIZES[key] = measure(renderer, s, prop, ismath)
-    return size
+        size = sizes[key] = measure(renderer, s, prop, ismath)
+    return size  # type: ignore[no-any-return]
 
 
 @functools.lru_cache(maxsize=1)
@@ -45,10 +40,14 @@ def figure_class() -> Any:
         """Agg's canvas whose renderers share one cache of text sizes (:func:`_text_size`): matplotlib caches them
         per renderer, and a figure resized after its texts were measured draws on a new renderer."""
 
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.text_sizes: dict[tuple[Any, ...], Any] = {}
+
         def get_renderer(self, *args: Any, **kwargs: Any) -> Any:
             renderer = super().get_renderer(*args, **kwargs)
             if "get_text_width_height_descent" not in vars(renderer):
-                renderer.get_text_width_height_descent = functools.partial(_text_size, renderer)
+                renderer.get_text_width_height_descent = functools.partial(_text_size, renderer, self.text_sizes)
             return renderer
 
     class InlineFigure(Figure):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -90,6 +91,18 @@ def all_text(fig) -> str:
 def heatmaps(fig):
     """The Axes that draw a weight matrix, in the order the figure made them (the colour bar has no image)."""
     return [ax for ax in fig.axes if ax.images]
+
+
+def matrices(fig):
+    """The images of the weight matrices, in the order drawn: a heads sheet draws all its panels on one Axes."""
+    return [image for ax in heatmaps(fig) for image in ax.images]
+
+
+def token_labels(fig):
+    """The token labels beside the matrices: tick labels, or the texts a sheet of panels writes (not cell numbers)."""
+    ticks = [t for ax in heatmaps(fig) for t in ax.get_xticklabels() + ax.get_yticklabels()]
+    written = [t for ax in heatmaps(fig) for t in ax.texts if not re.fullmatch(r"\d\.\d\d", t.get_text())]
+    return [t for t in ticks + written if t.get_text()]
 
 
 def colour_bars(fig):
@@ -431,16 +444,16 @@ def test_no_cell_numbers_when_the_cells_are_too_small():
 
 def test_one_colour_scale_shared_by_every_head(cat):
     fig = notebook.heads_figure(cat)
-    panels = heatmaps(fig)
+    panels = matrices(fig)
     assert len(panels) == cat.num_heads + 1
-    for ax in panels:
-        assert ax.images[0].get_clim() == (0.0, 1.0)
+    for image in panels:
+        assert image.get_clim() == (0.0, 1.0)
     bars = colour_bars(fig)
     assert len(bars) == 1
     assert [t.get_text() for t in bars[0].get_yticklabels()] == ["0", "0.25", "0.5", "0.75", "1"]
     for i in range(cat.num_heads):
-        assert np.array_equal(np.ma.getdata(drawn(panels[i])), cat.weights[i])
-    average = np.ma.getdata(drawn(panels[-1]))
+        assert np.array_equal(np.ma.getdata(panels[i].get_array()), cat.weights[i])
+    average = np.ma.getdata(panels[-1].get_array())
     assert np.allclose(average, np.asarray(cat.weights).mean(axis=0))
     text = all_text(fig)
     assert "average_attn_weights=False" in text and "PyTorch" in text
@@ -449,7 +462,7 @@ def test_one_colour_scale_shared_by_every_head(cat):
 def test_one_head_is_its_own_average():
     trace = run(CAT, heads=1, d_model=8)
     fig = notebook.heads_figure(trace)
-    assert len(heatmaps(fig)) == 1
+    assert len(matrices(fig)) == 1
     assert "its own average" in all_text(fig) and "Average of the 1" not in all_text(fig)
 
 
@@ -1049,7 +1062,7 @@ def test_a_view_draws_heads_sheet_and_magnifiers_of_its_layer_and_nothing_invent
     label = "attention from your model, layer 1 of 0–1 (enc.1)"
     assert label in hf.note.get_text()
     sheet = notebook.heads_figure(view)
-    assert np.allclose(np.ma.getdata(drawn(heatmaps(sheet)[-1])), w[1].mean(axis=0))
+    assert np.allclose(np.ma.getdata(matrices(sheet)[-1].get_array()), w[1].mean(axis=0))
     assert label in all_text(sheet)
     mag = notebook.magnifiers_figure(view)
     names = [t for t in all_text_list(mag) if t in ("1 head", "Head 1", "Head 2", "Head 3")]
@@ -1108,8 +1121,7 @@ def fitted_label_px(fig, path: Path, dpi: int) -> float:
     with Image.open(path) as im:
         width, height = im.size
     fit = min(SCREEN[0] / width, SCREEN[1] / height)
-    sizes = [t.get_fontsize() for ax in heatmaps(fig) for t in ax.get_xticklabels() + ax.get_yticklabels()
-             if t.get_text()]
+    sizes = [t.get_fontsize() for t in token_labels(fig)]
     assert sizes, "the figure labels its tokens"
     return min(sizes) * dpi / 72 * fit
 

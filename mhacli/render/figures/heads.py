@@ -10,7 +10,8 @@ import numpy as np
 
 from mhacli.render import theme
 from mhacli.render.labels import pattern_words, weights_note, window_note
-from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar, heatmap, row_tops, shown_mask
+from mhacli.render.figures.heatmap import BAR_LABEL, BAR_TICK_LABELS, colour_bar, row_tops, shown_mask
+from mhacli.render.figures.heatmap import panel as panel_at
 from mhacli.render.figures.inline import new_figure
 from mhacli.render.figures.layout import (BAR_WIDTH, INSET, PT, Measured, Pen, Slide, axes_at, bar_room, clamp, cut,
                                           label_inches, ordinal, readable_points, wrap)
@@ -247,14 +248,20 @@ def _draw(trace: Shown, view: View, pen: Pen, analysis: Analysis, hide_rules: bo
 
     matrices = [weights[i] for i in range(h)] + [average]
     mask = shown_mask(analysis, view)
-    maps = []
+    # Every panel on one Axes over the grid, its data units inches from the grid's top-left corner.
+    sheet = axes_at(fig, x0, y0, grid_w, panels_h)
+    sheet.set_axis_off()
+    sheet.set(xticks=[], yticks=[])  # no Axis drawn, and none to read either
+    sheet.set_autoscale_on(False)
+    sheet.set_xlim(0.0, grid_w)
+    sheet.set_ylim(panels_h, 0.0)
     # The number a reader reads in a panel is each row's largest weight (the full grid is on head-N.png).
     tops = [row_tops(matrix) for matrix in matrices]
     for k, (x, y) in enumerate(corners):
         r, c = divmod(k, cols)
-        maps.append(heatmap(axes_at(fig, x, y, panel, panel), matrices[k], labels, labels, mask=mask,
-                            color=colors[k], tick_size=tick, value_size=value, label_step=step, rotate_x=rotate,
-                            show_x=r == 0, show_y=c == 0, frame_width=frame_w, numbered=tops[k]))
+        panel_at(sheet, matrices[k], labels, labels, (x - x0, y - y0, panel), mask=mask, color=colors[k],
+                 tick_size=tick, value_size=value, label_step=step, rotate_x=rotate, show_x=r == 0, show_y=c == 0,
+                 frame_width=frame_w, numbered=tops[k])
     span = min(1.0, 4.5 / panels_h) * panels_h
     cax = axes_at(fig, x0 + grid_w + _BAR_GAP, y0 + (panels_h - span) / 2, BAR_WIDTH, span)
     colour_bar(fig, cax=cax)

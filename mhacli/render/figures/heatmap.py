@@ -79,6 +79,7 @@ class Heatmap:
     values: list[Text] = field(default_factory=list)  # the cell numbers, row-major; empty when not shown
     hatch: PathPatch | None = None
     mask: np.ndarray | None = None
+    cells: tuple[float, float, float, float] = (-0.5, -0.5, 1.0, 1.0)  # left, top, cell width, height (data units)
 
     @property
     def value_texts(self) -> list[str]:
@@ -87,7 +88,8 @@ class Heatmap:
 
     def cell_center(self, row: int, col: int) -> tuple[float, float]:
         """The centre of cell (query ``row``, key ``col``) in the Axes' data units."""
-        return float(col), float(row)
+        left, top, width, height = self.cells
+        return left + (col + 0.5) * width, top + (row + 0.5) * height
 
     def update(self, weights: np.ndarray, color: str | None = None) -> None:
         """Show ``weights`` (same shape) in place: cells, cell numbers and frame colour."""
@@ -121,7 +123,7 @@ def heatmap(
     """One attention matrix on ``ax``, keys along the top, queries down the side, on a fixed 0…1 scale; blocked
     cells grey and hatched ("not allowed" never looks like "zero"). ``value_size`` > 0 writes the weights in the
     cells (only those ``numbered`` marks, if given: then :meth:`Heatmap.update` is not for it)."""
-    from matplotlib.patches import PathPatch, Rectangle
+    from matplotlib.patches import Rectangle
 
     n_rows, n_cols = weights.shape
     image = ax.imshow(np.ma.masked_array(weights, mask=mask if mask is not None else False), cmap=cmap(),
@@ -147,22 +149,79 @@ def heatmap(
                    labeltop=show_x, labelbottom=False, labelleft=show_y)
     ax.set_xticks(picked_x, out.x_labels, rotation=90 if rotate_x else 0)
     ax.set_yticks(picked_y, out.y_labels)
+    _marks(out, weights, ax.transData, value_size, numbered)
+    return out
 
+
+def panel(
+    ax: Axes,
+    weights: np.ndarray,
+    rows: Sequence[str],
+    cols: Sequence[str],
+    at: tuple[float, float, float],
+    *,
+    mask: np.ndarray | None = None,
+    color: str | None = None,
+    tick_size: float = 10.0,
+    value_size: float = 0.0,
+    label_step: int = 1,
+    rotate_x: bool = False,
+    show_x: bool = True,
+    show_y: bool = True,
+    frame_width: float = 3.0,
+    numbered: np.ndarray | None = None,
+) -> Heatmap:
+    """:func:`heatmap` as one of several alike panels on one Axes whose data units are inches from its top-left
+    corner, y down: the square ``at`` = (left, top, side), its keys and queries written as plain texts beside it.
+    One Axes for a sheet of panels spares an Axes, its Axis and its ticks a panel."""
+    from matplotlib.patches import Rectangle
+
+    x, y, side = at
+    n_rows, n_cols = weights.shape
+    image = ax.imshow(np.ma.masked_array(weights, mask=mask if mask is not None else False), cmap=cmap(),
+                      vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto", extent=(x, x + side, y + side, y))
+    image.set_clip_on(False)  # as heatmap's: no clip path in an SVG
+    frame = Rectangle((x, y), side, side, fill=False, clip_on=False, edgecolor=color or theme.LABEL_COLOR,
+                      linewidth=frame_width, zorder=3)
+    ax.add_artist(frame)
+    out = Heatmap(ax=ax, image=image, frame=frame, mask=mask, cells=(x, y, side / n_cols, side / n_rows))
+
+    pad = (frame_width / 2 + 3) / 72  # inches between the frame (it straddles the edge) and the labels
+    picked_x = list(range(0, n_cols, label_step)) if show_x else []
+    out.x_labels = [cols[j] for j in picked_x]
+    picked_y = list(range(0, n_rows, label_step)) if show_y else []
+    out.y_labels = [rows[i] for i in picked_y]
+    for j, key in zip(picked_x, out.x_labels):
+        ax.text(out.cell_center(0, j)[0], y - pad, key, fontsize=tick_size, ha="center", va="bottom",
+                rotation=90 if rotate_x else 0)
+    for i, query in zip(picked_y, out.y_labels):  # as matplotlib writes a y tick label
+        ax.text(x - pad, out.cell_center(i, 0)[1], query, fontsize=tick_size, ha="right", va="center_baseline")
+    _marks(out, weights, ax.transData, value_size, numbered)
+    return out
+
+
+def _marks(out: Heatmap, weights: np.ndarray, data: Any, value_size: float, numbered: np.ndarray | None) -> None:
+    """The hatch over ``out``'s blocked cells and its cell numbers (``value_size`` > 0; only the ``numbered``)."""
+    from matplotlib.patches import PathPatch
+    from matplotlib.transforms import Affine2D
+
+    left, top, width, height = out.cells
+    mask, ax = out.mask, out.ax
     if mask is not None and mask.any():
+        cells = Affine2D().scale(width, height).translate(left + width / 2, top + height / 2)
         out.hatch = PathPatch(_mask_path(mask), facecolor="none", edgecolor=theme.HATCH_COLOR,
-                              hatch=theme.MASK_HATCH, linewidth=0, zorder=2)
+                              hatch=theme.MASK_HATCH, linewidth=0, zorder=2, transform=cells + data)
         ax.add_artist(out.hatch)
     if value_size > 0:
         blocked = mask if mask is not None else np.zeros(weights.shape, bool)
-        for r in range(n_rows):
-            for c in range(n_cols):
+        for r in range(weights.shape[0]):
+            for c in range(weights.shape[1]):
                 if numbered is not None and not numbered[r, c]:
                     continue
                 v = float(weights[r, c])
-                out.values.append(ax.text(c, r, "" if blocked[r, c] else value_text(v), ha="center",
-                                          va="center", fontsize=value_size, color=theme.heat_ink(v),
+                out.values.append(ax.text(*out.cell_center(r, c), "" if blocked[r, c] else value_text(v),
+                                          ha="center", va="center", fontsize=value_size, color=theme.heat_ink(v),
                                           in_layout=False))  # inside its cell: nothing for the layout to measure
-    return out
 
 
 BAR_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)

@@ -11,11 +11,44 @@ import io
 from typing import Any
 
 
+def _text_size(renderer: Any, sizes: dict[tuple[Any, ...], Any], s: str, prop: Any,
+               ismath: Any) -> tuple[float, float, float]:
+    """Agg's size of text ``s`` in font ``prop`` (width, height, descent), kept in ``sizes`` by font, dpi and
+    hinting."""
+    import matplotlib
+
+    measure = type(renderer).get_text_width_height_descent
+    if ismath:  # mathtext and TeX depend on more settings: measured as matplotlib does
+        return measure(renderer, s, prop, ismath)  # type: ignore[no-any-return]
+    rc = matplotlib.rcParams
+    key = (s, tuple(prop.get_family()), prop.get_style(), prop.get_variant(), prop.get_weight(), prop.get_stretch(),
+           prop.get_size_in_points(), prop.get_file(), float(renderer.dpi), rc["text.hinting"],
+           rc["text.hinting_factor"], rc["text.kerning_factor"])
+    size = sizes.get(key)
+    if size is None:
+        size = sizes[key] = measure(renderer, s, prop, ismath)
+    return size  # type: ignore[no-any-return]
+
+
 @functools.lru_cache(maxsize=1)
 def figure_class() -> Any:
     """The ``Figure`` subclass (made on first use: matplotlib is imported only when something draws)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
+    class Canvas(FigureCanvasAgg):  # type: ignore[misc]
+        """Agg's canvas whose renderers share one cache of text sizes (:func:`_text_size`): matplotlib caches them
+        per renderer, and a figure resized after its texts were measured draws on a new renderer."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.text_sizes: dict[tuple[Any, ...], Any] = {}
+
+        def get_renderer(self, *args: Any, **kwargs: Any) -> Any:
+            renderer = super().get_renderer(*args, **kwargs)
+            if "get_text_width_height_descent" not in vars(renderer):
+                renderer.get_text_width_height_descent = functools.partial(_text_size, renderer, self.text_sizes)
+            return renderer
 
     class InlineFigure(Figure):
         """A Figure with an Agg canvas (no pyplot, no global state) that IPython shows as a PNG; ``moving``: the
@@ -23,7 +56,7 @@ def figure_class() -> Any:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            FigureCanvasAgg(self)
+            Canvas(self)
             self.moving: list[Any] = []  # in the order a whole draw paints them (by zorder)
             self.still: tuple[tuple[Any, ...], Any] | None = None  # (pixel size, dpi and paper; kept region)
 

@@ -229,17 +229,21 @@ class Measured:
     """Texts of a figure measured once each on its own renderer (``Text.get_window_extent``), in inches."""
 
     def __init__(self, fig: Figure) -> None:
+        from matplotlib.text import Text
+
         self.fig = fig
         self.renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
         self.sizes: dict[tuple[str, float], tuple[float, float]] = {}
+        self.scratch = Text(0, 0, "")  # one text, never drawn, set to each text measured: no Text made a size
+        self.scratch.set_figure(fig)
 
     def size(self, text: str, points: float) -> tuple[float, float]:
         """Width and height of ``text`` at ``points``."""
         key = (text, points)
         if key not in self.sizes:
-            t = self.fig.text(0, 0, text, fontsize=points)
-            box = t.get_window_extent(self.renderer)
-            t.remove()
+            self.scratch.set_text(text)
+            self.scratch.set_fontsize(points)
+            box = self.scratch.get_window_extent(self.renderer)
             self.sizes[key] = box.width / self.fig.dpi, box.height / self.fig.dpi
         return self.sizes[key]
 

@@ -127,9 +127,10 @@ def chosen_queries(window: Window, count: int) -> tuple[int, ...]:
     return window.showcase[:max(1, count)] or (window.view.start,)
 
 
-def why_chosen(analysis: Analysis, queries: Sequence[int], pen: Pen, hide_rules: bool = False) -> str:
-    """The sentence that says which queries the figure shows and why, from the measures (``hide_rules``: the
-    parse's queries without their relations)."""
+def why_chosen(analysis: Analysis, queries: Sequence[int], hide_rules: bool = False) -> str:
+    """The sentence that says why the figure shows its queries, from the measures (``hide_rules``: the parse's
+    queries without their relations). Each query's position and count of tokens in focus is its block's heading,
+    and the title says they are where the heads differ most: neither is said again here."""
     h = analysis.num_heads
     parsed = (narrate.parse_queries_sentence(analysis.reading, queries, hide_rules=hide_rules)
               if analysis.reading is not None else None)
@@ -138,18 +139,10 @@ def why_chosen(analysis: Analysis, queries: Sequence[int], pen: Pen, hide_rules:
     if h == 1:
         return ("Chosen queries: with one head there is nothing to disagree on, so the first queries with a "
                 "single top key are shown; give --query to pick another.")
-    parts = []
-    for k, q in enumerate(queries):
-        d = distinct_tops(analysis, q)
-        what = ("no token clear of chance" if d == 0 else
-                f"{d} different token{'s' if d != 1 else ''} in focus for {h} heads" if k == 0 else f"{d} different")
-        parts.append(f"“{pen.shown(analysis.tokens[q], 16)}” (position {q}): {what}")
     if distinct_tops(analysis, queries[0]) <= 1:
-        lead = ("On every query the heads look most at the same token, or at none clear of chance "
-                "(or tie); shown: ")
-    else:
-        lead = "Queries chosen from the measures, where the heads' top tokens differ most: "
-    return lead + "; ".join(parts) + ". Give --query to pick another."
+        return ("On every query the heads look most at the same token, or at none clear of chance (or tie). "
+                "Give --query to pick another.")
+    return "Chosen from the measures. Give --query to pick another."
 
 
 def block_heading(analysis: Analysis, q: int, pen: Pen) -> str:
@@ -264,13 +257,13 @@ def build_magnifiers(trace: Shown, single: Trace | None, window: Window, pen: Pe
                       f"group{'s' if groups != 1 else ''}; the one head reads them written out once per head.")
                    if h > 1 else "head 1 is that same head."))
     sub = (f"Each box is a token, shaded by the weight the query gives it in that head "
-           f"(white = none, full colour = {vmax:.2f}, the largest shown); the number under it is "
-           "that weight. A thick outline marks the token the head looks at most from that query; "
+           f"(white = none, full colour = {vmax:.2f}, the largest shown); the number under each "
+           "row's largest is that weight. A thick outline marks the token the head looks at most from that query; "
            "the dashed box marks the query."
            + (" Hatched boxes are masked: the query may not look at later tokens."
               if analysis.mask is not None else "")
            + team)
-    extra = [] if asked else [why_chosen(analysis, queries, pen, hide_rules)]
+    extra = [] if asked else [why_chosen(analysis, queries, hide_rules)]
     if view.windowed:
         extra.append(window_note(analysis) or view.note())
 

@@ -55,25 +55,30 @@ class Panel:
 
 def _draw_panel(ax: Axes, p: Panel, step: int) -> None:
     """One matrix, each value divided by the panel's largest |value|, its h column blocks outlined; a token row
-    labelled every ``step`` rows (none beyond :data:`MAX_TOKEN_LABELS`)."""
+    labelled every ``step`` rows (none beyond :data:`MAX_TOKEN_LABELS`). Its row labels and caption are plain texts
+    where matplotlib would put its tick labels and x label: the panel's Axis is not drawn."""
     from matplotlib.patches import Rectangle
+    from matplotlib.transforms import ScaledTranslation
 
     r, c = p.m.shape
     scale = float(np.max(np.abs(p.m))) or 1.0
     ax.imshow(p.m / scale, cmap=SPLIT_CMAP, vmin=-1.0, vmax=1.0, interpolation="nearest", aspect="auto")
     ax.set_title(p.title, fontsize=12, color=theme.LABEL_COLOR, y=1.0, pad=TITLE_PAD)  # y given: not moved at draw
-    ax.set_xticks([])
+    ax.xaxis.set_visible(False)
+    ax.yaxis.set_visible(False)
+    inches = ax.get_figure().dpi_scale_trans  # type: ignore[union-attr]
     if p.rows is not None and p.labelled and r <= MAX_TOKEN_LABELS:
-        ax.set_yticks(range(0, r, step), list(p.rows)[::step], fontsize=LABEL_PT)
-    else:
-        ax.set_yticks([])
-    ax.tick_params(length=0, pad=TICK)  # the row labels: a tick's pad, no tick
+        beside = ax.transData + ScaledTranslation(-TICK / 72, 0.0, inches)  # a tick's pad left of the panel
+        for i in range(0, r, step):
+            ax.text(-0.5, i, p.rows[i], fontsize=LABEL_PT, color=theme.LABEL_COLOR, ha="right",
+                    va="center_baseline", transform=beside)
     width = c // p.heads
     inset = 0.12  # neighbouring blocks' outlines must not overlap
     for i in range(p.heads):
         ax.add_patch(Rectangle((i * width - 0.5 + inset, -0.5 + inset), width - 2 * inset, r - 2 * inset,
                                fill=False, lw=2.2, ec=theme.head_color(i * p.readers)))
-    ax.set_xlabel(_caption(p), fontsize=9, color=theme.LABEL_COLOR, labelpad=CAPTION_PAD)
+    ax.text(0.5, 0.0, _caption(p), fontsize=9, color=theme.LABEL_COLOR, ha="center", va="top",
+            transform=ax.transAxes + ScaledTranslation(0.0, -CAPTION_PAD / 72, inches))
 
 
 def _caption(p: Panel) -> str:

@@ -10,6 +10,7 @@ import numpy as np
 
 from mhacli.attention.errors import UsageError
 from mhacli.pipeline import Run, paged, result_of, shown
+from mhacli.request import DPI
 
 if TYPE_CHECKING:
     from mhacli.render.figures.layout import Pen
@@ -197,7 +198,7 @@ def model_figure(trace: Any) -> Figure:
                       found.head_groups if shared else None)
 
 
-def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "png", dpi: int = 150,
+def save_figures(trace: Any, out_dir: str | Path = "mha-output", *, fmt: str = "png", dpi: int = DPI,
                  query: int | str | None = None, max_tokens: int = 40, hide_rules: bool = False,
                  on_saved: Any = None) -> list[Path]:
     """Every figure of a run or a view into ``out_dir`` (created, with its parents, when missing).

@@ -306,10 +306,6 @@ def pytest_sessionfinish(session, exitstatus):
 # read what a standard run wrote and printed share one run of each kind instead of drawing their own.
 # The runs go through Typer's CliRunner in a folder of their own, their --out given relative to it, as a
 # user would type it; a test never writes into a shared folder (it reads, or copies it first).
-# Once per run of the suite, not once per pytest-xdist worker (issue 46.5): a session fixture is made in
-# every worker that runs one of its tests, and worksteal sends the tests of two files that read the same run
-# to different workers, each drawing it again. The first worker to ask draws it under a lock in the folder
-# the workers share (the run's base temporary folder); the others wait for it and read what it wrote.
 @dataclasses.dataclass(frozen=True)
 class Drawn:
     """One command run once with ``--out NAME``: ``out`` is the folder, ``shown`` the name the command was given."""
@@ -329,39 +325,22 @@ class Drawn:
         return sorted(p.name for p in self.out.iterdir())
 
 
-def _shared_by_the_workers(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The base temporary folder of this run: every pytest-xdist worker's own folder is inside it."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-
-
 def _draw_once(tmp_path_factory: pytest.TempPathFactory, name: str, argv: list[str]) -> Drawn:
-    import fcntl
-    import json
-
     from typer.testing import CliRunner
 
     from mhacli.cli.app import app
 
-    base = _shared_by_the_workers(tmp_path_factory) / f"drawn-{name}"
-    record = base / "run.json"  # written last: its presence says the run is whole
-    with open(f"{base}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker drawing it: wait until it has written the record
-        if not record.exists():
-            base.mkdir()
-            here = Path.cwd()
-            os.chdir(base)
-            try:
-                result = CliRunner().invoke(app, [*argv, "--out", name, "--dpi", "30"])
-            finally:
-                os.chdir(here)
-            for p in (base / name).iterdir() if result.exit_code == 0 else ():
-                p.chmod(0o444)  # shared: a test that overwrote a figure would fail, not change another test's input
-            record.write_text(json.dumps({"exit_code": result.exit_code, "stdout": result.stdout,
-                                          "stderr": result.stderr}))  # a failed run too: each worker says so
-    run = json.loads(record.read_text())
-    assert run["exit_code"] == 0, run["stdout"] + run["stderr"]
-    return Drawn(tuple(argv), run["exit_code"], run["stdout"], run["stderr"], base / name, name)
+    base = tmp_path_factory.mktemp(f"drawn-{name}")
+    here = Path.cwd()
+    os.chdir(base)
+    try:
+        result = CliRunner().invoke(app, [*argv, "--out", name, "--dpi", "30"])
+    finally:
+        os.chdir(here)
+    assert result.exit_code == 0, result.output
+    for p in (base / name).iterdir():
+        p.chmod(0o444)  # shared: a test that overwrote a figure would fail, not change another test's input
+    return Drawn(tuple(argv), result.exit_code, result.stdout, result.stderr, base / name, name)
 
 
 CAT_SENTENCE = "the cat sat on the mat"

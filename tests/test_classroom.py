@@ -515,9 +515,9 @@ def test_demo_writes_nothing_unless_asked_and_figures_with_out(runner, tmp_path,
                      "one-vs-many.png", "split.png"]
     import struct
 
-    # --dpi reaches every figure: each is at least 6 inches wide, 900 pixels at the default 150 dpi.
+    # --dpi reaches every figure: each is at least 6 inches wide, 600 pixels at the default 100 dpi.
     widths = {name: struct.unpack(">I", (demo_drawn.out / name).read_bytes()[16:20])[0] for name in names}
-    assert all(w < 900 for w in widths.values()), widths
+    assert all(w < 600 for w in widths.values()), widths
     flat = " ".join(demo_drawn.output.replace("│", " ").split())
     assert f"{demo_drawn.shown}/heads.png" in flat and "Wrote:" in flat
 

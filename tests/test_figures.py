@@ -157,11 +157,20 @@ def test_save_figures_writes_the_tools_names_at_figsize_times_dpi(cat, cat_pngs)
 
 @pytest.mark.slow
 def test_default_dpi_gives_projector_sized_images(cat, tmp_path):
-    saved = notebook.save_figures(cat, tmp_path)  # dpi 150
-    w, h = notebook.head_figure(cat, 0).get_size_inches()
+    """At the default dpi (the API's and the command line's), a head's smallest text is at least 10 px tall on
+    a 1080p projector showing the PNG fitted to its screen."""
+    from matplotlib.text import Text
+
+    from mhacli.request import DPI
+
+    saved = notebook.save_figures(cat, tmp_path)
+    fig = notebook.head_figure(cat, 0)
+    w, h = fig.get_size_inches()
+    smallest = min(t.get_fontsize() for t in fig.findobj(Text) if t.get_text().strip())  # points
     with Image.open(saved[0]) as im:
-        assert im.size == (int(w * 150), int(h * 150))
-        assert im.size[0] >= 800  # big enough to fill a slide
+        assert im.size == (int(w * DPI), int(h * DPI))
+        shown = min(1920 / im.size[0], 1080 / im.size[1])  # the PNG fitted to the screen
+        assert smallest / 72 * DPI * shown >= 10
 
 
 def test_images_are_not_blank_and_heads_differ(cat_pngs):

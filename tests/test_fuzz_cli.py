@@ -46,11 +46,6 @@ def _fixtures(tmp_path, monkeypatch):
     from mhacli.io.export import save_npz
 
     monkeypatch.chdir(tmp_path)
-    # demo --out draws every figure at the fixed 150 dpi (demo has no --dpi): at the smallest allowed dpi the
-    # same figures are drawn and written, in half the time. Nothing here looks at their pixels.
-    import mhacli.cli.commands.classroom as classroom
-
-    monkeypatch.setattr(classroom, "DPI", 30)
     (tmp_path / "notes.txt").write_text("the cat sat on the mat")
     (tmp_path / "folder").mkdir()
     (tmp_path / "blob.bin").write_bytes(bytes(range(256)))

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Sequence
 
 from mhacli.attention.config import Config
 from mhacli.attention.errors import UsageError
-from mhacli.cli.options import DPI, FORMAT, MAX_TOKENS, OUT_DIR
+from mhacli.cli.options import FORMAT, MAX_TOKENS, OUT_DIR
 from mhacli.cli.output import figure_progress, notes, report_written
-from mhacli.request import ModelOptions, Outputs, Request, Source
+from mhacli.request import DPI, ModelOptions, Outputs, Request, Source
 
 if TYPE_CHECKING:
     from mhacli.attention.trace import Trace

@@ -26,9 +26,6 @@ DEFAULT = SimpleNamespace(**{f.name: f.default for f in fields(Config)})
 OUT_DIR = Path("mha-output")
 MAX_TOKENS = 40
 FORMAT = "png"
-#: Every figure sizes its texts to stay at least 10.5 px tall shown fitted to a 1080p screen, whatever the dpi; at 100
-#: dpi the widest (split.png, 16 in) is 1600 px, shown at 1920, and its smallest text, 9 pt, is 12.5 px in the file.
-DPI = 100
 
 #: Flags take no value, so none is shown in --help (Typer would write "<bool>").
 FLAG = ""

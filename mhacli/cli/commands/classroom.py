@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 from mhacli.cli import flow
 from mhacli.cli.flow import (config_args, finish_run, open_figures, plan_outputs, prepare_run, publish,
                              query_position, read_files, shown_folder, source_args)
-from mhacli.cli.options import (DEFAULT, DPI, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, DpiOpt, HeadsOpt,
+from mhacli.cli.options import (DEFAULT, MAX_TOKENS, AnswersOpt, CausalOpt, DModelOpt, DpiOpt, HeadsOpt,
                                 HideRulesOpt, LessonOutOpt, LessonQueryOpt, ListJsonOpt, MarkdownOpt, NumbersJsonOpt,
                                 PauseOpt, QuestionsOpt, SampleNameArg, SampleOpt, StepOpt, TextArg, TokenizerOpt,
                                 TokensOpt, FileOpt, CacheDtypeOpt, KvHeadsOpt, LayersOpt, ModelConfigOpt, model_block,
                                 QUIZ_SEED, unless_given)
 from mhacli.cli.output import console, json_document, print_all, report_written, write_stdout
 from mhacli.attention.errors import UsageError
-from mhacli.request import ModelOptions  # the type of the model-option block, read by model_block at import
+from mhacli.request import DPI, ModelOptions  # the type of the model-option block, read by model_block at import
 
 if TYPE_CHECKING:
     from mhacli.attention.kv import Sharing

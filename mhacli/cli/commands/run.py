@@ -9,12 +9,12 @@ from mhacli.attention.errors import UsageError
 from mhacli.cli import flow
 from mhacli.cli.flow import (finish_run, open_figures, plan_outputs, plan_request, prepare_run, publish, query_position,
                              read_files, shown_folder)
-from mhacli.cli.options import (DPI, BatchIndexOpt, DpiOpt, FiguresFormatOpt, FiguresOutOpt, FileOpt, HideRulesOpt,
+from mhacli.cli.options import (BatchIndexOpt, DpiOpt, FiguresFormatOpt, FiguresOutOpt, FileOpt, HideRulesOpt,
                                 HtmlOpt, JsonArraysOpt, JsonOpt, LayerOpt, MaxTokensOpt, NumbersJsonOpt, PlotsOpt,
                                 QueryOpt, QuietOpt, RawTokensOpt, SampleOpt, SaveNpzOpt, ShowFileArg, ShowValuesOpt,
                                 TextArg, TraceArg, VerifyQuietOpt, WorkedOpt, model_block)
 from mhacli.cli.output import console, json_document, json_text, print_all, report_written, set_quiet, write_stdout
-from mhacli.request import ModelOptions  # the type of the model-option block, read by model_block at import
+from mhacli.request import DPI, ModelOptions  # the type of the model-option block, read by model_block at import
 
 if TYPE_CHECKING:
     from mhacli.measures.analysis import Analysis

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, cast
 
 from mhacli.io.files import atomic_write
+from mhacli.request import DPI
 from mhacli.render.figures.head import HeadFigure
 from mhacli.render.figures.heads import build_heads
 from mhacli.render.figures.layout import RENDER_RC, Pen, drawing
@@ -123,7 +124,7 @@ def _save_all(named: Callable[[Pen, float | None], Iterable[tuple[str, Figure]]]
     return saved
 
 
-def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
+def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = DPI, *, hide_rules: bool = False,
                  on_saved: Callable[[Path], None] | None = None) -> Saved:
     """Write ``head-1 … head-h``, ``heads``, ``magnifiers`` and ``split`` (not for a view) into ``out_dir``; a
     leftover head-K file is named in the notices."""
@@ -135,7 +136,7 @@ def save_figures(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *
     return saved
 
 
-def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = 150, *, hide_rules: bool = False,
+def save_compare(result: Run, out_dir: Path, fmt: str = "png", dpi: int = DPI, *, hide_rules: bool = False,
                  on_saved: Callable[[Path], None] | None = None) -> Saved:
     """Write ``single-vs-multi`` into ``out_dir``, from a run with its one-head twin and their comparison."""
     single, comparison, window = result.single, result.comparison, _window(result.figures)

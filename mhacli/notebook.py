@@ -10,7 +10,7 @@ import numpy as np
 
 from mhacli.attention.errors import UsageError
 from mhacli.pipeline import Run, paged, result_of, shown
-from mhacli.request import DPI
+from mhacli.render.figures.view import DPI
 
 if TYPE_CHECKING:
     from mhacli.render.figures.layout import Pen

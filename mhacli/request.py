@@ -8,9 +8,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-#: Every figure's default dots per inch, on every surface (the command line, the API, notebooks). Each figure sizes
-#: its texts to stay at least 10.5 px tall shown fitted to a 1080p screen, whatever the dpi; at 100 dpi the widest
-#: (split.png, 16 in) is 1600 px, shown at 1920, and its smallest text, 9 pt, is 12.5 px in the file.
+#: The figures' default dots per inch, as the commands ask for them: mhacli.render.figures.view.DPI, written again
+#: here because this module imports nothing (tests/test_figures.py checks that the two agree).
 DPI = 100
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import io
 import os
 import re
@@ -155,13 +156,26 @@ def test_save_figures_writes_the_tools_names_at_figsize_times_dpi(cat, cat_pngs)
             assert im.info["dpi"][0] == pytest.approx(dpi, abs=0.05)
 
 
+def test_the_commands_default_dpi_is_the_figures():
+    """request.py imports nothing, so it writes the figures' default dpi again: the two must agree."""
+    from mhacli import notebook, request
+    import importlib
+
+    save = importlib.import_module("mhacli.render.figures.save")  # the module (the package exports a save())
+    from mhacli.render.figures.view import DPI
+
+    assert request.DPI == request.Outputs().dpi == DPI
+    for function in (notebook.save_figures, save.save_figures, save.save_compare):
+        assert inspect.signature(function).parameters["dpi"].default == DPI
+
+
 @pytest.mark.slow
 def test_default_dpi_gives_projector_sized_images(cat, tmp_path):
     """At the default dpi (the API's and the command line's), a head's smallest text is at least 10 px tall on
     a 1080p projector showing the PNG fitted to its screen."""
     from matplotlib.text import Text
 
-    from mhacli.request import DPI
+    from mhacli.render.figures.view import DPI
 
     saved = notebook.save_figures(cat, tmp_path)
     fig = notebook.head_figure(cat, 0)

@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, cast
 
 from mhacli.io.files import atomic_write
-from mhacli.request import DPI
 from mhacli.render.figures.head import HeadFigure
 from mhacli.render.figures.heads import build_heads
 from mhacli.render.figures.layout import RENDER_RC, Pen, drawing
 from mhacli.render.figures.magnifiers import build_magnifiers
 from mhacli.render.figures.single_vs_multi import build_compare
 from mhacli.render.figures.split import split_figure
-from mhacli.render.figures.view import check_dpi, check_format
+from mhacli.render.figures.view import DPI, check_dpi, check_format
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -35,9 +35,8 @@ def paused(argv: Sequence[str], *, cwd: Path, env: dict[str, str], name: str | N
     # writer has come, select() sees nothing (Linux reports no hang-up on a FIFO never written to).
     announce = os.open(folder / "announce", os.O_RDONLY | os.O_NONBLOCK)
     extra = {PAUSE: str(folder), **({PAUSE_AT: name} if name else {})}
-    # The run gets Ctrl-C's default action whatever pytest was started with: a suite started in the background
-    # of a shell (SIGINT ignored, which mha rightly keeps, as nohup) would wait forever for a Ctrl-C to land.
-    popen.setdefault("preexec_fn", default_sigint)
+    # The run gets the default action of every signal a test sends, whatever pytest was started with.
+    popen.setdefault("preexec_fn", default_signals)
     proc = subprocess.Popen(list(argv), cwd=cwd, env={**env, **extra}, text=True, **popen)  # type: ignore[call-overload]
     ended = os.pidfd_open(proc.pid)  # readable when the process ends: the other event waited for
     try:
@@ -69,9 +68,12 @@ def paused(argv: Sequence[str], *, cwd: Path, env: dict[str, str], name: str | N
                 raise
 
 
-def default_sigint() -> None:
-    """In the child before it runs mha: SIGINT back to its default action (an inherited SIG_IGN survives exec)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def default_signals() -> None:
+    """In the child before it runs mha: the signals the tests send back to their default action. An inherited
+    SIG_IGN survives exec and mha rightly keeps it: a suite started with nohup (SIGHUP ignored) or in a shell's
+    background (SIGINT ignored) would otherwise wait forever for a signal its run never sees."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 PAUSE, PAUSE_AT = "MHACLI_TEST_PAUSE", "MHACLI_TEST_PAUSE_AT"

@@ -295,13 +295,13 @@ def test_present_waits_between_steps_and_q_quits():
                     reason="needs a pseudo-terminal and the installed mha")
 def test_demo_in_a_terminal_waits_for_enter_and_ctrl_c_exits_130(tmp_path):
     """The installed ``mha`` on a real pseudo-terminal: it stops after step 1, Enter moves on, Ctrl-C ends it."""
-    from pause import default_sigint  # Ctrl-C's default action, even when the suite runs in a shell's background
+    from pause import default_signals  # their default actions, even under nohup or in a shell's background
 
     mha = shutil.which("mha", path=os.path.dirname(sys.executable))
     master, slave = os.openpty()
     proc = subprocess.Popen([mha, "demo", "--sample", "cat"], stdin=slave, stdout=slave, stderr=subprocess.PIPE,
                             cwd=tmp_path, env={**os.environ, "COLUMNS": "80", "TERM": "dumb"},
-                            start_new_session=True, preexec_fn=default_sigint)
+                            start_new_session=True, preexec_fn=default_signals)
     os.close(slave)
 
     def read_until(marker: str) -> str:

@@ -274,10 +274,10 @@ def test_disk_full_while_saving_is_one_line_exit_1(runner, tmp_path, monkeypatch
 
 def test_real_ctrl_c_exits_130_with_one_line(tmp_path):
     """SIGINT to the installed ``mha`` while it waits for standard input."""
-    from pause import default_sigint  # Ctrl-C's default action, even when the suite runs in a shell's background
+    from pause import default_signals  # their default actions, even under nohup or in a shell's background
 
     p = subprocess.Popen([str(MHA), "explain", "-", *NO_PLOTS], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, preexec_fn=default_sigint)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, preexec_fn=default_signals)
     try:
         # Wait until it is blocked reading the pipe: by then Python's SIGINT handler is installed.
         waiting = ""

@@ -698,11 +698,11 @@ main()
 def test_a_signal_while_the_command_loads_is_one_line_and_its_exit_code(tmp_path, module, name, code, said):
     """It was a traceback ending in KeyboardInterrupt or Terminated (a Ctrl-C a few hundredths of a second into a
     real mha explain landed while the entry prepared the process, outside its guard)."""
-    from pause import default_sigint
+    from pause import default_signals
 
     script = SIGNAL_AT_IMPORT.replace("{module}", module).replace("{name}", name)
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120, preexec_fn=default_sigint)
+                          timeout=120, preexec_fn=default_signals)
     if name == "SIGTERM" and module == "mhacli.io.environment":
         # Before mha's handlers exist SIGTERM has its default action: the process ends silently (the shell
         # reports 143), with nothing written and no traceback.

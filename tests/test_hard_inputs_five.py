@@ -163,8 +163,9 @@ def test_torch_save_of_a_real_module_is_named_as_such(tmp_path):
 @pytest.mark.torch
 def test_a_real_nn_transformer_is_numbered_encoder_first_and_its_cross_attention_refused(tmp_path):
     torch = pytest.importorskip("torch", reason="PyTorch makes the model")
+    # batch_first: the same state dict, and none of PyTorch's own warning about nested tensors in the summary
     model = torch.nn.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1,
-                                 dim_feedforward=16)
+                                 dim_feedforward=16, batch_first=True)
     torch.save(model.state_dict(), tmp_path / "tr.pt")
     first = mhacli.run("a b c", weights=tmp_path / "tr.pt", heads=2, layer=0)
     assert first.notes[0].startswith("ran the self-attention encoder.layers.0.self_attn (layer 0 of 0–2)")

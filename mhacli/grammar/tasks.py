@@ -9,7 +9,6 @@ average them, r heads can each take one, the Transformer paper's argument for ma
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass, replace
 from typing import Callable
 

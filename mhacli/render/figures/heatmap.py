@@ -93,7 +93,7 @@ class Heatmap:
 
     def update(self, weights: np.ndarray, color: str | None = None) -> None:
         """Show ``weights`` (same shape) in place: cells, cell numbers and frame colour."""
-        self.image.set_data(np.ma.masked_array(weights, mask=self.mask if self.mask is not None else False))
+        self.image.set_data(masked(weights, self.mask))
         if self.values:
             blocked = self.mask.ravel() if self.mask is not None else np.zeros(weights.size, bool)
             for t, v, b in zip(self.values, weights.ravel().tolist(), blocked.tolist()):
@@ -126,8 +126,8 @@ def heatmap(
     from matplotlib.patches import Rectangle
 
     n_rows, n_cols = weights.shape
-    image = ax.imshow(np.ma.masked_array(weights, mask=mask if mask is not None else False), cmap=cmap(),
-                      vmin=0.0, vmax=1.0, interpolation="nearest", aspect="equal")
+    image = ax.imshow(masked(weights, mask), cmap=cmap(), vmin=0.0, vmax=1.0, interpolation="nearest",
+                      aspect="equal")
     # No clip: an SVG names a clip by a hash of its path object or of its box to the last float digit, and two
     # saves of the same heads.svg in one process gave different names. The image fills its Axes exactly.
     image.set_clip_on(False)
@@ -139,10 +139,7 @@ def heatmap(
     out = Heatmap(ax=ax, image=image, frame=frame, mask=mask)
 
     pad = frame_width / 2 + 3  # points between the frame (it straddles the edge) and the labels
-    picked_x = list(range(0, n_cols, label_step)) if show_x else []
-    out.x_labels = [cols[j] for j in picked_x]
-    picked_y = list(range(0, n_rows, label_step)) if show_y else []
-    out.y_labels = [rows[i] for i in picked_y]
+    picked_x, picked_y = _picked(out, weights.shape, rows, cols, label_step, show_x, show_y)
     ax.set_xlim(-0.5, n_cols - 0.5)
     ax.set_ylim(n_rows - 0.5, -0.5)
     ax.tick_params(length=0, pad=pad, labelsize=tick_size, top=False, bottom=False, left=False,
@@ -178,8 +175,8 @@ def panel(
 
     x, y, side = at
     n_rows, n_cols = weights.shape
-    image = ax.imshow(np.ma.masked_array(weights, mask=mask if mask is not None else False), cmap=cmap(),
-                      vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto", extent=(x, x + side, y + side, y))
+    image = ax.imshow(masked(weights, mask), cmap=cmap(), vmin=0.0, vmax=1.0, interpolation="nearest",
+                      aspect="auto", extent=(x, x + side, y + side, y))
     image.set_clip_on(False)  # as heatmap's: no clip path in an SVG
     frame = Rectangle((x, y), side, side, fill=False, clip_on=False, edgecolor=color or theme.LABEL_COLOR,
                       linewidth=frame_width, zorder=3)
@@ -187,10 +184,7 @@ def panel(
     out = Heatmap(ax=ax, image=image, frame=frame, mask=mask, cells=(x, y, side / n_cols, side / n_rows))
 
     pad = (frame_width / 2 + 3) / 72  # inches between the frame (it straddles the edge) and the labels
-    picked_x = list(range(0, n_cols, label_step)) if show_x else []
-    out.x_labels = [cols[j] for j in picked_x]
-    picked_y = list(range(0, n_rows, label_step)) if show_y else []
-    out.y_labels = [rows[i] for i in picked_y]
+    picked_x, picked_y = _picked(out, weights.shape, rows, cols, label_step, show_x, show_y)
     for j, key in zip(picked_x, out.x_labels):
         ax.text(out.cell_center(0, j)[0], y - pad, key, fontsize=tick_size, ha="center", va="bottom",
                 rotation=90 if rotate_x else 0)
@@ -198,6 +192,22 @@ def panel(
         ax.text(x - pad, out.cell_center(i, 0)[1], query, fontsize=tick_size, ha="right", va="center_baseline")
     _marks(out, weights, ax.transData, value_size, numbered)
     return out
+
+
+def masked(weights: np.ndarray, mask: np.ndarray | None) -> np.ma.MaskedArray:
+    """``weights`` as an image shows them: blocked cells masked (none without a mask)."""
+    return np.ma.masked_array(weights, mask=mask if mask is not None else False)
+
+
+def _picked(out: Heatmap, shape: tuple[int, ...], rows: Sequence[str], cols: Sequence[str], label_step: int,
+            show_x: bool, show_y: bool) -> tuple[list[int], list[int]]:
+    """The key and query positions labelled (every ``label_step``-th, on the sides shown), their texts kept in
+    ``out``: one rule for a heatmap on its own Axes and a panel on a shared one."""
+    n_rows, n_cols = shape
+    picked_x = list(range(0, n_cols, label_step)) if show_x else []
+    picked_y = list(range(0, n_rows, label_step)) if show_y else []
+    out.x_labels, out.y_labels = [cols[j] for j in picked_x], [rows[i] for i in picked_y]
+    return picked_x, picked_y
 
 
 def _marks(out: Heatmap, weights: np.ndarray, data: Any, value_size: float, numbered: np.ndarray | None) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from mhacli.render import theme
-from mhacli.render.figures.heatmap import cmap
+from mhacli.render.figures.heatmap import cmap, masked
 from mhacli.render.figures.inline import new_figure
 
 CELL = 0.55  # inches: a thumbnail, the pattern visible, not each weight
@@ -34,7 +34,7 @@ def tiled(layers: np.ndarray, mask: np.ndarray | None) -> tuple[np.ma.MaskedArra
     for layer in range(n_layers):
         for head in range(h):
             rows, cols = slice(layer * (n + g), layer * (n + g) + n), slice(head * (n + g), head * (n + g) + n)
-            image[rows, cols] = np.ma.masked_array(layers[layer, head], mask=mask if mask is not None else False)
+            image[rows, cols] = masked(layers[layer, head], mask)
             if mask is not None:
                 blocked[rows, cols] = mask
     return image, blocked
